@@ -1,0 +1,291 @@
+"""kgit's command line: parse the arguments, call the loop or the history, print the answer.
+
+Human output goes to stdout as short tables; with --json, stdout carries exactly one JSON object.
+Progress and notes go to stderr. Exit status 0 for every decision (FAILED and REGRESSED are results),
+1 with a one-line message for a user error or a refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kgit.errors import KgitError
+
+
+class Progress:
+    """A line on stderr while a test runs: it can take minutes."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def begin(self, test_path: str, device_note: str | None) -> None:
+        if device_note:
+            click.echo(f"kgit: {device_note}", err=True)
+        click.echo(f"kgit: {self.label}: running {test_path} ...", err=True, nl=not self.tty)
+
+    def tick(self, elapsed: float) -> None:
+        if self.tty:
+            click.echo(f"\rkgit: {self.label}: running ... {elapsed:.0f} s ", err=True, nl=False)
+        elif elapsed - self.last >= 60:  # a log file gets a line a minute, not a line a second
+            self.last = elapsed
+            click.echo(f"kgit: {self.label}: still running after {elapsed:.0f} s", err=True)
+
+    def end(self) -> None:
+        if self.tty:
+            click.echo("", err=True)
+
+
+def _repo(ctx: click.Context):
+    from kgit import store
+
+    return store.find_repo(Path(ctx.obj["cwd"]))
+
+
+def _overrides(**options) -> dict:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _emit(as_json: bool, obj: dict, human: str) -> None:
+    click.echo(json.dumps(obj, indent=None, default=str) if as_json else human)
+
+
+def _notes(recovered: list[str]) -> None:
+    for line in recovered:
+        click.echo(f"kgit: {line}", err=True)
+
+
+def loop_options(f):
+    """The kgit.yaml settings a command can override for one run."""
+    options = [
+        click.option("--target-metric", type=click.Choice(["gbps", "tflops"]), help="Metric to optimize."),
+        click.option("--target-value", type=float, help="Target in the metric's unit."),
+        click.option("--target-pct-of-peak", type=float, help="Target as a fraction of peak, e.g. 0.9."),
+        click.option("--max-iterations", type=int, help="Stop after this many iterations (default 5)."),
+        click.option("--gpu", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), help="Where the test runs."),
+        click.option("--test-timeout-s", type=float, help="Kill the test after this long (default 600)."),
+        click.option("--min-gain-pct", type=float, help="Smallest gain kept, in % (default 1)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "cwd", default=".", type=click.Path(file_okay=False), help="Run as if started in this directory.")
+@click.version_option(package_name="kgit")
+@click.pass_context
+def cli(ctx, cwd):
+    """kgit: a git-native experiment runner for optimizing GPU kernels.
+
+    \b
+    kgit start softmax            baseline: branch opt/softmax, tag best/softmax
+    kgit step -m "..." --tier 1   test one edit of the kernel, keep it or revert it
+    kgit best | log | status | show N | report
+    """
+    ctx.obj = {"cwd": cwd}
+
+
+@cli.command()
+@click.argument("kernel")
+@loop_options
+@json_option
+@click.pass_context
+def start(ctx, kernel, as_json, **options):
+    """Record the baseline of KERNEL as iteration 0 on a new opt/KERNEL branch."""
+    from kgit import loop, report
+
+    repo = _repo(ctx)
+    progress = Progress("baseline")
+    try:
+        outcome = loop.start(repo, kernel, _overrides(**options), progress)
+    finally:
+        progress.end()
+    _notes(outcome.recovered)
+    record = outcome.record
+    human = (
+        f"{kernel}: baseline {report.format_metric(record['value'], record['metric'], record['cpu_timing'])}"
+        f"{_pct(record)} on {record['gpu'] or 'an unknown device'}; branch opt/{kernel}, tag best/{kernel} "
+        f"at {outcome.commit[:10]}"
+    )
+    if record.get("stop_reason"):
+        human += f"\nThe baseline already meets the target: {record['stop_reason']}."
+    _emit(as_json, {**record, "commit": outcome.commit}, human)
+
+
+@cli.command()
+@click.option("-m", "--message", "action", required=True, help="The one change this iteration makes.")
+@click.option("--tier", type=click.IntRange(1, 5), help="Optimization tier of the change (1-5).")
+@loop_options
+@json_option
+@click.pass_context
+def step(ctx, action, tier, as_json, **options):
+    """Commit the edited kernel, test it, and keep or revert it."""
+    from kgit import loop, report
+
+    repo = _repo(ctx)
+    progress = Progress("step")
+    try:
+        outcome = loop.step(repo, action, tier, _overrides(**options), progress)
+    finally:
+        progress.end()
+    _notes(outcome.recovered)
+    record = outcome.record
+    kept = record["status"] in loop.KEPT
+    lines = [
+        f"iteration {record['iteration']}: {record['status']}  "
+        f"{report.format_metric(record['value'], record['metric'], record['cpu_timing'])}"
+        f"{_pct(record)}  {report.format_delta(record['delta_pct'])} vs best "
+        f"{report.format_metric(record['best_before'], record['metric'] or '', record['cpu_timing'])}",
+    ]
+    if record.get("reason"):
+        lines.append(f"reason: {record['reason']}")
+    if kept:
+        lines.append(f"kept at {outcome.commit[:10]}; best/{record['kernel']} moved there")
+    else:
+        lines.append(f"reverted; the attempt stays at refs/kgit/attempts/{record['kernel']}/{record['iteration']}")
+    if record.get("output_tail") and not as_json:
+        tail = record["output_tail"].strip().splitlines()[-5:]
+        lines += ["test output ends:"] + [f"  {line}" for line in tail]
+    if record.get("stop_reason"):
+        lines.append(f"loop stopped: {record['stop_reason']}")
+    _emit(as_json, {**record, "commit": outcome.commit, "kept": kept}, "\n".join(lines))
+
+
+@cli.command()
+@click.argument("kernel", required=False)
+@json_option
+@click.pass_context
+def best(ctx, kernel, as_json):
+    """The best iteration: metric, % of peak, commit and tag."""
+    from kgit import history, loop, report
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=False) as recovered:
+        _notes(recovered)
+        kernel = history.resolve_kernel(repo, kernel)
+        record = history.best(repo, kernel)
+    human = (
+        f"{kernel}: best is iteration {record['iteration']} ({record['action']}): "
+        f"{report.format_metric(record['value'], record['metric'], record['cpu_timing'])}{_pct(record)} "
+        f"on {record['gpu']}, commit {record['commit'][:10]}, tag {record['tag']}"
+    )
+    _emit(as_json, record, human)
+
+
+@cli.command()
+@click.argument("kernel", required=False)
+@json_option
+@click.pass_context
+def log(ctx, kernel, as_json):
+    """Every iteration, the reverted ones too."""
+    from tabulate import tabulate
+
+    from kgit import history, loop, report
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=False) as recovered:
+        _notes(recovered)
+        kernel = history.resolve_kernel(repo, kernel)
+        records = history.log(repo, kernel)
+    rows = [report.log_row(r) + [r["commit"][:10]] for r in records]
+    human = tabulate(rows, report.LOG_HEADERS + ["Commit"]) + "\n" + report.final_line(records)
+    _emit(as_json, {"kernel": kernel, "iterations": records}, human)
+
+
+@cli.command()
+@click.argument("kernel", required=False)
+@json_option
+@click.pass_context
+def status(ctx, kernel, as_json):
+    """Kernel, target, iteration k of max, best, and the gap to the target."""
+    from tabulate import tabulate
+
+    from kgit import history, loop, report
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=False) as recovered:
+        _notes(recovered)
+        kernel = history.resolve_kernel(repo, kernel)
+        state = history.status(repo, kernel, {})
+    top, metric = state["best"], state["metric"]
+    cpu = bool(top and top["cpu_timing"])
+    rows = [
+        ["kernel", f"{kernel} ({state['kernel_path']})"],
+        ["branch", state["branch"] + ("" if state["on_branch"] else " (not checked out)")],
+        ["target", report.format_metric(state["target"], metric) if state["target"] else "none set"],
+        ["iteration", f"{state['iteration']} of {state['max_iterations']} ({state['reverted']} reverted)"],
+        ["best", f"{report.format_metric(top['value'], metric, cpu)}{_pct(top)}, iteration {top['iteration']}"
+         if top else "-"],
+        ["gap to target", f"{report.format_metric(state['gap'], metric)} ({state['gap_pct']:.1f}%)"
+         if state["gap"] is not None and state["gap"] > 0 else "-"],
+        ["state", f"stopped: {state['stopped']}" if state["stopped"]
+         else "kernel edited, ready to step" if state["kernel_modified"] else "waiting for an edit of the kernel"],
+    ]
+    _emit(as_json, state, tabulate(rows, tablefmt="plain"))
+
+
+@cli.command()
+@click.argument("iteration", type=int)
+@click.option("--kernel", help="Kernel (default: the current opt/ branch's).")
+@json_option
+@click.pass_context
+def show(ctx, iteration, kernel, as_json):
+    """An iteration's record and the change it made or tried."""
+    from kgit import history, loop, report
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=False) as recovered:
+        _notes(recovered)
+        kernel = history.resolve_kernel(repo, kernel)
+        item = history.show(repo, kernel, iteration)
+    row = report.log_row(item)
+    human = "\n".join([
+        f"{kernel} iteration {iteration}: {item['action']}",
+        f"commit {item['commit']}  {row[6]}",
+        f"correctness {row[3]}, {row[4]}{_pct(item)}, delta {row[5]}, on {item['gpu'] or '-'}",
+        f"started {item['started']}, test ran {item['duration_s']:.1f} s",
+        "",
+        item["diff"].rstrip() or "(no change to the kernel)",
+    ])
+    _emit(as_json, item, human)
+
+
+@cli.command("report")
+@click.pass_context
+def report_(ctx):
+    """(Re)write experiments/README.md from the records and commit it."""
+    from kgit import loop
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=True) as recovered:
+        _notes(recovered)
+        commit = loop.commit_report(repo)
+    click.echo(f"experiments/README.md rendered and committed at {commit[:10]}" if commit
+               else "experiments/README.md is up to date")
+
+
+def _pct(record: dict | None) -> str:
+    return f" ({record['pct_of_peak']:.0f}% of peak)" if record and record.get("pct_of_peak") else ""
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except KgitError as e:
+        click.echo(f"kgit: {e}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("kgit: aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as e:
+        click.echo(f"kgit: {e.format_message()}", err=True)
+        sys.exit(1)

@@ -1,0 +1,153 @@
+"""kgit.yaml: load, validate, apply defaults and command-line overrides.
+
+kgit.yaml maps kernel names to their loop settings, for example:
+
+    softmax:
+      target_metric: gbps
+      target_pct_of_peak: 0.9
+      max_iterations: 8
+
+A kernel without an entry is looked up at skills/kernels/<name>/ (triton_template.py and its test_*.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgit.errors import KgitError
+
+CONFIG_FILE = "kgit.yaml"
+KERNELS_DIR = "skills/kernels"
+
+# A kernel name becomes part of a branch, a tag, a ref and a path: keep it to characters that are
+# safe in all four (no '/', '..', spaces, shell or ref metacharacters).
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+METRICS = ("gbps", "tflops")
+GPU_CHOICES = ("auto", "nvidia", "amd", "cpu")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    name: str
+    kernel_path: str  # relative to the repository root, with forward slashes
+    test_path: str
+    target_metric: str | None = None  # None: whichever of gbps / tflops the test reports
+    target_value: float | None = None
+    target_pct_of_peak: float | None = None  # a fraction: 0.9 is 90% of the GPU's peak
+    max_iterations: int = 5
+    gpu: str = "auto"
+    test_timeout_s: float = 600.0
+    # A kept change must gain more than this, and more than the measured spread of both runs.
+    min_gain_pct: float = 1.0
+
+
+# key -> (accepted Python types, description used in error messages)
+_KEY_TYPES = {
+    "kernel_path": ((str,), "a path"),
+    "test_path": ((str,), "a path"),
+    "target_metric": ((str,), "gbps or tflops"),
+    "target_value": ((int, float), "a number"),
+    "target_pct_of_peak": ((int, float), "a fraction between 0 and 1"),
+    "max_iterations": ((int,), "an integer"),
+    "gpu": ((str,), "one of auto, nvidia, amd, cpu"),
+    "test_timeout_s": ((int, float), "a number of seconds"),
+    "min_gain_pct": ((int, float), "a percentage"),
+}
+
+
+def check_kernel_name(name: str) -> str:
+    if not _SAFE_NAME.fullmatch(name) or ".." in name or name.endswith((".", ".lock")):
+        raise KgitError(
+            f"invalid kernel name {name!r}: use letters, digits, '.', '_' and '-' "
+            "(it becomes a branch, a tag and a path)"
+        )
+    return name
+
+
+def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
+    """The settings of one kernel: defaults, then kgit.yaml, then command-line overrides."""
+    check_kernel_name(name)
+    settings = dict(_read_file(root).get(name) or {})
+    for key, value in settings.items():
+        _check_value(key, value, where=f"{CONFIG_FILE}: {name}")
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _check_value(key, value, where="option")
+            settings[key] = value
+    if "kernel_path" not in settings or "test_path" not in settings:
+        found_kernel, found_test = _default_paths(root, name)
+        settings.setdefault("kernel_path", found_kernel)
+        settings.setdefault("test_path", found_test)
+    for key in ("kernel_path", "test_path"):
+        settings[key] = _check_path(root, settings[key], key)
+    return KernelConfig(name=name, **settings)
+
+
+def _read_file(root: Path) -> dict:
+    path = root / CONFIG_FILE
+    if not path.exists():
+        return {}
+    import yaml  # only commands that need the config pay for the import
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f" line {where.line + 1}" if where else ""
+        raise KgitError(f"{CONFIG_FILE}{line}: not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise KgitError(f"{CONFIG_FILE}: expected a mapping of kernel names to settings")
+    for kernel, entry in data.items():
+        if not isinstance(entry, dict) and entry is not None:
+            raise KgitError(f"{CONFIG_FILE}: {kernel}: expected a mapping of settings")
+        for key in entry or {}:
+            if key not in _KEY_TYPES:
+                known = ", ".join(_KEY_TYPES)
+                raise KgitError(f"{CONFIG_FILE}: {kernel}: unknown key {key!r} (known: {known})")
+    return data
+
+
+def _check_value(key: str, value, where: str) -> None:
+    types, description = _KEY_TYPES[key]
+    # bool is an int in Python; 'max_iterations: yes' is still a mistake.
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise KgitError(f"{where}: {key} must be {description}, not {value!r}")
+    bad = (
+        (key == "target_metric" and value not in METRICS)
+        or (key == "gpu" and value not in GPU_CHOICES)
+        or (key == "target_pct_of_peak" and not 0 < value <= 1)
+        or (key in ("target_value", "test_timeout_s") and not value > 0)
+        or (key == "max_iterations" and value < 1)
+        or (key == "min_gain_pct" and value < 0)
+    )
+    if bad:
+        raise KgitError(f"{where}: {key} must be {description}, not {value!r}")
+
+
+def _default_paths(root: Path, name: str) -> tuple[str, str]:
+    folder = root / KERNELS_DIR / name
+    if not folder.is_dir():
+        raise KgitError(
+            f"no kernel {name!r}: {KERNELS_DIR}/{name}/ does not exist and {CONFIG_FILE} has no entry for it"
+        )
+    tests = sorted(folder.glob("test_*.py"))
+    if len(tests) != 1:
+        found = ", ".join(p.name for p in tests) or "none"
+        raise KgitError(f"{KERNELS_DIR}/{name}/: expected one test_*.py, found {found}; set test_path in {CONFIG_FILE}")
+    return f"{KERNELS_DIR}/{name}/triton_template.py", f"{KERNELS_DIR}/{name}/{tests[0].name}"
+
+
+def _check_path(root: Path, value: str, key: str) -> str:
+    path = (root / value).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise KgitError(f"{key} {value!r} lies outside the repository")
+    if not path.is_file():
+        raise KgitError(f"{key}: file {value!r} does not exist")
+    return path.relative_to(root.resolve()).as_posix()
+

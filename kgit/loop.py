@@ -1,0 +1,410 @@
+"""The optimization loop: baseline, step, decide, stop. All of kgit's decisions live here.
+
+A step, and what makes it safe to kill at any moment:
+  1. journal 'commit'   the candidate (the edited kernel file, nothing else) becomes a commit on
+                        opt/<kernel>, and refs/kgit/attempts/<kernel>/<N> points at it at once
+  2. journal 'testing'  the test runs against that commit
+  3. journal 'decided'  the record is written down, then applied:
+       kept      a commit with the kernel and the re-rendered experiments/README.md replaces the
+                 candidate on the branch, its note is written, best/<kernel> moves
+       reverted  the note goes on the candidate (still reachable through its attempt ref) and the
+                 branch gets a commit that only updates experiments/README.md on the last kept kernel
+The journal sits in .git/kgit/. Whichever kgit command runs next after a crash finishes a decided step
+or rolls an undecided one back (recorded as FAILED, interrupted); git never loses the candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from dataclasses import dataclass, field
+
+from kgit import config, report, runner, store
+from kgit.errors import KgitError
+
+# Statuses of a record. Kept iterations are commits on the branch; the others are reverted attempts.
+BASELINE = "BASELINE"
+IMPROVED = "IMPROVED"
+TARGET_MET = "TARGET_MET"
+REGRESSED = "REGRESSED"
+WITHIN_NOISE = "WITHIN_NOISE"
+FAILED = "FAILED"
+KEPT = (BASELINE, IMPROVED, TARGET_MET)
+
+# Reasons the loop stops.
+MAX_ITERATIONS = "MAX_ITERATIONS"
+
+RECORD_VERSION = 1
+
+
+@dataclass
+class Outcome:
+    """What a command did, for the command line to print."""
+
+    record: dict
+    commit: str
+    recovered: list[str] = field(default_factory=list)  # what was done to finish an interrupted step
+
+
+# --- decisions ------------------------------------------------------------------------------------
+
+
+def decide(result: runner.TestResult, best: dict, target: float | None, min_gain_pct: float) -> str:
+    """The status of a step, from its test result and the best record so far.
+
+    A gain counts only when it is larger than the floor and than the measured spread of both runs:
+    a difference inside the noise is not evidence of an improvement.
+    """
+    if not result.passed:
+        return FAILED
+    if target is not None and result.value >= target:
+        return TARGET_MET
+    gain = delta_pct(result.value, best["value"])
+    if gain > max(min_gain_pct, result.spread_pct, best.get("spread_pct") or 0.0):
+        return IMPROVED
+    return WITHIN_NOISE if gain > 0 else REGRESSED
+
+
+def delta_pct(value: float, reference: float) -> float:
+    return (value - reference) / reference * 100.0
+
+
+def best_record(records: list[dict]) -> dict | None:
+    kept = [r for r in records if r["status"] in KEPT and r.get("value") is not None]
+    return max(kept, key=lambda r: r["value"], default=None)
+
+
+def stop_reason(records: list[dict], cfg: config.KernelConfig) -> str | None:
+    """Why the loop for this kernel is over, judged against the current settings, or None."""
+    best = best_record(records)
+    if best is not None:
+        target = target_value(cfg, best)
+        if target is not None and best["value"] >= target:
+            return TARGET_MET
+    if records and last_iteration(records) >= cfg.max_iterations:
+        return MAX_ITERATIONS
+    return None
+
+
+def target_value(cfg: config.KernelConfig, record: dict) -> float | None:
+    """The target in the metric's unit: target_value, or target_pct_of_peak of the record's peak."""
+    if cfg.target_value is not None:
+        return float(cfg.target_value)
+    if cfg.target_pct_of_peak is not None and record.get("peak"):
+        return cfg.target_pct_of_peak * record["peak"]
+    return None
+
+
+def peak_of(result: runner.TestResult) -> float | None:
+    """The GPU's peak for the result's metric, from the test's own pct_of_peak.
+
+    CPU (interpreter) timings have no peak: comparing them with a GPU's would be meaningless.
+    """
+    payload = result.payload or {}
+    if payload.get("cpu_timing") or not result.passed:
+        return None
+    pct = payload.get("pct_of_peak")
+    if isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct > 0:
+        return result.value * 100.0 / pct
+    return None
+
+
+def last_iteration(records: list[dict]) -> int:
+    return max((r["iteration"] for r in records), default=-1)
+
+
+# --- records ----------------------------------------------------------------------------------------
+
+
+def kernel_records(repo: store.Repo, kernel: str) -> dict[str, dict]:
+    """This kernel's records by commit, in iteration order."""
+    notes = store.read_notes(repo)
+    mine = {sha: r for sha, r in notes.items() if r["kernel"] == kernel}
+    return dict(sorted(mine.items(), key=lambda item: (item[1]["iteration"], item[1].get("started", ""))))
+
+
+def make_record(cfg, iteration, action, tier, result, status, best, started, base) -> dict:
+    peak = peak_of(result)
+    payload = result.payload or {}
+    record = {
+        "kgit": RECORD_VERSION,
+        "kernel": cfg.name,
+        "iteration": iteration,
+        "action": action,
+        "tier": tier,
+        "gpu": payload.get("gpu"),
+        "cpu_timing": bool(payload.get("cpu_timing")),
+        "correctness": result.correctness if result.ok else None,
+        "metric": result.metric,
+        "value": result.value,
+        "spread_pct": result.spread_pct if result.passed else None,
+        "peak": peak,
+        "pct_of_peak": result.value * 100.0 / peak if peak else None,
+        "best_before": best["value"] if best else None,
+        "delta_pct": delta_pct(result.value, best["value"]) if best and result.passed else None,
+        "status": status,
+        "reason": result.reason,
+        "stop_reason": None,
+        "test": result.payload,
+        "output_tail": None if result.passed else result.output_tail,
+        "base": base,
+        "started": started,
+        "duration_s": round(result.duration_s, 3),
+    }
+    record["target"] = target_value(cfg, record)
+    return record
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _render(repo: store.Repo, extra: dict | None = None) -> str:
+    records = list(store.read_notes(repo).values())
+    if extra is not None:
+        records = [r for r in records if (r["kernel"], r["iteration"]) != (extra["kernel"], extra["iteration"])]
+        records.append(extra)
+    return report.render_readme(records)
+
+
+def _subject(kernel: str, iteration: int, action: str) -> str:
+    return f"{kernel}: iter {iteration}: {action}"
+
+
+# --- sessions: the lock, and recovery of an interrupted step ---------------------------------------
+
+
+@contextlib.contextmanager
+def session(repo: store.Repo, writes: bool):
+    """Hold the lock while a command changes state; finish an interrupted step first.
+
+    Read-only commands take the lock only when there is an interrupted step to finish.
+    """
+    recovered: list[str] = []
+    if writes:
+        store.acquire_lock(repo)
+    try:
+        if store.read_journal(repo) is not None:
+            if not writes and store.lock_holder(repo) is not None:
+                yield recovered  # a step is in flight in another process: just read
+                return
+            if not writes:
+                store.acquire_lock(repo)
+                writes = True
+            recovered.extend(_recover(repo))
+        yield recovered
+    finally:
+        if writes:
+            store.release_lock(repo)
+
+
+def _recover(repo: store.Repo) -> list[str]:
+    journal = store.read_journal(repo)
+    if journal["op"] == "start":
+        _apply_start(repo, journal)
+        return [f"finished the interrupted start of {journal['record']['kernel']}"]
+    if journal["phase"] == "commit":
+        head = store.rev(repo, "HEAD")
+        subject = _subject(journal["kernel"], journal["iteration"], journal["action"])
+        if head == journal["base"] or store.git(repo, "log", "-1", "--format=%s", head).strip() != subject:
+            store.clear_journal(repo)  # killed before the candidate was committed: nothing to undo
+            return []
+        journal.update(phase="testing", candidate=head)
+    if journal["phase"] == "testing":
+        cfg = config.KernelConfig(**journal["config"])
+        interrupted = runner.TestResult(
+            ok=False, correctness=False, reason="interrupted: kgit stopped before the test finished",
+            metric=None, value=None, spread_pct=0.0, payload=None, duration_s=0.0, output_tail="",
+        )
+        records = list(kernel_records(repo, cfg.name).values())
+        journal["record"] = make_record(
+            cfg, journal["iteration"], journal["action"], journal["tier"], interrupted, FAILED,
+            best_record(records), journal["started"], journal["base"],
+        )
+        journal["phase"] = "decided"
+        store.write_journal(repo, journal)
+    _apply_step(repo, journal)
+    record = journal["record"]
+    done = f"finished an interrupted step: iteration {record['iteration']} of {record['kernel']} is {record['status']}"
+    if record["status"] not in KEPT:
+        done += f", rolled back; the candidate stays at {store.attempt_ref(record['kernel'], record['iteration'])}"
+    return [done]
+
+
+# --- start ------------------------------------------------------------------------------------------
+
+
+def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
+    with session(repo, writes=True) as recovered:
+        cfg = config.load(repo.root, kernel, overrides)
+        branch = store.branch_name(kernel)
+        if store.rev(repo, f"refs/heads/{branch}"):
+            raise KgitError(f"{branch} already exists: continue with 'kgit step', or delete the branch to start over")
+        head = store.rev(repo, "HEAD")
+        if head is None:
+            raise KgitError("the repository has no commit yet: commit the kernel and its test first")
+        _check_clean(repo, allowed=[])
+        for path in (cfg.kernel_path, cfg.test_path):
+            if not store.is_tracked(repo, path):
+                raise KgitError(f"{path} is not tracked by git: commit it before starting")
+
+        started = _now()
+        result = _run(repo, cfg, progress)
+        if not result.passed:
+            last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
+            raise KgitError(f"baseline failed ({result.reason}); nothing was changed. Test output ends: {last}")
+        record = make_record(cfg, 0, "baseline", None, result, BASELINE, None, started, head)
+        if record["target"] is not None and record["value"] >= record["target"]:
+            record["stop_reason"] = TARGET_MET
+        commit = store.commit_with_files(
+            repo, head, head, {report.README: _render(repo, record)}, _subject(kernel, 0, "baseline")
+        )
+        journal = {"op": "start", "phase": "decided", "commit": commit, "record": record}
+        store.write_journal(repo, journal)
+        _apply_start(repo, journal)
+        return Outcome(record, commit, recovered)
+
+
+def _apply_start(repo: store.Repo, journal: dict) -> None:
+    """Make the baseline commit real: note, branch, tag, checkout. Safe to repeat."""
+    record, commit = journal["record"], journal["commit"]
+    kernel = record["kernel"]
+    store.write_note(repo, commit, record)
+    branch = store.branch_name(kernel)
+    if store.rev(repo, f"refs/heads/{branch}") is None:
+        store.create_branch(repo, branch, commit)
+    store.set_tag(repo, kernel, commit)
+    if store.current_branch(repo) != branch:
+        store.switch(repo, branch)
+    store.clear_journal(repo)
+
+
+# --- step -------------------------------------------------------------------------------------------
+
+
+def current_kernel(repo: store.Repo) -> str:
+    branch = store.current_branch(repo)
+    if branch is None or not branch.startswith(store.BRANCH_PREFIX):
+        where = f"on {branch}" if branch else "on a detached HEAD"
+        raise KgitError(f"not on an opt/<kernel> branch ({where}): run 'kgit start <kernel>' or check out opt/<kernel>")
+    return branch[len(store.BRANCH_PREFIX):]
+
+
+def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progress=None) -> Outcome:
+    with session(repo, writes=True) as recovered:
+        kernel = current_kernel(repo)
+        cfg = config.load(repo.root, kernel, overrides)
+        records = list(kernel_records(repo, kernel).values())
+        if not records:
+            raise KgitError(f"no baseline recorded for {kernel}: was the branch made by 'kgit start {kernel}'?")
+        stopped = stop_reason(records, cfg)
+        if stopped:
+            raise KgitError(
+                f"the loop for {kernel} has stopped ({stopped}); raise max_iterations or the target "
+                "(kgit.yaml or the step's options) to go on"
+            )
+        changed = _check_clean(repo, allowed=[cfg.kernel_path])
+        if cfg.kernel_path not in changed:
+            raise KgitError(f"no change to {cfg.kernel_path}: edit the kernel, then step")
+
+        iteration = last_iteration(records) + 1
+        base = store.rev(repo, "HEAD")
+        journal = {
+            "op": "step", "phase": "commit", "kernel": kernel, "iteration": iteration, "action": action,
+            "tier": tier, "base": base, "started": _now(), "config": cfg.__dict__,
+        }
+        store.write_journal(repo, journal)
+        candidate = store.commit_paths(repo, [cfg.kernel_path], _subject(kernel, iteration, action))
+        store.set_ref(repo, store.attempt_ref(kernel, iteration), candidate)
+        journal.update(phase="testing", candidate=candidate)
+        store.write_journal(repo, journal)
+
+        try:
+            result = _run(repo, cfg, progress)
+        except KeyboardInterrupt:
+            result = runner.TestResult(
+                ok=False, correctness=False, reason="interrupted by the user", metric=None, value=None,
+                spread_pct=0.0, payload=None, duration_s=0.0, output_tail="",
+            )
+        best = best_record(records)
+        target = target_value(cfg, best)
+        status = decide(result, best, target, cfg.min_gain_pct)
+        record = make_record(cfg, iteration, action, tier, result, status, best, journal["started"], base)
+        if status == TARGET_MET:
+            record["stop_reason"] = TARGET_MET
+        elif iteration >= cfg.max_iterations:
+            record["stop_reason"] = MAX_ITERATIONS
+        journal.update(phase="decided", record=record)
+        store.write_journal(repo, journal)
+        commit = _apply_step(repo, journal)
+        return Outcome(record, commit, recovered)
+
+
+def _apply_step(repo: store.Repo, journal: dict) -> str:
+    """Apply a decided step: safe to repeat after a crash at any point. Returns the record's commit."""
+    record, kernel, iteration = journal["record"], journal["kernel"], journal["iteration"]
+    base, candidate = journal["base"], journal["candidate"]
+    attempt = store.attempt_ref(kernel, iteration)
+    kept = record["status"] in KEPT
+    if "final" not in journal:
+        readme = {report.README: _render(repo, record)}
+        subject = _subject(kernel, iteration, journal["action"])
+        if kept:
+            final = store.commit_with_files(repo, candidate, base, readme, subject)
+        else:
+            final = store.commit_with_files(repo, base, base, readme, f"{subject} (reverted: {record['status']})")
+        journal["final"] = final
+        store.write_journal(repo, journal)
+    noted = journal["final"] if kept else candidate
+    store.write_note(repo, noted, record)
+    store.move_head(repo, journal["final"])
+    if kept:
+        store.set_tag(repo, kernel, journal["final"])
+        store.git(repo, "update-ref", "-d", attempt)  # the commit on the branch keeps it
+    store.clear_journal(repo)
+    return noted
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _check_clean(repo: store.Repo, allowed: list[str]) -> list[str]:
+    """The modified tracked files; refuse when any is not in allowed."""
+    changed = store.modified_tracked_files(repo)
+    others = [p for p in changed if p not in allowed]
+    if others:
+        if not allowed:
+            raise KgitError(f"uncommitted changes to {', '.join(others)}: commit or stash them first")
+        raise KgitError(
+            f"modified besides {allowed[0]}: {', '.join(others)}. One change per iteration, to the kernel "
+            "only (the test is the judge and never changes with the kernel): commit or stash the rest"
+        )
+    return changed
+
+
+def _run(repo: store.Repo, cfg: config.KernelConfig, progress) -> runner.TestResult:
+    """Run the kernel's test; progress, if given, hears of the start (with any device note) and each tick."""
+    env, device_note = runner.device_env(cfg.gpu)
+    if progress:
+        progress.begin(cfg.test_path, device_note)
+    return runner.run_test(
+        cfg.test_path, repo.root, cfg.test_timeout_s, env, cfg.target_metric, progress.tick if progress else None
+    )
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+
+def commit_report(repo: store.Repo) -> str | None:
+    """Commit a fresh rendering of experiments/README.md on the current branch; None if unchanged."""
+    head = store.rev(repo, "HEAD")
+    if head is None:
+        raise KgitError("the repository has no commit yet")
+    if report.README in store.modified_tracked_files(repo):
+        raise KgitError(f"{report.README} has uncommitted edits; kgit renders it from the notes: commit or discard them first")
+    text = _render(repo)
+    if store.head_file(repo, report.README) == text:
+        return None
+    commit = store.commit_with_files(repo, head, head, {report.README: text}, "kgit: render experiments/README.md")
+    store.move_head(repo, commit)
+    return commit

@@ -1,0 +1,172 @@
+"""Runs a kernel's test in its own process and turns what it prints into a validated result.
+
+The test contract: `<python> <test_path> --json` prints, as its last JSON object on stdout, something like
+  {"kernel": "softmax", "gpu": "NVIDIA H200", "correctness": true, "latency_us": 26.4,
+   "gbps": 1270.1, "speedup": 1.071, "status": "pass"}
+("tflops" instead of "gbps" for compute-bound kernels). The object may also be printed indented over
+several lines, as some existing tests do after a `--- JSON ---` line. Optional fields kgit uses when
+present: spread_pct (the metric's measured spread, in %) and pct_of_peak.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TAIL_CHARS = 2000
+
+
+@dataclass
+class TestResult:
+    ok: bool  # the test ran and printed a valid result; says nothing yet about correctness
+    correctness: bool
+    reason: str | None  # why it is not ok, or why correctness failed
+    metric: str | None  # "gbps" or "tflops"
+    value: float | None
+    spread_pct: float
+    payload: dict | None  # the test's JSON, unchanged
+    duration_s: float
+    output_tail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.ok and self.correctness
+
+
+def device_env(gpu: str) -> tuple[dict, str | None]:
+    """Environment for the test, and a plain-words note when kgit falls back to Triton's interpreter.
+
+    Looks for the vendors' device files instead of importing torch: kgit itself never loads torch.
+    """
+    has_nvidia = Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()
+    has_amd = Path("/dev/kfd").exists()
+    if gpu == "cpu" or (gpu == "auto" and not (has_nvidia or has_amd)):
+        why = "gpu: cpu" if gpu == "cpu" else "no GPU found"
+        return {"TRITON_INTERPRET": "1"}, (
+            f"{why}: running in Triton's interpreter mode on the CPU; timings are CPU timings, "
+            "not comparable to any GPU"
+        )
+    return {}, None
+
+
+def run_test(
+    test_path: str,
+    cwd: Path,
+    timeout_s: float,
+    env: dict,
+    preferred_metric: str | None = None,
+    on_tick=None,
+) -> TestResult:
+    """Run the test in its own process group; kill the whole group on timeout or interruption."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, test_path, "--json"],
+            cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            env={**os.environ, **env}, start_new_session=True,
+        )
+        try:
+            timed_out = _wait(proc, timeout_s, started, on_tick)
+        except BaseException:  # Ctrl-C or kgit being stopped: never leave the test running
+            _kill_group(proc)
+            raise
+        duration = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    tail = _tail(stdout, stderr)
+
+    def failed(reason: str, payload: dict | None = None) -> TestResult:
+        return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
+
+    if timed_out:
+        return failed(f"timeout: no result after {timeout_s:g} s")
+    if proc.returncode < 0:
+        return failed(f"crashed: killed by signal {signal.Signals(-proc.returncode).name}")
+    if proc.returncode != 0:
+        return failed(f"crashed: exit status {proc.returncode}")
+    payload = last_json_object(stdout)
+    if payload is None:
+        return failed("no JSON object on stdout")
+    return validate(payload, preferred_metric, duration, tail)
+
+
+def validate(payload: dict, preferred_metric: str | None, duration: float, tail: str) -> TestResult:
+    def failed(reason: str) -> TestResult:
+        return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
+
+    correctness = payload.get("correctness")
+    if not isinstance(correctness, bool):
+        return failed("invalid JSON: 'correctness' must be true or false")
+    if not correctness or payload.get("status") == "fail":
+        reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
+        return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
+
+    candidates = [preferred_metric] if preferred_metric else ["gbps", "tflops"]
+    metric = next((m for m in candidates if m in payload), None)
+    if metric is None:
+        return failed(f"invalid JSON: no {' or '.join(candidates)} field")
+    value = payload[metric]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return failed(f"invalid metric: {metric} = {value!r}")
+    spread = payload.get("spread_pct", 0.0)
+    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not math.isfinite(spread) or spread < 0:
+        return failed(f"invalid JSON: spread_pct = {spread!r}")
+    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail)
+
+
+def last_json_object(stdout: str) -> dict | None:
+    """The last JSON object that starts at the beginning of a line (one line or indented over several)."""
+    decoder = json.JSONDecoder()
+    lines = stdout.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    # Nested objects of an indented dump start after whitespace, so only column-0 braces are candidates.
+    for i in range(len(lines) - 1, -1, -1):
+        if not lines[i].startswith("{"):
+            continue
+        try:
+            obj, _ = decoder.raw_decode(stdout, offsets[i])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, started: float, on_tick) -> bool:
+    """Wait for the test; True when it ran out of time (and was killed)."""
+    while True:
+        elapsed = time.monotonic() - started
+        if elapsed >= timeout_s:
+            _kill_group(proc)
+            return True
+        try:
+            proc.wait(timeout=min(1.0, timeout_s - elapsed))
+            return False
+        except subprocess.TimeoutExpired:
+            if on_tick:
+                on_tick(time.monotonic() - started)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _tail(stdout: str, stderr: str) -> str:
+    text = stdout + ("\n--- stderr ---\n" + stderr if stderr.strip() else "")
+    return text[-TAIL_CHARS:]

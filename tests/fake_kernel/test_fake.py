@@ -1,0 +1,45 @@
+"""A stand-in kernel test that follows kgit's test contract; the kernel file chooses what it prints."""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import triton_template as kernel  # noqa: E402
+
+mode = kernel.MODE
+if mode == "hang":
+    Path(os.environ.get("KGIT_FAKE_STARTED", "/dev/null")).write_text(str(os.getpid()))
+    time.sleep(600)
+if mode == "crash":
+    print("Traceback (most recent call last):\nRuntimeError: boom", file=sys.stderr)
+    sys.exit(3)
+if mode == "segv":
+    os.kill(os.getpid(), signal.SIGSEGV)
+if mode == "nojson":
+    print("all good, but no JSON")
+    sys.exit(0)
+if mode == "malformed":
+    print('{"kernel": "fake", "correctness": tru')
+    sys.exit(0)
+
+result = {
+    "kernel": "fake",
+    "gpu": "Fake GPU",
+    "correctness": kernel.CORRECT,
+    "latency_us": 1.0,
+    "gbps": {"nan": float("nan"), "negative": -1.0}.get(mode, kernel.METRIC),
+    "speedup": 1.0,
+    "status": "pass" if kernel.CORRECT else "fail",
+    "spread_pct": kernel.SPREAD,
+    "pct_of_peak": kernel.METRIC / 10,
+}
+print("some progress output")
+if mode == "multiline":  # as some existing tests print it
+    print("--- JSON ---")
+    print(json.dumps(result, indent=2))
+else:
+    print(json.dumps(result))
