@@ -38,7 +38,7 @@ def best(repo: store.Repo, kernel: str) -> dict:
 
 def status(repo: store.Repo, kernel: str, overrides: dict) -> dict:
     records = log(repo, kernel)
-    cfg = config.load(repo.root, kernel, overrides)
+    cfg = loop.load_config(repo, records, overrides)
     top = loop.best_record(records)
     target = loop.target_value(cfg, top) if top else None
     branch = store.branch_name(kernel)

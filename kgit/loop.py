@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
+import signal
 from dataclasses import dataclass, field
 
 from kgit import config, report, runner, store
@@ -35,6 +37,15 @@ KEPT = (BASELINE, IMPROVED, TARGET_MET)
 MAX_ITERATIONS = "MAX_ITERATIONS"
 
 RECORD_VERSION = 1
+
+# Tests kill kgit at a named point of a step to prove that the next command recovers (as git's own
+# test suite does with GIT_TEST_* variables). Unset in normal use.
+CRASH_ENV = "KGIT_TEST_CRASH_AT"
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -107,6 +118,12 @@ def peak_of(result: runner.TestResult) -> float | None:
     if isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct > 0:
         return result.value * 100.0 / pct
     return None
+
+
+def load_config(repo: store.Repo, records: list[dict], overrides: dict) -> config.KernelConfig:
+    """The kernel's settings: kgit.yaml, then the options given to 'kgit start', then this command's."""
+    options = next((r.get("options") or {} for r in records if r["iteration"] == 0), {})
+    return config.load(repo.root, records[0]["kernel"], {**options, **overrides})
 
 
 def last_iteration(records: list[dict]) -> int:
@@ -184,7 +201,7 @@ def session(repo: store.Repo, writes: bool):
     if writes:
         store.acquire_lock(repo)
     try:
-        if store.read_journal(repo) is not None:
+        if store.read_journal(repo) is not None or store.rev(repo, store.SAVED_EDITS_REF):
             if not writes and store.lock_holder(repo) is not None:
                 yield recovered  # a step is in flight in another process: just read
                 return
@@ -199,7 +216,10 @@ def session(repo: store.Repo, writes: bool):
 
 
 def _recover(repo: store.Repo) -> list[str]:
+    restored = store.restore_saved_edits(repo)
     journal = store.read_journal(repo)
+    if journal is None:
+        return [f"restored your uncommitted edits to {', '.join(restored)} after an interrupted kgit"]
     if journal["op"] == "start":
         _apply_start(repo, journal)
         return [f"finished the interrupted start of {journal['record']['kernel']}"]
@@ -209,8 +229,11 @@ def _recover(repo: store.Repo) -> list[str]:
         if head == journal["base"] or store.git(repo, "log", "-1", "--format=%s", head).strip() != subject:
             store.clear_journal(repo)  # killed before the candidate was committed: nothing to undo
             return []
+        store.set_ref(repo, store.attempt_ref(journal["kernel"], journal["iteration"]), head)
         journal.update(phase="testing", candidate=head)
     if journal["phase"] == "testing":
+        if "test_pid" in journal:
+            runner.stop_orphaned_test(journal["test_pid"], journal["config"]["test_path"])
         cfg = config.KernelConfig(**journal["config"])
         interrupted = runner.TestResult(
             ok=False, correctness=False, reason="interrupted: kgit stopped before the test finished",
@@ -254,6 +277,7 @@ def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outc
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed. Test output ends: {last}")
         record = make_record(cfg, 0, "baseline", None, result, BASELINE, None, started, head)
+        record["options"] = overrides  # the loop's own settings: later commands start from them
         if record["target"] is not None and record["value"] >= record["target"]:
             record["stop_reason"] = TARGET_MET
         commit = store.commit_with_files(
@@ -261,6 +285,7 @@ def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outc
         )
         journal = {"op": "start", "phase": "decided", "commit": commit, "record": record}
         store.write_journal(repo, journal)
+        _crash_point("start-decided")
         _apply_start(repo, journal)
         return Outcome(record, commit, recovered)
 
@@ -273,6 +298,7 @@ def _apply_start(repo: store.Repo, journal: dict) -> None:
     branch = store.branch_name(kernel)
     if store.rev(repo, f"refs/heads/{branch}") is None:
         store.create_branch(repo, branch, commit)
+    _crash_point("start-branched")
     store.set_tag(repo, kernel, commit)
     if store.current_branch(repo) != branch:
         store.switch(repo, branch)
@@ -293,10 +319,10 @@ def current_kernel(repo: store.Repo) -> str:
 def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progress=None) -> Outcome:
     with session(repo, writes=True) as recovered:
         kernel = current_kernel(repo)
-        cfg = config.load(repo.root, kernel, overrides)
         records = list(kernel_records(repo, kernel).values())
         if not records:
             raise KgitError(f"no baseline recorded for {kernel}: was the branch made by 'kgit start {kernel}'?")
+        cfg = load_config(repo, records, overrides)
         stopped = stop_reason(records, cfg)
         if stopped:
             raise KgitError(
@@ -316,11 +342,16 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
         store.write_journal(repo, journal)
         candidate = store.commit_paths(repo, [cfg.kernel_path], _subject(kernel, iteration, action))
         store.set_ref(repo, store.attempt_ref(kernel, iteration), candidate)
+        _crash_point("candidate-committed")
         journal.update(phase="testing", candidate=candidate)
         store.write_journal(repo, journal)
 
+        def remember_test(pid: int) -> None:  # so that recovery can stop a test orphaned by a crash
+            journal["test_pid"] = pid
+            store.write_journal(repo, journal)
+
         try:
-            result = _run(repo, cfg, progress)
+            result = _run(repo, cfg, progress, remember_test)
         except KeyboardInterrupt:
             result = runner.TestResult(
                 ok=False, correctness=False, reason="interrupted by the user", metric=None, value=None,
@@ -336,6 +367,7 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
             record["stop_reason"] = MAX_ITERATIONS
         journal.update(phase="decided", record=record)
         store.write_journal(repo, journal)
+        _crash_point("decided")
         commit = _apply_step(repo, journal)
         return Outcome(record, commit, recovered)
 
@@ -355,9 +387,12 @@ def _apply_step(repo: store.Repo, journal: dict) -> str:
             final = store.commit_with_files(repo, base, base, readme, f"{subject} (reverted: {record['status']})")
         journal["final"] = final
         store.write_journal(repo, journal)
+        _crash_point("final-committed")
     noted = journal["final"] if kept else candidate
     store.write_note(repo, noted, record)
+    _crash_point("noted")
     store.move_head(repo, journal["final"])
+    _crash_point("moved")
     if kept:
         store.set_tag(repo, kernel, journal["final"])
         store.git(repo, "update-ref", "-d", attempt)  # the commit on the branch keeps it
@@ -382,13 +417,14 @@ def _check_clean(repo: store.Repo, allowed: list[str]) -> list[str]:
     return changed
 
 
-def _run(repo: store.Repo, cfg: config.KernelConfig, progress) -> runner.TestResult:
+def _run(repo: store.Repo, cfg: config.KernelConfig, progress, on_spawn=None) -> runner.TestResult:
     """Run the kernel's test; progress, if given, hears of the start (with any device note) and each tick."""
     env, device_note = runner.device_env(cfg.gpu)
     if progress:
         progress.begin(cfg.test_path, device_note)
     return runner.run_test(
-        cfg.test_path, repo.root, cfg.test_timeout_s, env, cfg.target_metric, progress.tick if progress else None
+        cfg.test_path, repo.root, cfg.test_timeout_s, env, cfg.target_metric,
+        on_tick=progress.tick if progress else None, on_spawn=on_spawn,
     )
 
 

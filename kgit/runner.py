@@ -64,6 +64,7 @@ def run_test(
     env: dict,
     preferred_metric: str | None = None,
     on_tick=None,
+    on_spawn=None,
 ) -> TestResult:
     """Run the test in its own process group; kill the whole group on timeout or interruption."""
     started = time.monotonic()
@@ -74,6 +75,8 @@ def run_test(
             env={**os.environ, **env}, start_new_session=True,
         )
         try:
+            if on_spawn:
+                on_spawn(proc.pid)
             timed_out = _wait(proc, timeout_s, started, on_tick)
         except BaseException:  # Ctrl-C or kgit being stopped: never leave the test running
             _kill_group(proc)
@@ -157,6 +160,22 @@ def _wait(proc: subprocess.Popen, timeout_s: float, started: float, on_tick) -> 
         except subprocess.TimeoutExpired:
             if on_tick:
                 on_tick(time.monotonic() - started)
+
+
+def stop_orphaned_test(pid: int, test_path: str) -> None:
+    """Kill the process group of a test left running by a kgit that was killed.
+
+    Only if that pid still runs this test: a pid can be reused by an unrelated process.
+    """
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return
+    if test_path.encode() in cmdline:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

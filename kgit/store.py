@@ -23,6 +23,7 @@ from kgit.errors import KgitError
 
 NOTES_REF = "refs/notes/kgit"
 ATTEMPTS_PREFIX = "refs/kgit/attempts"
+SAVED_EDITS_REF = "refs/kgit/saved-edits"
 BRANCH_PREFIX = "opt/"
 TAG_PREFIX = "best/"
 
@@ -169,15 +170,38 @@ def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, st
 
 
 def move_head(repo: Repo, sha: str) -> None:
-    """Move the current branch to sha and update the files that differ.
+    """Move the current branch to sha and its files into the working tree, keeping uncommitted edits.
 
-    `reset --keep` refuses, instead of overwriting, when a file it must change has uncommitted edits:
-    kgit never destroys work that is not in a commit.
+    A user may edit the kernel while its test runs, or after kgit was killed: those edits are saved in
+    a commit object (`git stash create`, reachable from SAVED_EDITS_REF until they are back), the tree is
+    reset, and the edited files are written back on top. Nothing that is not in a commit is lost.
     """
-    try:
-        git(repo, "reset", "--quiet", "--keep", sha)
-    except GitError as e:
-        raise KgitError(f"cannot update the working tree without losing uncommitted edits ({e})") from None
+    if modified_tracked_files(repo):
+        saved = git(repo, "stash", "create", "kgit: edits kept across a reset").strip()
+        set_ref(repo, SAVED_EDITS_REF, saved)
+    git(repo, "reset", "--quiet", "--hard", sha)
+    restore_saved_edits(repo)
+
+
+def restore_saved_edits(repo: Repo) -> list[str]:
+    """Write back the files saved by move_head, if any; safe to repeat after a crash."""
+    saved = rev(repo, SAVED_EDITS_REF)
+    if saved is None:
+        return []
+    paths = git(repo, "diff", "--name-only", "-z", f"{saved}^1", saved).split("\0")
+    paths = [p for p in paths if p]
+    for path in paths:
+        content = subprocess.run(
+            ["git", "cat-file", "blob", f"{saved}:{path}"], cwd=repo.root, capture_output=True
+        )
+        target = repo.root / path
+        if content.returncode == 0:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content.stdout)
+        else:
+            target.unlink(missing_ok=True)  # the user had deleted it
+    git(repo, "update-ref", "-d", SAVED_EDITS_REF)
+    return paths
 
 
 def create_branch(repo: Repo, name: str, sha: str) -> None:

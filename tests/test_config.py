@@ -1,0 +1,45 @@
+"""kgit.yaml: every mistake is named in one line, and nothing changes."""
+
+import pytest
+
+from conftest import KERNEL, TEST
+
+
+def write_config(ws, text):
+    (ws.root / "kgit.yaml").write_text(text)
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "config")
+
+
+@pytest.mark.parametrize("text, named", [
+    ("fake:\n  max_iteration: 3\n", "unknown key 'max_iteration'"),
+    ("fake:\n  max_iterations: three\n", "max_iterations must be an integer"),
+    ("fake:\n  max_iterations: true\n", "max_iterations must be an integer"),
+    ("fake:\n  target_metric: fps\n", "target_metric must be gbps or tflops"),
+    ("fake:\n  gpu: tpu\n", "gpu must be one of auto, nvidia, amd, cpu"),
+    ("fake:\n  target_pct_of_peak: 70\n", "target_pct_of_peak must be a fraction"),
+    ("fake:\n  test_timeout_s: -1\n", "test_timeout_s must be"),
+    ("fake:\n  kernel_path: missing.py\n", "kernel_path: file 'missing.py' does not exist"),
+    ("fake:\n  test_path: ../../etc/passwd\n", "lies outside the repository"),
+    ("fake: [1, 2]\n", "expected a mapping of settings"),
+    ("- fake\n", "expected a mapping of kernel names"),
+    ("fake:\n  max_iterations: [\n", "not valid YAML"),
+])
+def test_config_errors(ws, text, named):
+    write_config(ws, text)
+    assert named in ws.refused("start", "fake")
+
+
+def test_explicit_paths(ws):
+    write_config(ws, f"mine:\n  kernel_path: {KERNEL}\n  test_path: {TEST}\n  max_iterations: 2\n")
+    record = ws.ok("start", "mine", "--json").json()
+    assert record["kernel"] == "mine" and ws.git("symbolic-ref", "--short", "HEAD") == "opt/mine"
+    assert ws.ok("status", "--json").json()["max_iterations"] == 2
+
+
+def test_timeout_from_config_kills_the_test(ws):
+    write_config(ws, "fake:\n  test_timeout_s: 2\n")
+    ws.ok("start", "fake")
+    ws.set_kernel(MODE="hang")
+    record = ws.ok("step", "-m", "hangs", "--json").json()
+    assert record["status"] == "FAILED" and record["reason"] == "timeout: no result after 2 s"

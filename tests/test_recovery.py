@@ -1,0 +1,135 @@
+"""Nothing lost: kill -9 at any point of a step, a second kgit while one runs, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import KERNEL
+
+
+def spawn_step(ws, tmp_path, *args):
+    """Start 'kgit step' on a test that hangs; return the process once the test is running."""
+    marker = tmp_path / "test-started"
+    ws.set_kernel(MODE="hang", METRIC=150.0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgit", "step", "-m", "hangs", *args], cwd=ws.root,
+        env={**os.environ, "KGIT_FAKE_STARTED": str(marker)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the test never started"
+        time.sleep(0.05)
+    return proc, int(marker.read_text())
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def test_kill_during_the_test_rolls_back(started, tmp_path):
+    proc, test_pid = spawn_step(started, tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert "kgit.lock" not in os.listdir(started.root / ".git")
+    run = started.ok("status", "--json")
+    assert "finished an interrupted step: iteration 1 of fake is FAILED" in run.stderr
+    assert not alive(test_pid), "recovery stops the orphaned test"
+    record = started.ok("show", "1", "--json").json()
+    assert record["status"] == "FAILED" and record["reason"].startswith("interrupted")
+    assert "METRIC = 150.0" in started.kernel_text("refs/kgit/attempts/fake/1")  # the candidate survives
+    assert "+METRIC = 150.0" in record["diff"]
+    started.check_invariants()
+
+
+def test_a_second_kgit_is_refused_while_the_first_runs(started, tmp_path):
+    proc, _ = spawn_step(started, tmp_path)
+    try:
+        run = started.kgit("step", "-m", "second")
+        assert run.returncode == 1 and "another kgit process" in run.stderr
+        assert started.ok("log", "--json").json()["iterations"][-1]["iteration"] == 0  # reading still works
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the step is recorded as interrupted and rolled back
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "interrupted by the user" in out.decode()
+    started.check_invariants()
+
+
+@pytest.mark.parametrize("point", ["candidate-committed", "decided", "final-committed", "noted", "moved"])
+@pytest.mark.parametrize("metric, status", [(150.0, "IMPROVED"), (50.0, "REGRESSED")])
+def test_kill_at_any_point_after_the_test(started, point, metric, status):
+    started.set_kernel(METRIC=metric)
+    run = started.kgit("step", "-m", "edit", env={"KGIT_TEST_CRASH_AT": point})
+    assert run.returncode == -signal.SIGKILL
+    assert started.ok("status").returncode == 0
+    record = started.ok("show", "1", "--json").json()
+    if point == "candidate-committed":  # killed before the test ran: rolled back
+        assert record["status"] == "FAILED" and record["reason"].startswith("interrupted")
+    else:
+        assert record["status"] == status
+    assert f"METRIC = {metric}" in started.kernel_text(record["commit"])
+    started.check_invariants()
+    started.set_kernel(METRIC=500.0)  # the loop goes on from there
+    assert started.ok("step", "-m", "next", "--json").json()["iteration"] == 2
+    started.check_invariants()
+
+
+@pytest.mark.parametrize("point", ["start-decided", "start-branched"])
+def test_kill_during_start(ws, point):
+    run = ws.kgit("start", "fake", env={"KGIT_TEST_CRASH_AT": point})
+    assert run.returncode == -signal.SIGKILL
+    assert ws.ok("status", "--json").json()["iteration"] == 0
+    assert ws.git("symbolic-ref", "--short", "HEAD") == "opt/fake"
+    ws.check_invariants()
+
+
+def test_recovery_keeps_an_edit_made_after_the_crash(started, tmp_path):
+    proc, _ = spawn_step(started, tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    idea = "METRIC = 1.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n# my next idea\n"
+    (started.root / KERNEL).write_text(idea)
+    started.ok("status")
+    assert (started.root / KERNEL).read_text() == idea  # still there, now on top of the best kernel
+    assert "METRIC = 100.0" in started.kernel_text("HEAD")
+    assert started.ok("show", "1", "--json").json()["status"] == "FAILED"
+    assert started.git("status", "--porcelain") == f"M {KERNEL}"  # unstaged, as the user left it
+    assert started.ok("step", "-m", "next idea", "--json").json()["iteration"] == 2
+
+
+def test_an_edit_made_while_the_test_runs_is_kept(ws, tmp_path):
+    (ws.root / "kgit.yaml").write_text("fake:\n  test_timeout_s: 3\n")
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "config")
+    ws.ok("start", "fake")
+    proc, _ = spawn_step(ws, tmp_path)
+    (ws.root / KERNEL).write_text("METRIC = 2.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "timeout" in out.decode()
+    assert "METRIC = 2.0" in (ws.root / KERNEL).read_text()
+    assert "METRIC = 100.0" in ws.kernel_text("HEAD")
+    assert ws.git("for-each-ref", "refs/kgit/saved-edits") == ""
+
+
+def test_saved_edits_are_restored_after_a_crash(started):
+    # Simulate a kgit killed between its reset and the write-back: the edits live only in the saved ref.
+    (started.root / KERNEL).write_text("METRIC = 3.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n")
+    saved = started.git("stash", "create")
+    started.git("update-ref", "refs/kgit/saved-edits", saved)
+    started.git("reset", "-q", "--hard")
+    run = started.ok("log")
+    assert "restored your uncommitted edits" in run.stderr
+    assert "METRIC = 3.0" in (started.root / KERNEL).read_text()
+    assert started.git("for-each-ref", "refs/kgit/saved-edits") == ""

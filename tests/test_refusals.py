@@ -1,0 +1,122 @@
+"""Every refusal: exit status 1, one line on stderr, no traceback, and nothing changed."""
+
+import pytest
+
+from conftest import KERNEL, TEST
+
+
+def test_step_without_a_change_to_the_kernel(started):
+    assert "no change to skills/kernels/fake/triton_template.py" in started.refused("step", "-m", "nothing")
+
+
+def test_step_with_a_changed_test(started):
+    started.set_kernel(METRIC=120.0)
+    (started.root / TEST).write_text((started.root / TEST).read_text() + "\n# tweak the judge\n")
+    assert "test_fake.py" in started.refused("step", "-m", "x")
+
+
+def test_step_with_another_tracked_file_modified(started):
+    (started.root / "notes.txt").write_text("a\n")
+    started.git("add", "notes.txt")
+    started.git("commit", "-qm", "notes")
+    started.set_kernel(METRIC=120.0)
+    (started.root / "notes.txt").write_text("b\n")
+    assert "notes.txt" in started.refused("step", "-m", "x")
+
+
+def test_step_with_a_staged_file(started):
+    started.set_kernel(METRIC=120.0)
+    (started.root / "new.txt").write_text("new\n")
+    started.git("add", "new.txt")
+    assert "new.txt" in started.refused("step", "-m", "x")
+
+
+def test_untracked_files_are_left_alone(started):
+    (started.root / "scratch.txt").write_text("mine\n")
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "x")
+    assert (started.root / "scratch.txt").read_text() == "mine\n"
+    assert "scratch.txt" not in started.git("ls-files")
+
+
+def test_step_off_an_opt_branch(started):
+    started.git("checkout", "-q", "main")
+    started.set_kernel(METRIC=120.0)
+    assert "not on an opt/<kernel> branch" in started.refused("step", "-m", "x")
+
+
+def test_step_on_a_detached_head(started):
+    started.git("checkout", "-q", "--detach")
+    assert "detached HEAD" in started.refused("step", "-m", "x")
+
+
+def test_step_needs_a_message(started):
+    started.set_kernel(METRIC=120.0)
+    assert "--message" in started.refused("step")
+
+
+def test_outside_a_git_repository(tmp_path, ws):
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    ws.root, original = outside, ws.root
+    try:
+        assert "not a git repository" in ws.refused("step", "-m", "x")
+        assert "not a git repository" in ws.refused("start", "fake")
+        assert "not a git repository" in ws.refused("log")
+    finally:
+        ws.root = original
+
+
+@pytest.mark.parametrize("name", ["../x", "a b", "x;rm", "a~1", "a:b", "-rf", "x/y", ".hidden", "x.lock", "a..b", ""])
+def test_unsafe_kernel_names(ws, name):
+    assert "invalid kernel name" in ws.refused("start", "--", name)
+
+
+def test_start_twice(started):
+    assert "opt/fake already exists" in started.refused("start", "fake")
+
+
+def test_start_with_uncommitted_changes(ws):
+    ws.set_kernel(METRIC=120.0)
+    assert "uncommitted changes" in ws.refused("start", "fake")
+
+
+def test_start_an_unknown_kernel(ws):
+    assert "no kernel 'nope'" in ws.refused("start", "nope")
+
+
+def test_start_with_an_untracked_kernel(ws):
+    (ws.root / "skills/kernels/loose").mkdir()
+    for name in ("triton_template.py", "test_fake.py"):
+        (ws.root / "skills/kernels/loose" / name).write_text((ws.root / "skills/kernels/fake" / name).read_text())
+    assert "not tracked by git" in ws.refused("start", "loose")
+
+
+def test_start_when_the_baseline_fails(ws):
+    ws.set_kernel(MODE="crash")
+    ws.git("commit", "-qam", "broken kernel")
+    message = ws.refused("start", "fake")
+    assert "baseline failed (crashed: exit status 3)" in message and "RuntimeError: boom" in message
+
+
+def test_log_without_records(ws):
+    assert "no kgit records" in ws.refused("log")
+
+
+def test_show_an_unknown_iteration(started):
+    assert "no iteration 7" in started.refused("show", "7")
+
+
+def test_unknown_option(started):
+    assert "no such option" in started.refused("step", "--bogus").lower()
+
+
+def test_report_refuses_to_overwrite_edits(started):
+    (started.root / "experiments/README.md").write_text("my notes\n")
+    assert "uncommitted edits" in started.refused("report")
+
+
+def test_bad_option_value(started):
+    started.set_kernel(METRIC=120.0)
+    assert "max_iterations" in started.refused("step", "-m", "x", "--max-iterations", "0")
+    assert "target_pct_of_peak" in started.refused("step", "-m", "x", "--target-pct-of-peak", "90")
