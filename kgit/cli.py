@@ -139,25 +139,68 @@ def step(ctx, action, tier, as_json, **options):
         progress.end()
     _notes(outcome.recovered)
     record = outcome.record
-    kept = record["status"] in loop.KEPT
+    _emit(as_json, {**record, "commit": outcome.commit, "kept": record["status"] in loop.KEPT},
+          _describe_step(outcome, with_tail=True))
+
+
+def _describe_step(outcome, with_tail: bool) -> str:
+    from kgit import loop, report
+
+    record = outcome.record
+    cpu = record["cpu_timing"]
     lines = [
         f"iteration {record['iteration']}: {record['status']}  "
-        f"{report.format_metric(record['value'], record['metric'], record['cpu_timing'])}"
-        f"{_pct(record)}  {report.format_delta(record['delta_pct'])} vs best "
-        f"{report.format_metric(record['best_before'], record['metric'] or '', record['cpu_timing'])}",
+        f"{report.format_metric(record['value'], record['metric'], cpu)}{_pct(record)}  "
+        f"{report.format_delta(record['delta_pct'])} vs best "
+        f"{report.format_metric(record['best_before'], record['metric'] or '', cpu)}",
     ]
     if record.get("reason"):
         lines.append(f"reason: {record['reason']}")
-    if kept:
+    if record["status"] in loop.KEPT:
         lines.append(f"kept at {outcome.commit[:10]}; best/{record['kernel']} moved there")
     else:
         lines.append(f"reverted; the attempt stays at refs/kgit/attempts/{record['kernel']}/{record['iteration']}")
-    if record.get("output_tail") and not as_json:
+    if with_tail and record.get("output_tail"):
         tail = record["output_tail"].strip().splitlines()[-5:]
         lines += ["test output ends:"] + [f"  {line}" for line in tail]
     if record.get("stop_reason"):
         lines.append(f"loop stopped: {record['stop_reason']}")
-    _emit(as_json, {**record, "commit": outcome.commit, "kept": kept}, "\n".join(lines))
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("kernel", required=False)
+@loop_options
+@json_option
+@click.pass_context
+def tune(ctx, kernel, as_json, **options):
+    """Search KERNEL's CONFIG space, one iteration per proposal (tier 1, no agent needed)."""
+    from kgit import history, report, tune as tuning
+
+    repo = _repo(ctx)
+    kernel = history.resolve_kernel(repo, kernel)
+    outcomes = []
+
+    def on_outcome(outcome):
+        outcomes.append(outcome)
+        _notes(outcome.recovered)
+        if not as_json:
+            if outcome.record["iteration"] == 0:
+                record = outcome.record
+                click.echo(f"{kernel}: baseline "
+                           f"{report.format_metric(record['value'], record['metric'], record['cpu_timing'])}")
+            else:
+                click.echo(f"[{outcome.record['action']}] " + _describe_step(outcome, with_tail=False))
+
+    progress = Progress("tune")
+    try:
+        stopped = tuning.run(repo, kernel, _overrides(**options), progress, on_outcome)
+    finally:
+        progress.end()
+    best = history.best(repo, kernel)
+    summary = {"kernel": kernel, "stop_reason": stopped, "best": best,
+               "iterations": [{**o.record, "commit": o.commit} for o in outcomes]}
+    _emit(as_json, summary, f"tune stopped: {stopped}; best is iteration {best['iteration']} ({best['action']})")
 
 
 @cli.command()

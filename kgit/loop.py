@@ -38,6 +38,8 @@ MAX_ITERATIONS = "MAX_ITERATIONS"
 
 RECORD_VERSION = 1
 
+INTERRUPTED_BY_USER = "interrupted by the user"
+
 # Tests kill kgit at a named point of a step to prove that the next command recovers (as git's own
 # test suite does with GIT_TEST_* variables). Unset in normal use.
 CRASH_ENV = "KGIT_TEST_CRASH_AT"
@@ -354,7 +356,7 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
             result = _run(repo, cfg, progress, remember_test)
         except KeyboardInterrupt:
             result = runner.TestResult(
-                ok=False, correctness=False, reason="interrupted by the user", metric=None, value=None,
+                ok=False, correctness=False, reason=INTERRUPTED_BY_USER, metric=None, value=None,
                 spread_pct=0.0, payload=None, duration_s=0.0, output_tail="",
             )
         best = best_record(records)

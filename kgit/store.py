@@ -234,9 +234,10 @@ def read_notes(repo: Repo) -> dict[str, dict]:
     Two git processes whatever the number of notes: one lists the notes tree, one `cat-file --batch`
     reads all the blobs.
     """
-    if rev_any(repo, NOTES_REF) is None:
-        return {}
-    listing = git(repo, "ls-tree", "-r", "--full-tree", NOTES_REF)
+    try:
+        listing = git(repo, "ls-tree", "-r", "--full-tree", NOTES_REF)
+    except GitError:
+        return {}  # no notes yet
     blob_by_commit = {}
     for line in listing.splitlines():
         meta, path = line.split("\t", 1)
@@ -250,13 +251,6 @@ def read_notes(repo: Repo) -> dict[str, dict]:
         if isinstance(record, dict) and "iteration" in record and "kernel" in record:
             records[commit] = record
     return records
-
-
-def rev_any(repo: Repo, ref: str) -> str | None:
-    try:
-        return git(repo, "rev-parse", "--verify", "--quiet", ref).strip() or None
-    except GitError:
-        return None
 
 
 def _cat_blobs(repo: Repo, shas: list[str]) -> list[str]:

@@ -1,0 +1,163 @@
+"""kgit tune: tier-1 search over the tunables a kernel template declares, one iteration per proposal.
+
+A template declares them as two literal dicts at module level:
+
+    CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1}
+    CONFIG_SPACE = {"BLOCK_SIZE": [2048, 4096, 8192], "num_warps": [4, 8, 16], "num_stages": [1, 2, 3]}
+
+The search is coordinate descent that learns from what was measured: from the best configuration so
+far it proposes a neighbour that differs in one value by one position in its list. It goes on in the
+direction that last paid off, tries the other direction of a key before the next key, and never
+proposes a configuration already measured (kept or reverted, as recorded in git). It stops when every
+neighbour of the best has been measured: a local optimum of the space.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from kgit.errors import KgitError
+
+SPACE_EXHAUSTED = "SPACE_EXHAUSTED"
+
+
+@dataclass(frozen=True)
+class Tunables:
+    config: dict
+    space: dict
+
+
+def read_tunables(source: str, path: str) -> Tunables:
+    """CONFIG and CONFIG_SPACE from a kernel's source, checked against each other."""
+    values = {name: ast.literal_eval(node.value) for name, node in _literal_assignments(source, path).items()}
+    config, space = values.get("CONFIG"), values.get("CONFIG_SPACE")
+    if not isinstance(config, dict) or not isinstance(space, dict):
+        raise KgitError(f"{path} declares no literal CONFIG and CONFIG_SPACE dicts: nothing to tune")
+    for key, value in config.items():
+        if key in space and value not in space[key]:
+            raise KgitError(f"{path}: CONFIG[{key!r}] = {value!r} is not in CONFIG_SPACE[{key!r}]")
+    return Tunables(config, space)
+
+
+def write_config(source: str, path: str, config: dict) -> str:
+    """The source with its CONFIG literal replaced by config; every other byte is left as it was."""
+    node = _literal_assignments(source, path)["CONFIG"].value
+    lines = source.splitlines(keepends=True)
+    start = sum(len(line) for line in lines[: node.lineno - 1]) + _byte_to_char(lines[node.lineno - 1], node.col_offset)
+    end = sum(len(line) for line in lines[: node.end_lineno - 1]) + _byte_to_char(
+        lines[node.end_lineno - 1], node.end_col_offset
+    )
+    literal = "{" + ", ".join(f"{key!r}: {value!r}" for key, value in config.items()) + "}"
+    return source[:start] + literal.replace("'", '"') + source[end:]
+
+
+def _byte_to_char(line: str, byte_offset: int) -> int:
+    return len(line.encode()[:byte_offset].decode())
+
+
+def _literal_assignments(source: str, path: str) -> dict[str, ast.Assign]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise KgitError(f"{path} line {e.lineno}: syntax error: {e.msg}") from None
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("CONFIG", "CONFIG_SPACE"):
+                try:
+                    ast.literal_eval(node.value)
+                except ValueError:
+                    raise KgitError(f"{path}: {node.targets[0].id} must be a literal dict") from None
+                found[node.targets[0].id] = node
+    return found
+
+
+def describe_change(old: dict, new: dict) -> str:
+    changes = [f"{key} {old.get(key)}->{value}" for key, value in new.items() if old.get(key) != value]
+    return ", ".join(changes) or "no change"
+
+
+def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]]) -> dict | None:
+    """The next configuration to measure, or None when every neighbour of the best was measured.
+
+    measured: (configuration tried, configuration it was tried from, whether it was kept), oldest first.
+    """
+    seen = [_key(tried) for tried, _, _ in measured] + [_key(best)]
+    preferred = []
+    for tried, origin, kept in reversed(measured):
+        if kept:  # keep going the way the last gain went
+            preferred = [(key, _direction(space[key], origin[key], tried[key]))
+                         for key in tried if key in space and tried[key] != origin.get(key)]
+            break
+    keys = [key for key in best if key in space]
+    # Finish the key last changed (its other direction) before moving on to the next key in turn.
+    last_changed = next((k for tried, origin, _ in reversed(measured) for k in keys if tried[k] != origin.get(k)), None)
+    if last_changed is not None:
+        i = keys.index(last_changed)
+        keys = keys[i:] + keys[:i]
+    order = preferred + [(key, d) for key in keys for d in (+1, -1)]
+    for key, direction in order:
+        values = space[key]
+        position = values.index(best[key]) + direction
+        if 0 <= position < len(values):
+            candidate = {**best, key: values[position]}
+            if _key(candidate) not in seen:
+                return candidate
+    return None
+
+
+def _direction(values: list, old, new) -> int:
+    if old in values and new in values:
+        return 1 if values.index(new) > values.index(old) else -1
+    return 1
+
+
+def _key(config: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in config.items()))
+
+
+def run(repo, kernel: str, overrides: dict, progress, on_outcome) -> str:
+    """Tune the kernel until a stop reason; every proposal is an ordinary step. Returns the stop reason."""
+    from kgit import loop, store
+
+    branch = store.branch_name(kernel)
+    if store.rev(repo, f"refs/heads/{branch}") is None:
+        on_outcome(loop.start(repo, kernel, overrides, progress))
+    elif store.current_branch(repo) != branch:
+        raise KgitError(f"{branch} exists but is not checked out: 'git checkout {branch}' first")
+    while True:
+        records = loop.kernel_records(repo, kernel)
+        cfg = loop.load_config(repo, list(records.values()), overrides)
+        stopped = loop.stop_reason(list(records.values()), cfg)
+        if stopped:
+            return stopped
+        if store.modified_tracked_files(repo):
+            raise KgitError("the working tree has uncommitted changes: tune edits the kernel itself; commit or stash them")
+        source = (repo.root / cfg.kernel_path).read_text()
+        tunables = read_tunables(source, cfg.kernel_path)
+        candidate = propose(tunables.config, tunables.space, _measured(repo, cfg.kernel_path, records))
+        if candidate is None:
+            return SPACE_EXHAUSTED
+        (repo.root / cfg.kernel_path).write_text(write_config(source, cfg.kernel_path, candidate))
+        outcome = loop.step(repo, describe_change(tunables.config, candidate), 1, overrides, progress)
+        on_outcome(outcome)
+        if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
+            raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+
+
+def _measured(repo, kernel_path: str, records: dict) -> list[tuple[dict, dict, bool]]:
+    """(configuration tried, configuration it was tried from, kept) for every step so far, from git."""
+    from kgit import loop, store
+
+    measured = []
+    for commit, record in records.items():
+        if record["iteration"] == 0:
+            continue
+        tried, origin = store.head_file(repo, kernel_path, commit), store.head_file(repo, kernel_path, record["base"])
+        try:
+            measured.append((read_tunables(tried, kernel_path).config, read_tunables(origin, kernel_path).config,
+                             record["status"] in loop.KEPT))
+        except (KgitError, TypeError):
+            continue  # a hand edit that broke or removed the literals: nothing to learn from it
+    return measured

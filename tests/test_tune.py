@@ -1,0 +1,95 @@
+"""kgit tune: the search, the rewrite of CONFIG, and whole tuning runs on a synthetic landscape."""
+
+import pytest
+
+from conftest import KERNEL
+from kgit.errors import KgitError
+from kgit.tune import propose, read_tunables, write_config
+
+# A kernel whose "bandwidth" is a smooth bowl over its tunables, best at BLOCK=2048, WARPS=8.
+LANDSCAPE = '''import math
+
+CONFIG = {"BLOCK": 256, "WARPS": 2}
+CONFIG_SPACE = {"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16]}
+METRIC = 1000.0 - 10.0 * (math.log2(CONFIG["BLOCK"]) - 11) ** 2 - 20.0 * (math.log2(CONFIG["WARPS"]) - 3) ** 2
+CORRECT = True
+SPREAD = 0.5
+MODE = "ok"
+'''
+
+
+def test_write_config_changes_only_the_literal():
+    source = "# head\nCONFIG = {\n    'a': 1,  # note\n    'b': 2,\n}\nSPACE = 3\n"
+    out = write_config(source, "k.py", {"a": 4, "b": 2})
+    assert out == '# head\nCONFIG = {"a": 4, "b": 2}\nSPACE = 3\n'
+
+
+def test_read_tunables_refuses_what_it_cannot_tune():
+    with pytest.raises(KgitError, match="no literal CONFIG"):
+        read_tunables("X = 1\n", "k.py")
+    with pytest.raises(KgitError, match="must be a literal"):
+        read_tunables("CONFIG = dict(a=1)\nCONFIG_SPACE = {}\n", "k.py")
+    with pytest.raises(KgitError, match="is not in CONFIG_SPACE"):
+        read_tunables("CONFIG = {'a': 3}\nCONFIG_SPACE = {'a': [1, 2]}\n", "k.py")
+
+
+def test_propose_steps_one_value_and_never_repeats():
+    space = {"a": [1, 2, 3], "b": [10, 20]}
+    first = propose({"a": 2, "b": 10}, space, [])
+    assert first == {"a": 3, "b": 10}
+    measured = [(first, {"a": 2, "b": 10}, False)]
+    second = propose({"a": 2, "b": 10}, space, measured)
+    assert second == {"a": 1, "b": 10}
+
+
+def test_propose_follows_the_direction_that_paid_off():
+    space = {"a": [1, 2, 3, 4], "b": [10, 20, 30]}
+    measured = [({"a": 2, "b": 20}, {"a": 1, "b": 20}, True)]
+    assert propose({"a": 2, "b": 20}, space, measured) == {"a": 3, "b": 20}
+
+
+def test_propose_stops_when_every_neighbour_was_measured():
+    space = {"a": [1, 2, 3]}
+    measured = [({"a": 1}, {"a": 2}, False), ({"a": 3}, {"a": 2}, False)]
+    assert propose({"a": 2}, space, measured) is None
+
+
+@pytest.fixture
+def landscape(ws):
+    (ws.root / KERNEL).write_text(LANDSCAPE)
+    ws.git("commit", "-qam", "a tunable kernel")
+    return ws
+
+
+def test_tune_finds_the_best_configuration(landscape):
+    result = landscape.ok("tune", "fake", "--max-iterations", "20", "--json").json()
+    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    assert 'CONFIG = {"BLOCK": 2048, "WARPS": 8}' in landscape.kernel_text()
+    assert result["best"]["value"] == 1000.0
+    statuses = [r["status"] for r in result["iterations"]]
+    assert statuses[0] == "BASELINE" and "REGRESSED" in statuses
+    assert len(result["iterations"]) <= 12  # far fewer than the 30 configurations of the space
+    landscape.check_invariants()
+
+
+def test_tune_stops_at_max_iterations_on_the_best(landscape):
+    result = landscape.ok("tune", "fake", "--max-iterations", "3", "--json").json()
+    assert result["stop_reason"] == "MAX_ITERATIONS" and len(result["iterations"]) == 4
+    best = max(r["value"] for r in result["iterations"] if r["status"] in ("BASELINE", "IMPROVED"))
+    assert result["best"]["value"] == best
+    landscape.check_invariants()
+    # a second run goes on from where the first stopped, without repeating a configuration
+    again = landscape.ok("tune", "--max-iterations", "6", "--json").json()
+    assert [r["iteration"] for r in again["iterations"]] == [4, 5, 6]
+    tried = [r["action"] for r in result["iterations"][1:] + again["iterations"]]
+    assert len(tried) == len(set(tried))
+
+
+def test_tune_stops_at_the_target(landscape):
+    result = landscape.ok("tune", "fake", "--target-value", "900", "--json").json()
+    assert result["stop_reason"] == "TARGET_MET" and result["iterations"][-1]["status"] == "TARGET_MET"
+
+
+def test_tune_refuses_a_kernel_without_tunables(ws):
+    ws.ok("start", "fake")
+    assert "no literal CONFIG" in ws.refused("tune")
