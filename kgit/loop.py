@@ -237,10 +237,7 @@ def _recover(repo: store.Repo) -> list[str]:
         if "test_pid" in journal:
             runner.stop_orphaned_test(journal["test_pid"], journal["config"]["test_path"])
         cfg = config.KernelConfig(**journal["config"])
-        interrupted = runner.TestResult(
-            ok=False, correctness=False, reason="interrupted: kgit stopped before the test finished",
-            metric=None, value=None, spread_pct=0.0, payload=None, duration_s=0.0, output_tail="",
-        )
+        interrupted = runner.not_run("interrupted: kgit stopped before the test finished")
         records = list(kernel_records(repo, cfg.name).values())
         journal["record"] = make_record(
             cfg, journal["iteration"], journal["action"], journal["tier"], interrupted, FAILED,
@@ -319,34 +316,13 @@ def current_kernel(repo: store.Repo) -> str:
 
 
 def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progress=None) -> Outcome:
+    """Commit the edited kernel, test it, decide, and keep or revert it."""
     with session(repo, writes=True) as recovered:
-        kernel = current_kernel(repo)
-        records = list(kernel_records(repo, kernel).values())
-        if not records:
-            raise KgitError(f"no baseline recorded for {kernel}: was the branch made by 'kgit start {kernel}'?")
-        cfg = load_config(repo, records, overrides)
-        stopped = stop_reason(records, cfg)
-        if stopped:
-            raise KgitError(
-                f"the loop for {kernel} has stopped ({stopped}); raise max_iterations or the target "
-                "(kgit.yaml or the step's options) to go on"
-            )
+        records, cfg = _loop_state(repo, overrides)
         changed = _check_clean(repo, allowed=[cfg.kernel_path])
         if cfg.kernel_path not in changed:
             raise KgitError(f"no change to {cfg.kernel_path}: edit the kernel, then step")
-
-        iteration = last_iteration(records) + 1
-        base = store.rev(repo, "HEAD")
-        journal = {
-            "op": "step", "phase": "commit", "kernel": kernel, "iteration": iteration, "action": action,
-            "tier": tier, "base": base, "started": _now(), "config": cfg.__dict__,
-        }
-        store.write_journal(repo, journal)
-        candidate = store.commit_paths(repo, [cfg.kernel_path], _subject(kernel, iteration, action))
-        store.set_ref(repo, store.attempt_ref(kernel, iteration), candidate)
-        _crash_point("candidate-committed")
-        journal.update(phase="testing", candidate=candidate)
-        store.write_journal(repo, journal)
+        journal = _commit_candidate(repo, cfg, records, action, tier, paths=[cfg.kernel_path])
 
         def remember_test(pid: int) -> None:  # so that recovery can stop a test orphaned by a crash
             journal["test_pid"] = pid
@@ -355,23 +331,70 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
         try:
             result = _run(repo, cfg, progress, remember_test)
         except KeyboardInterrupt:
-            result = runner.TestResult(
-                ok=False, correctness=False, reason=INTERRUPTED_BY_USER, metric=None, value=None,
-                spread_pct=0.0, payload=None, duration_s=0.0, output_tail="",
-            )
-        best = best_record(records)
-        target = target_value(cfg, best)
-        status = decide(result, best, target, cfg.min_gain_pct)
-        record = make_record(cfg, iteration, action, tier, result, status, best, journal["started"], base)
-        if status == TARGET_MET:
-            record["stop_reason"] = TARGET_MET
-        elif iteration >= cfg.max_iterations:
-            record["stop_reason"] = MAX_ITERATIONS
-        journal.update(phase="decided", record=record)
-        store.write_journal(repo, journal)
-        _crash_point("decided")
-        commit = _apply_step(repo, journal)
-        return Outcome(record, commit, recovered)
+            result = runner.not_run(INTERRUPTED_BY_USER)
+        return _decide_and_apply(repo, cfg, records, journal, result, recovered)
+
+
+def reject(repo: store.Repo, action: str, tier: int | None, reason: str, overrides: dict) -> Outcome:
+    """Record a change that must not be tested as FAILED and roll it back.
+
+    For an agent that changed nothing, changed the test or other files, or failed: whatever it changed
+    in tracked files is committed first as the attempt, so that nothing is lost and the record shows it.
+    """
+    with session(repo, writes=True) as recovered:
+        records, cfg = _loop_state(repo, overrides)
+        journal = _commit_candidate(repo, cfg, records, action, tier, paths=None)
+        return _decide_and_apply(repo, cfg, records, journal, runner.not_run(reason), recovered)
+
+
+def _loop_state(repo: store.Repo, overrides: dict) -> tuple[list[dict], config.KernelConfig]:
+    """The current kernel's records and settings; refuse when its loop has stopped."""
+    kernel = current_kernel(repo)
+    records = list(kernel_records(repo, kernel).values())
+    if not records:
+        raise KgitError(f"no baseline recorded for {kernel}: was the branch made by 'kgit start {kernel}'?")
+    cfg = load_config(repo, records, overrides)
+    stopped = stop_reason(records, cfg)
+    if stopped:
+        raise KgitError(
+            f"the loop for {kernel} has stopped ({stopped}); raise max_iterations or the target "
+            "(kgit.yaml or the step's options) to go on"
+        )
+    return records, cfg
+
+
+def _commit_candidate(repo, cfg, records, action, tier, paths: list[str] | None) -> dict:
+    """Commit the candidate (these paths, or every modified tracked file) under a journal."""
+    iteration = last_iteration(records) + 1
+    journal = {
+        "op": "step", "phase": "commit", "kernel": cfg.name, "iteration": iteration, "action": action,
+        "tier": tier, "base": store.rev(repo, "HEAD"), "started": _now(), "config": cfg.__dict__,
+    }
+    store.write_journal(repo, journal)
+    subject = _subject(cfg.name, iteration, action)
+    candidate = store.commit_paths(repo, paths, subject) if paths else store.commit_all(repo, subject)
+    store.set_ref(repo, store.attempt_ref(cfg.name, iteration), candidate)
+    _crash_point("candidate-committed")
+    journal.update(phase="testing", candidate=candidate)
+    store.write_journal(repo, journal)
+    return journal
+
+
+def _decide_and_apply(repo, cfg, records, journal, result: runner.TestResult, recovered) -> Outcome:
+    best = best_record(records)
+    status = decide(result, best, target_value(cfg, best), cfg.min_gain_pct)
+    iteration = journal["iteration"]
+    record = make_record(cfg, iteration, journal["action"], journal["tier"], result, status, best,
+                         journal["started"], journal["base"])
+    if status == TARGET_MET:
+        record["stop_reason"] = TARGET_MET
+    elif iteration >= cfg.max_iterations:
+        record["stop_reason"] = MAX_ITERATIONS
+    journal.update(phase="decided", record=record)
+    store.write_journal(repo, journal)
+    _crash_point("decided")
+    commit = _apply_step(repo, journal)
+    return Outcome(record, commit, recovered)
 
 
 def _apply_step(repo: store.Repo, journal: dict) -> str:

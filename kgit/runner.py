@@ -57,6 +57,54 @@ def device_env(gpu: str) -> tuple[dict, str | None]:
     return {}, None
 
 
+@dataclass
+class Finished:
+    """How a command ended: returncode is None when it ran out of time and was killed."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    def failure(self, timeout_s: float) -> str | None:
+        """Why it failed, in a few words, or None when it exited with status 0."""
+        if self.returncode is None:
+            return f"timeout: no result after {timeout_s:g} s"
+        if self.returncode < 0:
+            return f"crashed: killed by signal {signal.Signals(-self.returncode).name}"
+        if self.returncode != 0:
+            return f"crashed: exit status {self.returncode}"
+        return None
+
+
+def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_text: str | None = None,
+                on_tick=None, on_spawn=None) -> Finished:
+    """Run a command in its own process group; kill the whole group on timeout or interruption."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as stdin:
+        stdin.write((stdin_text or "").encode())
+        stdin.seek(0)
+        proc = subprocess.Popen(
+            args, cwd=cwd, stdout=out, stderr=err, stdin=stdin,
+            env={**os.environ, **env}, start_new_session=True,
+        )
+        try:
+            if on_spawn:
+                on_spawn(proc.pid)
+            timed_out = _wait(proc, timeout_s, started, on_tick)
+        except BaseException:  # Ctrl-C or kgit being stopped: never leave the command running
+            _kill_group(proc)
+            raise
+        out.seek(0)
+        err.seek(0)
+        return Finished(
+            None if timed_out else proc.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            time.monotonic() - started,
+        )
+
+
 def run_test(
     test_path: str,
     cwd: Path,
@@ -66,41 +114,16 @@ def run_test(
     on_tick=None,
     on_spawn=None,
 ) -> TestResult:
-    """Run the test in its own process group; kill the whole group on timeout or interruption."""
-    started = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [sys.executable, test_path, "--json"],
-            cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-            env={**os.environ, **env}, start_new_session=True,
-        )
-        try:
-            if on_spawn:
-                on_spawn(proc.pid)
-            timed_out = _wait(proc, timeout_s, started, on_tick)
-        except BaseException:  # Ctrl-C or kgit being stopped: never leave the test running
-            _kill_group(proc)
-            raise
-        duration = time.monotonic() - started
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode(errors="replace")
-        stderr = err.read().decode(errors="replace")
-    tail = _tail(stdout, stderr)
-
-    def failed(reason: str, payload: dict | None = None) -> TestResult:
-        return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
-
-    if timed_out:
-        return failed(f"timeout: no result after {timeout_s:g} s")
-    if proc.returncode < 0:
-        return failed(f"crashed: killed by signal {signal.Signals(-proc.returncode).name}")
-    if proc.returncode != 0:
-        return failed(f"crashed: exit status {proc.returncode}")
-    payload = last_json_object(stdout)
-    if payload is None:
-        return failed("no JSON object on stdout")
-    return validate(payload, preferred_metric, duration, tail)
+    """Run a kernel's test by the contract and validate what it prints."""
+    done = run_command([sys.executable, test_path, "--json"], cwd, timeout_s, env, None, on_tick, on_spawn)
+    output = tail(done)
+    reason = done.failure(timeout_s)
+    payload = None if reason else last_json_object(done.stdout)
+    if reason is None and payload is None:
+        reason = "no JSON object on stdout"
+    if reason:
+        return TestResult(False, False, reason, None, None, 0.0, None, done.duration_s, output)
+    return validate(payload, preferred_metric, done.duration_s, output)
 
 
 def validate(payload: dict, preferred_metric: str | None, duration: float, tail: str) -> TestResult:
@@ -186,6 +209,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _tail(stdout: str, stderr: str) -> str:
-    text = stdout + ("\n--- stderr ---\n" + stderr if stderr.strip() else "")
+def tail(done: Finished) -> str:
+    """The end of what a command printed, stderr after stdout."""
+    text = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
     return text[-TAIL_CHARS:]
+
+
+def not_run(reason: str) -> TestResult:
+    """The result of a test that never ran or never finished."""
+    return TestResult(False, False, reason, None, None, 0.0, None, 0.0, "")

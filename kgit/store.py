@@ -151,6 +151,12 @@ def commit_paths(repo: Repo, paths: list[str], message: str) -> str:
     return rev(repo, "HEAD")
 
 
+def commit_all(repo: Repo, message: str) -> str:
+    """Commit every modified tracked file, or an empty commit when there is none."""
+    git(repo, *_COMMIT_CONFIG, "commit", "--quiet", "--no-verify", "--all", "--allow-empty", "-m", message)
+    return rev(repo, "HEAD")
+
+
 def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, str], message: str) -> str:
     """A new commit object on parent: the tree of commit tree_of with these files replaced.
 
