@@ -304,6 +304,16 @@ def _apply_start(repo: store.Repo, journal: dict) -> None:
     store.clear_journal(repo)
 
 
+def ensure_started(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outcome | None:
+    """Start the kernel's loop unless its branch exists; then it must be checked out. The baseline or None."""
+    branch = store.branch_name(kernel)
+    if store.rev(repo, f"refs/heads/{branch}") is None:
+        return start(repo, kernel, overrides, progress)
+    if store.current_branch(repo) != branch:
+        raise KgitError(f"{branch} exists but is not checked out: 'git checkout {branch}' first")
+    return None
+
+
 # --- step -------------------------------------------------------------------------------------------
 
 
@@ -335,7 +345,8 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
         return _decide_and_apply(repo, cfg, records, journal, result, recovered)
 
 
-def reject(repo: store.Repo, action: str, tier: int | None, reason: str, overrides: dict) -> Outcome:
+def reject(repo: store.Repo, action: str, tier: int | None, reason: str, overrides: dict,
+           output_tail: str = "") -> Outcome:
     """Record a change that must not be tested as FAILED and roll it back.
 
     For an agent that changed nothing, changed the test or other files, or failed: whatever it changed
@@ -344,7 +355,7 @@ def reject(repo: store.Repo, action: str, tier: int | None, reason: str, overrid
     with session(repo, writes=True) as recovered:
         records, cfg = _loop_state(repo, overrides)
         journal = _commit_candidate(repo, cfg, records, action, tier, paths=None)
-        return _decide_and_apply(repo, cfg, records, journal, runner.not_run(reason), recovered)
+        return _decide_and_apply(repo, cfg, records, journal, runner.not_run(reason, output_tail), recovered)
 
 
 def _loop_state(repo: store.Repo, overrides: dict) -> tuple[list[dict], config.KernelConfig]:

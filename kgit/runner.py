@@ -215,6 +215,6 @@ def tail(done: Finished) -> str:
     return text[-TAIL_CHARS:]
 
 
-def not_run(reason: str) -> TestResult:
+def not_run(reason: str, output_tail: str = "") -> TestResult:
     """The result of a test that never ran or never finished."""
-    return TestResult(False, False, reason, None, None, 0.0, None, 0.0, "")
+    return TestResult(False, False, reason, None, None, 0.0, None, 0.0, output_tail)

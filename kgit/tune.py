@@ -121,11 +121,9 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome) -> str:
     """Tune the kernel until a stop reason; every proposal is an ordinary step. Returns the stop reason."""
     from kgit import loop, store
 
-    branch = store.branch_name(kernel)
-    if store.rev(repo, f"refs/heads/{branch}") is None:
-        on_outcome(loop.start(repo, kernel, overrides, progress))
-    elif store.current_branch(repo) != branch:
-        raise KgitError(f"{branch} exists but is not checked out: 'git checkout {branch}' first")
+    baseline = loop.ensure_started(repo, kernel, overrides, progress)
+    if baseline:
+        on_outcome(baseline)
     while True:
         records = loop.kernel_records(repo, kernel)
         cfg = loop.load_config(repo, list(records.values()), overrides)

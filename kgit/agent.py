@@ -1,0 +1,102 @@
+"""kgit run --agent: the loop with an outside coding agent making each change.
+
+Each turn: kgit renders the context (what was tried, the diagnosis, the next tier, the skills to read),
+gives it to the agent on standard input and in a file, runs the agent with a time limit, then steps on
+what it changed. The agent talks back through files named in its environment:
+
+  KGIT_CONTEXT_FILE / KGIT_CONTEXT_JSON   the context, as text and as JSON
+  KGIT_KERNEL_PATH                        the one file it may edit
+  KGIT_ACTION_FILE                        where it writes its change in one line, and optionally
+                                          a second line 'tier: N'
+
+A turn that cannot be tested (the agent failed, changed nothing, or changed the test or another file)
+is recorded as a FAILED iteration with its changes kept as the attempt, and the loop goes on; three
+such turns in a row stop it (AGENT_FAILING).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from kgit import loop, runner, store
+from kgit.errors import KgitError
+
+AGENT_FAILING = "AGENT_FAILING"
+MAX_BAD_TURNS = 3
+
+
+def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
+        render_context, progress, on_outcome) -> str:
+    """Drive the agent until a stop reason, which it returns. render_context(repo, kernel) -> (text, dict)."""
+    baseline = loop.ensure_started(repo, kernel, overrides, progress)
+    if baseline:
+        on_outcome(baseline)
+    bad_turns = 0
+    while True:
+        records = list(loop.kernel_records(repo, kernel).values())
+        cfg = loop.load_config(repo, records, overrides)
+        stopped = loop.stop_reason(records, cfg)
+        if stopped:
+            return stopped
+        if bad_turns >= MAX_BAD_TURNS:
+            return AGENT_FAILING
+        if store.modified_tracked_files(repo):
+            raise KgitError("the working tree has uncommitted changes: commit or stash them before the agent runs")
+
+        text, data = render_context(repo, kernel)
+        files = _turn_files(repo)
+        files["context"].write_text(text)
+        files["context_json"].write_text(json.dumps(data, indent=2, default=str))
+        files["action"].unlink(missing_ok=True)
+        env = {
+            "KGIT_CONTEXT_FILE": str(files["context"]), "KGIT_CONTEXT_JSON": str(files["context_json"]),
+            "KGIT_ACTION_FILE": str(files["action"]), "KGIT_KERNEL_PATH": cfg.kernel_path, "KGIT_KERNEL": kernel,
+        }
+        if progress:
+            progress.begin(f"the agent ({command})", None)
+        done = runner.run_command(["/bin/sh", "-c", command], repo.root, agent_timeout_s, env, text,
+                                  on_tick=progress.tick if progress else None)
+        if progress:
+            progress.end()
+        action, tier = read_action(files["action"])
+        changed = store.modified_tracked_files(repo)
+        failure = done.failure(agent_timeout_s)
+        if failure:
+            reason = f"agent {failure}"
+        elif not changed:
+            reason = "agent changed nothing"
+        elif changed != [cfg.kernel_path]:
+            reason = f"agent changed files besides the kernel: {', '.join(p for p in changed if p != cfg.kernel_path)}"
+        else:
+            reason = None
+        if reason:
+            bad_turns += 1
+            outcome = loop.reject(repo, action, tier, reason, overrides, output_tail=runner.tail(done))
+        else:
+            bad_turns = 0
+            outcome = loop.step(repo, action, tier, overrides, progress)
+        on_outcome(outcome)
+        if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
+            raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+
+
+def read_action(path) -> tuple[str, int | None]:
+    """The agent's one-line description of its change and its tier, from the action file."""
+    try:
+        lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        lines = []
+    action = lines[0][:200] if lines else "agent change (no description given)"
+    tier = None
+    for line in lines[1:]:
+        match = re.fullmatch(r"tier:\s*([1-5])", line, re.IGNORECASE)
+        if match:
+            tier = int(match.group(1))
+    return action, tier
+
+
+def _turn_files(repo: store.Repo) -> dict:
+    folder = repo.kgit_dir / "agent"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {"context": folder / "context.md", "context_json": folder / "context.json", "action": folder / "action.txt"}
