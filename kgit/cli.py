@@ -170,10 +170,11 @@ def _describe_step(outcome, with_tail: bool) -> str:
 
 @cli.command()
 @click.argument("kernel", required=False)
+@click.option("--gpus", help="Test one proposal per GPU at once, e.g. 0,1 (each in its own worktree).")
 @loop_options
 @json_option
 @click.pass_context
-def tune(ctx, kernel, as_json, **options):
+def tune(ctx, kernel, gpus, as_json, **options):
     """Search KERNEL's CONFIG space, one iteration per proposal (tier 1, no agent needed)."""
     from kgit import history, report, tune as tuning
 
@@ -194,7 +195,7 @@ def tune(ctx, kernel, as_json, **options):
 
     progress = Progress("tune")
     try:
-        stopped = tuning.run(repo, kernel, _overrides(**options), progress, on_outcome)
+        stopped = tuning.run(repo, kernel, _overrides(**options), progress, on_outcome, _gpu_list(gpus))
     finally:
         progress.end()
     best = history.best(repo, kernel)
@@ -314,6 +315,15 @@ def report_(ctx):
         commit = loop.commit_report(repo)
     click.echo(f"experiments/README.md rendered and committed at {commit[:10]}" if commit
                else "experiments/README.md is up to date")
+
+
+def _gpu_list(gpus: str | None) -> list[str] | None:
+    if gpus is None:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not ids or not all(g.isdigit() for g in ids) or len(set(ids)) != len(ids):
+        raise KgitError(f"--gpus {gpus!r}: give distinct GPU numbers separated by commas, e.g. 0,1")
+    return ids
 
 
 def _pct(record: dict | None) -> str:

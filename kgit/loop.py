@@ -325,8 +325,12 @@ def current_kernel(repo: store.Repo) -> str:
     return branch[len(store.BRANCH_PREFIX):]
 
 
-def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progress=None) -> Outcome:
-    """Commit the edited kernel, test it, decide, and keep or revert it."""
+def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progress=None,
+         measured: runner.TestResult | None = None) -> Outcome:
+    """Commit the edited kernel, test it, decide, and keep or revert it.
+
+    measured: the result of this exact kernel already tested elsewhere (a worktree on another GPU).
+    """
     with session(repo, writes=True) as recovered:
         records, cfg = _loop_state(repo, overrides)
         changed = _check_clean(repo, allowed=[cfg.kernel_path])
@@ -339,7 +343,7 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
             store.write_journal(repo, journal)
 
         try:
-            result = _run(repo, cfg, progress, remember_test)
+            result = measured or _run(repo, cfg, progress, remember_test)
         except KeyboardInterrupt:
             result = runner.not_run(INTERRUPTED_BY_USER)
         return _decide_and_apply(repo, cfg, records, journal, result, recovered)
@@ -462,6 +466,30 @@ def _run(repo: store.Repo, cfg: config.KernelConfig, progress, on_spawn=None) ->
         cfg.test_path, repo.root, cfg.test_timeout_s, env, cfg.target_metric,
         on_tick=progress.tick if progress else None, on_spawn=on_spawn,
     )
+
+
+def run_in_worktrees(repo: store.Repo, cfg: config.KernelConfig, sources: list[str], gpus: list[str],
+                     progress=None) -> list[runner.TestResult]:
+    """Test several versions of the kernel at once, each in its own worktree of HEAD and on its own GPU."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env, device_note = runner.device_env(cfg.gpu)
+    if progress:
+        progress.begin(f"{cfg.test_path} on GPUs {','.join(gpus)}", device_note)
+    head = store.rev(repo, "HEAD")
+    paths = [repo.kgit_dir / "worktrees" / f"gpu{gpu}" for gpu in gpus]
+
+    def test_one(path, source, gpu) -> runner.TestResult:
+        store.add_worktree(repo, path, head)
+        try:
+            (path / cfg.kernel_path).write_text(source)
+            visible = {"CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
+            return runner.run_test(cfg.test_path, path, cfg.test_timeout_s, {**env, **visible}, cfg.target_metric)
+        finally:
+            store.remove_worktree(repo, path)
+
+    with ThreadPoolExecutor(len(sources)) as pool:
+        return list(pool.map(test_one, paths, sources, gpus))
 
 
 # --- report -----------------------------------------------------------------------------------------

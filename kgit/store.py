@@ -210,6 +210,17 @@ def restore_saved_edits(repo: Repo) -> list[str]:
     return paths
 
 
+def add_worktree(repo: Repo, path: Path, commit: str) -> None:
+    if path.exists():  # left by a killed run
+        remove_worktree(repo, path)
+    git(repo, "worktree", "add", "--quiet", "--detach", str(path), commit)
+
+
+def remove_worktree(repo: Repo, path: Path) -> None:
+    git(repo, "worktree", "remove", "--force", str(path))
+    git(repo, "worktree", "prune")
+
+
 def create_branch(repo: Repo, name: str, sha: str) -> None:
     git(repo, "branch", name, sha)
 

@@ -117,8 +117,13 @@ def _key(config: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in config.items()))
 
 
-def run(repo, kernel: str, overrides: dict, progress, on_outcome) -> str:
-    """Tune the kernel until a stop reason; every proposal is an ordinary step. Returns the stop reason."""
+def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str] | None = None) -> str:
+    """Tune the kernel until a stop reason; every proposal is an ordinary step. Returns the stop reason.
+
+    With several GPUs, each round tests one proposal per GPU at once, each in its own worktree, then
+    records them one after the other in a fixed order, deciding each against the best so far: the
+    history reads as a sequential run's would.
+    """
     from kgit import loop, store
 
     baseline = loop.ensure_started(repo, kernel, overrides, progress)
@@ -134,14 +139,28 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome) -> str:
             raise KgitError("the working tree has uncommitted changes: tune edits the kernel itself; commit or stash them")
         source = (repo.root / cfg.kernel_path).read_text()
         tunables = read_tunables(source, cfg.kernel_path)
-        candidate = propose(tunables.config, tunables.space, _measured(repo, cfg.kernel_path, records))
-        if candidate is None:
+        measured = _measured(repo, cfg.kernel_path, records)
+        candidates = []
+        for _ in gpus or [None]:
+            candidate = propose(tunables.config, tunables.space, measured)
+            if candidate is None:
+                break
+            candidates.append(candidate)
+            measured.append((candidate, tunables.config, False))  # pending: not proposed twice in a round
+        if not candidates:
             return SPACE_EXHAUSTED
-        (repo.root / cfg.kernel_path).write_text(write_config(source, cfg.kernel_path, candidate))
-        outcome = loop.step(repo, describe_change(tunables.config, candidate), 1, overrides, progress)
-        on_outcome(outcome)
-        if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
-            raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+        sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
+        results = (loop.run_in_worktrees(repo, cfg, sources, gpus[: len(sources)], progress)
+                   if gpus and len(gpus) > 1 else [None])
+        for candidate, text, result in zip(candidates, sources, results):
+            if loop.stop_reason(list(loop.kernel_records(repo, kernel).values()), cfg):
+                break  # a sequential run would have stopped here
+            current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
+            (repo.root / cfg.kernel_path).write_text(text)
+            outcome = loop.step(repo, describe_change(current, candidate), 1, overrides, progress, result)
+            on_outcome(outcome)
+            if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
+                raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
 
 
 def _measured(repo, kernel_path: str, records: dict) -> list[tuple[dict, dict, bool]]:

@@ -93,3 +93,24 @@ def test_tune_stops_at_the_target(landscape):
 def test_tune_refuses_a_kernel_without_tunables(ws):
     ws.ok("start", "fake")
     assert "no literal CONFIG" in ws.refused("tune")
+
+
+def test_tune_on_several_gpus_tests_in_parallel_worktrees(landscape):
+    (landscape.root / KERNEL).write_text(LANDSCAPE + "SLEEP = 1.0\n")
+    landscape.git("commit", "-qam", "slow enough to see the overlap")
+    result = landscape.ok("tune", "fake", "--gpus", "0,1", "--max-iterations", "20", "--json").json()
+    steps = result["iterations"][1:]
+    assert [r["iteration"] for r in result["iterations"]] == list(range(len(result["iterations"])))
+    assert 'CONFIG = {"BLOCK": 2048, "WARPS": 8}' in landscape.kernel_text()
+    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    # each round: two proposals at once, on GPU 0 and GPU 1, in two worktrees, overlapping in time
+    first, second = steps[0]["test"], steps[1]["test"]
+    assert (first["visible_devices"], second["visible_devices"]) == ("0", "1")
+    assert first["cwd"] != second["cwd"] and str(landscape.root) != first["cwd"]
+    assert first["t_start"] < second["t_end"] and second["t_start"] < first["t_end"]
+    assert landscape.git("worktree", "list").count("\n") == 0  # the worktrees are gone
+    landscape.check_invariants()
+
+
+def test_bad_gpu_list(landscape):
+    assert "--gpus" in landscape.refused("tune", "fake", "--gpus", "0,x")

@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import triton_template as kernel  # noqa: E402
 
+started = time.time()
 mode = kernel.MODE
 if mode == "hang":
     Path(os.environ.get("KGIT_FAKE_STARTED", "/dev/null")).write_text(str(os.getpid()))
@@ -36,7 +37,13 @@ result = {
     "status": "pass" if kernel.CORRECT else "fail",
     "spread_pct": kernel.SPREAD,
     "pct_of_peak": kernel.METRIC / 10,
+    # where and when it ran, for the tests of parallel tuning
+    "cwd": os.getcwd(),
+    "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    "t_start": started,
 }
+time.sleep(getattr(kernel, "SLEEP", 0.0))
+result["t_end"] = time.time()
 print("some progress output")
 if mode == "multiline":  # as some existing tests print it
     print("--- JSON ---")
