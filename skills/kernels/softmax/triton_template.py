@@ -44,14 +44,15 @@ import torch
 import triton
 import triton.language as tl
 
-CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1}
+CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 1}
 CONFIG_SPACE = {
     "BLOCK_SIZE": [2048, 4096, 8192, 16384, 32768],
     "num_warps": [4, 8, 16, 32],
     "num_stages": [1, 2, 3],
+    "PERSISTENT": [0, 1],
 }
 
-MAX_SPIN = 1 << 22  # bounded wait: ~seconds, then give up (wrong output, not a hang)
+MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -80,56 +81,71 @@ def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
 
 
 @triton.jit
-def _softmax_split(x_ptr, y_ptr, ws_ptr, sync_ptr, M, N, stride_x, stride_y,
+def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
                    BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
+    # Program `part` of team `team` owns columns [part*BLOCK_N, (part+1)*BLOCK_N)
+    # of rows team, team + n_teams, ... Per row it publishes its partial
+    # (max, sum) and a flag = 1 + the row's iteration index. The exchange is
+    # software-pipelined: a program publishes row i+1's partial BEFORE it waits
+    # for its siblings' row-i partials, so the wait overlaps a whole chunk load.
+    # A program can then be up to 3 rows ahead of a sibling that is still
+    # reading, hence 4 buffers of partials (indexed by iteration % 4).
     pid = tl.program_id(0)
+    G = tl.num_programs(0)
     team = pid // P
     part = pid % P
-    n_teams = tl.num_programs(0) // P
+    n_teams = G // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
     slots = tl.arange(0, P_POW2)
     slot_ok = slots < P
-    count_ptr = sync_ptr + team  # arrivals, this launch: P per row done
-    exit_ptr = sync_ptr + tl.num_programs(0) + team  # programs of the team that are finished
+    my_flag = flag_ptr + pid
+    team_flags = flag_ptr + team * P + slots
+    exit_ptr = flag_ptr + G + team
+
+    # row `team` (< M: the launcher never makes more teams than rows)
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
+    m = tl.max(xf, axis=0)
+    s = tl.sum(tl.exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0)
+    tl.store(ws_ptr + (team * 4 * P + part) * 2, m)
+    tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, s)
+    tl.debug_barrier()  # every thread's stores happen before the release below
+    tl.atomic_xchg(my_flag, 1, sem="release")
 
     it = 0
-    # prefetch the first row so that every wait below has a load in flight
-    x = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok & (team < M), other=-float("inf"))
     for row in range(team, M, n_teams):
-        xf = x.to(tl.float32)
-        m = tl.max(xf, axis=0)
-        m_safe = tl.where(m == -float("inf"), 0.0, m)  # a chunk of only -inf has sum 0
-        s = tl.sum(tl.exp(xf - m_safe), axis=0)
-        # publish (max, sum) in this iteration's half of the double buffer: a
-        # fast sibling on the next row writes the other half, never this one
-        buf = ws_ptr + ((team * 2 + (it % 2)) * P) * 2
-        tl.store(buf + part * 2, m)
-        tl.store(buf + part * 2 + 1, s)
-        tl.debug_barrier()  # every thread's stores happen before the release below
-        tl.atomic_add(count_ptr, 1, sem="release")
-        # load the next row now: its latency hides behind the wait
+        # next row: load, reduce, publish (a row past M publishes (-inf, 0), unused)
         nxt = row + n_teams
-        x = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=-float("inf"))
-        target = (it + 1) * P
-        seen = tl.atomic_add(count_ptr, 0, sem="acquire")
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M),
+                     other=-float("inf")).to(tl.float32)
+        mn = tl.max(xn, axis=0)
+        sn = tl.sum(tl.exp(xn - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # a chunk of only -inf: 0
+        nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
+        tl.store(nbuf, mn)
+        tl.store(nbuf + 1, sn)
+        tl.debug_barrier()
+        tl.atomic_xchg(my_flag, it + 2, sem="release")
+        # this row: wait until every sibling has published it (flags >= it + 1)
+        f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
         spins = 0
-        while (seen < target) & (spins < MAX_SPIN):
-            seen = tl.atomic_add(count_ptr, 0, sem="acquire")
+        while (tl.min(f, axis=0) < it + 1) & (spins < MAX_SPIN):
+            f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
             spins += 1
         tl.debug_barrier()
+        buf = ws_ptr + (team * 4 + it % 4) * P * 2
         pm = tl.load(buf + slots * 2, mask=slot_ok, other=-float("inf"), volatile=True)
         ps = tl.load(buf + slots * 2 + 1, mask=slot_ok, other=0.0, volatile=True)
         gm = tl.max(pm, axis=0)
         inv = 1.0 / tl.sum(ps * tl.exp(pm - gm), axis=0)
-        y = tl.exp(xf - gm) * inv
-        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols,
+                 (tl.exp(xf - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
+        xf = xn
         it += 1
-    # reset the team's counters for the next launch: the last program to get
-    # here knows that all P have left their waits
+    # leave the flags at zero for the next launch: the last program of the
+    # team to get here knows that all P have left their waits
     done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
     if done == P - 1:
-        tl.atomic_xchg(count_ptr, 0, sem="relaxed")
+        tl.atomic_xchg(team_flags, tl.zeros([P_POW2], tl.int32), mask=slot_ok, sem="relaxed")
         tl.atomic_xchg(exit_ptr, 0, sem="release")
 
 
@@ -204,12 +220,20 @@ def _programs_per_sm(kernel, args, constexprs, num_warps, num_stages, device) ->
     return occ
 
 
+def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
+    """PERSISTENT: one wave of resident programs that loop over the row tiles;
+    else one program per tile (the hardware schedules the waves)."""
+    tiles = triton.cdiv(M, rows)
+    return min(tiles, sms * occ) if int(cfg.get("PERSISTENT", 1)) else tiles
+
+
 def _sync_buffers(device, n_programs: int):
-    """Workspace for the split kernel: (max, sum) slots, and counters that the
-    kernel leaves at zero when it exits (so no memset per launch)."""
+    """Workspace for the split kernel: 4 buffers of (max, sum) per program, and
+    flags/counters that the kernel leaves at zero when it exits (so no memset
+    per launch)."""
     ws, sync = _WORKSPACE.get(device, (None, None))
-    if ws is None or ws.numel() < 4 * n_programs:
-        ws = torch.empty(4 * max(n_programs, 4096), device=device, dtype=torch.float32)
+    if ws is None or ws.numel() < 8 * n_programs:
+        ws = torch.empty(8 * max(n_programs, 4096), device=device, dtype=torch.float32)
         sync = torch.zeros(2 * max(n_programs, 4096), device=device, dtype=torch.int32)
         _WORKSPACE[device] = (ws, sync)
     return ws, sync
@@ -237,7 +261,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
-        grid = (min(triton.cdiv(M, rows), sms * occ),)
+        grid = (_rows_grid(M, rows, sms, occ, cfg),)
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
