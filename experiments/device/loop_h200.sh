@@ -2,13 +2,16 @@
 # The core loop on a real GPU, in one call of the device tool (see ../shared/GPU.md):
 #   kgit start softmax, kgit tune softmax for a few iterations (kept and reverted ones), then two steps
 #   that change nothing but a comment (the same kernel measured again: must never count as a gain).
-# Runs in a scratch clone so that the loop's branches, tags and notes stay out of the checkout;
+# Runs in a scratch repository so that the loop's branches, tags and notes stay out of the checkout;
 # writes the rendered log, the JSON outputs and a git bundle of the records to $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-rm -rf /tmp/w && git clone -q . /tmp/w && cd /tmp/w || exit 1
-git config user.name "kgit on $(hostname)"; git config user.email kgit@device.invalid
+# The device gets a copy of the working tree, not its history: make a fresh repository of it.
+rm -rf /tmp/w && mkdir -p /tmp/w && tar --exclude=./.git --exclude=./.stage -cf - . | tar -xf - -C /tmp/w
+cd /tmp/w || exit 1
+git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
+git add -A && git commit -qm "snapshot of the kgit checkout"
 export PYTHONPATH=$PWD
 kgit() { python3 -m kgit "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/smi.txt" 2>&1

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The noise rule on a real GPU: an unchanged kernel measured again must never count as a gain, and a
 # real ~3% gain must (experiments/noise/padded_copy.py: PAD_PCT 3 -> 0 removes 3% of the traffic).
-# Runs in a scratch clone; writes JSON outputs, the rendered log and a bundle of the records to $OUT.
+# Runs in a scratch repository; writes JSON outputs, the rendered log and a bundle of the records to $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-rm -rf /tmp/n && git clone -q . /tmp/n && cd /tmp/n || exit 1
-git config user.name "kgit on $(hostname)"; git config user.email kgit@device.invalid
+# The device gets a copy of the working tree, not its history: make a fresh repository of it.
+rm -rf /tmp/n && mkdir -p /tmp/n && tar --exclude=./.git --exclude=./.stage -cf - . | tar -xf - -C /tmp/n
+cd /tmp/n || exit 1
+git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
+git add -A && git commit -qm "snapshot of the kgit checkout"
 export PYTHONPATH=$PWD
 kgit() { python3 -m kgit "$@"; }
 KERNEL=experiments/noise/padded_copy.py
