@@ -2,15 +2,24 @@
 
 The fake kernel's test prints whatever its kernel file says (metric, correctness, spread, mode), so a
 test chooses each decision by editing one line of the kernel, as a user would.
+
+Kernel tests run on the CPU in Triton's interpreter, against this checkout's kgit.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import sys
+
+# must be set before triton decorates any kernel
+os.environ["TRITON_INTERPRET"] = "1"
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import json
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-CONFIG = {"BLOCK_SIZE": 4096, "CHUNK": 32768, "num_warps": 4, "num_stages": 2}
+CONFIG = {"BLOCK_SIZE": 4096, "CHUNK": 32768, "num_warps": 4, "num_stages": 1}
 CONFIG_SPACE = {
     "BLOCK_SIZE": [2048, 4096, 8192, 16384],
     "CHUNK": [16384, 32768, 65536, 131072],

@@ -19,9 +19,11 @@ Three kernels, one launcher that picks between them (see `softmax`):
   _softmax_split  longer rows: a row is split over P = ceil(N / BLOCK_SIZE)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
-                  sum) to a small global workspace, waits on an atomic counter
-                  until its P-1 siblings have too, combines the P partials and
-                  writes its chunk: still one read and one write, where a
+                  sum) to a small global workspace with a flag (release
+                  atomic), waits (acquire) until its P-1 siblings' flags say
+                  they have too, combines the P partials and writes its
+                  chunk -- pipelined one row ahead, so the wait overlaps the
+                  next row's load: still one read and one write, where a
                   looped online softmax must read the row twice. The grid never
                   exceeds what fits on the GPU at once, so every team's
                   programs are co-resident and the wait cannot deadlock; the
