@@ -135,6 +135,7 @@ def moe_down_kernel(h_ptr, w_ptr, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
 # launcher
 # --------------------------------------------------------------------------------------------------
 _ALLOCATOR_SET = False
+last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
 def route(router_logits, top_k):
@@ -199,6 +200,8 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=x.device))
         _ALLOCATOR_SET = True
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    last_config.clear()
+    last_config.update(cfg, BLOCK_M=block_m, num_warps=warps, USE_TMA=tma)
     moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
         x, w13, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
         TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,

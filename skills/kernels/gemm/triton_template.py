@@ -25,10 +25,11 @@ import triton
 import triton.language as tl
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "AUTOTUNE": 1}
+          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128],
                 "GROUP_M": [4, 8, 16], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
-                "PERSISTENT": [0, 1], "FLATTEN": [0, 1], "WARP_SPECIALIZE": [0, 1], "AUTOTUNE": [0, 1]}
+                "PERSISTENT": [0, 1], "FLATTEN": [0, 1], "WARP_SPECIALIZE": [0, 1], "USE_TMA": [0, 1],
+                "AUTOTUNE": [0, 1]}
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG). Kept short: each one compiles.
 AUTOTUNE_CONFIGS = [
     {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4, "PERSISTENT": 0},
@@ -110,6 +111,7 @@ def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
 # --------------------------------------------------------------------------------------------------
 _ALLOCATOR_SET = False
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
+last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
 def _num_sms(device) -> int:
@@ -135,7 +137,9 @@ def _launch(a, b, c, cfg):
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
-    if _tma_ok(a, b, c):
+    last_config.clear()
+    last_config.update(cfg)
+    if cfg["USE_TMA"] and _tma_ok(a, b, c):
         if not _ALLOCATOR_SET:
             triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
             _ALLOCATOR_SET = True
