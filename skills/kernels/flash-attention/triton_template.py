@@ -32,11 +32,14 @@ import triton.language as tl
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
                 "AUTOTUNE": [0, 1]}
-# Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape.
+# Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape. From the
+# H200 exploration (experiments/compute-bound/explore.log): 128x128/8 warps led for D=128 non-causal
+# at long S, 64x64/4 warps (one warpgroup) for D=128 causal and S=4096, 128x64 and 128x128 with
+# 4 warps for D=64.
 AUTOTUNE_CONFIGS = [
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
 ]
 
 LOG2E = 1.4426950408889634

@@ -19,7 +19,7 @@ T = bc.load_sibling(__file__, "triton_template", "kgit_fused_moe_template")
 
 # (tokens, experts, top_k, hidden, intermediate)
 MIXTRAL = (4096, 8, 2, 4096, 14336)
-SMALL = (1024, 64, 6, 2048, 1408)          # many small experts (DeepSeek-MoE-16B-like layer)
+SMALL = (2048, 64, 8, 2048, 1024)          # many small experts: an OLMoE-1B-7B layer over 2048 tokens
 BENCH = [MIXTRAL, SMALL]
 
 
@@ -64,9 +64,9 @@ def problem(tokens, E, top_k, HD, I, dtype_name):
 def check_problems():
     if bc.device() == "cpu":
         # I=20: rows of 40 bytes, not 16-byte aligned: the pointer path; the others take TMA descriptors
-        cases = [(16, 4, 2, 32, 48), (7, 3, 1, 16, 20), (24, 8, 3, 32, 40)]
+        cases = [(16, 4, 2, 32, 48), (7, 3, 1, 16, 20), (150, 5, 2, 16, 24)]  # 150 tokens: several routing chunks
         return [lambda c=c, d=d: problem(*c, d) for d in ("float16", "float32") for c in cases]
-    cases = [(1, 8, 2, 4096, 14336), (333, 8, 2, 1024, 2816), (1024, 64, 6, 2048, 1408), (100, 16, 4, 520, 776)]
+    cases = [(1, 8, 2, 4096, 14336), (333, 8, 2, 1024, 2816), (1024, 64, 6, 2048, 1408), (100, 16, 4, 520, 776), (3000, 128, 8, 256, 128)]
     return [lambda c=c: problem(*c, "bfloat16") for c in cases] + [lambda: problem(256, 8, 2, 1024, 2048, "float16")]
 
 

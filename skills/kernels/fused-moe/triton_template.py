@@ -11,9 +11,11 @@ The math, per token t:
 FLOPs: 2*T*k*Hd*2I (gate+up) + 2*T*k*I*Hd (down) = 6*T*k*Hd*I.
 
 How it runs (three steps, no per-expert Python loop, no host synchronization):
-  1. align (a few small torch ops): the T*k (token, slot) pairs are sorted by expert, and each
-     expert's run is padded to a multiple of BLOCK_M with a sentinel id (T*k). block_expert[b] says
-     which expert owns row-block b (-1: past the end; those programs exit at once).
+  1. route + align (two small kernels, no host sync): top-k per token, then the T*k (token, slot)
+     pairs are placed grouped by expert, each expert's run padded to a multiple of BLOCK_M with a
+     sentinel id (T*k) (a counting sort: per-chunk counts, then offsets). block_expert[b] says which
+     expert owns row-block b (-1: past the end; those programs exit at once). Done with ~15 torch ops
+     this step cost 0.4 ms of CPU launch time on the H200 machine, more than the small shape's GEMMs.
   2. gate_up kernel: program (b, n) gathers BLOCK_M token rows of x (pointer loads: the rows are
      scattered), multiplies them by the gate rows and the up rows of expert block_expert[b]
      (TMA descriptor loads on Hopper: weights are dense), and writes h = silu(gate) * up for its
@@ -30,13 +32,17 @@ import triton
 import triton.language as tl
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
-          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4,
-          # few rows per expert (many small experts): smaller row blocks waste less padding
-          "SMALL_ROWS_PER_EXPERT": 256, "SMALL_BLOCK_M": 64, "SMALL_num_warps": 4}
+          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128], "GROUP_M": [1, 4, 8, 16],
                 "num_warps": [4, 8], "num_stages": [2, 3, 4, 5], "DOWN_BLOCK_N": [64, 128, 256],
-                "DOWN_num_stages": [2, 3, 4, 5], "SMALL_ROWS_PER_EXPERT": [0, 128, 256, 512],
-                "SMALL_BLOCK_M": [16, 32, 64], "SMALL_num_warps": [4, 8]}
+                "DOWN_num_stages": [2, 3, 4, 5], "ROUTE_BLOCK_T": [32, 64, 128], "AUTOTUNE": [0, 1]}
+# Extra candidates for AUTOTUNE (keys missing here come from CONFIG), timed once per shape. Few rows
+# per expert favour smaller row blocks (less padding); the down GEMM's N tile trades reuse for programs.
+AUTOTUNE_CONFIGS = [
+    {"DOWN_BLOCK_N": 128},
+    {"BLOCK_M": 64, "num_warps": 4},
+    {"BLOCK_M": 64, "num_warps": 4, "DOWN_BLOCK_N": 128},
+]
 
 
 @triton.jit
@@ -47,6 +53,86 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     first_m = group * GROUP_M
     group_m = min(num_pid_m - first_m, GROUP_M)
     return first_m + (tile_id % in_group) % group_m, (tile_id % in_group) // group_m
+
+
+@triton.jit
+def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, chunk_counts_ptr, T, E,
+                     TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr):
+    # Routing for BLOCK_T tokens: top-k of the logits (softmax is monotonic, so the top-k of the
+    # logits is the top-k of the probabilities), weights = softmax over the k kept logits (equal to
+    # softmax-then-renormalize). Also counts this chunk's pairs per expert and gives each pair its
+    # rank among the chunk's pairs of the same expert (pairs taken in (slot j, token) order).
+    pid = tl.program_id(0)
+    offs_t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+    tmask = offs_t < T
+    ecols = tl.arange(0, E_PAD)
+    kcols = tl.arange(0, K_PAD)
+    logit = tl.load(logits_ptr + offs_t.to(tl.int64)[:, None] * E + ecols[None, :],
+                    mask=tmask[:, None] & (ecols[None, :] < E), other=float("-inf"))
+    logit = tl.where(tmask[:, None] | (ecols[None, :] >= E), logit, 0.0)   # rows past T: finite, never stored
+    top = tl.max(logit, 1)
+    counts = tl.zeros([E_PAD], dtype=tl.int32)
+    w_tile = tl.zeros([BLOCK_T, K_PAD], dtype=tl.float32)
+    for j in tl.static_range(TOP_K):
+        m = tl.max(logit, 1)
+        idx = tl.argmax(logit, 1)                                      # ties: lowest expert index
+        hit = (ecols[None, :] == idx[:, None]) & tmask[:, None]
+        hit_i = hit.to(tl.int32)
+        before = tl.cumsum(hit_i, 0) - hit_i + counts[None, :]         # same-expert pairs ahead in this chunk
+        rank = tl.sum(tl.where(hit, before, 0), 1)
+        counts += tl.sum(hit_i, 0)
+        pair = offs_t * TOP_K + j
+        tl.store(ids_ptr + pair, idx.to(tl.int32), mask=tmask)
+        tl.store(rank_ptr + pair, rank, mask=tmask)
+        w_tile = tl.where(kcols[None, :] == j, tl.exp(m - top)[:, None], w_tile)
+        logit = tl.where(ecols[None, :] == idx[:, None], float("-inf"), logit)
+    w_tile = w_tile / tl.sum(w_tile, 1)[:, None]
+    tl.store(weights_ptr + offs_t[:, None] * TOP_K + kcols[None, :], w_tile,
+             mask=tmask[:, None] & (kcols[None, :] < TOP_K))
+    tl.store(chunk_counts_ptr + pid * E_PAD + ecols, counts)
+
+
+@triton.jit
+def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, E,
+                     num_chunks, num_m_blocks, E_PAD: tl.constexpr, PAIRS_PER_CHUNK: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    # Each program places its chunk's pairs: slot = start of the expert's padded run + pairs of that
+    # expert in earlier chunks + rank in the chunk. Program 0 also writes the padding sentinels and
+    # block_expert. Writes never overlap, so no ordering between programs is needed.
+    pid = tl.program_id(0)
+    ecols = tl.arange(0, E_PAD)
+    total = tl.zeros([E_PAD], dtype=tl.int32)
+    earlier = tl.zeros([E_PAD], dtype=tl.int32)
+    for c0 in range(0, num_chunks, BLOCK_C):
+        rows = c0 + tl.arange(0, BLOCK_C)
+        cc = tl.load(chunk_counts_ptr + rows[:, None] * E_PAD + ecols[None, :], mask=rows[:, None] < num_chunks,
+                     other=0)
+        total += tl.sum(cc, 0)
+        earlier += tl.sum(tl.where(rows[:, None] < pid, cc, 0), 0)
+    padded = (total + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    pad_end = tl.cumsum(padded, 0)
+    pad_start = pad_end - padded
+    base = pad_start + earlier
+    for p0 in range(0, PAIRS_PER_CHUNK, BLOCK_P):
+        in_chunk = p0 + tl.arange(0, BLOCK_P)
+        offs_p = pid * PAIRS_PER_CHUNK + in_chunk
+        pmask = (in_chunk < PAIRS_PER_CHUNK) & (offs_p < n_pairs)
+        e = tl.load(ids_ptr + offs_p, mask=pmask, other=0)
+        r = tl.load(rank_ptr + offs_p, mask=pmask, other=0)
+        dest = tl.sum(tl.where(ecols[None, :] == e[:, None], base[None, :], 0), 1) + r
+        tl.store(sorted_ids_ptr + dest, offs_p, mask=pmask)
+    if pid == 0:
+        # padding slots of each expert's run: [pad_start + total, pad_end)
+        jcols = tl.arange(0, BLOCK_M)
+        slot = (pad_start + total)[:, None] + jcols[None, :]
+        tl.store(sorted_ids_ptr + slot, tl.zeros([E_PAD, BLOCK_M], dtype=tl.int32) + n_pairs,
+                 mask=jcols[None, :] < (padded - total)[:, None])
+        # owner of each row block: the number of experts whose run ends at or before its first row
+        end_e = tl.where(ecols < E, pad_end, 2147483647)
+        for b0 in range(0, num_m_blocks, BLOCK_P):
+            blk = b0 + tl.arange(0, BLOCK_P)
+            owner = tl.sum((end_e[None, :] <= (blk * BLOCK_M)[:, None]).to(tl.int32), 1)
+            tl.store(block_expert_ptr + blk, tl.where(owner < E, owner, -1), mask=blk < num_m_blocks)
 
 
 @triton.jit
@@ -138,37 +224,35 @@ _ALLOCATOR_SET = False
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
-def route(router_logits, top_k):
-    """softmax over experts, keep the top k, renormalize them (fp32). Returns (weights, ids), (T, k)."""
-    probs = torch.softmax(router_logits.float(), dim=-1)
-    weights, ids = torch.topk(probs, top_k, dim=-1)
-    return weights / weights.sum(dim=-1, keepdim=True), ids
+_TUNED = {}
 
 
-def align_by_expert(ids, num_experts, block_m):
-    """Sort the T*k (token, slot) pairs by expert and pad each expert's run to a multiple of block_m.
+def route_and_align(router_logits, top_k, block_m, block_t):
+    """Two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
-    Returns sorted_ids (num_m_blocks*block_m,) int32 pair ids, the sentinel T*k marking padding;
-    block_expert (num_m_blocks,) int32, -1 past the last used block; num_m_blocks (an upper bound
-    known without reading the counts back to the host: sum_e ceil(c_e / BM) <= ceil(T*k / BM) + E)."""
-    n = ids.numel()
-    flat = ids.reshape(-1)
-    dev = ids.device
-    counts = torch.zeros(num_experts, dtype=torch.int64, device=dev)
-    counts.scatter_add_(0, flat, torch.ones_like(flat))              # bincount without a host sync
-    padded = (counts + block_m - 1) // block_m * block_m
-    pad_end = torch.cumsum(padded, 0)
-    pad_start = pad_end - padded
-    order = torch.argsort(flat, stable=True)                           # pair ids grouped by expert
-    sorted_e = flat[order]
-    rank = torch.arange(n, device=dev) - (torch.cumsum(counts, 0) - counts)[sorted_e]
-    num_m_blocks = triton.cdiv(n, block_m) + num_experts
-    sorted_ids = torch.full((num_m_blocks * block_m,), n, dtype=torch.int32, device=dev)
-    sorted_ids[pad_start[sorted_e] + rank] = order.to(torch.int32)
-    block_start = torch.arange(num_m_blocks, device=dev) * block_m
-    block_expert = torch.searchsorted(pad_end, block_start, right=True)
-    block_expert = torch.where(block_expert < num_experts, block_expert, -1).to(torch.int32)
-    return sorted_ids, block_expert, num_m_blocks
+    sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
+    expert's run padded to a multiple of block_m with the sentinel T*k; block_expert (num_m_blocks,)
+    int32: the expert of each row block, -1 past the end. num_m_blocks is an upper bound known on the
+    host (sum_e ceil(c_e / BM) <= ceil(T*k / BM) + E), so nothing is read back."""
+    T, E = router_logits.shape
+    dev = router_logits.device
+    n_pairs = T * top_k
+    e_pad = triton.next_power_of_2(E)
+    num_chunks = triton.cdiv(T, block_t)
+    num_m_blocks = triton.cdiv(n_pairs, block_m) + E
+    ids = torch.empty(n_pairs, dtype=torch.int32, device=dev)
+    rank = torch.empty(n_pairs, dtype=torch.int32, device=dev)
+    weights = torch.empty(n_pairs, dtype=torch.float32, device=dev)
+    chunk_counts = torch.empty((num_chunks, e_pad), dtype=torch.int32, device=dev)
+    sorted_ids = torch.empty(num_m_blocks * block_m, dtype=torch.int32, device=dev)
+    block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
+    logits = router_logits.float().contiguous()
+    moe_route_kernel[(num_chunks,)](logits, ids, rank, weights, chunk_counts, T, E, TOP_K=top_k,
+                                    K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad, BLOCK_T=block_t, num_warps=4)
+    moe_align_kernel[(num_chunks,)](ids, rank, chunk_counts, sorted_ids, block_expert, n_pairs, E, num_chunks,
+                                    num_m_blocks, E_PAD=e_pad, PAIRS_PER_CHUNK=block_t * top_k, BLOCK_M=block_m,
+                                    BLOCK_P=max(16, min(256, 8192 // e_pad)), BLOCK_C=16, num_warps=4)
+    return weights, sorted_ids, block_expert, num_m_blocks
 
 
 def _tma_ok(*tensors):
@@ -179,19 +263,14 @@ def _tma_ok(*tensors):
                for t in tensors)
 
 
-def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):
-    """out (T, Hd) = the MoE layer of the module docstring."""
+def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     global _ALLOCATOR_SET
     T, HD = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
-    assert w2.shape == (E, HD, I) and x.is_contiguous() and w13.is_contiguous() and w2.is_contiguous()
-    cfg = {**CONFIG, **(config or {})}
-    block_m, warps = cfg["BLOCK_M"], cfg["num_warps"]
-    if T * top_k < cfg["SMALL_ROWS_PER_EXPERT"] * E:
-        block_m, warps = cfg["SMALL_BLOCK_M"], cfg["SMALL_num_warps"]
-    weights, ids = route(router_logits, top_k)
-    sorted_ids, block_expert, num_m_blocks = align_by_expert(ids, E, block_m)
+    block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    weights, sorted_ids, block_expert, num_m_blocks = route_and_align(router_logits, top_k, block_m,
+                                                                      cfg["ROUTE_BLOCK_T"])
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
@@ -199,22 +278,57 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
     if tma and not _ALLOCATOR_SET:
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=x.device))
         _ALLOCATOR_SET = True
-    bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     last_config.clear()
-    last_config.update(cfg, BLOCK_M=block_m, num_warps=warps, USE_TMA=tma)
+    last_config.update(cfg, USE_TMA=tma)
     moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
         x, w13, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
         TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        num_warps=warps, num_stages=cfg["num_stages"])
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     dbn = cfg["DOWN_BLOCK_N"]
     moe_down_kernel[(num_m_blocks * triton.cdiv(HD, dbn),)](
-        h, w2, y, sorted_ids, block_expert, weights.reshape(-1), n_pairs, HD, I, num_m_blocks,
+        h, w2, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
         BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        num_warps=warps, num_stages=cfg["DOWN_num_stages"])
-    if out is None:
-        out = torch.empty((T, HD), device=x.device, dtype=x.dtype)
+        num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     torch.sum(y.view(T, top_k, HD), dim=1, out=out)                   # the k expert outputs of a token
     return out
+
+
+def _autotune(args, out, use_tma):
+    x, w13, w2, logits, top_k = args
+    key = (tuple(x.shape), tuple(w13.shape), top_k, x.dtype)
+    if key not in _TUNED:
+        best, best_ms = None, float("inf")
+        for cfg in [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]:
+            try:
+                ms = triton.testing.do_bench(lambda: _launch(*args, out, cfg, use_tma), warmup=5, rep=30,
+                                             return_mode="median")
+            except Exception:  # does not fit (shared memory): skip
+                continue
+            if ms < best_ms:
+                best, best_ms = cfg, ms
+        _TUNED[key] = best or dict(CONFIG)
+    return _TUNED[key]
+
+
+def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):
+    """out (T, Hd) = the MoE layer of the module docstring."""
+    T, HD = x.shape
+    E, I2, _ = w13.shape
+    assert w2.shape == (E, HD, I2 // 2) and x.is_contiguous() and w13.is_contiguous() and w2.is_contiguous()
+    if out is None:
+        out = torch.empty((T, HD), device=x.device, dtype=x.dtype)
+    if config is None:
+        config = CONFIG
+        if CONFIG["AUTOTUNE"] and x.device.type == "cuda":
+            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma)
+    return _launch(x, w13, w2, router_logits, top_k, out, {**CONFIG, **config}, use_tma)
+
+
+def route(router_logits, top_k):
+    """torch routing for the references: top-k of the logits, softmax over the k kept (fp32).
+    Equal to softmax over all experts, top-k, renormalize (Mixtral), with one rounding fewer."""
+    vals, ids = torch.topk(router_logits.float(), top_k, dim=-1)
+    return torch.softmax(vals, dim=-1), ids
 
 
 # --------------------------------------------------------------------------------------------------

@@ -25,16 +25,23 @@ import triton
 import triton.language as tl
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
+          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128],
                 "GROUP_M": [4, 8, 16], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
-                "PERSISTENT": [0, 1], "FLATTEN": [0, 1], "WARP_SPECIALIZE": [0, 1], "USE_TMA": [0, 1],
+                "PERSISTENT": [0, 1], "FLATTEN": [0, 1], "WARP_SPECIALIZE": [0, 1], "EPILOGUE_SUBTILE": [0, 1], "USE_TMA": [0, 1],
                 "AUTOTUNE": [0, 1]}
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG). Kept short: each one compiles.
+# Measured on the H200 (experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
+# non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
+# fits 4 stages (4 x 48 KB of A/B tiles + a 32 KB half-tile of C). Small outputs need small tiles.
 AUTOTUNE_CONFIGS = [
-    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4, "PERSISTENT": 0},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4, "PERSISTENT": 0},
+    {"num_stages": 4, "EPILOGUE_SUBTILE": 1},
+    {"num_stages": 4, "PERSISTENT": 0},
+]
+SMALL_OUTPUT_CONFIGS = [  # added when fewer 128x256 tiles than SMs: more, smaller programs
+    {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
+    {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
 ]
 
 
@@ -52,14 +59,28 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr):
+    # SUBTILE: store the tile as two BLOCK_N/2 halves: the epilogue's shared-memory staging buffer
+    # halves, which is what lets a 128x256 persistent kernel keep 4 pipeline stages.
+    if SUBTILE:
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        c_desc.store([m0, n0], left.to(c_desc.dtype))
+        c_desc.store([m0, n0 + BLOCK_N // 2], right.to(c_desc.dtype))
+    else:
+        c_desc.store([m0, n0], acc.to(c_desc.dtype))
+
+
+@triton.jit
 def gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     # TMA descriptors: shape and strides of the whole matrix, the box each load/store moves.
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -73,7 +94,7 @@ def gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_c
                 a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
                 b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
                 acc = tl.dot(a, b, acc)
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -81,7 +102,7 @@ def gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_c
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
 
 
 @triton.jit
@@ -148,6 +169,7 @@ def _launch(a, b, c, cfg):
             a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=programs,
             PERSISTENT=cfg["PERSISTENT"], FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"],
+            EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"],
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     else:
         gemm_ptr_kernel[(tiles,)](
@@ -157,8 +179,11 @@ def _launch(a, b, c, cfg):
     return c
 
 
-def _candidates():
-    return [dict(CONFIG)] + [{**CONFIG, **extra} for extra in AUTOTUNE_CONFIGS]
+def _candidates(M, N, device):
+    extra = list(AUTOTUNE_CONFIGS)
+    if triton.cdiv(M, 128) * triton.cdiv(N, 256) < _num_sms(device):
+        extra += SMALL_OUTPUT_CONFIGS
+    return [dict(CONFIG)] + [{**CONFIG, **e} for e in extra]
 
 
 def _autotune(a, b, c):
@@ -166,7 +191,7 @@ def _autotune(a, b, c):
     key = (tuple(a.shape), b.shape[1], a.dtype)
     if key not in _TUNED:
         best, best_ms = None, float("inf")
-        for cfg in _candidates():
+        for cfg in _candidates(a.shape[0], b.shape[1], a.device):
             try:
                 ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg), warmup=5, rep=20, return_mode="median")
             except Exception:  # a candidate that does not fit (shared memory, compiler) is skipped
