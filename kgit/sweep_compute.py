@@ -49,8 +49,11 @@ def bar(kernel: str, row: dict):
             return None, None
         return ">= 100% sdpa-flash", row["speedup"] >= 1.0
     if kernel == "fused-moe":
-        ok = row["speedup"] >= 10.0 and row["tflops"] >= 0.5 * row["dense_tflops"]
-        return ">= 10x loop and >= 50% dense", ok
+        fast = row["speedup"] >= 10.0
+        dense = row["tflops"] / row["dense_tflops"]
+        text = (f">= 10x loop ({row['speedup']:.1f}x: {'yes' if fast else 'no'}), "
+                f">= 50% dense ({dense:.0%}: {'yes' if dense >= 0.5 else 'no'})")
+        return text, fast and dense >= 0.5
     return None, None
 
 
