@@ -1,0 +1,147 @@
+"""Cross-entropy loss forward (per row, reduction="none") in Triton, with the
+torch reference beside it.
+
+    loss[r] = logsumexp_j x[r, j] - x[r, t_r]      (0 where t_r == ignore_index)
+    logsumexp_j x[r, j] = m_r + log(sum_j exp(x[r, j] - m_r)),  m_r = max_j x[r, j]
+
+Nothing row-sized is written, so one streaming pass with an ONLINE max and
+rescaled sum reads the logits exactly once:
+    m' = max(m, max(chunk));  s' = s * exp(m - m') + sum(exp(chunk - m'))
+The target logit is one gathered element per row. The loss is fp32 whatever the
+logits' dtype (torch returns the logits' dtype).
+
+Minimal traffic: M * V * elem (logits) + 8 M (int64 targets) + 4 M (loss).
+About 4 flops per logit: memory-bound. At V = 128256 and M = 8192 the logits
+are 2 GB in bf16; torch materialises log_softmax (a full extra write and read).
+
+Kernels:
+  _ce_rows   V <= CHUNK: a tile of ROWS rows per program, looping over the
+             vocabulary in BLOCK_N-wide steps.
+  _ce_split  V > CHUNK: P = ceil(V / CHUNK) programs per row, each reduces its
+             chunk to (max, sum) in a small workspace; the LAST program of a row
+             to arrive (atomic counter) combines the P partials in slot order
+             (deterministic) and writes the loss. Nobody waits, so this needs
+             no co-residency and cannot deadlock; it gives long-vocabulary rows
+             enough parallel programs when M is small.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = {"BLOCK_SIZE": 4096, "CHUNK": 32768, "num_warps": 4, "num_stages": 2}
+CONFIG_SPACE = {
+    "BLOCK_SIZE": [2048, 4096, 8192, 16384],
+    "CHUNK": [16384, 32768, 65536, 131072],
+    "num_warps": [4, 8, 16],
+    "num_stages": [1, 2, 3, 4],
+}
+IGNORE_INDEX = -100
+
+
+def cross_entropy_ref(x: torch.Tensor, target: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+    xd = x.double()
+    keep = target != ignore_index
+    t = torch.where(keep, target, 0)
+    loss = torch.logsumexp(xd, dim=-1) - xd.gather(-1, t[:, None])[:, 0]
+    return torch.where(keep, loss, torch.zeros_like(loss))
+
+
+@triton.jit
+def _ce_rows(x_ptr, t_ptr, loss_ptr, M, V, stride_x, ignore_index,
+             BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < M
+    rows64 = rows.to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    m = tl.full([ROWS], -float("inf"), tl.float32)
+    s = tl.zeros([ROWS], tl.float32)
+    for start in tl.range(0, V, BLOCK_N, num_stages=NUM_STAGES):
+        ok = row_ok[:, None] & (start + cols[None, :] < V)
+        x = tl.load(x_ptr + rows64[:, None] * stride_x + start + cols[None, :], mask=ok,
+                    other=-float("inf")).to(tl.float32)
+        new_m = tl.maximum(m, tl.max(x, axis=1))
+        safe = tl.where(new_m == -float("inf"), 0.0, new_m)  # rows of only -inf so far
+        s = s * tl.exp(m - safe) + tl.sum(tl.exp(x - safe[:, None]), axis=1)
+        m = new_m
+    t = tl.load(t_ptr + rows, mask=row_ok, other=ignore_index)
+    keep = row_ok & (t != ignore_index)
+    xt = tl.load(x_ptr + rows64 * stride_x + tl.where(keep, t, 0), mask=keep, other=0.0).to(tl.float32)
+    loss = tl.where(keep, m + tl.log(s) - xt, 0.0)
+    tl.store(loss_ptr + rows, loss, mask=row_ok)
+
+
+@triton.jit
+def _ce_split(x_ptr, t_ptr, loss_ptr, ws_ptr, cnt_ptr, M, V, stride_x, ignore_index,
+              BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr,
+              NUM_STAGES: tl.constexpr):
+    pid = tl.program_id(0)
+    row = pid // P
+    part = pid % P
+    x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+    cols = tl.arange(0, BLOCK_N)
+    lo = part * CHUNK
+    hi = tl.minimum(lo + CHUNK, V)
+    m = -float("inf")
+    s = 0.0
+    for start in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
+        x = tl.load(x_row + start + cols, mask=start + cols < hi, other=-float("inf")).to(tl.float32)
+        new_m = tl.maximum(m, tl.max(x, axis=0))
+        safe = tl.where(new_m == -float("inf"), 0.0, new_m)
+        s = s * tl.exp(m - safe) + tl.sum(tl.exp(x - safe), axis=0)
+        m = new_m
+    slot = ws_ptr + (tl.cast(row, tl.int64) * P + part) * 2
+    tl.store(slot, m)
+    tl.store(slot + 1, s)
+    tl.debug_barrier()  # every thread's stores before the release
+    arrived = tl.atomic_add(cnt_ptr + row, 1, sem="acq_rel")
+    if arrived == P - 1:  # the last of the row's P programs: combine and write
+        slots = tl.arange(0, P_POW2)
+        base = ws_ptr + tl.cast(row, tl.int64) * P * 2
+        pm = tl.load(base + slots * 2, mask=slots < P, other=-float("inf"), volatile=True)
+        ps = tl.load(base + slots * 2 + 1, mask=slots < P, other=0.0, volatile=True)
+        gm = tl.max(pm, axis=0)
+        lse = gm + tl.log(tl.sum(ps * tl.exp(pm - gm), axis=0))
+        t = tl.load(t_ptr + row)
+        keep = t != ignore_index
+        xt = tl.load(x_row + tl.where(keep, t, 0)).to(tl.float32)
+        tl.store(loss_ptr + row, tl.where(keep, lse - xt, 0.0))
+        tl.atomic_xchg(cnt_ptr + row, 0, sem="relaxed")  # ready for the next launch
+
+
+_COUNTERS = {}
+
+
+def _counters(device, n: int) -> torch.Tensor:
+    """Per-row arrival counters; the kernel leaves them at zero."""
+    c = _COUNTERS.get(device)
+    if c is None or c.numel() < n:
+        c = torch.zeros(max(n, 1 << 16), device=device, dtype=torch.int32)
+        _COUNTERS[device] = c
+    return c
+
+
+def cross_entropy(x: torch.Tensor, target: torch.Tensor, out: torch.Tensor | None = None,
+                  ignore_index: int = IGNORE_INDEX, config: dict | None = None) -> torch.Tensor:
+    """Per-row loss (fp32) of logits x [M, V] against int targets [M]."""
+    cfg = dict(CONFIG, **(config or {}))
+    assert x.dim() == 2 and x.stride(-1) == 1 and target.is_contiguous()
+    M, V = x.shape
+    loss = torch.empty(M, device=x.device, dtype=torch.float32) if out is None else out
+    if M == 0:
+        return loss
+    block, chunk = int(cfg["BLOCK_SIZE"]), int(cfg["CHUNK"])
+    num_warps, num_stages = int(cfg["num_warps"]), int(cfg["num_stages"])
+    P = triton.cdiv(V, chunk)
+    if P == 1:
+        block_n = min(max(16, triton.next_power_of_2(V)), block)
+        rows = max(1, block // block_n)
+        _ce_rows[(triton.cdiv(M, rows),)](x, target, loss, M, V, x.stride(0), ignore_index,
+                                          BLOCK_N=block_n, ROWS=rows, NUM_STAGES=num_stages,
+                                          num_warps=num_warps, num_stages=num_stages)
+        return loss
+    ws = torch.empty(M * P * 2, device=x.device, dtype=torch.float32)
+    _ce_split[(M * P,)](x, target, loss, ws, _counters(x.device, M), M, V, x.stride(0), ignore_index,
+                        BLOCK_N=min(block, chunk), CHUNK=chunk, P=P, P_POW2=triton.next_power_of_2(P),
+                        NUM_STAGES=num_stages, num_warps=num_warps, num_stages=num_stages)
+    return loss
