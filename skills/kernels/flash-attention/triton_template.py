@@ -23,6 +23,7 @@ Hopper: K/V/Q tiles come through TMA descriptors (tl.make_tensor_descriptor) whe
 the tiles; otherwise (and on AMD) masked pointer loads do the same work.
 """
 
+import functools
 import math
 
 import torch
@@ -135,14 +136,20 @@ _TUNED = {}
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
+@functools.lru_cache(maxsize=None)
+def _has_tma(device) -> bool:
+    if device.type == "cuda":
+        return (not torch.version.hip) and torch.cuda.get_device_capability(device)[0] >= 9
+    return True  # interpreter: descriptors are emulated
+
+
 def _launch(q, k, v, o, causal, cfg):
     global _ALLOCATOR_SET
     B, H, S, D = q.shape
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     assert BM % BN == 0, "the causal diagonal stage walks BLOCK_M / BLOCK_N key blocks"
     even = S % BM == 0 and S % BN == 0
-    hopper = q.device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(q.device)[0] >= 9
-    use_tma = even and (hopper or q.device.type == "cpu")
+    use_tma = even and _has_tma(q.device)
     last_config.clear()
     last_config.update(cfg, USE_TMA=use_tma)
     if use_tma and not _ALLOCATOR_SET:

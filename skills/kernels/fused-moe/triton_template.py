@@ -27,6 +27,8 @@ Grouped ordering (GROUP_M row-blocks of one expert per column of weight tiles) k
 L2 while the expert's row-blocks use it: each weight byte is read from DRAM about once.
 """
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -255,9 +257,15 @@ def route_and_align(router_logits, top_k, block_m, block_t):
     return weights, sorted_ids, block_expert, num_m_blocks
 
 
+@functools.lru_cache(maxsize=None)
+def _has_tma(device) -> bool:
+    if device.type == "cuda":
+        return (not torch.version.hip) and torch.cuda.get_device_capability(device)[0] >= 9
+    return True  # interpreter: descriptors are emulated
+
+
 def _tma_ok(*tensors):
-    dev = tensors[0].device
-    if dev.type == "cuda" and (torch.version.hip or torch.cuda.get_device_capability(dev)[0] < 9):
+    if not _has_tma(tensors[0].device):
         return False
     return all(t.is_contiguous() and (t.shape[-1] * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
                for t in tensors)

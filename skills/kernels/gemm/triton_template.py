@@ -20,6 +20,8 @@ Tunables: CONFIG (a literal: a tuner rewrites it) is the first candidate; with A
 launcher also times the AUTOTUNE_CONFIGS candidates once per (M, N, K, dtype) and keeps the fastest.
 """
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -135,17 +137,23 @@ _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
-def _num_sms(device) -> int:
+@functools.lru_cache(maxsize=None)
+def _device_facts(device):
+    """(multiprocessors, has TMA): cached, the launcher runs on every call."""
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # interpreter
+        props = torch.cuda.get_device_properties(device)
+        return props.multi_processor_count, (not torch.version.hip) and props.major >= 9
+    return 4, True  # interpreter: descriptors are emulated
+
+
+def _num_sms(device) -> int:
+    return _device_facts(device)[0]
 
 
 def _tma_ok(a, b, c) -> bool:
     # TMA needs Hopper+ on NVIDIA, unit inner stride, 16-byte aligned base and row strides.
-    if a.device.type == "cuda":
-        if torch.version.hip or torch.cuda.get_device_capability(a.device)[0] < 9:
-            return False
+    if not _device_facts(a.device)[1]:
+        return False
     for t in (a, b, c):
         if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
             return False
