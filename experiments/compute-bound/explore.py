@@ -5,6 +5,10 @@
 Times a fixed list of configs of each template at the shapes the bars are set on, beside torch, and
 checks each config's output once (relative Frobenius error). Used to choose CONFIG and the autotune
 candidates; the numbers that count are the ones `python -m kgit.sweep_compute` prints.
+
+Kept as run (first device call, commit 5c3ac30's templates): explore.log / explore.json beside it. The
+MoE part refers to the torch-side alignment and SMALL_* keys that the routing kernels later replaced,
+so it no longer runs against the current fused-moe template as is.
 """
 
 import json
