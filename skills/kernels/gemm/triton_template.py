@@ -1,0 +1,241 @@
+"""GEMM: C = A @ B with A (M, K), B (K, N), both row-major, fp16 or bf16, fp32 accumulation.
+
+The math, per output element:
+    C[m, n] = sum_k A[m, k] * B[k, n]          (2*M*N*K flops; accumulated in fp32, rounded once)
+
+How the kernel computes it (see SKILL.md for why):
+  * C is cut into BLOCK_M x BLOCK_N tiles; a tile walks K in BLOCK_K steps:
+        acc += A[m0:m0+BM, k0:k0+BK] @ B[k0:k0+BK, n0:n0+BN]      (tl.dot -> wgmma on Hopper)
+  * Hopper: the tiles arrive through TMA descriptors (tl.make_tensor_descriptor), num_stages deep in
+    shared memory; out-of-range rows/columns read as zero, so ragged M, N, K need no masks.
+  * Persistent: min(#SMs, #tiles) programs each loop over tiles tile_id = pid, pid + #SMs, ...;
+    with flatten=True the compiler software-pipelines across tile boundaries (the next tile's loads
+    overlap this tile's epilogue).
+  * Grouped ordering: consecutive tile ids walk GROUP_M tile-rows down one tile-column, so the
+    programs running together share B panels (and A panels) in L2.
+  * Elsewhere (AMD, pre-Hopper NVIDIA, strides not 16-byte aligned) a pointer-based kernel with the
+    same tiling and ordering.
+
+Tunables: CONFIG (a literal: a tuner rewrites it) is the first candidate; with AUTOTUNE=1 the
+launcher also times the AUTOTUNE_CONFIGS candidates once per (M, N, K, dtype) and keeps the fastest.
+"""
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
+CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128],
+                "GROUP_M": [4, 8, 16], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
+                "PERSISTENT": [0, 1], "FLATTEN": [0, 1], "WARP_SPECIALIZE": [0, 1], "EPILOGUE_SUBTILE": [0, 1], "USE_TMA": [0, 1],
+                "AUTOTUNE": [0, 1]}
+# Extra candidates for AUTOTUNE (keys missing here come from CONFIG). Kept short: each one compiles.
+# Measured on the H200 (experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
+# non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
+# fits 4 stages (4 x 48 KB of A/B tiles + a 32 KB half-tile of C). Small outputs need small tiles.
+AUTOTUNE_CONFIGS = [
+    {"num_stages": 4, "EPILOGUE_SUBTILE": 1},
+    {"num_stages": 4, "PERSISTENT": 0},
+]
+SMALL_OUTPUT_CONFIGS = [  # added when fewer 128x256 tiles than SMs: more, smaller programs
+    {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
+    {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
+]
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # Grouped ordering: tiles are numbered down GROUP_M tile-rows of one column, then the next column.
+    # Programs that run at the same time then read the same few A row-panels and B column-panels.
+    in_group = GROUP_M * num_pid_n
+    group = tile_id // in_group
+    first_m = group * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % in_group) % group_m
+    pid_n = (tile_id % in_group) // group_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr):
+    # SUBTILE: store the tile as two BLOCK_N/2 halves: the epilogue's shared-memory staging buffer
+    # halves, which is what lets a 128x256 persistent kernel keep 4 pipeline stages.
+    if SUBTILE:
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        c_desc.store([m0, n0], left.to(c_desc.dtype))
+        c_desc.store([m0, n0 + BLOCK_N // 2], right.to(c_desc.dtype))
+    else:
+        c_desc.store([m0, n0], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
+                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+    # TMA descriptors: shape and strides of the whole matrix, the box each load/store moves.
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if PERSISTENT:
+        num_tiles = num_pid_m * num_pid_n
+        for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
+                                warp_specialize=WARP_SPECIALIZE):
+            pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(k_tiles):
+                a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+                b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+                acc = tl.dot(a, b, acc)
+            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+    else:
+        pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+
+
+@triton.jit
+def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # Portable path: same tiling, plain (masked) pointer loads; the compiler pipelines them with
+    # cp.async on NVIDIA and buffer loads on AMD.
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] + k0 < K), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] + k0 < K) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+# --------------------------------------------------------------------------------------------------
+# launcher
+# --------------------------------------------------------------------------------------------------
+_ALLOCATOR_SET = False
+_TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
+last_config = {}  # the config of the latest launch (the benchmark reports it)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_facts(device):
+    """(multiprocessors, has TMA): cached, the launcher runs on every call."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return props.multi_processor_count, (not torch.version.hip) and props.major >= 9
+    return 4, True  # interpreter: descriptors are emulated
+
+
+def _num_sms(device) -> int:
+    return _device_facts(device)[0]
+
+
+def _tma_ok(a, b, c) -> bool:
+    # TMA needs Hopper+ on NVIDIA, unit inner stride, 16-byte aligned base and row strides.
+    if not _device_facts(a.device)[1]:
+        return False
+    for t in (a, b, c):
+        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+    return True
+
+
+def _launch(a, b, c, cfg):
+    global _ALLOCATOR_SET
+    M, K = a.shape
+    N = b.shape[1]
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+    last_config.clear()
+    last_config.update(cfg)
+    if cfg["USE_TMA"] and _tma_ok(a, b, c):
+        if not _ALLOCATOR_SET:
+            triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
+            _ALLOCATOR_SET = True
+        programs = min(_num_sms(a.device), tiles) if cfg["PERSISTENT"] else tiles
+        gemm_tma_kernel[(programs,)](
+            a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=programs,
+            PERSISTENT=cfg["PERSISTENT"], FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"],
+            EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"],
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    else:
+        gemm_ptr_kernel[(tiles,)](
+            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"],
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return c
+
+
+def _candidates(M, N, device):
+    extra = list(AUTOTUNE_CONFIGS)
+    if triton.cdiv(M, 128) * triton.cdiv(N, 256) < _num_sms(device):
+        extra += SMALL_OUTPUT_CONFIGS
+    return [dict(CONFIG)] + [{**CONFIG, **e} for e in extra]
+
+
+def _autotune(a, b, c):
+    """Time each candidate once per shape (median, L2 cleared) and remember the fastest that compiles."""
+    key = (tuple(a.shape), b.shape[1], a.dtype)
+    if key not in _TUNED:
+        best, best_ms = None, float("inf")
+        for cfg in _candidates(a.shape[0], b.shape[1], a.device):
+            try:
+                ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg), warmup=5, rep=20, return_mode="median")
+            except Exception:  # a candidate that does not fit (shared memory, compiler) is skipped
+                continue
+            if ms < best_ms:
+                best, best_ms = cfg, ms
+        _TUNED[key] = best or dict(CONFIG)
+    return _TUNED[key]
+
+
+def gemm(a, b, out=None, config=None):
+    """C = A @ B. a (M, K), b (K, N): fp16/bf16 (fp32 works too: tl.dot uses tf32 on NVIDIA)."""
+    assert a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0] and a.dtype == b.dtype
+    M, _ = a.shape
+    N = b.shape[1]
+    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if config is None:
+        config = CONFIG
+        if CONFIG["AUTOTUNE"] and a.device.type == "cuda":
+            config = _autotune(a, b, c)
+    return _launch(a, b, c, {**CONFIG, **config})
+
+
+# --------------------------------------------------------------------------------------------------
+# references
+# --------------------------------------------------------------------------------------------------
+def reference(a, b):
+    """fp32 reference from the same (already rounded) inputs; TF32 off so it is a true fp32 product."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return a.float() @ b.float()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def torch_gemm(a, b, out=None):
+    """The baseline: torch.matmul (cuBLAS / hipBLASLt)."""
+    return torch.matmul(a, b, out=out)
