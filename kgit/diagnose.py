@@ -21,7 +21,6 @@ THRESHOLDS = {
     "busy_pct": 60.0,  # a unit at or above this % of its peak is the limiter
     "low_occupancy_pct": 25.0,  # achieved occupancy below this: too few warps to hide latency
     "low_ld_efficiency_pct": 50.0,  # under half of each fetched 32-byte sector used: uncoalesced loads
-    "max_sectors_per_request": 8.0,  # a warp's 4-byte loads, coalesced, need 4 sectors; 32 is fully scattered
     "spill_bytes": 0.0,  # any local-memory traffic from spills is worth removing
     "min_waves": 1.0,  # a grid under one wave leaves SMs idle
     "tiny_launch_us": 10.0,  # a launch this short is dominated by launch overhead and ramp-up
@@ -89,9 +88,6 @@ def hints(metrics: dict, stalls: list[dict]) -> list[dict]:
     eff = metrics.get("global_ld_efficiency_pct")
     if eff is not None and eff < t["low_ld_efficiency_pct"]:
         found.append({"tier": 2, "finding": f"global loads use {eff:.0f}% of each fetched sector: uncoalesced or strided"})
-    spr = metrics.get("global_ld_sectors_per_request")
-    if spr is not None and spr > t["max_sectors_per_request"]:
-        found.append({"tier": 2, "finding": f"{spr:.1f} sectors per global load request (4 is a coalesced fp32 warp load)"})
     occ = metrics.get("achieved_occupancy_pct")
     if occ is not None and occ < t["low_occupancy_pct"]:
         found.append({"tier": 1, "finding": f"achieved occupancy {occ:.0f}%: registers or shared memory per block "
