@@ -32,7 +32,8 @@ def test_stored_report_gives_the_expected_metrics_and_class(path):
     for key in ("dram_pct", "sm_pct", "l1_pct", "l2_pct", "achieved_occupancy_pct", "l2_hit_pct"):
         value = summary["metrics"].get(key)
         assert value is None or 0 <= value <= 100.5, (key, value)
-    assert bool(summary["stalls"]) == expect["stalls"]
+    if expect.get("stalls") is not None:
+        assert bool(summary["stalls"]) == expect["stalls"]
     assert diagnose.classify(summary["metrics"])["bound"] == expect["bound"]
 
 
