@@ -52,8 +52,9 @@ def tier_skill(tier: int, vendor: str) -> str:
 
 
 def _max(*values) -> tuple[float | None, str | None]:
+    """The largest value and its unit's name; on a tie the first named (the more specific unit)."""
     present = [(v, name) for v, name in values if v is not None]
-    return max(present, default=(None, None))
+    return max(present, key=lambda item: item[0], default=(None, None))
 
 
 def classify(metrics: dict) -> dict:

@@ -136,6 +136,10 @@ def test_profile_runs_ncu_keeps_metrics_in_the_note_and_leaves_the_tree_clean(on
     saved = on_nvidia.root / ".git/kgit/profiles/fake/iter0"
     assert json.loads((saved / "metrics.json").read_text())["primary"] == "softmax_kernel"
     assert (saved / "raw.csv").exists() and (saved / "report.ncu-rep").exists()
+    human = on_nvidia.ok("profile", env=ncu_env(tmp_path)).stdout
+    assert "fake (iteration 0): ncu, kernel softmax_kernel (3 of 5 launches)" in human
+    assert "DRAM throughput" in human and "86.2% of peak" in human and "stall: long_scoreboard" in human
+    assert "fake: memory-bound: DRAM at 86% of peak" in human
     # diagnose reads the last profile by default
     diag = on_nvidia.ok("diagnose", "--json").json()
     assert diag["bound"] == "memory" and diag["tier_order"] == [2, 1, 3]
