@@ -303,6 +303,85 @@ def show(ctx, iteration, kernel, as_json):
     _emit(as_json, item, human)
 
 
+# --- profile, diagnose, context: from a measurement to the next change --------------------------------
+
+
+@cli.command()
+@click.option("--iteration", type=int, help="Profile this iteration (in a temporary worktree of its commit).")
+@click.option("--kernel", help="Kernel (default: the current opt/ branch's).")
+@click.option("--timeout-s", type=float, help="Stop the profiler after this long (default: twice the test's timeout).")
+@json_option
+@click.pass_context
+def profile(ctx, iteration, kernel, timeout_s, as_json):
+    """Run the kernel's test under ncu (NVIDIA) or rocprofv3 (AMD) and keep the metrics.
+
+    The metrics go to .git/kgit/profiles/ and to the iteration's note (key "profile"); the working tree
+    stays clean. Without a usable profiler: one line saying why, then the benchmark's numbers and the
+    bottleneck declared in the kernel's SKILL.md.
+    """
+    from kgit import history, views
+    from kgit import profile as profiling
+
+    repo = _repo(ctx)
+    kernel = history.resolve_kernel(repo, kernel)
+    out = profiling.run(repo, kernel, iteration, timeout_s, Progress("profile"))
+    _notes(out["recovered"])
+    prof, diag = out["profile"], out["diagnosis"]
+    if prof["source"] != "profiler" and as_json:
+        click.echo(f"kgit: no profiler: {prof['why']}", err=True)
+    human = views.profile_text(prof) + "\n\n" + views.diagnosis_text(diag)
+    _emit(as_json, {**prof, "diagnosis": diag}, human)
+
+
+@cli.command()
+@click.option("--metrics", "metrics_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A metrics.json, or an ncu CSV (default: the kernel's last profile).")
+@click.option("--kernel", help="Kernel (default: the current opt/ branch's).")
+@json_option
+@click.pass_context
+def diagnose(ctx, metrics_file, kernel, as_json):
+    """Memory-, compute- or latency-bound; the tier order, the next tier and the skills to read."""
+    from kgit import context, history, loop, views
+
+    try:
+        repo = _repo(ctx)
+    except KgitError:
+        if metrics_file is None:
+            raise
+        repo = None  # a metrics file alone can be diagnosed anywhere
+    if repo is not None:
+        with loop.session(repo, writes=False) as recovered:
+            _notes(recovered)
+            try:
+                kernel = history.resolve_kernel(repo, kernel)
+            except KgitError:
+                if metrics_file is None:
+                    raise
+                kernel = None
+            diag = context.diagnosis(repo, kernel, metrics_file)
+    else:
+        diag = context.diagnosis(None, kernel, metrics_file)
+    if diag.get("profile_source") == "benchmark":
+        click.echo(f"kgit: no profile: {diag['profile_why']}; using the benchmark and the declared bottleneck", err=True)
+    _emit(as_json, diag, views.diagnosis_text(diag))
+
+
+@cli.command("context")
+@click.option("--kernel", help="Kernel (default: the current opt/ branch's).")
+@json_option
+@click.pass_context
+def context_(ctx, kernel, as_json):
+    """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
+    from kgit import context, history, loop, views
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=False) as recovered:
+        _notes(recovered)
+        kernel = history.resolve_kernel(repo, kernel)
+        ctx_obj = context.build(repo, kernel)
+    _emit(as_json, ctx_obj, views.context_text(ctx_obj))
+
+
 @cli.command("report")
 @click.pass_context
 def report_(ctx):

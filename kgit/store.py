@@ -350,3 +350,23 @@ def write_journal(repo: Repo, journal: dict) -> None:
 
 def clear_journal(repo: Repo) -> None:
     (repo.kgit_dir / "journal.json").unlink(missing_ok=True)
+
+
+# --- reading history and old trees (profile, context) ---------------------------------------------
+
+
+def first_parents(repo: Repo, sha: str, limit: int = 200) -> list[str]:
+    """sha and its first-parent ancestors, newest first (at most limit commits)."""
+    return git(repo, "rev-list", "--first-parent", f"--max-count={limit}", sha).split()
+
+
+def add_worktree(repo: Repo, path: Path, sha: str) -> None:
+    """A detached checkout of sha at path (outside the repository): the user's tree is not touched."""
+    git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
+
+
+def remove_worktree(repo: Repo, path: Path) -> None:
+    try:
+        git(repo, "worktree", "remove", "--force", str(path))
+    finally:
+        git(repo, "worktree", "prune")

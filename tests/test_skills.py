@@ -1,0 +1,83 @@
+"""The skills/ knowledge base: every SKILL.md parses, names files that exist, and is reachable from
+the loop skill; the bottleneck skill mirrors kgit's thresholds and tier orders."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kgit import diagnose, skillfiles
+
+ROOT = Path(__file__).resolve().parent.parent
+SKILLS = sorted((ROOT / "skills").rglob("SKILL.md"))
+GENERAL = [p for p in SKILLS if "kernels" not in p.relative_to(ROOT / "skills").parts]
+LOOP = ROOT / "skills/optimize-loop/SKILL.md"
+
+# A repository path named in a skill: starts at a top-level folder, not inside another path
+# (.git/kgit/... is not kgit/...); placeholders such as <name> or {ld,st} are not checked.
+_PATH = re.compile(r"(?<![\w./-])((?:skills|kgit|experiments|tests|hooks)/[\w./<>{},*-]*[\w>}*])")
+
+
+def named_paths(text: str) -> list[str]:
+    return [p for p in _PATH.findall(text) if not any(c in p for c in "<>{}*,")]
+
+
+def test_the_expected_skills_exist():
+    names = {p.parent.name for p in GENERAL}
+    assert {"optimize-loop", "profiling", "bottleneck-diagnosis", "verification", "benchmark",
+            "tier1-block-tiling", "tier2-memory-access", "tier3-compute-fusion", "tier4-scheduling",
+            "tier5-arch-nvidia", "tier5-arch-amd-rocm"} <= names
+
+
+@pytest.mark.parametrize("path", SKILLS, ids=[str(p.relative_to(ROOT)) for p in SKILLS])
+def test_skill_front_matter_and_named_files(path):
+    data, body = skillfiles.front_matter(path.read_text(), str(path))
+    assert isinstance(data.get("name"), str) and data["name"].strip()
+    assert isinstance(data.get("description"), str) and len(data["description"]) >= 40
+    assert len(data["description"]) <= 1024  # agents load descriptions into every prompt
+    if path in GENERAL:
+        assert data["name"] == path.parent.name
+    else:
+        assert data.get("bottleneck", "memory") in skillfiles.BOTTLENECKS
+    assert body.strip().startswith("#")
+    missing = [p for p in named_paths(path.read_text()) if not (ROOT / p.rstrip(".")).exists()]
+    assert not missing, f"{path.relative_to(ROOT)} names missing files: {missing}"
+
+
+def test_every_skill_is_reachable_from_the_loop_skill():
+    seen, todo = set(), [LOOP]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in named_paths(path.read_text()):
+            target = ROOT / name
+            if target.name == "SKILL.md" and target.exists():
+                todo.append(target)
+    unreachable = [str(p.relative_to(ROOT)) for p in GENERAL if p not in seen]
+    assert not unreachable
+
+
+def test_diagnose_names_only_existing_skill_files():
+    for path in [*diagnose.TIER_SKILLS.values(), *diagnose.TIER5_SKILLS.values(), diagnose.DIAGNOSIS_SKILL,
+                 diagnose.PROFILING_SKILL, "skills/optimize-loop/SKILL.md"]:
+        assert (ROOT / path).is_file(), path
+
+
+def test_bottleneck_skill_mirrors_the_thresholds_and_tier_orders():
+    text = (ROOT / diagnose.DIAGNOSIS_SKILL).read_text()
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in text.splitlines()
+            if line.startswith("| `")}
+    assert {k.strip("`") for k in rows} == set(diagnose.THRESHOLDS)
+    for key, value in diagnose.THRESHOLDS.items():
+        assert float(rows[f"`{key}`"]) == value, key
+    for bound, order in diagnose.TIER_ORDER.items():
+        assert f"{bound}-bound**" in text and ", ".join(map(str, order)) in text
+
+
+def test_the_loop_skill_names_every_kgit_command_it_relies_on():
+    text = LOOP.read_text()
+    for command in ("start", "step", "context", "profile", "diagnose", "best", "log", "status", "report",
+                    "tune", "run"):
+        assert f"kgit {command}" in text, command
