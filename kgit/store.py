@@ -211,14 +211,17 @@ def restore_saved_edits(repo: Repo) -> list[str]:
 
 
 def add_worktree(repo: Repo, path: Path, commit: str) -> None:
+    """A detached checkout of commit at path: the user's own working tree is not touched."""
     if path.exists():  # left by a killed run
         remove_worktree(repo, path)
     git(repo, "worktree", "add", "--quiet", "--detach", str(path), commit)
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:
-    git(repo, "worktree", "remove", "--force", str(path))
-    git(repo, "worktree", "prune")
+    try:
+        git(repo, "worktree", "remove", "--force", str(path))
+    finally:
+        git(repo, "worktree", "prune")
 
 
 def create_branch(repo: Repo, name: str, sha: str) -> None:
@@ -358,15 +361,3 @@ def clear_journal(repo: Repo) -> None:
 def first_parents(repo: Repo, sha: str, limit: int = 200) -> list[str]:
     """sha and its first-parent ancestors, newest first (at most limit commits)."""
     return git(repo, "rev-list", "--first-parent", f"--max-count={limit}", sha).split()
-
-
-def add_worktree(repo: Repo, path: Path, sha: str) -> None:
-    """A detached checkout of sha at path (outside the repository): the user's tree is not touched."""
-    git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
-
-
-def remove_worktree(repo: Repo, path: Path) -> None:
-    try:
-        git(repo, "worktree", "remove", "--force", str(path))
-    finally:
-        git(repo, "worktree", "prune")
