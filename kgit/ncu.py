@@ -99,14 +99,15 @@ def metric_names() -> list[str]:
 # --- units ---------------------------------------------------------------------------------------
 
 _PREFIX = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_TIME_SYMBOLS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 _BASES = ("second", "byte", "cycle", "inst", "sector", "request", "warp", "thread", "block", "hz", "Hz")
 
 
 def _scale(unit: str) -> tuple[float, str]:
     """The factor to the base unit, and the base unit, of one unit word such as 'usecond'."""
     unit = unit.strip()
-    if unit == "s":
-        return 1.0, "second"
+    if unit in _TIME_SYMBOLS:  # ncu 2025 writes 'ns' even with --print-units base
+        return _TIME_SYMBOLS[unit], "second"
     if unit in _BASES:
         return 1.0, unit
     if len(unit) > 1 and unit[0] in _PREFIX and unit[1:] in _BASES:

@@ -209,3 +209,10 @@ def test_an_uncommitted_edit_is_profiled_without_a_note(on_nvidia, tmp_path):
 
 def test_unknown_iteration_is_refused(on_nvidia):
     assert on_nvidia.refused("profile", "--iteration", "7") == "kgit: fake has no iteration 7"
+
+
+def test_real_h200_report_durations_are_in_microseconds():
+    # ncu 2025.3 on the H200 wrote its durations in 'ns' despite --print-units base.
+    summary = ncu.summarize(ncu.parse_csv((DATA / "ncu_gemm_h200.csv").read_text()))
+    assert summary["primary"] == "_matmul_kernel"
+    assert 1000 < summary["metrics"]["duration_us"] < 3000  # an 8192^3 bf16 GEMM at 400-1000 TFLOP/s
