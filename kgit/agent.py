@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from kgit import loop, runner, store
+from kgit import context, loop, runner, store, views
 from kgit.errors import KgitError
 
 AGENT_FAILING = "AGENT_FAILING"
@@ -27,8 +27,8 @@ MAX_BAD_TURNS = 3
 
 
 def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
-        render_context, progress, on_outcome) -> str:
-    """Drive the agent until a stop reason, which it returns. render_context(repo, kernel) -> (text, dict)."""
+        progress, on_outcome) -> str:
+    """Drive the agent until a stop reason, which it returns."""
     baseline = loop.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
@@ -44,7 +44,8 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
         if store.modified_tracked_files(repo):
             raise KgitError("the working tree has uncommitted changes: commit or stash them before the agent runs")
 
-        text, data = render_context(repo, kernel)
+        data = context.build(repo, kernel)
+        text = views.context_text(data)
         files = _turn_files(repo)
         files["context"].write_text(text)
         files["context_json"].write_text(json.dumps(data, indent=2, default=str))

@@ -176,32 +176,70 @@ def _describe_step(outcome, with_tail: bool) -> str:
 @click.pass_context
 def tune(ctx, kernel, gpus, as_json, **options):
     """Search KERNEL's CONFIG space, one iteration per proposal (tier 1, no agent needed)."""
-    from kgit import history, report, tune as tuning
+    from kgit import history, tune as tuning
 
     repo = _repo(ctx)
     kernel = history.resolve_kernel(repo, kernel)
-    outcomes = []
-
-    def on_outcome(outcome):
-        outcomes.append(outcome)
-        _notes(outcome.recovered)
-        if not as_json:
-            if outcome.record["iteration"] == 0:
-                record = outcome.record
-                click.echo(f"{kernel}: baseline "
-                           f"{report.format_metric(record['value'], record['metric'], record['cpu_timing'])}")
-            else:
-                click.echo(f"[{outcome.record['action']}] " + _describe_step(outcome, with_tail=False))
-
+    outcomes, on_outcome = _outcome_printer(kernel, as_json)
     progress = Progress("tune")
     try:
         stopped = tuning.run(repo, kernel, _overrides(**options), progress, on_outcome, _gpu_list(gpus))
     finally:
         progress.end()
+    _emit_loop_summary(repo, kernel, stopped, outcomes, as_json, "tune")
+
+
+@cli.command("run")
+@click.argument("kernel", required=False)
+@click.option("--agent", "command", required=True, help="The agent's command line, run by /bin/sh in the repository.")
+@click.option("--agent-timeout-s", type=click.FloatRange(min=1), default=1800.0, show_default=True,
+              help="Time allowed for one turn of the agent.")
+@loop_options
+@json_option
+@click.pass_context
+def run_(ctx, kernel, command, agent_timeout_s, as_json, **options):
+    """The loop with an outside agent making each change, until a stop reason."""
+    from kgit import agent, history
+
+    repo = _repo(ctx)
+    kernel = history.resolve_kernel(repo, kernel)
+    outcomes, on_outcome = _outcome_printer(kernel, as_json)
+    progress = Progress("run")
+    try:
+        stopped = agent.run(repo, kernel, command, agent_timeout_s, _overrides(**options), progress, on_outcome)
+    finally:
+        progress.end()
+    _emit_loop_summary(repo, kernel, stopped, outcomes, as_json, "run")
+
+
+def _outcome_printer(kernel: str, as_json: bool):
+    """A list that collects a loop's outcomes, and the callback that fills it and prints each one."""
+    from kgit import report
+
+    outcomes = []
+
+    def on_outcome(outcome):
+        outcomes.append(outcome)
+        _notes(outcome.recovered)
+        if as_json:
+            return
+        record = outcome.record
+        if record["iteration"] == 0:
+            metric = report.format_metric(record["value"], record["metric"], record["cpu_timing"])
+            click.echo(f"{kernel}: baseline {metric}")
+        else:
+            click.echo(f"[{record['action']}] " + _describe_step(outcome, with_tail=False))
+
+    return outcomes, on_outcome
+
+
+def _emit_loop_summary(repo, kernel, stopped, outcomes, as_json, what) -> None:
+    from kgit import history
+
     best = history.best(repo, kernel)
     summary = {"kernel": kernel, "stop_reason": stopped, "best": best,
                "iterations": [{**o.record, "commit": o.commit} for o in outcomes]}
-    _emit(as_json, summary, f"tune stopped: {stopped}; best is iteration {best['iteration']} ({best['action']})")
+    _emit(as_json, summary, f"{what} stopped: {stopped}; best is iteration {best['iteration']} ({best['action']})")
 
 
 @cli.command()

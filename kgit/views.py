@@ -90,7 +90,8 @@ def context_text(ctx: dict) -> str:
         f"iteration {ctx['iteration']} of {ctx['max_iterations']}" + (f"; stopped: {ctx['stopped']}" if ctx["stopped"] else ""),
     ]
     if ctx["tried"]:
-        rows = [[t["iteration"], t["action"], f"T{t['tier']}" if t["tier"] else "-", t["status"],
+        rows = [[t["iteration"], t["action"], f"T{t['tier']}" if t["tier"] else "-",
+                 t["status"] + (f" ({t['reason']})" if t["reason"] else ""),
                  report.format_metric(t["value"], t["metric"]), report.format_delta(t["delta_pct"])]
                 for t in ctx["tried"]]
         lines += ["already tried (do not repeat):", tabulate(rows, ["Iter", "Change", "Tier", "Result", "Metric", "Delta"])]

@@ -1,0 +1,82 @@
+"""kgit run --agent: the loop driven by an outside agent, here a scripted one."""
+
+import json
+import sys
+
+from conftest import KERNEL, TEST
+
+# Each turn the agent reads the context, then does what its plan says for that turn.
+AGENT = '''
+import json, os, pathlib, sys
+context = sys.stdin.read()
+state = pathlib.Path(sys.argv[1])
+turn = int(state.read_text()) + 1 if state.exists() else 1
+state.write_text(str(turn))
+pathlib.Path(sys.argv[1] + f".context{turn}").write_text(context)
+assert context == pathlib.Path(os.environ["KGIT_CONTEXT_FILE"]).read_text()
+json.loads(pathlib.Path(os.environ["KGIT_CONTEXT_JSON"]).read_text())
+plan = json.loads(sys.argv[2])
+what = plan[turn - 1] if turn <= len(plan) else "nothing"
+kernel = pathlib.Path(os.environ["KGIT_KERNEL_PATH"])
+def describe(text, tier):
+    pathlib.Path(os.environ["KGIT_ACTION_FILE"]).write_text(f"{text}\\ntier: {tier}\\n")
+if what.startswith("metric="):
+    import re
+    kernel.write_text(re.sub(r"METRIC = [0-9.]+", "METRIC = " + what[7:], kernel.read_text()))
+    describe("raise METRIC to " + what[7:], 1)
+elif what == "test":
+    test = pathlib.Path("skills/kernels/fake/test_fake.py")
+    test.write_text(test.read_text() + "# make the judge kinder\\n")
+    kernel.write_text(kernel.read_text() + "# and the kernel\\n")
+    describe("edit the judge", 2)
+elif what == "crash":
+    kernel.write_text(kernel.read_text() + "# half-done\\n")
+    sys.exit(3)
+elif what == "sleep":
+    import time; time.sleep(30)
+'''
+
+
+def agent_command(tmp_path, plan):
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    return f"{sys.executable} {script} {tmp_path / 'turns'} '{json.dumps(plan)}'"
+
+
+def test_a_scripted_agent_drives_the_loop(ws, tmp_path):
+    command = agent_command(tmp_path, ["metric=120.0", "nothing", "test", "metric=110.0", "crash"])
+    result = ws.ok("run", "fake", "--agent", command, "--max-iterations", "5", "--json").json()
+    records = result["iterations"]
+    assert [r["status"] for r in records] == ["BASELINE", "IMPROVED", "FAILED", "FAILED", "REGRESSED", "FAILED"]
+    assert records[1]["action"] == "raise METRIC to 120.0" and records[1]["tier"] == 1
+    assert records[2]["reason"] == "agent changed nothing"
+    assert records[3]["reason"] == f"agent changed files besides the kernel: {TEST}" and records[3]["tier"] == 2
+    assert records[5]["reason"] == "agent crashed: exit status 3"
+    assert result["stop_reason"] == "MAX_ITERATIONS"
+    assert "METRIC = 120.0" in ws.kernel_text() and "# make the judge kinder" not in (ws.root / TEST).read_text()
+    # what the agent did wrong is kept as its attempt, nothing is lost
+    assert "# make the judge kinder" in ws.git("show", f"refs/kgit/attempts/fake/3:{TEST}")
+    assert "# half-done" in ws.git("show", f"refs/kgit/attempts/fake/5:{KERNEL}")
+    # the context told the agent what was tried
+    fifth = (tmp_path / "turns.context5").read_text()
+    assert "raise METRIC to 120.0" in fifth and "agent changed nothing" in fifth
+    ws.check_invariants()
+
+
+def test_an_agent_that_keeps_failing_stops_the_loop(ws, tmp_path):
+    result = ws.ok("run", "fake", "--agent", agent_command(tmp_path, []), "--json").json()
+    assert result["stop_reason"] == "AGENT_FAILING"
+    assert [r["reason"] for r in result["iterations"][1:]] == ["agent changed nothing"] * 3
+    ws.check_invariants()
+
+
+def test_an_agent_is_given_a_bounded_time(ws, tmp_path):
+    command = agent_command(tmp_path, ["sleep"])
+    result = ws.ok("run", "fake", "--agent", command, "--agent-timeout-s", "2", "--max-iterations", "1",
+                   "--json").json()
+    assert result["iterations"][1]["reason"] == "agent timeout: no result after 2 s"
+
+
+def test_run_needs_a_clean_tree(started, tmp_path):
+    started.set_kernel(METRIC=120.0)
+    assert "uncommitted changes" in started.refused("run", "--agent", agent_command(tmp_path, []))
