@@ -289,8 +289,6 @@ def log(ctx, kernel, as_json):
 @click.pass_context
 def status(ctx, kernel, as_json):
     """Kernel, target, iteration k of max, best, and the gap to the target."""
-    from tabulate import tabulate
-
     from kgit import history, loop, report
 
     repo = _repo(ctx)
@@ -312,7 +310,8 @@ def status(ctx, kernel, as_json):
         ["state", f"stopped: {state['stopped']}" if state["stopped"]
          else "kernel edited, ready to step" if state["kernel_modified"] else "waiting for an edit of the kernel"],
     ]
-    _emit(as_json, state, tabulate(rows, tablefmt="plain"))
+    # Two plain columns, without tabulate: status is the command agents and prompts call most often.
+    _emit(as_json, state, "\n".join(f"{name:<14} {value}" for name, value in rows))
 
 
 @cli.command()
