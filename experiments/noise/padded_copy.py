@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 CONFIG = {"PAD_PCT": 3, "BLOCK": 8192, "num_warps": 8}
+CONFIG_SPACE = {"PAD_PCT": [0, 3], "BLOCK": [2048, 4096, 8192, 16384], "num_warps": [4, 8, 16]}
 
 _pad_buffers = {}
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# kgit tune on one GPU and on two (--gpus 0,1), the same search from the same start, in two scratch
+# repositories: candidates tested per hour, and the two histories side by side.
+# Kernel: experiments/noise/padded_copy.py (a short test, so the comparison fits in one device call).
+set -uo pipefail
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+SRC=$PWD
+ITERATIONS=${ITERATIONS:-8}
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+for run in one two; do
+  W=/tmp/g-$run
+  rm -rf "$W" && mkdir -p "$W" && (cd "$SRC" && tar --exclude=./.git --exclude=./.stage -cf - .) | tar -xf - -C "$W"
+  cd "$W" || exit 1
+  git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
+  printf 'padded-copy:\n  kernel_path: experiments/noise/padded_copy.py\n  test_path: experiments/noise/test_padded_copy.py\n  max_iterations: %s\n' \
+    "$ITERATIONS" > kgit.yaml
+  git add -A && git commit -qm "snapshot of the kgit checkout"
+  export PYTHONPATH=$W
+  python3 -m kgit start padded-copy > /dev/null 2>> "$OUT/log.txt"
+  gpus=$([ $run = one ] && echo 0 || echo 0,1)
+  t0=$(date +%s.%N)
+  python3 -m kgit tune padded-copy --gpus "$gpus" --json > "$OUT/tune-$run.json" 2>> "$OUT/log.txt"
+  t1=$(date +%s.%N)
+  python3 -m kgit log >> "$OUT/logs.txt" 2>&1
+  python3 - "$OUT/tune-$run.json" "$t0" "$t1" "$gpus" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+result = json.load(open(sys.argv[1]))
+n = len(result["iterations"])
+wall = float(sys.argv[3]) - float(sys.argv[2])
+print(f"--gpus {sys.argv[4]}: {n} candidates in {wall:.1f} s = {3600 * n / wall:.0f} per hour; "
+      f"stop {result['stop_reason']}; best {result['best']['value']:.0f} GB/s ({result['best']['action']})")
+PY
+  cd "$SRC"
+done
