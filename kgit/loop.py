@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import signal
 from dataclasses import dataclass, field
 
@@ -186,6 +187,17 @@ def _render(repo: store.Repo, extra: dict | None = None) -> str:
 
 def _subject(kernel: str, iteration: int, action: str) -> str:
     return f"{kernel}: iter {iteration}: {action}"
+
+
+# The subjects of the commits that only log: a reverted iteration's README update, a report.
+REPORT_SUBJECT = "kgit: render experiments/README.md"
+_REVERTED_SUBJECT = re.compile(r"(?P<kernel>[^:]+): iter (?P<iteration>\d+): .* \(reverted: [A-Z_]+\)")
+
+
+def logged_revert(subject: str) -> tuple[str, int] | None:
+    """(kernel, iteration) when subject is the log commit of a reverted iteration, else None."""
+    match = _REVERTED_SUBJECT.fullmatch(subject)
+    return (match["kernel"], int(match["iteration"])) if match else None
 
 
 # --- sessions: the lock, and recovery of an interrupted step ---------------------------------------
@@ -504,6 +516,6 @@ def commit_report(repo: store.Repo) -> str | None:
     text = _render(repo)
     if store.head_file(repo, report.README) == text:
         return None
-    commit = store.commit_with_files(repo, head, head, {report.README: text}, "kgit: render experiments/README.md")
+    commit = store.commit_with_files(repo, head, head, {report.README: text}, REPORT_SUBJECT)
     store.move_head(repo, commit)
     return commit

@@ -32,8 +32,9 @@ def all_records(repo: store.Repo) -> list[tuple[str, dict]]:
     """Every run once, with the commit whose note holds it.
 
     A run found on several commits (a rebase copies notes to the new commits and leaves the old ones)
-    is given the commit that a ref still reaches. Which commits those are costs a walk of the history,
-    paid only when there are such copies; `kgit doctor --fix` removes them.
+    is given the commit a branch reaches, else one any ref reaches (a best/ tag may still hold the old
+    commit). Which commits those are costs a walk of the history, paid only when there are such
+    copies; `kgit doctor --fix` removes them.
     """
     by_commit = store.read_notes(repo)
     commits_of: dict[tuple, list[str]] = {}
@@ -43,10 +44,11 @@ def all_records(repo: store.Repo) -> list[tuple[str, dict]]:
             commits_of.setdefault(key(record), []).append(commit)
             copies.setdefault(key(record), []).append(record)
     repeated = {c for commits in commits_of.values() if len(commits) > 1 for c in commits}
-    live = store.reachable(repo, repeated)
+    on_branches = store.reachable(repo, repeated, branches_only=True)
+    live = on_branches | store.reachable(repo, repeated - on_branches)
     result = []
     for k, commits in commits_of.items():
         if len(commits) > 1:
-            commits = sorted(commits, key=lambda c: c not in live)  # stable: a reachable one first
+            commits = sorted(commits, key=lambda c: (c not in on_branches, c not in live))
         result.append((commits[0], union(copies[k])[0]))  # the copies merged into one record
     return result

@@ -229,6 +229,17 @@ def create_branch(repo: Repo, name: str, sha: str) -> None:
     git(repo, "branch", name, sha)
 
 
+def fast_forward(repo: Repo, branch: str, old: str, new: str) -> None:
+    """Move branch from old to its descendant new; the checked-out branch takes its files along.
+
+    `git merge --ff-only` refuses, rather than overwrite, uncommitted edits the move would touch.
+    """
+    if current_branch(repo) == branch:
+        git(repo, "merge", "--ff-only", "--quiet", new)
+    else:
+        git(repo, "update-ref", f"refs/heads/{branch}", new, old)
+
+
 def switch(repo: Repo, branch: str) -> None:
     git(repo, "checkout", "--quiet", branch)
 
@@ -395,7 +406,7 @@ def existing(repo: Repo, shas: list[str]) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if not line.endswith(" missing")}
 
 
-def reachable(repo: Repo, shas: set[str]) -> set[str]:
+def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[str]:
     """Those of these commits that a branch, a tag, a remote-tracking branch or a kgit ref still reaches.
 
     A commit that only the reflog or a note reaches is on its way out: a rebase or an amend left it
@@ -403,8 +414,8 @@ def reachable(repo: Repo, shas: set[str]) -> set[str]:
     """
     if not shas:
         return set()
-    out = git(repo, "rev-list", "--branches", "--tags", "--remotes", "--glob=refs/kgit")
-    return shas & set(out.split())
+    refs = ["--branches"] if branches_only else ["--branches", "--tags", "--remotes", "--glob=refs/kgit"]
+    return shas & set(git(repo, "rev-list", *refs).split())
 
 
 def first_parent_walk(repo: Repo, tip: str, page: int = 50):
@@ -418,6 +429,11 @@ def first_parent_walk(repo: Repo, tip: str, page: int = 50):
             sha, _, subject = head.partition(" ")
             yield sha, subject, [p for p in paths.splitlines() if p]
         start = first_parent(repo, sha) if sha and out.count("\0") == page else None
+
+
+def first_parents(repo: Repo, ref: str) -> set[str]:
+    """Every commit on ref's first-parent chain: the kernel branch's own line of iterations and its base."""
+    return set(git(repo, "rev-list", "--first-parent", ref, "--").split())
 
 
 def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:
