@@ -2,12 +2,14 @@
 
   an interrupted step      a kgit killed mid-step: the loop's recovery finishes it or rolls it back
   a stale lock             left by a kgit that died; any kgit command would take it over
-  notes on lost commits    a note whose commit no branch, tag or kgit ref reaches any more:
-                           - a copy left by a rebase or amend (the record is on the new commit too): removed
-                           - a commit rewritten without notes.rewriteRef (a commit of the same kernel branch
+  notes on lost commits    a note on a commit no branch reaches (attempts are meant to be off-branch):
+                           - a copy left by a rebase or amend (its records are on a branch's commit too):
+                             removed
+                           - a kept iteration rewritten without notes.rewriteRef (a commit of opt/<kernel>
                              has its subject and no note): the note moves there
-                           - the only copy, commit still here: pinned by an attempt ref so gc keeps it
                            - the only copy, commit gone: reported and kept (a record is never deleted)
+                           - the only copy, and no ref at all reaches the commit: pinned by an attempt ref
+                             so that gc keeps it
   a best/ tag off its branch   moved to the branch's best kept iteration
 """
 
@@ -31,7 +33,8 @@ def diagnose(repo: store.Repo) -> list[Problem]:
     problems = []
     if store.stale_lock(repo):
         problems.append(Problem("stale lock: the kgit that held it is gone", "remove it"))
-    if (store.read_journal(repo) is not None or store.rev(repo, store.SAVED_EDITS_REF)) and store.lock_holder(repo) is None:
+    unfinished = store.read_journal(repo) is not None or store.rev(repo, store.SAVED_EDITS_REF)
+    if unfinished and store.lock_holder(repo) is None:
         problems.append(Problem("an interrupted step (kgit was killed in the middle of it)",
                                 "finish or roll it back, as the next kgit command would"))
     return problems + note_problems(repo) + tag_problems(repo)
@@ -45,8 +48,9 @@ def fix(repo: store.Repo) -> tuple[list[str], list[Problem]]:
         done.append("removed a stale lock")
     with loop.session(repo, writes=True) as recovered:  # the session finishes an interrupted step
         done += recovered
-        # Tags first: a tag left on a rewritten commit keeps it reachable, hiding its stale note.
-        for find in (tag_problems, note_problems):
+        # Notes first: a note moved back onto its rewritten commit puts its record on the branch,
+        # where the best/ tag can then find it.
+        for find in (note_problems, tag_problems):
             for problem in find(repo):
                 if problem.repair is not None:
                     problem.repair()
@@ -56,41 +60,42 @@ def fix(repo: store.Repo) -> tuple[list[str], list[Problem]]:
 
 
 def note_problems(repo: store.Repo) -> list[Problem]:
+    """Notes on commits that a rewrite left behind, or that nothing keeps any more."""
     by_commit = store.read_notes(repo)
-    live = store.reachable(repo, set(by_commit))
-    lost = sorted(c for c in by_commit if c not in live)
-    if not lost:
-        return []
-    present = store.existing(repo, lost)
-    live_keys = {notes.key(r) for c in live for r in by_commit[c]}
-    subjects = store.subjects(repo, [c for c in lost if c in present])
+    present = store.existing(repo, list(by_commit))
+    on_branches = store.reachable(repo, present, branches_only=True)
+    live = on_branches | store.reachable(repo, present - on_branches)
+    keys_on_branches = {notes.key(r) for c in on_branches for r in by_commit[c]}
+    off = sorted(c for c in by_commit if c not in on_branches)
+    subjects = store.subjects(repo, [c for c in off if c in present])
     problems = []
-    for commit in lost:
+    for commit in off:
         records = by_commit[commit]
         what = ", ".join(f"{r['kernel']} iteration {r['iteration']}" for r in records)
         where = f"note on {commit[:10]} ({what})"
-        if all(notes.key(r) in live_keys for r in records):
-            problems.append(Problem(f"{where}: a copy left by a rewrite, the record is on a live commit",
+        if all(notes.key(r) in keys_on_branches for r in records):
+            problems.append(Problem(f"{where}: a copy left by a rewrite, the record is on a branch's commit",
                                     "remove the stale note", lambda c=commit: store.remove_notes(repo, [c])))
-            continue
-        if commit not in present:
+        elif commit not in present:
             problems.append(Problem(f"{where}: the commit is not in this clone",
-                                    "none: the note is the only copy of its record and stays ('kgit pull' may bring the commit)"))
-            continue
-        twin = _rewritten(repo, records[0]["kernel"], subjects.get(commit, ""), by_commit)
-        if twin:
+                                    "none: the note is the only copy of its record and stays "
+                                    "('kgit pull' may bring the commit)"))
+        elif twin := _rewritten(repo, records, subjects.get(commit, ""), by_commit):
             problems.append(Problem(f"{where}: its commit was rewritten as {twin[:10]} without the note",
                                     f"move the note to {twin[:10]}", lambda c=commit, t=twin: _move_note(repo, c, t)))
-        else:
+        elif commit not in live:
             ref = _free_attempt_ref(repo, records[0], commit)
             problems.append(Problem(f"{where}: no ref reaches the commit and gc would delete it",
                                     f"keep it with {ref}", lambda c=commit, r=ref: store.set_ref(repo, r, c)))
     return problems
 
 
-def _rewritten(repo: store.Repo, kernel: str, subject: str, by_commit: dict) -> str | None:
-    """The commit of opt/<kernel> with this kgit subject and no note: what a rewrite made of a commit."""
-    if not re.match(rf"{re.escape(kernel)}: iter \d+: ", subject):
+def _rewritten(repo: store.Repo, records: list[dict], subject: str, by_commit: dict) -> str | None:
+    """For a kept iteration's commit off its branch: the commit of opt/<kernel> with its subject and no
+    note, what a rewrite without notes.rewriteRef made of it."""
+    kernel = records[0]["kernel"]
+    kept = any(r["status"] in loop.KEPT for r in records)
+    if not kept or not re.match(rf"{re.escape(kernel)}: iter \d+: ", subject):
         return None
     tip = store.rev(repo, f"refs/heads/{store.branch_name(kernel)}")
     if tip is None:
@@ -104,7 +109,8 @@ def _rewritten(repo: store.Repo, kernel: str, subject: str, by_commit: dict) -> 
 
 
 def _move_note(repo: store.Repo, old: str, new: str) -> None:
-    store.write_notes(repo, {new: store.read_notes(repo)[old]}, f"kgit doctor: move the note of {old[:10]} to {new[:10]}")
+    records = store.read_notes(repo)[old]
+    store.write_notes(repo, {new: records}, f"kgit doctor: move the note of {old[:10]} to {new[:10]}")
     store.remove_notes(repo, [old])
 
 

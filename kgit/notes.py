@@ -32,9 +32,8 @@ def all_records(repo: store.Repo) -> list[tuple[str, dict]]:
     """Every run once, with the commit whose note holds it.
 
     A run found on several commits (a rebase copies notes to the new commits and leaves the old ones)
-    is given the commit a branch reaches, else one any ref reaches (a best/ tag may still hold the old
-    commit). Which commits those are costs a walk of the history, paid only when there are such
-    copies; `kgit doctor --fix` removes them.
+    is given the commit a branch reaches, else one another ref reaches. Which commits those are costs
+    a walk of the history, paid only when there are such copies; `kgit doctor --fix` removes them.
     """
     by_commit = store.read_notes(repo)
     commits_of: dict[tuple, list[str]] = {}

@@ -407,14 +407,17 @@ def existing(repo: Repo, shas: list[str]) -> set[str]:
 
 
 def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[str]:
-    """Those of these commits that a branch, a tag, a remote-tracking branch or a kgit ref still reaches.
+    """Those of these commits that a branch (local or remote-tracking) reaches, or with branches_only
+    False, any ref but a best/ tag: kgit moves those itself, and one left on a rewritten commit does
+    not make that commit current.
 
-    A commit that only the reflog or a note reaches is on its way out: a rebase or an amend left it
-    behind, and gc will delete it.
+    A commit that only the reflog or a note reaches is on its way out: gc will delete it.
     """
     if not shas:
         return set()
-    refs = ["--branches"] if branches_only else ["--branches", "--tags", "--remotes", "--glob=refs/kgit"]
+    refs = ["--branches", "--remotes"]
+    if not branches_only:
+        refs += ["--glob=refs/kgit", f"--exclude=refs/tags/{TAG_PREFIX}*", "--tags"]
     return shas & set(git(repo, "rev-list", *refs).split())
 
 
