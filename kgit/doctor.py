@@ -123,7 +123,8 @@ def tag_problems(repo: store.Repo) -> list[Problem]:
     problems = []
     for kernel in store.kernels_with_branches(repo):
         branch, tag = store.branch_name(kernel), store.tag_name(kernel)
-        on_branch = store.first_parents(repo, f"refs/heads/{branch}")
+        # the whole chain: a best iteration may lie far below a long run of reverts
+        on_branch = set(store.first_parents(repo, f"refs/heads/{branch}", limit=1_000_000))
         mine = [(sha, r) for sha, r in loop.kernel_records(repo, kernel) if sha in on_branch]
         best = loop.best_record([r for _, r in mine])
         if best is None:

@@ -129,8 +129,8 @@ def summary(by_commit: dict[str, list[dict]], kernels: list[str]) -> list[list[s
 
 def records_on_remote(repo: store.Repo, remote: str) -> bool:
     """Whether the remote had every local record when kgit last fetched from or pushed to it."""
-    local = store.rev_any(repo, store.NOTES_REF)
-    known = store.rev_any(repo, remote_ref(remote, "notes/kgit"))
+    local = store.rev(repo, store.NOTES_REF)
+    known = store.rev(repo, remote_ref(remote, "notes/kgit"))
     return local is None or (known is not None and store.is_ancestor(repo, local, known))
 
 

@@ -36,8 +36,8 @@ def fetch(repo: store.Repo, remote: str) -> None:
 
 def merge_notes(repo: store.Repo, remote: str) -> int:
     """Bring the remote's records into refs/notes/kgit; the number of records that were new here."""
-    theirs = store.rev_any(repo, hooks.remote_ref(remote, "notes/kgit"))
-    ours = store.rev_any(repo, store.NOTES_REF)
+    theirs = store.rev(repo, hooks.remote_ref(remote, "notes/kgit"))
+    ours = store.rev(repo, store.NOTES_REF)
     if theirs is None or theirs == ours or (ours and store.is_ancestor(repo, theirs, ours)):
         return 0
     mine = store.read_notes(repo)
@@ -114,7 +114,7 @@ def push(repo: store.Repo, remote: str) -> tuple[list[list[str]], list[str]]:
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
         if store.rev(repo, f"refs/tags/{tag}"):
             refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design
-    notes_sha = store.rev_any(repo, store.NOTES_REF)
+    notes_sha = store.rev(repo, store.NOTES_REF)
     if notes_sha:
         refspecs.append(f"{store.NOTES_REF}:{store.NOTES_REF}")
     refspecs += _attempt_refspecs(repo, remote)

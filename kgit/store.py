@@ -310,7 +310,7 @@ def write_notes(repo: Repo, notes: dict[str, list[dict]], message: str, merge: s
     git fast-import writes all the notes in one process and keeps the notes tree's fan-out right,
     however many notes there are; `git notes add` would cost a process per note.
     """
-    parent = rev_any(repo, NOTES_REF)
+    parent = rev(repo, NOTES_REF)
     lines = [f"commit {NOTES_REF}", f"committer {_ident(repo)}", _data(message)]
     if parent:
         lines.append(f"from {parent}")
@@ -320,7 +320,7 @@ def write_notes(repo: Repo, notes: dict[str, list[dict]], message: str, merge: s
         lines += [f"N inline {commit}", _data(note_text(records))]
     stream = "\n".join(lines) + "\ndone\n"
     git(repo, "fast-import", "--quiet", "--done", input=stream.encode())
-    return rev_any(repo, NOTES_REF)
+    return rev(repo, NOTES_REF)
 
 
 def _data(text: str) -> str:
@@ -432,11 +432,6 @@ def first_parent_walk(repo: Repo, tip: str, page: int = 50):
             sha, _, subject = head.partition(" ")
             yield sha, subject, [p for p in paths.splitlines() if p]
         start = first_parent(repo, sha) if sha and out.count("\0") == page else None
-
-
-def first_parents(repo: Repo, ref: str) -> set[str]:
-    """Every commit on ref's first-parent chain: the kernel branch's own line of iterations and its base."""
-    return set(git(repo, "rev-list", "--first-parent", ref, "--").split())
 
 
 def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:
