@@ -65,7 +65,7 @@ def note_problems(repo: store.Repo) -> list[Problem]:
     present = store.existing(repo, list(by_commit))
     on_branches = store.reachable(repo, present, branches_only=True)
     live = on_branches | store.reachable(repo, present - on_branches)
-    keys_on_branches = {notes.key(r) for c in on_branches for r in by_commit[c]}
+    keys_on_branches = {store.record_key(r) for c in on_branches for r in by_commit[c]}
     off = sorted(c for c in by_commit if c not in on_branches)
     subjects = store.subjects(repo, [c for c in off if c in present])
     problems = []
@@ -73,7 +73,7 @@ def note_problems(repo: store.Repo) -> list[Problem]:
         records = by_commit[commit]
         what = ", ".join(f"{r['kernel']} iteration {r['iteration']}" for r in records)
         where = f"note on {commit[:10]} ({what})"
-        if all(notes.key(r) in keys_on_branches for r in records):
+        if all(store.record_key(r) in keys_on_branches for r in records):
             problems.append(Problem(f"{where}: a copy left by a rewrite, the record is on a branch's commit",
                                     "remove the stale note", lambda c=commit: store.remove_notes(repo, [c])))
         elif commit not in present:

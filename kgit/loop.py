@@ -181,7 +181,7 @@ def _now() -> str:
 def _render(repo: store.Repo, extra: dict | None = None) -> str:
     everything = [r for _, r in notes.all_records(repo)]
     if extra is not None:  # the record being written: its note may already be there after a crash
-        everything = [r for r in everything if notes.key(r) != notes.key(extra)] + [extra]
+        everything = [r for r in everything if store.record_key(r) != store.record_key(extra)] + [extra]
     return report.render_readme(everything)
 
 

@@ -10,10 +10,6 @@ from __future__ import annotations
 from kgit import store
 
 
-def key(record: dict) -> tuple:
-    return record["kernel"], record["iteration"], record.get("started"), record.get("gpu")
-
-
 def union(*groups: list[dict]) -> list[dict]:
     """The records of all groups, each run once, in first-seen order.
 
@@ -23,7 +19,7 @@ def union(*groups: list[dict]) -> list[dict]:
     merged: dict[tuple, dict] = {}
     for group in groups:
         for record in group:
-            k = key(record)
+            k = store.record_key(record)
             merged[k] = {**record, **merged[k]} if k in merged else record
     return list(merged.values())
 
@@ -40,8 +36,8 @@ def all_records(repo: store.Repo) -> list[tuple[str, dict]]:
     copies: dict[tuple, list[dict]] = {}
     for commit, records in by_commit.items():
         for record in records:
-            commits_of.setdefault(key(record), []).append(commit)
-            copies.setdefault(key(record), []).append(record)
+            commits_of.setdefault(store.record_key(record), []).append(commit)
+            copies.setdefault(store.record_key(record), []).append(record)
     repeated = {c for commits in commits_of.values() if len(commits) > 1 for c in commits}
     on_branches = store.reachable(repo, repeated, branches_only=True)
     live = on_branches | store.reachable(repo, repeated - on_branches)

@@ -262,8 +262,20 @@ def note_text(records: list[dict]) -> str:
     return "".join(json.dumps(r, indent=2, sort_keys=True) + "\n" for r in records)
 
 
+def record_key(record: dict) -> tuple:
+    """What makes two records the same run: two clones that both reach iteration 3 made two runs."""
+    return record["kernel"], record["iteration"], record.get("started"), record.get("gpu")
+
+
 def write_note(repo: Repo, sha: str, record: dict) -> None:
-    git(repo, "notes", f"--ref={NOTES_REF}", "add", "--force", "--file=-", sha, input=note_text([record]).encode())
+    """Put the record on sha, replacing its earlier version and keeping any other run's record there."""
+    try:
+        others = [r for r in _parse_records(git(repo, "notes", f"--ref={NOTES_REF}", "show", sha))
+                  if record_key(r) != record_key(record)]
+    except GitError:
+        others = []  # no note yet
+    body = note_text(others + [record])
+    git(repo, "notes", f"--ref={NOTES_REF}", "add", "--force", "--file=-", sha, input=body.encode())
 
 
 def read_notes(repo: Repo, ref: str = NOTES_REF) -> dict[str, list[dict]]:
