@@ -442,6 +442,101 @@ def _gpu_list(gpus: str | None) -> list[str] | None:
     return ids
 
 
+# --- sharing: hooks, push, pull, doctor ----------------------------------------------------------------
+
+
+@cli.group()
+def hooks():
+    """The pre-push hook: install it, or run its check (what git calls)."""
+
+
+@hooks.command("install")
+@click.option("--force", is_flag=True, help="Replace another pre-push hook (it is saved beside).")
+@click.pass_context
+def hooks_install(ctx, force):
+    """Install kgit's pre-push hook where git looks for hooks (core.hooksPath is respected)."""
+    from kgit import hooks as hook
+
+    click.echo(hook.install(_repo(ctx), force))
+
+
+@hooks.command("pre-push")
+@click.argument("remote", required=False)
+@click.argument("url", required=False)
+@click.pass_context
+def hooks_pre_push(ctx, remote, url):
+    """Check a push (git's lines on stdin): summarize each kernel, refuse a tip with no record."""
+    import os
+
+    from tabulate import tabulate
+
+    from kgit import hooks as hook, report
+
+    remote = remote or os.environ.get("PRE_COMMIT_REMOTE_NAME") or "origin"  # pre-commit passes no arguments
+    lines = hook.read_hook_input("" if sys.stdin.isatty() else sys.stdin.read(), dict(os.environ))
+    rows, reminder = hook.pre_push(_repo(ctx), remote, lines)
+    # stderr, as git's own messages: a `git push --porcelain` keeps its stdout to itself
+    if rows:
+        click.echo(f"kgit: this push to {remote} carries:", err=True)
+        click.echo(tabulate(rows, report.SUMMARY_HEADERS), err=True)
+    if reminder:
+        click.echo(f"kgit: {reminder}", err=True)
+
+
+@cli.command()
+@click.argument("remote", default="origin")
+@click.pass_context
+def push(ctx, remote):
+    """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
+    from tabulate import tabulate
+
+    from kgit import loop, report, sharing
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=True) as recovered:
+        _notes(recovered)
+        rows, done = sharing.push(repo, remote)
+    if rows:
+        click.echo(tabulate(rows, report.SUMMARY_HEADERS))
+    click.echo("\n".join(done))
+
+
+@cli.command()
+@click.argument("remote", default="origin")
+@click.pass_context
+def pull(ctx, remote):
+    """Fetch REMOTE's kgit refs; merge its records with ours, fast-forward opt/* branches."""
+    from kgit import loop, sharing
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=True) as recovered:
+        _notes(recovered)
+        click.echo("\n".join(sharing.pull(repo, remote)))
+
+
+@cli.command()
+@click.option("--fix", "repair", is_flag=True, help="Repair what can be repaired.")
+@json_option
+@click.pass_context
+def doctor(ctx, repair, as_json):
+    """Find stale notes, best/ tags off their branch, interrupted steps and stale locks."""
+    from kgit import doctor as checks
+
+    repo = _repo(ctx)
+    if repair:
+        done, left = checks.fix(repo)
+    else:
+        done, left = [], checks.diagnose(repo)
+    problems = [{"problem": p.problem, "fix": p.fix} for p in left]
+    lines = [f"fixed: {line}" for line in done]
+    lines += [f"{p['problem']}; fix: {p['fix']}" for p in problems]
+    if not problems:
+        lines.append("no problems found" if not done else "no problems left")
+    elif not repair:
+        lines.append("run 'kgit doctor --fix' to repair")
+    _emit(as_json, {"fixed": done, "problems": problems}, "\n".join(lines))
+
+
 def _pct(record: dict | None) -> str:
     return f" ({record['pct_of_peak']:.0f}% of peak)" if record and record.get("pct_of_peak") else ""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kgit import config, loop, report, store
+from kgit import config, loop, notes, report, store
 from kgit.errors import KgitError
 
 
@@ -13,7 +13,7 @@ def resolve_kernel(repo: store.Repo, kernel: str | None) -> str:
     branch = store.current_branch(repo) or ""
     if branch.startswith(store.BRANCH_PREFIX):
         return branch[len(store.BRANCH_PREFIX):]
-    kernels = sorted({r["kernel"] for r in store.read_notes(repo).values()})
+    kernels = sorted({r["kernel"] for _, r in notes.all_records(repo)})
     if len(kernels) == 1:
         return kernels[0]
     if not kernels:
@@ -23,10 +23,10 @@ def resolve_kernel(repo: store.Repo, kernel: str | None) -> str:
 
 def log(repo: store.Repo, kernel: str) -> list[dict]:
     """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
-    records = [{**r, "commit": sha} for sha, r in loop.kernel_records(repo, kernel).items()]
-    if not records:
+    found = [{**r, "commit": sha} for sha, r in loop.kernel_records(repo, kernel)]
+    if not found:
         raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
-    return records
+    return found
 
 
 def best(repo: store.Repo, kernel: str) -> dict:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import signal
 from dataclasses import dataclass, field
 
-from kgit import config, report, runner, store
+from kgit import config, notes, report, runner, store
 from kgit.errors import KgitError
 
 # Statuses of a record. Kept iterations are commits on the branch; the others are reverted attempts.
@@ -135,11 +136,10 @@ def last_iteration(records: list[dict]) -> int:
 # --- records ----------------------------------------------------------------------------------------
 
 
-def kernel_records(repo: store.Repo, kernel: str) -> dict[str, dict]:
-    """This kernel's records by commit, in iteration order."""
-    notes = store.read_notes(repo)
-    mine = {sha: r for sha, r in notes.items() if r["kernel"] == kernel}
-    return dict(sorted(mine.items(), key=lambda item: (item[1]["iteration"], item[1].get("started", ""))))
+def kernel_records(repo: store.Repo, kernel: str) -> list[tuple[str, dict]]:
+    """This kernel's records, each with the commit its note is on, in iteration order."""
+    mine = [(sha, r) for sha, r in notes.all_records(repo) if r["kernel"] == kernel]
+    return sorted(mine, key=lambda item: (item[1]["iteration"], item[1].get("started", "")))
 
 
 def make_record(cfg, iteration, action, tier, result, status, best, started, base) -> dict:
@@ -179,15 +179,25 @@ def _now() -> str:
 
 
 def _render(repo: store.Repo, extra: dict | None = None) -> str:
-    records = list(store.read_notes(repo).values())
-    if extra is not None:
-        records = [r for r in records if (r["kernel"], r["iteration"]) != (extra["kernel"], extra["iteration"])]
-        records.append(extra)
-    return report.render_readme(records)
+    everything = [r for _, r in notes.all_records(repo)]
+    if extra is not None:  # the record being written: its note may already be there after a crash
+        everything = [r for r in everything if store.record_key(r) != store.record_key(extra)] + [extra]
+    return report.render_readme(everything)
 
 
 def _subject(kernel: str, iteration: int, action: str) -> str:
     return f"{kernel}: iter {iteration}: {action}"
+
+
+# The subjects of the commits that only log: a reverted iteration's README update, a report.
+REPORT_SUBJECT = "kgit: render experiments/README.md"
+_REVERTED_SUBJECT = re.compile(r"(?P<kernel>[^:]+): iter (?P<iteration>\d+): .* \(reverted: [A-Z_]+\)")
+
+
+def logged_revert(subject: str) -> tuple[str, int] | None:
+    """(kernel, iteration) when subject is the log commit of a reverted iteration, else None."""
+    match = _REVERTED_SUBJECT.fullmatch(subject)
+    return (match["kernel"], int(match["iteration"])) if match else None
 
 
 # --- sessions: the lock, and recovery of an interrupted step ---------------------------------------
@@ -238,7 +248,7 @@ def _recover(repo: store.Repo) -> list[str]:
             runner.stop_orphaned_test(journal["test_pid"], journal["config"]["test_path"])
         cfg = config.KernelConfig(**journal["config"])
         interrupted = runner.not_run("interrupted: kgit stopped before the test finished")
-        records = list(kernel_records(repo, cfg.name).values())
+        records = [r for _, r in kernel_records(repo, cfg.name)]
         journal["record"] = make_record(
             cfg, journal["iteration"], journal["action"], journal["tier"], interrupted, FAILED,
             best_record(records), journal["started"], journal["base"],
@@ -270,6 +280,7 @@ def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outc
             if not store.is_tracked(repo, path):
                 raise KgitError(f"{path} is not tracked by git: commit it before starting")
 
+        store.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = _now()
         result = _run(repo, cfg, progress)
         if not result.passed:
@@ -365,7 +376,7 @@ def reject(repo: store.Repo, action: str, tier: int | None, reason: str, overrid
 def _loop_state(repo: store.Repo, overrides: dict) -> tuple[list[dict], config.KernelConfig]:
     """The current kernel's records and settings; refuse when its loop has stopped."""
     kernel = current_kernel(repo)
-    records = list(kernel_records(repo, kernel).values())
+    records = [r for _, r in kernel_records(repo, kernel)]
     if not records:
         raise KgitError(f"no baseline recorded for {kernel}: was the branch made by 'kgit start {kernel}'?")
     cfg = load_config(repo, records, overrides)
@@ -505,6 +516,6 @@ def commit_report(repo: store.Repo) -> str | None:
     text = _render(repo)
     if store.head_file(repo, report.README) == text:
         return None
-    commit = store.commit_with_files(repo, head, head, {report.README: text}, "kgit: render experiments/README.md")
+    commit = store.commit_with_files(repo, head, head, {report.README: text}, REPORT_SUBJECT)
     store.move_head(repo, commit)
     return commit

@@ -90,7 +90,7 @@ def run(repo: store.Repo, kernel: str | None, iteration: int | None, timeout_s: 
     with loop.session(repo, writes=True) as recovered:
         kernel = kernel or loop.current_kernel(repo)
         records = loop.kernel_records(repo, kernel)
-        listed = list(records.values())
+        listed = [r for _, r in records]
         cfg = loop.load_config(repo, listed, {}) if listed else config.load(repo.root, kernel)
         commit, record, label, note_why = _target(repo, cfg, records, iteration)
         timeout = timeout_s or 2 * cfg.test_timeout_s
@@ -128,14 +128,14 @@ def run(repo: store.Repo, kernel: str | None, iteration: int | None, timeout_s: 
 def _target(repo, cfg, records, iteration):
     """(commit to profile or None for the working tree, its record, a label, why no note if none)."""
     if iteration is not None:
-        matches = [(sha, r) for sha, r in records.items() if r["iteration"] == iteration]
+        matches = [(sha, r) for sha, r in records if r["iteration"] == iteration]
         if not matches:
             raise KgitError(f"{cfg.name} has no iteration {iteration}")
         sha, record = matches[-1]
         return sha, record, f"iter{iteration}", None
     if cfg.kernel_path in store.modified_tracked_files(repo):
         return None, None, "worktree", f"{cfg.kernel_path} has uncommitted edits: this profile is of no iteration"
-    sha, record = head_record(repo, records)
+    sha, record = head_record(repo, dict(records))
     if record is None:
         return None, None, "worktree", f"no kgit iteration of {cfg.name} at HEAD (run 'kgit start {cfg.name}')"
     return sha, record, f"iter{record['iteration']}", None
@@ -191,7 +191,7 @@ def latest(repo: store.Repo, kernel: str) -> dict | None:
             return json.loads(path.read_text())
         except json.JSONDecodeError:
             pass
-    noted = [r for r in loop.kernel_records(repo, kernel).values() if r.get("profile")]
+    noted = [r for _, r in loop.kernel_records(repo, kernel) if r.get("profile")]
     return noted[-1]["profile"] if noted else None
 
 

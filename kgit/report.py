@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 README = "experiments/README.md"
 
 LOG_HEADERS = ["Iter", "Action", "Tier", "Correctness", "Metric", "Delta", "Status"]
@@ -17,6 +15,7 @@ _STATUS_WORDS = {
     "FAILED": "failed, reverted",
 }
 _UNITS = {"gbps": "GBps", "tflops": "TFLOPS"}
+_KEPT = ("BASELINE", "IMPROVED", "TARGET_MET")
 
 
 def format_metric(value: float | None, metric: str | None, cpu_timing: bool = False) -> str:
@@ -54,7 +53,7 @@ def log_row(record: dict) -> list[str]:
 
 
 def final_line(records: list[dict]) -> str:
-    kept = [r for r in records if r["status"] in ("BASELINE", "IMPROVED", "TARGET_MET") and r.get("value")]
+    kept = [r for r in records if r["status"] in _KEPT and r.get("value")]
     if not kept:
         return "Final: no successful run yet."
     best = max(kept, key=lambda r: r["value"])
@@ -72,29 +71,111 @@ def final_line(records: list[dict]) -> str:
 
 
 def render_readme(records: list[dict]) -> str:
-    """experiments/README.md, rendered from every record: one section per kernel."""
+    """experiments/README.md, rendered from every record: one section per kernel and GPU, with a chart."""
     from tabulate import tabulate
 
-    groups = defaultdict(list)
-    for record in records:
-        groups[record["kernel"]].append(record)
     lines = [
         "# Experiments",
         "",
-        "Rendered by `kgit report` from the records in git notes (refs/notes/kgit); do not edit by hand.",
+        "Rendered by `kgit report` from the records in git notes (refs/notes/kgit), those fetched from "
+        "other clones included; do not edit by hand.",
         "",
     ]
-    for kernel in sorted(groups):
-        kernel_records = sorted(groups[kernel], key=lambda r: (r["iteration"], r.get("started", "")))
-        lines += [f"## Optimization: {kernel} on {gpu_label(kernel_records)}", ""]
-        rows = [[cell.replace("|", "\\|") for cell in log_row(r)] for r in kernel_records]
-        lines += [tabulate(rows, LOG_HEADERS, tablefmt="github"), "", final_line(kernel_records), ""]
+    for (kernel, _), section in sections(records).items():
+        lines += [f"## Optimization: {kernel} on {gpu_label(section)}", ""]
+        rows = [[cell.replace("|", "\\|") for cell in log_row(r)] for r in section]
+        lines += [tabulate(rows, LOG_HEADERS, tablefmt="github"), "", final_line(section), ""]
+        lines += chart(kernel, section)
     return "\n".join(lines)
 
 
+def sections(records: list[dict]) -> dict[tuple[str, str | None], list[dict]]:
+    """The records grouped by kernel and GPU, each group in iteration order, the groups sorted.
+
+    A run that crashed before printing its result names no GPU: it joins the GPU of the same kernel's
+    latest run started before it, the machine its loop was running on.
+    """
+    ordered = sorted(records, key=lambda r: (r["kernel"], r.get("started") or "", r["iteration"]))
+    groups: dict[tuple[str, str | None], list[dict]] = {}
+    last_gpu: dict[str, str] = {}
+    for record in ordered:
+        gpu = record.get("gpu") or last_gpu.get(record["kernel"])
+        if record.get("gpu"):
+            last_gpu[record["kernel"]] = record["gpu"]
+        groups.setdefault((record["kernel"], gpu), []).append(record)
+    return {
+        k: sorted(groups[k], key=lambda r: (r["iteration"], r.get("started") or ""))
+        for k in sorted(groups, key=lambda k: (k[0], k[1] or ""))
+    }
+
+
+def chart(kernel: str, records: list[dict]) -> list[str]:
+    """A Mermaid xychart of the section's metric per iteration (GitHub and GitLab draw it; no dependency).
+
+    Bars are each iteration's measurement (0 where the run failed and measured nothing); the line is
+    the best kept value so far, the curve the loop climbs.
+    """
+    metric = next((r["metric"] for r in records if r.get("metric")), None)
+    if metric is None:
+        return []
+    measured, best_so_far, best = [], [], 0.0
+    for record in records:
+        value = record.get("value") if record.get("correctness") else None
+        measured.append(value or 0.0)
+        if value is not None and record["status"] in _KEPT:
+            best = max(best, value)
+        best_so_far.append(best)
+    unit = _UNITS.get(metric, metric)
+    title = f"{kernel}: {unit} per iteration".replace('"', "'")
+    return [
+        "```mermaid",
+        "xychart-beta",
+        f'    title "{title}"',
+        f"    x-axis \"iteration\" [{', '.join(str(r['iteration']) for r in records)}]",
+        f'    y-axis "{unit}"',
+        f"    bar [{', '.join(_number(v) for v in measured)}]",
+        f"    line [{', '.join(_number(v) for v in best_so_far)}]",
+        "```",
+        "",
+        "Bars: each iteration's measurement (0: failed, nothing measured). Line: the best kept so far.",
+        "",
+    ]
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def summary_row(records: list[dict]) -> list[str]:
+    """One kernel on one GPU, as the pre-push hook and `kgit push` print it."""
+    kept = [r for r in records if r["status"] in _KEPT and r.get("value")]
+    baseline = next((r for r in records if r["iteration"] == 0), None)
+    best = max(kept, key=lambda r: r["value"], default=None)
+    target = best.get("target") if best else None
+    met = any(r.get("stop_reason") == "TARGET_MET" for r in records) or (
+        target is not None and best is not None and best["value"] >= target)
+    cpu = any(r.get("cpu_timing") for r in records)
+    return [
+        records[0]["kernel"],
+        gpu_names(records) + (" (CPU timings)" if cpu else ""),
+        format_metric(baseline.get("value"), baseline.get("metric"), cpu) if baseline else "-",
+        format_metric(best["value"], best["metric"], cpu) + f" (iter {best['iteration']})" if best else "-",
+        f"{best['pct_of_peak']:.0f}%" if best and best.get("pct_of_peak") else "-",
+        str(max(r["iteration"] for r in records)),
+        str(sum(r["status"] not in _KEPT for r in records)),
+        "met" if met else f"not met ({format_metric(target, best['metric'])})" if target is not None else "none set",
+    ]
+
+
+SUMMARY_HEADERS = ["Kernel", "GPU", "Baseline", "Best", "% of peak", "Iterations", "Reverted", "Target"]
+
+
+def gpu_names(records: list[dict]) -> str:
+    return ", ".join(sorted({r["gpu"] for r in records if r.get("gpu")})) or "an unknown device"
+
+
 def gpu_label(records: list[dict]) -> str:
-    gpus = {r["gpu"] for r in records if r.get("gpu")}
-    label = ", ".join(sorted(gpus)) or "an unknown device"
+    label = gpu_names(records)
     if any(r.get("cpu_timing") for r in records):
         label += " (Triton interpreter on the CPU: timings are CPU timings, not comparable to a GPU)"
     return label

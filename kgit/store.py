@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,6 +229,17 @@ def create_branch(repo: Repo, name: str, sha: str) -> None:
     git(repo, "branch", name, sha)
 
 
+def fast_forward(repo: Repo, branch: str, old: str, new: str) -> None:
+    """Move branch from old to its descendant new; the checked-out branch takes its files along.
+
+    `git merge --ff-only` refuses, rather than overwrite, uncommitted edits the move would touch.
+    """
+    if current_branch(repo) == branch:
+        git(repo, "merge", "--ff-only", "--quiet", new)
+    else:
+        git(repo, "update-ref", f"refs/heads/{branch}", new, old)
+
+
 def switch(repo: Repo, branch: str) -> None:
     git(repo, "checkout", "--quiet", branch)
 
@@ -241,36 +253,123 @@ def first_parent(repo: Repo, sha: str) -> str | None:
 
 
 # --- notes: one JSON record per iteration -----------------------------------------------------------
+#
+# A note holds one kgit record, or several one after another when two records annotate the same commit
+# (two clones that made identical commits, or a squash whose notes git concatenated on rewrite).
+
+
+def note_text(records: list[dict]) -> str:
+    return "".join(json.dumps(r, indent=2, sort_keys=True) + "\n" for r in records)
+
+
+def record_key(record: dict) -> tuple:
+    """What makes two records the same run: two clones that both reach iteration 3 made two runs."""
+    return record["kernel"], record["iteration"], record.get("started"), record.get("gpu")
 
 
 def write_note(repo: Repo, sha: str, record: dict) -> None:
-    body = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    """Put the record on sha, replacing its earlier version and keeping any other run's record there."""
+    try:
+        others = [r for r in _parse_records(git(repo, "notes", f"--ref={NOTES_REF}", "show", sha))
+                  if record_key(r) != record_key(record)]
+    except GitError:
+        others = []  # no note yet
+    body = note_text(others + [record])
     git(repo, "notes", f"--ref={NOTES_REF}", "add", "--force", "--file=-", sha, input=body.encode())
 
 
-def read_notes(repo: Repo) -> dict[str, dict]:
-    """Every kgit record, by the commit it annotates.
+def read_notes(repo: Repo, ref: str = NOTES_REF) -> dict[str, list[dict]]:
+    """Every kgit record under a notes ref, by the commit it annotates.
 
     Two git processes whatever the number of notes: one lists the notes tree, one `cat-file --batch`
     reads all the blobs.
     """
     try:
-        listing = git(repo, "ls-tree", "-r", "--full-tree", NOTES_REF)
+        listing = git(repo, "ls-tree", "-r", "--full-tree", ref)
     except GitError:
         return {}  # no notes yet
     blob_by_commit = {}
     for line in listing.splitlines():
         meta, path = line.split("\t", 1)
         blob_by_commit[path.replace("/", "")] = meta.split()[2]
-    records = {}
+    notes = {}
     for commit, text in zip(blob_by_commit, _cat_blobs(repo, list(blob_by_commit.values()))):
+        records = _parse_records(text)
+        if records:
+            notes[commit] = records
+    return notes
+
+
+def _parse_records(text: str) -> list[dict]:
+    """The kgit records in a note's text: JSON objects one after another; anything else is not ours."""
+    decoder, records, pos = json.JSONDecoder(), [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            return records
         try:
-            record = json.loads(text)
+            value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError:
-            continue  # someone else's note text under our ref: not a kgit record
-        if isinstance(record, dict) and "iteration" in record and "kernel" in record:
-            records[commit] = record
-    return records
+            return records  # someone else's note text under our ref: not a kgit record
+        if isinstance(value, dict) and "iteration" in value and "kernel" in value:
+            records.append(value)
+
+
+def write_notes(repo: Repo, notes: dict[str, list[dict]], message: str, merge: str | None = None) -> str:
+    """One commit on the notes ref that sets these notes (and, given merge, has it as a second parent).
+
+    git fast-import writes all the notes in one process and keeps the notes tree's fan-out right,
+    however many notes there are; `git notes add` would cost a process per note.
+    """
+    parent = rev(repo, NOTES_REF)
+    lines = [f"commit {NOTES_REF}", f"committer {_ident(repo)}", _data(message)]
+    if parent:
+        lines.append(f"from {parent}")
+    if merge:
+        lines.append(f"merge {merge}")
+    for commit, records in notes.items():
+        lines += [f"N inline {commit}", _data(note_text(records))]
+    stream = "\n".join(lines) + "\ndone\n"
+    git(repo, "fast-import", "--quiet", "--done", input=stream.encode())
+    return rev(repo, NOTES_REF)
+
+
+def _data(text: str) -> str:
+    return f"data {len(text.encode())}\n{text}"
+
+
+def _ident(repo: Repo) -> str:
+    try:
+        return git(repo, "var", "GIT_COMMITTER_IDENT").strip()
+    except GitError:  # no user configured: the notes commit still needs a committer
+        return f"kgit <kgit@localhost> {int(time.time())} +0000"
+
+
+def remove_notes(repo: Repo, commits: list[str]) -> None:
+    git(repo, "notes", f"--ref={NOTES_REF}", "remove", "--ignore-missing", "--stdin",
+        input="\n".join(commits).encode() + b"\n")
+
+
+def configure_notes(repo: Repo) -> None:
+    """Have rebase and amend carry kgit's notes to the rewritten commits (git drops them otherwise).
+
+    notes.rewriteMode stays 'concatenate' (git's default): cat_sort_uniq would sort the lines of the
+    JSON records into nonsense, while concatenated records are what read_notes expects.
+    """
+    if NOTES_REF not in config_values(repo, "notes.rewriteRef"):
+        git(repo, "config", "--add", "notes.rewriteRef", NOTES_REF)  # several refs may be rewritten
+    for key, value in (("notes.rewrite.rebase", "true"), ("notes.rewrite.amend", "true"),
+                       ("notes.rewriteMode", "concatenate")):
+        if config_values(repo, key) != [value]:
+            git(repo, "config", key, value)
+
+
+def config_values(repo: Repo, key: str) -> list[str]:
+    try:
+        return git(repo, "config", "--get-all", key).split()
+    except GitError:  # exit status 1: not set
+        return []
 
 
 def _cat_blobs(repo: Repo, shas: list[str]) -> list[str]:
@@ -288,6 +387,107 @@ def _cat_blobs(repo: Repo, shas: list[str]) -> list[str]:
         texts.append(out[start:start + size].decode(errors="replace"))
         pos = start + size + 1  # the content is followed by a newline
     return texts
+
+
+# --- history: what a branch holds, what still exists -----------------------------------------------
+
+
+def refs(repo: Repo, prefix: str) -> dict[str, str]:
+    """Every ref under prefix (a full ref name ending in '/'), by name, with the object it points at."""
+    out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def delete_ref(repo: Repo, ref: str) -> None:
+    git(repo, "update-ref", "-d", ref)
+
+
+def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:
+    try:
+        git(repo, "merge-base", "--is-ancestor", ancestor, descendant)
+        return True
+    except GitError:  # exit status 1: not an ancestor
+        return False
+
+
+def existing(repo: Repo, shas: list[str]) -> set[str]:
+    """Those of these objects that are in the repository's object database (one git process)."""
+    if not shas:
+        return set()
+    out = git(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)", input="\n".join(shas).encode() + b"\n")
+    return {line.split()[0] for line in out.splitlines() if not line.endswith(" missing")}
+
+
+def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[str]:
+    """Those of these commits that a branch (local or remote-tracking) reaches, or with branches_only
+    False, any ref but a best/ tag: kgit moves those itself, and one left on a rewritten commit does
+    not make that commit current.
+
+    A commit that only the reflog or a note reaches is on its way out: gc will delete it.
+    """
+    if not shas:
+        return set()
+    refs = ["--branches", "--remotes"]
+    if not branches_only:
+        refs += ["--glob=refs/kgit", f"--exclude=refs/tags/{TAG_PREFIX}*", "--tags"]
+    return shas & set(git(repo, "rev-list", *refs).split())
+
+
+def first_parent_walk(repo: Repo, tip: str, page: int = 50):
+    """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time."""
+    start = tip
+    while start:
+        out = git(repo, "log", "--first-parent", f"-n{page}", "--format=%x00%H %s", "--name-only", start, "--")
+        sha = None
+        for entry in out.split("\0")[1:]:
+            head, _, paths = entry.partition("\n")
+            sha, _, subject = head.partition(" ")
+            yield sha, subject, [p for p in paths.splitlines() if p]
+        start = first_parent(repo, sha) if sha and out.count("\0") == page else None
+
+
+def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:
+    """The subject line of each of these commits (which must exist), in one git process."""
+    if not shas:
+        return {}
+    out = git(repo, "log", "--no-walk=unsorted", "--format=%H %s", *shas, "--")
+    return dict(line.split(" ", 1) if " " in line else (line, "") for line in out.splitlines())
+
+
+# --- remotes and hooks ------------------------------------------------------------------------------
+
+
+def remotes(repo: Repo) -> list[str]:
+    return git(repo, "remote").split()
+
+
+def fetch(repo: Repo, remote: str, refspecs: list[str]) -> None:
+    git(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs)
+
+
+def push(repo: Repo, remote: str, refspecs: list[str], env: dict) -> dict[str, str]:
+    """Push; the result of each remote ref: '' when it was updated or up to date, else git's reason.
+
+    A ref the remote rejects is no error here: the caller says which and why, the others are pushed.
+    """
+    proc = subprocess.run(
+        ["git", "push", "--porcelain", remote, *refspecs], cwd=repo.root, capture_output=True,
+        env={**os.environ, **env},
+    )
+    results = {}
+    for line in proc.stdout.decode(errors="replace").splitlines():
+        parts = line.split("\t")  # "<flag>\t<local>:<remote>\t<summary>", flag "!" for a rejection
+        if len(parts) == 3 and ":" in parts[1]:
+            results[parts[1].split(":", 1)[1]] = parts[2] if parts[0] == "!" else ""
+    if proc.returncode != 0 and not results:  # it never got as far as the refs: a hook or the network
+        message = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git push failed: {message[-1] if message else 'exit status ' + str(proc.returncode)}")
+    return results
+
+
+def hooks_dir(repo: Repo) -> Path:
+    """Where git looks for this repository's hooks: core.hooksPath if set, else .git/hooks."""
+    return repo.root / git(repo, "rev-parse", "--git-path", "hooks").strip()
 
 
 # --- the lock and the journal of a step in flight ------------------------------------------------
@@ -335,6 +535,16 @@ def lock_holder(repo: Repo) -> int | None:
     except PermissionError:
         pass  # alive, owned by another user
     return pid
+
+
+def stale_lock(repo: Repo) -> bool:
+    """A lock file left by a kgit that died (the next kgit command would take it over)."""
+    return (repo.kgit_dir / "lock").exists() and lock_holder(repo) is None
+
+
+def remove_stale_lock(repo: Repo) -> None:
+    if stale_lock(repo):
+        (repo.kgit_dir / "lock").unlink(missing_ok=True)
 
 
 def read_journal(repo: Repo) -> dict | None:

@@ -131,8 +131,8 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
         on_outcome(baseline)
     while True:
         records = loop.kernel_records(repo, kernel)
-        cfg = loop.load_config(repo, list(records.values()), overrides)
-        stopped = loop.stop_reason(list(records.values()), cfg)
+        cfg = loop.load_config(repo, [r for _, r in records], overrides)
+        stopped = loop.stop_reason([r for _, r in records], cfg)
         if stopped:
             return stopped
         if store.modified_tracked_files(repo):
@@ -153,7 +153,7 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
         results = (loop.run_in_worktrees(repo, cfg, sources, gpus[: len(sources)], progress)
                    if gpus and len(gpus) > 1 else [None])
         for candidate, text, result in zip(candidates, sources, results):
-            if loop.stop_reason(list(loop.kernel_records(repo, kernel).values()), cfg):
+            if loop.stop_reason([r for _, r in loop.kernel_records(repo, kernel)], cfg):
                 break  # a sequential run would have stopped here
             current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
             (repo.root / cfg.kernel_path).write_text(text)
@@ -163,12 +163,12 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
                 raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
 
 
-def _measured(repo, kernel_path: str, records: dict) -> list[tuple[dict, dict, bool]]:
+def _measured(repo, kernel_path: str, records: list[tuple[str, dict]]) -> list[tuple[dict, dict, bool]]:
     """(configuration tried, configuration it was tried from, kept) for every step so far, from git."""
     from kgit import loop, store
 
     measured = []
-    for commit, record in records.items():
+    for commit, record in records:
         if record["iteration"] == 0:
             continue
         tried, origin = store.head_file(repo, kernel_path, commit), store.head_file(repo, kernel_path, record["base"])

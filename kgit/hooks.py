@@ -1,0 +1,153 @@
+"""The pre-push hook: what a push of kgit's refs carries, and the check that its records exist.
+
+Which record governs the tip of opt/<kernel>, the rule the hook and `kgit push` apply:
+  walk the branch's first parents from the tip;
+  - a commit whose note holds a record of the kernel governs: it must be a kept iteration whose
+    correctness check passed (an attempt commit, or a record marked failed, is a failed verification);
+  - a log commit is skipped: a reverted iteration's commit (subject `<kernel>: iter N: ... (reverted: S)`)
+    or a `kgit report` commit, either touching experiments/README.md only. A reverted iteration's
+    record sits on its attempt commit, so iteration N must have a record somewhere;
+  - any other commit has no record: the kernel at the tip was never measured by kgit.
+The hook reads git objects and notes only: it never runs kernel code.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kgit import loop, notes, report, store
+from kgit.errors import KgitError
+
+# The script git runs; hooks/pre-push in kgit's repository is a copy of it (a test keeps them equal).
+PRE_PUSH = """#!/bin/sh
+# kgit's pre-push hook (kgit hooks install): when a push carries an opt/<kernel> branch or a
+# best/<kernel> tag, print each kernel's summary and refuse a branch whose tip has no kgit record.
+# It reads git's notes only, never runs kernel code. Skip it for one push: git push --no-verify
+if command -v kgit >/dev/null 2>&1; then
+    exec kgit hooks pre-push "$@"
+fi
+echo "kgit pre-push hook: kgit is not on PATH; install it, or push with git push --no-verify" >&2
+exit 1
+"""
+
+# Set by `kgit push` for the git push it runs: it has already checked and summarized the same refs.
+PUSHING_ENV = "KGIT_PUSH"
+
+ZERO = "0" * 40
+
+
+def install(repo: store.Repo, force: bool) -> str:
+    """Install the pre-push hook where git looks for hooks; never replace another hook silently."""
+    path = store.hooks_dir(repo) / "pre-push"
+    store.configure_notes(repo)  # installing the hook is a moment to make rebases keep the records
+    if path.exists() and path.read_text(errors="replace") == PRE_PUSH:
+        return f"the kgit pre-push hook is already installed at {path}"
+    saved = None
+    if path.exists():
+        if not force:
+            raise KgitError(
+                f"{path} exists and is not kgit's hook: add the line 'kgit hooks pre-push \"$@\"' to it "
+                "(it reads the same standard input), or replace it with 'kgit hooks install --force'"
+            )
+        saved = path.with_name("pre-push.before-kgit")
+        path.replace(saved)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(PRE_PUSH)
+    path.chmod(0o755)
+    return f"installed the kgit pre-push hook at {path}" + (f"; the old hook is saved as {saved}" if saved else "")
+
+
+def pre_push(repo: store.Repo, remote: str, lines: list[str]) -> tuple[list[list[str]], str | None]:
+    """Check a push from the lines git gives the hook; return the summary rows and a reminder, if any.
+
+    Raises KgitError, which refuses the push, when a pushed opt/ branch's tip has no valid record.
+    """
+    if os.environ.get(PUSHING_ENV):
+        return [], None
+    tips, kernels, carries_notes = {}, set(), False
+    for line in lines:
+        _local_ref, local_sha, remote_ref, _remote_sha = line.split()
+        if local_sha == ZERO:
+            continue  # a deletion carries nothing to check
+        if remote_ref.startswith("refs/heads/" + store.BRANCH_PREFIX):
+            tips[remote_ref[len("refs/heads/" + store.BRANCH_PREFIX):]] = local_sha
+        elif remote_ref.startswith("refs/tags/" + store.TAG_PREFIX):
+            kernels.add(remote_ref[len("refs/tags/" + store.TAG_PREFIX):])
+        carries_notes |= remote_ref == store.NOTES_REF
+    kernels |= tips.keys()
+    if not kernels:
+        return [], None
+    by_commit = store.read_notes(repo)
+    check_tips(repo, tips, by_commit)
+    reminder = None
+    if not carries_notes and not records_on_remote(repo, remote):
+        reminder = (
+            f"the records of these kernels are not on {remote} yet (git pushes no notes unless asked): "
+            f"run 'kgit push {remote}', which sends opt/*, best/*, refs/notes/kgit and refs/kgit/attempts/*"
+        )
+    return summary(by_commit, sorted(kernels)), reminder
+
+
+def check_tips(repo: store.Repo, tips: dict[str, str], by_commit: dict[str, list[dict]]) -> None:
+    for kernel, tip in sorted(tips.items()):
+        problem = tip_problem(repo, kernel, tip, by_commit)
+        if problem:
+            raise KgitError(
+                f"refusing to push {store.branch_name(kernel)}: {problem}; record kernel changes with "
+                "'kgit step' (see 'kgit doctor'), or push without this check: git push --no-verify"
+            )
+
+
+def tip_problem(repo: store.Repo, kernel: str, tip: str, by_commit: dict[str, list[dict]]) -> str | None:
+    """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc)."""
+    recorded = {r["iteration"] for records in by_commit.values() for r in records if r["kernel"] == kernel}
+    for sha, subject, paths in store.first_parent_walk(repo, tip):
+        mine = [r for r in by_commit.get(sha, []) if r["kernel"] == kernel]
+        if mine:
+            kept = [r for r in mine if r["status"] in loop.KEPT]
+            if not kept or any(r.get("correctness") is not True for r in kept):
+                return (f"its kernel is that of commit {sha[:10]}, whose record is iteration "
+                        f"{mine[-1]['iteration']}, {mine[-1]['status']}: a failed verification, not a kept iteration")
+            return None
+        log_only = set(paths) <= {report.README}
+        reverted = loop.logged_revert(subject)
+        if log_only and reverted and reverted[0] == kernel:
+            if reverted[1] not in recorded:
+                return f"commit {sha[:10]} logs iteration {reverted[1]} as reverted, but that iteration has no record"
+            continue
+        if log_only and subject == loop.REPORT_SUBJECT:
+            continue
+        return f"its tip {sha[:10]} ({subject[:60]}) has no kgit record"
+    return "no commit on it has a kgit record"
+
+
+def summary(by_commit: dict[str, list[dict]], kernels: list[str]) -> list[list[str]]:
+    """Rows of report.SUMMARY_HEADERS: one per kernel and GPU."""
+    runs = notes.union([r for records in by_commit.values() for r in records if r["kernel"] in kernels])
+    return [report.summary_row(section) for section in report.sections(runs).values()]
+
+
+def records_on_remote(repo: store.Repo, remote: str) -> bool:
+    """Whether the remote had every local record when kgit last fetched from or pushed to it."""
+    local = store.rev(repo, store.NOTES_REF)
+    known = store.rev(repo, remote_ref(remote, "notes/kgit"))
+    return local is None or (known is not None and store.is_ancestor(repo, local, known))
+
+
+def remote_ref(remote: str, name: str) -> str:
+    """Where kgit keeps what it last saw of a remote's kgit refs (its notes, tags and attempts)."""
+    return f"refs/kgit/remotes/{remote}/{name}"
+
+
+def read_hook_input(stdin_text: str, environ: dict) -> list[str]:
+    """git's lines on standard input; under the pre-commit framework, the one ref it passes in variables.
+
+    pre-commit reads git's standard input itself and hands hooks only the first pushed ref, as
+    PRE_COMMIT_LOCAL_BRANCH, PRE_COMMIT_TO_REF, PRE_COMMIT_REMOTE_BRANCH and PRE_COMMIT_FROM_REF.
+    """
+    lines = [line for line in stdin_text.splitlines() if line.strip()]
+    if not lines and environ.get("PRE_COMMIT_REMOTE_BRANCH") and environ.get("PRE_COMMIT_TO_REF"):
+        lines = [" ".join([environ.get("PRE_COMMIT_LOCAL_BRANCH") or "HEAD", environ["PRE_COMMIT_TO_REF"],
+                           environ["PRE_COMMIT_REMOTE_BRANCH"], environ.get("PRE_COMMIT_FROM_REF") or ZERO])]
+    return lines
+

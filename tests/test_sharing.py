@@ -1,0 +1,289 @@
+"""Records that travel: the pre-push hook on real pushes, kgit push / pull between two clones and a bare
+remote, notes merged with no record lost, rebases and amends that keep the notes."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import KERNEL, Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def git_run(ws, *args, env=None):
+    """A git command whose failure the test wants to see (returncode and stderr)."""
+    return subprocess.run(["git", *args], cwd=ws.root, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+
+
+def clone(bare: Path, root: Path) -> Workspace:
+    subprocess.run(["git", "clone", "-q", str(bare), str(root)], check=True, capture_output=True)
+    w = Workspace(root)
+    w.git("config", "user.email", "b@example.com")
+    w.git("config", "user.name", "kgit test B")
+    return w
+
+
+@pytest.fixture
+def remote(ws, tmp_path, monkeypatch):
+    """ws with a bare remote 'origin' holding main, and a `kgit` on PATH for the hook to call."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    ws.git("remote", "add", "origin", str(bare))
+    ws.git("push", "-q", "origin", "main")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "kgit"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kgit "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bare
+
+
+def remote_refs(bare: Path) -> dict:
+    out = subprocess.run(["git", "for-each-ref", "--format=%(refname) %(objectname)"], cwd=bare,
+                         capture_output=True, text=True, check=True).stdout
+    return dict(line.split() for line in out.splitlines())
+
+
+def a_session(ws):
+    """baseline 100, iteration 1 kept at 120, iteration 2 reverted: the tip is a log commit."""
+    ws.ok("start", "fake")
+    ws.set_kernel(METRIC=120.0)
+    ws.ok("step", "-m", "better")
+    ws.set_kernel(METRIC=90.0)
+    ws.ok("step", "-m", "worse")
+
+
+# --- the hook -----------------------------------------------------------------------------------------
+
+
+def test_the_installed_hook_is_the_shipped_script(ws):
+    from kgit import hooks
+
+    assert (REPO / "hooks/pre-push").read_text() == hooks.PRE_PUSH
+    assert os.access(REPO / "hooks/pre-push", os.X_OK)
+    assert "stages: [pre-push]" in (REPO / ".pre-commit-hooks.yaml").read_text()
+    assert "installed" in ws.ok("hooks", "install").stdout
+    assert (ws.root / ".git/hooks/pre-push").read_text() == hooks.PRE_PUSH
+    assert "already installed" in ws.ok("hooks", "install").stdout
+    assert ws.git("config", "--get-all", "notes.rewriteRef") == "refs/notes/kgit"
+
+
+def test_install_respects_core_hookspath_and_never_clobbers(ws):
+    ws.git("config", "core.hooksPath", "myhooks")
+    (ws.root / "myhooks").mkdir()
+    theirs = ws.root / "myhooks/pre-push"
+    theirs.write_text("#!/bin/sh\nexit 0\n")
+    assert "not kgit's hook" in ws.refused("hooks", "install")
+    assert theirs.read_text() == "#!/bin/sh\nexit 0\n"
+    assert "saved as" in ws.ok("hooks", "install", "--force").stdout
+    assert "kgit hooks pre-push" in theirs.read_text()
+    assert (ws.root / "myhooks/pre-push.before-kgit").read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    run = git_run(ws, "push", "origin", "opt/fake", "best/fake")
+    assert run.returncode == 0, run.stderr
+    row = next(line for line in run.stderr.splitlines() if line.startswith("fake "))
+    assert row.split() == ["fake", "Fake", "GPU", "100", "GBps", "120", "GBps", "(iter", "1)", "12%", "2", "1",
+                           "none", "set"]
+    assert "not on origin yet" in run.stderr and "kgit push origin" in run.stderr
+    assert "refs/notes/kgit" not in remote_refs(remote)  # git sends no notes unless asked
+
+    out = ws.ok("push").stdout
+    refs = remote_refs(remote)
+    assert refs["refs/notes/kgit"] == ws.git("rev-parse", "refs/notes/kgit")
+    assert refs["refs/kgit/attempts/fake/2"] == ws.git("rev-parse", "refs/kgit/attempts/fake/2")
+    assert refs["refs/tags/best/fake"] == ws.git("rev-parse", "best/fake^{commit}")
+    assert "origin has: opt/fake, best/fake, refs/notes/kgit, 1 attempts" in out
+    assert "fake " in out  # the same summary
+
+    ws.set_kernel(METRIC=130.0)
+    ws.ok("step", "-m", "better again")
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 0 and "carries" in run.stderr and "not on origin yet" in run.stderr
+    ws.ok("push")
+    ws.git("commit", "--allow-empty", "-qm", "unrelated")  # on opt/fake: give it a new, unrecorded tip
+    ws.git("reset", "-q", "--hard", "HEAD~1")
+    run = git_run(ws, "push", "origin", "main")
+    assert run.returncode == 0 and "kgit" not in run.stderr  # no kgit ref: the hook says nothing
+
+
+def test_hook_refuses_a_tip_with_no_record(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    ws.set_kernel(METRIC=500.0)
+    ws.git("commit", "-qam", "tuned by hand")  # a kernel change kgit never measured
+    before = remote_refs(remote)
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 1
+    refusal = [line for line in run.stderr.splitlines() if line.startswith("kgit:")]
+    assert len(refusal) == 1 and "refusing to push opt/fake" in refusal[0] and "has no kgit record" in refusal[0]
+    assert "--no-verify" in refusal[0]
+    assert remote_refs(remote) == before
+    assert "refusing to push opt/fake" in ws.refused("push")  # kgit push refuses first, touching nothing
+    assert remote_refs(remote) == before
+    assert git_run(ws, "push", "--no-verify", "origin", "opt/fake").returncode == 0
+
+
+def test_hook_refuses_a_failed_verification_and_a_missing_revert_record(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    attempt = ws.git("rev-parse", "refs/kgit/attempts/fake/2")
+    ws.git("notes", "--ref=refs/notes/kgit", "remove", attempt)  # the revert's record is gone
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 1 and "logs iteration 2 as reverted, but that iteration has no record" in run.stderr
+
+    kept = ws.git("rev-parse", "HEAD~1")
+    record = json.loads(ws.git("notes", "--ref=refs/notes/kgit", "show", kept))
+    record["correctness"] = False
+    ws.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", json.dumps(record), kept)
+    ws.git("reset", "-q", "--hard", "HEAD~1")  # the tip is now the kept commit whose record failed
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 1 and "failed verification" in run.stderr
+
+
+def test_hook_answers_fast_and_reads_only_git(remote, ws):
+    a_session(ws)
+    tip = ws.git("rev-parse", "opt/fake")
+    line = f"refs/heads/opt/fake {tip} refs/heads/opt/fake {'0' * 40}\n"
+    ws.set_kernel(MODE="hang")  # were the hook to run the kernel's test, it would hang
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push", "origin", str(remote)],
+                          cwd=ws.root, input=line, capture_output=True, text=True, timeout=10)
+    elapsed = time.perf_counter() - started
+    assert proc.returncode == 0 and "fake" in proc.stderr
+    assert elapsed < 1.0, f"the hook took {elapsed:.2f} s"
+
+
+def test_pre_commit_framework_passes_the_ref_in_variables(ws):
+    a_session(ws)
+    ws.set_kernel(METRIC=500.0)
+    ws.git("commit", "-qam", "by hand")
+    env = {"PRE_COMMIT_REMOTE_NAME": "origin", "PRE_COMMIT_LOCAL_BRANCH": "refs/heads/opt/fake",
+           "PRE_COMMIT_TO_REF": ws.git("rev-parse", "HEAD"), "PRE_COMMIT_REMOTE_BRANCH": "refs/heads/opt/fake",
+           "PRE_COMMIT_FROM_REF": "0" * 40}
+    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push"], cwd=ws.root, input="",
+                          capture_output=True, text=True, env={**os.environ, **env})
+    assert proc.returncode == 1 and "refusing to push opt/fake" in proc.stderr
+
+
+# --- two clones -------------------------------------------------------------------------------------
+
+
+def test_two_clones_merge_their_records_with_none_lost(remote, ws, tmp_path):
+    a = ws
+    (a.root / "kgit.yaml").write_text(f"other:\n  kernel_path: {KERNEL}\n  test_path: skills/kernels/fake/test_fake.py\n")
+    a.git("add", "kgit.yaml")
+    a.git("commit", "-qm", "a second kernel")
+    a.git("push", "-q", "origin", "main")
+    a.ok("start", "fake")
+    a.set_kernel(METRIC=120.0)
+    a.ok("step", "-m", "A: better")
+    a.ok("push")
+
+    b = clone(remote, tmp_path / "b")
+    assert "opt/fake: new" in b.ok("pull").stdout
+    assert b.git("rev-parse", "best/fake") == a.git("rev-parse", "best/fake")
+    b.git("checkout", "-q", "opt/fake")
+    b.set_kernel(METRIC=140.0)
+    b.ok("step", "-m", "B: better still")  # iteration 2 in B
+    b.git("checkout", "-q", "main")
+    b.ok("start", "other")  # a kernel only B works on
+    b.ok("push")
+
+    a.set_kernel(METRIC=80.0)
+    a.ok("step", "-m", "A: worse")  # iteration 2 in A too: the branches have diverged
+    out = a.ok("push").stdout
+    assert "opt/fake: not pushed" in out and "kgit pull origin" in out
+    assert "records: 2 new from origin merged first" in out
+    b.ok("pull")
+
+    for clone_ in (a, b):
+        fake = [(r["iteration"], r["action"]) for r in clone_.ok("log", "fake", "--json").json()["iterations"]]
+        assert fake == [(0, "baseline"), (1, "A: better"), (2, "A: worse"), (2, "B: better still")] \
+            or fake == [(0, "baseline"), (1, "A: better"), (2, "B: better still"), (2, "A: worse")]
+        assert [r["iteration"] for r in clone_.ok("log", "other", "--json").json()["iterations"]] == [0]
+    assert a.git("rev-parse", "refs/notes/kgit") == b.git("rev-parse", "refs/notes/kgit")
+    # A's reverted attempt travelled, and reached B
+    assert a.git("rev-parse", "refs/kgit/attempts/fake/2") in remote_refs(remote).values()
+    assert a.git("rev-parse", "refs/kgit/attempts/fake/2") in b.git("for-each-ref", "refs/kgit/remotes/origin/attempts/")
+
+
+def test_two_records_on_one_commit_are_both_kept(remote, ws, tmp_path):
+    ws.ok("start", "fake")
+    ws.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    base = ws.git("rev-parse", "best/fake")
+
+    def add_run(w, gpu, started, value):  # a second measurement of the baseline commit, on another GPU
+        records = [json.loads(text) for text in [w.git("notes", "--ref=refs/notes/kgit", "show", base)]]
+        extra = {**records[0], "gpu": gpu, "started": started, "value": value}
+        body = "".join(json.dumps(r, indent=2) + "\n" for r in records + [extra])
+        w.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", body, base)
+
+    add_run(ws, "GPU A", "2030-01-01T00:00:00+00:00", 200.0)
+    add_run(b, "GPU B", "2030-01-02T00:00:00+00:00", 300.0)
+    ws.ok("push")
+    b.ok("push")  # B's notes and A's annotate the same commit differently: a union, not a conflict
+    ws.ok("pull")
+    for w in (ws, b):
+        gpus = sorted(r["gpu"] for r in w.ok("log", "fake", "--json").json()["iterations"])
+        assert gpus == ["Fake GPU", "GPU A", "GPU B"]
+        note = w.git("notes", "--ref=refs/notes/kgit", "show", base)
+        assert note.count('"started"') == 3
+    ws.git("checkout", "-q", "main")
+    ws.ok("report")
+    readme = (ws.root / "experiments/README.md").read_text()
+    for gpu in ("Fake GPU", "GPU A", "GPU B"):
+        assert f"## Optimization: fake on {gpu}" in readme
+    assert readme.count("xychart-beta") == 3
+
+
+def test_pull_fast_forwards_and_refuses_unknown_remotes(remote, ws, tmp_path):
+    a_session(ws)
+    ws.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    b.git("checkout", "-q", "opt/fake")
+    ws.set_kernel(METRIC=150.0)
+    ws.ok("step", "-m", "much better")
+    ws.ok("push")
+    assert "opt/fake: fast-forwarded" in b.ok("pull").stdout
+    assert b.git("rev-parse", "HEAD") == ws.git("rev-parse", "HEAD")
+    assert "METRIC = 150.0" in b.kernel_text()
+    assert b.git("rev-parse", "best/fake") == ws.git("rev-parse", "best/fake")
+    b.check_invariants()
+    assert "no remote named 'nowhere'" in b.refused("pull", "nowhere")
+
+
+# --- rewrites -----------------------------------------------------------------------------------------
+
+
+def test_rebase_and_amend_keep_the_notes(ws):
+    a_session(ws)
+    ws.git("checkout", "-q", "main")
+    (ws.root / "NOTES.txt").write_text("a change on main\n")
+    ws.git("add", "NOTES.txt")
+    ws.git("commit", "-qm", "main moves on")
+    ws.git("checkout", "-q", "opt/fake")
+    ws.git("rebase", "-q", "main")
+    log = ws.ok("log", "--json").json()["iterations"]
+    on_branch = ws.git("rev-list", "--first-parent", "opt/fake").split()
+    assert [r["iteration"] for r in log] == [0, 1, 2]
+    assert log[0]["commit"] in on_branch and log[1]["commit"] in on_branch  # the records moved with them
+    assert log[2]["commit"] == ws.git("rev-parse", "refs/kgit/attempts/fake/2")
+
+    ws.git("reset", "-q", "--hard", "HEAD~1")  # drop the revert's log commit: the tip is iteration 1
+    ws.git("commit", "-q", "--amend", "-m", "fake: iter 1: better (reworded)")
+    record = json.loads(ws.git("notes", "--ref=refs/notes/kgit", "show", "HEAD"))
+    assert record["iteration"] == 1 and record["action"] == "better"
