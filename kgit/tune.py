@@ -169,9 +169,9 @@ def _measured(repo, kernel_path: str, records: list[tuple[str, dict]]) -> list[t
 
     measured = []
     for commit, record in records:
-        if record["iteration"] == 0:
-            continue
-        tried, origin = store.head_file(repo, kernel_path, commit), store.head_file(repo, kernel_path, record["base"])
+        tried = store.head_file(repo, kernel_path, commit)
+        # The baseline was measured too: it counts as tried from itself, a change of nothing.
+        origin = tried if record["iteration"] == 0 else store.head_file(repo, kernel_path, record["base"])
         try:
             measured.append((read_tunables(tried, kernel_path).config, read_tunables(origin, kernel_path).config,
                              record["status"] in loop.KEPT))
