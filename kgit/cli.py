@@ -90,6 +90,9 @@ def cli(ctx, cwd):
     kgit start softmax            baseline: branch opt/softmax, tag best/softmax
     kgit step -m "..." --tier 1   test one edit of the kernel, keep it or revert it
     kgit best | log | status | show N | report
+    kgit profile | diagnose | context
+    kgit tune | run --agent CMD   the loop without a person: a tier-1 search, or any agent
+    kgit push | pull | hooks install | doctor
     """
     ctx.obj = {"cwd": cwd}
 
