@@ -79,7 +79,6 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence

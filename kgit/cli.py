@@ -47,6 +47,20 @@ def _repo(ctx: click.Context):
     return store.find_repo(Path(ctx.obj["cwd"]))
 
 
+def _read(ctx: click.Context, kernel: str | None, query):
+    """Answer a read-only query about the named kernel (or the current one): (kernel, answer).
+
+    An interrupted step is finished first, as every kgit command does.
+    """
+    from kgit import history, loop
+
+    repo = _repo(ctx)
+    with loop.session(repo, writes=False) as recovered:
+        _notes(recovered)
+        kernel = history.resolve_kernel(repo, kernel)
+        return kernel, query(repo, kernel)
+
+
 def _overrides(**options) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
@@ -132,7 +146,7 @@ def start(ctx, kernel, as_json, **options):
 @click.pass_context
 def step(ctx, action, tier, as_json, **options):
     """Commit the edited kernel, test it, and keep or revert it."""
-    from kgit import loop, report
+    from kgit import loop
 
     repo = _repo(ctx)
     progress = Progress("step")
@@ -251,13 +265,9 @@ def _emit_loop_summary(repo, kernel, stopped, outcomes, as_json, what) -> None:
 @click.pass_context
 def best(ctx, kernel, as_json):
     """The best iteration: metric, % of peak, commit and tag."""
-    from kgit import history, loop, report
+    from kgit import history, report
 
-    repo = _repo(ctx)
-    with loop.session(repo, writes=False) as recovered:
-        _notes(recovered)
-        kernel = history.resolve_kernel(repo, kernel)
-        record = history.best(repo, kernel)
+    kernel, record = _read(ctx, kernel, history.best)
     human = (
         f"{kernel}: best is iteration {record['iteration']} ({record['action']}): "
         f"{report.format_metric(record['value'], record['metric'], record['cpu_timing'])}{_pct(record)} "
@@ -274,13 +284,9 @@ def log(ctx, kernel, as_json):
     """Every iteration, the reverted ones too."""
     from tabulate import tabulate
 
-    from kgit import history, loop, report
+    from kgit import history, report
 
-    repo = _repo(ctx)
-    with loop.session(repo, writes=False) as recovered:
-        _notes(recovered)
-        kernel = history.resolve_kernel(repo, kernel)
-        records = history.log(repo, kernel)
+    kernel, records = _read(ctx, kernel, history.log)
     rows = [report.log_row(r) + [r["commit"][:10]] for r in records]
     human = tabulate(rows, report.LOG_HEADERS + ["Commit"]) + "\n" + report.final_line(records)
     _emit(as_json, {"kernel": kernel, "iterations": records}, human)
@@ -292,13 +298,9 @@ def log(ctx, kernel, as_json):
 @click.pass_context
 def status(ctx, kernel, as_json):
     """Kernel, target, iteration k of max, best, and the gap to the target."""
-    from kgit import history, loop, report
+    from kgit import history, report
 
-    repo = _repo(ctx)
-    with loop.session(repo, writes=False) as recovered:
-        _notes(recovered)
-        kernel = history.resolve_kernel(repo, kernel)
-        state = history.status(repo, kernel, {})
+    kernel, state = _read(ctx, kernel, lambda r, k: history.status(r, k, {}))
     top, metric = state["best"], state["metric"]
     cpu = bool(top and top["cpu_timing"])
     rows = [
@@ -324,13 +326,9 @@ def status(ctx, kernel, as_json):
 @click.pass_context
 def show(ctx, iteration, kernel, as_json):
     """An iteration's record and the change it made or tried."""
-    from kgit import history, loop, report
+    from kgit import history, report
 
-    repo = _repo(ctx)
-    with loop.session(repo, writes=False) as recovered:
-        _notes(recovered)
-        kernel = history.resolve_kernel(repo, kernel)
-        item = history.show(repo, kernel, iteration)
+    kernel, item = _read(ctx, kernel, lambda r, k: history.show(r, k, iteration))
     row = report.log_row(item)
     human = "\n".join([
         f"{kernel} iteration {iteration}: {item['action']}",
@@ -412,13 +410,9 @@ def diagnose(ctx, metrics_file, kernel, as_json):
 @click.pass_context
 def context_(ctx, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
-    from kgit import context, history, loop, views
+    from kgit import context, views
 
-    repo = _repo(ctx)
-    with loop.session(repo, writes=False) as recovered:
-        _notes(recovered)
-        kernel = history.resolve_kernel(repo, kernel)
-        ctx_obj = context.build(repo, kernel)
+    kernel, ctx_obj = _read(ctx, kernel, context.build)
     _emit(as_json, ctx_obj, views.context_text(ctx_obj))
 
 

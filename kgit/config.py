@@ -12,7 +12,6 @@ A kernel without an entry is looked up at skills/kernels/<name>/ (triton_templat
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kgit import loop, notes, store
+from kgit import loop, store
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 import json
 
-from conftest import KERNEL
 
 
 def test_start_records_baseline_branch_tag_and_note(ws):

@@ -1,6 +1,5 @@
 """Nothing lost: kill -9 at any point of a step, a second kgit while one runs, Ctrl-C."""
 
-import json
 import os
 import signal
 import subprocess
