@@ -110,17 +110,20 @@ def target_value(cfg: config.KernelConfig, record: dict) -> float | None:
 
 
 def peak_of(result: runner.TestResult) -> float | None:
-    """The GPU's peak for the result's metric, from the test's own pct_of_peak.
+    """The GPU's peak for the result's metric: from the test's own pct_of_peak, else kgit's table of
+    datasheet peaks by the GPU's name (tests written for other collections report no pct_of_peak).
 
     CPU (interpreter) timings have no peak: comparing them with a GPU's would be meaningless.
     """
+    from kgit import gpu
+
     payload = result.payload or {}
     if payload.get("cpu_timing") or not result.passed:
         return None
     pct = payload.get("pct_of_peak")
     if isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct > 0:
         return result.value * 100.0 / pct
-    return None
+    return gpu.peak_for(payload.get("gpu"), result.metric)
 
 
 def load_config(repo: store.Repo, records: list[dict], overrides: dict) -> config.KernelConfig:

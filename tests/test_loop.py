@@ -78,6 +78,14 @@ def test_target_as_a_fraction_of_peak(ws):
     assert record["status"] == "TARGET_MET" and record["target"] == 150.0
 
 
+def test_peak_from_the_gpu_table_when_the_test_reports_none(ws):
+    ws.set_kernel(MODE="nopeak", METRIC=2400.0)
+    ws.git("commit", "-qam", "a test that prints no pct_of_peak")
+    record = ws.ok("start", "fake", "--target-pct-of-peak", "0.6", "--json").json()
+    assert record["peak"] == 4800.0 and record["pct_of_peak"] == 50.0  # the H200's 4.8 TB/s datasheet figure
+    assert record["target"] == 2880.0
+
+
 def test_max_iterations_ends_on_the_best_kernel(ws):
     ws.ok("start", "fake", "--max-iterations", "2")
     ws.set_kernel(METRIC=120.0)
