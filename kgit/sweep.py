@@ -2,6 +2,7 @@
 
     python -m kgit.sweep memory [--md table.md] [--json raw.json] [--kernels softmax,rmsnorm]
                                 [--set softmax.BLOCK_SIZE=16384] [--repeats 3] [--no-check]
+    python -m kgit.sweep compute [--only gemm] [--out DIR]     (kgit.sweep_compute: GEMM, attention, MoE)
 
 Every kernel of the suite is checked (the same checks as its test) and timed
 in ONE process, so torch, the kernels and the device-copy bandwidth (measured
@@ -9,10 +10,8 @@ at the start and again at the end of the run) see the same machine state.
 Prints a table and optionally writes it (markdown) and the raw per-shape
 records (JSON).
 
-A suite is a list of kernel tests; each test module exposes SPEC (a
-kgit.bench.Spec). Adding a kernel is one line:
-
-    register("compute", "gemm", "skills/kernels/gemm/test_gemm.py")
+The memory suite is a list of kernel tests, each exposing SPEC (a kgit.bench.Spec).
+The compute suite has its own harness and bars (kgit.sweep_compute).
 
 The bar (issue 3, memory-bound kernels): at every shape whose traffic is at
 least 256 MB, >= 90% of the measured copy bandwidth and not slower than torch.
@@ -29,21 +28,16 @@ import time
 
 from kgit import bench, gpu
 
-SUITES: dict[str, list[tuple[str, str]]] = {}
 BAR_MIN_BYTES = 256 * 10**6
 BAR_PCT_OF_COPY = 90.0
 
-
-def register(suite: str, name: str, test_path: str) -> None:
-    """Add the kernel test at `test_path` (relative to the repository root) to `suite`."""
-    SUITES.setdefault(suite, []).append((name, test_path))
-
-
-register("memory", "softmax", "skills/kernels/softmax/test_softmax.py")
-register("memory", "layernorm", "skills/kernels/layernorm/test_layernorm.py")
-register("memory", "rmsnorm", "skills/kernels/rmsnorm/test_rmsnorm.py")
-register("memory", "cross-entropy", "skills/kernels/cross-entropy/test_cross_entropy.py")
-register("memory", "rotary-embedding", "skills/kernels/rotary-embedding/test_rotary_embedding.py")
+MEMORY_KERNELS = [  # (name, test path relative to the repository root)
+    ("softmax", "skills/kernels/softmax/test_softmax.py"),
+    ("layernorm", "skills/kernels/layernorm/test_layernorm.py"),
+    ("rmsnorm", "skills/kernels/rmsnorm/test_rmsnorm.py"),
+    ("cross-entropy", "skills/kernels/cross-entropy/test_cross_entropy.py"),
+    ("rotary-embedding", "skills/kernels/rotary-embedding/test_rotary_embedding.py"),
+]
 
 
 def repo_root() -> str:
@@ -106,12 +100,12 @@ HEADERS = ["kernel", "dtype", "shape", "MB", "us", "GB/s", "% copy", "torch GB/s
            "% datasheet", "bar"]
 
 
-def run_suite(suite: str, kernels=None, sets=None, repeats=bench.REPEATS, check=True,
+def run_suite(kernels=None, sets=None, repeats=bench.REPEATS, check=True,
               warmup=bench.WARMUP_MS, rep=bench.REP_MS) -> dict:
     info = gpu.detect()
     copy_start = gpu.measured_copy_gbps(refresh=True)
     results, configs = {}, {}
-    for name, path in SUITES[suite]:
+    for name, path in MEMORY_KERNELS:
         if kernels and name not in kernels:
             continue
         mod, tmpl = load_test(name, path)
@@ -143,8 +137,13 @@ def render(report: dict) -> str:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compute"]:
+        from kgit import sweep_compute
+
+        return sweep_compute.main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m kgit.sweep", description=__doc__.split("\n")[0])
-    p.add_argument("suite", choices=sorted(SUITES))
+    p.add_argument("suite", choices=["memory", "compute"])
     p.add_argument("--kernels", help="comma-separated subset")
     p.add_argument("--set", action="append", help="KERNEL.KEY=VALUE: override a template CONFIG entry")
     p.add_argument("--repeats", type=int, default=bench.REPEATS)
@@ -154,7 +153,7 @@ def main(argv=None) -> int:
     p.add_argument("--md", help="write the table here (markdown)")
     p.add_argument("--json", help="write the raw report here")
     args = p.parse_args(argv)
-    report = run_suite(args.suite, args.kernels.split(",") if args.kernels else None, _parse_sets(args.set),
+    report = run_suite(args.kernels.split(",") if args.kernels else None, _parse_sets(args.set),
                        args.repeats, not args.no_check, args.warmup, args.rep)
     text = render(report)
     print(text)

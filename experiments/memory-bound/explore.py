@@ -34,7 +34,7 @@ def main():
     args = p.parse_args()
     copy = None if args.warm else gpu.measured_copy_gbps(refresh=True)
     out = {"copy_gbps": copy, "runs": []}
-    for name, path in sweep.SUITES["memory"]:
+    for name, path in sweep.MEMORY_KERNELS:
         if name not in PLAN or (args.kernels and name not in args.kernels.split(",")):
             continue
         configs, shapes = PLAN[name]
