@@ -42,6 +42,7 @@ class KernelConfig:
     test_timeout_s: float = 600.0
     # A kept change must gain more than this, and more than the measured spread of both runs.
     min_gain_pct: float = 1.0
+    test_args: tuple[str, ...] = ()  # passed to the test after --json, e.g. ["--quick"]
 
 
 # key -> (accepted Python types, description used in error messages)
@@ -55,6 +56,7 @@ _KEY_TYPES = {
     "gpu": ((str,), "one of auto, nvidia, amd, cpu"),
     "test_timeout_s": ((int, float), "a number of seconds"),
     "min_gain_pct": ((int, float), "a percentage"),
+    "test_args": ((list,), "a list of strings"),
 }
 
 
@@ -83,6 +85,7 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
         settings.setdefault("test_path", found_test)
     for key in ("kernel_path", "test_path"):
         settings[key] = _check_path(root, settings[key], key)
+    settings["test_args"] = tuple(settings.get("test_args", ()))
     return KernelConfig(name=name, **settings)
 
 
@@ -124,6 +127,7 @@ def _check_value(key: str, value, where: str) -> None:
         or (key in ("target_value", "test_timeout_s") and not value > 0)
         or (key == "max_iterations" and value < 1)
         or (key == "min_gain_pct" and value < 0)
+        or (key == "test_args" and not all(isinstance(arg, str) for arg in value))
     )
     if bad:
         raise KgitError(f"{where}: {key} must be {description}, not {value!r}")

@@ -478,7 +478,7 @@ def _run(repo: store.Repo, cfg: config.KernelConfig, progress, on_spawn=None) ->
         progress.begin(cfg.test_path, device_note)
     return runner.run_test(
         cfg.test_path, repo.root, cfg.test_timeout_s, env, cfg.target_metric,
-        on_tick=progress.tick if progress else None, on_spawn=on_spawn,
+        on_tick=progress.tick if progress else None, on_spawn=on_spawn, test_args=cfg.test_args,
     )
 
 
@@ -498,7 +498,8 @@ def run_in_worktrees(repo: store.Repo, cfg: config.KernelConfig, sources: list[s
         try:
             (path / cfg.kernel_path).write_text(source)
             visible = {"CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
-            return runner.run_test(cfg.test_path, path, cfg.test_timeout_s, {**env, **visible}, cfg.target_metric)
+            return runner.run_test(cfg.test_path, path, cfg.test_timeout_s, {**env, **visible}, cfg.target_metric,
+                                   test_args=cfg.test_args)
         finally:
             store.remove_worktree(repo, path)
 

@@ -113,9 +113,11 @@ def run_test(
     preferred_metric: str | None = None,
     on_tick=None,
     on_spawn=None,
+    test_args: tuple[str, ...] = (),
 ) -> TestResult:
     """Run a kernel's test by the contract and validate what it prints."""
-    done = run_command([sys.executable, test_path, "--json"], cwd, timeout_s, env, None, on_tick, on_spawn)
+    args = [sys.executable, test_path, "--json", *test_args]
+    done = run_command(args, cwd, timeout_s, env, None, on_tick, on_spawn)
     output = tail(done)
     reason = done.failure(timeout_s)
     payload = None if reason else last_json_object(done.stdout)

@@ -19,6 +19,8 @@ def write_config(ws, text):
     ("fake:\n  gpu: tpu\n", "gpu must be one of auto, nvidia, amd, cpu"),
     ("fake:\n  target_pct_of_peak: 70\n", "target_pct_of_peak must be a fraction"),
     ("fake:\n  test_timeout_s: -1\n", "test_timeout_s must be"),
+    ("fake:\n  test_args: --quick\n", "test_args must be a list of strings"),
+    ("fake:\n  test_args: [1]\n", "test_args must be a list of strings"),
     ("fake:\n  kernel_path: missing.py\n", "kernel_path: file 'missing.py' does not exist"),
     ("fake:\n  test_path: ../../etc/passwd\n", "lies outside the repository"),
     ("fake: [1, 2]\n", "expected a mapping of settings"),
@@ -43,3 +45,9 @@ def test_timeout_from_config_kills_the_test(ws):
     ws.set_kernel(MODE="hang")
     record = ws.ok("step", "-m", "hangs", "--json").json()
     assert record["status"] == "FAILED" and record["reason"] == "timeout: no result after 2 s"
+
+
+def test_test_args_reach_the_test(ws):
+    write_config(ws, "fake:\n  test_args: [--quick, --repeats, '2']\n")
+    record = ws.ok("start", "fake", "--json").json()
+    assert record["test"]["argv"] == ["--json", "--quick", "--repeats", "2"]

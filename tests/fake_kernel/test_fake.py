@@ -40,6 +40,7 @@ result = {
     # where and when it ran, for the tests of parallel tuning
     "cwd": os.getcwd(),
     "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    "argv": sys.argv[1:],
     "t_start": started,
 }
 time.sleep(getattr(kernel, "SLEEP", 0.0))
