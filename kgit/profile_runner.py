@@ -1,4 +1,4 @@
-"""Runs a kernel's test under the vendor's profiler: the only place besides runner.py that starts processes.
+"""Runs a kernel's test under the vendor's profiler (through runner.run_command, like every process).
 
 The test is run as `<python> <test_path> --profile` (a few launches at the headline shape, no checks,
 no timing), under:
@@ -15,13 +15,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import signal
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgit import ncu, rocprof
+from kgit import ncu, rocprof, runner
 
 NCU_PLACES = ["/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"]
 ROCPROF_TOOLS = ["rocprofv3"]
@@ -144,23 +142,6 @@ def run_rocprof(tool_path: str, test_path: str, cwd: Path, out_dir: Path, kernel
 
 
 def _run(command: list[str], cwd: Path, timeout_s: float, env: dict | None) -> tuple[int | None, str]:
-    """Run in its own process group; (exit status or None on timeout, stdout and stderr together)."""
-    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        out, _ = proc.communicate()
-        return None, out.decode(errors="replace")
-    except BaseException:
-        _kill(proc)
-        raise
-    return proc.returncode, out.decode(errors="replace")
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """(exit status or None on timeout, what it printed): runner's process-group handling."""
+    done = runner.run_command(command, cwd, timeout_s, env or {})
+    return done.returncode, done.stdout + done.stderr
