@@ -21,8 +21,8 @@ _KEPT = ("BASELINE", "IMPROVED", "TARGET_MET")
 def format_metric(value: float | None, metric: str | None, cpu_timing: bool = False) -> str:
     if value is None or metric is None:
         return "-"
-    digits = 0 if value >= 100 else 1 if value >= 1 else 3
-    text = f"{value:.{digits}f} {_UNITS.get(metric, metric)}"
+    number = f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+    text = f"{number} {_UNITS.get(metric, metric)}"
     return text + " (CPU)" if cpu_timing else text
 
 

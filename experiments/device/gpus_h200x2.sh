@@ -6,17 +6,11 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 SRC=$PWD
+source "$(dirname "$0")/scratch.sh"
 ITERATIONS=${ITERATIONS:-8}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 for run in one two; do
-  W=/tmp/g-$run
-  rm -rf "$W" && mkdir -p "$W" && (cd "$SRC" && tar --exclude=./.git --exclude=./.stage -cf - .) | tar -xf - -C "$W"
-  cd "$W" || exit 1
-  git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
-  printf 'padded-copy:\n  kernel_path: experiments/noise/padded_copy.py\n  test_path: experiments/noise/test_padded_copy.py\n  max_iterations: %s\n' \
-    "$ITERATIONS" > kgit.yaml
-  git add -A && git commit -qm "snapshot of the kgit checkout"
-  export PYTHONPATH=$W
+  cd "$SRC" && scratch_repo "/tmp/g-$run" "$(printf 'padded-copy:\n  kernel_path: experiments/noise/padded_copy.py\n  test_path: experiments/noise/test_padded_copy.py\n  max_iterations: %s\n' "$ITERATIONS")"
   python3 -m kgit start padded-copy > /dev/null 2>> "$OUT/log.txt"
   gpus=$([ $run = one ] && echo 0 || echo 0,1)
   t0=$(date +%s.%N)

@@ -6,12 +6,8 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-# The device gets a copy of the working tree, not its history: make a fresh repository of it.
-rm -rf /tmp/w && mkdir -p /tmp/w && tar --exclude=./.git --exclude=./.stage -cf - . | tar -xf - -C /tmp/w
-cd /tmp/w || exit 1
-git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
-git add -A && git commit -qm "snapshot of the kgit checkout"
-export PYTHONPATH=$PWD
+source "$(dirname "$0")/scratch.sh"
+scratch_repo /tmp/w
 kgit() { python3 -m kgit "$@"; }
 
 KERNEL=skills/kernels/softmax/triton_template.py

@@ -5,17 +5,10 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-# The device gets a copy of the working tree, not its history: make a fresh repository of it.
-rm -rf /tmp/n && mkdir -p /tmp/n && tar --exclude=./.git --exclude=./.stage -cf - . | tar -xf - -C /tmp/n
-cd /tmp/n || exit 1
-git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
-git add -A && git commit -qm "snapshot of the kgit checkout"
-export PYTHONPATH=$PWD
-kgit() { python3 -m kgit "$@"; }
+source "$(dirname "$0")/scratch.sh"
 KERNEL=experiments/noise/padded_copy.py
-printf 'padded-copy:\n  kernel_path: %s\n  test_path: experiments/noise/test_padded_copy.py\n  max_iterations: 10\n' \
-  "$KERNEL" > kgit.yaml
-git add kgit.yaml && git commit -qm "noise experiment: padded-copy"
+scratch_repo /tmp/n "$(printf 'padded-copy:\n  kernel_path: %s\n  test_path: experiments/noise/test_padded_copy.py\n  max_iterations: 10\n' "$KERNEL")"
+kgit() { python3 -m kgit "$@"; }
 kgit start padded-copy --json > "$OUT/noise.json" 2> "$OUT/noise.log"
 for i in 1 2 3 4 5; do
   echo "# remeasure $i: the kernel is unchanged" >> "$KERNEL"

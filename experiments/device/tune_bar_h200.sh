@@ -8,12 +8,8 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-rm -rf /tmp/t && mkdir -p /tmp/t && tar --exclude=./.git --exclude=./.stage -cf - . | tar -xf - -C /tmp/t
-cd /tmp/t || exit 1
-git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
-printf 'softmax:\n  max_iterations: 8\n  test_args: [--quick]\n' > kgit.yaml
-git add -A && git commit -qm "snapshot of the kgit checkout"
-export PYTHONPATH=$PWD
+source "$(dirname "$0")/scratch.sh"
+scratch_repo /tmp/t "$(printf 'softmax:\n  max_iterations: 8\n  test_args: [--quick]\n')"
 python3 experiments/tune/space.py skills/kernels/softmax/test_softmax.py --quick --json "$OUT/space.json" > "$OUT/space.log" 2>&1
 python3 -m kgit tune softmax --json > "$OUT/tune.json" 2> "$OUT/tune.log"
 python3 -m kgit log > "$OUT/log.txt" 2>&1
