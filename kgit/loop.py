@@ -241,7 +241,7 @@ def _recover(repo: store.Repo) -> list[str]:
     if journal["phase"] == "commit":
         head = store.rev(repo, "HEAD")
         subject = _subject(journal["kernel"], journal["iteration"], journal["action"])
-        if head == journal["base"] or store.git(repo, "log", "-1", "--format=%s", head).strip() != subject:
+        if head == journal["base"] or store.subjects(repo, [head])[head] != subject:
             store.clear_journal(repo)  # killed before the candidate was committed: nothing to undo
             return []
         store.set_ref(repo, store.attempt_ref(journal["kernel"], journal["iteration"]), head)
@@ -449,7 +449,7 @@ def _apply_step(repo: store.Repo, journal: dict) -> str:
     _crash_point("moved")
     if kept:
         store.set_tag(repo, kernel, journal["final"])
-        store.git(repo, "update-ref", "-d", attempt)  # the commit on the branch keeps it
+        store.delete_ref(repo, attempt)  # the commit on the branch keeps it
     store.clear_journal(repo)
     return noted
 

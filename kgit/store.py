@@ -207,7 +207,7 @@ def restore_saved_edits(repo: Repo) -> list[str]:
             target.write_bytes(content.stdout)
         else:
             target.unlink(missing_ok=True)  # the user had deleted it
-    git(repo, "update-ref", "-d", SAVED_EDITS_REF)
+    delete_ref(repo, SAVED_EDITS_REF)
     return paths
 
 
