@@ -544,9 +544,9 @@ def main() -> None:
     except KgitError as e:
         click.echo(f"kgit: {e}", err=True)
         sys.exit(1)
-    except click.exceptions.Abort:
-        click.echo("kgit: aborted", err=True)
-        sys.exit(1)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("kgit: interrupted", err=True)  # a step in flight is finished by the next command
+        sys.exit(130)
     except click.ClickException as e:
         click.echo(f"kgit: {e.format_message()}", err=True)
         sys.exit(1)
