@@ -87,7 +87,9 @@ def hints(metrics: dict, stalls: list[dict]) -> list[dict]:
         found.append({"tier": 1, "finding": f"register spills: {spill:.0f} bytes of local-memory traffic "
                       f"({metrics.get('registers_per_thread') or '?'} registers/thread): smaller tiles or more warps"})
     eff = metrics.get("global_ld_efficiency_pct")
-    if eff is not None and eff < t["low_ld_efficiency_pct"]:
+    # 0% means no global load went through the load units at all (TMA bulk copies are not counted
+    # there: the H200 GEMM reads everything that way), not that every load wasted its sector.
+    if eff is not None and 0 < eff < t["low_ld_efficiency_pct"]:
         found.append({"tier": 2, "finding": f"global loads use {eff:.0f}% of each fetched sector: uncoalesced or strided"})
     occ = metrics.get("achieved_occupancy_pct")
     if occ is not None and occ < t["low_occupancy_pct"]:

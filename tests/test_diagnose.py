@@ -136,3 +136,9 @@ def test_context_says_when_the_profile_is_of_an_older_iteration(started, tmp_pat
     ctx = started.ok("context", "--json").json()
     assert ctx["diagnosis"]["bound"] == "latency" and ctx["diagnosis"]["next_tier"] == 3
     assert "iteration 0" in ctx["profile_stale"]
+
+
+def test_no_coalescing_hint_when_no_load_went_through_the_load_units():
+    # The H200 GEMM loads through TMA: ncu reports 0% sector efficiency for plain global loads.
+    assert not [h for h in diagnose.hints({"global_ld_efficiency_pct": 0.0}, []) if h["tier"] == 2]
+    assert [h for h in diagnose.hints({"global_ld_efficiency_pct": 25.0}, []) if h["tier"] == 2]
