@@ -279,6 +279,7 @@ def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outc
         if head is None:
             raise KgitError("the repository has no commit yet: commit the kernel and its test first")
         _check_clean(repo, allowed=[])
+        _check_readme_is_ours(repo)
         for path in (cfg.kernel_path, cfg.test_path):
             if not store.is_tracked(repo, path):
                 raise KgitError(f"{path} is not tracked by git: commit it before starting")
@@ -457,6 +458,13 @@ def _apply_step(repo: store.Repo, journal: dict) -> str:
 # --- helpers ----------------------------------------------------------------------------------------
 
 
+def _check_readme_is_ours(repo: store.Repo) -> None:
+    """Refuse to write experiments/README.md over a file of the user's that git does not track."""
+    if (repo.root / report.README).exists() and not store.is_tracked(repo, report.README):
+        raise KgitError(f"{report.README} exists and is not tracked: kgit renders that file from the notes; "
+                        "move it away or commit it first")
+
+
 def _check_clean(repo: store.Repo, allowed: list[str]) -> list[str]:
     """The modified tracked files; refuse when any is not in allowed."""
     changed = store.modified_tracked_files(repo)
@@ -517,6 +525,7 @@ def commit_report(repo: store.Repo) -> str | None:
         raise KgitError("the repository has no commit yet")
     if report.README in store.modified_tracked_files(repo):
         raise KgitError(f"{report.README} has uncommitted edits; kgit renders it from the notes: commit or discard them first")
+    _check_readme_is_ours(repo)
     text = _render(repo)
     if store.head_file(repo, report.README) == text:
         return None

@@ -53,9 +53,17 @@ def git(repo: Repo | Path, *args: str, input: bytes | None = None, env: dict | N
         ["git", *args], cwd=cwd, input=input, capture_output=True, env={**os.environ, **(env or {})}
     )
     if proc.returncode != 0:
-        message = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise GitError(f"git {args[0]} failed: {message[-1] if message else 'exit status ' + str(proc.returncode)}")
+        raise GitError(f"git {args[0]} failed: {_git_complaint(proc.stderr.decode(errors='replace'), proc.returncode)}")
     return proc.stdout.decode(errors="replace")
+
+
+def _git_complaint(stderr: str, returncode: int) -> str:
+    """git's own reason in one line: its error: or fatal: line with what it lists after it."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    first = next((i for i, line in enumerate(lines) if line.startswith(("error:", "fatal:"))), None)
+    if first is None:
+        return lines[-1] if lines else f"exit status {returncode}"
+    return " ".join(lines[first:])[:300]
 
 
 def find_repo(start: Path) -> Repo:

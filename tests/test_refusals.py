@@ -120,3 +120,16 @@ def test_bad_option_value(started):
     started.set_kernel(METRIC=120.0)
     assert "max_iterations" in started.refused("step", "-m", "x", "--max-iterations", "0")
     assert "target_pct_of_peak" in started.refused("step", "-m", "x", "--target-pct-of-peak", "90")
+
+
+def test_start_never_overwrites_an_untracked_readme(ws):
+    (ws.root / "experiments").mkdir()
+    (ws.root / "experiments/README.md").write_text("my own notes\n")
+    assert "experiments/README.md exists and is not tracked" in ws.refused("start", "fake")
+
+
+def test_report_never_overwrites_an_untracked_readme(started):
+    started.git("checkout", "-q", "main")
+    (started.root / "experiments").mkdir()
+    (started.root / "experiments/README.md").write_text("my own notes\n")
+    assert "experiments/README.md exists and is not tracked" in started.refused("report")
