@@ -433,6 +433,7 @@ def _apply_step(repo: store.Repo, journal: dict) -> str:
     base, candidate = journal["base"], journal["candidate"]
     attempt = store.attempt_ref(kernel, iteration)
     kept = record["status"] in KEPT
+    _check_branch_tip(repo, kernel, (base, candidate, journal.get("final")))
     if "final" not in journal:
         readme = {report.README: _render(repo, record)}
         subject = _subject(kernel, iteration, journal["action"])
@@ -446,13 +447,39 @@ def _apply_step(repo: store.Repo, journal: dict) -> str:
     noted = journal["final"] if kept else candidate
     store.write_note(repo, noted, record)
     _crash_point("noted")
-    store.move_head(repo, journal["final"])
+    _move_branch(repo, kernel, journal["final"])
     _crash_point("moved")
     if kept:
         store.set_tag(repo, kernel, journal["final"])
         store.delete_ref(repo, attempt)  # the commit on the branch keeps it
     store.clear_journal(repo)
     return noted
+
+
+def _check_branch_tip(repo: store.Repo, kernel: str, expected: tuple[str | None, ...]) -> None:
+    """Refuse to go on when opt/<kernel> was moved by someone else (a commit made while the test ran)."""
+    branch = store.branch_name(kernel)
+    tip = store.rev(repo, f"refs/heads/{branch}")
+    if tip not in expected:
+        candidate = expected[1]
+        raise KgitError(
+            f"{branch} moved while kgit worked on it (now at {tip[:10] if tip else 'nothing'}, expected "
+            f"{candidate[:10]}): kgit leaves it alone; put those commits on another branch, "
+            f"'git reset --keep {candidate[:10]}' on {branch}, then run kgit again to finish the step"
+        )
+
+
+def _move_branch(repo: store.Repo, kernel: str, target: str) -> None:
+    """Point opt/<kernel> at target; the working tree follows only when that branch is checked out.
+
+    The user may have switched to another branch while the test ran: kgit never resets a checkout of
+    another branch, it only moves its own (checked by _check_branch_tip).
+    """
+    branch = store.branch_name(kernel)
+    if store.current_branch(repo) == branch:
+        store.move_head(repo, target)
+    else:
+        store.set_ref(repo, f"refs/heads/{branch}", target)
 
 
 # --- helpers ----------------------------------------------------------------------------------------

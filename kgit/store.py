@@ -109,8 +109,9 @@ def attempt_ref(kernel: str, iteration: int) -> str:
     return f"{ATTEMPTS_PREFIX}/{kernel}/{iteration}"
 
 
-def set_ref(repo: Repo, ref: str, sha: str) -> None:
-    git(repo, "update-ref", ref, sha)
+def set_ref(repo: Repo, ref: str, sha: str, old: str | None = None) -> None:
+    """Point ref at sha; with old, only if it still points at old (git checks and locks)."""
+    git(repo, "update-ref", ref, sha, *([old] if old else []))
 
 
 def set_tag(repo: Repo, kernel: str, sha: str) -> None:

@@ -132,3 +132,27 @@ def test_saved_edits_are_restored_after_a_crash(started):
     assert "restored your uncommitted edits" in run.stderr
     assert "METRIC = 3.0" in (started.root / KERNEL).read_text()
     assert started.git("for-each-ref", "refs/kgit/saved-edits") == ""
+
+
+def test_recovery_never_moves_the_branch_the_user_switched_to(started):
+    started.set_kernel(METRIC=120.0)
+    assert started.kgit("step", "-m", "faster", env={"KGIT_TEST_CRASH_AT": "decided"}).returncode == -signal.SIGKILL
+    started.git("checkout", "-q", "main")
+    (started.root / "mine.txt").write_text("my work\n")
+    started.git("add", "mine.txt")
+    started.git("commit", "-qm", "my work on main")
+    mine = started.git("rev-parse", "main")
+    started.ok("log")
+    assert started.git("rev-parse", "main") == mine and (started.root / "mine.txt").exists()
+    assert started.git("log", "-1", "--format=%s", "opt/fake") == "fake: iter 1: faster"
+    assert started.git("rev-parse", "best/fake") == started.git("rev-parse", "opt/fake")
+
+
+def test_recovery_leaves_a_branch_with_foreign_commits_alone(started):
+    started.set_kernel(METRIC=120.0)
+    assert started.kgit("step", "-m", "faster", env={"KGIT_TEST_CRASH_AT": "decided"}).returncode == -signal.SIGKILL
+    started.git("commit", "-q", "--allow-empty", "-m", "someone else's commit")
+    tip = started.git("rev-parse", "HEAD")
+    message = started.refused("status")
+    assert "opt/fake moved while kgit worked on it" in message
+    assert started.git("rev-parse", "HEAD") == tip
