@@ -241,7 +241,8 @@ def _recover(repo: store.Repo) -> list[str]:
     if journal["phase"] == "commit":
         head = store.rev(repo, "HEAD")
         subject = _subject(journal["kernel"], journal["iteration"], journal["action"])
-        if head == journal["base"] or store.subjects(repo, [head])[head] != subject:
+        pinned = store.rev(repo, store.attempt_ref(journal["kernel"], journal["iteration"]))
+        if head == journal["base"] or (head != pinned and store.subjects(repo, [head])[head] != subject):
             store.clear_journal(repo)  # killed before the candidate was committed: nothing to undo
             return []
         store.set_ref(repo, store.attempt_ref(journal["kernel"], journal["iteration"]), head)
@@ -393,8 +394,17 @@ def _loop_state(repo: store.Repo, overrides: dict) -> tuple[list[dict], config.K
     return records, cfg
 
 
+def one_line(action: str) -> str:
+    """The action as the one line it becomes in a commit subject, a table cell and the README."""
+    line = " ".join(action.split())
+    if not line:
+        raise KgitError("the change's message (-m) is empty: say in a few words what this iteration changes")
+    return line
+
+
 def _commit_candidate(repo, cfg, records, action, tier, paths: list[str] | None) -> dict:
     """Commit the candidate (these paths, or every modified tracked file) under a journal."""
+    action = one_line(action)
     iteration = last_iteration(records) + 1
     journal = {
         "op": "step", "phase": "commit", "kernel": cfg.name, "iteration": iteration, "action": action,

@@ -84,6 +84,18 @@ def test_kill_at_any_point_after_the_test(started, point, metric, status):
     started.check_invariants()
 
 
+def test_a_message_git_would_reformat_is_still_recognised_after_a_kill(started):
+    started.set_kernel(METRIC=120.0)
+    message = "bigger   block \n\n and more "
+    run = started.kgit("step", "-m", message, env={"KGIT_TEST_CRASH_AT": "candidate-committed"})
+    assert run.returncode == -signal.SIGKILL
+    started.ok("status")
+    record = started.ok("show", "1", "--json").json()
+    assert record["action"] == "bigger block and more" and record["status"] == "FAILED"
+    assert "METRIC = 100.0" in started.kernel_text("HEAD")
+    started.check_invariants()
+
+
 @pytest.mark.parametrize("point", ["start-decided", "start-branched"])
 def test_kill_during_start(ws, point):
     run = ws.kgit("start", "fake", env={"KGIT_TEST_CRASH_AT": point})

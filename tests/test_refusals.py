@@ -133,3 +133,8 @@ def test_report_never_overwrites_an_untracked_readme(started):
     (started.root / "experiments").mkdir()
     (started.root / "experiments/README.md").write_text("my own notes\n")
     assert "experiments/README.md exists and is not tracked" in started.refused("report")
+
+
+def test_step_with_an_empty_message(started):
+    started.set_kernel(METRIC=120.0)
+    assert "message (-m) is empty" in started.refused("step", "-m", "  \n ")
