@@ -287,7 +287,7 @@ def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outc
 
         store.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = _now()
-        result = _run(repo, cfg, progress)
+        result = _run(repo, cfg, head, progress)
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed. Test output ends: {last}")
@@ -359,7 +359,7 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
             store.write_journal(repo, journal)
 
         try:
-            result = measured or _run(repo, cfg, progress, remember_test)
+            result = measured or _run(repo, cfg, journal["candidate"], progress, remember_test)
         except KeyboardInterrupt:
             result = runner.not_run(INTERRUPTED_BY_USER)
         return _decide_and_apply(repo, cfg, records, journal, result, recovered)
@@ -516,15 +516,20 @@ def _check_clean(repo: store.Repo, allowed: list[str]) -> list[str]:
     return changed
 
 
-def _run(repo: store.Repo, cfg: config.KernelConfig, progress, on_spawn=None) -> runner.TestResult:
-    """Run the kernel's test; progress, if given, hears of the start (with any device note) and each tick."""
+def _run(repo: store.Repo, cfg: config.KernelConfig, commit: str, progress, on_spawn=None) -> runner.TestResult:
+    """Run the kernel's test on commit; progress, if given, hears of the start and of each tick.
+
+    The test runs in a temporary worktree of that commit, not in the user's working tree: what it
+    measures is exactly what is committed, whatever the user edits while it runs.
+    """
     env, device_note = runner.device_env(cfg.gpu)
     if progress:
         progress.begin(cfg.test_path, device_note)
-    return runner.run_test(
-        cfg.test_path, repo.root, cfg.test_timeout_s, env, cfg.target_metric,
-        on_tick=progress.tick if progress else None, on_spawn=on_spawn, test_args=cfg.test_args,
-    )
+    with _worktree(repo, "test", commit) as path:
+        return runner.run_test(
+            cfg.test_path, path, cfg.test_timeout_s, env, cfg.target_metric,
+            on_tick=progress.tick if progress else None, on_spawn=on_spawn, test_args=cfg.test_args,
+        )
 
 
 def run_in_worktrees(repo: store.Repo, cfg: config.KernelConfig, sources: list[str], gpus: list[str],
@@ -536,20 +541,27 @@ def run_in_worktrees(repo: store.Repo, cfg: config.KernelConfig, sources: list[s
     if progress:
         progress.begin(f"{cfg.test_path} on GPUs {','.join(gpus)}", device_note)
     head = store.rev(repo, "HEAD")
-    paths = [repo.kgit_dir / "worktrees" / f"gpu{gpu}" for gpu in gpus]
 
-    def test_one(path, source, gpu) -> runner.TestResult:
-        store.add_worktree(repo, path, head)
-        try:
+    def test_one(source, gpu) -> runner.TestResult:
+        with _worktree(repo, f"gpu{gpu}", head) as path:
             (path / cfg.kernel_path).write_text(source)
             visible = {"CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
             return runner.run_test(cfg.test_path, path, cfg.test_timeout_s, {**env, **visible}, cfg.target_metric,
                                    test_args=cfg.test_args)
-        finally:
-            store.remove_worktree(repo, path)
 
     with ThreadPoolExecutor(len(sources)) as pool:
-        return list(pool.map(test_one, paths, sources, gpus))
+        return list(pool.map(test_one, sources, gpus))
+
+
+@contextlib.contextmanager
+def _worktree(repo: store.Repo, name: str, commit: str):
+    """A temporary detached checkout of commit under .git/kgit/worktrees/, removed afterwards."""
+    path = repo.kgit_dir / "worktrees" / name
+    store.add_worktree(repo, path, commit)
+    try:
+        yield path
+    finally:
+        store.remove_worktree(repo, path)
 
 
 # --- report -----------------------------------------------------------------------------------------

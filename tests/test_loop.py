@@ -177,3 +177,11 @@ def test_options_override_the_loop_settings(ws):
     ws.set_kernel(METRIC=130.0)
     ws.refused("step", "-m", "y")
     assert ws.ok("step", "-m", "y", "--max-iterations", "3", "--json").json()["status"] == "IMPROVED"
+
+
+def test_the_test_runs_on_the_committed_candidate_not_the_working_tree(started):
+    started.set_kernel(METRIC=120.0)
+    record = started.ok("step", "-m", "faster", "--json").json()
+    # a checkout of the candidate commit, so an edit made while the test runs cannot be measured
+    assert record["test"]["cwd"].endswith(".git/kgit/worktrees/test")
+    assert "worktrees/test" not in started.git("worktree", "list")
