@@ -1,7 +1,7 @@
 """kgit doctor: find, and with --fix repair, what rewrites, crashes and clones leave behind.
 
   an interrupted step      a kgit killed mid-step: the loop's recovery finishes it or rolls it back
-  a stale lock             left by a kgit that died; any kgit command would take it over
+                           (the lock needs no repair: the kernel releases it when its holder dies)
   notes on lost commits    a note on a commit no branch reaches (attempts are meant to be off-branch):
                            - a copy left by a rebase or amend (its records are on a branch's commit too):
                              removed
@@ -31,8 +31,6 @@ class Problem:
 
 def diagnose(repo: store.Repo) -> list[Problem]:
     problems = []
-    if store.stale_lock(repo):
-        problems.append(Problem("stale lock: the kgit that held it is gone", "remove it"))
     unfinished = store.read_journal(repo) is not None or store.rev(repo, store.SAVED_EDITS_REF)
     if unfinished and store.lock_holder(repo) is None:
         problems.append(Problem("an interrupted step (kgit was killed in the middle of it)",
@@ -43,9 +41,6 @@ def diagnose(repo: store.Repo) -> list[Problem]:
 def fix(repo: store.Repo) -> tuple[list[str], list[Problem]]:
     """Repair what can be repaired, under the lock; what was done, and what is left."""
     done = []
-    if store.stale_lock(repo):
-        store.remove_stale_lock(repo)
-        done.append("removed a stale lock")
     with loop.session(repo, writes=True) as recovered:  # the session finishes an interrupted step
         done += recovered
         # Notes first: a note moved back onto its rewritten commit puts its record on the branch,

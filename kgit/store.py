@@ -13,6 +13,7 @@ about 135 ms, more than the whole start-up budget of a command that runs no test
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -502,58 +503,60 @@ def hooks_dir(repo: Repo) -> Path:
 # --- the lock and the journal of a step in flight ------------------------------------------------
 
 
+# The lock is an flock on .git/kgit/lock: the kernel releases it when its holder exits, even by kill -9,
+# so it is never stale and two processes can never both hold it. The pid inside is for messages only.
+_held_locks: dict[Path, int] = {}  # lock file -> the open descriptor holding it, in this process
+
+
 def acquire_lock(repo: Repo) -> None:
-    """Take the repository's kgit lock, or refuse while another live kgit holds it."""
+    """Take the repository's kgit lock, or refuse while another kgit holds it."""
     repo.kgit_dir.mkdir(exist_ok=True)
     path = repo.kgit_dir / "lock"
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = lock_holder(repo)
-            if holder is not None:
-                raise KgitError(
-                    f"another kgit process (pid {holder}) is working in this repository; wait for it to finish"
-                ) from None
-            path.unlink(missing_ok=True)  # its holder died without releasing it
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        return
-    raise KgitError(f"could not take the lock {path}")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = _lock_pid(path)
+        raise KgitError(
+            f"another kgit process{f' (pid {holder})' if holder else ''} is working in this repository; "
+            "wait for it to finish"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _held_locks[path] = fd
 
 
 def release_lock(repo: Repo) -> None:
-    path = repo.kgit_dir / "lock"
-    if lock_holder(repo) == os.getpid():
-        path.unlink(missing_ok=True)
+    fd = _held_locks.pop(repo.kgit_dir / "lock", None)
+    if fd is not None:
+        os.ftruncate(fd, 0)
+        os.close(fd)  # releases the flock
 
 
 def lock_holder(repo: Repo) -> int | None:
-    """The pid of the live process holding the lock, or None."""
+    """The pid of the process holding the lock (0 when it did not say), or None when the lock is free."""
+    path = repo.kgit_dir / "lock"
+    if path in _held_locks:
+        return os.getpid()
     try:
-        pid = int((repo.kgit_dir / "lock").read_text().strip() or 0)
-    except (FileNotFoundError, ValueError):
-        return None
-    if pid <= 0:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
         return None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a probe: released by the close below
+    except BlockingIOError:
+        return _lock_pid(path) or 0
+    finally:
+        os.close(fd)
+    return None
+
+
+def _lock_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
         return None
-    except PermissionError:
-        pass  # alive, owned by another user
-    return pid
-
-
-def stale_lock(repo: Repo) -> bool:
-    """A lock file left by a kgit that died (the next kgit command would take it over)."""
-    return (repo.kgit_dir / "lock").exists() and lock_holder(repo) is None
-
-
-def remove_stale_lock(repo: Repo) -> None:
-    if stale_lock(repo):
-        (repo.kgit_dir / "lock").unlink(missing_ok=True)
 
 
 def read_journal(repo: Repo) -> dict | None:
