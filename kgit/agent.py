@@ -56,10 +56,12 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
         }
         if progress:
             progress.begin(f"the agent ({command})", None)
+        before = store.rev(repo, "HEAD")
         done = runner.run_command(["/bin/sh", "-c", command], repo.root, agent_timeout_s, env, text,
                                   on_tick=progress.tick if progress else None)
         if progress:
             progress.end()
+        _take_back_commits(repo, kernel, before)
         action, tier = read_action(files["action"])
         changed = store.modified_tracked_files(repo)
         failure = done.failure(agent_timeout_s)
@@ -80,6 +82,17 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
         on_outcome(outcome)
         if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
             raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+
+
+def _take_back_commits(repo: store.Repo, kernel: str, before: str) -> None:
+    """An agent that committed its change itself: its commits go back into the working tree (staged),
+    so that the change is judged like any other edit and the branch only ever holds kgit's commits."""
+    branch = store.branch_name(kernel)
+    if store.current_branch(repo) != branch:
+        raise KgitError(f"the agent left {branch} (HEAD is now {store.current_branch(repo) or 'detached'}): "
+                        f"the loop stops; check out {branch} to go on")
+    if store.rev(repo, "HEAD") != before:
+        store.uncommit(repo, before)
 
 
 def read_action(path) -> tuple[str, int | None]:

@@ -162,6 +162,11 @@ def commit_paths(repo: Repo, paths: list[str], message: str) -> str:
     return rev(repo, "HEAD")
 
 
+def uncommit(repo: Repo, sha: str) -> None:
+    """Move the current branch back to sha, keeping what the later commits changed as staged edits."""
+    git(repo, "reset", "--quiet", "--soft", sha)
+
+
 def commit_all(repo: Repo, message: str) -> str:
     """Commit every modified tracked file, or an empty commit when there is none."""
     git(repo, *_COMMIT_CONFIG, "commit", "--quiet", "--no-verify", "--all", "--allow-empty", "-m", message)

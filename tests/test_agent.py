@@ -32,6 +32,14 @@ elif what == "test":
 elif what == "crash":
     kernel.write_text(kernel.read_text() + "# half-done\\n")
     sys.exit(3)
+elif what == "commit":
+    import re, subprocess
+    kernel.write_text(re.sub(r"METRIC = [0-9.]+", "METRIC = 50.0", kernel.read_text()))
+    subprocess.run(["git", "commit", "-qam", "the agent commits by itself"], check=True)
+    describe("commit a slower kernel", 1)
+elif what == "checkout":
+    import subprocess
+    subprocess.run(["git", "checkout", "-q", "main"], check=True)
 elif what == "sleep":
     import time; time.sleep(30)
 '''
@@ -80,3 +88,17 @@ def test_an_agent_is_given_a_bounded_time(ws, tmp_path):
 def test_run_needs_a_clean_tree(started, tmp_path):
     started.set_kernel(METRIC=120.0)
     assert "uncommitted changes" in started.refused("run", "--agent", agent_command(tmp_path, []))
+
+
+def test_an_agent_that_commits_is_judged_like_any_edit(ws, tmp_path):
+    result = ws.ok("run", "fake", "--agent", agent_command(tmp_path, ["commit"]), "--max-iterations", "1",
+                   "--json").json()
+    assert result["iterations"][1]["status"] == "REGRESSED"
+    assert "the agent commits by itself" not in ws.git("log", "--format=%s", "opt/fake")
+    assert "METRIC = 100.0" in ws.kernel_text()
+    ws.check_invariants()
+
+
+def test_an_agent_that_leaves_the_branch_stops_the_loop(ws, tmp_path):
+    run = ws.kgit("run", "fake", "--agent", agent_command(tmp_path, ["checkout"]))
+    assert run.returncode == 1 and "the agent left opt/fake" in run.stderr.strip().splitlines()[-1]
