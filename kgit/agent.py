@@ -34,7 +34,7 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
         on_outcome(baseline)
     bad_turns = 0
     while True:
-        records = [r for _, r in loop.kernel_records(repo, kernel)]
+        records = [r for _, r in loop.deciding_records(repo, kernel)]
         cfg = loop.load_config(repo, records, overrides)
         stopped = loop.stop_reason(records, cfg)
         if stopped:

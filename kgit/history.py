@@ -29,15 +29,23 @@ def log(repo: store.Repo, kernel: str) -> list[dict]:
     return found
 
 
+def _deciding(repo: store.Repo, kernel: str) -> list[dict]:
+    """The records that decide the loop here (loop.deciding_records), each with its commit."""
+    found = [{**r, "commit": sha} for sha, r in loop.deciding_records(repo, kernel)]
+    if not found:
+        raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
+    return found
+
+
 def best(repo: store.Repo, kernel: str) -> dict:
-    record = loop.best_record(log(repo, kernel))
+    record = loop.best_record(_deciding(repo, kernel))
     if record is None:
         raise KgitError(f"{kernel} has no successful iteration")
     return {**record, "tag": store.tag_name(kernel), "tag_commit": store.rev(repo, f"refs/tags/{store.tag_name(kernel)}")}
 
 
 def status(repo: store.Repo, kernel: str, overrides: dict) -> dict:
-    records = log(repo, kernel)
+    records = _deciding(repo, kernel)
     cfg = loop.load_config(repo, records, overrides)
     top = loop.best_record(records)
     target = loop.target_value(cfg, top) if top else None

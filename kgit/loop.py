@@ -145,6 +145,20 @@ def kernel_records(repo: store.Repo, kernel: str) -> list[tuple[str, dict]]:
     return sorted(mine, key=lambda item: (item[1]["iteration"], item[1].get("started", "")))
 
 
+def deciding_records(repo: store.Repo, kernel: str) -> list[tuple[str, dict]]:
+    """The records (with their commits) that decide this kernel's loop here: every attempt, and the
+    kept iterations of opt/<kernel> as it is in this clone. A clone that continued the branch
+    elsewhere (its records arrive with kgit pull) has its own best: this branch is not judged by it."""
+    pairs = kernel_records(repo, kernel)
+    numbers = [r["iteration"] for _, r in pairs]
+    ref = f"refs/heads/{store.branch_name(kernel)}"
+    # One clone numbers its iterations one after the other: only histories that forked repeat a number.
+    if len(set(numbers)) == len(numbers) or store.rev(repo, ref) is None:
+        return pairs
+    on_branch = set(store.first_parents(repo, ref, limit=1_000_000))
+    return [(sha, r) for sha, r in pairs if r["status"] not in KEPT or sha in on_branch]
+
+
 def make_record(cfg, iteration, action, tier, result, status, best, started, base) -> dict:
     peak = peak_of(result)
     payload = result.payload or {}
@@ -178,7 +192,8 @@ def make_record(cfg, iteration, action, tier, result, status, best, started, bas
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    # Microseconds: with kernel, iteration and GPU the start time names a run (two clones, one second).
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
 def _render(repo: store.Repo, extra: dict | None = None) -> str:
@@ -381,7 +396,7 @@ def reject(repo: store.Repo, action: str, tier: int | None, reason: str, overrid
 def _loop_state(repo: store.Repo, overrides: dict) -> tuple[list[dict], config.KernelConfig]:
     """The current kernel's records and settings; refuse when its loop has stopped."""
     kernel = current_kernel(repo)
-    records = [r for _, r in kernel_records(repo, kernel)]
+    records = [r for _, r in deciding_records(repo, kernel)]
     if not records:
         raise KgitError(f"no baseline recorded for {kernel}: was the branch made by 'kgit start {kernel}'?")
     cfg = load_config(repo, records, overrides)

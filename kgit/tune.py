@@ -132,7 +132,7 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
     while True:
         records = loop.kernel_records(repo, kernel)
         cfg = loop.load_config(repo, [r for _, r in records], overrides)
-        stopped = loop.stop_reason([r for _, r in records], cfg)
+        stopped = loop.stop_reason([r for _, r in loop.deciding_records(repo, kernel)], cfg)
         if stopped:
             return stopped
         if store.modified_tracked_files(repo):
@@ -153,7 +153,7 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
         results = (loop.run_in_worktrees(repo, cfg, sources, gpus[: len(sources)], progress)
                    if gpus and len(gpus) > 1 else [None])
         for candidate, text, result in zip(candidates, sources, results):
-            if loop.stop_reason([r for _, r in loop.kernel_records(repo, kernel)], cfg):
+            if loop.stop_reason([r for _, r in loop.deciding_records(repo, kernel)], cfg):
                 break  # a sequential run would have stopped here
             current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
             (repo.root / cfg.kernel_path).write_text(text)

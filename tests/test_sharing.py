@@ -287,3 +287,24 @@ def test_rebase_and_amend_keep_the_notes(ws):
     ws.git("commit", "-q", "--amend", "-m", "fake: iter 1: better (reworded)")
     record = json.loads(ws.git("notes", "--ref=refs/notes/kgit", "show", "HEAD"))
     assert record["iteration"] == 1 and record["action"] == "better"
+
+
+def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, ws, tmp_path):
+    a = ws
+    a.ok("start", "fake")
+    a.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    b.git("checkout", "-q", "opt/fake")
+    b.set_kernel(METRIC=200.0)
+    b.ok("step", "-m", "B: much better")
+    b.ok("push")
+
+    a.set_kernel(METRIC=120.0)
+    a.ok("step", "-m", "A: better")
+    a.ok("pull")  # the branches diverged: A keeps its own, and fetches B's records
+    a.set_kernel(METRIC=150.0)
+    record = a.ok("step", "-m", "A: better still", "--json").json()
+    assert record["status"] == "IMPROVED" and record["best_before"] == 120.0
+    assert a.ok("best", "--json").json()["value"] == 150.0
+    assert len(a.ok("log", "--json").json()["iterations"]) == 4  # B's record is still there, in the log
