@@ -68,15 +68,17 @@ def _git_complaint(stderr: str, returncode: int) -> str:
 
 
 def find_repo(start: Path) -> Repo:
+    if not start.is_dir():
+        raise KgitError(f"no such directory: {start}")
     try:
         out = git(start, "rev-parse", "--show-toplevel", "--absolute-git-dir")
-    except GitError:
+    except GitError as e:
+        if "work tree" in str(e):
+            raise KgitError(f"kgit needs a work tree; {start} is a bare repository") from None
         raise KgitError(f"not a git repository: {start}") from None
     except FileNotFoundError:
         raise KgitError("git is not installed or not on PATH") from None
     root, git_dir = out.splitlines()
-    if not root:
-        raise KgitError("kgit needs a work tree; this is a bare repository")
     return Repo(Path(root), Path(git_dir))
 
 

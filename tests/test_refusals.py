@@ -138,3 +138,10 @@ def test_report_never_overwrites_an_untracked_readme(started):
 def test_step_with_an_empty_message(started):
     started.set_kernel(METRIC=120.0)
     assert "message (-m) is empty" in started.refused("step", "-m", "  \n ")
+
+
+def test_a_missing_directory_or_a_bare_repository(ws, tmp_path):
+    assert "no such directory" in ws.refused("-C", str(tmp_path / "nowhere"), "status")
+    bare = tmp_path / "bare.git"
+    ws.git("clone", "-q", "--bare", str(ws.root), str(bare))
+    assert "is a bare repository" in ws.refused("-C", str(bare), "status")
