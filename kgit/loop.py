@@ -231,7 +231,9 @@ def session(repo: store.Repo, writes: bool):
     if writes:
         store.acquire_lock(repo)
     try:
-        if store.read_journal(repo) is not None or store.rev(repo, store.SAVED_EDITS_REF):
+        interrupted = (store.read_journal(repo) is not None or store.registered_tests(repo)
+                       or store.rev(repo, store.SAVED_EDITS_REF))
+        if interrupted:
             if not writes and store.lock_holder(repo) is not None:
                 yield recovered  # a step is in flight in another process: just read
                 return
@@ -246,10 +248,13 @@ def session(repo: store.Repo, writes: bool):
 
 
 def _recover(repo: store.Repo) -> list[str]:
+    for pid, test_path in store.registered_tests(repo).items():  # left running by a killed kgit
+        runner.stop_orphaned_test(pid, test_path)
+        store.unregister_test(repo, pid)
     restored = store.restore_saved_edits(repo)
     journal = store.read_journal(repo)
     if journal is None:
-        return [f"restored your uncommitted edits to {', '.join(restored)} after an interrupted kgit"]
+        return [f"restored your uncommitted edits to {', '.join(restored)} after an interrupted kgit"] if restored else []
     if journal["op"] == "start":
         _apply_start(repo, journal)
         return [f"finished the interrupted start of {journal['record']['kernel']}"]
@@ -263,8 +268,6 @@ def _recover(repo: store.Repo) -> list[str]:
         store.set_ref(repo, store.attempt_ref(journal["kernel"], journal["iteration"]), head)
         journal.update(phase="testing", candidate=head)
     if journal["phase"] == "testing":
-        if "test_pid" in journal:
-            runner.stop_orphaned_test(journal["test_pid"], journal["config"]["test_path"])
         cfg = config.KernelConfig(**journal["config"])
         interrupted = runner.not_run("interrupted: kgit stopped before the test finished")
         records = [r for _, r in kernel_records(repo, cfg.name)]
@@ -369,12 +372,8 @@ def step(repo: store.Repo, action: str, tier: int | None, overrides: dict, progr
             raise KgitError(f"no change to {cfg.kernel_path}: edit the kernel, then step")
         journal = _commit_candidate(repo, cfg, records, action, tier, paths=[cfg.kernel_path])
 
-        def remember_test(pid: int) -> None:  # so that recovery can stop a test orphaned by a crash
-            journal["test_pid"] = pid
-            store.write_journal(repo, journal)
-
         try:
-            result = measured or _run(repo, cfg, journal["candidate"], progress, remember_test)
+            result = measured or _run(repo, cfg, journal["candidate"], progress)
         except KeyboardInterrupt:
             result = runner.not_run(INTERRUPTED_BY_USER)
         return _decide_and_apply(repo, cfg, records, journal, result, recovered)
@@ -531,7 +530,7 @@ def _check_clean(repo: store.Repo, allowed: list[str]) -> list[str]:
     return changed
 
 
-def _run(repo: store.Repo, cfg: config.KernelConfig, commit: str, progress, on_spawn=None) -> runner.TestResult:
+def _run(repo: store.Repo, cfg: config.KernelConfig, commit: str, progress) -> runner.TestResult:
     """Run the kernel's test on commit; progress, if given, hears of the start and of each tick.
 
     The test runs in a temporary worktree of that commit, not in the user's working tree: what it
@@ -540,7 +539,7 @@ def _run(repo: store.Repo, cfg: config.KernelConfig, commit: str, progress, on_s
     env, device_note = runner.device_env(cfg.gpu)
     if progress:
         progress.begin(cfg.test_path, device_note)
-    with _worktree(repo, "test", commit) as path:
+    with _worktree(repo, "test", commit) as path, _registered(repo, cfg.test_path) as on_spawn:
         return runner.run_test(
             cfg.test_path, path, cfg.test_timeout_s, env, cfg.target_metric,
             on_tick=progress.tick if progress else None, on_spawn=on_spawn, test_args=cfg.test_args,
@@ -558,14 +557,30 @@ def run_in_worktrees(repo: store.Repo, cfg: config.KernelConfig, sources: list[s
     head = store.rev(repo, "HEAD")
 
     def test_one(source, gpu) -> runner.TestResult:
-        with _worktree(repo, f"gpu{gpu}", head) as path:
+        with _worktree(repo, f"gpu{gpu}", head) as path, _registered(repo, cfg.test_path) as on_spawn:
             (path / cfg.kernel_path).write_text(source)
             visible = {"CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
             return runner.run_test(cfg.test_path, path, cfg.test_timeout_s, {**env, **visible}, cfg.target_metric,
-                                   test_args=cfg.test_args)
+                                   on_spawn=on_spawn, test_args=cfg.test_args)
 
     with ThreadPoolExecutor(len(sources)) as pool:
         return list(pool.map(test_one, sources, gpus))
+
+
+@contextlib.contextmanager
+def _registered(repo: store.Repo, test_path: str):
+    """An on_spawn callback that registers the test's pid until it ends (see store.register_test)."""
+    pids = []
+
+    def on_spawn(pid: int) -> None:
+        pids.append(pid)
+        store.register_test(repo, pid, test_path)
+
+    try:
+        yield on_spawn
+    finally:
+        for pid in pids:
+            store.unregister_test(repo, pid)
 
 
 @contextlib.contextmanager

@@ -512,13 +512,19 @@ def hooks_dir(repo: Repo) -> Path:
 
 # The lock is an flock on .git/kgit/lock: the kernel releases it when its holder exits, even by kill -9,
 # so it is never stale and two processes can never both hold it. The pid inside is for messages only.
-_held_locks: dict[Path, int] = {}  # lock file -> the open descriptor holding it, in this process
+_held_locks: dict[Path, list[int]] = {}  # lock file -> [open descriptor, depth], in this process
 
 
 def acquire_lock(repo: Repo) -> None:
-    """Take the repository's kgit lock, or refuse while another kgit holds it."""
+    """Take the repository's kgit lock, or refuse while another kgit holds it.
+
+    Re-entrant: a tuning run holds it across its rounds, and each step inside takes it again.
+    """
     repo.kgit_dir.mkdir(exist_ok=True)
     path = repo.kgit_dir / "lock"
+    if path in _held_locks:
+        _held_locks[path][1] += 1
+        return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -531,14 +537,19 @@ def acquire_lock(repo: Repo) -> None:
         ) from None
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
-    _held_locks[path] = fd
+    _held_locks[path] = [fd, 1]
 
 
 def release_lock(repo: Repo) -> None:
-    fd = _held_locks.pop(repo.kgit_dir / "lock", None)
-    if fd is not None:
-        os.ftruncate(fd, 0)
-        os.close(fd)  # releases the flock
+    path = repo.kgit_dir / "lock"
+    held = _held_locks.get(path)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] == 0:
+        del _held_locks[path]
+        os.ftruncate(held[0], 0)
+        os.close(held[0])  # releases the flock
 
 
 def lock_holder(repo: Repo) -> int | None:
@@ -564,6 +575,28 @@ def _lock_pid(path: Path) -> int | None:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+# Every test kgit starts is registered here until it ends: a kgit killed meanwhile leaves the test
+# running in its own process group, and the next kgit command stops it.
+
+
+def register_test(repo: Repo, pid: int, test_path: str) -> None:
+    folder = repo.kgit_dir / "running"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / str(pid)).write_text(test_path)
+
+
+def unregister_test(repo: Repo, pid: int) -> None:
+    (repo.kgit_dir / "running" / str(pid)).unlink(missing_ok=True)
+
+
+def registered_tests(repo: Repo) -> dict[int, str]:
+    """pid -> test path of the tests kgit started and has not seen end."""
+    folder = repo.kgit_dir / "running"
+    if not folder.is_dir():
+        return {}
+    return {int(p.name): p.read_text() for p in folder.iterdir() if p.name.isdigit()}
 
 
 def read_journal(repo: Repo) -> dict | None:

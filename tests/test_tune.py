@@ -124,3 +124,30 @@ def test_tune_on_several_gpus_tests_in_parallel_worktrees(landscape):
 
 def test_bad_gpu_list(landscape):
     assert "--gpus" in landscape.refused("tune", "fake", "--gpus", "0,x")
+
+
+def test_tests_left_running_by_a_killed_parallel_tune_are_stopped(landscape, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    landscape.ok("start", "fake")
+    (landscape.root / KERNEL).write_text(LANDSCAPE.replace('MODE = "ok"', 'MODE = "hang"'))
+    landscape.git("commit", "-qam", "every proposal now hangs")
+    proc = subprocess.Popen([sys.executable, "-m", "kgit", "tune", "--gpus", "0,1"], cwd=landscape.root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    running = landscape.root / ".git/kgit/running"
+    deadline = time.monotonic() + 30
+    while not (running.is_dir() and len(os.listdir(running)) == 2):
+        assert time.monotonic() < deadline, "the two tests never started"
+        time.sleep(0.05)
+    pids = [int(name) for name in os.listdir(running)]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    landscape.ok("status")
+    time.sleep(0.2)
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert os.listdir(running) == []
