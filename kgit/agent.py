@@ -34,15 +34,11 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
         on_outcome(baseline)
     bad_turns = 0
     while True:
-        records = [r for _, r in loop.deciding_records(repo, kernel)]
-        cfg = loop.load_config(repo, records, overrides)
-        stopped = loop.stop_reason(records, cfg)
+        _, cfg, stopped = loop.next_round(repo, kernel, overrides)
         if stopped:
             return stopped
         if bad_turns >= MAX_BAD_TURNS:
             return AGENT_FAILING
-        if store.modified_tracked_files(repo):
-            raise KgitError("the working tree has uncommitted changes: commit or stash them before the agent runs")
 
         data = context.build(repo, kernel)
         text = views.context_text(data)
@@ -80,8 +76,7 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
             bad_turns = 0
             outcome = loop.step(repo, action, tier, overrides, progress)
         on_outcome(outcome)
-        if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
-            raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+        loop.raise_if_interrupted(outcome)
 
 
 def _take_back_commits(repo: store.Repo, kernel: str, before: str) -> None:

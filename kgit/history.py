@@ -23,18 +23,18 @@ def resolve_kernel(repo: store.Repo, kernel: str | None) -> str:
 
 def log(repo: store.Repo, kernel: str) -> list[dict]:
     """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
-    found = [{**r, "commit": sha} for sha, r in loop.kernel_records(repo, kernel)]
-    if not found:
-        raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
-    return found
+    return _with_commits(loop.kernel_records(repo, kernel), kernel)
 
 
 def _deciding(repo: store.Repo, kernel: str) -> list[dict]:
     """The records that decide the loop here (loop.deciding_records), each with its commit."""
-    found = [{**r, "commit": sha} for sha, r in loop.deciding_records(repo, kernel)]
-    if not found:
+    return _with_commits(loop.deciding_records(repo, kernel), kernel)
+
+
+def _with_commits(pairs: list[tuple[str, dict]], kernel: str) -> list[dict]:
+    if not pairs:
         raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
-    return found
+    return [{**record, "commit": sha} for sha, record in pairs]
 
 
 def best(repo: store.Repo, kernel: str) -> dict:

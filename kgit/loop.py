@@ -348,6 +348,27 @@ def ensure_started(repo: store.Repo, kernel: str, overrides: dict, progress=None
     return None
 
 
+def next_round(repo: store.Repo, kernel: str, overrides: dict):
+    """Before each round of an unattended loop (tune, run): the deciding records with their commits,
+    the settings, and the stop reason if the loop is over. The records are read once for all three.
+
+    Refuses uncommitted changes: the round's own change would carry them into its commit.
+    """
+    pairs = deciding_records(repo, kernel)
+    records = [r for _, r in pairs]
+    cfg = load_config(repo, records, overrides)
+    stopped = stop_reason(records, cfg)
+    if not stopped and store.modified_tracked_files(repo):
+        raise KgitError("the working tree has uncommitted changes: commit or stash them; this loop edits the kernel itself")
+    return pairs, cfg, stopped
+
+
+def raise_if_interrupted(outcome: Outcome) -> None:
+    """Ctrl-C during a step of an unattended loop ends the loop, once the step is recorded."""
+    if outcome.record["reason"] == INTERRUPTED_BY_USER:
+        raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+
+
 # --- step -------------------------------------------------------------------------------------------
 
 

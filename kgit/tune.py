@@ -124,20 +124,16 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
     records them one after the other in a fixed order, deciding each against the best so far: the
     history reads as a sequential run's would.
     """
-    from kgit import loop, store
+    from kgit import loop
 
     baseline = loop.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
     with loop.session(repo, writes=True):  # held across rounds: parallel tests run under it too
         while True:
-            records = loop.kernel_records(repo, kernel)
-            cfg = loop.load_config(repo, [r for _, r in records], overrides)
-            stopped = loop.stop_reason([r for _, r in loop.deciding_records(repo, kernel)], cfg)
+            records, cfg, stopped = loop.next_round(repo, kernel, overrides)
             if stopped:
                 return stopped
-            if store.modified_tracked_files(repo):
-                raise KgitError("the working tree has uncommitted changes: tune edits the kernel itself; commit or stash them")
             source = (repo.root / cfg.kernel_path).read_text()
             tunables = read_tunables(source, cfg.kernel_path)
             measured = _measured(repo, cfg.kernel_path, records)
@@ -154,14 +150,13 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
             results = (loop.run_in_worktrees(repo, cfg, sources, gpus[: len(sources)], progress)
                        if gpus and len(gpus) > 1 else [None])
             for candidate, text, result in zip(candidates, sources, results):
-                if loop.stop_reason([r for _, r in loop.deciding_records(repo, kernel)], cfg):
-                    break  # a sequential run would have stopped here
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
                 (repo.root / cfg.kernel_path).write_text(text)
                 outcome = loop.step(repo, describe_change(current, candidate), 1, overrides, progress, result)
                 on_outcome(outcome)
-                if outcome.record["reason"] == loop.INTERRUPTED_BY_USER:
-                    raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+                loop.raise_if_interrupted(outcome)
+                if outcome.record["stop_reason"]:
+                    break  # a sequential run stops here: the rest of the round is not recorded
 
 
 def _measured(repo, kernel_path: str, records: list[tuple[str, dict]]) -> list[tuple[dict, dict, bool]]:
