@@ -120,6 +120,19 @@ def test_writing_only_some_columns_is_caught():
     assert res["status"] == "fail"
 
 
+def test_a_kernel_wrong_only_at_the_timed_shape_is_caught():
+    # a tuner's candidate can break a path that only the timed shape takes (e.g. long rows)
+    def cheat(inputs, outputs):
+        tmpl.softmax(inputs[0], out=outputs[0])
+        if inputs[0].shape[1] == 64:
+            outputs[0].zero_()
+
+    res = run(cheat, interp_time_shapes=[(4, 64)])
+    assert res["status"] == "fail"
+    assert res["errors"][0]["case"] == "timing"
+    assert "timed output is wrong" in res["errors"][0]["error"]
+
+
 def test_leaving_outputs_unwritten_is_caught():
     def cheat(inputs, outputs):
         return tmpl.softmax(inputs[0])  # a new tensor; the given output is never written
