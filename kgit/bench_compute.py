@@ -329,6 +329,8 @@ def parse_args(argv=None) -> dict:
     ap.add_argument("--json", action="store_true", help="print the contract JSON line last")
     ap.add_argument("--profile", action="store_true", help="launch the headline shape 3 times, no checks")
     ap.add_argument("--sweep", action="store_true", help="time every benchmark shape, not just the headline")
+    ap.add_argument("--quick", action="store_true",
+                    help="check only the headline's dtype and do not time the baseline (for a tuner)")
     return vars(ap.parse_args(argv))
 
 
@@ -346,8 +348,11 @@ def run_test(kernel: str, check_problems: Callable[[], list], headline_problem: 
         return {}
     shapes = []
     correct = True
+    head_dtype = headline_problem().dtype if args["quick"] else None  # built once more to be timed
     for make in check_problems():
         p = make()
+        if head_dtype and p.dtype != head_dtype:
+            continue
         v = verify(p)
         shapes.append({"shape": p.label, "dtype": p.dtype, "role": "check", "correct": v["ok"],
                        "rel_err": v.get("rel_err"), "worst_row_err": v.get("worst_row_err"),
@@ -359,6 +364,8 @@ def run_test(kernel: str, check_problems: Callable[[], list], headline_problem: 
         makers = sweep_problems() if args["sweep"] else [headline_problem]
         for make in makers:
             p = make()
+            if args["quick"]:
+                p.baseline = None
             row = measure(p)
             row["role"] = "bench"
             timed.append(row)

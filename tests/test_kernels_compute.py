@@ -45,6 +45,17 @@ def test_kernel_passes_in_interpreter(kernel, tmp_path):
     assert all(s["correct"] for s in res["shapes"])
 
 
+def test_quick_checks_only_the_headline_dtype_and_times_no_baseline(tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, TESTS["gemm"]), "--json", "--quick"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=170)
+    res = _last_json(proc.stdout)
+    checks = [s for s in res["shapes"] if s["role"] == "check"]
+    assert res["correctness"] is True and res["tflops"] > 0
+    assert checks and {s["dtype"] for s in checks} == {"float16"}  # the CPU headline is fp16; fp32 is skipped
+    assert res["speedup"] is None
+
+
 # ------------------------------------------------------------------------------------------------
 # anti-cheat: a launcher that does not compute what it claims must fail verification
 # ------------------------------------------------------------------------------------------------

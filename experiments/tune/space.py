@@ -1,60 +1,143 @@
 """Measure every configuration of a kernel template's CONFIG_SPACE: the reference for kgit tune's bar.
 
-    python experiments/tune/space.py skills/kernels/softmax/test_softmax.py [--quick] [--json OUT] [--limit N]
+    python experiments/tune/space.py skills/kernels/gemm/test_gemm.py --json space.json [--jobs 12] -- --quick
 
-One process: for each configuration the template's CONFIG is replaced in place and the kernel's own
-test objective runs (kgit.bench.run: the checks, then the timing), so each figure is the same headline
-number `test_<name>.py --json [--quick]` prints and kgit tune decides on. For a fair comparison run
-kgit tune with the same objective (kgit.yaml: `test_args: [--quick]` when --quick is given here).
-Only for tests built on kgit.bench (the memory-bound kernels).
+Each configuration is written into a copy of the kernel's folder exactly as kgit tune writes it
+(kgit.tune.write_config), the test is imported afresh from there, and its own entry point runs with
+`--json` and the arguments after `--`: the same checks and the same headline number that kgit tune
+decides on (give kgit tune the same arguments: kgit.yaml `test_args`). One process measures, one
+configuration after the other, so the figures see the same machine.
+
+--jobs N first runs N worker processes that compile every configuration (and run it once, not timed)
+to fill Triton's cache, which keys kernels by their source, not their file: compiling is most of the
+time for a GEMM. The JSON is rewritten after each configuration, and a rerun skips the configurations
+it already holds, so an interrupted sweep goes on where it stopped.
 """
 
 import argparse
+import contextlib
+import importlib.util
+import io
 import itertools
 import json
-import os
+import math
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from kgit import bench, sweep  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from kgit import bench, runner, tune  # noqa: E402
+
+
+def configurations(tunables: tune.Tunables) -> list[dict]:
+    """Every point of the space, each a full CONFIG (keys outside the space keep their shipped value)."""
+    space = tunables.space
+    return [{**tunables.config, **dict(zip(space, values))} for values in itertools.product(*space.values())]
+
+
+def measure(test_path: Path, workdir: Path, source: str, config: dict, test_args: list[str]) -> dict:
+    """The test's result for one configuration, as kgit would read it (runner.validate)."""
+    kernel_path = str(workdir / "triton_template.py")
+    (workdir / "triton_template.py").write_text(tune.write_config(source, kernel_path, config))
+    started = time.time()
+    try:
+        payload = _run_test(workdir / test_path.name, ["--json", *test_args])
+        result = runner.validate(payload, None, time.time() - started, "")
+        row = {"correct": result.passed, "value": result.value if result.passed else None,
+               "spread_pct": result.spread_pct if result.passed else None,
+               "error": None if result.passed else (result.reason or "incorrect")}
+    except Exception as e:  # a configuration the compiler or the GPU refuses is a result too
+        row = {"correct": False, "value": None, "spread_pct": None, "error": f"{type(e).__name__}: {e}"[:300]}
+    return {"config": config, **row, "seconds": round(time.time() - started, 1)}
+
+
+def _run_test(path: Path, argv: list[str]) -> dict:
+    # A fresh import each time, as a new test process would have: no kernel, autotune choice or
+    # template module carried over from the previous configuration (compiled code comes from the cache).
+    for name, module in list(sys.modules.items()):
+        if Path(getattr(module, "__file__", None) or "/").parent == path.parent:
+            del sys.modules[name]
+    spec = importlib.util.spec_from_file_location(f"space_{path.stem}", path)
+    test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test)
+    entry = test.main if hasattr(test, "main") else (lambda argv: bench.main(test.SPEC, argv))
+    with contextlib.redirect_stdout(io.StringIO()):
+        return entry(argv)
+
+
+def copy_kernel_folder(test_path: Path) -> Path:
+    workdir = Path(tempfile.mkdtemp(prefix="kgit-space-"))
+    shutil.copytree(test_path.parent, workdir, dirs_exist_ok=True)
+    return workdir
+
+
+def warm_cache(args, todo: list[dict], jobs: int) -> None:
+    """Compile every configuration in `jobs` processes at once; their results are not kept."""
+    if jobs <= 1 or not todo:
+        return
+    procs = []
+    for k in range(jobs):
+        cmd = [sys.executable, __file__, args.test_path, "--warm", json.dumps(todo[k::jobs]), "--", *args.test_args]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for proc in procs:
+        proc.wait()
+
+
+def summarize(test_path: str, test_args: list[str], rows: list[dict], tunables: tune.Tunables) -> dict:
+    correct = sorted((r for r in rows if r["correct"]), key=lambda r: -r["value"])
+    space_size = math.prod(len(values) for values in tunables.space.values())
+    return {"test": test_path, "test_args": test_args, "space_size": space_size, "configurations": len(rows),
+            "correct": len(correct),
+            "best": correct[0] if correct else None,
+            "shipped": next((r for r in rows if r["config"] == tunables.config), None), "rows": rows}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("test_path")
-    parser.add_argument("--quick", action="store_true", help="the test's --quick objective")
-    parser.add_argument("--json", help="write every configuration's result here")
+    parser.add_argument("--json", help="write (and resume from) this file")
+    parser.add_argument("--jobs", type=int, default=1, help="processes that compile the configurations first")
     parser.add_argument("--limit", type=int, help="only the first N configurations (a smoke run)")
-    args = parser.parse_args()
+    parser.add_argument("--warm", help=argparse.SUPPRESS)  # a worker of --jobs: these configurations, untimed
+    argv = sys.argv[1:]
+    ours, test_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = parser.parse_args(ours)
+    args.test_args = test_args  # after --: passed to the test after --json
 
-    test, template = sweep.load_test("space", args.test_path)
-    metric = test.SPEC.metric
-    shipped = dict(template.CONFIG)
-    space = template.CONFIG_SPACE
-    configs = [dict(zip(space, values)) for values in itertools.product(*space.values())][: args.limit]
-    rows = []
-    for i, config in enumerate(configs, 1):
-        template.CONFIG.clear()
-        template.CONFIG.update({**shipped, **config})
-        try:
-            result = bench.run(test.SPEC, quick=args.quick)
-            row = {"config": config, "correct": result["correctness"], metric: result.get(metric),
-                   "spread_pct": result.get("spread_pct"), "errors": result["errors"][:1]}
-        except Exception as e:  # a configuration the compiler or the GPU refuses is a result too
-            row = {"config": config, "correct": False, metric: None, "spread_pct": None, "errors": [repr(e)[:300]]}
-        rows.append(row)
-        print(f"[{i}/{len(configs)}] {config}: {row[metric]} {metric} (spread {row['spread_pct']}%)"
-              + ("" if row["correct"] else f" FAILED {row['errors']}"), flush=True)
-
-    measured = sorted((r for r in rows if r["correct"] and r[metric]), key=lambda r: -r[metric])
-    shipped_row = next((r for r in rows if r["config"] == {k: shipped[k] for k in space}), None)
-    summary = {"test": args.test_path, "quick": args.quick, "metric": metric, "configurations": len(rows),
-               "correct": len(measured), "best": measured[0] if measured else None, "shipped": shipped_row,
-               "rows": rows}
-    print(f"best of {len(measured)} correct configurations: {summary['best']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=1)
+    test_path = Path(args.test_path).resolve()
+    template = test_path.parent / "triton_template.py"
+    source = template.read_text()
+    tunables = tune.read_tunables(source, str(template))
+    workdir = copy_kernel_folder(test_path)
+    try:
+        if args.warm:
+            for config in json.loads(args.warm):
+                measure(test_path, workdir, source, config, args.test_args)
+            return
+        configs = configurations(tunables)[: args.limit]
+        rows = json.loads(Path(args.json).read_text())["rows"] if args.json and Path(args.json).exists() else []
+        done = [r["config"] for r in rows]
+        todo = [c for c in configs if c not in done]
+        print(f"{len(configs)} configurations, {len(rows)} already measured", flush=True)
+        warm_cache(args, todo, args.jobs)
+        for i, config in enumerate(todo, len(rows) + 1):
+            row = measure(test_path, workdir, source, config, args.test_args)
+            rows.append(row)
+            changed = tune.describe_change(tunables.config, config)
+            print(f"[{i}/{len(configs)}] {changed}: " + (f"{row['value']:.5g} (spread {row['spread_pct']:.1f}%)"
+                  if row["correct"] else f"FAILED {row['error']}") + f" {row['seconds']} s", flush=True)
+            if args.json:
+                tmp = Path(args.json + ".tmp")
+                tmp.write_text(json.dumps(summarize(args.test_path, args.test_args, rows, tunables), indent=1))
+                tmp.replace(args.json)
+        summary = summarize(args.test_path, args.test_args, rows, tunables)
+        print(f"best of {summary['correct']} correct: {summary['best']}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""The reference for kgit tune's bar: measuring a whole CONFIG_SPACE, and replaying the search on it."""
+
+import importlib.util
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"experiments_tune_{name}", os.path.join(ROOT, "experiments", "tune", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_space_measures_each_configuration_with_the_tests_objective_and_resumes(tmp_path):
+    out = tmp_path / "space.json"
+    cmd = [sys.executable, os.path.join(ROOT, "experiments", "tune", "space.py"),
+           os.path.join(ROOT, "skills", "kernels", "softmax", "test_softmax.py"), "--json", str(out), "--limit", "2",
+           "--", "--quick"]
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    table = json.loads(out.read_text())
+    assert table["test_args"] == ["--quick"] and table["configurations"] == 2
+    configs = [row["config"] for row in table["rows"]]
+    assert configs[0] != configs[1] and {c["BLOCK_SIZE"] for c in configs} == {2048}  # the first of the space
+    assert all(row["correct"] and row["value"] > 0 for row in table["rows"]), table["rows"]
+
+    cmd[cmd.index("2")] = "3"
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "3 configurations, 2 already measured" in again.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 3 and [row["config"] for row in rows][:2] == configs  # the first two were not measured again
+
+
+def test_a_configuration_that_fails_is_a_row_not_a_crash(tmp_path):
+    space = _load("space")
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    (folder / "test_broken.py").write_text(
+        "import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\n"
+        "import triton_template\nraise RuntimeError('does not compile')\n")
+    source = 'CONFIG = {"A": 1}\nCONFIG_SPACE = {"A": [1, 2]}\n'
+    row = space.measure(folder / "test_broken.py", folder, source, {"A": 2}, [])
+    assert row["correct"] is False and "does not compile" in row["error"]
+    assert 'CONFIG = {"A": 2}' in (folder / "triton_template.py").read_text()
+
+
+def _bowl_table(spread_pct=0.5):
+    # best at BLOCK=2048, WARPS=8; the search starts far from it
+    space = {"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16]}
+    rows = {}
+    for block, warps in itertools.product(*space.values()):
+        value = 1000.0 - 10.0 * (math.log2(block) - 11) ** 2 - 20.0 * (math.log2(warps) - 3) ** 2
+        config = {"BLOCK": block, "WARPS": warps}
+        rows[json.dumps(config, sort_keys=True)] = {"config": config, "correct": True, "value": value,
+                                                    "spread_pct": spread_pct, "error": None}
+    return space, rows
+
+
+def test_replay_follows_kgit_tune_to_the_best():
+    replay = _load("replay")
+    space, table = _bowl_table()
+    trail = replay.replay(table, space, {"BLOCK": 256, "WARPS": 2}, iterations=8, min_gain_pct=1.0)
+    assert trail[0]["value"] < trail[-1]["value"] == 1000.0
+    assert len(trail) <= 9  # the baseline and at most 8 iterations
+
+
+def test_replay_keeps_nothing_inside_the_noise():
+    replay = _load("replay")
+    space, table = _bowl_table(spread_pct=50.0)  # every gain of this bowl is inside a 50% spread
+    trail = replay.replay(table, space, {"BLOCK": 256, "WARPS": 2}, iterations=8, min_gain_pct=1.0)
+    assert {row["value"] for row in trail} == {trail[0]["value"]}
