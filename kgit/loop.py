@@ -308,7 +308,8 @@ def start(repo: store.Repo, kernel: str, overrides: dict, progress=None) -> Outc
         result = _run(repo, cfg, head, progress)
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
-            raise KgitError(f"baseline failed ({result.reason}); nothing was changed. Test output ends: {last}")
+            ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
+            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}")
         record = make_record(cfg, 0, "baseline", None, result, BASELINE, None, started, head)
         record["options"] = overrides  # the loop's own settings: later commands start from them
         if record["target"] is not None and record["value"] >= record["target"]:

@@ -73,8 +73,13 @@ class Finished:
         if self.returncode < 0:
             return f"crashed: killed by signal {signal.Signals(-self.returncode).name}"
         if self.returncode != 0:
-            return f"crashed: exit status {self.returncode}"
+            return f"crashed: exit status {self.returncode}" + self._last_error_line()
         return None
+
+    def _last_error_line(self) -> str:
+        # A Python traceback ends with the exception: the one line that says why (OutOfResources, ...).
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        return f": {lines[-1][:200]}" if lines else ""
 
 
 def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_text: str | None = None,

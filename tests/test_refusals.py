@@ -96,7 +96,8 @@ def test_start_when_the_baseline_fails(ws):
     ws.set_kernel(MODE="crash")
     ws.git("commit", "-qam", "broken kernel")
     message = ws.refused("start", "fake")
-    assert "baseline failed (crashed: exit status 3)" in message and "RuntimeError: boom" in message
+    assert "baseline failed (crashed: exit status 3: RuntimeError: boom); nothing was changed." in message
+    assert message.count("RuntimeError: boom") == 1
 
 
 def test_log_without_records(ws):

@@ -6,7 +6,7 @@ from kgit.runner import last_json_object
 
 
 @pytest.mark.parametrize("mode, reason", [
-    ("crash", "crashed: exit status 3"),
+    ("crash", "crashed: exit status 3: RuntimeError: boom"),  # the exception, the last line of stderr
     ("segv", "crashed: killed by signal SIGSEGV"),
     ("nojson", "no JSON object on stdout"),
     ("malformed", "no JSON object on stdout"),
