@@ -81,31 +81,37 @@ def render_readme(records: list[dict]) -> str:
         "other clones included; do not edit by hand.",
         "",
     ]
-    for (kernel, _), section in sections(records).items():
-        lines += [f"## Optimization: {kernel} on {gpu_label(section)}", ""]
+    for (kernel, _, started), section in sections(records).items():
+        when = f", started {started[:16].replace('T', ' ')} UTC" if started else ""
+        lines += [f"## Optimization: {kernel} on {gpu_label(section)}{when}", ""]
         rows = [[cell.replace("|", "\\|") for cell in log_row(r)] for r in section]
         lines += [tabulate(rows, LOG_HEADERS, tablefmt="github"), "", final_line(section), ""]
         lines += chart(kernel, section)
     return "\n".join(lines)
 
 
-def sections(records: list[dict]) -> dict[tuple[str, str | None], list[dict]]:
-    """The records grouped by kernel and GPU, each group in iteration order, the groups sorted.
+def sections(records: list[dict]) -> dict[tuple[str, str | None, str], list[dict]]:
+    """The records grouped into runs, each in iteration order, the runs sorted: (kernel, GPU, started).
 
+    A run is one loop from its baseline on: a baseline record opens a run, and a later record of the
+    same kernel and GPU belongs to the latest run opened before it (also when another clone made it).
     A run that crashed before printing its result names no GPU: it joins the GPU of the same kernel's
     latest run started before it, the machine its loop was running on.
     """
     ordered = sorted(records, key=lambda r: (r["kernel"], r.get("started") or "", r["iteration"]))
-    groups: dict[tuple[str, str | None], list[dict]] = {}
+    groups: dict[tuple[str, str | None, str], list[dict]] = {}
     last_gpu: dict[str, str] = {}
+    opened: dict[tuple[str, str | None], str] = {}  # (kernel, GPU) -> when its latest run started
     for record in ordered:
         gpu = record.get("gpu") or last_gpu.get(record["kernel"])
         if record.get("gpu"):
             last_gpu[record["kernel"]] = record["gpu"]
-        groups.setdefault((record["kernel"], gpu), []).append(record)
+        if record["status"] == "BASELINE" or (record["kernel"], gpu) not in opened:
+            opened[(record["kernel"], gpu)] = record.get("started") or ""
+        groups.setdefault((record["kernel"], gpu, opened[(record["kernel"], gpu)]), []).append(record)
     return {
         k: sorted(groups[k], key=lambda r: (r["iteration"], r.get("started") or ""))
-        for k in sorted(groups, key=lambda k: (k[0], k[1] or ""))
+        for k in sorted(groups, key=lambda k: (k[0], k[1] or "", k[2]))
     }
 
 
