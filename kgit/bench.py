@@ -586,6 +586,9 @@ def run(spec: Spec, quick: bool = False, repeats: int = REPEATS, warmup: int = W
     if not on_gpu:
         result["note"] = "interpreter/CPU: tiny shapes, timings are CPU figures, not comparable to a GPU"
     result["errors"] = failures[:10]
+    if failures:  # the one line kgit shows for a failed step
+        first = failures[0]
+        result["reason"] = f"{tuple(first['shape'])} {first['dtype']} {first['case']}: {first['error']}"[:300]
     result["n_errors"] = len(failures)
     result["shapes"] = [{k: _round(v) for k, v in r.items()} for r in records]
     for k in ("latency_us", metric, "gbps", "speedup", "spread_pct", "pct_of_peak", "pct_of_copy"):

@@ -131,6 +131,7 @@ def test_a_kernel_wrong_only_at_the_timed_shape_is_caught():
     assert res["status"] == "fail"
     assert res["errors"][0]["case"] == "timing"
     assert "timed output is wrong" in res["errors"][0]["error"]
+    assert res["reason"].startswith("(4, 64) fp32 timing: the timed output is wrong")  # what kgit's log shows
 
 
 def test_leaving_outputs_unwritten_is_caught():
