@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# kgit tune from a starting configuration other than the shipped one, to check what
+# experiments/tune/replay.py predicted for it from the measured space:
+#     bash experiments/device/tune_from_h200.sh KERNEL '{"BLOCK_SIZE": 8192}' [TEST_ARGS...]
+# writes $OUT/from-KERNEL.json (kgit tune --json) and $OUT/from-KERNEL.txt (the start, kgit log).
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+kernel=$1; start=$2; shift 2
+yaml_args=$(IFS=,; echo "$*")
+source "$(dirname "$0")/scratch.sh"
+scratch_repo "/tmp/from-$kernel" "$(printf '%s:\n  max_iterations: 8\n  test_args: [%s]\n' "$kernel" "$yaml_args")"
+path=skills/kernels/$kernel/triton_template.py
+python3 - "$path" "$start" <<'PY'
+import json, sys
+from kgit import tune
+path, start = sys.argv[1], json.loads(sys.argv[2])
+source = open(path).read()
+config = {**tune.read_tunables(source, path).config, **start}
+open(path, "w").write(tune.write_config(source, path, config))
+print(f"start: {config}")
+PY
+git commit -qam "start from $start" && {
+  echo "start: $start"
+  python3 -m kgit tune "$kernel" --json > "$OUT/from-$kernel.json" 2> "/tmp/from-$kernel.log"
+  tail -3 "/tmp/from-$kernel.log"
+  python3 -m kgit log
+} > "$OUT/from-$kernel.txt" 2>&1
+cat "$OUT/from-$kernel.txt"
