@@ -33,7 +33,8 @@ def format_delta(pct: float | None) -> str:
 def status_words(record: dict) -> str:
     words = _STATUS_WORDS.get(record["status"], record["status"])
     if record["status"] == "FAILED" and record.get("reason"):
-        words += f" ({record['reason']})"
+        reason = record["reason"]  # whole in the note and in `kgit show`; a table row keeps its start
+        words += f" ({reason if len(reason) <= 100 else reason[:99] + '…'})"
     if record.get("stop_reason") == "MAX_ITERATIONS":
         words += "; MAX_ITERATIONS"
     return words

@@ -203,3 +203,13 @@ def test_two_runs_of_one_kernel_on_one_gpu_are_two_sections():
     readme = report.render_readme(first + second)
     assert "## Optimization: fake on Fake GPU, started 2026-11-01 10:00 UTC" in readme
     assert "## Optimization: fake on Fake GPU, started 2026-11-02 09:00 UTC" in readme
+
+
+def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
+    from kgit import report
+
+    long = "crashed: exit status 1: triton.runtime.errors.OutOfResources: " + "x" * 200
+    words = report.status_words({"status": "FAILED", "reason": long})
+    assert words.startswith("failed, reverted (crashed: exit status 1: triton") and words.endswith("…)")
+    assert len(words) < 130
+    assert report.status_words({"status": "FAILED", "reason": "short"}) == "failed, reverted (short)"
