@@ -354,10 +354,10 @@ def run_test(kernel: str, check_problems: Callable[[], list], headline_problem: 
         return {}
     shapes = []
     correct = True
-    head_dtype = headline_problem().dtype if args["quick"] else None  # built once more to be timed
+    head = headline_problem() if args["quick"] else None  # its dtype is the one checked; timed below
     for make in check_problems():
         p = make()
-        if head_dtype and p.dtype != head_dtype:
+        if head and p.dtype != head.dtype:
             continue
         v = verify(p)
         shapes.append({"shape": p.label, "dtype": p.dtype, "role": "check", "correct": v["ok"],
@@ -367,7 +367,7 @@ def run_test(kernel: str, check_problems: Callable[[], list], headline_problem: 
         del p
     timed = []
     if correct:
-        makers = sweep_problems() if args["sweep"] else [headline_problem]
+        makers = sweep_problems() if args["sweep"] else [lambda: head or headline_problem()]
         for make in makers:
             p = make()
             if args["quick"]:
