@@ -1,31 +1,21 @@
-"""GPU detection and a table of datasheet peaks.
+"""A table of datasheet peaks, and its lookups by the names drivers report.
 
 Import-light on purpose: the kgit CLI imports this module (for % of peak in
-status/report), so torch and triton are imported only inside the functions
-that need them.
+status/report), so it never imports torch or triton. The torch-side probe of
+the device and its measured copy bandwidth are in kgit.harness.device.
 
 Public API (stable):
-    detect() -> dict                 vendor, backend, name, capability, sm_count,
-                                     memory_gb, arch; cached per process
     peak_for(gpu_name, metric, dtype=None) -> float | None
                                      datasheet peak for "gbps" (DRAM GB/s) or
                                      "tflops" (dense, per dtype); None if unknown
     peaks_for(gpu_name) -> dict | None   the whole table row
-    measured_copy_gbps(refresh=False) -> float | None
-                                     large device-to-device copy, bytes read +
-                                     written, do_bench median; cached per GPU
-                                     name in ~/.cache/kgit/copy_bandwidth.json
+    canonical_gpu(gpu_name) -> str | None   the PEAKS key of a reported name
 
 A datasheet number is a lead; the measured copy is the ceiling a memory-bound
 kernel is judged against.
 """
 
 from __future__ import annotations
-
-import json
-import os
-import time
-from pathlib import Path
 
 # Dense (no structured sparsity) peaks from the vendors' datasheets.
 # gbps: DRAM bandwidth in GB/s (1e9 bytes/s). tflops: dense rate per dtype, in
@@ -116,104 +106,3 @@ def peak_for(gpu_name: str | None, metric: str, dtype: str | None = None) -> flo
         value = row.get(key) if key else None
         return float(value) if value is not None else None
     raise ValueError(f"unknown metric {metric!r} (expected 'gbps' or 'tflops')")
-
-
-def _arch_family(vendor: str, capability: str | None) -> str | None:
-    if not capability:
-        return None
-    if vendor == "amd":
-        for prefix, fam in (("gfx95", "cdna4"), ("gfx94", "cdna3"), ("gfx90a", "cdna2"),
-                            ("gfx908", "cdna1"), ("gfx12", "rdna4"), ("gfx11", "rdna3"),
-                            ("gfx10", "rdna2")):
-            if capability.startswith(prefix):
-                return fam
-        return None
-    major, minor = (int(p) for p in capability.split(".")[:2])
-    if major >= 10:
-        return "blackwell"
-    return {(7, 0): "volta", (7, 2): "volta", (7, 5): "turing", (8, 0): "ampere",
-            (8, 6): "ampere", (8, 7): "ampere", (8, 9): "ada", (9, 0): "hopper"}.get((major, minor))
-
-
-def interpreter_mode() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
-
-
-_DETECTED: dict | None = None
-
-
-def detect() -> dict:
-    """Describe the device kernels will run on.
-
-    backend is "cuda", "hip", "interpreter" (TRITON_INTERPRET=1: Triton runs
-    kernels on the CPU with numpy) or "cpu" (no GPU and no interpreter).
-    """
-    global _DETECTED
-    if _DETECTED is not None:
-        return dict(_DETECTED)
-    info = {"vendor": "cpu", "backend": "cpu", "name": "cpu", "capability": None,
-            "sm_count": None, "memory_gb": None, "arch": None, "device": "cpu"}
-    try:
-        import torch
-        has_gpu = torch.cuda.is_available()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        has_gpu = False
-    if interpreter_mode():
-        info.update(vendor="interpreter", backend="interpreter", name="triton-interpreter (CPU)")
-    elif has_gpu:
-        props = torch.cuda.get_device_properties(0)
-        hip = getattr(torch.version, "hip", None)
-        if hip:
-            cap = getattr(props, "gcnArchName", "").split(":")[0] or None
-            info.update(vendor="amd", backend="hip", capability=cap)
-        else:
-            info.update(vendor="nvidia", backend="cuda", capability=f"{props.major}.{props.minor}")
-        info.update(name=props.name, sm_count=props.multi_processor_count,
-                    memory_gb=round(props.total_memory / 2**30, 1), device="cuda")
-        info["arch"] = _arch_family(info["vendor"], info["capability"])
-    _DETECTED = info
-    return dict(info)
-
-
-def _cache_file() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "kgit" / "copy_bandwidth.json"
-
-
-def measured_copy_gbps(refresh: bool = False, nbytes: int = 1 << 30) -> float | None:
-    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written).
-
-    A `nbytes` buffer is copied into another with do_bench (median, L2 cleared
-    between runs); the result is cached per GPU name so tests do not pay for it
-    on every run. None without a GPU.
-    """
-    info = detect()
-    if info["backend"] not in ("cuda", "hip"):
-        return None
-    path = _cache_file()
-    cache = {}
-    if path.exists():
-        try:
-            cache = json.loads(path.read_text())
-        except (OSError, ValueError):
-            cache = {}
-    entry = cache.get(info["name"])
-    if entry and not refresh:
-        return float(entry["gbps"])
-    import torch
-    from triton.testing import do_bench
-
-    n = nbytes // 4
-    src = torch.randn(n, device="cuda", dtype=torch.float32)
-    dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
-    gbps = 2 * n * 4 / (ms * 1e-3) / 1e9
-    del src, dst
-    torch.cuda.empty_cache()
-    cache[info["name"]] = {"gbps": round(gbps, 1), "bytes": nbytes, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cache, indent=1))
-    except OSError:
-        pass  # a read-only home is no reason to fail a benchmark
-    return gbps

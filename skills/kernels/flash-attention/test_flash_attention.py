@@ -1,101 +1,93 @@
-"""Test for the flash-attention forward template: checks, times, prints the kgit contract JSON (tflops).
+"""Correctness and speed of triton_template.flash_attention, forward (kgit test contract, TFLOP/s).
 
-    python skills/kernels/flash-attention/test_flash_attention.py --json     # checks + headline
-    python skills/kernels/flash-attention/test_flash_attention.py --sweep    # every benchmark shape
-    TRITON_INTERPRET=1 python skills/kernels/flash-attention/test_flash_attention.py --json
+    python skills/kernels/flash-attention/test_flash_attention.py [--json] [--quick] [--sweep] [--profile]
 
-FLOPs: two matmuls of 2*S*S*D each per (batch, head) = 4*B*H*S*S*D; causal counts half (the
-convention of the flash-attention papers and of torch's own benchmarks).
+Shapes are (B, H, S, D, causal). FLOPs: two matmuls of 2*S*S*D each per (batch, head) = 4*B*H*S*S*D;
+causal counts half (the convention of the flash-attention papers and of torch's own benchmarks).
+Headline: B4 H16 S4096 D128 non-causal bf16; --sweep adds S 1024..16384, D 64 and 128, causal or not,
+at the same number of tokens.
 """
-
 import os
 import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+if os.path.exists(os.path.join(ROOT, "kgit", "harness", "__init__.py")):
+    sys.path.insert(0, ROOT)  # the harness of this checkout, not an installed one
+sys.path.insert(0, HERE)
+from kgit import harness  # noqa: E402
 
-from kgit import bench_compute as bc  # noqa: E402
+import torch  # noqa: E402
 
-T = bc.load_sibling(__file__, "triton_template", "kgit_flash_attention_template")
+import triton_template as T  # noqa: E402
 
-SEQS = [1024, 2048, 4096, 8192, 16384]
-TOKENS = 16 * 16384          # B * S fixed per head count: the same total work at every sequence length
-HEADLINE = dict(S=4096, D=128, causal=False)
-REF_HEADS = 2                # heads checked against the fp32 reference at big shapes (all heads checked finite)
+TOKENS = 16 * 16384  # B * S * 16 fixed: the same total work at every sequence length
+REF_HEADS = 2  # (batch, head) pairs compared with the fp32 reference at big shapes (all checked finite)
 
 
-def bench_shape(S, D):
+def bench_shape(S, D, causal):
     H = 16 if D == 128 else 32
-    return max(1, TOKENS // S // 16), H
+    return (max(1, TOKENS // S // 16), H, S, D, causal)
 
 
-def problem(B, H, S, D, causal, dtype_name):
-    import torch
-
-    dtype = getattr(torch, dtype_name)
-    dev = bc.device()
-    gen = bc.new_generator()
-    q, k, v = (torch.empty((B, H, S, D), device=dev, dtype=dtype) for _ in range(3))
-    out = torch.empty_like(q)
-
-    def refill():
-        for t in (q, k, v):
-            bc.randn_(t, gen)
-
-    def reference():
-        # all heads when small; at large S a few random (batch, head) pairs (S x S fp32 each)
-        if B * H * S * S <= (1 << 28):
-            return out, T.reference(q, k, v, causal)
-        flat = [(int(i) // H, int(i) % H) for i in torch.randperm(B * H, device="cpu")[:REF_HEADS]]
-        got = torch.stack([out[b, h] for b, h in flat])
-        want = torch.stack([T.reference(q[b, h], k[b, h], v[b, h], causal) for b, h in flat])
-        return got.reshape(-1, D), want.reshape(-1, D)
-
-    refill()
-    flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
-    baseline = (lambda: T.torch_sdpa_flash(q, k, v, causal)) if dev == "cuda" else \
-        (lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
-    return bc.Problem(
-        label=f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}", dtype=dtype_name, flops=flops, out=out,
-        launch=lambda: T.flash_attention(q, k, v, causal=causal, out=out),
-        reference=reference, refill=refill, baseline=baseline, baseline_name="sdpa-flash",
-        params={"B": B, "H": H, "S": S, "D": D, "causal": causal},
-    )
+def make_inputs(shape, dtype, device, case):
+    *bhsd, causal = shape
+    return (*(harness.rand(bhsd, dtype, device, case) for _ in range(3)), causal)
 
 
-def check_problems():
-    if bc.device() == "cpu":
-        # S=128/256 take the TMA-descriptor path (S a multiple of the tiles), the others the masked pointer path
-        cases = [(1, 2, 128, 16, False), (1, 1, 256, 16, True), (2, 1, 40, 16, True), (1, 1, 33, 32, False)]
-        return [lambda c=c, d=d: problem(*c, d) for d in ("float16", "float32") for c in cases]
-    cases = [(2, 4, 1000, 64, True), (1, 3, 257, 128, False), (2, 8, 1024, 128, True), (1, 2, 4096, 64, False),
-             (1, 2, 1, 64, False)]
-    return [lambda c=c: problem(*c, "bfloat16") for c in cases] + \
-        [lambda: problem(2, 4, 512, 128, True, "float16")]
+def sample(inputs, outputs):
+    """At big shapes (S x S fp32 scores of every head), a few random (batch, head) pairs."""
+    q, k, v, causal = inputs
+    B, H, S, _ = q.shape
+    if B * H * S * S <= (1 << 28):
+        return inputs, outputs
+    pairs = [(int(i) // H, int(i) % H) for i in torch.randperm(B * H)[:REF_HEADS]]
+    pick = lambda t: torch.stack([t[b, h] for b, h in pairs])  # noqa: E731
+    return (pick(q), pick(k), pick(v), causal), (pick(outputs[0]),)
 
 
-def headline_problem():
-    if bc.device() == "cpu":
-        return problem(1, 2, 64, 16, False, "float16")
-    B, H = bench_shape(HEADLINE["S"], HEADLINE["D"])
-    return problem(B, H, HEADLINE["S"], HEADLINE["D"], HEADLINE["causal"], "bfloat16")
+def sdpa(q, k, v, causal):
+    if q.is_cuda:
+        return T.torch_sdpa_flash(q, k, v, causal)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def sweep_problems():
-    if bc.device() == "cpu":
-        return [lambda: problem(1, 2, 64, 16, True, "float16")]
-    out = []
-    for D in (64, 128):
-        for causal in (False, True):
-            for S in SEQS:
-                B, H = bench_shape(S, D)
-                out.append(lambda B=B, H=H, S=S, D=D, c=causal: problem(B, H, S, D, c, "bfloat16"))
-    return out
+def flops(inputs, outputs):
+    B, H, S, D = inputs[0].shape
+    return 4.0 * B * H * S * S * D * (0.5 if inputs[3] else 1.0)
 
 
-def main(argv=None):
-    head = "B4 H16 S4096 D128 non-causal bf16" if bc.device() != "cpu" else "B1 H2 S64 D16 fp16 (CPU interpreter)"
-    return bc.run_test("flash-attention", check_problems, headline_problem, sweep_problems, head, argv)
-
+SPEC = harness.Spec(
+    name="flash-attention",
+    metric="tflops",
+    make_inputs=make_inputs,
+    make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
+    kernel=lambda inputs, outputs: T.flash_attention(*inputs[:3], causal=inputs[3], out=outputs[0]),
+    reference=lambda inputs: (T.reference(*inputs),),
+    sample=sample,
+    torch_impl=lambda inputs: sdpa(*inputs),
+    torch_name="sdpa-flash",
+    flops=flops,
+    tolerances=harness.NORM,
+    label=lambda s: f"B{s[0]} H{s[1]} S{s[2]} D{s[3]}{' causal' if s[4] else ''}",
+    gpu=harness.Plan(
+        check_shapes=[(2, 4, 1000, 64, True), (1, 3, 257, 128, False), (2, 8, 1024, 128, True),
+                      (1, 2, 4096, 64, False), (1, 2, 1, 64, False), (2, 4, 512, 128, True)],
+        dtypes=("bf16", "fp16"),
+        time_shapes=[bench_shape(4096, 128, False)],
+        time_dtypes=("bf16",),
+        sweep_shapes=[bench_shape(S, D, causal) for D in (64, 128) for causal in (False, True)
+                      for S in (1024, 2048, 4096, 8192, 16384)],
+    ),
+    # S=128/256 take the TMA-descriptor path (S a multiple of the tiles), the others the masked pointer path
+    interpreter=harness.Plan(
+        check_shapes=[(1, 2, 128, 16, False), (1, 1, 256, 16, True), (2, 1, 40, 16, True), (1, 1, 33, 32, False)],
+        dtypes=("fp16", "fp32"),
+        time_shapes=[(1, 2, 64, 16, False)],
+        time_dtypes=("fp16",),
+        sweep_shapes=[(1, 2, 64, 16, True)],
+    ),
+)
 
 if __name__ == "__main__":
-    main()
+    harness.main(SPEC)

@@ -1,92 +1,80 @@
-"""Test for the fused-MoE template: checks, times, prints the kgit contract JSON (tflops).
+"""Correctness and speed of triton_template.fused_moe (kgit test contract, TFLOP/s).
 
-    python skills/kernels/fused-moe/test_fused_moe.py --json     # checks + headline (Mixtral shape)
-    python skills/kernels/fused-moe/test_fused_moe.py --sweep    # Mixtral + the small-experts shape
-    TRITON_INTERPRET=1 python skills/kernels/fused-moe/test_fused_moe.py --json
+    python skills/kernels/fused-moe/test_fused_moe.py [--json] [--quick] [--sweep] [--profile]
 
-speedup is against the per-expert torch loop; dense_tflops is one dense GEMM pair of the same work
-(T*k rows through the gate/up and the down projection of a single expert, torch.matmul).
+Shapes are (tokens, experts, top_k, hidden, intermediate). Headline: Mixtral (T4096 E8 top2 H4096
+I14336) bf16; --sweep adds many small experts (an OLMoE-1B-7B layer over 2048 tokens). speedup is
+against the per-expert torch loop; dense_tflops is one dense GEMM pair of the same work (T*k rows
+through one expert's gate/up and down projections, torch.matmul): the ceiling to compare with.
 """
-
 import os
 import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+if os.path.exists(os.path.join(ROOT, "kgit", "harness", "__init__.py")):
+    sys.path.insert(0, ROOT)  # the harness of this checkout, not an installed one
+sys.path.insert(0, HERE)
+from kgit import harness  # noqa: E402
 
-from kgit import bench_compute as bc  # noqa: E402
+import torch  # noqa: E402
 
-T = bc.load_sibling(__file__, "triton_template", "kgit_fused_moe_template")
+import triton_template as T  # noqa: E402
 
-# (tokens, experts, top_k, hidden, intermediate)
 MIXTRAL = (4096, 8, 2, 4096, 14336)
-SMALL = (2048, 64, 8, 2048, 1024)          # many small experts: an OLMoE-1B-7B layer over 2048 tokens
-BENCH = [MIXTRAL, SMALL]
+SMALL = (2048, 64, 8, 2048, 1024)
 
 
-def problem(tokens, E, top_k, HD, I, dtype_name):
-    import torch
-
-    dtype = getattr(torch, dtype_name)
-    dev = bc.device()
-    gen = bc.new_generator()
-    x = torch.empty((tokens, HD), device=dev, dtype=dtype)
-    logits = torch.empty((tokens, E), device=dev, dtype=torch.float32)
-    w13 = torch.empty((E, 2 * I, HD), device=dev, dtype=dtype)
-    w2 = torch.empty((E, HD, I), device=dev, dtype=dtype)
-    out = torch.empty((tokens, HD), device=dev, dtype=dtype)
-    # dense equivalent: the same number of rows through one expert's weights
-    x_rep = torch.empty((tokens * top_k, HD), device=dev, dtype=dtype)
-    h_rep = torch.empty((tokens * top_k, I), device=dev, dtype=dtype)
-
-    def refill():
-        bc.randn_(x, gen)
-        bc.randn_(logits, gen)
-        bc.randn_(w13, gen, HD ** -0.5)       # unit-variance activations, as trained layers keep them
-        bc.randn_(w2, gen, I ** -0.5)
-
-    refill()
-    bc.randn_(x_rep, gen)
-    bc.randn_(h_rep, gen)
-    flops = 6.0 * tokens * top_k * HD * I
-    others = {}
-    if dev == "cuda":
-        others["dense"] = lambda: T.dense_equivalent(x_rep, w13[0], h_rep, w2[0])
-    return bc.Problem(
-        label=f"T{tokens} E{E} top{top_k} H{HD} I{I}", dtype=dtype_name, flops=flops, out=out,
-        launch=lambda: T.fused_moe(x, w13, w2, logits, top_k, out=out),
-        reference=lambda: (out, T.reference(x, w13, w2, logits, top_k)),
-        refill=refill,
-        baseline=lambda: T.torch_expert_loop(x, w13, w2, logits, top_k), baseline_name="torch-expert-loop",
-        others=others, params={"T": tokens, "E": E, "top_k": top_k, "H": HD, "I": I},
-    )
+def make_inputs(shape, dtype, device, case):
+    tokens, E, top_k, HD, I = shape
+    return (harness.rand((tokens, HD), dtype, device, case),
+            harness.rand((E, 2 * I, HD), dtype, device, case, scale=HD ** -0.5),  # unit-variance activations
+            harness.rand((E, HD, I), dtype, device, case, scale=I ** -0.5),
+            harness.rand((tokens, E), torch.float32, device, case),
+            top_k,
+            # the dense equivalent's operands (others["dense"]): T*k rows of the hidden and intermediate sizes
+            harness.rand((tokens * top_k, HD), dtype, device, case),
+            harness.rand((tokens * top_k, I), dtype, device, case))
 
 
-def check_problems():
-    if bc.device() == "cpu":
-        # I=20: rows of 40 bytes, not 16-byte aligned: the pointer path; the others take TMA descriptors
-        cases = [(16, 4, 2, 32, 48), (7, 3, 1, 16, 20), (150, 5, 2, 16, 24)]  # 150 tokens: several routing chunks
-        return [lambda c=c, d=d: problem(*c, d) for d in ("float16", "float32") for c in cases]
-    cases = [(1, 8, 2, 4096, 14336), (333, 8, 2, 1024, 2816), (1024, 64, 6, 2048, 1408), (100, 16, 4, 520, 776), (3000, 128, 8, 256, 128)]
-    return [lambda c=c: problem(*c, "bfloat16") for c in cases] + [lambda: problem(256, 8, 2, 1024, 2048, "float16")]
+def nbytes(inputs, outputs):
+    """The MoE layer's minimal traffic: tokens, weights and logits read once, the output written once."""
+    return sum(t.numel() * t.element_size() for t in (*inputs[:4], *outputs))
 
 
-def headline_problem():
-    if bc.device() == "cpu":
-        return problem(16, 4, 2, 32, 48, "float16")
-    return problem(*MIXTRAL, "bfloat16")
-
-
-def sweep_problems():
-    if bc.device() == "cpu":
-        return [lambda: problem(24, 8, 3, 32, 40, "float16")]
-    return [lambda s=s: problem(*s, "bfloat16") for s in BENCH]
-
-
-def main(argv=None):
-    head = ("Mixtral T4096 E8 top2 H4096 I14336 bf16" if bc.device() != "cpu"
-            else "T16 E4 top2 H32 I48 fp16 (CPU interpreter)")
-    return bc.run_test("fused-moe", check_problems, headline_problem, sweep_problems, head, argv)
-
+SPEC = harness.Spec(
+    name="fused-moe",
+    metric="tflops",
+    make_inputs=make_inputs,
+    make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
+    kernel=lambda inputs, outputs: T.fused_moe(*inputs[:5], out=outputs[0]),
+    reference=lambda inputs: (T.reference(*inputs[:5]),),
+    torch_impl=lambda inputs: T.torch_expert_loop(*inputs[:5]),
+    torch_name="torch-expert-loop",
+    others={"dense": lambda inputs: T.dense_equivalent(inputs[5], inputs[1][0], inputs[6], inputs[2][0])},
+    flops=lambda inputs, outputs: 6.0 * inputs[0].shape[0] * inputs[4] * inputs[0].shape[1] * inputs[2].shape[2],
+    nbytes=nbytes,
+    allowed_torch_ops=("sum",),  # the launcher adds each token's k expert outputs with torch.sum
+    tolerances=harness.NORM,
+    label=lambda s: "T{} E{} top{} H{} I{}".format(*s),
+    gpu=harness.Plan(
+        check_shapes=[(1, 8, 2, 4096, 14336), (333, 8, 2, 1024, 2816), (1024, 64, 6, 2048, 1408),
+                      (100, 16, 4, 520, 776), (3000, 128, 8, 256, 128), (256, 8, 2, 1024, 2048)],
+        dtypes=("bf16", "fp16"),
+        time_shapes=[MIXTRAL],
+        time_dtypes=("bf16",),
+        sweep_shapes=[SMALL],
+    ),
+    # I=20: rows of 40 bytes, not 16-byte aligned: the pointer path; the others take TMA descriptors;
+    # 150 tokens: several routing chunks
+    interpreter=harness.Plan(
+        check_shapes=[(16, 4, 2, 32, 48), (7, 3, 1, 16, 20), (150, 5, 2, 16, 24)],
+        dtypes=("fp16", "fp32"),
+        time_shapes=[(16, 4, 2, 32, 48)],
+        time_dtypes=("fp16",),
+        sweep_shapes=[(24, 8, 3, 32, 40)],
+    ),
+)
 
 if __name__ == "__main__":
-    main()
+    harness.main(SPEC)

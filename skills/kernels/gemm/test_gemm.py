@@ -1,78 +1,61 @@
-"""Test for the GEMM template: checks, times, prints the kgit contract JSON (tflops).
+"""Correctness and speed of triton_template.gemm (kgit test contract, TFLOP/s).
 
-    python skills/kernels/gemm/test_gemm.py --json        # checks + headline (4096^3 bf16)
-    python skills/kernels/gemm/test_gemm.py --sweep       # checks + every benchmark shape
-    TRITON_INTERPRET=1 python skills/kernels/gemm/test_gemm.py --json   # CPU: tiny shapes, correctness
+    python skills/kernels/gemm/test_gemm.py [--json] [--quick] [--sweep] [--profile]
+
+Headline: 4096^3 bf16; --sweep adds every benchmark shape in bf16 and fp16. Shapes are (M, N, K).
 """
-
 import os
 import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+if os.path.exists(os.path.join(ROOT, "kgit", "harness", "__init__.py")):
+    sys.path.insert(0, ROOT)  # the harness of this checkout, not an installed one
+sys.path.insert(0, HERE)
+from kgit import harness  # noqa: E402
 
-from kgit import bench_compute as bc  # noqa: E402
+import torch  # noqa: E402
 
-T = bc.load_sibling(__file__, "triton_template", "kgit_gemm_template")
-
-# (M, N, K): squares, a skinny-K, a wide one, non-multiples of the tile sizes.
-BENCH_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
-                (8192, 1024, 8192), (4096, 4096, 1000), (4000, 4000, 4000)]
-HEADLINE = (4096, 4096, 4096)
-# Checked on the GPU before timing: odd sizes, a row of one, K not a multiple of BLOCK_K.
-GPU_CHECK = [(1, 4096, 4096), (1023, 1537, 4097), (4097, 1023, 1000), (257, 384, 72), (4000, 4000, 4000)]
-# Interpreter: tiny, and fp16/fp32 only (no bf16 arithmetic in the interpreter).
-CPU_CHECK = [(64, 48, 40), (33, 70, 19), (1, 16, 16), (96, 64, 72)]
+import triton_template as T  # noqa: E402
 
 
-def problem(M, N, K, dtype_name):
-    import torch
-
-    dtype = getattr(torch, dtype_name)
-    dev = bc.device()
-    gen = bc.new_generator()
-    a = torch.empty((M, K), device=dev, dtype=dtype)
-    b = torch.empty((K, N), device=dev, dtype=dtype)
-    out = torch.empty((M, N), device=dev, dtype=dtype)
-
-    def refill():
-        bc.randn_(a, gen)
-        bc.randn_(b, gen)
-
-    refill()
-    return bc.Problem(
-        label=f"{M}x{N}x{K}", dtype=dtype_name, flops=2.0 * M * N * K, out=out,
-        launch=lambda: T.gemm(a, b, out=out),
-        reference=lambda: (out, T.reference(a, b)),
-        refill=refill,
-        baseline=lambda: T.torch_gemm(a, b, out=out) if dev == "cuda" else torch.matmul(a.float(), b.float()),
-        baseline_name="torch.matmul",
-        params={"M": M, "N": N, "K": K},
-    )
+def make_inputs(shape, dtype, device, case):
+    M, N, K = shape
+    return harness.rand((M, K), dtype, device, case), harness.rand((K, N), dtype, device, case)
 
 
-def check_problems():
-    if bc.device() == "cpu":
-        return [lambda s=s, d=d: problem(*s, d) for d in ("float16", "float32") for s in CPU_CHECK]
-    return [lambda s=s, d=d: problem(*s, d) for d in ("bfloat16", "float16") for s in GPU_CHECK]
-
-
-def headline_problem():
-    if bc.device() == "cpu":
-        return problem(64, 64, 64, "float16")
-    return problem(*HEADLINE, "bfloat16")
-
-
-def sweep_problems(dtypes=("bfloat16", "float16")):
-    if bc.device() == "cpu":
-        return [lambda: problem(64, 64, 64, "float16"), lambda: problem(48, 80, 33, "float32")]
-    return [lambda s=s, d=d: problem(*s, d) for d in dtypes for s in BENCH_SHAPES]
-
-
-def main(argv=None):
-    return bc.run_test("gemm", check_problems, headline_problem, sweep_problems,
-                       "4096x4096x4096 bf16" if bc.device() != "cpu" else "64x64x64 fp16 (CPU interpreter)",
-                       argv)
-
+SPEC = harness.Spec(
+    name="gemm",
+    metric="tflops",
+    make_inputs=make_inputs,
+    make_outputs=lambda inputs: (inputs[0].new_empty((inputs[0].shape[0], inputs[1].shape[1])),),
+    kernel=lambda inputs, outputs: T.gemm(*inputs, out=outputs[0]),
+    reference=lambda inputs: (T.reference(*inputs),),
+    torch_impl=lambda inputs: T.torch_gemm(*inputs),
+    torch_name="torch.matmul",
+    flops=lambda inputs, outputs: 2.0 * inputs[0].shape[0] * inputs[1].shape[1] * inputs[0].shape[1],
+    tolerances=harness.NORM,
+    gpu=harness.Plan(
+        # odd sizes, a row of one, K not a multiple of BLOCK_K
+        check_shapes=[(1, 4096, 4096), (1023, 1537, 4097), (4097, 1023, 1000), (257, 384, 72), (4000, 4000, 4000)],
+        dtypes=("bf16", "fp16"),
+        time_shapes=[(4096, 4096, 4096)],
+        time_dtypes=("bf16",),
+        # squares, a skinny-K, a wide one, non-multiples of the tile sizes
+        sweep_shapes=[(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+                      (8192, 1024, 8192), (4096, 4096, 1000), (4000, 4000, 4000)],
+        sweep_dtypes=("bf16", "fp16"),
+    ),
+    # tiny, and fp16/fp32 only: the interpreter has no bf16 arithmetic
+    interpreter=harness.Plan(
+        check_shapes=[(64, 48, 40), (33, 70, 19), (1, 16, 16), (96, 64, 72)],
+        dtypes=("fp16", "fp32"),
+        time_shapes=[(64, 64, 64)],
+        time_dtypes=("fp16",),
+        sweep_shapes=[(64, 64, 64), (48, 80, 33)],
+        sweep_dtypes=("fp16", "fp32"),
+    ),
+)
 
 if __name__ == "__main__":
-    main()
+    harness.main(SPEC)

@@ -1,42 +1,44 @@
 """Correctness and speed of triton_template.softmax (kgit test contract).
 
-    python skills/kernels/softmax/test_softmax.py [--json] [--profile] [--quick]
+    python skills/kernels/softmax/test_softmax.py [--json] [--quick] [--sweep] [--profile]
 """
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-if os.path.exists(os.path.join(ROOT, "kgit", "bench.py")):
+if os.path.exists(os.path.join(ROOT, "kgit", "harness", "__init__.py")):
     sys.path.insert(0, ROOT)  # the harness of this checkout, not an installed one
 sys.path.insert(0, HERE)
-from kgit import bench  # noqa: E402
+from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
 from triton_template import softmax, softmax_ref  # noqa: E402
 
-SPEC = bench.Spec(
+SPEC = harness.Spec(
     name="softmax",
-    make_inputs=lambda shape, dtype, device, case: (bench.rand(shape, dtype, device, case),),
+    metric="gbps",
+    make_inputs=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case),),
     make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
     kernel=lambda inputs, outputs: softmax(inputs[0], out=outputs[0]),
     reference=lambda inputs: (softmax_ref(inputs[0]),),
     torch_impl=lambda inputs: torch.softmax(inputs[0], dim=-1),
-    metric="gbps",
     cases=("normal", "large", "tiny", "equal", "neginf"),
-    # edge sizes, non-powers of two, the rows-in-registers path, the split path
-    # with one row per team and with many rows per team (double buffer reuse)
-    check_shapes=[(1, 1), (3, 1023), (5, 1537), (7, 4097), (64, 1024), (33, 16384),
-                  (1000, 32768), (300, 131072), (2, 131072), (3, 262144)],
-    extreme_shapes=[(16, 1537), (4, 40000), (2, 262144)],
-    # 2**27 elements each: >= 512 MB of traffic in bf16
-    time_shapes=[(131072, 1024), (32768, 4096), (8192, 16384), (4096, 32768),
-                 (2048, 65536), (1024, 131072), (512, 262144)],
+    gpu=harness.Plan(
+        # edge sizes, non-powers of two, the rows-in-registers path, the split path
+        # with one row per team and with many rows per team (double buffer reuse)
+        check_shapes=[(1, 1), (3, 1023), (5, 1537), (7, 4097), (64, 1024), (33, 16384),
+                      (1000, 32768), (300, 131072), (2, 131072), (3, 262144)],
+        extreme_shapes=[(16, 1537), (4, 40000), (2, 262144)],
+        # 2**27 elements each: >= 512 MB of traffic in bf16
+        time_shapes=[(131072, 1024), (32768, 4096), (8192, 16384), (4096, 32768),
+                     (2048, 65536), (1024, 131072), (512, 262144)],
+    ),
     # interpreter: whole rows, several rows per tile, and the looped path (N > BLOCK_SIZE)
-    interp_check_shapes=[(3, 33), (1, 1), (5, 100), (2, 4100)],
-    interp_time_shapes=[(8, 256)],
+    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1), (5, 100), (2, 4100)],
+                             extreme_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)]),
 )
 
 if __name__ == "__main__":
-    bench.main(SPEC)
+    harness.main(SPEC)

@@ -1,0 +1,90 @@
+"""Timing one (shape, dtype) entry: the kernel, torch's version and the spec's others, in one process,
+on the same inputs; its rates, % of peak and of the measured copy; then the checks a figure must pass.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from kgit import gpu
+from kgit.harness import cheat, checks, device
+from kgit.harness.spec import Spec, torch_dtype
+from kgit.harness.timing import Timer, spread_pct
+
+# A memory-bound figure above COPY_CEILING x the measured copy, at a shape whose traffic no L2 holds,
+# or a compute-bound figure above PEAK_CEILING x the datasheet peak, is not real work.
+COPY_CEILING = 1.2
+L2_SAFE_BYTES = 128 * 2**20
+PEAK_CEILING = 1.05
+
+
+def default_nbytes(inputs, outputs) -> int:
+    """Every input read once and every output written once."""
+    return sum(t.numel() * t.element_size() for t in (*inputs, *outputs) if hasattr(t, "numel"))
+
+
+def rate(metric: str, amount: float, ms: float) -> float:
+    """GB/s from bytes or TFLOP/s from flops, over `ms` milliseconds."""
+    return amount / (ms * 1e-3) / (1e9 if metric == "gbps" else 1e12)
+
+
+def _figures(prefix: str, times_ms: list[float], nbytes: int, flops: float | None) -> dict:
+    median = statistics.median(times_ms)
+    fig = {f"{prefix}latency_us": median * 1e3, f"{prefix}gbps": rate("gbps", nbytes, median),
+           f"{prefix}spread_pct": spread_pct([rate("gbps", nbytes, t) for t in times_ms])}
+    if flops:
+        fig[f"{prefix}tflops"] = rate("tflops", flops, median)
+    return fig
+
+
+def impossible(spec: Spec, entry: dict, gpu_name: str, copy_gbps: float | None) -> str | None:
+    """Why the entry's figure cannot be real work, or None."""
+    if spec.metric == "gbps" and copy_gbps and entry["bytes"] >= L2_SAFE_BYTES \
+            and entry["gbps"] > COPY_CEILING * copy_gbps:
+        return (f"{entry['gbps']:.0f} GB/s exceeds {COPY_CEILING}x the measured copy ({copy_gbps:.0f} GB/s): "
+                "the kernel cannot be moving its bytes")
+    peak = gpu.peak_for(gpu_name, "tflops", entry["dtype"]) if spec.metric == "tflops" else None
+    if peak and entry["tflops"] > PEAK_CEILING * peak:
+        return f"{entry['tflops']:.0f} TFLOP/s exceeds the {peak:.0f} datasheet peak: not real work"
+    return None
+
+
+def time_entry(spec: Spec, shape, dtype: str, role: str, timer: Timer, time_torch: bool,
+               copy_gbps: float | None) -> dict:
+    """One entry of the JSON's "shapes": figures of the kernel (and torch, others), and "error" if wrong."""
+    info = device.detect()
+    on_gpu = device.on_gpu()
+    inputs = spec.make_inputs(shape, torch_dtype(dtype), info["device"], "normal")
+    outputs = cheat.poison(spec.make_outputs(inputs))
+    nbytes = (spec.nbytes or default_nbytes)(inputs, outputs)
+    flops = spec.flops(inputs, outputs) if spec.flops else None
+    entry = {"shape": list(shape), "label": spec.shape_label(shape), "dtype": dtype, "role": role,
+             "bytes": nbytes, "flops": flops}
+    times = timer.times_ms(lambda: spec.kernel(inputs, outputs), on_gpu)
+    entry["ms_repeats"] = times
+    entry.update(_figures("", times, nbytes, flops))
+    if time_torch and spec.torch_impl is not None:
+        torch_times = timer.times_ms(lambda: spec.torch_impl(inputs), on_gpu)
+        entry["baseline"] = spec.torch_name
+        entry.update(_figures("torch_", torch_times, nbytes, flops))
+        entry["speedup"] = statistics.median(torch_times) / statistics.median(times)
+    for name, impl in spec.others.items():
+        entry.update(_figures(f"{name}_", timer.times_ms(lambda: impl(inputs), on_gpu), nbytes, flops))
+    if on_gpu:
+        if spec.metric == "gbps":
+            peak = gpu.peak_for(info["name"], "gbps")
+            if copy_gbps:
+                entry["pct_of_copy"] = 100.0 * entry["gbps"] / copy_gbps
+                if "torch_gbps" in entry:
+                    entry["torch_pct_of_copy"] = 100.0 * entry["torch_gbps"] / copy_gbps
+        else:
+            peak = gpu.peak_for(info["name"], "tflops", dtype)
+        entry["pct_of_peak"] = 100.0 * entry[spec.metric] / peak if peak else None
+    wrong = checks.recheck(spec, inputs, outputs, shape, dtype)
+    if wrong:
+        entry["error"] = "the timed output is wrong: " + wrong
+    else:
+        why = impossible(spec, entry, info["name"], copy_gbps)
+        if why:
+            entry["error"] = why
+    return entry

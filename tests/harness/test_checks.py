@@ -1,0 +1,137 @@
+"""The checks catch cheating kernels and let honest ones pass: memory-bound (softmax, elementwise
+tolerance) and compute-bound (gemm, norm tolerance) alike, through the same harness."""
+
+import torch
+
+from kgit import harness
+from kgit.harness.checks import check_one
+
+
+def run(spec):
+    return harness.run(spec, timer=harness.Timer(repeats=1))
+
+
+def first_error(result) -> str:
+    assert result["status"] == "fail" and result["correctness"] is False
+    return result["errors"][0]["error"]
+
+
+def test_honest_kernels_pass(softmax_spec, softmax_t, gemm_spec, gemm_t):
+    assert run(softmax_spec(lambda i, o: softmax_t.softmax(i[0], out=o[0])))["status"] == "pass"
+    assert run(gemm_spec(lambda i, o: gemm_t.gemm(*i, out=o[0])))["status"] == "pass"
+
+
+def test_calling_torch_is_caught(softmax_spec, gemm_spec):
+    softmax = softmax_spec(lambda i, o: o[0].copy_(torch.softmax(i[0].float(), dim=-1)))
+    assert "torch ops ['_softmax']" in first_error(run(softmax))
+    gemm = gemm_spec(lambda i, o: o[0].copy_(torch.matmul(*i)))
+    assert "torch ops ['mm']" in first_error(run(gemm))
+
+
+def test_computing_with_torch_under_another_name_is_caught(softmax_spec):
+    def cheat(inputs, outputs):
+        x = inputs[0].float()
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        outputs[0].copy_(e / e.sum(-1, keepdim=True))
+
+    assert "torch ops ['amax', 'div', 'exp', 'sub', 'sum']" in first_error(run(softmax_spec(cheat)))
+
+
+def test_caching_outputs_by_shape_is_caught(softmax_spec, softmax_t):
+    cache = {}
+
+    def cheat(inputs, outputs):
+        key = tuple(inputs[0].shape)
+        if key not in cache:
+            softmax_t.softmax(inputs[0], out=outputs[0])
+            cache[key] = outputs[0].clone()
+        outputs[0].copy_(cache[key])
+
+    assert first_error(run(softmax_spec(cheat))).startswith("second input: ")
+
+
+def test_caching_outputs_by_pointer_is_caught(gemm_spec, gemm_t):
+    cache = {}
+
+    def cheat(inputs, outputs):
+        key = (inputs[0].data_ptr(), outputs[0].data_ptr())
+        if key not in cache:
+            gemm_t.gemm(*inputs, out=outputs[0])
+            cache[key] = outputs[0].clone()
+        outputs[0].copy_(cache[key])
+
+    assert first_error(run(gemm_spec(cheat))).startswith("input rewritten in place (same buffers): ")
+
+
+def test_unwritten_rows_and_columns_are_caught(softmax_spec, softmax_t, gemm_spec, gemm_t):
+    def some_rows(inputs, outputs):
+        half = max(1, inputs[0].shape[0] // 2)
+        softmax_t.softmax(inputs[0][:half], out=outputs[0][:half])
+
+    assert "NaN: unwritten" in first_error(run(softmax_spec(some_rows)))
+    some_cols = gemm_spec(lambda i, o: o[0][:, :-1].copy_(gemm_t.gemm(*i)[:, :-1]))
+    assert "NaN: unwritten" in first_error(run(some_cols))
+
+
+def test_returning_a_new_tensor_leaves_the_outputs_unwritten(softmax_spec, softmax_t):
+    assert "NaN" in first_error(run(softmax_spec(lambda i, o: softmax_t.softmax(i[0]))))
+
+
+def test_nondeterminism_is_caught(softmax_spec, softmax_t):
+    # no torch compute: alternates between two code paths (whole row in registers; looped online
+    # two-pass) whose roundings differ in the last bit
+    calls = []
+
+    def cheat(inputs, outputs):
+        calls.append(1)
+        softmax_t.softmax(inputs[0], out=outputs[0], config={"BLOCK_SIZE": 16} if len(calls) % 2 else None)
+
+    spec = softmax_spec(cheat, interpreter=harness.Plan(check_shapes=[(8, 100)], time_shapes=[(8, 100)],
+                                                        dtypes=("fp32",)))
+    assert "two runs on the same input differ" in first_error(run(spec))
+
+
+def test_wrong_values_fail_each_tolerance(softmax_spec, gemm_spec, gemm_t):
+    zeros = softmax_spec(lambda i, o: o[0].zero_(), interpreter=harness.Plan(
+        check_shapes=[(2, 4096)], time_shapes=[(2, 4096)], dtypes=("fp32",)))
+    assert "out of tolerance" in first_error(run(zeros))  # all-zero softmax at long rows: tiny values
+    skipped_k = gemm_spec(lambda i, o: gemm_t.gemm(i[0][:, :-4].contiguous(), i[1][:-4].contiguous(), out=o[0]))
+    assert "relative error" in first_error(run(skipped_k))  # the last 4 of 16 K: ~50% off
+
+
+def test_a_kernel_wrong_only_at_the_timed_shape_is_caught(softmax_spec, softmax_t):
+    # a tuner's candidate can break a path that only the timed shape takes (e.g. long rows)
+    def cheat(inputs, outputs):
+        softmax_t.softmax(inputs[0], out=outputs[0])
+        if inputs[0].shape[1] == 64:
+            outputs[0].zero_()
+
+    spec = softmax_spec(cheat, interpreter=harness.Plan(check_shapes=[(6, 40)], time_shapes=[(4, 64)],
+                                                        dtypes=("fp32",)))
+    result = run(spec)
+    assert result["errors"][0]["case"] == "timing"
+    assert result["reason"].startswith("(4, 64) fp32 timing: the timed output is wrong")  # what kgit's log shows
+
+
+def test_a_crash_fails_its_shape(softmax_spec):
+    def crash(inputs, outputs):
+        raise RuntimeError("no kernel for this shape\nsecond line")
+
+    assert first_error(run(softmax_spec(crash))) == "raised RuntimeError: no kernel for this shape"
+
+
+def test_the_sample_narrows_the_comparison_but_not_the_finite_check(softmax_spec, softmax_t):
+    first_row = lambda inputs, outputs: (tuple(t[:1] for t in inputs), tuple(t[:1] for t in outputs))  # noqa: E731
+
+    def rows_after_the_first_wrong(inputs, outputs):
+        softmax_t.softmax(inputs[0], out=outputs[0])
+        outputs[0][1:] *= 2
+
+    spec = softmax_spec(rows_after_the_first_wrong, sample=first_row, allowed_torch_ops=("mul_",))
+    assert check_one(spec, (6, 40), "fp32", "normal") is None
+
+    def last_row_unwritten(inputs, outputs):
+        softmax_t.softmax(inputs[0][:-1], out=outputs[0][:-1])
+
+    why = check_one(softmax_spec(last_row_unwritten, sample=first_row), (6, 40), "fp32", "normal")
+    assert "not finite" in why

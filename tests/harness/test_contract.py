@@ -1,0 +1,85 @@
+"""The JSON a test prints: the headline and the failure rule (synthetic entries, no timing)."""
+
+import json
+import math
+
+import pytest
+
+from kgit.harness import contract
+
+INFO = {"name": "NVIDIA H200", "backend": "cuda"}
+
+
+def entry(label, ms, role="headline", dtype="bf16", flops=2e12, bytes_=4e9, **extra):
+    median = sorted(ms)[len(ms) // 2]
+    return {"shape": [1], "label": label, "dtype": dtype, "role": role, "bytes": bytes_, "flops": flops,
+            "ms_repeats": ms, "latency_us": median * 1e3, "tflops": flops / (median * 1e-3) / 1e12,
+            "gbps": bytes_ / (median * 1e-3) / 1e9, "spread_pct": 0.0, **extra}
+
+
+def build(spec, entries, failures=()):
+    return contract.build(spec, INFO, 7, 3, 0.5, list(failures), entries, None)
+
+
+@pytest.fixture
+def tflops_spec(gemm_spec):
+    return gemm_spec(lambda i, o: None)
+
+
+def test_one_headline_entry_gives_its_own_figures_under_its_own_label(tflops_spec):
+    # the bug this fixes: --sweep reported the first sweep shape's figure under the headline's label
+    result = build(tflops_spec, [entry("1024^3", [1.0, 1.0, 1.0], role="sweep"),
+                                 entry("4096^3", [4.0, 5.0, 4.5], speedup=0.9, pct_of_peak=45.0),
+                                 entry("8192^3", [9.0, 9.0, 9.0], role="sweep")])
+    assert result["headline"] == "4096^3 bf16"
+    assert result["tflops"] == pytest.approx(2e12 / 4.5e-3 / 1e12, rel=1e-4)
+    assert result["latency_us"] == 4500.0 and result["speedup"] == 0.9 and result["pct_of_peak"] == 45.0
+    # the spread of the metric over the repeats: (500 - 400) / 444.44
+    assert result["spread_pct"] == pytest.approx(22.5, rel=1e-4)
+
+
+def test_several_headline_entries_give_their_geometric_mean(softmax_spec):
+    spec = softmax_spec(lambda i, o: None)
+    result = build(spec, [entry("a", [1.0, 2.0], bytes_=1e9, dtype="fp32"),
+                          entry("b", [4.0, 4.0], bytes_=1e9, dtype="fp16")])
+    # per repeat: geomean(1000, 250) = 500 and geomean(500, 250) = 353.6 GB/s; spread 146.4 / 426.8
+    assert result["gbps"] == pytest.approx(math.sqrt(1e9 / 2e-3 / 1e9 * 250.0), rel=1e-4)
+    assert result["spread_pct"] == pytest.approx(100 * (500 - math.sqrt(500 * 250)) / ((500 + math.sqrt(500 * 250)) / 2),
+                                                 rel=1e-4)
+    assert result["headline"] == "geometric mean over 2 timed entries (2 shapes x fp16,fp32)"
+    assert result["speedup"] is None  # not every entry timed torch
+
+
+def test_a_tflops_kernel_reports_no_top_level_gbps(tflops_spec):
+    # kgit reads whichever of gbps and tflops it finds first: there must be one
+    result = build(tflops_spec, [entry("x", [1.0])])
+    assert "tflops" in result and "gbps" not in result
+
+
+def test_the_failure_rule(tflops_spec):
+    failure = {"shape": [3, 5], "dtype": "bf16", "case": "large", "error": "1 of 15 elements not finite"}
+    result = build(tflops_spec, [], [failure])
+    assert result["correctness"] is False and result["status"] == "fail"
+    for key in ("latency_us", "tflops", "speedup", "spread_pct", "pct_of_peak", "pct_of_copy", "headline"):
+        assert result[key] is None, key
+    assert result["reason"] == "(3, 5) bf16 large: 1 of 15 elements not finite"
+    assert result["n_errors"] == 1 and result["errors"] == [failure]
+
+
+def test_a_wrong_timed_entry_fails_the_run(tflops_spec):
+    result = build(tflops_spec, [entry("x", [1.0], error="the timed output is wrong: NaN")])
+    assert result["status"] == "fail" and result["tflops"] is None
+    assert result["errors"][0]["case"] == "timing"
+
+
+def test_floats_are_rounded_and_non_finite_ones_become_null(tflops_spec):
+    result = build(tflops_spec, [entry("x", [1.0 / 3.0], pct_of_peak=float("nan"))])
+    assert result["latency_us"] == 333.33
+    assert result["shapes"][0]["pct_of_peak"] is None
+
+
+def test_the_json_object_is_printed_last(tflops_spec, capsys):
+    result = build(tflops_spec, [entry("x", [1.0], speedup=1.0, baseline="torch", torch_latency_us=1.0)])
+    contract.emit(result, "tflops", human_text=True)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "headline (x bf16)" in lines[-2] and json.loads(lines[-1]) == result
