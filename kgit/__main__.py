@@ -1,3 +1,3 @@
-from kgit.cli import main
+from kgit.cli.main import main
 
 main()

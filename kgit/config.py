@@ -44,6 +44,13 @@ class KernelConfig:
     min_gain_pct: float = 1.0
     test_args: tuple[str, ...] = ()  # passed to the test after --json, e.g. ["--quick"]
 
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "test_args": list(self.test_args)}
+
+    @staticmethod
+    def from_dict(data: dict) -> KernelConfig:
+        return KernelConfig(**{**data, "test_args": tuple(data.get("test_args", ()))})
+
 
 # key -> (accepted Python types, description used in error messages)
 _KEY_TYPES = {
@@ -87,6 +94,11 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
         settings[key] = _check_path(root, settings[key], key)
     settings["test_args"] = tuple(settings.get("test_args", ()))
     return KernelConfig(name=name, **settings)
+
+
+def for_loop(root: Path, kernel: str, baseline_options: dict | None, overrides: dict) -> KernelConfig:
+    """A loop's settings: kgit.yaml, then the options given to 'kgit start', then this command's."""
+    return load(root, kernel, {**(baseline_options or {}), **overrides})
 
 
 def _read_file(root: Path) -> dict:

@@ -1,17 +1,11 @@
-"""Runs a kernel's test in its own process and turns what it prints into a validated result.
+"""Every process kgit starts other than git: a kernel's test, an agent, a profiler.
 
-The test contract: `<python> <test_path> --json` prints, as its last JSON object on stdout, something like
-  {"kernel": "softmax", "gpu": "NVIDIA H200", "correctness": true, "latency_us": 26.4,
-   "gbps": 1270.1, "speedup": 1.071, "status": "pass"}
-("tflops" instead of "gbps" for compute-bound kernels). The object may also be printed indented over
-several lines, as some existing tests do after a `--- JSON ---` line. Optional fields kgit uses when
-present: spread_pct (the metric's measured spread, in %) and pct_of_peak.
+Each runs in its own process group with a timeout, and the whole group dies with it (timeout,
+Ctrl-C, kgit being stopped). What a test prints is read by kgit.model.result.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import signal
 import subprocess
@@ -21,40 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgit.model import result
+from kgit.model.result import TestResult
+
 TAIL_CHARS = 2000
-
-
-@dataclass
-class TestResult:
-    ok: bool  # the test ran and printed a valid result; says nothing yet about correctness
-    correctness: bool
-    reason: str | None  # why it is not ok, or why correctness failed
-    metric: str | None  # "gbps" or "tflops"
-    value: float | None
-    spread_pct: float
-    payload: dict | None  # the test's JSON, unchanged
-    duration_s: float
-    output_tail: str
-
-    @property
-    def passed(self) -> bool:
-        return self.ok and self.correctness
-
-
-def device_env(gpu: str) -> tuple[dict, str | None]:
-    """Environment for the test, and a plain-words note when kgit falls back to Triton's interpreter.
-
-    Looks for the vendors' device files instead of importing torch: kgit itself never loads torch.
-    """
-    has_nvidia = Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()
-    has_amd = Path("/dev/kfd").exists()
-    if gpu == "cpu" or (gpu == "auto" and not (has_nvidia or has_amd)):
-        why = "gpu: cpu" if gpu == "cpu" else "no GPU found"
-        return {"TRITON_INTERPRET": "1"}, (
-            f"{why}: running in Triton's interpreter mode on the CPU; timings are CPU timings, "
-            "not comparable to any GPU"
-        )
-    return {}, None
 
 
 @dataclass
@@ -123,58 +87,7 @@ def run_test(
     """Run a kernel's test by the contract and validate what it prints."""
     args = [sys.executable, test_path, "--json", *test_args]
     done = run_command(args, cwd, timeout_s, env, None, on_tick, on_spawn)
-    output = tail(done)
-    reason = done.failure(timeout_s)
-    payload = None if reason else last_json_object(done.stdout)
-    if reason is None and payload is None:
-        reason = "no JSON object on stdout"
-    if reason:
-        return TestResult(False, False, reason, None, None, 0.0, None, done.duration_s, output)
-    return validate(payload, preferred_metric, done.duration_s, output)
-
-
-def validate(payload: dict, preferred_metric: str | None, duration: float, tail: str) -> TestResult:
-    def failed(reason: str) -> TestResult:
-        return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
-
-    correctness = payload.get("correctness")
-    if not isinstance(correctness, bool):
-        return failed("invalid JSON: 'correctness' must be true or false")
-    if not correctness or payload.get("status") == "fail":
-        reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
-        return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
-
-    candidates = [preferred_metric] if preferred_metric else ["gbps", "tflops"]
-    metric = next((m for m in candidates if m in payload), None)
-    if metric is None:
-        return failed(f"invalid JSON: no {' or '.join(candidates)} field")
-    value = payload[metric]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        return failed(f"invalid metric: {metric} = {value!r}")
-    spread = payload.get("spread_pct", 0.0)
-    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not math.isfinite(spread) or spread < 0:
-        return failed(f"invalid JSON: spread_pct = {spread!r}")
-    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail)
-
-
-def last_json_object(stdout: str) -> dict | None:
-    """The last JSON object that starts at the beginning of a line (one line or indented over several)."""
-    decoder = json.JSONDecoder()
-    lines = stdout.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    # Nested objects of an indented dump start after whitespace, so only column-0 braces are candidates.
-    for i in range(len(lines) - 1, -1, -1):
-        if not lines[i].startswith("{"):
-            continue
-        try:
-            obj, _ = decoder.raw_decode(stdout, offsets[i])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
+    return result.from_output(done.stdout, done.failure(timeout_s), preferred_metric, done.duration_s, tail(done))
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, started: float, on_tick) -> bool:
@@ -220,8 +133,3 @@ def tail(done: Finished) -> str:
     """The end of what a command printed, stderr after stdout."""
     text = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
     return text[-TAIL_CHARS:]
-
-
-def not_run(reason: str, output_tail: str = "") -> TestResult:
-    """The result of a test that never ran or never finished."""
-    return TestResult(False, False, reason, None, None, 0.0, None, 0.0, output_tail)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kgit import diagnose
+from kgit.profiling import diagnose
 
 DATA = Path(__file__).parent / "data"
 BUSY = diagnose.THRESHOLDS["busy_pct"]
@@ -39,8 +39,10 @@ def test_tier_orders():
 
 
 def records(*tiers):
-    out = [{"iteration": 0, "tier": None, "status": "BASELINE"}]
-    return out + [{"iteration": i + 1, "tier": t, "status": "REGRESSED"} for i, t in enumerate(tiers)]
+    from kgit.model.record import Record, Status
+
+    out = [Record("k", 0, "baseline", Status.BASELINE, value=1.0)]
+    return out + [Record("k", i + 1, "a change", Status.REGRESSED, tier=t) for i, t in enumerate(tiers)]
 
 
 @pytest.mark.parametrize("bound, tried, expected", [

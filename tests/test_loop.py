@@ -188,28 +188,33 @@ def test_the_test_runs_on_the_committed_candidate_not_the_working_tree(started):
 
 
 def test_two_runs_of_one_kernel_on_one_gpu_are_two_sections():
-    from kgit import report
+    from kgit.model.record import from_json
+    from kgit.render import readme
 
     def record(iteration, status, started, value, gpu="Fake GPU"):
-        return {"kernel": "fake", "iteration": iteration, "action": f"step {iteration}", "status": status,
-                "started": started, "value": value, "metric": "gbps", "correctness": True, "gpu": gpu}
+        return from_json({"kernel": "fake", "iteration": iteration, "action": f"step {iteration}", "status": status,
+                          "started": started, "value": value, "metric": "gbps", "correctness": True, "gpu": gpu})
 
     first = [record(0, "BASELINE", "2026-11-01T10:00:00.000001+00:00", 100.0),
              record(1, "IMPROVED", "2026-11-01T10:05:00.000001+00:00", 110.0)]
     second = [record(0, "BASELINE", "2026-11-02T09:00:00.000001+00:00", 200.0),
               record(1, "REGRESSED", "2026-11-02T09:05:00.000001+00:00", 150.0)]
-    runs = report.sections(second + first)
-    assert [[r["value"] for r in section] for section in runs.values()] == [[100.0, 110.0], [200.0, 150.0]]
-    readme = report.render_readme(first + second)
-    assert "## Optimization: fake on Fake GPU, started 2026-11-01 10:00 UTC" in readme
-    assert "## Optimization: fake on Fake GPU, started 2026-11-02 09:00 UTC" in readme
+    runs = readme.sections(second + first)
+    assert [[r.value for r in section] for section in runs.values()] == [[100.0, 110.0], [200.0, 150.0]]
+    text = readme.render_readme(first + second)
+    assert "## Optimization: fake on Fake GPU, started 2026-11-01 10:00 UTC" in text
+    assert "## Optimization: fake on Fake GPU, started 2026-11-02 09:00 UTC" in text
 
 
 def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
-    from kgit import report
+    from kgit.model.record import from_json
+    from kgit.render.text import status_words
+
+    def failed(reason):
+        return from_json({"kernel": "fake", "iteration": 1, "action": "a", "status": "FAILED", "reason": reason})
 
     long = "crashed: exit status 1: triton.runtime.errors.OutOfResources: " + "x" * 200
-    words = report.status_words({"status": "FAILED", "reason": long})
+    words = status_words(failed(long))
     assert words.startswith("failed, reverted (crashed: exit status 1: triton") and words.endswith("…)")
     assert len(words) < 130
-    assert report.status_words({"status": "FAILED", "reason": "short"}) == "failed, reverted (short)"
+    assert status_words(failed("short")) == "failed, reverted (short)"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kgit import diagnose, ncu
+from kgit.profiling import diagnose, ncu
 
 DATA = Path(__file__).parent / "data"
 FAKE_NCU = Path(__file__).parent / "fake_ncu"
@@ -90,7 +90,7 @@ def test_unknown_metric_is_named_from_ncus_error():
 
 
 def test_jit_names_are_read_from_the_kernel_file():
-    from kgit.profile import jit_kernel_names
+    from kgit.profiling.profile import jit_kernel_names
 
     source = (
         "import triton\nfrom triton import jit\n"

@@ -40,8 +40,11 @@ def test_kill_during_the_test_rolls_back(started, tmp_path):
     proc, test_pid = spawn_step(started, tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run = started.ok("status", "--json")
-    assert "finished an interrupted step: iteration 1 of fake is FAILED" in run.stderr
+    before = started.snapshot()
+    pending = started.ok("status", "--json")  # a read-only command reports the step and changes nothing
+    assert "a step was interrupted" in pending.stderr and started.snapshot() == before
+    run = started.ok("doctor", "--fix")
+    assert "finished an interrupted step: iteration 1 of fake is FAILED" in run.stdout
     assert not alive(test_pid), "recovery stops the orphaned test"
     record = started.ok("show", "1", "--json").json()
     assert record["status"] == "FAILED" and record["reason"].startswith("interrupted")
@@ -70,7 +73,7 @@ def test_kill_at_any_point_after_the_test(started, point, metric, status):
     started.set_kernel(METRIC=metric)
     run = started.kgit("step", "-m", "edit", env={"KGIT_TEST_CRASH_AT": point})
     assert run.returncode == -signal.SIGKILL
-    assert started.ok("status").returncode == 0
+    assert started.ok("doctor", "--fix").returncode == 0
     record = started.ok("show", "1", "--json").json()
     if point == "candidate-committed":  # killed before the test ran: rolled back
         assert record["status"] == "FAILED" and record["reason"].startswith("interrupted")
@@ -88,7 +91,7 @@ def test_a_message_git_would_reformat_is_still_recognised_after_a_kill(started):
     message = "bigger   block \n\n and more "
     run = started.kgit("step", "-m", message, env={"KGIT_TEST_CRASH_AT": "candidate-committed"})
     assert run.returncode == -signal.SIGKILL
-    started.ok("status")
+    started.ok("doctor", "--fix")
     record = started.ok("show", "1", "--json").json()
     assert record["action"] == "bigger block and more" and record["status"] == "FAILED"
     assert "METRIC = 100.0" in started.kernel_text("HEAD")
@@ -99,6 +102,7 @@ def test_a_message_git_would_reformat_is_still_recognised_after_a_kill(started):
 def test_kill_during_start(ws, point):
     run = ws.kgit("start", "fake", env={"KGIT_TEST_CRASH_AT": point})
     assert run.returncode == -signal.SIGKILL
+    ws.ok("doctor", "--fix")
     assert ws.ok("status", "--json").json()["iteration"] == 0
     assert ws.git("symbolic-ref", "--short", "HEAD") == "opt/fake"
     ws.check_invariants()
@@ -110,7 +114,7 @@ def test_recovery_keeps_an_edit_made_after_the_crash(started, tmp_path):
     proc.wait()
     idea = "METRIC = 1.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n# my next idea\n"
     (started.root / KERNEL).write_text(idea)
-    started.ok("status")
+    started.ok("doctor", "--fix")
     assert (started.root / KERNEL).read_text() == idea  # still there, now on top of the best kernel
     assert "METRIC = 100.0" in started.kernel_text("HEAD")
     assert started.ok("show", "1", "--json").json()["status"] == "FAILED"
@@ -139,8 +143,8 @@ def test_saved_edits_are_restored_after_a_crash(started):
     saved = started.git("stash", "create")
     started.git("update-ref", "refs/kgit/saved-edits", saved)
     started.git("reset", "-q", "--hard")
-    run = started.ok("log")
-    assert "restored your uncommitted edits" in run.stderr
+    run = started.ok("doctor", "--fix")
+    assert "restored your uncommitted edits" in run.stdout
     assert "METRIC = 3.0" in (started.root / KERNEL).read_text()
     assert started.git("for-each-ref", "refs/kgit/saved-edits") == ""
 
@@ -153,7 +157,7 @@ def test_recovery_never_moves_the_branch_the_user_switched_to(started):
     started.git("add", "mine.txt")
     started.git("commit", "-qm", "my work on main")
     mine = started.git("rev-parse", "main")
-    started.ok("log")
+    started.ok("doctor", "--fix")
     assert started.git("rev-parse", "main") == mine and (started.root / "mine.txt").exists()
     assert started.git("log", "-1", "--format=%s", "opt/fake") == "fake: iter 1: faster"
     assert started.git("rev-parse", "best/fake") == started.git("rev-parse", "opt/fake")
@@ -164,7 +168,7 @@ def test_recovery_leaves_a_branch_with_foreign_commits_alone(started):
     assert started.kgit("step", "-m", "faster", env={"KGIT_TEST_CRASH_AT": "decided"}).returncode == -signal.SIGKILL
     started.git("commit", "-q", "--allow-empty", "-m", "someone else's commit")
     tip = started.git("rev-parse", "HEAD")
-    message = started.refused("status")
+    message = started.refused("doctor", "--fix")
     assert "opt/fake moved while kgit worked on it" in message
     assert started.git("rev-parse", "HEAD") == tip
 
@@ -172,18 +176,19 @@ def test_recovery_leaves_a_branch_with_foreign_commits_alone(started):
 LOCKER = """
 import sys, time
 from pathlib import Path
-from kgit import store
 from kgit.errors import KgitError
-repo = store.find_repo(Path(sys.argv[1]))
+from kgit.git.run import find_repo
+from kgit.state import lock
+repo = find_repo(Path(sys.argv[1]))
 time.sleep(float(sys.argv[2]) - time.time())  # every process tries at the same instant
 try:
-    store.acquire_lock(repo)
+    lock.acquire(repo)
 except KgitError:
     sys.exit(0)
 start = time.time()
 time.sleep(0.3)
 print(start, time.time())
-store.release_lock(repo)
+lock.release(repo)
 """
 
 

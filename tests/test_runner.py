@@ -2,7 +2,7 @@
 
 import pytest
 
-from kgit.runner import last_json_object
+from kgit.model.result import last_json_object
 
 
 @pytest.mark.parametrize("mode, reason", [

@@ -64,7 +64,7 @@ def a_session(ws):
 
 
 def test_the_installed_hook_is_the_shipped_script(ws):
-    from kgit import hooks
+    from kgit.share import hooks
 
     assert (REPO / "hooks/pre-push").read_text() == hooks.PRE_PUSH
     assert os.access(REPO / "hooks/pre-push", os.X_OK)

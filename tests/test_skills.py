@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kgit import diagnose, skillfiles
+from kgit.profiling import diagnose, skillfiles
 
 ROOT = Path(__file__).resolve().parent.parent
 SKILLS = sorted((ROOT / "skills").rglob("SKILL.md"))

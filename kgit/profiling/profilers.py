@@ -19,7 +19,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgit import ncu, rocprof, runner
+from kgit import device, runner
+from kgit.profiling import ncu, rocprof
 
 NCU_PLACES = ["/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"]
 ROCPROF_TOOLS = ["rocprofv3"]
@@ -40,11 +41,10 @@ class ProfilerRun:
 
 def find_profiler(gpu: str) -> tuple[str | None, str | None, str]:
     """(tool, path, why-not): the profiler for this machine's GPU, or why there is none."""
-    has_nvidia = Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()
-    has_amd = Path("/dev/kfd").exists()
-    if gpu == "cpu" or (gpu == "auto" and not (has_nvidia or has_amd)):
+    vendor = device.vendor(gpu)
+    if vendor == "cpu":
         return None, None, "no GPU on this machine (CPU only): no profiler can run"
-    if gpu == "nvidia" or (gpu == "auto" and has_nvidia):
+    if vendor == "nvidia":
         path = shutil.which("ncu") or next(
             (p for pattern in NCU_PLACES for p in sorted(glob.glob(pattern), reverse=True) if os.access(p, os.X_OK)),
             None,

@@ -15,6 +15,8 @@ a kernel "typically" has latency issues.
 
 from __future__ import annotations
 
+from kgit.model.record import Record
+
 MEMORY, COMPUTE, LATENCY = "memory", "compute", "latency"
 
 THRESHOLDS = {
@@ -110,12 +112,12 @@ def hints(metrics: dict, stalls: list[dict]) -> list[dict]:
     return found
 
 
-def tried_tiers(records: list[dict]) -> list[int]:
+def tried_tiers(records: list[Record]) -> list[int]:
     """Tiers some iteration of this kernel already tried, whatever its result."""
-    return sorted({r["tier"] for r in records if r.get("tier") is not None and r.get("iteration", 0) > 0})
+    return sorted({r.tier for r in records if r.tier is not None and r.iteration > 0})
 
 
-def next_tier(order: list[int], records: list[dict]) -> int | None:
+def next_tier(order: list[int], records: list[Record]) -> int | None:
     """The first tier of the order not tried yet; None when all were tried (the tiers are exhausted)."""
     tried = set(tried_tiers(records))
     return next((tier for tier in order if tier not in tried), None)
@@ -128,7 +130,7 @@ def vendor_of(profile: dict | None, gpu_name: str | None) -> str:
     return "amd" if any(w in name for w in ("amd", "instinct", "mi300", "mi250", "radeon")) else "nvidia"
 
 
-def diagnose(profile: dict, records: list[dict], kernel: str, gpu_name: str | None = None,
+def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | None = None,
              kernel_skill: str | None = None) -> dict:
     """The diagnosis of one profile (from a profiler, or kgit's benchmark fallback)."""
     if profile.get("source") == "profiler":

@@ -14,140 +14,141 @@ different commit (two clones both reverted their iteration 3) is pushed as <N>-<
 
 from __future__ import annotations
 
-from kgit import hooks, notes, store
 from kgit.errors import KgitError
+from kgit.git import notes, read, refs, remote as remotes, write
+from kgit.git.run import GitError, Repo
+from kgit.share import hooks
 
 
-def check_remote(repo: store.Repo, remote: str) -> None:
-    if remote not in store.remotes(repo):
+def check_remote(repo: Repo, remote: str) -> None:
+    if remote not in remotes.remotes(repo):
         raise KgitError(f"no remote named {remote!r} in this repository ('git remote -v' lists them)")
 
 
-def fetch(repo: store.Repo, remote: str) -> None:
+def fetch(repo: Repo, remote: str) -> None:
     """Fetch the remote's kgit refs beside ours; globs, so that a remote without some of them is fine."""
-    snapshot = f"refs/kgit/remotes/{remote}"
-    store.fetch(repo, remote, [
-        f"+refs/heads/{store.BRANCH_PREFIX}*:refs/remotes/{remote}/{store.BRANCH_PREFIX}*",
-        f"+refs/tags/{store.TAG_PREFIX}*:{snapshot}/{store.TAG_PREFIX}*",
-        f"+refs/notes/*:{snapshot}/notes/*",
-        f"+{store.ATTEMPTS_PREFIX}/*:{snapshot}/attempts/*",
+    remotes.fetch(repo, remote, [
+        f"+{refs.BRANCHES}*:{refs.remote_branch_ref(remote, '*')}",
+        f"+{refs.TAGS}*:{refs.remote_snapshot(remote, refs.TAG_PREFIX)}*",
+        f"+refs/notes/*:{refs.remote_snapshot(remote, 'notes/')}*",
+        f"+{refs.ATTEMPTS}/*:{refs.remote_snapshot(remote, 'attempts/')}*",
     ])
 
 
-def merge_notes(repo: store.Repo, remote: str) -> int:
+def merge_notes(repo: Repo, remote: str) -> int:
     """Bring the remote's records into refs/notes/kgit; the number of records that were new here."""
-    theirs = store.rev(repo, hooks.remote_ref(remote, "notes/kgit"))
-    ours = store.rev(repo, store.NOTES_REF)
-    if theirs is None or theirs == ours or (ours and store.is_ancestor(repo, theirs, ours)):
+    theirs_ref = refs.remote_snapshot(remote, "notes/kgit")
+    theirs = read.rev(repo, theirs_ref)
+    ours = read.rev(repo, refs.NOTES_REF)
+    if theirs is None or theirs == ours or (ours and read.is_ancestor(repo, theirs, ours)):
         return 0
-    mine = store.read_notes(repo)
+    mine = notes.read_notes(repo).by_commit
     changed = {}
-    for commit, records in store.read_notes(repo, hooks.remote_ref(remote, "notes/kgit")).items():
+    for commit, records in notes.read_notes(repo, ref=theirs_ref).by_commit.items():
         merged = notes.union(mine.get(commit, []), records)
         if merged != mine.get(commit):
             changed[commit] = merged
-    if ours is None or store.is_ancestor(repo, ours, theirs):
-        store.set_ref(repo, store.NOTES_REF, theirs)  # nothing of ours is missing there: fast-forward
+    if ours is None or read.is_ancestor(repo, ours, theirs):
+        write.set_ref(repo, refs.NOTES_REF, theirs)  # nothing of ours is missing there: fast-forward
     else:
-        store.write_notes(repo, changed, f"kgit: merge the records of {remote}", merge=theirs)
+        write.write_notes(repo, changed, f"kgit: merge the records of {remote}", merge=theirs)
     return sum(len(records) - len(mine.get(commit, [])) for commit, records in changed.items())
 
 
-def pull(repo: store.Repo, remote: str) -> list[str]:
+def pull(repo: Repo, remote: str) -> list[str]:
     """Fetch and merge the remote's kgit refs; what happened, a line each."""
     check_remote(repo, remote)
-    store.configure_notes(repo)  # a clone that never ran 'kgit start' rebases pulled branches too
+    write.configure_notes(repo)  # a clone that never ran 'kgit start' rebases pulled branches too
     fetch(repo, remote)
     done = [f"records: {merge_notes(repo, remote)} new from {remote}"]
-    theirs_by_branch = store.refs(repo, f"refs/remotes/{remote}/{store.BRANCH_PREFIX}")
-    for ref, theirs in sorted(theirs_by_branch.items()):
-        kernel = ref[len(f"refs/remotes/{remote}/{store.BRANCH_PREFIX}"):]
+    prefix = refs.remote_branch_ref(remote, "")
+    for ref, theirs in sorted(read.refs_under(repo, prefix).items()):
+        kernel = ref[len(prefix):]
         done.append(_pull_branch(repo, remote, kernel, theirs))
     return done
 
 
-def _pull_branch(repo: store.Repo, remote: str, kernel: str, theirs: str) -> str:
-    branch = store.branch_name(kernel)
-    ours = store.rev(repo, f"refs/heads/{branch}")
+def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> str:
+    branch = refs.branch(kernel)
+    ours = read.rev(repo, refs.branch_ref(kernel))
     if ours == theirs:
         return f"{branch}: up to date"
-    if ours is not None and store.is_ancestor(repo, theirs, ours):
+    if ours is not None and read.is_ancestor(repo, theirs, ours):
         return f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"
-    if ours is not None and not store.is_ancestor(repo, ours, theirs):
+    if ours is not None and not read.is_ancestor(repo, ours, theirs):
         return (f"{branch}: not updated, it has diverged from {remote}'s (both clones continued it); every "
                 f"record of both is kept in the notes; keep one side, e.g. git reset --hard {remote}/{branch}")
     if ours is None:
-        store.create_branch(repo, branch, theirs)
+        write.create_branch(repo, kernel, theirs)
         what = "new"
     else:
         try:
-            store.fast_forward(repo, branch, ours, theirs)
-        except store.GitError as e:
+            write.fast_forward(repo, kernel, ours, theirs)
+        except GitError as e:
             return f"{branch}: not updated ({e})"
         what = "fast-forwarded"
-    tag = store.rev(repo, hooks.remote_ref(remote, store.tag_name(kernel)))
+    tag = read.rev(repo, refs.remote_snapshot(remote, refs.tag(kernel)))
     if tag is not None:
-        store.set_tag(repo, kernel, tag)  # the branch is now theirs: so is its best
+        write.set_tag(repo, kernel, tag)  # the branch is now theirs: so is its best
     return f"{branch}: {what} to {theirs[:10]}"
 
 
-def push(repo: store.Repo, remote: str) -> tuple[list[list[str]], list[str]]:
+def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     """Send every kernel's branch, tag, records and attempts; the summary rows, and a line per outcome.
 
     Refuses before touching anything when a branch's tip has no valid record (hooks.tip_problem).
     """
     check_remote(repo, remote)
-    branches = store.refs(repo, f"refs/heads/{store.BRANCH_PREFIX}")
-    tips = {ref[len("refs/heads/" + store.BRANCH_PREFIX):]: sha for ref, sha in branches.items()}
-    hooks.check_tips(repo, tips, store.read_notes(repo))
+    tips = {ref[len(refs.BRANCHES):]: sha for ref, sha in read.refs_under(repo, refs.BRANCHES).items()}
+    hooks.check_tips(repo, tips, notes.read_notes(repo).by_commit)
     fetch(repo, remote)
     added = merge_notes(repo, remote)
     done = [f"records: {added} new from {remote} merged first"] if added else []
 
     refspecs = []
     for kernel, tip in sorted(tips.items()):
-        branch, tag = store.branch_name(kernel), store.tag_name(kernel)
-        theirs = store.rev(repo, f"refs/remotes/{remote}/{branch}")
-        if theirs is not None and not store.is_ancestor(repo, theirs, tip):
+        branch, tag = refs.branch(kernel), refs.tag(kernel)
+        theirs = read.rev(repo, refs.remote_branch_ref(remote, kernel))
+        if theirs is not None and not read.is_ancestor(repo, theirs, tip):
             done.append(f"{branch}: not pushed, {remote}'s has commits this clone lacks: 'kgit pull {remote}' first")
             continue
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
-        if store.rev(repo, f"refs/tags/{tag}"):
+        if read.rev(repo, refs.tag_ref(kernel)):
             refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design
-    notes_sha = store.rev(repo, store.NOTES_REF)
+    notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha:
-        refspecs.append(f"{store.NOTES_REF}:{store.NOTES_REF}")
+        refspecs.append(f"{refs.NOTES_REF}:{refs.NOTES_REF}")
     refspecs += _attempt_refspecs(repo, remote)
     if not refspecs:
         return [], done + ["nothing to push"]
 
-    results = store.push(repo, remote, refspecs, env={hooks.PUSHING_ENV: "1"})
+    results = remotes.push(repo, remote, refspecs, env={hooks.PUSHING_ENV: "1"})
     for spec in refspecs:
         source, target = spec.lstrip("+").split(":", 1)
         outcome = results.get(target)
         if outcome:
             done.append(f"{target}: rejected by {remote} {outcome}")
-        elif outcome == "" and target.startswith(store.ATTEMPTS_PREFIX + "/"):
-            store.set_ref(repo, hooks.remote_ref(remote, "attempts/" + target[len(store.ATTEMPTS_PREFIX) + 1:]), source)
-    if results.get(store.NOTES_REF) == "":
-        store.set_ref(repo, hooks.remote_ref(remote, "notes/kgit"), notes_sha)  # what the hook checks
+        elif outcome == "" and target.startswith(refs.ATTEMPTS + "/"):
+            write.set_ref(repo, refs.remote_snapshot(remote, "attempts/" + target[len(refs.ATTEMPTS) + 1:]), source)
+    if results.get(refs.NOTES_REF) == "":
+        write.set_ref(repo, refs.remote_snapshot(remote, "notes/kgit"), notes_sha)  # what the hook checks
     pushed = [t for t in (s.lstrip("+").split(":", 1)[1] for s in refspecs) if results.get(t) == ""]
     names = [t.removeprefix("refs/heads/").removeprefix("refs/tags/") for t in pushed
-             if not t.startswith(store.ATTEMPTS_PREFIX)]
+             if not t.startswith(refs.ATTEMPTS)]
     attempts = len(pushed) - len(names)
     done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempts" if attempts else ""))
-    rows = hooks.summary(store.read_notes(repo), sorted(tips))
+    rows = hooks.summary(notes.read_notes(repo).by_commit, sorted(tips))
     return rows, done
 
 
-def _attempt_refspecs(repo: store.Repo, remote: str) -> list[str]:
+def _attempt_refspecs(repo: Repo, remote: str) -> list[str]:
     """Push each attempt the remote lacks, under its own name unless another commit has that name there."""
-    prefix = store.ATTEMPTS_PREFIX + "/"
-    known = {ref[len(hooks.remote_ref(remote, "attempts/")):]: sha
-             for ref, sha in store.refs(repo, hooks.remote_ref(remote, "attempts/")).items()}
+    prefix = refs.ATTEMPTS + "/"
+    snapshot = refs.remote_snapshot(remote, "attempts/")
+    known = {ref[len(snapshot):]: sha for ref, sha in read.refs_under(repo, snapshot).items()}
     there = set(known.values())
     specs = []
-    for ref, sha in sorted(store.refs(repo, prefix).items()):
+    for ref, sha in sorted(read.refs_under(repo, prefix).items()):
         if sha in there:
             continue
         name = ref[len(prefix):]

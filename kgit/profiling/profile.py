@@ -20,8 +20,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kgit import config, diagnose, loop, profile_runner, runner, skillfiles, store
+from kgit import config, device
 from kgit.errors import KgitError
+from kgit.git import notes, read, write
+from kgit.git.run import Repo
+from kgit.loop import steps
+from kgit.loop.history import loop_state
+from kgit.profiling import diagnose, profilers, skillfiles
+from kgit.profiling.saved import benchmark_fallback, head_record, profile_dir
+from kgit.state import transaction
 
 NOTE_KERNELS = 4  # kernels kept per profile in a note (the primary first)
 
@@ -45,60 +52,21 @@ def jit_kernel_names(source: str) -> list[str]:
     return names
 
 
-def profile_dir(repo: store.Repo, kernel: str) -> Path:
-    return repo.kgit_dir / "profiles" / kernel
-
-
-def head_record(repo: store.Repo, records: dict[str, dict]) -> tuple[str | None, dict | None]:
-    """The kept iteration whose kernel HEAD holds: HEAD's own record, or the nearest first-parent one
-    (after a revert HEAD is a log-only commit on top of the last kept kernel)."""
-    head = store.rev(repo, "HEAD")
-    if head is None:
-        return None, None
-    for sha in store.first_parents(repo, head):
-        record = records.get(sha)
-        if record is not None and record["status"] in loop.KEPT:
-            return sha, record
-    return None, None
-
-
-def benchmark_fallback(why: str, record: dict | None, root: Path, kernel: str) -> dict:
-    """The profile when no profiler ran: the benchmark's numbers and the declared bottleneck."""
-    declared, declared_why = skillfiles.declared_bottleneck(root, kernel)
-    test = (record or {}).get("test") or {}
-    return {
-        "tool": None,
-        "source": "benchmark",
-        "why": why,
-        "declared_bottleneck": declared,
-        "declared_why": declared_why,
-        "metric": (record or {}).get("metric"),
-        "value": (record or {}).get("value"),
-        "pct_of_peak": test.get("pct_of_peak"),
-        "pct_of_copy": test.get("pct_of_copy"),
-        "latency_us": test.get("latency_us"),
-        "cpu_timing": bool(test.get("cpu_timing")),
-        "iteration": (record or {}).get("iteration"),
-        "metrics": {},
-        "stalls": [],
-    }
-
-
-def run(repo: store.Repo, kernel: str | None, iteration: int | None, timeout_s: float | None = None,
+def run(repo: Repo, kernel: str | None, iteration: int | None, timeout_s: float | None = None,
         progress=None) -> dict:
     """Profile, store metrics.json and the note, diagnose; returns what the command prints."""
-    with loop.session(repo, writes=True) as recovered:
-        kernel = kernel or loop.current_kernel(repo)
-        records = loop.kernel_records(repo, kernel)
+    with transaction.begin(repo) as recovered:
+        kernel = kernel or steps.current_kernel(repo)
+        records = notes.kernel_history(repo, kernel).pairs
         listed = [r for _, r in records]
-        cfg = loop.load_config(repo, listed, {}) if listed else config.load(repo.root, kernel)
+        cfg = loop_state(repo, kernel, {}).cfg if listed else config.load(repo.root, kernel)
         commit, record, label, note_why = _target(repo, cfg, records, iteration)
         timeout = timeout_s or 2 * cfg.test_timeout_s
         workdir = None
         try:
             if commit is not None and iteration is not None:
                 workdir = Path(tempfile.mkdtemp(prefix="kgit-profile-"))
-                store.add_worktree(repo, workdir / "tree", commit)
+                write.add_worktree(repo, workdir / "tree", commit)
                 root = workdir / "tree"
             else:
                 root = repo.root
@@ -108,16 +76,16 @@ def run(repo: store.Repo, kernel: str | None, iteration: int | None, timeout_s: 
             result = _profile(cfg, root, out_dir, timeout, record, kernel, progress)
         finally:
             if workdir is not None:
-                store.remove_worktree(repo, workdir / "tree")
+                write.remove_worktree(repo, workdir / "tree")
                 shutil.rmtree(workdir, ignore_errors=True)
-        result.update(kernel=kernel, iteration=record["iteration"] if record else None, label=label,
+        result.update(kernel=kernel, iteration=record.iteration if record else None, label=label,
                       commit=commit, saved_to=str(out_dir.relative_to(repo.root)))
-        diag = diagnose.diagnose(result, listed, kernel, (record or {}).get("gpu"),
+        diag = diagnose.diagnose(result, listed, kernel, record.gpu if record else None,
                                  _kernel_skill(repo.root, kernel))
         (out_dir / "metrics.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         (profile_dir(repo, kernel) / "latest.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         if commit is not None and record is not None:
-            store.write_note(repo, commit, {**record, "profile": _for_note(result), "diagnosis": _diag_for_note(diag)})
+            write.write_note(repo, commit, record.replace(profile=_for_note(result), diagnosis=_diag_for_note(diag)))
             result["noted"] = True
         else:
             result["noted"] = False
@@ -128,32 +96,32 @@ def run(repo: store.Repo, kernel: str | None, iteration: int | None, timeout_s: 
 def _target(repo, cfg, records, iteration):
     """(commit to profile or None for the working tree, its record, a label, why no note if none)."""
     if iteration is not None:
-        matches = [(sha, r) for sha, r in records if r["iteration"] == iteration]
+        matches = [(sha, r) for sha, r in records if r.iteration == iteration]
         if not matches:
             raise KgitError(f"{cfg.name} has no iteration {iteration}")
         sha, record = matches[-1]
         return sha, record, f"iter{iteration}", None
-    if cfg.kernel_path in store.modified_tracked_files(repo):
+    if cfg.kernel_path in read.modified_tracked_files(repo):
         return None, None, "worktree", f"{cfg.kernel_path} has uncommitted edits: this profile is of no iteration"
     sha, record = head_record(repo, dict(records))
     if record is None:
         return None, None, "worktree", f"no kgit iteration of {cfg.name} at HEAD (run 'kgit start {cfg.name}')"
-    return sha, record, f"iter{record['iteration']}", None
+    return sha, record, f"iter{record.iteration}", None
 
 
 def _profile(cfg, root: Path, out_dir: Path, timeout: float, record, kernel, progress) -> dict:
-    tool, path, why = profile_runner.find_profiler(cfg.gpu)
+    tool, path, why = profilers.find_profiler(cfg.gpu)
     if tool is None:
         return benchmark_fallback(why, record, root, kernel)
-    env, _ = runner.device_env(cfg.gpu)
+    env, _ = device.test_env(cfg.gpu)
     names = jit_kernel_names((root / cfg.kernel_path).read_text()) if (root / cfg.kernel_path).is_file() else []
     if progress:
         progress.begin(f"{tool} {cfg.test_path} --profile", None)
     try:
         if tool == "ncu":
-            ran = profile_runner.run_ncu(path, cfg.test_path, root, out_dir, names, timeout, env)
+            ran = profilers.run_ncu(path, cfg.test_path, root, out_dir, names, timeout, env)
         else:
-            ran = profile_runner.run_rocprof(path, cfg.test_path, root, out_dir, names, timeout, env)
+            ran = profilers.run_rocprof(path, cfg.test_path, root, out_dir, names, timeout, env)
     finally:
         if progress:
             progress.end()
@@ -183,33 +151,3 @@ def _diag_for_note(diag: dict) -> dict:
     return {k: diag[k] for k in ("bound", "why", "how", "tier_order", "next_tier", "hints", "skills")}
 
 
-def latest(repo: store.Repo, kernel: str) -> dict | None:
-    """The last profile of this kernel: .git/kgit/profiles/<kernel>/latest.json, else the newest note's."""
-    path = profile_dir(repo, kernel) / "latest.json"
-    if path.is_file():
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
-            pass
-    noted = [r for _, r in loop.kernel_records(repo, kernel) if r.get("profile")]
-    return noted[-1]["profile"] if noted else None
-
-
-def load_metrics_file(path: Path) -> dict:
-    """A metrics.json written by kgit, or a raw ncu CSV (what a user captured by hand)."""
-    from kgit import ncu
-
-    if not path.is_file():
-        raise KgitError(f"--metrics: file {path} does not exist")
-    text = path.read_text(errors="replace")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        launches = ncu.parse_csv(text)
-        if not launches:
-            raise KgitError(f"--metrics: {path} is neither kgit's metrics.json nor an ncu CSV") from None
-        return ncu.summarize(launches, None)
-    if not isinstance(data, dict) or ("metrics" not in data and "source" not in data):
-        raise KgitError(f"--metrics: {path} is not a kgit metrics.json (no 'metrics' key)")
-    data.setdefault("source", "profiler")
-    return data

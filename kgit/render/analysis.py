@@ -1,8 +1,8 @@
-"""Human text for profile, diagnose and context (one screen each); --json prints the objects as they are."""
+"""Profile, diagnosis and context as one screen each; --json prints the objects as they are."""
 
 from __future__ import annotations
 
-from kgit import report
+from kgit.render.text import delta, metric
 
 # (key, label, format) of the profile's headline metrics, in the order a reader asks the questions
 PROFILE_ROWS = [
@@ -35,7 +35,7 @@ def profile_text(prof: dict) -> str:
     if prof.get("source") != "profiler":
         lines = [f"kgit: no profiler: {prof['why']}",
                  f"{prof['kernel']} ({where}): falling back to the benchmark's numbers and the declared bottleneck"]
-        bench = report.format_metric(prof.get("value"), prof.get("metric"), prof.get("cpu_timing", False))
+        bench = metric(prof.get("value"), prof.get("metric"), prof.get("cpu_timing", False))
         extra = [f"{prof[k]:.0f}% of {w}" for k, w in (("pct_of_peak", "peak"), ("pct_of_copy", "copy"))
                  if prof.get(k) is not None]
         lines.append(f"benchmark: {bench}" + (f" ({', '.join(extra)})" if extra else ""))
@@ -77,22 +77,22 @@ def diagnosis_text(diag: dict) -> str:
 def context_text(ctx: dict) -> str:
     from tabulate import tabulate
 
-    metric = ctx["metric"]
+    unit = ctx["metric"]
     best = ctx["best"]
     lines = [
         f"kernel {ctx['kernel']} on {ctx['gpu'] or 'an unknown device'} (branch {ctx['branch']})",
         f"files: {ctx['files']['kernel']}, test {ctx['files']['test']}"
         + (f", notes {ctx['files']['kernel_skill']}" if ctx["files"]["kernel_skill"] else ""),
-        f"target: {report.format_metric(ctx['target'], metric) if ctx['target'] else 'none set'}; best: "
-        + (f"{report.format_metric(best['value'], metric)} (iteration {best['iteration']})" if best else "-")
-        + (f"; gap {report.format_metric(ctx['gap'], metric)} ({ctx['gap_pct']:.1f}%)"
+        f"target: {metric(ctx['target'], unit) if ctx['target'] else 'none set'}; best: "
+        + (f"{metric(best['value'], unit)} (iteration {best['iteration']})" if best else "-")
+        + (f"; gap {metric(ctx['gap'], unit)} ({ctx['gap_pct']:.1f}%)"
            if ctx["gap"] is not None and ctx["gap"] > 0 else ""),
         f"iteration {ctx['iteration']} of {ctx['max_iterations']}" + (f"; stopped: {ctx['stopped']}" if ctx["stopped"] else ""),
     ]
     if ctx["tried"]:
         rows = [[t["iteration"], t["action"], f"T{t['tier']}" if t["tier"] else "-",
                  t["status"] + (f" ({t['reason']})" if t["reason"] else ""),
-                 report.format_metric(t["value"], t["metric"]), report.format_delta(t["delta_pct"])]
+                 metric(t["value"], t["metric"]), delta(t["delta_pct"])]
                 for t in ctx["tried"]]
         lines += ["already tried (do not repeat):", tabulate(rows, ["Iter", "Change", "Tier", "Result", "Metric", "Delta"])]
     else:

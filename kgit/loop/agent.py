@@ -19,29 +19,35 @@ from __future__ import annotations
 import json
 import re
 
-from kgit import context, loop, runner, store, views
+from kgit import runner
 from kgit.errors import KgitError
+from kgit.git import read, refs, write
+from kgit.git.run import Repo
+from kgit.loop import steps
+from kgit.model.record import StopReason
+from kgit.profiling import context
+from kgit.render import analysis
 
-AGENT_FAILING = "AGENT_FAILING"
 MAX_BAD_TURNS = 3
 
 
-def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
-        progress, on_outcome) -> str:
+def run(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
+        progress, on_outcome) -> StopReason:
     """Drive the agent until a stop reason, which it returns."""
-    baseline = loop.ensure_started(repo, kernel, overrides, progress)
+    baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
     bad_turns = 0
     while True:
-        _, cfg, stopped = loop.next_round(repo, kernel, overrides)
-        if stopped:
-            return stopped
+        state = steps.next_round(repo, kernel, overrides)
+        cfg = state.cfg
+        if state.stopped:
+            return state.stopped
         if bad_turns >= MAX_BAD_TURNS:
-            return AGENT_FAILING
+            return StopReason.AGENT_FAILING
 
         data = context.build(repo, kernel)
-        text = views.context_text(data)
+        text = analysis.context_text(data)
         files = _turn_files(repo)
         files["context"].write_text(text)
         files["context_json"].write_text(json.dumps(data, indent=2, default=str))
@@ -52,14 +58,14 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
         }
         if progress:
             progress.begin(f"the agent ({command})", None)
-        before = store.rev(repo, "HEAD")
+        before = read.rev(repo, "HEAD")
         done = runner.run_command(["/bin/sh", "-c", command], repo.root, agent_timeout_s, env, text,
                                   on_tick=progress.tick if progress else None)
         if progress:
             progress.end()
         _take_back_commits(repo, kernel, before)
         action, tier = read_action(files["action"])
-        changed = store.modified_tracked_files(repo)
+        changed = read.modified_tracked_files(repo)
         failure = done.failure(agent_timeout_s)
         if failure:
             reason = f"agent {failure}"
@@ -71,23 +77,23 @@ def run(repo: store.Repo, kernel: str, command: str, agent_timeout_s: float, ove
             reason = None
         if reason:
             bad_turns += 1
-            outcome = loop.reject(repo, action, tier, reason, overrides, output_tail=runner.tail(done))
+            outcome = steps.reject(repo, action, tier, reason, overrides, output_tail=runner.tail(done))
         else:
             bad_turns = 0
-            outcome = loop.step(repo, action, tier, overrides, progress)
+            outcome = steps.step(repo, action, tier, overrides, progress)
         on_outcome(outcome)
-        loop.raise_if_interrupted(outcome)
+        steps.raise_if_interrupted(outcome)
 
 
-def _take_back_commits(repo: store.Repo, kernel: str, before: str) -> None:
+def _take_back_commits(repo: Repo, kernel: str, before: str) -> None:
     """An agent that committed its change itself: its commits go back into the working tree (staged),
     so that the change is judged like any other edit and the branch only ever holds kgit's commits."""
-    branch = store.branch_name(kernel)
-    if store.current_branch(repo) != branch:
-        raise KgitError(f"the agent left {branch} (HEAD is now {store.current_branch(repo) or 'detached'}): "
+    branch = refs.branch(kernel)
+    if read.current_kernel(repo) != kernel:
+        raise KgitError(f"the agent left {branch} (HEAD is now {read.current_branch(repo) or 'detached'}): "
                         f"the loop stops; check out {branch} to go on")
-    if store.rev(repo, "HEAD") != before:
-        store.uncommit(repo, before)
+    if read.rev(repo, "HEAD") != before:
+        write.uncommit(repo, before)
 
 
 def read_action(path) -> tuple[str, int | None]:
@@ -105,7 +111,7 @@ def read_action(path) -> tuple[str, int | None]:
     return action, tier
 
 
-def _turn_files(repo: store.Repo) -> dict:
+def _turn_files(repo: Repo) -> dict:
     folder = repo.kgit_dir / "agent"
     folder.mkdir(parents=True, exist_ok=True)
     return {"context": folder / "context.md", "context_json": folder / "context.json", "action": folder / "action.txt"}

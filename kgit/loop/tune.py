@@ -18,8 +18,11 @@ import ast
 from dataclasses import dataclass
 
 from kgit.errors import KgitError
-
-SPACE_EXHAUSTED = "SPACE_EXHAUSTED"
+from kgit.git import read
+from kgit.git.run import Repo
+from kgit.loop import steps, testing
+from kgit.model.record import Record, StopReason
+from kgit.state import transaction
 
 
 @dataclass(frozen=True)
@@ -117,26 +120,26 @@ def _key(config: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in config.items()))
 
 
-def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str] | None = None) -> str:
+def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
+        gpus: list[str] | None = None) -> StopReason:
     """Tune the kernel until a stop reason; every proposal is an ordinary step. Returns the stop reason.
 
     With several GPUs, each round tests one proposal per GPU at once, each in its own worktree, then
     records them one after the other in a fixed order, deciding each against the best so far: the
     history reads as a sequential run's would.
     """
-    from kgit import loop
-
-    baseline = loop.ensure_started(repo, kernel, overrides, progress)
+    baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
-    with loop.session(repo, writes=True):  # held across rounds: parallel tests run under it too
+    with transaction.begin(repo):  # held across rounds: parallel tests run under it too
         while True:
-            records, cfg, stopped = loop.next_round(repo, kernel, overrides)
-            if stopped:
-                return stopped
+            state = steps.next_round(repo, kernel, overrides)
+            if state.stopped:
+                return state.stopped
+            cfg = state.cfg
             source = (repo.root / cfg.kernel_path).read_text()
             tunables = read_tunables(source, cfg.kernel_path)
-            measured = _measured(repo, cfg.kernel_path, records)
+            measured = _measured(repo, cfg.kernel_path, state.history.pairs)
             candidates = []
             for _ in gpus or [None]:
                 candidate = propose(tunables.config, tunables.space, measured)
@@ -145,32 +148,30 @@ def run(repo, kernel: str, overrides: dict, progress, on_outcome, gpus: list[str
                 candidates.append(candidate)
                 measured.append((candidate, tunables.config, False))  # pending: not proposed twice in a round
             if not candidates:
-                return SPACE_EXHAUSTED
+                return StopReason.SPACE_EXHAUSTED
             sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
-            results = (loop.run_in_worktrees(repo, cfg, sources, gpus[: len(sources)], progress)
+            results = (testing.run_sources_on_gpus(repo, cfg, sources, gpus[: len(sources)], progress)
                        if gpus and len(gpus) > 1 else [None])
             for candidate, text, result in zip(candidates, sources, results):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
                 (repo.root / cfg.kernel_path).write_text(text)
-                outcome = loop.step(repo, describe_change(current, candidate), 1, overrides, progress, result)
+                outcome = steps.step(repo, describe_change(current, candidate), 1, overrides, progress, result)
                 on_outcome(outcome)
-                loop.raise_if_interrupted(outcome)
-                if outcome.record["stop_reason"]:
+                steps.raise_if_interrupted(outcome)
+                if outcome.record.stop_reason:
                     break  # a sequential run stops here: the rest of the round is not recorded
 
 
-def _measured(repo, kernel_path: str, records: list[tuple[str, dict]]) -> list[tuple[dict, dict, bool]]:
+def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]]) -> list[tuple[dict, dict, bool]]:
     """(configuration tried, configuration it was tried from, kept) for every step so far, from git."""
-    from kgit import loop, store
-
     measured = []
     for commit, record in records:
-        tried = store.head_file(repo, kernel_path, commit)
+        tried = read.file_at(repo, kernel_path, commit)
         # The baseline was measured too: it counts as tried from itself, a change of nothing.
-        origin = tried if record["iteration"] == 0 else store.head_file(repo, kernel_path, record["base"])
+        origin = tried if record.iteration == 0 or record.base is None else read.file_at(repo, kernel_path, record.base)
         try:
             measured.append((read_tunables(tried, kernel_path).config, read_tunables(origin, kernel_path).config,
-                             record["status"] in loop.KEPT))
+                             record.kept))
         except (KgitError, TypeError):
             continue  # a hand edit that broke or removed the literals: nothing to learn from it
     return measured

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import os
 
-from kgit import loop, notes, report, store
 from kgit.errors import KgitError
+from kgit.git import notes, read, refs
+from kgit.git.run import Repo
+from kgit.model.record import Record
+from kgit.render.readme import README, sections
+from kgit.render.text import summary_row
 
 # The script git runs; hooks/pre-push in kgit's repository is a copy of it (a test keeps them equal).
 PRE_PUSH = """#!/bin/sh
@@ -36,28 +40,7 @@ PUSHING_ENV = "KGIT_PUSH"
 ZERO = "0" * 40
 
 
-def install(repo: store.Repo, force: bool) -> str:
-    """Install the pre-push hook where git looks for hooks; never replace another hook silently."""
-    path = store.hooks_dir(repo) / "pre-push"
-    store.configure_notes(repo)  # installing the hook is a moment to make rebases keep the records
-    if path.exists() and path.read_text(errors="replace") == PRE_PUSH:
-        return f"the kgit pre-push hook is already installed at {path}"
-    saved = None
-    if path.exists():
-        if not force:
-            raise KgitError(
-                f"{path} exists and is not kgit's hook: add the line 'kgit hooks pre-push \"$@\"' to it "
-                "(it reads the same standard input), or replace it with 'kgit hooks install --force'"
-            )
-        saved = path.with_name("pre-push.before-kgit")
-        path.replace(saved)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(PRE_PUSH)
-    path.chmod(0o755)
-    return f"installed the kgit pre-push hook at {path}" + (f"; the old hook is saved as {saved}" if saved else "")
-
-
-def pre_push(repo: store.Repo, remote: str, lines: list[str]) -> tuple[list[list[str]], str | None]:
+def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]], str | None]:
     """Check a push from the lines git gives the hook; return the summary rows and a reminder, if any.
 
     Raises KgitError, which refuses the push, when a pushed opt/ branch's tip has no valid record.
@@ -69,15 +52,15 @@ def pre_push(repo: store.Repo, remote: str, lines: list[str]) -> tuple[list[list
         _local_ref, local_sha, remote_ref, _remote_sha = line.split()
         if local_sha == ZERO:
             continue  # a deletion carries nothing to check
-        if remote_ref.startswith("refs/heads/" + store.BRANCH_PREFIX):
-            tips[remote_ref[len("refs/heads/" + store.BRANCH_PREFIX):]] = local_sha
-        elif remote_ref.startswith("refs/tags/" + store.TAG_PREFIX):
-            kernels.add(remote_ref[len("refs/tags/" + store.TAG_PREFIX):])
-        carries_notes |= remote_ref == store.NOTES_REF
+        if remote_ref.startswith(refs.BRANCHES):
+            tips[remote_ref[len(refs.BRANCHES):]] = local_sha
+        elif remote_ref.startswith(refs.TAGS):
+            kernels.add(remote_ref[len(refs.TAGS):])
+        carries_notes |= remote_ref == refs.NOTES_REF
     kernels |= tips.keys()
     if not kernels:
         return [], None
-    by_commit = store.read_notes(repo)
+    by_commit = notes.read_notes(repo).by_commit
     check_tips(repo, tips, by_commit)
     reminder = None
     if not carries_notes and not records_on_remote(repo, remote):
@@ -88,55 +71,50 @@ def pre_push(repo: store.Repo, remote: str, lines: list[str]) -> tuple[list[list
     return summary(by_commit, sorted(kernels)), reminder
 
 
-def check_tips(repo: store.Repo, tips: dict[str, str], by_commit: dict[str, list[dict]]) -> None:
+def check_tips(repo: Repo, tips: dict[str, str], by_commit: dict[str, list[Record]]) -> None:
     for kernel, tip in sorted(tips.items()):
         problem = tip_problem(repo, kernel, tip, by_commit)
         if problem:
             raise KgitError(
-                f"refusing to push {store.branch_name(kernel)}: {problem}; record kernel changes with "
+                f"refusing to push {refs.branch(kernel)}: {problem}; record kernel changes with "
                 "'kgit step' (see 'kgit doctor'), or push without this check: git push --no-verify"
             )
 
 
-def tip_problem(repo: store.Repo, kernel: str, tip: str, by_commit: dict[str, list[dict]]) -> str | None:
+def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Record]]) -> str | None:
     """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc)."""
-    recorded = {r["iteration"] for records in by_commit.values() for r in records if r["kernel"] == kernel}
-    for sha, subject, paths in store.first_parent_walk(repo, tip):
-        mine = [r for r in by_commit.get(sha, []) if r["kernel"] == kernel]
+    recorded = {r.iteration for records in by_commit.values() for r in records if r.kernel == kernel}
+    for sha, subject, paths in read.first_parent_walk(repo, tip):
+        mine = [r for r in by_commit.get(sha, []) if r.kernel == kernel]
         if mine:
-            kept = [r for r in mine if r["status"] in loop.KEPT]
-            if not kept or any(r.get("correctness") is not True for r in kept):
+            kept = [r for r in mine if r.kept]
+            if not kept or any(r.correctness is not True for r in kept):
                 return (f"its kernel is that of commit {sha[:10]}, whose record is iteration "
-                        f"{mine[-1]['iteration']}, {mine[-1]['status']}: a failed verification, not a kept iteration")
+                        f"{mine[-1].iteration}, {mine[-1].status}: a failed verification, not a kept iteration")
             return None
-        log_only = set(paths) <= {report.README}
-        reverted = loop.logged_revert(subject)
-        if log_only and reverted and reverted[0] == kernel:
-            if reverted[1] not in recorded:
-                return f"commit {sha[:10]} logs iteration {reverted[1]} as reverted, but that iteration has no record"
+        log_only = set(paths) <= {README}
+        parsed = refs.parse_subject(subject)
+        if log_only and parsed and parsed.reverted and parsed.kernel == kernel:
+            if parsed.iteration not in recorded:
+                return f"commit {sha[:10]} logs iteration {parsed.iteration} as reverted, but that iteration has no record"
             continue
-        if log_only and subject == loop.REPORT_SUBJECT:
+        if log_only and subject == refs.REPORT_SUBJECT:
             continue
         return f"its tip {sha[:10]} ({subject[:60]}) has no kgit record"
     return "no commit on it has a kgit record"
 
 
-def summary(by_commit: dict[str, list[dict]], kernels: list[str]) -> list[list[str]]:
-    """Rows of report.SUMMARY_HEADERS: one per kernel and GPU."""
-    runs = notes.union([r for records in by_commit.values() for r in records if r["kernel"] in kernels])
-    return [report.summary_row(section) for section in report.sections(runs).values()]
+def summary(by_commit: dict[str, list[Record]], kernels: list[str]) -> list[list[str]]:
+    """Rows of render.text.SUMMARY_HEADERS: one per kernel and GPU."""
+    runs = notes.union([r for records in by_commit.values() for r in records if r.kernel in kernels])
+    return [summary_row(section) for section in sections(runs).values()]
 
 
-def records_on_remote(repo: store.Repo, remote: str) -> bool:
+def records_on_remote(repo: Repo, remote: str) -> bool:
     """Whether the remote had every local record when kgit last fetched from or pushed to it."""
-    local = store.rev(repo, store.NOTES_REF)
-    known = store.rev(repo, remote_ref(remote, "notes/kgit"))
-    return local is None or (known is not None and store.is_ancestor(repo, local, known))
-
-
-def remote_ref(remote: str, name: str) -> str:
-    """Where kgit keeps what it last saw of a remote's kgit refs (its notes, tags and attempts)."""
-    return f"refs/kgit/remotes/{remote}/{name}"
+    local = read.rev(repo, refs.NOTES_REF)
+    known = read.rev(repo, refs.remote_snapshot(remote, "notes/kgit"))
+    return local is None or (known is not None and read.is_ancestor(repo, local, known))
 
 
 def read_hook_input(stdin_text: str, environ: dict) -> list[str]:

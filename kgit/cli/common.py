@@ -1,0 +1,98 @@
+"""What every command shares: the repository, output (--json or text), progress on stderr, options."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+class Progress:
+    """A line on stderr while a test runs: it can take minutes."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def begin(self, test_path: str, device_note: str | None) -> None:
+        if device_note:
+            note(device_note)
+        click.echo(f"kgit: {self.label}: running {test_path} ...", err=True, nl=not self.tty)
+
+    def tick(self, elapsed: float) -> None:
+        if self.tty:
+            click.echo(f"\rkgit: {self.label}: running ... {elapsed:.0f} s ", err=True, nl=False)
+        elif elapsed - self.last >= 60:  # a log file gets a line a minute, not a line a second
+            self.last = elapsed
+            click.echo(f"kgit: {self.label}: still running after {elapsed:.0f} s", err=True)
+
+    def end(self) -> None:
+        if self.tty:
+            click.echo("", err=True)
+
+
+def repo(ctx: click.Context):
+    from kgit.git.run import find_repo
+
+    return find_repo(Path(ctx.obj["cwd"]))
+
+
+def emit(as_json: bool, obj: dict, human: str) -> None:
+    """The command's answer on stdout: exactly one JSON object, or the text for a person."""
+    click.echo(json.dumps(obj, indent=None, default=str) if as_json else human)
+
+
+def note(line: str) -> None:
+    click.echo(f"kgit: {line}", err=True)
+
+
+def notes(lines: list[str]) -> None:
+    for line in lines:
+        note(line)
+
+
+def warn_invalid(invalid) -> None:
+    from kgit.render import commands
+
+    for item in invalid:
+        note(commands.invalid_note(item))
+
+
+def record_json(record, commit: str | None = None, **more) -> dict:
+    from kgit.model.record import to_json
+
+    data = to_json(record)
+    if commit is not None:
+        data["commit"] = commit
+    return {**data, **more}
+
+
+def invalid_json(invalid) -> list[dict]:
+    return [{"commit": item.commit, "reason": item.reason} for item in invalid]
+
+
+def overrides(**options) -> dict:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def loop_options(f):
+    """The kgit.yaml settings a command can override for one run."""
+    options = [
+        click.option("--target-metric", type=click.Choice(["gbps", "tflops"]), help="Metric to optimize."),
+        click.option("--target-value", type=float, help="Target in the metric's unit."),
+        click.option("--target-pct-of-peak", type=float, help="Target as a fraction of peak, e.g. 0.9."),
+        click.option("--max-iterations", type=int, help="Stop after this many iterations (default 5)."),
+        click.option("--gpu", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), help="Where the test runs."),
+        click.option("--test-timeout-s", type=float, help="Kill the test after this long (default 600)."),
+        click.option("--min-gain-pct", type=float, help="Smallest gain kept, in % (default 1)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+kernel_option = click.option("--kernel", help="Kernel (default: the current opt/ branch's).")

@@ -1,0 +1,174 @@
+"""Commands that change the loop: start, step, tune, run, profile, report."""
+
+from __future__ import annotations
+
+import click
+
+from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_options, notes, overrides, record_json,
+                             repo, warn_invalid)
+from kgit.errors import KgitError
+
+
+@click.command()
+@click.argument("kernel")
+@loop_options
+@json_option
+@click.pass_context
+def start(ctx, kernel, as_json, **options):
+    """Record the baseline of KERNEL as iteration 0 on a new opt/KERNEL branch."""
+    from kgit.loop import steps
+    from kgit.render import commands
+
+    progress = Progress("baseline")
+    try:
+        outcome = steps.start(repo(ctx), kernel, overrides(**options), progress)
+    finally:
+        progress.end()
+    notes(outcome.recovered)
+    emit(as_json, record_json(outcome.record, outcome.commit), commands.start(outcome.record, outcome.commit))
+
+
+@click.command()
+@click.option("-m", "--message", "action", required=True, help="The one change this iteration makes.")
+@click.option("--tier", type=click.IntRange(1, 5), help="Optimization tier of the change (1-5).")
+@loop_options
+@json_option
+@click.pass_context
+def step(ctx, action, tier, as_json, **options):
+    """Commit the edited kernel, test it, and keep or revert it."""
+    from kgit.loop import steps
+    from kgit.render import commands
+
+    progress = Progress("step")
+    try:
+        outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress)
+    finally:
+        progress.end()
+    notes(outcome.recovered)
+    warn_invalid(outcome.invalid)
+    record = outcome.record
+    emit(as_json, record_json(record, outcome.commit, kept=record.kept),
+         commands.step(record, outcome.commit, with_tail=True))
+
+
+@click.command()
+@click.argument("kernel", required=False)
+@click.option("--gpus", help="Test one proposal per GPU at once, e.g. 0,1 (each in its own worktree).")
+@loop_options
+@json_option
+@click.pass_context
+def tune(ctx, kernel, gpus, as_json, **options):
+    """Search KERNEL's CONFIG space, one iteration per proposal (tier 1, no agent needed)."""
+    from kgit.loop import history
+    from kgit.loop import tune as search
+
+    where = repo(ctx)
+    kernel = history.resolve_kernel(where, kernel)
+    outcomes, on_outcome = _outcome_printer(as_json)
+    progress = Progress("tune")
+    try:
+        stopped = search.run(where, kernel, overrides(**options), progress, on_outcome, _gpu_list(gpus))
+    finally:
+        progress.end()
+    _emit_loop_summary(where, kernel, stopped, outcomes, as_json, "tune")
+
+
+@click.command("run")
+@click.argument("kernel", required=False)
+@click.option("--agent", "command", required=True, help="The agent's command line, run by /bin/sh in the repository.")
+@click.option("--agent-timeout-s", type=click.FloatRange(min=1), default=1800.0, show_default=True,
+              help="Time allowed for one turn of the agent.")
+@loop_options
+@json_option
+@click.pass_context
+def run_(ctx, kernel, command, agent_timeout_s, as_json, **options):
+    """The loop with an outside agent making each change, until a stop reason."""
+    from kgit.loop import agent, history
+
+    where = repo(ctx)
+    kernel = history.resolve_kernel(where, kernel)
+    outcomes, on_outcome = _outcome_printer(as_json)
+    progress = Progress("run")
+    try:
+        stopped = agent.run(where, kernel, command, agent_timeout_s, overrides(**options), progress, on_outcome)
+    finally:
+        progress.end()
+    _emit_loop_summary(where, kernel, stopped, outcomes, as_json, "run")
+
+
+def _outcome_printer(as_json: bool):
+    """A list that collects a loop's outcomes, and the callback that fills it and prints each one."""
+    from kgit.render import commands
+
+    outcomes = []
+
+    def on_outcome(outcome):
+        outcomes.append(outcome)
+        notes(outcome.recovered)
+        if not as_json:
+            click.echo(commands.loop_round(outcome.record, outcome.commit))
+
+    return outcomes, on_outcome
+
+
+def _emit_loop_summary(where, kernel, stopped, outcomes, as_json, what) -> None:
+    from kgit.loop import history
+    from kgit.render import commands
+
+    best = history.best(where, kernel)
+    summary = {"kernel": kernel, "stop_reason": stopped.value, "best": record_json(best.record, best.commit),
+               "iterations": [record_json(o.record, o.commit) for o in outcomes]}
+    emit(as_json, summary, commands.loop_summary(what, stopped, best.record))
+
+
+def _gpu_list(gpus: str | None) -> list[str] | None:
+    if gpus is None:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not ids or not all(g.isdigit() for g in ids) or len(set(ids)) != len(ids):
+        raise KgitError(f"--gpus {gpus!r}: give distinct GPU numbers separated by commas, e.g. 0,1")
+    return ids
+
+
+@click.command()
+@click.option("--iteration", type=int, help="Profile this iteration (in a temporary worktree of its commit).")
+@kernel_option
+@click.option("--timeout-s", type=float, help="Stop the profiler after this long (default: twice the test's timeout).")
+@json_option
+@click.pass_context
+def profile(ctx, iteration, kernel, timeout_s, as_json):
+    """Run the kernel's test under ncu (NVIDIA) or rocprofv3 (AMD) and keep the metrics.
+
+    The metrics go to .git/kgit/profiles/ and to the iteration's note (key "profile"); the working tree
+    stays clean. Without a usable profiler: one line saying why, then the benchmark's numbers and the
+    bottleneck declared in the kernel's SKILL.md.
+    """
+    from kgit.loop import history
+    from kgit.profiling import profile as profiling
+    from kgit.render import analysis
+
+    where = repo(ctx)
+    kernel = history.resolve_kernel(where, kernel)
+    out = profiling.run(where, kernel, iteration, timeout_s, Progress("profile"))
+    notes(out["recovered"])
+    prof, diag = out["profile"], out["diagnosis"]
+    if prof["source"] != "profiler" and as_json:
+        click.echo(f"kgit: no profiler: {prof['why']}", err=True)
+    emit(as_json, {**prof, "diagnosis": diag}, analysis.profile_text(prof) + "\n\n" + analysis.diagnosis_text(diag))
+
+
+@click.command("report")
+@click.pass_context
+def report(ctx):
+    """(Re)write experiments/README.md from the records and commit it."""
+    from kgit.render import commands
+    from kgit.state import transaction
+
+    where = repo(ctx)
+    with transaction.begin(where) as recovered:
+        notes(recovered)
+        commit = transaction.commit_report(where)
+    click.echo(commands.report(commit))
+
+
+COMMANDS = [start, step, tune, run_, profile, report]

@@ -1,0 +1,52 @@
+"""The kgit command: one group that dispatches to the commands, and errors as one line.
+
+Human output goes to stdout as short tables; with --json, stdout carries exactly one JSON object.
+Progress and notes go to stderr. Exit status 0 for every decision (FAILED and REGRESSED are results),
+1 with a one-line message for a user error or a refusal.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kgit.cli import loop, reading, sharing
+from kgit.errors import KgitError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "cwd", default=".", type=click.Path(file_okay=False), help="Run as if started in this directory.")
+@click.version_option(package_name="kgit")
+@click.pass_context
+def cli(ctx, cwd):
+    """kgit: a git-native experiment runner for optimizing GPU kernels.
+
+    \b
+    kgit start softmax            baseline: branch opt/softmax, tag best/softmax
+    kgit step -m "..." --tier 1   test one edit of the kernel, keep it or revert it
+    kgit best | log | status | show N | report
+    kgit profile | diagnose | context
+    kgit tune | run --agent CMD   the loop without a person: a tier-1 search, or any agent
+    kgit push | pull | hooks install | doctor
+    """
+    ctx.obj = {"cwd": cwd}
+
+
+for module in (loop, reading, sharing):
+    for command in module.COMMANDS:
+        cli.add_command(command)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except KgitError as e:
+        click.echo(f"kgit: {e}", err=True)
+        sys.exit(1)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("kgit: interrupted", err=True)  # a step in flight is finished by the next command
+        sys.exit(130)
+    except click.ClickException as e:
+        click.echo(f"kgit: {e.format_message()}", err=True)
+        sys.exit(1)

@@ -1,0 +1,132 @@
+"""Read-only commands: best, log, status, show, context, diagnose. None of them changes the repository,
+and none imports the code that does (a test checks): a step interrupted by a crash is reported, and
+left for the next writing command to finish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kgit.cli.common import (emit, invalid_json, json_option, kernel_option, note, record_json, repo,
+                             warn_invalid)
+from kgit.errors import KgitError
+
+
+def _read(ctx: click.Context, kernel: str | None):
+    """The repository and the kernel named (or the current one); a note if a step is pending."""
+    from kgit.loop import history
+    from kgit.render import commands
+    from kgit.state import journal
+
+    where = repo(ctx)
+    if journal.pending(where):
+        note(commands.INTERRUPTED)
+    return where, history.resolve_kernel(where, kernel)
+
+
+@click.command()
+@click.argument("kernel", required=False)
+@json_option
+@click.pass_context
+def best(ctx, kernel, as_json):
+    """The best iteration: metric, % of peak, commit and tag."""
+    from kgit.loop import history
+    from kgit.render import commands
+
+    where, kernel = _read(ctx, kernel)
+    found = history.best(where, kernel)
+    warn_invalid(found.invalid)
+    emit(as_json, record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit),
+         commands.best(found.record, found.commit, found.tag))
+
+
+@click.command()
+@click.argument("kernel", required=False)
+@json_option
+@click.pass_context
+def log(ctx, kernel, as_json):
+    """Every iteration, the reverted ones too."""
+    from kgit.loop import history
+    from kgit.render import commands
+
+    where, kernel = _read(ctx, kernel)
+    found = history.log(where, kernel)
+    warn_invalid(found.invalid)
+    emit(as_json, {"kernel": kernel, "iterations": [record_json(r, sha) for sha, r in found.pairs],
+                   "invalid_notes": invalid_json(found.invalid)},
+         commands.log(found.pairs))
+
+
+@click.command()
+@click.argument("kernel", required=False)
+@json_option
+@click.pass_context
+def status(ctx, kernel, as_json):
+    """Kernel, target, iteration k of max, best, and the gap to the target."""
+    from dataclasses import asdict
+
+    from kgit.loop import history
+    from kgit.render import commands
+
+    where, kernel = _read(ctx, kernel)
+    state = history.status(where, kernel)
+    warn_invalid(state.invalid)
+    data = {**asdict(state), "best": record_json(state.best, state.best_commit) if state.best else None,
+            "stopped": state.stopped.value if state.stopped else None, "invalid_notes": invalid_json(state.invalid)}
+    emit(as_json, data, commands.status(state))
+
+
+@click.command()
+@click.argument("iteration", type=int)
+@kernel_option
+@json_option
+@click.pass_context
+def show(ctx, iteration, kernel, as_json):
+    """An iteration's record and the change it made or tried."""
+    from kgit.loop import history
+    from kgit.render import commands
+
+    where, kernel = _read(ctx, kernel)
+    shown = history.show(where, kernel, iteration)
+    emit(as_json, record_json(shown.record, shown.commit, diff=shown.diff), commands.show(shown))
+
+
+@click.command("context")
+@kernel_option
+@json_option
+@click.pass_context
+def context_(ctx, kernel, as_json):
+    """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
+    from kgit.profiling import context
+    from kgit.render import analysis
+
+    where, kernel = _read(ctx, kernel)
+    data = context.build(where, kernel)
+    emit(as_json, data, analysis.context_text(data))
+
+
+@click.command()
+@click.option("--metrics", "metrics_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A metrics.json, or an ncu CSV (default: the kernel's last profile).")
+@kernel_option
+@json_option
+@click.pass_context
+def diagnose(ctx, metrics_file, kernel, as_json):
+    """Memory-, compute- or latency-bound; the tier order, the next tier and the skills to read."""
+    from kgit.profiling import context
+    from kgit.render import analysis
+
+    try:
+        where, kernel = _read(ctx, kernel)
+    except KgitError:
+        if metrics_file is None:
+            raise
+        where, kernel = None, None  # a metrics file alone can be diagnosed anywhere
+    diag = context.diagnosis(where, kernel, metrics_file)
+    if diag.get("profile_source") == "benchmark":
+        note(f"no profile: {diag['profile_why']}; using the benchmark and the declared bottleneck")
+    emit(as_json, diag, analysis.diagnosis_text(diag))
+
+
+COMMANDS = [best, log, status, show, context_, diagnose]

@@ -1,0 +1,100 @@
+"""Sharing: push, pull, the pre-push hook, doctor."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from kgit.cli.common import emit, json_option, notes, repo
+
+
+@click.command()
+@click.argument("remote", default="origin")
+@click.pass_context
+def push(ctx, remote):
+    """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
+    from kgit.render import commands
+    from kgit.share import sync
+    from kgit.state import transaction
+
+    where = repo(ctx)
+    with transaction.begin(where) as recovered:
+        notes(recovered)
+        rows, done = sync.push(where, remote)
+    if rows:
+        click.echo(commands.summary_table(rows))
+    click.echo("\n".join(done))
+
+
+@click.command()
+@click.argument("remote", default="origin")
+@click.pass_context
+def pull(ctx, remote):
+    """Fetch REMOTE's kgit refs; merge its records with ours, fast-forward opt/* branches."""
+    from kgit.share import sync
+    from kgit.state import transaction
+
+    where = repo(ctx)
+    with transaction.begin(where) as recovered:
+        notes(recovered)
+        click.echo("\n".join(sync.pull(where, remote)))
+
+
+@click.group()
+def hooks():
+    """The pre-push hook: install it, or run its check (what git calls)."""
+
+
+@hooks.command("install")
+@click.option("--force", is_flag=True, help="Replace another pre-push hook (it is saved beside).")
+@click.pass_context
+def hooks_install(ctx, force):
+    """Install kgit's pre-push hook where git looks for hooks (core.hooksPath is respected)."""
+    from kgit.share import hook_install
+
+    click.echo(hook_install.install(repo(ctx), force))
+
+
+@hooks.command("pre-push")
+@click.argument("remote", required=False)
+@click.argument("url", required=False)
+@click.pass_context
+def hooks_pre_push(ctx, remote, url):
+    """Check a push (git's lines on stdin): summarize each kernel, refuse a tip with no record."""
+    from kgit.render import commands
+    from kgit.share import hooks as hook
+
+    remote = remote or os.environ.get("PRE_COMMIT_REMOTE_NAME") or "origin"  # pre-commit passes no arguments
+    lines = hook.read_hook_input("" if sys.stdin.isatty() else sys.stdin.read(), dict(os.environ))
+    rows, reminder = hook.pre_push(repo(ctx), remote, lines)
+    # stderr, as git's own messages: a `git push --porcelain` keeps its stdout to itself
+    if rows:
+        click.echo(f"kgit: this push to {remote} carries:", err=True)
+        click.echo(commands.summary_table(rows), err=True)
+    if reminder:
+        click.echo(f"kgit: {reminder}", err=True)
+
+
+@click.command()
+@click.option("--fix", "repair", is_flag=True, help="Repair what can be repaired.")
+@json_option
+@click.pass_context
+def doctor(ctx, repair, as_json):
+    """Find stale notes, best/ tags off their branch, invalid notes, interrupted steps."""
+    from kgit.render import commands
+    from kgit.share import doctor as checks
+
+    where = repo(ctx)
+    if repair:
+        from kgit.share import repair as repairs
+
+        done, left = repairs.fix(where)
+    else:
+        done, left = [], checks.find_problems(where)
+    problems = [{"problem": p.problem, "fix": p.fix} for p in left]
+    emit(as_json, {"fixed": done, "problems": problems}, commands.doctor(done, left, repair))
+
+
+COMMANDS = [push, pull, hooks, doctor]

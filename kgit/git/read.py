@@ -1,0 +1,136 @@
+"""Questions kgit asks git: where refs point, what the working tree holds, what history reaches."""
+
+from __future__ import annotations
+
+from kgit.git import refs
+from kgit.git.run import GitError, Repo, git
+
+
+def rev(repo: Repo, ref: str) -> str | None:
+    """The commit a ref (or an object id) points at, or None when it does not exist."""
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}").strip() or None
+    except GitError:
+        return None
+
+
+def current_branch(repo: Repo) -> str | None:
+    try:
+        return git(repo, "symbolic-ref", "--quiet", "--short", "HEAD").strip()
+    except GitError:
+        return None  # detached HEAD
+
+
+def current_kernel(repo: Repo) -> str | None:
+    """The kernel whose opt/ branch is checked out, or None."""
+    return refs.kernel_of_branch(current_branch(repo))
+
+
+def refs_under(repo: Repo, prefix: str) -> dict[str, str]:
+    """Every ref under prefix (a full ref name ending in '/'), by name, with the object it points at."""
+    out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def kernels_with_branches(repo: Repo) -> list[str]:
+    return [ref[len(refs.BRANCHES):] for ref in refs_under(repo, refs.BRANCHES)]
+
+
+# --- the working tree ---------------------------------------------------------------------------
+
+
+def modified_tracked_files(repo: Repo) -> list[str]:
+    """Tracked files whose working-tree or staged content differs from HEAD."""
+    entries = git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no").split("\0")
+    paths = []
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        if entry:
+            paths.append(entry[3:])
+            if entry[0] in "RC":  # a rename is followed by its source path
+                i += 1
+        i += 1
+    return paths
+
+
+def is_tracked(repo: Repo, path: str) -> bool:
+    return bool(git(repo, "ls-files", "--", path).strip())
+
+
+def file_at(repo: Repo, path: str, commit: str = "HEAD") -> str | None:
+    """A file's text at a commit, or None when it is not there."""
+    try:
+        return git(repo, "show", "--end-of-options", f"{commit}:{path}")
+    except GitError:
+        return None
+
+
+def diff(repo: Repo, base: str, commit: str, exclude: list[str]) -> str:
+    return git(repo, "diff", "--end-of-options", base, commit, "--", ".", *(f":(exclude){p}" for p in exclude))
+
+
+# --- history ---------------------------------------------------------------------------------------
+
+
+def first_parent(repo: Repo, sha: str) -> str | None:
+    return rev(repo, f"{sha}^")
+
+
+def first_parents(repo: Repo, sha: str, limit: int = 200) -> list[str]:
+    """sha and its first-parent ancestors, newest first (at most limit commits)."""
+    return git(repo, "rev-list", "--first-parent", f"--max-count={limit}", "--end-of-options", sha).split()
+
+
+def first_parent_walk(repo: Repo, tip: str, page: int = 50):
+    """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time."""
+    start = tip
+    while start:
+        out = git(repo, "log", "--first-parent", f"-n{page}", "--format=%x00%H %s", "--name-only",
+                  "--end-of-options", start, "--")
+        sha = None
+        for entry in out.split("\0")[1:]:
+            head, _, paths = entry.partition("\n")
+            sha, _, subject = head.partition(" ")
+            yield sha, subject, [p for p in paths.splitlines() if p]
+        start = first_parent(repo, sha) if sha and out.count("\0") == page else None
+
+
+def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:
+    """The subject line of each of these commits (which must exist), in one git process."""
+    if not shas:
+        return {}
+    out = git(repo, "log", "--no-walk=unsorted", "--format=%H %s", "--end-of-options", *shas, "--")
+    return dict(line.split(" ", 1) if " " in line else (line, "") for line in out.splitlines())
+
+
+def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:
+    try:
+        git(repo, "merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant)
+        return True
+    except GitError:  # exit status 1: not an ancestor
+        return False
+
+
+def existing(repo: Repo, shas: list[str]) -> set[str]:
+    """Those of these objects that are in the repository's object database (one git process)."""
+    if not shas:
+        return set()
+    out = git(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)", input="\n".join(shas).encode() + b"\n")
+    return {line.split()[0] for line in out.splitlines() if not line.endswith(" missing")}
+
+
+def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[str]:
+    """Those of these commits that a branch (local or remote-tracking) reaches, or with branches_only
+    False, any ref but a best/ tag: kgit moves those itself, and one left on a rewritten commit does
+    not make that commit current.
+
+    A commit that only the reflog or a note reaches is on its way out: gc will delete it.
+    """
+    if not shas:
+        return set()
+    args = ["--branches", "--remotes"]
+    if not branches_only:
+        # --exclude takes a pattern as --tags/--glob see it: relative to refs/tags/ for --tags.
+        args += ["--glob=refs/kgit", f"--exclude={refs.TAG_PREFIX}*", "--tags"]
+    return shas & set(git(repo, "rev-list", *args).split())

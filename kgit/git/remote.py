@@ -1,0 +1,42 @@
+"""A repository's remotes and hooks: fetch, push, and where git looks for hooks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from kgit.git.run import GitError, Repo, git
+
+
+def remotes(repo: Repo) -> list[str]:
+    return git(repo, "remote").split()
+
+
+def fetch(repo: Repo, remote: str, refspecs: list[str]) -> None:
+    git(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs)
+
+
+def push(repo: Repo, remote: str, refspecs: list[str], env: dict) -> dict[str, str]:
+    """Push; the result of each remote ref: '' when it was updated or up to date, else git's reason.
+
+    A ref the remote rejects is no error here: the caller says which and why, the others are pushed.
+    """
+    proc = subprocess.run(
+        ["git", "push", "--porcelain", remote, *refspecs], cwd=repo.root, capture_output=True,
+        env={**os.environ, **env},
+    )
+    results = {}
+    for line in proc.stdout.decode(errors="replace").splitlines():
+        parts = line.split("\t")  # "<flag>\t<local>:<remote>\t<summary>", flag "!" for a rejection
+        if len(parts) == 3 and ":" in parts[1]:
+            results[parts[1].split(":", 1)[1]] = parts[2] if parts[0] == "!" else ""
+    if proc.returncode != 0 and not results:  # it never got as far as the refs: a hook or the network
+        message = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git push failed: {message[-1] if message else 'exit status ' + str(proc.returncode)}")
+    return results
+
+
+def hooks_dir(repo: Repo) -> Path:
+    """Where git looks for this repository's hooks: core.hooksPath if set, else .git/hooks."""
+    return repo.root / git(repo, "rev-parse", "--git-path", "hooks").strip()

@@ -1,0 +1,200 @@
+"""Every change kgit makes to a repository: refs, commits, the working tree, notes, worktrees, config.
+
+kgit's commits never depend on a user's signing setup or hooks, and none of its changes lose an
+uncommitted edit: a reset saves the edits in a commit object first (move_head).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kgit.git import read, refs
+from kgit.git.run import GitError, Repo, config_values, git, git_bytes
+from kgit.model.record import Record, note_text, parse_note
+
+_COMMIT_CONFIG = ["-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
+
+
+# --- refs -------------------------------------------------------------------------------------------
+
+
+def set_ref(repo: Repo, ref: str, sha: str, old: str | None = None) -> None:
+    """Point ref at sha; with old, only if it still points at old (git checks and locks)."""
+    git(repo, "update-ref", "--end-of-options", ref, sha, *([old] if old else []))
+
+
+def delete_ref(repo: Repo, ref: str) -> None:
+    git(repo, "update-ref", "-d", "--end-of-options", ref)
+
+
+def set_tag(repo: Repo, kernel: str, sha: str) -> None:
+    set_ref(repo, refs.tag_ref(kernel), sha)
+
+
+def create_branch(repo: Repo, kernel: str, sha: str) -> None:
+    set_ref(repo, refs.branch_ref(kernel), sha, old="0" * len(sha))  # only if it does not exist yet
+
+
+def switch(repo: Repo, kernel: str) -> None:
+    git(repo, "checkout", "--quiet", refs.branch(kernel), "--")
+
+
+# --- commits ----------------------------------------------------------------------------------------
+
+
+def commit_paths(repo: Repo, paths: list[str], message: str) -> str:
+    """Commit the working-tree content of these paths (and nothing else staged) on the current branch."""
+    git(repo, *_COMMIT_CONFIG, "commit", "--quiet", "--no-verify", "--only", "-m", message, "--", *paths)
+    return read.rev(repo, "HEAD")
+
+
+def commit_all(repo: Repo, message: str) -> str:
+    """Commit every modified tracked file, or an empty commit when there is none."""
+    git(repo, *_COMMIT_CONFIG, "commit", "--quiet", "--no-verify", "--all", "--allow-empty", "-m", message)
+    return read.rev(repo, "HEAD")
+
+
+def uncommit(repo: Repo, sha: str) -> None:
+    """Move the current branch back to sha, keeping what the later commits changed as staged edits."""
+    git(repo, "reset", "--quiet", "--soft", sha, "--")
+
+
+def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, str], message: str) -> str:
+    """A new commit object on parent: the tree of commit tree_of with these files replaced.
+
+    Touches no ref, no index and no file in the working tree.
+    """
+    index = repo.kgit_dir / "index.tmp"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        git(repo, "read-tree", "--end-of-options", tree_of, env=env)
+        for path, text in files.items():
+            blob = git(repo, "hash-object", "-w", "--stdin", input=text.encode()).strip()
+            git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        tree = git(repo, "write-tree", env=env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+    return git(repo, *_COMMIT_CONFIG, "commit-tree", tree, "-p", parent, "-m", message).strip()
+
+
+def fast_forward(repo: Repo, kernel: str, old: str, new: str) -> None:
+    """Move opt/<kernel> from old to its descendant new; the checked-out branch takes its files along.
+
+    `git merge --ff-only` refuses, rather than overwrite, uncommitted edits the move would touch.
+    """
+    if read.current_kernel(repo) == kernel:
+        git(repo, "merge", "--ff-only", "--quiet", "--end-of-options", new)
+    else:
+        set_ref(repo, refs.branch_ref(kernel), new, old)
+
+
+# --- the working tree ---------------------------------------------------------------------------
+
+
+def move_head(repo: Repo, sha: str) -> None:
+    """Move the current branch to sha and its files into the working tree, keeping uncommitted edits.
+
+    A user may edit the kernel while its test runs, or after kgit was killed: those edits are saved in
+    a commit object (`git stash create`, reachable from refs/kgit/saved-edits until they are back), the
+    tree is reset, and the edited files are written back on top. Nothing that is not in a commit is lost.
+    """
+    if read.modified_tracked_files(repo):
+        saved = git(repo, "stash", "create", "kgit: edits kept across a reset").strip()
+        set_ref(repo, refs.SAVED_EDITS, saved)
+    git(repo, "reset", "--quiet", "--hard", sha, "--")
+    restore_saved_edits(repo)
+
+
+def restore_saved_edits(repo: Repo) -> list[str]:
+    """Write back the files saved by move_head, if any; safe to repeat after a crash."""
+    saved = read.rev(repo, refs.SAVED_EDITS)
+    if saved is None:
+        return []
+    paths = [p for p in git(repo, "diff", "--name-only", "-z", f"{saved}^1", saved).split("\0") if p]
+    for path in paths:
+        target = repo.root / path
+        try:
+            content = git_bytes(repo, "cat-file", "blob", f"{saved}:{path}")
+        except GitError:
+            target.unlink(missing_ok=True)  # the user had deleted it
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    delete_ref(repo, refs.SAVED_EDITS)
+    return paths
+
+
+def add_worktree(repo: Repo, path: Path, commit: str) -> None:
+    """A detached checkout of commit at path: the user's own working tree is not touched."""
+    if path.exists():  # left by a killed run
+        remove_worktree(repo, path)
+    git(repo, "worktree", "add", "--quiet", "--detach", "--end-of-options", str(path), commit)
+
+
+def remove_worktree(repo: Repo, path: Path) -> None:
+    try:
+        git(repo, "worktree", "remove", "--force", str(path))
+    finally:
+        git(repo, "worktree", "prune")
+
+
+# --- notes -----------------------------------------------------------------------------------------
+
+
+def write_note(repo: Repo, sha: str, record: Record) -> None:
+    """Put the record on sha, replacing its earlier version and keeping any other run's record there."""
+    try:
+        existing, _ = parse_note(sha, git(repo, "notes", f"--ref={refs.NOTES_REF}", "show", sha))
+    except GitError:
+        existing = []  # no note yet
+    body = note_text([r for r in existing if r.key != record.key] + [record])
+    git(repo, "notes", f"--ref={refs.NOTES_REF}", "add", "--force", "--file=-", sha, input=body.encode())
+
+
+def write_notes(repo: Repo, notes: dict[str, list[Record]], message: str, merge: str | None = None) -> str:
+    """One commit on the notes ref that sets these notes (and, given merge, has it as a second parent).
+
+    git fast-import writes all the notes in one process and keeps the notes tree's fan-out right,
+    however many notes there are; `git notes add` would cost a process per note.
+    """
+    parent = read.rev(repo, refs.NOTES_REF)
+    lines = [f"commit {refs.NOTES_REF}", f"committer {_ident(repo)}", _data(message)]
+    if parent:
+        lines.append(f"from {parent}")
+    if merge:
+        lines.append(f"merge {merge}")
+    for commit, records in notes.items():
+        lines += [f"N inline {commit}", _data(note_text(records))]
+    git(repo, "fast-import", "--quiet", "--done", input=("\n".join(lines) + "\ndone\n").encode())
+    return read.rev(repo, refs.NOTES_REF)
+
+
+def _data(text: str) -> str:
+    return f"data {len(text.encode())}\n{text}"
+
+
+def _ident(repo: Repo) -> str:
+    try:
+        return git(repo, "var", "GIT_COMMITTER_IDENT").strip()
+    except GitError:  # no user configured: the notes commit still needs a committer
+        return f"kgit <kgit@localhost> {int(time.time())} +0000"
+
+
+def remove_notes(repo: Repo, commits: list[str]) -> None:
+    git(repo, "notes", f"--ref={refs.NOTES_REF}", "remove", "--ignore-missing", "--stdin",
+        input="\n".join(commits).encode() + b"\n")
+
+
+def configure_notes(repo: Repo) -> None:
+    """Have rebase and amend carry kgit's notes to the rewritten commits (git drops them otherwise).
+
+    notes.rewriteMode stays 'concatenate' (git's default): cat_sort_uniq would sort the lines of the
+    JSON records into nonsense, while concatenated records are what the notes reader expects.
+    """
+    if refs.NOTES_REF not in config_values(repo, "notes.rewriteRef"):
+        git(repo, "config", "--add", "notes.rewriteRef", refs.NOTES_REF)  # several refs may be rewritten
+    for key, value in (("notes.rewrite.rebase", "true"), ("notes.rewrite.amend", "true"),
+                       ("notes.rewriteMode", "concatenate")):
+        if config_values(repo, key) != [value]:
+            git(repo, "config", key, value)

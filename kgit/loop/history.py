@@ -1,0 +1,149 @@
+"""Reading a kernel's loop back: which kernel, its log, its best iteration, its status, one iteration.
+
+Read-only: nothing here changes the repository (a step interrupted by a crash is reported, and left
+for the next writing command to finish).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kgit import config
+from kgit.render.readme import README
+from kgit.errors import KgitError
+from kgit.git import notes, read, refs
+from kgit.git.run import Repo
+from kgit.model import decide
+from kgit.model.record import InvalidNote, Record, StopReason
+
+
+@dataclass
+class LoopState:
+    """A kernel's loop as the next step sees it."""
+
+    history: notes.History
+    cfg: config.KernelConfig
+    stopped: StopReason | None
+
+    @property
+    def records(self) -> list[Record]:
+        return self.history.records
+
+
+def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
+    """The records that decide the kernel's loop here, its settings, and why it stopped, if it did."""
+    history = _nonempty(notes.deciding_history(repo, kernel), kernel)
+    records = history.records
+    baseline = next((r for r in records if r.iteration == 0), None)
+    cfg = config.for_loop(repo.root, kernel, baseline.options if baseline else None, overrides)
+    return LoopState(history, cfg, decide.stop_reason(records, cfg))
+
+
+def resolve_kernel(repo: Repo, kernel: str | None) -> str:
+    """The kernel named, else the one of the current opt/ branch, else the only one with records."""
+    if kernel:
+        return config.check_kernel_name(kernel)
+    current = read.current_kernel(repo)
+    if current:
+        return current
+    kernels = sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
+    if len(kernels) == 1:
+        return kernels[0]
+    if not kernels:
+        raise KgitError("no kgit records in this repository: run 'kgit start <kernel>' first")
+    raise KgitError(f"several kernels have records ({', '.join(kernels)}): name one")
+
+
+def log(repo: Repo, kernel: str) -> notes.History:
+    """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
+    return _nonempty(notes.kernel_history(repo, kernel), kernel)
+
+
+def _nonempty(history: notes.History, kernel: str) -> notes.History:
+    if not history.pairs:
+        raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
+    return history
+
+
+@dataclass
+class Best:
+    record: Record
+    commit: str
+    tag: str
+    tag_commit: str | None
+    invalid: list[InvalidNote]
+
+
+def best(repo: Repo, kernel: str) -> Best:
+    history = _nonempty(notes.deciding_history(repo, kernel), kernel)
+    record = decide.best_record(history.records)
+    if record is None:
+        raise KgitError(f"{kernel} has no successful iteration")
+    commit = next(sha for sha, r in history.pairs if r is record)
+    return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid)
+
+
+@dataclass
+class Status:
+    kernel: str
+    branch: str
+    on_branch: bool
+    kernel_path: str
+    test_path: str
+    iteration: int
+    max_iterations: int
+    metric: str | None
+    target: float | None
+    best: Record | None
+    best_commit: str | None
+    gap: float | None
+    gap_pct: float | None
+    stopped: StopReason | None
+    kernel_modified: bool
+    reverted: int
+    invalid: list[InvalidNote]
+
+
+def status(repo: Repo, kernel: str) -> Status:
+    state = loop_state(repo, kernel, {})
+    history, records, cfg = state.history, state.records, state.cfg
+    top = decide.best_record(records)
+    target = decide.target_value(cfg, top) if top else None
+    on_branch = read.current_kernel(repo) == kernel
+    return Status(
+        kernel=kernel,
+        branch=refs.branch(kernel),
+        on_branch=on_branch,
+        kernel_path=cfg.kernel_path,
+        test_path=cfg.test_path,
+        iteration=decide.last_iteration(records),
+        max_iterations=cfg.max_iterations,
+        metric=top.metric if top else None,
+        target=target,
+        best=top,
+        best_commit=next((sha for sha, r in history.pairs if r is top), None),
+        gap=target - top.value if target is not None and top else None,
+        gap_pct=(target - top.value) / target * 100 if target and top else None,
+        stopped=state.stopped,
+        kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
+        reverted=sum(not r.kept for r in records),
+        invalid=history.invalid,
+    )
+
+
+@dataclass
+class Shown:
+    record: Record
+    commit: str
+    diff: str
+
+
+def show(repo: Repo, kernel: str, iteration: int) -> Shown:
+    """One iteration: its record and the change it tried (for a revert, the attempt's diff)."""
+    matches = [(sha, r) for sha, r in log(repo, kernel).pairs if r.iteration == iteration]
+    if not matches:
+        raise KgitError(f"{kernel} has no iteration {iteration}")
+    sha, record = matches[-1]
+    parent = read.first_parent(repo, sha)
+    change = read.diff(repo, parent, sha, exclude=[README]) if parent else ""
+    return Shown(record, sha, change)

@@ -1,0 +1,182 @@
+"""Start and step: the loop's two moves, each a short transaction (kgit.state.transaction).
+
+    step: begin (lock, recover) -> commit the candidate -> run the test -> decide -> finish
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kgit import config
+from kgit.errors import KgitError
+from kgit.git import read, refs, write
+from kgit.git.run import Repo
+from kgit.loop import testing
+from kgit.loop.history import LoopState, loop_state
+from kgit.model import decide
+from kgit.model.record import InvalidNote, Record, Status, StopReason
+from kgit.model.result import TestResult, not_run
+from kgit.state import transaction
+
+INTERRUPTED_BY_USER = "interrupted by the user"
+
+
+@dataclass
+class Outcome:
+    """What a command did, for the command line to print."""
+
+    record: Record
+    commit: str
+    recovered: list[str] = field(default_factory=list)  # what was done to finish an interrupted step
+    invalid: list[InvalidNote] = field(default_factory=list)  # notes that were not used to decide
+
+
+# --- start ------------------------------------------------------------------------------------------
+
+
+def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
+    with transaction.begin(repo) as recovered:
+        cfg = config.load(repo.root, kernel, overrides)
+        if read.rev(repo, refs.branch_ref(kernel)):
+            raise KgitError(f"{refs.branch(kernel)} already exists: continue with 'kgit step', "
+                            "or delete the branch to start over")
+        head = read.rev(repo, "HEAD")
+        if head is None:
+            raise KgitError("the repository has no commit yet: commit the kernel and its test first")
+        check_clean(repo, allowed=[])
+        transaction.check_readme_is_ours(repo)
+        for path in (cfg.kernel_path, cfg.test_path):
+            if not read.is_tracked(repo, path):
+                raise KgitError(f"{path} is not tracked by git: commit it before starting")
+
+        write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
+        started = decide.now()
+        result = testing.run_on_commit(repo, cfg, head, progress)
+        if not result.passed:
+            last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
+            ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
+            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}")
+        record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head)
+        # the loop's own settings: later commands start from them
+        record = record.replace(options=overrides)
+        if record.target is not None and record.value >= record.target:
+            record = record.replace(stop_reason=StopReason.TARGET_MET)
+        journal = transaction.start(repo, cfg, head, record)
+        return Outcome(record, journal.final, recovered)
+
+
+def ensure_started(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome | None:
+    """Start the kernel's loop unless its branch exists; then it must be checked out. The baseline or None."""
+    if read.rev(repo, refs.branch_ref(kernel)) is None:
+        return start(repo, kernel, overrides, progress)
+    if read.current_kernel(repo) != kernel:
+        raise KgitError(f"{refs.branch(kernel)} exists but is not checked out: "
+                        f"'git checkout {refs.branch(kernel)}' first")
+    return None
+
+
+def next_round(repo: Repo, kernel: str, overrides: dict) -> LoopState:
+    """Before each round of an unattended loop (tune, run): the loop's state, read once per round.
+
+    Refuses uncommitted changes: the round's own change would carry them into its commit.
+    """
+    state = loop_state(repo, kernel, overrides)
+    if not state.stopped and read.modified_tracked_files(repo):
+        raise KgitError("the working tree has uncommitted changes: commit or stash them; "
+                        "this loop edits the kernel itself")
+    return state
+
+
+def raise_if_interrupted(outcome: Outcome) -> None:
+    """Ctrl-C during a step of an unattended loop ends the loop, once the step is recorded."""
+    if outcome.record.reason == INTERRUPTED_BY_USER:
+        raise KgitError("interrupted: the last iteration was recorded as FAILED and rolled back")
+
+
+# --- step -------------------------------------------------------------------------------------------
+
+
+def current_kernel(repo: Repo) -> str:
+    kernel = read.current_kernel(repo)
+    if kernel is None:
+        branch = read.current_branch(repo)
+        where = f"on {branch}" if branch else "on a detached HEAD"
+        raise KgitError(f"not on an opt/<kernel> branch ({where}): run 'kgit start <kernel>' or check out opt/<kernel>")
+    return kernel
+
+
+def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
+         measured: TestResult | None = None) -> Outcome:
+    """Commit the edited kernel, test it, decide, and keep or revert it.
+
+    measured: the result of this exact kernel already tested elsewhere (a worktree on another GPU).
+    """
+    with transaction.begin(repo) as recovered:
+        state = _running_state(repo, overrides)
+        changed = check_clean(repo, allowed=[state.cfg.kernel_path])
+        if state.cfg.kernel_path not in changed:
+            raise KgitError(f"no change to {state.cfg.kernel_path}: edit the kernel, then step")
+        journal = transaction.commit_candidate(repo, state.cfg, decide.last_iteration(state.records) + 1,
+                                               one_line(action), tier, paths=[state.cfg.kernel_path])
+        try:
+            result = measured or testing.run_on_commit(repo, state.cfg, journal.candidate, progress)
+        except KeyboardInterrupt:
+            result = not_run(INTERRUPTED_BY_USER)
+        return _decide(repo, state, journal, result, recovered)
+
+
+def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: dict,
+           output_tail: str = "") -> Outcome:
+    """Record a change that must not be tested as FAILED and roll it back.
+
+    For an agent that changed nothing, changed the test or other files, or failed: whatever it changed
+    in tracked files is committed first as the attempt, so that nothing is lost and the record shows it.
+    """
+    with transaction.begin(repo) as recovered:
+        state = _running_state(repo, overrides)
+        journal = transaction.commit_candidate(repo, state.cfg, decide.last_iteration(state.records) + 1,
+                                               one_line(action), tier, paths=None)
+        return _decide(repo, state, journal, not_run(reason, output_tail), recovered)
+
+
+def _running_state(repo: Repo, overrides: dict) -> LoopState:
+    """The current kernel's loop; refuse when it has no baseline or has stopped."""
+    kernel = current_kernel(repo)
+    state = loop_state(repo, kernel, overrides)
+    if state.stopped:
+        raise KgitError(
+            f"the loop for {kernel} has stopped ({state.stopped}); raise max_iterations or the target "
+            "(kgit.yaml or the step's options) to go on"
+        )
+    return state
+
+
+def _decide(repo: Repo, state: LoopState, journal, result: TestResult, recovered: list[str]) -> Outcome:
+    best = decide.best_record(state.records)
+    status = decide.decide(result, best, decide.target_value(state.cfg, best), state.cfg.min_gain_pct)
+    record = decide.new_record(state.cfg, journal.iteration, journal.action, journal.tier, result, status, best,
+                               journal.started, journal.base)
+    commit = transaction.decided(repo, journal, record)
+    return Outcome(record, commit, recovered, state.history.invalid)
+
+
+def one_line(action: str) -> str:
+    """The action as the one line it becomes in a commit subject, a table cell and the README."""
+    line = " ".join(action.split())
+    if not line:
+        raise KgitError("the change's message (-m) is empty: say in a few words what this iteration changes")
+    return line
+
+
+def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
+    """The modified tracked files; refuse when any is not in allowed."""
+    changed = read.modified_tracked_files(repo)
+    others = [p for p in changed if p not in allowed]
+    if others:
+        if not allowed:
+            raise KgitError(f"uncommitted changes to {', '.join(others)}: commit or stash them first")
+        raise KgitError(
+            f"modified besides {allowed[0]}: {', '.join(others)}. One change per iteration, to the kernel "
+            "only (the test is the judge and never changes with the kernel): commit or stash the rest"
+        )
+    return changed

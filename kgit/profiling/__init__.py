@@ -1,0 +1,1 @@
+"""From a measurement to the next change: profile, the profilers and their output, diagnose, context."""

@@ -1,0 +1,97 @@
+"""kgit context: everything an agent needs for its next change, in one object.
+
+The loop's short-term memory (skills/ is its long-term memory): the kernel and its files, the target
+and the gap, the best so far, every change already tried with its tier and result (so that a failed
+idea is not tried twice), the diagnosis, the next tier and the skill files to read.
+"""
+
+from __future__ import annotations
+
+from kgit.errors import KgitError
+from kgit.git.run import Repo
+from kgit.loop import history
+from kgit.model import decide
+from kgit.profiling import diagnose, saved, skillfiles
+
+LOOP_SKILL = "skills/optimize-loop/SKILL.md"
+
+
+def build(repo: Repo, kernel: str) -> dict:
+    pairs = history.log(repo, kernel).pairs
+    records = [r for _, r in pairs]
+    state = history.status(repo, kernel)
+    top = state.best
+    _, head = saved.head_record(repo, dict(pairs))
+    prof = saved.latest(repo, kernel)
+    stale = None
+    if prof is None:
+        prof = saved.benchmark_fallback("no profile yet: run 'kgit profile'", head, repo.root, kernel)
+    elif head is not None and prof.get("iteration") not in (None, head.iteration):
+        stale = f"the profile is of iteration {prof.get('iteration')}, HEAD holds iteration {head.iteration}: " \
+                "run 'kgit profile' again"
+    kernel_skill = skillfiles.kernel_skill_path(kernel)
+    has_skill = (repo.root / kernel_skill).is_file()
+    diag = diagnose.diagnose(prof, records, kernel, top.gpu if top else None, kernel_skill if has_skill else None)
+    tried = [
+        {
+            "iteration": r.iteration, "action": r.action, "tier": r.tier, "status": r.status.value,
+            "kept": r.kept, "metric": r.metric, "value": r.value,
+            "delta_pct": r.delta_pct, "reason": r.reason, "commit": sha,
+        }
+        for sha, r in pairs if r.iteration > 0
+    ]
+    nxt = diag["next_tier"]
+    if state.stopped:
+        next_step = f"the loop has stopped ({state.stopped}): report with 'kgit report'"
+    elif nxt is None:
+        next_step = ("every tier of the order was tried: stop and keep the best (or try a second change in the "
+                     "tier that gained most)")
+    else:
+        next_step = (f"edit {state.kernel_path}: ONE change from tier {nxt} ({diagnose.TIER_NAMES[nxt]}), "
+                     f"then: kgit step -m \"<the change>\" --tier {nxt}")
+    return {
+        "kernel": kernel,
+        "branch": state.branch,
+        "files": {"kernel": state.kernel_path, "test": state.test_path,
+                  "kernel_skill": kernel_skill if has_skill else None},
+        "gpu": top.gpu if top else None,
+        "metric": state.metric,
+        "target": state.target,
+        "best": {"iteration": top.iteration, "action": top.action, "value": top.value,
+                 "pct_of_peak": top.pct_of_peak, "commit": state.best_commit} if top else None,
+        "gap": state.gap,
+        "gap_pct": state.gap_pct,
+        "iteration": state.iteration,
+        "max_iterations": state.max_iterations,
+        "stopped": state.stopped.value if state.stopped else None,
+        "tried": tried,
+        "profile": {k: prof.get(k) for k in ("source", "tool", "why", "iteration", "primary", "metrics", "stalls")},
+        "profile_stale": stale,
+        "diagnosis": {k: diag[k] for k in ("bound", "why", "how", "tier_order", "tried_tiers", "next_tier",
+                                            "next_tier_name", "tiers_exhausted", "hints")},
+        "skills": list(dict.fromkeys([LOOP_SKILL, *diag["skills"]])),
+        "next_step": next_step,
+    }
+
+
+def diagnosis(repo: Repo | None, kernel: str | None, metrics_file=None) -> dict:
+    """The diagnosis of --metrics FILE, else of the kernel's last profile, else of its benchmark."""
+    pairs = history.log(repo, kernel).pairs if repo is not None and kernel else []
+    records = [r for _, r in pairs]
+    head = saved.head_record(repo, dict(pairs))[1] if repo is not None and records else None
+    if metrics_file is not None:
+        prof = saved.load_metrics_file(metrics_file)
+    else:
+        if repo is None or kernel is None:
+            raise KgitError("no kernel: run inside a kgit repository on an opt/<kernel> branch, or give --metrics FILE")
+        prof = saved.latest(repo, kernel) or saved.benchmark_fallback(
+            "no profile yet: run 'kgit profile'", head, repo.root, kernel)
+    top = decide.best_record(records)
+    kernel_skill = skillfiles.kernel_skill_path(kernel) if kernel else None
+    if kernel_skill and (repo is None or not (repo.root / kernel_skill).is_file()):
+        kernel_skill = None
+    diag = diagnose.diagnose(prof, records, kernel or prof.get("kernel") or "(unknown)", top.gpu if top else None,
+                             kernel_skill)
+    diag["profile_source"] = prof.get("source")
+    diag["profile_why"] = prof.get("why")
+    return diag

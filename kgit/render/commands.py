@@ -1,0 +1,126 @@
+"""What each command prints for a person (stdout), and kgit's notes to them (stderr lines)."""
+
+from __future__ import annotations
+
+from kgit.git import refs
+from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, delta, final_line, log_row, metric, pct_of_peak
+
+
+def start(record: Record, commit: str) -> str:
+    kernel = record.kernel
+    text = (
+        f"{kernel}: baseline {metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
+        f"on {record.gpu or 'an unknown device'}; branch {refs.branch(kernel)}, tag {refs.tag(kernel)} "
+        f"at {commit[:10]}"
+    )
+    if record.stop_reason:
+        text += f"\nThe baseline already meets the target: {record.stop_reason}."
+    return text
+
+
+def step(record: Record, commit: str, with_tail: bool) -> str:
+    cpu = record.cpu_timing
+    lines = [
+        f"iteration {record.iteration}: {record.status}  "
+        f"{metric(record.value, record.metric, cpu)}{pct_of_peak(record)}  "
+        f"{delta(record.delta_pct)} vs best {metric(record.best_before, record.metric or '', cpu)}",
+    ]
+    if record.reason:
+        lines.append(f"reason: {record.reason}")
+    if record.kept:
+        lines.append(f"kept at {commit[:10]}; {refs.tag(record.kernel)} moved there")
+    else:
+        lines.append(f"reverted; the attempt stays at {refs.attempt_ref(record.kernel, record.iteration)}")
+    if with_tail and record.output_tail:
+        tail = record.output_tail.strip().splitlines()[-5:]
+        lines += ["test output ends:"] + [f"  {line}" for line in tail]
+    if record.stop_reason:
+        lines.append(f"loop stopped: {record.stop_reason}")
+    return "\n".join(lines)
+
+
+def loop_round(record: Record, commit: str) -> str:
+    """One iteration of tune or run, as it happens."""
+    if record.iteration == 0:
+        return f"{record.kernel}: baseline {metric(record.value, record.metric, record.cpu_timing)}"
+    return f"[{record.action}] " + step(record, commit, with_tail=False)
+
+
+def loop_summary(what: str, stopped: StopReason, best: Record) -> str:
+    return f"{what} stopped: {stopped}; best is iteration {best.iteration} ({best.action})"
+
+
+def best(record: Record, commit: str, tag: str) -> str:
+    return (
+        f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
+        f"{metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
+        f"on {record.gpu}, commit {commit[:10]}, tag {tag}"
+    )
+
+
+def log(pairs: list[tuple[str, Record]]) -> str:
+    from tabulate import tabulate
+
+    rows = [log_row(r) + [sha[:10]] for sha, r in pairs]
+    return tabulate(rows, LOG_HEADERS + ["Commit"]) + "\n" + final_line([r for _, r in pairs])
+
+
+def status(state) -> str:
+    """kgit status: two plain columns (no tabulate: status is what agents and prompts call most)."""
+    top, unit = state.best, state.metric
+    cpu = bool(top and top.cpu_timing)
+    rows = [
+        ["kernel", f"{state.kernel} ({state.kernel_path})"],
+        ["branch", state.branch + ("" if state.on_branch else " (not checked out)")],
+        ["target", metric(state.target, unit) if state.target else "none set"],
+        ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"],
+        ["best", f"{metric(top.value, unit, cpu)}{pct_of_peak(top)}, iteration {top.iteration}" if top else "-"],
+        ["gap to target", f"{metric(state.gap, unit)} ({state.gap_pct:.1f}%)"
+         if state.gap is not None and state.gap > 0 else "-"],
+        ["state", f"stopped: {state.stopped}" if state.stopped
+         else "kernel edited, ready to step" if state.kernel_modified else "waiting for an edit of the kernel"],
+    ]
+    return "\n".join(f"{name:<14} {value}" for name, value in rows)
+
+
+def show(shown) -> str:
+    record = shown.record
+    row = log_row(record)
+    return "\n".join([
+        f"{record.kernel} iteration {record.iteration}: {record.action}",
+        f"commit {shown.commit}  {row[6]}",
+        f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, delta {row[5]}, on {record.gpu or '-'}",
+        f"started {record.started}, test ran {record.duration_s:.1f} s",
+        "",
+        shown.diff.rstrip() or "(no change to the kernel)",
+    ])
+
+
+def report(commit: str | None) -> str:
+    return (f"experiments/README.md rendered and committed at {commit[:10]}" if commit
+            else "experiments/README.md is up to date")
+
+
+def summary_table(rows: list[list[str]]) -> str:
+    from tabulate import tabulate
+
+    return tabulate(rows, SUMMARY_HEADERS)
+
+
+def doctor(done: list[str], problems: list, repaired: bool) -> str:
+    lines = [f"fixed: {line}" for line in done]
+    lines += [f"{p.problem}; fix: {p.fix}" for p in problems]
+    if not problems:
+        lines.append("no problems found" if not done else "no problems left")
+    elif not repaired:
+        lines.append("run 'kgit doctor --fix' to repair")
+    return "\n".join(lines)
+
+
+def invalid_note(note: InvalidNote) -> str:
+    return f"warning: {note.describe()}; decided without it ('kgit doctor' lists such notes)"
+
+
+INTERRUPTED = ("a step was interrupted (kgit was killed in the middle of it): these answers may miss it; "
+               "the next writing kgit command, or 'kgit doctor --fix', finishes it")

@@ -1,0 +1,107 @@
+"""Numbers, statuses and table rows as kgit writes them everywhere: terminal, README, hook."""
+
+from __future__ import annotations
+
+from kgit.model.decide import best_record
+from kgit.model.record import Record, Status, StopReason
+
+LOG_HEADERS = ["Iter", "Action", "Tier", "Correctness", "Metric", "Delta", "Status"]
+SUMMARY_HEADERS = ["Kernel", "GPU", "Baseline", "Best", "% of peak", "Iterations", "Reverted", "Target"]
+
+_STATUS_WORDS = {
+    Status.BASELINE: "baseline",
+    Status.IMPROVED: "improved",
+    Status.TARGET_MET: "TARGET_MET",
+    Status.REGRESSED: "regressed, reverted",
+    Status.WITHIN_NOISE: "within noise, reverted",
+    Status.FAILED: "failed, reverted",
+}
+UNITS = {"gbps": "GBps", "tflops": "TFLOPS"}
+
+
+def metric(value: float | None, name: str | None, cpu_timing: bool = False) -> str:
+    if value is None or name is None:
+        return "-"
+    number = f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+    text = f"{number} {UNITS.get(name, name)}"
+    return text + " (CPU)" if cpu_timing else text
+
+
+def delta(pct: float | None) -> str:
+    return "-" if pct is None else f"{pct:+.1f}%"
+
+
+def pct_of_peak(record: Record | None) -> str:
+    return f" ({record.pct_of_peak:.0f}% of peak)" if record and record.pct_of_peak else ""
+
+
+def status_words(record: Record, reason_chars: int | None = 100) -> str:
+    words = _STATUS_WORDS[record.status]
+    if record.status == Status.FAILED and record.reason:
+        reason = record.reason  # whole in the note and in `kgit show`; a table row keeps its start
+        if reason_chars is not None and len(reason) > reason_chars:
+            reason = reason[:reason_chars - 1] + "…"
+        words += f" ({reason})"
+    if record.stop_reason == StopReason.MAX_ITERATIONS:
+        words += "; MAX_ITERATIONS"
+    return words
+
+
+def log_row(record: Record) -> list[str]:
+    correctness = {True: "PASS", False: "FAIL", None: "-"}[record.correctness]
+    return [
+        str(record.iteration),
+        record.action,
+        f"T{record.tier}" if record.tier is not None else "-",
+        correctness,
+        metric(record.value, record.metric, record.cpu_timing),
+        delta(record.delta_pct),
+        status_words(record),
+    ]
+
+
+def final_line(records: list[Record]) -> str:
+    best = best_record(records)
+    if best is None:
+        return "Final: no successful run yet."
+    last = max(records, key=lambda r: r.iteration)
+    text = f"Final: {metric(best.value, best.metric, best.cpu_timing)}"
+    if best.pct_of_peak:
+        text += f" ({best.pct_of_peak:.0f}% of peak)"
+    text += f", {last.iteration} iteration{'s' if last.iteration != 1 else ''}"
+    if any(r.stop_reason == StopReason.TARGET_MET for r in records):
+        return text + ", target met."
+    if last.stop_reason == StopReason.MAX_ITERATIONS:
+        return text + (", target not met (stopped at max_iterations)." if best.target else ", done (max_iterations).")
+    return text + ", in progress."
+
+
+def summary_row(records: list[Record]) -> list[str]:
+    """One kernel on one GPU, as the pre-push hook and `kgit push` print it."""
+    baseline = next((r for r in records if r.iteration == 0), None)
+    best = best_record(records)
+    target = best.target if best else None
+    met = any(r.stop_reason == StopReason.TARGET_MET for r in records) or (
+        target is not None and best is not None and best.value >= target)
+    cpu = any(r.cpu_timing for r in records)
+    return [
+        records[0].kernel,
+        gpu_names(records) + (" (CPU timings)" if cpu else ""),
+        metric(baseline.value, baseline.metric, cpu) if baseline else "-",
+        metric(best.value, best.metric, cpu) + f" (iter {best.iteration})" if best else "-",
+        f"{best.pct_of_peak:.0f}%" if best and best.pct_of_peak else "-",
+        str(max(r.iteration for r in records)),
+        str(sum(not r.kept for r in records)),
+        "met" if met else f"not met ({metric(target, best.metric)})" if target is not None else "none set",
+    ]
+
+
+def gpu_names(records: list[Record]) -> str:
+    return ", ".join(sorted({r.gpu for r in records if r.gpu})) or "an unknown device"
+
+
+def gpu_label(records: list[Record]) -> str:
+    label = gpu_names(records)
+    if any(r.cpu_timing for r in records):
+        label += " (Triton interpreter on the CPU: timings are CPU timings, not comparable to a GPU)"
+    return label

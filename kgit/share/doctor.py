@@ -1,0 +1,132 @@
+"""kgit doctor's checks: what rewrites, crashes and clones leave behind (kgit.share.repair fixes it).
+
+Read-only: each problem says what --fix would do about it.
+
+  an interrupted step      a kgit killed mid-step: the loop's recovery finishes it or rolls it back
+                           (the lock needs no repair: the kernel releases it when its holder dies)
+  notes on lost commits    a note on a commit no branch reaches (attempts are meant to be off-branch):
+                           - a copy left by a rebase or amend (its records are on a branch's commit too):
+                             removed
+                           - a kept iteration rewritten without notes.rewriteRef (a commit of opt/<kernel>
+                             has its subject and no note): the note moves there
+                           - the only copy, commit gone: reported and kept (a record is never deleted)
+                           - the only copy, and no ref at all reaches the commit: pinned by an attempt ref
+                             so that gc keeps it
+  a best/ tag off its branch   moved to the branch's best kept iteration
+  a note that is no valid record   reported: kgit decides without it; only a person can repair it
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kgit.git import notes, read, refs
+from kgit.git.run import Repo
+from kgit.model import decide
+from kgit.model.record import InvalidNote, Record
+from kgit.state import journal, lock
+
+
+@dataclass(frozen=True)
+class Problem:
+    problem: str
+    fix: str  # what --fix does about it
+    # what --fix does, for kgit.share.repair: (operation, its arguments); None: nothing safe to do
+    repair: tuple | None = None
+
+
+def find_problems(repo: Repo) -> list[Problem]:
+    """What is wrong, without changing anything (the checks of `kgit doctor`)."""
+    problems = []
+    unfinished = journal.path(repo).exists() or read.rev(repo, refs.SAVED_EDITS)
+    if unfinished and lock.holder(repo) is None:
+        problems.append(Problem("an interrupted step (kgit was killed in the middle of it)",
+                                "finish or roll it back, as the next writing kgit command would"))
+    all_notes = notes.read_notes(repo)
+    return problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
+
+
+def invalid_note_problems(invalid: list[InvalidNote]) -> list[Problem]:
+    """Notes that hold something that is not a valid record: kgit decides without them."""
+    return [Problem(note.describe(),
+                    f"none automatic: read it with 'git notes --ref={refs.NOTES_REF} show {note.commit}', "
+                    f"then repair or remove it ('git notes --ref={refs.NOTES_REF} remove {note.commit}')")
+            for note in invalid]
+
+
+def note_problems(repo: Repo, all_notes: notes.Notes) -> list[Problem]:
+    """Notes on commits that a rewrite left behind, or that nothing keeps any more."""
+    by_commit = all_notes.by_commit
+    present = read.existing(repo, list(by_commit))
+    on_branches = read.reachable(repo, present, branches_only=True)
+    live = on_branches | read.reachable(repo, present - on_branches)
+    keys_on_branches = {r.key for c in on_branches for r in by_commit[c]}
+    off = sorted(c for c in by_commit if c not in on_branches)
+    subjects = read.subjects(repo, [c for c in off if c in present])
+    problems = []
+    for commit in off:
+        records = by_commit[commit]
+        what = ", ".join(f"{r.kernel} iteration {r.iteration}" for r in records)
+        where = f"note on {commit[:10]} ({what})"
+        if all(r.key in keys_on_branches for r in records):
+            problems.append(Problem(f"{where}: a copy left by a rewrite, the record is on a branch's commit",
+                                    "remove the stale note", ("remove_note", commit)))
+        elif commit not in present:
+            problems.append(Problem(f"{where}: the commit is not in this clone",
+                                    "none: the note is the only copy of its record and stays "
+                                    "('kgit pull' may bring the commit)"))
+        elif twin := _rewritten(repo, records, subjects.get(commit, ""), by_commit):
+            problems.append(Problem(f"{where}: its commit was rewritten as {twin[:10]} without the note",
+                                    f"move the note to {twin[:10]}", ("move_note", commit, twin)))
+        elif commit not in live:
+            ref = _free_attempt_ref(repo, records[0], commit)
+            problems.append(Problem(f"{where}: no ref reaches the commit and gc would delete it",
+                                    f"keep it with {ref}", ("set_ref", ref, commit)))
+    return problems
+
+
+def _rewritten(repo: Repo, records: list[Record], subject: str, by_commit: dict) -> str | None:
+    """For a kept iteration's commit off its branch: the commit of opt/<kernel> with its subject and no
+    note, what a rewrite without notes.rewriteRef made of it."""
+    kernel = records[0].kernel
+    parsed = refs.parse_subject(subject)
+    if not any(r.kept for r in records) or parsed is None or parsed.kernel != kernel:
+        return None
+    tip = read.rev(repo, refs.branch_ref(kernel))
+    if tip is None:
+        return None
+    for sha, candidate, _ in read.first_parent_walk(repo, tip):
+        if candidate == subject and sha not in by_commit:
+            return sha
+        on_kernel = refs.parse_subject(candidate)
+        if (on_kernel is None or on_kernel.kernel != kernel) and candidate != refs.REPORT_SUBJECT:
+            return None  # past the kernel's commits: the rest is the history it started from
+    return None
+
+
+def _free_attempt_ref(repo: Repo, record: Record, commit: str) -> str:
+    ref = refs.attempt_ref(record.kernel, record.iteration)
+    return ref if read.rev(repo, ref) is None else f"{ref}-{commit[:10]}"
+
+
+def tag_problems(repo: Repo) -> list[Problem]:
+    problems = []
+    for kernel in read.kernels_with_branches(repo):
+        tag = refs.tag(kernel)
+        # the whole chain: a best iteration may lie far below a long run of reverts
+        on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
+        mine = [(sha, r) for sha, r in notes.kernel_history(repo, kernel).pairs if sha in on_branch]
+        best = decide.best_record([r for _, r in mine])
+        if best is None:
+            continue
+        best_commit = next(sha for sha, r in mine if r is best)
+        tagged = read.rev(repo, refs.tag_ref(kernel))
+        if tagged == best_commit:
+            continue
+        state = ("is missing" if tagged is None else "points off its branch" if tagged not in on_branch
+                 else "is not on the best kept iteration")
+        problems.append(Problem(
+            f"{tag} {state}", f"move it to {best_commit[:10]} (iteration {best.iteration})",
+            ("set_tag", kernel, best_commit),
+        ))
+    return problems

@@ -1,0 +1,45 @@
+"""kgit doctor --fix: apply the repairs that the doctor's checks found, under the lock."""
+
+from __future__ import annotations
+
+from kgit.git import notes, write
+from kgit.git.run import Repo
+from kgit.share import doctor
+from kgit.share.doctor import Problem
+from kgit.state import transaction
+
+
+def fix(repo: Repo) -> tuple[list[str], list[Problem]]:
+    """Repair what can be repaired; what was done, and what is left."""
+    done = []
+    with transaction.begin(repo) as recovered:  # which finishes an interrupted step
+        done += recovered
+        # Notes first: a note moved back onto its rewritten commit puts its record on the branch,
+        # where the best/ tag can then find it.
+        for find in (_note_problems, doctor.tag_problems):  # each found after the repairs before it
+            for problem in find(repo):
+                if problem.repair is not None:
+                    _apply(repo, problem.repair)
+                    done.append(f"{problem.problem}: {problem.fix}")
+    return done, doctor.find_problems(repo)
+
+
+def _note_problems(repo: Repo) -> list[Problem]:
+    return doctor.note_problems(repo, notes.read_notes(repo))
+
+
+def _apply(repo: Repo, repair: tuple) -> None:
+    operation, *args = repair
+    if operation == "remove_note":
+        write.remove_notes(repo, args)
+    elif operation == "move_note":
+        old, new = args
+        records = notes.read_notes(repo).by_commit[old]
+        write.write_notes(repo, {new: records}, f"kgit doctor: move the note of {old[:10]} to {new[:10]}")
+        write.remove_notes(repo, [old])
+    elif operation == "set_ref":
+        write.set_ref(repo, *args)
+    elif operation == "set_tag":
+        write.set_tag(repo, *args)
+    else:
+        raise ValueError(f"unknown repair {operation!r}")

@@ -1,0 +1,230 @@
+"""A start or a step as a transaction that survives kill -9 at any point.
+
+    begin      take the lock; finish or roll back whatever a killed kgit left (recover)
+    commit     journal 'commit': the candidate (the edited kernel, nothing else) becomes a commit on
+               opt/<kernel>, and refs/kgit/attempts/<kernel>/<N> points at it at once
+    (test)     journal 'testing': the caller runs the test against that commit
+    decide     journal 'decided': the record is written into the journal, then finish applies it
+    finish     kept:     a commit with the kernel and the re-rendered experiments/README.md replaces the
+                         candidate on the branch; its note is written; best/<kernel> moves there
+               reverted: the note goes on the candidate (still reachable through its attempt ref) and
+                         the branch gets a commit that only updates experiments/README.md
+
+Every phase is written down before it acts and each action is safe to repeat, so the next command
+after a crash finishes a decided step or records an undecided one as FAILED (interrupted) and rolls
+it back; git never loses the candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+from kgit import config, runner
+from kgit.errors import KgitError
+from kgit.git import notes, read, refs, write
+from kgit.git.run import Repo
+from kgit.model import decide
+from kgit.model.record import Record, Status
+from kgit.model.result import not_run
+from kgit.render.readme import README, render_readme
+from kgit.state import journal as journals
+from kgit.state import lock
+from kgit.state.journal import Journal
+
+# Tests kill kgit at a named point of a step to prove that the next command recovers (as git's own
+# test suite does with GIT_TEST_* variables). Unset in normal use.
+CRASH_ENV = "KGIT_TEST_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def begin(repo: Repo):
+    """Hold the lock for a command that changes state; finish an interrupted step first.
+
+    Yields the lines that say what recovery did.
+    """
+    lock.acquire(repo)
+    try:
+        yield recover(repo)
+    finally:
+        lock.release(repo)
+
+
+def recover(repo: Repo) -> list[str]:
+    """Finish or roll back what a killed kgit left; what was done, a line each. Needs the lock."""
+    done = []
+    for pid, test_path in journals.registered_tests(repo).items():  # left running by a killed kgit
+        runner.stop_orphaned_test(pid, test_path)
+        journals.unregister_test(repo, pid)
+    restored = write.restore_saved_edits(repo)
+    if restored:
+        done.append(f"restored your uncommitted edits to {', '.join(restored)} after an interrupted kgit")
+    journal = journals.load(repo)
+    if journal is None:
+        return done
+    if journal.op == "start":
+        finish_start(repo, journal)
+        return done + [f"finished the interrupted start of {journal.kernel}"]
+    if journal.phase == "commit":
+        head = read.rev(repo, "HEAD")
+        subject = refs.iteration_subject(journal.kernel, journal.iteration, journal.action)
+        pinned = read.rev(repo, refs.attempt_ref(journal.kernel, journal.iteration))
+        if head == journal.base or (head != pinned and read.subjects(repo, [head])[head] != subject):
+            journals.clear(repo)  # killed before the candidate was committed: nothing to undo
+            return done
+        write.set_ref(repo, refs.attempt_ref(journal.kernel, journal.iteration), head)
+        journal.phase, journal.candidate = "testing", head
+    if journal.phase == "testing":
+        cfg = config.KernelConfig.from_dict(journal.config)
+        best = decide.best_record(notes.deciding_history(repo, journal.kernel).records)
+        journal.record = decide.new_record(
+            cfg, journal.iteration, journal.action, journal.tier,
+            not_run("interrupted: kgit stopped before the test finished"), Status.FAILED, best,
+            journal.started, journal.base,
+        )
+        journal.phase = "decided"
+        journals.save(repo, journal)
+    finish(repo, journal)
+    record = journal.record
+    line = f"finished an interrupted step: iteration {record.iteration} of {record.kernel} is {record.status}"
+    if not record.kept:
+        line += f", rolled back; the candidate stays at {refs.attempt_ref(record.kernel, record.iteration)}"
+    return done + [line]
+
+
+def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, action: str, tier: int | None,
+                     paths: list[str] | None) -> Journal:
+    """Commit the candidate (these paths, or every modified tracked file) under a journal."""
+    journal = Journal(op="step", phase="commit", kernel=cfg.name, iteration=iteration, action=action,
+                      tier=tier, base=read.rev(repo, "HEAD"), started=decide.now(), config=cfg.as_dict())
+    journals.save(repo, journal)
+    subject = refs.iteration_subject(cfg.name, iteration, action)
+    candidate = write.commit_paths(repo, paths, subject) if paths else write.commit_all(repo, subject)
+    write.set_ref(repo, refs.attempt_ref(cfg.name, iteration), candidate)
+    crash_point("candidate-committed")
+    journal.phase, journal.candidate = "testing", candidate
+    journals.save(repo, journal)
+    return journal
+
+
+def decided(repo: Repo, journal: Journal, record: Record) -> str:
+    """Write the decision down, then apply it; the commit that carries the record's note."""
+    journal.phase, journal.record = "decided", record
+    journals.save(repo, journal)
+    crash_point("decided")
+    return finish(repo, journal)
+
+
+def finish(repo: Repo, journal: Journal) -> str:
+    """Apply a decided step: safe to repeat after a crash at any point. Returns the record's commit."""
+    record, kernel = journal.record, journal.kernel
+    _check_branch_tip(repo, kernel, (journal.base, journal.candidate, journal.final))
+    if journal.final is None:
+        readme = {README: readme_text(repo, record)}
+        if record.kept:
+            subject = refs.iteration_subject(kernel, journal.iteration, journal.action)
+            journal.final = write.commit_with_files(repo, journal.candidate, journal.base, readme, subject)
+        else:
+            subject = refs.reverted_subject(kernel, journal.iteration, journal.action, record.status.value)
+            journal.final = write.commit_with_files(repo, journal.base, journal.base, readme, subject)
+        journals.save(repo, journal)
+        crash_point("final-committed")
+    noted = journal.final if record.kept else journal.candidate
+    write.write_note(repo, noted, record)
+    crash_point("noted")
+    _move_branch(repo, kernel, journal.final)
+    crash_point("moved")
+    if record.kept:
+        write.set_tag(repo, kernel, journal.final)
+        write.delete_ref(repo, refs.attempt_ref(kernel, journal.iteration))  # the branch keeps it
+    journals.clear(repo)
+    return noted
+
+
+def start(repo: Repo, cfg: config.KernelConfig, head: str, record: Record) -> Journal:
+    """Journal and apply the baseline: a commit on head with the rendered log, its note, branch, tag."""
+    final = write.commit_with_files(repo, head, head, {README: readme_text(repo, record)},
+                                    refs.iteration_subject(cfg.name, 0, "baseline"))
+    journal = Journal(op="start", phase="decided", kernel=cfg.name, iteration=0, action="baseline", tier=None,
+                      base=head, started=record.started, config=cfg.as_dict(), record=record, final=final)
+    journals.save(repo, journal)
+    crash_point("start-decided")
+    finish_start(repo, journal)
+    return journal
+
+
+def finish_start(repo: Repo, journal: Journal) -> None:
+    """Make the baseline commit real: note, branch, tag, checkout. Safe to repeat."""
+    kernel = journal.kernel
+    write.write_note(repo, journal.final, journal.record)
+    if read.rev(repo, refs.branch_ref(kernel)) is None:
+        write.create_branch(repo, kernel, journal.final)
+    crash_point("start-branched")
+    write.set_tag(repo, kernel, journal.final)
+    if read.current_kernel(repo) != kernel:
+        write.switch(repo, kernel)
+    journals.clear(repo)
+
+
+def readme_text(repo: Repo, extra: Record | None = None) -> str:
+    """experiments/README.md rendered from every record, with extra (the record being written: its
+    note may already be there after a crash) in place of its earlier copy."""
+    pairs = notes.records_with_commits(repo, notes.read_notes(repo))
+    records = [r for _, r in pairs]
+    if extra is not None:
+        records = [r for r in records if r.key != extra.key] + [extra]
+    return render_readme(records)
+
+
+def commit_report(repo: Repo) -> str | None:
+    """Commit a fresh rendering of experiments/README.md on the current branch; None if unchanged."""
+    head = read.rev(repo, "HEAD")
+    if head is None:
+        raise KgitError("the repository has no commit yet")
+    if README in read.modified_tracked_files(repo):
+        raise KgitError(f"{README} has uncommitted edits; kgit renders it from the notes: "
+                        "commit or discard them first")
+    check_readme_is_ours(repo)
+    text = readme_text(repo)
+    if read.file_at(repo, README) == text:
+        return None
+    commit = write.commit_with_files(repo, head, head, {README: text}, refs.REPORT_SUBJECT)
+    write.move_head(repo, commit)
+    return commit
+
+
+def check_readme_is_ours(repo: Repo) -> None:
+    """Refuse to write experiments/README.md over a file of the user's that git does not track."""
+    if (repo.root / README).exists() and not read.is_tracked(repo, README):
+        raise KgitError(f"{README} exists and is not tracked: kgit renders that file from the notes; "
+                        "move it away or commit it first")
+
+
+def _check_branch_tip(repo: Repo, kernel: str, expected: tuple[str | None, ...]) -> None:
+    """Refuse to go on when opt/<kernel> was moved by someone else (a commit made while the test ran)."""
+    tip = read.rev(repo, refs.branch_ref(kernel))
+    if tip not in expected:
+        candidate = expected[1]
+        raise KgitError(
+            f"{refs.branch(kernel)} moved while kgit worked on it (now at {tip[:10] if tip else 'nothing'}, "
+            f"expected {candidate[:10]}): kgit leaves it alone; put those commits on another branch, "
+            f"'git reset --keep {candidate[:10]}' on {refs.branch(kernel)}, then run kgit again to finish the step"
+        )
+
+
+def _move_branch(repo: Repo, kernel: str, target: str) -> None:
+    """Point opt/<kernel> at target; the working tree follows only when that branch is checked out.
+
+    The user may have switched to another branch while the test ran: kgit never resets a checkout of
+    another branch, it only moves its own (checked by _check_branch_tip).
+    """
+    if read.current_kernel(repo) == kernel:
+        write.move_head(repo, target)
+    else:
+        write.set_ref(repo, refs.branch_ref(kernel), target)
