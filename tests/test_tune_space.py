@@ -12,7 +12,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f"experiments_tune_{name}", os.path.join(ROOT, "experiments", "tune", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(f"benchmarks_tune_{name}", os.path.join(ROOT, "benchmarks", "tune", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -20,7 +20,7 @@ def _load(name):
 
 def test_space_measures_each_configuration_with_the_tests_objective_and_resumes(tmp_path):
     out = tmp_path / "space.json"
-    cmd = [sys.executable, os.path.join(ROOT, "experiments", "tune", "space.py"),
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "tune", "space.py"),
            os.path.join(ROOT, "skills", "kernels", "softmax", "test_softmax.py"), "--json", str(out), "--limit", "2",
            "--jobs", "2", "--", "--quick"]  # two processes compile first, as on the device
     env = dict(os.environ, TRITON_INTERPRET="1")

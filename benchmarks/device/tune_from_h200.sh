@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kgit tune from a starting configuration other than the shipped one, to check what
-# experiments/tune/replay.py predicted for it from the measured space:
-#     bash experiments/device/tune_from_h200.sh KERNEL '{"BLOCK_SIZE": 8192}' [TEST_ARGS...]
+# benchmarks/tune/replay.py predicted for it from the measured space:
+#     bash benchmarks/device/tune_from_h200.sh KERNEL '{"BLOCK_SIZE": 8192}' [TEST_ARGS...]
 # writes $OUT/from-KERNEL.json (kgit tune --json) and $OUT/from-KERNEL.txt (the start, kgit log).
 set -uo pipefail
 export PYTHONUNBUFFERED=1

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # kgit profile / diagnose / context on the H200, in one device call.
 #
-#   bash experiments/profile/run_h200.sh          (from the repository root; needs only python3 with
+#   bash benchmarks/device/profile_h200.sh          (from the repository root; needs only python3 with
 #                                                  torch + triton, git, ncu: nothing to install)
 #
 # In a scratch copy of the repository (the checkout's branches, tags and notes are not touched) it runs,
 # for three kernels, each part independent of the others and bounded by a timeout:
 #   softmax   skills/kernels/softmax (memory-bound)            kgit start, profile, diagnose, context
-#   gemm      experiments/profile/gemm_big, bf16 8192^3 (compute-bound): the same, plus
+#   gemm      benchmarks/kernels/gemm-big, bf16 8192^3 (compute-bound): the same, plus
 #             kgit diagnose --metrics <its raw ncu CSV>
-#   tiny      experiments/profile/tiny_add, one 4096-element launch (latency-bound): the same
+#   tiny      benchmarks/kernels/tiny-add, one 4096-element launch (latency-bound): the same
 # and writes to $OUT (8 files at most):
 #   summary.txt               versions, and every command's human output
 #   log.txt                   the shell trace (set -x) and stderr
@@ -51,15 +51,15 @@ git config user.email kgit@h200.invalid
 git config user.name "kgit on the H200"
 cat >>kgit.yaml <<'EOF'
 
-# added by experiments/profile/run_h200.sh in its scratch copy
+# added by benchmarks/device/profile_h200.sh in its scratch copy
 gemm-big:
-  kernel_path: experiments/profile/gemm_big/triton_template.py
-  test_path: experiments/profile/gemm_big/test_gemm_big.py
+  kernel_path: benchmarks/kernels/gemm-big/triton_template.py
+  test_path: benchmarks/kernels/gemm-big/test_gemm_big.py
   target_metric: tflops
   test_timeout_s: 240
 tiny-add:
-  kernel_path: experiments/profile/tiny_add/triton_template.py
-  test_path: experiments/profile/tiny_add/test_tiny_add.py
+  kernel_path: benchmarks/kernels/tiny-add/triton_template.py
+  test_path: benchmarks/kernels/tiny-add/test_tiny_add.py
   target_metric: gbps
   test_timeout_s: 120
 EOF

@@ -1,16 +1,17 @@
 """One-call config exploration on the GPU (first device call): which tile configs are fast, per kernel.
 
-    PYTHONPATH=. python experiments/compute-bound/explore.py OUT_DIR
+    python benchmarks/explore/compute_configs.py OUT_DIR
 
 Times a fixed list of configs of each template at the shapes the bars are set on, beside torch, and
 checks each config's output once (relative Frobenius error). Used to choose CONFIG and the autotune
-candidates; the numbers that count are the ones `python -m kgit.sweep_compute` prints.
+candidates; the numbers that count are the ones `python benchmarks/sweep.py` prints.
 
 Kept as run (first device call, commit 5c3ac30's templates): explore.log / explore.json beside it. The
 MoE part refers to the torch-side alignment and SMALL_* keys that the routing kernels later replaced,
 so it no longer runs against the current fused-moe template as is.
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -19,13 +20,24 @@ import time
 import torch
 import triton
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from kgit import bench_compute as bc  # noqa: E402
-
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-G = bc.load_sibling(os.path.join(ROOT, "skills/kernels/gemm/test_gemm.py"), "triton_template", "g_t")
-A = bc.load_sibling(os.path.join(ROOT, "skills/kernels/flash-attention/test_flash_attention.py"), "triton_template", "a_t")
-M = bc.load_sibling(os.path.join(ROOT, "skills/kernels/fused-moe/test_fused_moe.py"), "triton_template", "m_t")
+sys.path.insert(0, ROOT)
+from kgit import harness  # noqa: E402
+from kgit.harness import device  # noqa: E402
+
+
+def template(kernel: str):
+    """skills/kernels/<kernel>/triton_template.py, imported under its own name."""
+    path = os.path.join(ROOT, "skills", "kernels", kernel, "triton_template.py")
+    spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+G = template("gemm")
+A = template("flash-attention")
+M = template("fused-moe")
 rows = []
 
 
@@ -53,7 +65,6 @@ def relerr(out, ref):
 
 
 def explore_gemm():
-    gen = bc.new_generator()
     base = {**G.CONFIG, "AUTOTUNE": 0}
     configs = {
         "p128x256x64 s3 w8 flat": {},
@@ -71,8 +82,8 @@ def explore_gemm():
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (1024, 1024, 1024),
               (8192, 1024, 8192), (4096, 4096, 1000), (4000, 4000, 4000)]
     for (m, n, k) in shapes:
-        a = bc.randn_(torch.empty((m, k), device="cuda", dtype=torch.bfloat16), gen)
-        b = bc.randn_(torch.empty((k, n), device="cuda", dtype=torch.bfloat16), gen)
+        a = harness.rand((m, k), torch.bfloat16, "cuda")
+        b = harness.rand((k, n), torch.bfloat16, "cuda")
         c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
         ref = G.reference(a, b) if m * n * k <= 4096 ** 3 else None
         flops = 2.0 * m * n * k
@@ -93,7 +104,6 @@ def explore_gemm():
 
 
 def explore_attention():
-    gen = bc.new_generator()
     configs = {
         "128x128 w8 s3": {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
         "128x128 w8 s2": {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
@@ -108,7 +118,7 @@ def explore_attention():
             for causal in (False, True):
                 H = 16 if D == 128 else 32
                 B = max(1, 16 * 16384 // S // 16)
-                q, k, v = (bc.randn_(torch.empty((B, H, S, D), device="cuda", dtype=torch.bfloat16), gen)
+                q, k, v = (harness.rand((B, H, S, D), torch.bfloat16, "cuda")
                            for _ in range(3))
                 o = torch.empty_like(q)
                 ref = A.reference(q[0, :1], k[0, :1], v[0, :1], causal)
@@ -132,7 +142,6 @@ def explore_attention():
 
 
 def explore_moe():
-    gen = bc.new_generator()
     configs = {
         "default": {},
         "gu BN64": {"BLOCK_N": 64},
@@ -145,16 +154,16 @@ def explore_moe():
         "small off (BM128)": {"SMALL_ROWS_PER_EXPERT": 0},
     }
     for (T, E, k, HD, I) in [(4096, 8, 2, 4096, 14336), (1024, 64, 6, 2048, 1408)]:
-        x = bc.randn_(torch.empty((T, HD), device="cuda", dtype=torch.bfloat16), gen)
-        logits = bc.randn_(torch.empty((T, E), device="cuda"), gen)
-        w13 = bc.randn_(torch.empty((E, 2 * I, HD), device="cuda", dtype=torch.bfloat16), gen, HD ** -0.5)
-        w2 = bc.randn_(torch.empty((E, HD, I), device="cuda", dtype=torch.bfloat16), gen, I ** -0.5)
+        x = harness.rand((T, HD), torch.bfloat16, "cuda")
+        logits = harness.rand((T, E), torch.float32, "cuda")
+        w13 = harness.rand((E, 2 * I, HD), torch.bfloat16, "cuda", scale=HD ** -0.5)
+        w2 = harness.rand((E, HD, I), torch.bfloat16, "cuda", scale=I ** -0.5)
         out = torch.empty((T, HD), device="cuda", dtype=torch.bfloat16)
         ref = M.reference(x, w13, w2, logits, k)
         flops = 6.0 * T * k * HD * I
         label = f"T{T}E{E}k{k}H{HD}I{I}"
-        xr = bc.randn_(torch.empty((T * k, HD), device="cuda", dtype=torch.bfloat16), gen)
-        hr = bc.randn_(torch.empty((T * k, I), device="cuda", dtype=torch.bfloat16), gen)
+        xr = harness.rand((T * k, HD), torch.bfloat16, "cuda")
+        hr = harness.rand((T * k, I), torch.bfloat16, "cuda")
         record("moe", label, "torch-expert-loop", bench(lambda: M.torch_expert_loop(x, w13, w2, logits, k)), flops)
         record("moe", label, "dense", bench(lambda: M.dense_equivalent(xr, w13[0], hr, w2[0])), flops)
         for name, cfg in configs.items():
@@ -176,7 +185,7 @@ def explore_moe():
 if __name__ == "__main__":
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
     t0 = time.time()
-    print(bc.gpu_name(), torch.__version__, triton.__version__, flush=True)
+    print(device.detect()["name"], torch.__version__, triton.__version__, flush=True)
     for fn in (explore_gemm, explore_attention, explore_moe):
         t = time.time()
         try:

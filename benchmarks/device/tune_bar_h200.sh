@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 6's tune bar for one kernel, in one call of the device tool:
-#     bash experiments/device/tune_bar_h200.sh KERNEL SPACE_SECONDS [TEST_ARGS...]
+#     bash benchmarks/device/tune_bar_h200.sh KERNEL SPACE_SECONDS [TEST_ARGS...]
 #   1. every configuration of the template's CONFIG_SPACE, measured with the test's own objective
-#      (experiments/tune/space.py, 14 processes compile first); it resumes from
+#      (benchmarks/tune/space.py, 14 processes compile first); it resumes from
 #      experiments/tune/h200/space-KERNEL.json when that is committed, and stops after SPACE_SECONDS;
 #   2. when the space is complete: kgit tune KERNEL from the shipped CONFIG, at most 8 iterations, with
 #      the same test arguments (kgit.yaml test_args), then the bar (>= 97% of the space's best) and the
-#      search replayed from every configuration (experiments/tune/replay.py).
+#      search replayed from every configuration (benchmarks/tune/replay.py).
 # $OUT gets space-KERNEL.json and .log, and KERNEL.tgz (the tune's JSON and log, kgit log, the bar, the
 # replay and a git bundle of the records).
 set -uo pipefail
@@ -21,7 +21,7 @@ yaml_args=$(IFS=,; echo "${test_args[*]}")
 scratch_repo /tmp/t "$(printf '%s:\n  max_iterations: 8\n  test_args: [%s]\n' "$kernel" "$yaml_args")"
 test_path=$(ls skills/kernels/"$kernel"/test_*.py)
 
-timeout "$seconds" python3 experiments/tune/space.py "$test_path" --json "$OUT/space-$kernel.json" --jobs 14 \
+timeout "$seconds" python3 benchmarks/tune/space.py "$test_path" --json "$OUT/space-$kernel.json" --jobs 14 \
   -- "${test_args[@]}" >> "$OUT/space-$kernel.log" 2>&1
 tail -3 "$OUT/space-$kernel.log"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); sys.exit(t["configurations"] < t["space_size"])' \
@@ -47,7 +47,7 @@ print(f"kgit tune: {run['best']['value']:.5g} after {steps} iterations ({run['st
 if row:
     print(f"its configuration in the space's table: {row['value']:.5g}, {100 * row['value'] / best['value']:.1f}% of the best")
 PY
-python3 experiments/tune/replay.py "$OUT/space-$kernel.json" | tee "$res/replay.txt"
+python3 benchmarks/tune/replay.py "$OUT/space-$kernel.json" | tee "$res/replay.txt"
 git bundle create "$res/records.bundle" "opt/$kernel" "best/$kernel" refs/notes/kgit \
   $(git for-each-ref --format='%(refname)' refs/kgit/attempts) 2>> "$res/tune.log"
 tar czf "$OUT/$kernel.tgz" -C "$res" .

@@ -1,8 +1,8 @@
 """Replay kgit tune's search on an exhaustively measured space, from every starting configuration.
 
-    python experiments/tune/replay.py space.json [--iterations 8] [--bar 0.97] [--min-gain-pct 1]
+    python benchmarks/tune/replay.py space.json [--iterations 8] [--bar 0.97] [--min-gain-pct 1]
 
-The search (kgit.tune.propose) and the decision (kgit.loop.decide, with the noise rule) are kgit's
+The search (kgit.loop.tune.propose) and the decision (kgit.model.decide, with the noise rule) are kgit's
 own; only the test is replaced by a lookup in the table space.py measured. That answers what one run
 on the device cannot: from which starting points does the search get within the bar of the space's
 best in so many iterations, and where does it get stuck. Each table entry is one measurement, so the
@@ -16,16 +16,25 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from kgit import loop, runner, tune  # noqa: E402
+from kgit.loop import tune  # noqa: E402
+from kgit.model.decide import decide  # noqa: E402
+from kgit.model.record import Record, Status  # noqa: E402
+from kgit.model.result import TestResult  # noqa: E402
 
 
 def key(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def result_of(row: dict) -> runner.TestResult:
-    return runner.TestResult(True, row["correct"], row["error"], "value", row["value"], row["spread_pct"] or 0.0,
+def result_of(row: dict) -> TestResult:
+    return TestResult(True, row["correct"], row["error"], "value", row["value"], row["spread_pct"] or 0.0,
                              None, 0.0, "")
+
+
+def as_record(row: dict) -> Record:
+    """A table row as the kept best kgit decides against (decide reads its value and spread)."""
+    return Record(kernel="replay", iteration=0, action="table row", status=Status.BASELINE,
+                  value=row["value"], spread_pct=row["spread_pct"])
 
 
 def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, min_gain_pct: float) -> list[dict]:
@@ -38,8 +47,8 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
         if candidate is None:
             break  # SPACE_EXHAUSTED: every neighbour of the best was measured
         row = table[key(candidate)]
-        status = loop.decide(result_of(row), best, None, min_gain_pct)
-        kept = status == loop.IMPROVED
+        status = decide(result_of(row), as_record(best), None, min_gain_pct)
+        kept = status == Status.IMPROVED
         measured.append((candidate, best["config"], kept))
         if kept:
             best = row

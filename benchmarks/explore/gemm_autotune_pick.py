@@ -1,28 +1,39 @@
 """Is the gemm template's small-output autotune pick stable? (1024^3 read 0.27x-0.72x torch across runs)
 
-    PYTHONPATH=. python experiments/compute-bound/autotune_pick.py
+    python benchmarks/explore/gemm_autotune_pick.py
 
 For each small shape: the autotune pass run 5 times afresh (which candidate it keeps), then every
 candidate timed 3 times with do_bench (median, L2 cleared, rep 100 ms) to know which one is really
 fastest. The cheat guard is not involved: the kernel is called directly.
 """
 
+import importlib.util
 import os
 import sys
 
 import torch
 import triton
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from kgit import bench_compute as bc  # noqa: E402
-
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-T = bc.load_sibling(os.path.join(ROOT, "skills/kernels/gemm/test_gemm.py"), "triton_template", "gemm_t")
+sys.path.insert(0, ROOT)
+from kgit import harness  # noqa: E402
+from kgit.harness.measure import rate  # noqa: E402
+
+
+def template(kernel: str):
+    """skills/kernels/<kernel>/triton_template.py, imported under its own name."""
+    path = os.path.join(ROOT, "skills", "kernels", kernel, "triton_template.py")
+    spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+T = template("gemm")
 
 for n, dtype in ((1024, torch.bfloat16), (1024, torch.float16), (2048, torch.float16)):
-    gen = bc.new_generator()
-    a = bc.randn_(torch.empty((n, n), device="cuda", dtype=dtype), gen)
-    b = bc.randn_(torch.empty((n, n), device="cuda", dtype=dtype), gen)
+    a = harness.rand((n, n), dtype, "cuda")
+    b = harness.rand((n, n), dtype, "cuda")
     c = torch.empty((n, n), device="cuda", dtype=dtype)
     candidates = T._candidates(n, n, a.device)
     picks = []
@@ -39,6 +50,6 @@ for n, dtype in ((1024, torch.bfloat16), (1024, torch.float16), (2048, torch.flo
             print(f"  [{i}] {type(e).__name__}")
             continue
         tiles = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} w{cfg['num_warps']} s{cfg['num_stages']} p{cfg['PERSISTENT']}"
-        print(f"  [{i}] {tiles}: " + ", ".join(f"{bc.tflops(flops, t):.0f}" for t in times) + " TFLOP/s")
+        print(f"  [{i}] {tiles}: " + ", ".join(f"{rate('tflops', flops, t):.0f}" for t in times) + " TFLOP/s")
     torch_ms = triton.testing.do_bench(lambda: torch.matmul(a, b, out=c), rep=100, return_mode="median")
-    print(f"  torch.matmul: {bc.tflops(flops, torch_ms):.0f} TFLOP/s", flush=True)
+    print(f"  torch.matmul: {rate('tflops', flops, torch_ms):.0f} TFLOP/s", flush=True)

@@ -1,7 +1,7 @@
 """Timing-only exploration of template CONFIGs on the GPU (no correctness
-checks: the chosen CONFIG is verified by `python -m kgit.sweep memory`).
+checks: the chosen CONFIG is verified by `python benchmarks/sweep.py`).
 
-    python experiments/memory-bound/explore.py [--json out.json]
+    python benchmarks/explore/memory_configs.py [--json out.json]
 """
 import argparse
 import json
@@ -9,8 +9,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from kgit import bench, gpu, sweep  # noqa: E402
+sys.path[:0] = [os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")),
+                os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))]
+import sweep  # noqa: E402  (benchmarks/sweep.py: finds and loads the kernel tests)
+from kgit import harness  # noqa: E402
+from kgit.harness import device  # noqa: E402
 
 LONG = [(131072, 1024), (32768, 4096), (4096, 32768), (1024, 131072), (512, 262144)]
 PLAN = {
@@ -32,22 +35,24 @@ def main():
     p.add_argument("--kernels")
     p.add_argument("--warm", action="store_true", help="compile only (tiny timing), to fill the cache")
     args = p.parse_args()
-    copy = None if args.warm else gpu.measured_copy_gbps(refresh=True)
+    copy = None if args.warm else device.measured_copy_gbps(refresh=True)
     out = {"copy_gbps": copy, "runs": []}
-    for name, path in sweep.MEMORY_KERNELS:
+    for name, path in sweep.discover().items():
         if name not in PLAN or (args.kernels and name not in args.kernels.split(",")):
             continue
         configs, shapes = PLAN[name]
-        mod, tmpl = sweep.load_test(name, path)
+        spec = sweep.load_spec(path)
+        tmpl = sys.modules["triton_template"]
         base = dict(tmpl.CONFIG)
         for cfg in configs:
             tmpl.CONFIG.clear()
             tmpl.CONFIG.update(base, **cfg)
             t0 = time.time()
             try:
-                res = bench.run(mod.SPEC, check=False, repeats=1, warmup=1 if args.warm else 10,
-                                rep=1 if args.warm else 30, time_torch=False,
-                                time_shapes=shapes, time_dtypes=["fp32", "bf16"])
+                timer = harness.Timer(repeats=1, warmup_ms=1 if args.warm else 10,
+                                      rewarm_ms=1 if args.warm else 10, rep_ms=1 if args.warm else 30)
+                res = harness.run(spec, check=False, timer=timer, time_torch=False,
+                                  time_shapes=[(s, d) for s in shapes for d in ("fp32", "bf16")])
             except Exception as e:  # a config that does not compile is a result too
                 print(f"{name} {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
                 continue

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call: precompile + check every kernel in parallel (fills Triton's
 # cache), then the timed sweep in one process, then an optional CONFIG
-# exploration. Usage (on the GPU machine, repo root): bash experiments/memory-bound/device_run.sh OUTDIR [explore]
+# exploration. Usage (on the GPU machine, repo root): bash benchmarks/device/memory_bound_h200.sh OUTDIR [explore]
 set -u
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -13,14 +13,15 @@ for t in softmax/test_softmax layernorm/test_layernorm rmsnorm/test_rmsnorm cros
 done
 if [ "${2:-}" = "explore" ]; then
   for k in softmax rmsnorm cross-entropy; do
-    timeout 150 python3 experiments/memory-bound/explore.py --warm --kernels $k > /dev/null 2>&1 &
+    timeout 150 python3 benchmarks/explore/memory_configs.py --warm --kernels $k > /dev/null 2>&1 &
   done
 fi
 wait
 echo "checks done in $(( $(date +%s) - t0 )) s"; tail -qn1 "$OUT"/check_*.log | cut -c1-400
 cat "$OUT"/check_*.log > "$OUT/checks.log"; rm -f "$OUT"/check_*.log
 if [ "${2:-}" = "explore" ]; then
-  timeout 150 python3 experiments/memory-bound/explore.py --json "$OUT/explore.json" 2>&1 | tee "$OUT/explore.log"
+  timeout 150 python3 benchmarks/explore/memory_configs.py --json "$OUT/explore.json" 2>&1 | tee "$OUT/explore.log"
 fi
-timeout 240 python3 -m kgit.sweep memory ${SWEEP_ARGS:-} --md "$OUT/h200.md" --json "$OUT/h200.json" 2>&1 | tee "$OUT/sweep.log"
+timeout 240 python3 benchmarks/sweep.py --kernels softmax,layernorm,rmsnorm,cross-entropy,rotary-embedding \
+  ${SWEEP_ARGS:-} --out "$OUT" 2>&1 | tee "$OUT/sweep.log"
 echo "total $(( $(date +%s) - t0 )) s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kgit tune on one GPU and on two (--gpus 0,1), the same search from the same start, in two scratch
 # repositories: candidates tested per hour, and the two histories side by side.
-# Kernel: experiments/noise/padded_copy.py (a short test, so the comparison fits in one device call).
+# Kernel: benchmarks/kernels/padded-copy/padded_copy.py (a short test, so the comparison fits in one device call).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -10,7 +10,7 @@ source "$(dirname "$0")/scratch.sh"
 ITERATIONS=${ITERATIONS:-8}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 for run in one two; do
-  cd "$SRC" && scratch_repo "/tmp/g-$run" "$(printf 'padded-copy:\n  kernel_path: experiments/noise/padded_copy.py\n  test_path: experiments/noise/test_padded_copy.py\n  max_iterations: %s\n' "$ITERATIONS")"
+  cd "$SRC" && scratch_repo "/tmp/g-$run" "$(printf 'padded-copy:\n  kernel_path: benchmarks/kernels/padded-copy/padded_copy.py\n  test_path: benchmarks/kernels/padded-copy/test_padded_copy.py\n  max_iterations: %s\n' "$ITERATIONS")"
   python3 -m kgit start padded-copy > /dev/null 2>> "$OUT/log.txt"
   gpus=$([ $run = one ] && echo 0 || echo 0,1)
   t0=$(date +%s.%N)

@@ -1,9 +1,9 @@
 """Measure every configuration of a kernel template's CONFIG_SPACE: the reference for kgit tune's bar.
 
-    python experiments/tune/space.py skills/kernels/gemm/test_gemm.py --json space.json [--jobs 12] -- --quick
+    python benchmarks/tune/space.py skills/kernels/gemm/test_gemm.py --json space.json [--jobs 12] -- --quick
 
 Each configuration is written into a copy of the kernel's folder exactly as kgit tune writes it
-(kgit.tune.write_config), the test is imported afresh from there, and its own entry point runs with
+(kgit.loop.tune.write_config), the test is imported afresh from there, and its own entry point runs with
 `--json` and the arguments after `--`: the same checks and the same headline number that kgit tune
 decides on (give kgit tune the same arguments: kgit.yaml `test_args`). One process measures, one
 configuration after the other, so the figures see the same machine.
@@ -30,7 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from kgit import bench, runner, tune  # noqa: E402
+from kgit import harness  # noqa: E402
+from kgit.loop import tune  # noqa: E402
+from kgit.model import result as test_result  # noqa: E402
 
 
 def configurations(tunables: tune.Tunables) -> list[dict]:
@@ -40,13 +42,13 @@ def configurations(tunables: tune.Tunables) -> list[dict]:
 
 
 def measure(test_path: Path, workdir: Path, source: str, config: dict, test_args: list[str]) -> dict:
-    """The test's result for one configuration, as kgit would read it (runner.validate)."""
+    """The test's result for one configuration, as kgit would read it (kgit.model.result.validate)."""
     kernel_path = str(workdir / "triton_template.py")
     (workdir / "triton_template.py").write_text(tune.write_config(source, kernel_path, config))
     started = time.time()
     try:
         payload = _run_test(workdir / test_path.name, ["--json", *test_args])
-        result = runner.validate(payload, None, time.time() - started, "")
+        result = test_result.validate(payload, None, time.time() - started, "")
         row = {"correct": result.passed, "value": result.value if result.passed else None,
                "spread_pct": result.spread_pct if result.passed else None,
                "error": None if result.passed else (result.reason or "incorrect")}
@@ -64,9 +66,8 @@ def _run_test(path: Path, argv: list[str]) -> dict:
     spec = importlib.util.spec_from_file_location(f"space_{path.stem}", path)
     test = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(test)
-    entry = test.main if hasattr(test, "main") else (lambda argv: bench.main(test.SPEC, argv))
     with contextlib.redirect_stdout(io.StringIO()):
-        return entry(argv)
+        return harness.main(test.SPEC, argv)
 
 
 def copy_kernel_folder(test_path: Path) -> Path:

@@ -1,0 +1,147 @@
+"""Every kernel under skills/kernels/ against torch, in one process, in one table.
+
+    python benchmarks/sweep.py [--kernels softmax,gemm] [--out DIR] [--set softmax.BLOCK_SIZE=16384]
+                               [--repeats 3] [--quick]
+
+A kernel is every folder of skills/kernels/ with a test_*.py whose SPEC is a kgit.harness.Spec. Each
+is checked and timed by its own test's harness run with --sweep (headline and sweep shapes), one
+after the other, so torch, the kernels and the device copy (measured at the start and at the end)
+see the same machine. Prints the table and writes DIR/sweep.md and DIR/sweep.json (the table's rows,
+the machine, and each kernel's whole test result). In Triton's interpreter the figures are CPU
+figures of tiny shapes: the table says so, and has no % columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from kgit import harness  # noqa: E402
+from kgit.harness import device  # noqa: E402
+
+COLUMNS = ["kernel", "shape", "dtype", "role", "kgit", "torch", "unit", "speedup", "% of copy", "% of peak",
+           "spread %", "torch spread %"]
+
+
+def discover(root: Path = ROOT) -> dict[str, Path]:
+    """kernel folder name -> its test file, for every skills/kernels/<name>/ holding a test_*.py."""
+    found = {}
+    for folder in sorted((root / "skills" / "kernels").iterdir()):
+        tests = sorted(folder.glob("test_*.py"))
+        if folder.is_dir() and tests:
+            found[folder.name] = tests[0]
+    return found
+
+
+def load_spec(test_path: Path) -> harness.Spec:
+    # every kernel folder has its own `triton_template`: forget the previous kernel's
+    sys.modules.pop("triton_template", None)
+    spec = importlib.util.spec_from_file_location(f"sweep_{test_path.stem}", test_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SPEC
+
+
+def parse_sets(items) -> dict:
+    """["softmax.BLOCK_SIZE=16384", ...] -> {"softmax": {"BLOCK_SIZE": 16384}}"""
+    out: dict = {}
+    for item in items or []:
+        key, _, value = item.partition("=")
+        kernel, _, name = key.partition(".")
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass  # a string
+        out.setdefault(kernel, {})[name] = value
+    return out
+
+
+def _fmt(value, form=".1f") -> str:
+    return "-" if value is None else format(value, form)
+
+
+def rows_of(kernel: str, metric: str, result: dict) -> list[dict]:
+    """One table row per timed entry; one row saying why when the kernel failed."""
+    if result["status"] != "pass":
+        return [{"kernel": kernel, "shape": "FAIL", "dtype": "", "role": "", "kgit": result.get("reason", ""),
+                 "torch": "", "unit": "", "speedup": "", "% of copy": "", "% of peak": "", "spread %": "",
+                 "torch spread %": ""}]
+    unit = "GB/s" if metric == "gbps" else "TFLOP/s"
+    figure = ".3g" if result["cpu_timing"] else ".1f"  # interpreter figures are tiny
+    return [{"kernel": kernel, "shape": e["label"], "dtype": e["dtype"], "role": e["role"],
+             "kgit": _fmt(e[metric], figure), "torch": _fmt(e.get(f"torch_{metric}"), figure), "unit": unit,
+             "speedup": _fmt(e.get("speedup"), ".3g"), "% of copy": _fmt(e.get("pct_of_copy")),
+             "% of peak": _fmt(e.get("pct_of_peak")), "spread %": _fmt(e["spread_pct"]),
+             "torch spread %": _fmt(e.get("torch_spread_pct"))}
+            for e in result["shapes"]]
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [f"# Sweep on {m['gpu']}", "",
+             f"{m['time']}; torch {m['torch']}, triton {m['triton']}; measured copy "
+             f"{_fmt(m['copy_gbps_start'], 0)} GB/s at the start, {_fmt(m['copy_gbps_end'], 0)} at the end. "
+             f"Figures: do_bench median (L2 cleared), {m['repeats']} repeats; spread = 100 * (max - min) / median of them. "
+             "% of copy: of the measured device copy (memory-bound); % of peak: of the datasheet (kgit.gpu).", ""]
+    if m["cpu_timing"]:
+        lines += ["Triton interpreter: CPU figures of tiny shapes, not comparable to a GPU.", ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(str(row[c]) for c in COLUMNS) + " |" for row in report["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bool) -> dict:
+    import torch
+    import triton
+
+    tests = discover()
+    unknown = sorted(set(kernels or []) - set(tests))
+    if unknown:
+        raise SystemExit(f"no kernel test for {', '.join(unknown)} (found: {', '.join(tests)})")
+    info = device.detect()
+    machine = {"gpu": info["name"], "backend": info["backend"], "cpu_timing": not device.on_gpu(),
+               "torch": torch.__version__, "triton": triton.__version__, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+               "repeats": timer.repeats, "copy_gbps_start": device.measured_copy_gbps(refresh=True)}
+    rows, results = [], {}
+    for name in kernels or list(tests):
+        spec = load_spec(tests[name])
+        if name in sets:  # the template load_spec just imported: its CONFIG, for this run only
+            sys.modules["triton_template"].CONFIG.update(sets[name])
+        started = time.time()
+        result = harness.run(spec, quick=quick, sweep=True, timer=timer)
+        result["wall_s"] = round(time.time() - started, 1)
+        results[name] = result
+        rows += rows_of(name, spec.metric, result)
+        print(f"# {name}: {result['status']} in {result['wall_s']} s", flush=True)
+    machine["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)
+    return {"machine": machine, "columns": COLUMNS, "rows": rows, "results": results}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernels", help="comma-separated folder names under skills/kernels/ (default: all)")
+    p.add_argument("--out", help="write sweep.md and sweep.json into this folder")
+    p.add_argument("--set", action="append", help="KERNEL.KEY=VALUE: override an entry of a template's CONFIG")
+    p.add_argument("--repeats", type=int, default=harness.Timer.repeats)
+    p.add_argument("--quick", action="store_true", help="the tests' --quick (fewer checks and shapes, no torch)")
+    args = p.parse_args(argv)
+    kernels = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
+    report = sweep(kernels, parse_sets(args.set), harness.Timer(repeats=args.repeats), args.quick)
+    text = markdown(report)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "sweep.md").write_text(text)
+        (out / "sweep.json").write_text(json.dumps(report, indent=1))
+    return 0 if all(r["status"] == "pass" for r in report["results"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

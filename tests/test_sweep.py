@@ -1,0 +1,57 @@
+"""benchmarks/sweep.py: finds the kernels by itself and writes one table, here on two kernels in
+Triton's interpreter (tiny shapes; no timing is asserted)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _sweep_module():
+    spec = importlib.util.spec_from_file_location("benchmarks_sweep", os.path.join(ROOT, "benchmarks", "sweep.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_kernel_folder_with_a_test_is_found():
+    found = _sweep_module().discover()
+    assert set(found) == {"cross-entropy", "flash-attention", "fused-moe", "gemm", "layernorm", "rmsnorm",
+                          "rotary-embedding", "softmax"}
+    assert found["gemm"].name == "test_gemm.py"
+
+
+def test_config_overrides_parse():
+    assert _sweep_module().parse_sets(["softmax.BLOCK_SIZE=16384", "gemm.USE_TMA=0", "x.MODE=fast"]) == {
+        "softmax": {"BLOCK_SIZE": 16384}, "gemm": {"USE_TMA": 0}, "x": {"MODE": "fast"}}
+
+
+def test_the_sweep_writes_one_table_of_both_kinds_of_kernel(tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1", HOME=str(tmp_path))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sweep.py"), "--kernels", "softmax,gemm",
+                           "--out", str(tmp_path), "--repeats", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "sweep.json").read_text())
+    columns = report["columns"]
+    assert columns == ["kernel", "shape", "dtype", "role", "kgit", "torch", "unit", "speedup", "% of copy",
+                       "% of peak", "spread %", "torch spread %"]
+    rows = [(r["kernel"], r["shape"], r["dtype"], r["role"], r["unit"]) for r in report["rows"]]
+    assert rows == [("softmax", "8x256", d, "headline", "GB/s") for d in ("fp32", "fp16", "bf16")] + [
+        ("gemm", "64x64x64", "fp16", "headline", "TFLOP/s"), ("gemm", "64x64x64", "fp32", "sweep", "TFLOP/s"),
+        ("gemm", "48x80x33", "fp16", "sweep", "TFLOP/s"), ("gemm", "48x80x33", "fp32", "sweep", "TFLOP/s")]
+    for row in report["rows"]:
+        assert float(row["kgit"]) > 0 and float(row["torch"]) > 0 and float(row["speedup"]) > 0
+        assert float(row["spread %"]) >= 0
+        assert row["% of copy"] == row["% of peak"] == "-"  # CPU figures are never compared with a GPU
+    assert report["machine"]["cpu_timing"] is True and report["machine"]["repeats"] == 1
+
+    table = (tmp_path / "sweep.md").read_text().splitlines()
+    header = table.index("| " + " | ".join(columns) + " |")
+    body = table[header + 2:]
+    assert len(body) == len(report["rows"])
+    assert body[3] == "| " + " | ".join(str(report["rows"][3][c]) for c in columns) + " |"
+    assert "Triton interpreter: CPU figures" in "\n".join(table)
