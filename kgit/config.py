@@ -12,6 +12,7 @@ A kernel without an entry is looked up at skills/kernels/<name>/ (triton_templat
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +134,8 @@ def _check_value(key: str, value, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, types):
         raise KgitError(f"{where}: {key} must be {description}, not {value!r}")
     bad = (
-        (key == "target_metric" and value not in METRICS)
+        (isinstance(value, float) and not math.isfinite(value))  # .nan and .inf are YAML floats too
+        or (key == "target_metric" and value not in METRICS)
         or (key == "gpu" and value not in GPU_CHOICES)
         or (key == "target_pct_of_peak" and not 0 < value <= 1)
         or (key in ("target_value", "test_timeout_s") and not value > 0)

@@ -26,6 +26,10 @@ def write_config(ws, text):
     ("fake: [1, 2]\n", "expected a mapping of settings"),
     ("- fake\n", "expected a mapping of kernel names"),
     ("fake:\n  max_iterations: [\n", "not valid YAML"),
+    ("fake:\n  max_iterations: 0\n", "max_iterations must be an integer"),
+    ("fake:\n  min_gain_pct: .nan\n", "min_gain_pct must be a percentage"),
+    ("fake:\n  min_gain_pct: -0.5\n", "min_gain_pct must be a percentage"),
+    ("fake:\n  target_value: .inf\n", "target_value must be a number"),
 ])
 def test_config_errors(ws, text, named):
     write_config(ws, text)

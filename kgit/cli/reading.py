@@ -98,11 +98,14 @@ def show(ctx, iteration, kernel, as_json):
 @click.pass_context
 def context_(ctx, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
+    from kgit.model.record import InvalidNote
     from kgit.profiling import context
-    from kgit.render import analysis
+    from kgit.render import analysis, commands
 
     where, kernel = _read(ctx, kernel)
     data = context.build(where, kernel)
+    for item in data["invalid_notes"]:
+        note(commands.invalid_note(InvalidNote(item["commit"], item["reason"])))
     emit(as_json, data, analysis.context_text(data))
 
 

@@ -167,7 +167,7 @@ def from_json(data) -> Record:
     metric = _typed(data.get("metric"), "metric", (str,), "a string")
     value = _number(data.get("value"), "value", positive=True)
     if status.kept and value is None:
-        raise InvalidRecord(f"a {status.value} record needs a value")
+        raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     known = {json_key: name for name, json_key in _JSON_KEYS.items()}
     return Record(
         kernel=kernel,

@@ -17,7 +17,8 @@ LOOP_SKILL = "skills/optimize-loop/SKILL.md"
 
 
 def build(repo: Repo, kernel: str) -> dict:
-    pairs = history.log(repo, kernel).pairs
+    log = history.log(repo, kernel)
+    pairs = log.pairs
     records = [r for _, r in pairs]
     state = history.status(repo, kernel)
     top = state.best
@@ -71,6 +72,7 @@ def build(repo: Repo, kernel: str) -> dict:
                                             "next_tier_name", "tiers_exhausted", "hints")},
         "skills": list(dict.fromkeys([LOOP_SKILL, *diag["skills"]])),
         "next_step": next_step,
+        "invalid_notes": [{"commit": note.commit, "reason": note.reason} for note in log.invalid],
     }
 
 

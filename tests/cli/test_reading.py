@@ -1,0 +1,53 @@
+"""Read-only commands: they change nothing and do not even import the code that writes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# (kgit.state.lock is not one: doctor probes whether a kgit is running, and a probe takes nothing)
+WRITERS = {
+    "kgit.git.write", "kgit.state.transaction", "kgit.loop.steps", "kgit.loop.testing",
+    "kgit.loop.tune", "kgit.loop.agent", "kgit.runner", "kgit.share.sync", "kgit.share.repair",
+    "kgit.share.hook_install", "kgit.profiling.profile",
+}
+HEAVY = {"torch", "triton", "numpy"}
+
+# Runs one command in-process and prints the modules it loaded.
+PROBE = """
+import json, sys
+from kgit.cli.main import cli
+try:
+    cli.main(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("kgit") or m.split(".")[0] in %r)))
+""" % sorted(HEAVY)
+
+READ_ONLY = [["log"], ["best"], ["status"], ["show", "0"], ["context"], ["diagnose"], ["doctor"]]
+
+
+def loaded_modules(ws, args):
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ws.root, capture_output=True, text=True)
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=lambda a: a[0])
+def test_a_read_only_command_imports_no_writer_and_changes_nothing(started, args):
+    before = started.snapshot()
+    modules = loaded_modules(started, args)
+    assert "kgit.loop.history" in modules or args == ["doctor"]  # the probe really ran the command
+    assert not modules & WRITERS, f"{args[0]} imports {sorted(modules & WRITERS)}"
+    assert not modules & HEAVY
+    assert started.snapshot() == before
+
+
+def test_the_hook_imports_no_writer(started):
+    modules = loaded_modules(started, ["hooks", "pre-push", "origin"])
+    assert "kgit.share.hooks" in modules and not modules & WRITERS
+
+
+def test_the_probe_sees_a_writer_when_there_is_one(started):
+    started.set_kernel(METRIC=150.0)
+    assert "kgit.git.write" in loaded_modules(started, ["step", "-m", "faster"])

@@ -1,0 +1,79 @@
+"""Reading records from notes: one kernel's notes through the index, and every invalid note reported."""
+
+import json
+
+import pytest
+
+from kgit.git import notes
+from kgit.git.run import find_repo
+
+BROKEN = {
+    "not JSON": "this note was typed by hand",
+    "truncated": '{"kernel": "fake", "iteration": 1, "action": "faster", "sta',
+    "wrong type": json.dumps({"kernel": "fake", "iteration": "1", "action": "faster", "status": "IMPROVED",
+                              "value": 150.0}),
+    "missing key": json.dumps({"kernel": "fake", "iteration": 1, "action": "faster", "value": 150.0}),
+}
+REASONS = {"not JSON": "not JSON", "truncated": "not JSON", "wrong type": "iteration must be an integer",
+           "missing key": "missing key 'status'"}
+
+
+def set_note(ws, rev, text):
+    ws.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", text, rev)
+
+
+@pytest.mark.parametrize("kind", list(BROKEN))
+def test_an_invalid_note_is_reported_everywhere_and_the_loop_decides_on_the_valid_ones(started, kind):
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")  # iteration 1: the best, 150
+    commit = started.git("rev-parse", "HEAD")
+    set_note(started, "HEAD", BROKEN[kind])
+    reason = REASONS[kind]
+
+    log = started.ok("log", "--json")
+    assert [r["iteration"] for r in log.json()["iterations"]] == [0]
+    assert log.json()["invalid_notes"][0]["commit"] == commit
+    assert reason in log.json()["invalid_notes"][0]["reason"]
+    assert f"the note on {commit[:10]} is not a valid kgit record ({reason}" in log.stderr
+    for command in (["status"], ["best"], ["context"]):
+        run = started.ok(*command)
+        assert commit[:10] in run.stderr and "Traceback" not in run.stderr
+
+    doctor = started.ok("doctor", "--json").json()
+    assert any(commit[:10] in p["problem"] and reason in p["problem"] for p in doctor["problems"])
+
+    # decided on the valid records (the baseline, 100): said, never silent
+    started.set_kernel(METRIC=120.0)
+    step = started.ok("step", "-m", "again", "--json")
+    assert step.json()["best_before"] == 100.0 and step.json()["iteration"] == 1
+    assert f"the note on {commit[:10]}" in step.stderr
+
+
+def test_a_note_of_another_tool_on_an_unrelated_commit_is_reported_not_fatal(started):
+    set_note(started, "main", "reviewed-by: someone")
+    run = started.ok("status")
+    assert "is not a valid kgit record (not JSON" in run.stderr
+
+
+def test_one_kernels_read_uses_the_index_and_finds_only_its_records(started):
+    repo = find_repo(started.root)
+    other = json.dumps({"kernel": "other", "iteration": 0, "action": "baseline", "status": "BASELINE",
+                        "value": 5.0})
+    set_note(started, "main", other)
+    assert sorted(r.kernel for rs in notes.read_notes(repo).by_commit.values() for r in rs) == ["fake", "other"]
+    mine = notes.read_notes(repo, "fake")
+    assert [r.kernel for rs in mine.by_commit.values() for r in rs] == ["fake"]
+    index = (started.root / ".git/kgit/note-index").read_text().splitlines()
+    assert sorted(line.split()[2] for line in index) == ["fake", "other"]
+    # a damaged index line is read again, not trusted
+    (started.root / ".git/kgit/note-index").write_text("garbage\n")
+    assert [r.kernel for rs in notes.read_notes(repo, "other").by_commit.values() for r in rs] == ["other"]
+
+
+def test_a_copy_left_by_a_rebase_counts_once(started):
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")
+    started.git("commit", "--amend", "-q", "--no-edit", "--allow-empty")  # notes.rewriteRef copies the note
+    log = started.ok("log", "--json").json()
+    assert [r["iteration"] for r in log["iterations"]] == [0, 1]
+    assert log["iterations"][1]["commit"] == started.git("rev-parse", "HEAD")

@@ -1,0 +1,103 @@
+"""The typed record: what a valid note holds, and how each kind of invalid note is reported."""
+
+import json
+import re
+
+import pytest
+
+from kgit.model.record import (InvalidNote, InvalidRecord, Record, Status, StopReason, from_json, note_text,
+                               parse_note, to_json)
+
+SHA = "a" * 40
+
+VALID = {
+    "kgit": 1, "kernel": "softmax", "iteration": 2, "action": "BLOCK 4096->8192", "status": "IMPROVED",
+    "started": "2026-11-30T10:00:00.000001+00:00", "tier": 1, "gpu": "NVIDIA H200", "cpu_timing": False,
+    "correctness": True, "metric": "gbps", "value": 3500.0, "spread_pct": 0.4, "peak": 4800.0,
+    "pct_of_peak": 72.9, "target": None, "best_before": 3300.0, "delta_pct": 6.06, "reason": None,
+    "stop_reason": None, "test": {"gbps": 3500.0}, "output_tail": None, "base": SHA, "duration_s": 12.5,
+}
+
+
+def test_a_record_round_trips_through_json_unchanged():
+    record = from_json(VALID)
+    assert record.status is Status.IMPROVED and record.kept and record.value == 3500.0
+    assert to_json(record) == VALID
+    assert parse_note(SHA, note_text([record])) == ([record], [])
+
+
+def test_unknown_keys_of_a_newer_kgit_are_kept():
+    record = from_json({**VALID, "noise": {"pairs": 3}})
+    assert to_json(record)["noise"] == {"pairs": 3}
+
+
+def test_attachments_are_written_only_when_present():
+    record = from_json(VALID)
+    assert "profile" not in to_json(record)
+    assert to_json(record.replace(profile={"tool": "ncu"}))["profile"] == {"tool": "ncu"}
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"iteration": "2"}, "iteration must be an integer"),
+    ({"iteration": -1}, "iteration must be 0 or more"),
+    ({"iteration": True}, "iteration must be an integer"),
+    ({"value": "fast"}, "value must be a finite number"),
+    ({"value": float("nan")}, "value must be a finite number"),
+    ({"value": 0}, "value must be above 0"),
+    ({"value": None}, "a kept record (IMPROVED) needs a value"),
+    ({"spread_pct": [1]}, "spread_pct must be a finite number"),
+    ({"status": "BETTER"}, "status 'BETTER' is none of"),
+    ({"stop_reason": "TIRED"}, "stop_reason 'TIRED' is none of"),
+    ({"tier": 9}, "tier must be an integer from 1 to 5"),
+    ({"correctness": "yes"}, "correctness must be true, false or null"),
+    ({"base": "--output=/tmp/x"}, "base must be a full object id"),
+    ({"base": "HEAD"}, "base must be a full object id"),
+    ({"test": [1, 2]}, "test must be an object"),
+    ({"kernel": 7}, "kernel must be a string"),
+])
+def test_a_wrong_type_names_the_key(change, reason):
+    with pytest.raises(InvalidRecord, match=re.escape(reason)):
+        from_json({**VALID, **change})
+
+
+@pytest.mark.parametrize("key", ["kernel", "iteration", "action", "status"])
+def test_a_missing_key_is_named(key):
+    with pytest.raises(InvalidRecord, match=f"missing key '{key}'"):
+        from_json({k: v for k, v in VALID.items() if k != key})
+
+
+def test_a_note_that_is_not_json_is_reported_with_its_commit():
+    records, invalid = parse_note(SHA, "this is not JSON")
+    assert records == [] and invalid == [InvalidNote(SHA, "not JSON at character 0: Expecting value")]
+    assert invalid[0].describe().startswith(f"the note on {SHA[:10]} is not a valid kgit record (not JSON")
+
+
+def test_a_truncated_note_keeps_its_valid_records_and_reports_the_rest():
+    good = json.dumps(VALID)
+    other = json.dumps({**VALID, "iteration": 3})
+    records, invalid = parse_note(SHA, good + "\n" + other[: len(other) // 2])
+    assert [r.iteration for r in records] == [2]
+    assert len(invalid) == 1 and invalid[0].reason.startswith("not JSON")
+
+
+def test_a_json_value_that_is_not_an_object_is_reported():
+    records, invalid = parse_note(SHA, "[1, 2, 3]")
+    assert records == [] and invalid[0].reason == "a record is a JSON object, not list"
+
+
+def test_two_runs_in_one_note_are_two_records_with_their_own_keys():
+    a = from_json(VALID)
+    b = a.replace(started="2026-11-30T11:00:00.000001+00:00")
+    records, invalid = parse_note(SHA, note_text([a, b]))
+    assert records == [a, b] and not invalid and a.key != b.key
+
+
+def test_status_and_stop_reason_print_as_their_words():
+    assert f"{Status.WITHIN_NOISE}" == "WITHIN_NOISE" and f"{StopReason.MAX_ITERATIONS}" == "MAX_ITERATIONS"
+    assert [s for s in Status if s.kept] == [Status.BASELINE, Status.IMPROVED, Status.TARGET_MET]
+
+
+def test_a_record_is_a_value():
+    record = Record("k", 0, "baseline", Status.BASELINE, value=1.0)
+    with pytest.raises(AttributeError):
+        record.value = 2.0
