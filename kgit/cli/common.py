@@ -40,9 +40,13 @@ def repo(ctx: click.Context):
     return find_repo(Path(ctx.obj["cwd"]))
 
 
-def emit(as_json: bool, obj: dict, human: str) -> None:
-    """The command's answer on stdout: exactly one JSON object, or the text for a person."""
-    click.echo(json.dumps(obj, indent=None, default=str) if as_json else human)
+def emit(as_json: bool, obj, text) -> None:
+    """The command's answer on stdout: exactly one JSON object, or the text for a person.
+
+    obj and text are functions: only the one asked for is built (a table of thousands of rows is
+    not drawn for --json, nor thousands of records turned into JSON for a person).
+    """
+    click.echo(json.dumps(obj(), indent=None, default=str) if as_json else text())
 
 
 def note(line: str) -> None:

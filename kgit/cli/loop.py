@@ -25,7 +25,8 @@ def start(ctx, kernel, as_json, **options):
     finally:
         progress.end()
     notes(outcome.recovered)
-    emit(as_json, record_json(outcome.record, outcome.commit), commands.start(outcome.record, outcome.commit))
+    emit(as_json, lambda: record_json(outcome.record, outcome.commit),
+         lambda: commands.start(outcome.record, outcome.commit))
 
 
 @click.command()
@@ -47,8 +48,8 @@ def step(ctx, action, tier, as_json, **options):
     notes(outcome.recovered)
     warn_invalid(outcome.invalid)
     record = outcome.record
-    emit(as_json, record_json(record, outcome.commit, kept=record.kept),
-         commands.step(record, outcome.commit, with_tail=True))
+    emit(as_json, lambda: record_json(record, outcome.commit, kept=record.kept),
+         lambda: commands.step(record, outcome.commit, with_tail=True))
 
 
 @click.command()
@@ -118,7 +119,7 @@ def _emit_loop_summary(where, kernel, stopped, outcomes, as_json, what) -> None:
     best = history.best(where, kernel)
     summary = {"kernel": kernel, "stop_reason": stopped.value, "best": record_json(best.record, best.commit),
                "iterations": [record_json(o.record, o.commit) for o in outcomes]}
-    emit(as_json, summary, commands.loop_summary(what, stopped, best.record))
+    emit(as_json, lambda: summary, lambda: commands.loop_summary(what, stopped, best.record))
 
 
 def _gpu_list(gpus: str | None) -> list[str] | None:
@@ -154,7 +155,8 @@ def profile(ctx, iteration, kernel, timeout_s, as_json):
     prof, diag = out["profile"], out["diagnosis"]
     if prof["source"] != "profiler" and as_json:
         click.echo(f"kgit: no profiler: {prof['why']}", err=True)
-    emit(as_json, {**prof, "diagnosis": diag}, analysis.profile_text(prof) + "\n\n" + analysis.diagnosis_text(diag))
+    emit(as_json, lambda: {**prof, "diagnosis": diag},
+         lambda: analysis.profile_text(prof) + "\n\n" + analysis.diagnosis_text(diag))
 
 
 @click.command("report")

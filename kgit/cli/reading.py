@@ -37,8 +37,8 @@ def best(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.best(where, kernel)
     warn_invalid(found.invalid)
-    emit(as_json, record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit),
-         commands.best(found.record, found.commit, found.tag))
+    emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit),
+         lambda: commands.best(found.record, found.commit, found.tag))
 
 
 @click.command()
@@ -53,9 +53,9 @@ def log(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.log(where, kernel)
     warn_invalid(found.invalid)
-    emit(as_json, {"kernel": kernel, "iterations": [record_json(r, sha) for sha, r in found.pairs],
-                   "invalid_notes": invalid_json(found.invalid)},
-         commands.log(found.pairs))
+    emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha) for sha, r in found.pairs],
+                           "invalid_notes": invalid_json(found.invalid)},
+         lambda: commands.log(found.pairs))
 
 
 @click.command()
@@ -64,17 +64,16 @@ def log(ctx, kernel, as_json):
 @click.pass_context
 def status(ctx, kernel, as_json):
     """Kernel, target, iteration k of max, best, and the gap to the target."""
-    from dataclasses import asdict
-
     from kgit.loop import history
     from kgit.render import commands
 
     where, kernel = _read(ctx, kernel)
     state = history.status(where, kernel)
     warn_invalid(state.invalid)
-    data = {**asdict(state), "best": record_json(state.best, state.best_commit) if state.best else None,
-            "stopped": state.stopped.value if state.stopped else None, "invalid_notes": invalid_json(state.invalid)}
-    emit(as_json, data, commands.status(state))
+    plain = {k: v for k, v in vars(state).items() if k not in ("best", "best_commit", "invalid")}
+    emit(as_json, lambda: {**plain, "best": record_json(state.best, state.best_commit) if state.best else None,
+                           "invalid_notes": invalid_json(state.invalid)},
+         lambda: commands.status(state))
 
 
 @click.command()
@@ -89,7 +88,7 @@ def show(ctx, iteration, kernel, as_json):
 
     where, kernel = _read(ctx, kernel)
     shown = history.show(where, kernel, iteration)
-    emit(as_json, record_json(shown.record, shown.commit, diff=shown.diff), commands.show(shown))
+    emit(as_json, lambda: record_json(shown.record, shown.commit, diff=shown.diff), lambda: commands.show(shown))
 
 
 @click.command("context")
@@ -106,7 +105,7 @@ def context_(ctx, kernel, as_json):
     data = context.build(where, kernel)
     for item in data["invalid_notes"]:
         note(commands.invalid_note(InvalidNote(item["commit"], item["reason"])))
-    emit(as_json, data, analysis.context_text(data))
+    emit(as_json, lambda: data, lambda: analysis.context_text(data))
 
 
 @click.command()
@@ -129,7 +128,7 @@ def diagnose(ctx, metrics_file, kernel, as_json):
     diag = context.diagnosis(where, kernel, metrics_file)
     if diag.get("profile_source") == "benchmark":
         note(f"no profile: {diag['profile_why']}; using the benchmark and the declared bottleneck")
-    emit(as_json, diag, analysis.diagnosis_text(diag))
+    emit(as_json, lambda: diag, lambda: analysis.diagnosis_text(diag))
 
 
 COMMANDS = [best, log, status, show, context_, diagnose]

@@ -94,7 +94,7 @@ def doctor(ctx, repair, as_json):
     else:
         done, left = [], checks.find_problems(where)
     problems = [{"problem": p.problem, "fix": p.fix} for p in left]
-    emit(as_json, {"fixed": done, "problems": problems}, commands.doctor(done, left, repair))
+    emit(as_json, lambda: {"fixed": done, "problems": problems}, lambda: commands.doctor(done, left, repair))
 
 
 COMMANDS = [push, pull, hooks, doctor]

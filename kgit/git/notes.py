@@ -4,22 +4,27 @@ A note holds several records one after another when runs share a commit (two clo
 identical commits, or a squash whose notes git concatenated on rewrite). Whatever a note holds that
 is not a valid record comes back as an InvalidNote, to be reported: it is never used to decide.
 
-Reading is two git processes whatever the number of notes: `git ls-tree` lists them, one
+Reading every note is two git processes whatever their number: `git ls-tree` lists them, one
 `git cat-file --batch` reads the blobs. A team's notes grow to many thousands of records over many
-kernels, and most commands need one kernel's: an index in .git/kgit/note-index says which kernels
-each note blob holds. A blob's content never changes (its name is its hash), so an entry never goes
-stale: the index only grows, by the blobs not seen before, and deleting it costs one full read.
+kernels, and most commands need one kernel's, so kgit keeps an index in .git/kgit/note-index/:
+  tip              the commit of refs/notes/kgit the index describes
+  kernels/<hex>    "<commit> <blob>" of each note holding a record of one kernel (its name in hex)
+  invalid          "<commit> <blob>" of each note holding something that is not a valid record
+When refs/notes/kgit has moved, `git diff-tree` between the old tip and the new one names the notes
+that changed, and only those are read; without an index (or with an old tip gc removed) it is built
+from every note once. The index is derived data: deleting the folder costs one full read.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kgit.git import read, refs
 from kgit.git.run import GitError, Repo, cat_blobs, git
 from kgit.model.record import InvalidNote, Record, from_json, parse_note, to_json
-
-_INDEX = "note-index"
 
 
 @dataclass
@@ -28,18 +33,18 @@ class Notes:
     invalid: list[InvalidNote] = field(default_factory=list)
 
 
-def read_notes(repo: Repo, kernel: str | None = None, ref: str = refs.NOTES_REF) -> Notes:
-    """The records under a notes ref by the commit each annotates (only this kernel's, if named),
-    with every note that is not valid (whatever its kernel: an invalid note names none)."""
-    blob_by_commit = _list(repo, ref)
-    if kernel is not None:
-        index = _load_index(repo)
-        unknown = sorted({b for b in blob_by_commit.values() if b not in index})
-        if unknown:
-            texts = cat_blobs(repo, unknown)
-            index.update(_add_to_index(repo, unknown, texts))
-        blob_by_commit = {c: b for c, b in blob_by_commit.items()
-                          if kernel in index[b][1] or not index[b][0]}
+def read_notes(repo: Repo, ref: str = refs.NOTES_REF) -> Notes:
+    """Every record under a notes ref by the commit it annotates, and every note that is not valid."""
+    return _read(repo, _list(repo, ref), None)
+
+
+def read_kernel_notes(repo: Repo, kernel: str) -> Notes:
+    """One kernel's records in refs/notes/kgit, through the index, and every note that is not valid
+    (whatever its kernel: an invalid note names none)."""
+    return _read(repo, _indexed(repo, kernel), kernel)
+
+
+def _read(repo: Repo, blob_by_commit: dict[str, str], kernel: str | None) -> Notes:
     notes = Notes()
     for (commit, blob), text in zip(blob_by_commit.items(), cat_blobs(repo, list(blob_by_commit.values()))):
         records, invalid = parse_note(commit, text)
@@ -65,35 +70,94 @@ def _list(repo: Repo, ref: str) -> dict[str, str]:
     return blob_by_commit
 
 
-def _load_index(repo: Repo) -> dict[str, tuple[bool, set[str]]]:
-    """blob -> (whether all of it is valid, the kernels its records belong to)."""
-    index = {}
+# --- the index of one kernel's notes -------------------------------------------------------------
+
+
+def _indexed(repo: Repo, kernel: str) -> dict[str, str]:
+    """commit -> blob of the notes that hold this kernel's records, or something invalid."""
+    tip = read.rev(repo, refs.NOTES_REF)
+    if tip is None:
+        return {}
+    folder = repo.kgit_dir / "note-index"
     try:
-        text = (repo.kgit_dir / _INDEX).read_text()
+        folder.joinpath("kernels").mkdir(parents=True, exist_ok=True)
+        with open(folder / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one reader brings the index up to date, the others wait
+            if _read_lines(folder / "tip") != [tip]:
+                _update(repo, folder, tip)
+    except OSError:  # a read-only repository: read every note instead
+        return _list(repo, refs.NOTES_REF)
+    return _read_pairs(folder / "kernels" / _file_name(kernel)) | _read_pairs(folder / "invalid")
+
+
+def _update(repo: Repo, folder: Path, tip: str) -> None:
+    old = _read_lines(folder / "tip")
+    changes = _changes(repo, old[0], tip) if len(old) == 1 else None
+    if changes is None:  # no index yet, or its tip is gone: build it from every note
+        for path in folder.joinpath("kernels").iterdir():
+            path.unlink()
+        (folder / "invalid").unlink(missing_ok=True)
+        changes = {commit: (None, blob) for commit, blob in _list(repo, refs.NOTES_REF).items()}
+    blobs = sorted({b for pair in changes.values() for b in pair if b})
+    holders = {blob: _holders(text) for blob, text in zip(blobs, cat_blobs(repo, blobs))}
+    edits: dict[str, dict[str, str | None]] = {}  # index file -> commit -> new blob (None: remove)
+    for commit, (old_blob, new_blob) in changes.items():
+        for name in holders.get(old_blob, ()):
+            edits.setdefault(name, {})[commit] = None
+        for name in holders.get(new_blob, ()):
+            edits.setdefault(name, {})[commit] = new_blob
+    for name, edit in edits.items():
+        path = folder / name
+        pairs = {**_read_pairs(path), **edit}
+        _write(path, "".join(f"{c} {b}\n" for c, b in pairs.items() if b))
+    _write(folder / "tip", tip + "\n")  # last: an index interrupted before this line is redone
+
+
+def _changes(repo: Repo, old_tip: str, tip: str) -> dict[str, tuple[str | None, str | None]] | None:
+    """commit -> (old blob, new blob) of the notes that differ between two tips; None if old_tip is gone."""
+    try:
+        out = git(repo, "diff-tree", "-r", "--no-renames", "--end-of-options", old_tip, tip)
+    except GitError:
+        return None
+    changes = {}
+    for line in out.splitlines():
+        meta, _, path = line.partition("\t")
+        parts = meta.split()
+        if len(parts) == 5:
+            zero = "0" * len(parts[2])
+            changes[path.replace("/", "")] = (None if parts[2] == zero else parts[2],
+                                              None if parts[3] == zero else parts[3])
+    return changes
+
+
+def _holders(text: str) -> list[str]:
+    """The index files a note's text belongs in: one per kernel it has records of, and 'invalid'."""
+    records, invalid = parse_note("", text)
+    names = {f"kernels/{_file_name(r.kernel)}" for r in records}
+    return sorted(names | ({"invalid"} if invalid else set()))
+
+
+def _file_name(kernel: str) -> str:
+    # A record's kernel name comes from a note: written in hex it is always a safe file name.
+    return kernel.encode().hex()
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
     except (OSError, UnicodeDecodeError):
-        return index
-    for line in text.splitlines():
-        parts = line.split(" ")
-        if len(parts) == 3 and parts[1] in ("ok", "bad"):  # anything else (a torn write): read it again
-            index[parts[0]] = (parts[1] == "ok", set(filter(None, parts[2].split(","))))
-    return index
+        return []
 
 
-def _add_to_index(repo: Repo, blobs: list[str], texts: list[str]) -> dict[str, tuple[bool, set[str]]]:
-    added, lines = {}, []
-    for blob, text in zip(blobs, texts):
-        records, invalid = parse_note("", text)
-        kernels = {r.kernel for r in records}
-        added[blob] = (not invalid, kernels)
-        lines.append(f"{blob} {'bad' if invalid else 'ok'} {','.join(sorted(kernels))}\n")
-    try:
-        repo.kgit_dir.mkdir(exist_ok=True)
-        # Appends of whole lines: two readers that add the same blob at once only repeat a line.
-        with open(repo.kgit_dir / _INDEX, "a") as f:
-            f.write("".join(lines))
-    except OSError:
-        pass  # a read-only repository: the index is only a speed-up
-    return added
+def _read_pairs(path: Path) -> dict[str, str]:
+    words = _read_lines(path)
+    return dict(zip(words[0::2], words[1::2]))
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def union(*groups: list[Record]) -> list[Record]:
@@ -151,7 +215,7 @@ class History:
 
 
 def kernel_history(repo: Repo, kernel: str) -> History:
-    notes = read_notes(repo, kernel)
+    notes = read_kernel_notes(repo, kernel)
     pairs = sorted(records_with_commits(repo, notes), key=lambda p: (p[1].iteration, p[1].started or ""))
     return History(pairs, notes.invalid)
 

@@ -63,7 +63,9 @@ def log(pairs: list[tuple[str, Record]]) -> str:
     from tabulate import tabulate
 
     rows = [log_row(r) + [sha[:10]] for sha, r in pairs]
-    return tabulate(rows, LOG_HEADERS + ["Commit"]) + "\n" + final_line([r for _, r in pairs])
+    # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
+    table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
+    return table + "\n" + final_line([r for _, r in pairs])
 
 
 def status(state) -> str:

@@ -61,13 +61,36 @@ def test_one_kernels_read_uses_the_index_and_finds_only_its_records(started):
                         "value": 5.0})
     set_note(started, "main", other)
     assert sorted(r.kernel for rs in notes.read_notes(repo).by_commit.values() for r in rs) == ["fake", "other"]
-    mine = notes.read_notes(repo, "fake")
+    mine = notes.read_kernel_notes(repo, "fake")
     assert [r.kernel for rs in mine.by_commit.values() for r in rs] == ["fake"]
-    index = (started.root / ".git/kgit/note-index").read_text().splitlines()
-    assert sorted(line.split()[2] for line in index) == ["fake", "other"]
-    # a damaged index line is read again, not trusted
-    (started.root / ".git/kgit/note-index").write_text("garbage\n")
-    assert [r.kernel for rs in notes.read_notes(repo, "other").by_commit.values() for r in rs] == ["other"]
+    index = started.root / ".git/kgit/note-index"
+    assert sorted(p.name for p in (index / "kernels").iterdir()) == ["66616b65", "6f74686572"]  # hex names
+    assert (index / "tip").read_text().strip() == started.git("rev-parse", "refs/notes/kgit")
+
+
+def test_the_index_follows_every_change_of_the_notes(started):
+    """Added, replaced and removed notes reach the index through the diff between its tip and the new."""
+    repo = find_repo(started.root)
+
+    def kernels_read():
+        return sorted((r.kernel, r.iteration) for rs in notes.read_kernel_notes(repo, "other").by_commit.values()
+                      for r in rs)
+
+    record = {"kernel": "other", "iteration": 0, "action": "baseline", "status": "BASELINE", "value": 5.0}
+    assert kernels_read() == []
+    set_note(started, "main", json.dumps(record))
+    assert kernels_read() == [("other", 0)]
+    set_note(started, "main", json.dumps({**record, "iteration": 4}))  # the note replaced
+    assert kernels_read() == [("other", 4)]
+    started.git("notes", "--ref=refs/notes/kgit", "remove", "main")
+    assert kernels_read() == []
+    set_note(started, "main", "garbage")  # invalid: reported to every kernel's reader
+    assert notes.read_kernel_notes(repo, "other").invalid[0].commit == started.git("rev-parse", "main")
+    # an index whose tip is gone (gc after a forced rewrite) is built again from every note
+    (started.root / ".git/kgit/note-index/tip").write_text("0" * 40 + "\n")
+    set_note(started, "main", json.dumps(record))
+    assert kernels_read() == [("other", 0)]
+    assert [r.iteration for r in notes.kernel_history(repo, "fake").records] == [0]
 
 
 def test_a_copy_left_by_a_rebase_counts_once(started):
