@@ -1,7 +1,4 @@
-"""Every test gets a fresh temporary git repository holding a small fake kernel.
-
-The fake kernel's test prints whatever its kernel file says (metric, correctness, spread, mode), so a
-test chooses each decision by editing one line of the kernel, as a user would.
+"""Every test gets a fresh temporary git repository holding a small fake kernel (tests/workspace.py).
 
 Kernel tests run on the CPU in Triton's interpreter, against this checkout's kgit.
 """
@@ -14,119 +11,16 @@ import sys
 # must be set before triton decorates any kernel
 os.environ["TRITON_INTERPRET"] = "1"
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for path in (ROOT, os.path.dirname(__file__)):  # this checkout's kgit, and tests/workspace.py
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
-import json
 import shutil
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-FAKE = Path(__file__).parent / "fake_kernel"
-KERNEL = "skills/kernels/fake/triton_template.py"
-TEST = "skills/kernels/fake/test_fake.py"
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def json(self):
-        return json.loads(self.stdout)
-
-
-class Workspace:
-    """A temporary git repository with the fake kernel committed on main."""
-
-    def __init__(self, root: Path):
-        self.root = root
-
-    def git(self, *args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=self.root, check=True, capture_output=True, text=True
-        ).stdout.strip()
-
-    def kgit(self, *args: str, env: dict | None = None) -> Run:
-        proc = subprocess.run(
-            [sys.executable, "-m", "kgit", *args], cwd=self.root, capture_output=True, text=True,
-            env={**os.environ, **(env or {})},
-        )
-        return Run(proc.returncode, proc.stdout, proc.stderr)
-
-    def ok(self, *args: str, env: dict | None = None) -> Run:
-        run = self.kgit(*args, env=env)
-        assert run.returncode == 0, run.stderr
-        return run
-
-    def refused(self, *args: str) -> str:
-        """Run a command that must refuse: exit 1, one line on stderr, no traceback, nothing changed."""
-        before = self.snapshot()
-        run = self.kgit(*args)
-        assert run.returncode == 1, (run.stdout, run.stderr)
-        # Progress lines may come first; the refusal itself is the last line, and nothing else is printed.
-        lines = run.stderr.strip().splitlines()
-        assert lines and all(line.startswith("kgit: ") for line in lines), run.stderr
-        assert "Traceback" not in run.stderr
-        assert self.snapshot() == before
-        return lines[-1]
-
-    def set_kernel(self, **values) -> None:
-        """Rewrite the fake kernel's settings, e.g. set_kernel(METRIC=120.0, MODE="crash")."""
-        path = self.root / KERNEL
-        lines = []
-        for line in path.read_text().splitlines():
-            name = line.split(" = ")[0]
-            lines.append(f"{name} = {values.pop(name)!r}" if name in values else line)
-        assert not values, f"unknown settings {values}"
-        path.write_text("\n".join(lines) + "\n")
-
-    def kernel_text(self, rev: str | None = None) -> str:
-        return self.git("show", f"{rev}:{KERNEL}") if rev else (self.root / KERNEL).read_text()
-
-    def notes(self) -> list[dict]:
-        out = self.git("notes", "--ref=refs/notes/kgit", "list")
-        return [json.loads(self.git("notes", "--ref=refs/notes/kgit", "show", line.split()[1]))
-                for line in out.splitlines()]
-
-    def snapshot(self) -> dict:
-        """Everything kgit could change: refs, the working tree's files and the kgit state files."""
-        is_repo = (self.root / ".git").exists()
-        refs = self.git("for-each-ref", "--format=%(refname) %(objectname)") if is_repo else None
-        files = {
-            str(p.relative_to(self.root)): p.read_bytes()
-            for p in self.root.rglob("*") if p.is_file() and ".git" not in p.relative_to(self.root).parts
-        }
-        head = self.git("symbolic-ref", "-q", "HEAD") if is_repo and self.on_branch() else None
-        return {"refs": refs, "head": head, "files": files}
-
-    def on_branch(self) -> bool:
-        return subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=self.root, capture_output=True).returncode == 0
-
-    def check_invariants(self, kernel: str = "fake") -> None:
-        """What must hold after every kgit command that changes state (the core issue's list)."""
-        assert self.git("status", "--porcelain") == ""
-        records = [n for n in self.notes() if n["kernel"] == kernel]
-        iterations = sorted(r["iteration"] for r in records)
-        assert iterations == list(range(len(records))), "one note per iteration"
-        best = max((r for r in records if r["status"] in ("BASELINE", "IMPROVED", "TARGET_MET")),
-                   key=lambda r: r["value"])
-        assert self.kernel_text("HEAD") == self.kernel_text(f"best/{kernel}"), "HEAD holds the best kernel"
-        tag_note = json.loads(self.git("notes", "--ref=refs/notes/kgit", "show", f"best/{kernel}"))
-        assert tag_note["iteration"] == best["iteration"]
-        readme = self.git("show", "HEAD:experiments/README.md")
-        assert readme_iterations(readme, kernel) == iterations, "README in HEAD lists every iteration"
-
-
-def readme_iterations(readme: str, kernel: str) -> list[int]:
-    """The iteration numbers in the kernel's table of a rendered experiments/README.md."""
-    section = readme.split(f"## Optimization: {kernel} on", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("|")]
-    return [int(cell) for cell in rows if cell.isdigit()]
+from workspace import FAKE, Workspace
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import KERNEL, TEST
+from workspace import KERNEL, TEST
 
 
 def write_config(ws, text):

@@ -3,7 +3,7 @@
 import json
 import sys
 
-from conftest import KERNEL, TEST
+from workspace import KERNEL, TEST
 
 # Each turn the agent reads the context, then does what its plan says for that turn.
 AGENT = '''

@@ -10,7 +10,7 @@ import pytest
 
 from kgit.profiling import diagnose
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 BUSY = diagnose.THRESHOLDS["busy_pct"]
 
 

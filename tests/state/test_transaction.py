@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import KERNEL
+from workspace import KERNEL
 
 
 def spawn_step(ws, tmp_path, *args):

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTS = {
     "softmax": "skills/kernels/softmax/test_softmax.py",
     "layernorm": "skills/kernels/layernorm/test_layernorm.py",

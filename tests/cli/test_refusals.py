@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import TEST
+from workspace import TEST
 
 
 def test_step_without_a_change_to_the_kernel(started):

@@ -15,8 +15,8 @@ import pytest
 
 from kgit.profiling import diagnose, ncu
 
-DATA = Path(__file__).parent / "data"
-FAKE_NCU = Path(__file__).parent / "fake_ncu"
+DATA = Path(__file__).parents[1] / "data"
+FAKE_NCU = Path(__file__).parents[1] / "fake_ncu"
 REPORTS = sorted(p for p in DATA.glob("ncu_*.csv") if p.with_suffix(".expect.json").exists())
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import KERNEL
+from workspace import KERNEL
 from kgit.errors import KgitError
 from kgit.loop.tune import propose, read_tunables, write_config
 

@@ -13,7 +13,7 @@ import torch
 
 from kgit.harness.tolerance import NORM, compare
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTS = {
     "gemm": "skills/kernels/gemm/test_gemm.py",
     "flash-attention": "skills/kernels/flash-attention/test_flash_attention.py",

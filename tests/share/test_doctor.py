@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from test_sharing import a_session
+from test_sync import a_session
 
 
 def rebase_onto_new_main(ws, *git_options):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KERNEL, Workspace
+from workspace import KERNEL, Workspace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def git_run(ws, *args, env=None):
