@@ -9,12 +9,12 @@ from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_op
 from kgit.errors import KgitError
 
 
-@click.command()
+@click.command("start")
 @click.argument("kernel")
 @loop_options
 @json_option
 @click.pass_context
-def start(ctx, kernel, as_json, **options):
+def start_command(ctx, kernel, as_json, **options):
     """Record the baseline of KERNEL as iteration 0 on a new opt/KERNEL branch."""
     from kgit.loop import steps
     from kgit.render import commands
@@ -29,13 +29,13 @@ def start(ctx, kernel, as_json, **options):
          lambda: commands.start(outcome.record, outcome.commit))
 
 
-@click.command()
+@click.command("step")
 @click.option("-m", "--message", "action", required=True, help="The one change this iteration makes.")
 @click.option("--tier", type=click.IntRange(1, 5), help="Optimization tier of the change (1-5).")
 @loop_options
 @json_option
 @click.pass_context
-def step(ctx, action, tier, as_json, **options):
+def step_command(ctx, action, tier, as_json, **options):
     """Commit the edited kernel, test it, and keep or revert it."""
     from kgit.loop import steps
     from kgit.render import commands
@@ -52,23 +52,23 @@ def step(ctx, action, tier, as_json, **options):
          lambda: commands.step(record, outcome.commit, with_tail=True))
 
 
-@click.command()
+@click.command("tune")
 @click.argument("kernel", required=False)
 @click.option("--gpus", help="Test one proposal per GPU at once, e.g. 0,1 (each in its own worktree).")
 @loop_options
 @json_option
 @click.pass_context
-def tune(ctx, kernel, gpus, as_json, **options):
+def tune_command(ctx, kernel, gpus, as_json, **options):
     """Search KERNEL's CONFIG space, one iteration per proposal (tier 1, no agent needed)."""
     from kgit.loop import history
-    from kgit.loop import tune as search
+    from kgit.loop import tune
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel)
     outcomes, on_outcome = _outcome_printer(as_json)
     progress = Progress("tune")
     try:
-        stopped = search.run(where, kernel, overrides(**options), progress, on_outcome, _gpu_list(gpus))
+        stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, _gpu_list(gpus))
     finally:
         progress.end()
     _emit_loop_summary(where, kernel, stopped, outcomes, as_json, "tune")
@@ -82,7 +82,7 @@ def tune(ctx, kernel, gpus, as_json, **options):
 @loop_options
 @json_option
 @click.pass_context
-def run_(ctx, kernel, command, agent_timeout_s, as_json, **options):
+def run_command(ctx, kernel, command, agent_timeout_s, as_json, **options):
     """The loop with an outside agent making each change, until a stop reason."""
     from kgit.loop import agent, history
 
@@ -131,13 +131,13 @@ def _gpu_list(gpus: str | None) -> list[str] | None:
     return ids
 
 
-@click.command()
+@click.command("profile")
 @click.option("--iteration", type=int, help="Profile this iteration (in a temporary worktree of its commit).")
 @kernel_option
 @click.option("--timeout-s", type=float, help="Stop the profiler after this long (default: twice the test's timeout).")
 @json_option
 @click.pass_context
-def profile(ctx, iteration, kernel, timeout_s, as_json):
+def profile_command(ctx, iteration, kernel, timeout_s, as_json):
     """Run the kernel's test under ncu (NVIDIA) or rocprofv3 (AMD) and keep the metrics.
 
     The metrics go to .git/kgit/profiles/ and to the iteration's note (key "profile"); the working tree
@@ -145,12 +145,12 @@ def profile(ctx, iteration, kernel, timeout_s, as_json):
     bottleneck declared in the kernel's SKILL.md.
     """
     from kgit.loop import history
-    from kgit.profiling import profile as profiling
+    from kgit.profiling import profile
     from kgit.render import analysis
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel)
-    out = profiling.run(where, kernel, iteration, timeout_s, Progress("profile"))
+    out = profile.run(where, kernel, iteration, timeout_s, Progress("profile"))
     notes(out["recovered"])
     prof, diag = out["profile"], out["diagnosis"]
     if prof["source"] != "profiler" and as_json:
@@ -161,7 +161,7 @@ def profile(ctx, iteration, kernel, timeout_s, as_json):
 
 @click.command("report")
 @click.pass_context
-def report(ctx):
+def report_command(ctx):
     """(Re)write experiments/README.md from the records and commit it."""
     from kgit.render import commands
     from kgit.state import transaction
@@ -173,4 +173,4 @@ def report(ctx):
     click.echo(commands.report(commit))
 
 
-COMMANDS = [start, step, tune, run_, profile, report]
+COMMANDS = [start_command, step_command, tune_command, run_command, profile_command, report_command]

@@ -25,11 +25,11 @@ def _read(ctx: click.Context, kernel: str | None):
     return where, history.resolve_kernel(where, kernel)
 
 
-@click.command()
+@click.command("best")
 @click.argument("kernel", required=False)
 @json_option
 @click.pass_context
-def best(ctx, kernel, as_json):
+def best_command(ctx, kernel, as_json):
     """The best iteration: metric, % of peak, commit and tag."""
     from kgit.loop import history
     from kgit.render import commands
@@ -41,11 +41,11 @@ def best(ctx, kernel, as_json):
          lambda: commands.best(found.record, found.commit, found.tag))
 
 
-@click.command()
+@click.command("log")
 @click.argument("kernel", required=False)
 @json_option
 @click.pass_context
-def log(ctx, kernel, as_json):
+def log_command(ctx, kernel, as_json):
     """Every iteration, the reverted ones too."""
     from kgit.loop import history
     from kgit.render import commands
@@ -58,11 +58,11 @@ def log(ctx, kernel, as_json):
          lambda: commands.log(found.pairs))
 
 
-@click.command()
+@click.command("status")
 @click.argument("kernel", required=False)
 @json_option
 @click.pass_context
-def status(ctx, kernel, as_json):
+def status_command(ctx, kernel, as_json):
     """Kernel, target, iteration k of max, best, and the gap to the target."""
     from kgit.loop import history
     from kgit.render import commands
@@ -76,12 +76,12 @@ def status(ctx, kernel, as_json):
          lambda: commands.status(state))
 
 
-@click.command()
+@click.command("show")
 @click.argument("iteration", type=int)
 @kernel_option
 @json_option
 @click.pass_context
-def show(ctx, iteration, kernel, as_json):
+def show_command(ctx, iteration, kernel, as_json):
     """An iteration's record and the change it made or tried."""
     from kgit.loop import history
     from kgit.render import commands
@@ -95,7 +95,7 @@ def show(ctx, iteration, kernel, as_json):
 @kernel_option
 @json_option
 @click.pass_context
-def context_(ctx, kernel, as_json):
+def context_command(ctx, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
     from kgit.model.record import InvalidNote
     from kgit.profiling import context
@@ -108,13 +108,13 @@ def context_(ctx, kernel, as_json):
     emit(as_json, lambda: data, lambda: analysis.context_text(data))
 
 
-@click.command()
+@click.command("diagnose")
 @click.option("--metrics", "metrics_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A metrics.json, or an ncu CSV (default: the kernel's last profile).")
 @kernel_option
 @json_option
 @click.pass_context
-def diagnose(ctx, metrics_file, kernel, as_json):
+def diagnose_command(ctx, metrics_file, kernel, as_json):
     """Memory-, compute- or latency-bound; the tier order, the next tier and the skills to read."""
     from kgit.profiling import context
     from kgit.render import analysis
@@ -131,4 +131,4 @@ def diagnose(ctx, metrics_file, kernel, as_json):
     emit(as_json, lambda: diag, lambda: analysis.diagnosis_text(diag))
 
 
-COMMANDS = [best, log, status, show, context_, diagnose]
+COMMANDS = [best_command, log_command, status_command, show_command, context_command, diagnose_command]

@@ -10,10 +10,10 @@ import click
 from kgit.cli.common import emit, json_option, notes, repo
 
 
-@click.command()
+@click.command("push")
 @click.argument("remote", default="origin")
 @click.pass_context
-def push(ctx, remote):
+def push_command(ctx, remote):
     """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
     from kgit.render import commands
     from kgit.share import sync
@@ -28,10 +28,10 @@ def push(ctx, remote):
     click.echo("\n".join(done))
 
 
-@click.command()
+@click.command("pull")
 @click.argument("remote", default="origin")
 @click.pass_context
-def pull(ctx, remote):
+def pull_command(ctx, remote):
     """Fetch REMOTE's kgit refs; merge its records with ours, fast-forward opt/* branches."""
     from kgit.share import sync
     from kgit.state import transaction
@@ -42,12 +42,12 @@ def pull(ctx, remote):
         click.echo("\n".join(sync.pull(where, remote)))
 
 
-@click.group()
-def hooks():
+@click.group("hooks")
+def hooks_command():
     """The pre-push hook: install it, or run its check (what git calls)."""
 
 
-@hooks.command("install")
+@hooks_command.command("install")
 @click.option("--force", is_flag=True, help="Replace another pre-push hook (it is saved beside).")
 @click.pass_context
 def hooks_install(ctx, force):
@@ -57,18 +57,18 @@ def hooks_install(ctx, force):
     click.echo(hook_install.install(repo(ctx), force))
 
 
-@hooks.command("pre-push")
+@hooks_command.command("pre-push")
 @click.argument("remote", required=False)
 @click.argument("url", required=False)
 @click.pass_context
 def hooks_pre_push(ctx, remote, url):
     """Check a push (git's lines on stdin): summarize each kernel, refuse a tip with no record."""
     from kgit.render import commands
-    from kgit.share import hooks as hook
+    from kgit.share import hooks
 
     remote = remote or os.environ.get("PRE_COMMIT_REMOTE_NAME") or "origin"  # pre-commit passes no arguments
-    lines = hook.read_hook_input("" if sys.stdin.isatty() else sys.stdin.read(), dict(os.environ))
-    rows, reminder = hook.pre_push(repo(ctx), remote, lines)
+    lines = hooks.read_hook_input("" if sys.stdin.isatty() else sys.stdin.read(), dict(os.environ))
+    rows, reminder = hooks.pre_push(repo(ctx), remote, lines)
     # stderr, as git's own messages: a `git push --porcelain` keeps its stdout to itself
     if rows:
         click.echo(f"kgit: this push to {remote} carries:", err=True)
@@ -77,24 +77,24 @@ def hooks_pre_push(ctx, remote, url):
         click.echo(f"kgit: {reminder}", err=True)
 
 
-@click.command()
-@click.option("--fix", "repair", is_flag=True, help="Repair what can be repaired.")
+@click.command("doctor")
+@click.option("--fix", "fix", is_flag=True, help="Repair what can be repaired.")
 @json_option
 @click.pass_context
-def doctor(ctx, repair, as_json):
+def doctor_command(ctx, fix, as_json):
     """Find stale notes, best/ tags off their branch, invalid notes, interrupted steps."""
     from kgit.render import commands
-    from kgit.share import doctor as checks
+    from kgit.share import doctor
 
     where = repo(ctx)
-    if repair:
-        from kgit.share import repair as repairs
+    if fix:
+        from kgit.share import repair
 
-        done, left = repairs.fix(where)
+        done, left = repair.fix(where)
     else:
-        done, left = [], checks.find_problems(where)
+        done, left = [], doctor.find_problems(where)
     problems = [{"problem": p.problem, "fix": p.fix} for p in left]
-    emit(as_json, lambda: {"fixed": done, "problems": problems}, lambda: commands.doctor(done, left, repair))
+    emit(as_json, lambda: {"fixed": done, "problems": problems}, lambda: commands.doctor(done, left, fix))
 
 
-COMMANDS = [push, pull, hooks, doctor]
+COMMANDS = [push_command, pull_command, hooks_command, doctor_command]
