@@ -115,3 +115,32 @@ def readme_iterations(readme: str, kernel: str) -> list[int]:
     section = readme.split(f"## Optimization: {kernel} on", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("|")]
     return [int(cell) for cell in rows if cell.isdigit()]
+
+
+def git_run(ws, *args, env=None):
+    """A git command whose failure the test wants to see (returncode and stderr)."""
+    return subprocess.run(["git", *args], cwd=ws.root, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+
+
+def clone(bare: Path, root: Path) -> Workspace:
+    subprocess.run(["git", "clone", "-q", str(bare), str(root)], check=True, capture_output=True)
+    w = Workspace(root)
+    w.git("config", "user.email", "b@example.com")
+    w.git("config", "user.name", "kgit test B")
+    return w
+
+
+def remote_refs(bare: Path) -> dict:
+    out = subprocess.run(["git", "for-each-ref", "--format=%(refname) %(objectname)"], cwd=bare,
+                         capture_output=True, text=True, check=True).stdout
+    return dict(line.split() for line in out.splitlines())
+
+
+def a_session(ws):
+    """baseline 100, iteration 1 kept at 120, iteration 2 reverted: the tip is a log commit."""
+    ws.ok("start", "fake")
+    ws.set_kernel(METRIC=120.0)
+    ws.ok("step", "-m", "better")
+    ws.set_kernel(METRIC=90.0)
+    ws.ok("step", "-m", "worse")

@@ -1,4 +1,4 @@
-"""Records that travel: the pre-push hook on real pushes, kgit push / pull between two clones and a bare
+"""Records that travel: kgit push / pull between two clones and a bare
 remote, notes merged with no record lost, rebases and amends that keep the notes."""
 
 import json
@@ -10,81 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from workspace import KERNEL, Workspace
+from workspace import KERNEL, a_session, clone, git_run, remote_refs
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def git_run(ws, *args, env=None):
-    """A git command whose failure the test wants to see (returncode and stderr)."""
-    return subprocess.run(["git", *args], cwd=ws.root, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-
-
-def clone(bare: Path, root: Path) -> Workspace:
-    subprocess.run(["git", "clone", "-q", str(bare), str(root)], check=True, capture_output=True)
-    w = Workspace(root)
-    w.git("config", "user.email", "b@example.com")
-    w.git("config", "user.name", "kgit test B")
-    return w
-
-
-@pytest.fixture
-def remote(ws, tmp_path, monkeypatch):
-    """ws with a bare remote 'origin' holding main, and a `kgit` on PATH for the hook to call."""
-    bare = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    ws.git("remote", "add", "origin", str(bare))
-    ws.git("push", "-q", "origin", "main")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "kgit"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kgit "$@"\n')
-    shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bare
-
-
-def remote_refs(bare: Path) -> dict:
-    out = subprocess.run(["git", "for-each-ref", "--format=%(refname) %(objectname)"], cwd=bare,
-                         capture_output=True, text=True, check=True).stdout
-    return dict(line.split() for line in out.splitlines())
-
-
-def a_session(ws):
-    """baseline 100, iteration 1 kept at 120, iteration 2 reverted: the tip is a log commit."""
-    ws.ok("start", "fake")
-    ws.set_kernel(METRIC=120.0)
-    ws.ok("step", "-m", "better")
-    ws.set_kernel(METRIC=90.0)
-    ws.ok("step", "-m", "worse")
-
-
-# --- the hook -----------------------------------------------------------------------------------------
-
-
-def test_the_installed_hook_is_the_shipped_script(ws):
-    from kgit.share import hooks
-
-    assert (REPO / "hooks/pre-push").read_text() == hooks.PRE_PUSH
-    assert os.access(REPO / "hooks/pre-push", os.X_OK)
-    assert "stages: [pre-push]" in (REPO / ".pre-commit-hooks.yaml").read_text()
-    assert "installed" in ws.ok("hooks", "install").stdout
-    assert (ws.root / ".git/hooks/pre-push").read_text() == hooks.PRE_PUSH
-    assert "already installed" in ws.ok("hooks", "install").stdout
-    assert ws.git("config", "--get-all", "notes.rewriteRef") == "refs/notes/kgit"
-
-
-def test_install_respects_core_hookspath_and_never_clobbers(ws):
-    ws.git("config", "core.hooksPath", "myhooks")
-    (ws.root / "myhooks").mkdir()
-    theirs = ws.root / "myhooks/pre-push"
-    theirs.write_text("#!/bin/sh\nexit 0\n")
-    assert "not kgit's hook" in ws.refused("hooks", "install")
-    assert theirs.read_text() == "#!/bin/sh\nexit 0\n"
-    assert "saved as" in ws.ok("hooks", "install", "--force").stdout
-    assert "kgit hooks pre-push" in theirs.read_text()
-    assert (ws.root / "myhooks/pre-push.before-kgit").read_text() == "#!/bin/sh\nexit 0\n"
 
 
 def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
@@ -115,65 +43,6 @@ def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
     ws.git("reset", "-q", "--hard", "HEAD~1")
     run = git_run(ws, "push", "origin", "main")
     assert run.returncode == 0 and "kgit" not in run.stderr  # no kgit ref: the hook says nothing
-
-
-def test_hook_refuses_a_tip_with_no_record(remote, ws):
-    a_session(ws)
-    ws.ok("hooks", "install")
-    ws.set_kernel(METRIC=500.0)
-    ws.git("commit", "-qam", "tuned by hand")  # a kernel change kgit never measured
-    before = remote_refs(remote)
-    run = git_run(ws, "push", "origin", "opt/fake")
-    assert run.returncode == 1
-    refusal = [line for line in run.stderr.splitlines() if line.startswith("kgit:")]
-    assert len(refusal) == 1 and "refusing to push opt/fake" in refusal[0] and "has no kgit record" in refusal[0]
-    assert "--no-verify" in refusal[0]
-    assert remote_refs(remote) == before
-    assert "refusing to push opt/fake" in ws.refused("push")  # kgit push refuses first, touching nothing
-    assert remote_refs(remote) == before
-    assert git_run(ws, "push", "--no-verify", "origin", "opt/fake").returncode == 0
-
-
-def test_hook_refuses_a_failed_verification_and_a_missing_revert_record(remote, ws):
-    a_session(ws)
-    ws.ok("hooks", "install")
-    attempt = ws.git("rev-parse", "refs/kgit/attempts/fake/2")
-    ws.git("notes", "--ref=refs/notes/kgit", "remove", attempt)  # the revert's record is gone
-    run = git_run(ws, "push", "origin", "opt/fake")
-    assert run.returncode == 1 and "logs iteration 2 as reverted, but that iteration has no record" in run.stderr
-
-    kept = ws.git("rev-parse", "HEAD~1")
-    record = json.loads(ws.git("notes", "--ref=refs/notes/kgit", "show", kept))
-    record["correctness"] = False
-    ws.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", json.dumps(record), kept)
-    ws.git("reset", "-q", "--hard", "HEAD~1")  # the tip is now the kept commit whose record failed
-    run = git_run(ws, "push", "origin", "opt/fake")
-    assert run.returncode == 1 and "failed verification" in run.stderr
-
-
-def test_hook_answers_fast_and_reads_only_git(remote, ws):
-    a_session(ws)
-    tip = ws.git("rev-parse", "opt/fake")
-    line = f"refs/heads/opt/fake {tip} refs/heads/opt/fake {'0' * 40}\n"
-    ws.set_kernel(MODE="hang")  # were the hook to run the kernel's test, it would hang
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push", "origin", str(remote)],
-                          cwd=ws.root, input=line, capture_output=True, text=True, timeout=10)
-    elapsed = time.perf_counter() - started
-    assert proc.returncode == 0 and "fake" in proc.stderr
-    assert elapsed < 1.0, f"the hook took {elapsed:.2f} s"
-
-
-def test_pre_commit_framework_passes_the_ref_in_variables(ws):
-    a_session(ws)
-    ws.set_kernel(METRIC=500.0)
-    ws.git("commit", "-qam", "by hand")
-    env = {"PRE_COMMIT_REMOTE_NAME": "origin", "PRE_COMMIT_LOCAL_BRANCH": "refs/heads/opt/fake",
-           "PRE_COMMIT_TO_REF": ws.git("rev-parse", "HEAD"), "PRE_COMMIT_REMOTE_BRANCH": "refs/heads/opt/fake",
-           "PRE_COMMIT_FROM_REF": "0" * 40}
-    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push"], cwd=ws.root, input="",
-                          capture_output=True, text=True, env={**os.environ, **env})
-    assert proc.returncode == 1 and "refusing to push opt/fake" in proc.stderr
 
 
 # --- two clones -------------------------------------------------------------------------------------

@@ -173,33 +173,3 @@ def test_recovery_leaves_a_branch_with_foreign_commits_alone(started):
     assert started.git("rev-parse", "HEAD") == tip
 
 
-LOCKER = """
-import sys, time
-from pathlib import Path
-from kgit.errors import KgitError
-from kgit.git.run import find_repo
-from kgit.state import lock
-repo = find_repo(Path(sys.argv[1]))
-time.sleep(float(sys.argv[2]) - time.time())  # every process tries at the same instant
-try:
-    lock.acquire(repo)
-except KgitError:
-    sys.exit(0)
-start = time.time()
-time.sleep(0.3)
-print(start, time.time())
-lock.release(repo)
-"""
-
-
-def test_the_lock_admits_one_process_at_a_time(started, tmp_path):
-    script = tmp_path / "locker.py"
-    script.write_text(LOCKER)
-    for _ in range(3):
-        at = str(time.time() + 1.0)
-        procs = [subprocess.Popen([sys.executable, str(script), str(started.root), at], stdout=subprocess.PIPE,
-                                  text=True) for _ in range(8)]
-        held = [tuple(map(float, p.communicate()[0].split())) for p in procs]
-        held = sorted(h for h in held if h)
-        assert held, "someone got the lock"
-        assert all(a[1] <= b[0] for a, b in zip(held, held[1:])), f"two holders at once: {held}"

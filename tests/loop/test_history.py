@@ -1,0 +1,31 @@
+"""Reading a kernel's loop back: which kernel, its log, its best, its status, one iteration."""
+
+
+def test_best_log_status_show(started):
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "better", "--tier", "1")
+    started.set_kernel(METRIC=90.0)
+    started.ok("step", "-m", "worse", "--tier", "2")
+
+    best = started.ok("best", "--json").json()
+    assert best["iteration"] == 1 and best["value"] == 120.0 and best["pct_of_peak"] == 12.0
+    assert best["tag"] == "best/fake" and best["commit"] == best["tag_commit"]
+    assert "iteration 1 (better): 120 GBps (12% of peak)" in started.ok("best").stdout
+
+    log = started.ok("log").stdout
+    assert "regressed, reverted" in log and "Final: 120 GBps (12% of peak), 2 iterations, in progress." in log
+
+    status = started.ok("status", "--json").json()
+    assert status["iteration"] == 2 and status["max_iterations"] == 5 and status["reverted"] == 1
+    assert status["best"]["value"] == 120.0 and status["stopped"] is None
+
+    shown = started.ok("show", "2", "--json").json()
+    assert shown["status"] == "REGRESSED" and "+METRIC = 90.0" in shown["diff"]
+    assert "-METRIC = 120.0" in shown["diff"] and "README" not in shown["diff"]
+    assert "+METRIC = 90.0" in started.ok("show", "2").stdout
+
+
+def test_read_commands_work_off_the_branch(started):
+    started.git("checkout", "-q", "main")
+    assert started.ok("best", "--json").json()["kernel"] == "fake"
+    assert started.ok("log", "fake", "--json").json()["kernel"] == "fake"

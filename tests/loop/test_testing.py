@@ -1,0 +1,40 @@
+"""A kernel's test runs on the committed candidate, in a temporary worktree, registered while it runs."""
+
+
+def test_the_test_runs_on_the_committed_candidate_not_the_working_tree(started):
+    started.set_kernel(METRIC=120.0)
+    record = started.ok("step", "-m", "faster", "--json").json()
+    # a checkout of the candidate commit, so an edit made while the test runs cannot be measured
+    assert record["test"]["cwd"].endswith(".git/kgit/worktrees/candidate")
+    assert "worktrees/" not in started.git("worktree", "list")
+
+
+def test_a_running_test_is_registered_and_its_worktree_removed_when_it_ends(ws, tmp_path):
+    import threading
+    import time
+
+    from kgit import config
+    from kgit.git.run import find_repo
+    from kgit.loop import testing
+    from kgit.state import journal
+
+    ws.set_kernel(MODE="hang")
+    ws.git("commit", "-qam", "a kernel whose test hangs")
+    repo = find_repo(ws.root)
+    cfg = config.for_loop(repo.root, "fake", None, {"test_timeout_s": 2.0})
+    results = []
+    def run_once():
+        with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}) as run:
+            results.append(run("test"))
+
+    runner = threading.Thread(target=run_once)
+    runner.start()
+    deadline = time.monotonic() + 10
+    while not journal.registered_tests(repo) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(journal.registered_tests(repo).values()) == ["skills/kernels/fake/test_fake.py"]
+    assert (repo.kgit_dir / "worktrees/test").is_dir()
+    runner.join(30)
+    assert not results[0].passed and "timeout" in results[0].reason
+    assert journal.registered_tests(repo) == {}
+    assert not (repo.kgit_dir / "worktrees/test").exists() and "worktrees/test" not in ws.git("worktree", "list")

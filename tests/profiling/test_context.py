@@ -1,0 +1,72 @@
+"""kgit context (everything the next change needs, on one screen) and the diagnosis it and kgit
+diagnose build: from --metrics FILE, else the last profile, else the benchmark."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kgit.profiling import diagnose
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def test_diagnose_a_metrics_file_outside_any_repository(tmp_path):
+    env = {**os.environ}
+    for name, bound in (("ncu_softmax_synthetic.csv", "memory"), ("ncu_tiny_synthetic.csv", "latency")):
+        proc = subprocess.run([sys.executable, "-m", "kgit", "diagnose", "--metrics", str(DATA / name), "--json"],
+                              cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        diag = json.loads(proc.stdout)
+        assert diag["bound"] == bound and diag["next_tier"] == diagnose.TIER_ORDER[bound][0]
+    proc = subprocess.run([sys.executable, "-m", "kgit", "diagnose", "--metrics", str(tmp_path / "none.json")],
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and proc.stderr.startswith("kgit: --metrics: file") and "Traceback" not in proc.stderr
+
+
+def test_diagnose_reads_a_saved_metrics_json(started, tmp_path):
+    saved = tmp_path / "metrics.json"
+    saved.write_text(json.dumps({"source": "profiler", "tool": "ncu", "metrics": {"dram_pct": 5.0, "sm_pct": 88.0},
+                                 "stalls": []}))
+    started.set_kernel(METRIC=90.0)
+    started.ok("step", "-m", "fast math", "--tier", "3")
+    diag = started.ok("diagnose", "--metrics", str(saved), "--json").json()
+    assert diag["bound"] == "compute" and diag["tried_tiers"] == [3] and diag["next_tier"] == 1
+    human = started.ok("diagnose", "--metrics", str(saved)).stdout
+    assert human.splitlines()[0].startswith("fake: compute-bound: SM at 88% of peak")
+    assert "next tier: T1 block tiling" in human
+
+
+def test_context_lists_what_was_tried_and_what_comes_next(started):
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "BLOCK 1024->2048", "--tier", "1")
+    started.set_kernel(METRIC=60.0)
+    started.ok("step", "-m", "vector loads", "--tier", "2")
+    ctx = started.ok("context", "--json").json()
+    assert ctx["kernel"] == "fake" and ctx["files"]["kernel"] == "skills/kernels/fake/triton_template.py"
+    assert ctx["best"]["iteration"] == 1 and ctx["best"]["value"] == 120.0
+    assert [(t["iteration"], t["tier"], t["status"], t["kept"]) for t in ctx["tried"]] == [
+        (1, 1, "IMPROVED", True), (2, 2, "REGRESSED", False)]
+    assert ctx["diagnosis"]["bound"] == "memory"  # no profile, no declared bottleneck: the gbps metric
+    assert ctx["diagnosis"]["tried_tiers"] == [1, 2] and ctx["diagnosis"]["next_tier"] == 3
+    assert ctx["skills"][0] == "skills/optimize-loop/SKILL.md" and "skills/tier3-compute-fusion/SKILL.md" in ctx["skills"]
+    assert "--tier 3" in ctx["next_step"]
+    human = started.ok("context").stdout
+    assert "already tried (do not repeat):" in human and "vector loads" in human and "REGRESSED" in human
+    assert "next: edit skills/kernels/fake/triton_template.py: ONE change from tier 3" in human
+    assert len(human.splitlines()) <= 25  # one screen
+    started.check_invariants()
+
+
+def test_context_says_when_the_profile_is_of_an_older_iteration(started, tmp_path):
+    profiles = started.root / ".git/kgit/profiles/fake"
+    profiles.mkdir(parents=True)
+    (profiles / "latest.json").write_text(json.dumps({
+        "source": "profiler", "tool": "ncu", "iteration": 0, "primary": "k",
+        "metrics": {"dram_pct": 1.0, "sm_pct": 2.0}, "stalls": []}))
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "bigger blocks", "--tier", "4")
+    ctx = started.ok("context", "--json").json()
+    assert ctx["diagnosis"]["bound"] == "latency" and ctx["diagnosis"]["next_tier"] == 3
+    assert "iteration 0" in ctx["profile_stale"]

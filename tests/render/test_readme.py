@@ -1,0 +1,20 @@
+"""experiments/README.md as rendered from the records: its sections, tables and charts."""
+
+
+def test_two_runs_of_one_kernel_on_one_gpu_are_two_sections():
+    from kgit.model.record import from_json
+    from kgit.render import readme
+
+    def record(iteration, status, started, value, gpu="Fake GPU"):
+        return from_json({"kernel": "fake", "iteration": iteration, "action": f"step {iteration}", "status": status,
+                          "started": started, "value": value, "metric": "gbps", "correctness": True, "gpu": gpu})
+
+    first = [record(0, "BASELINE", "2026-11-01T10:00:00.000001+00:00", 100.0),
+             record(1, "IMPROVED", "2026-11-01T10:05:00.000001+00:00", 110.0)]
+    second = [record(0, "BASELINE", "2026-11-02T09:00:00.000001+00:00", 200.0),
+              record(1, "REGRESSED", "2026-11-02T09:05:00.000001+00:00", 150.0)]
+    runs = readme.sections(second + first)
+    assert [[r.value for r in section] for section in runs.values()] == [[100.0, 110.0], [200.0, 150.0]]
+    text = readme.render_readme(first + second)
+    assert "## Optimization: fake on Fake GPU, started 2026-11-01 10:00 UTC" in text
+    assert "## Optimization: fake on Fake GPU, started 2026-11-02 09:00 UTC" in text

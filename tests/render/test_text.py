@@ -1,0 +1,82 @@
+"""Numbers, statuses and table rows as kgit writes them everywhere: terminal, README, hook."""
+
+import pytest
+
+from kgit.model.record import Record, Status, StopReason
+from kgit.render import text
+
+
+def rec(iteration=1, status=Status.IMPROVED, **fields):
+    return Record("fake", iteration, f"step {iteration}", status, **fields)
+
+
+@pytest.mark.parametrize("value, shown", [
+    (0.0, "0 GBps"), (0.0123, "0.0123 GBps"), (0.999, "0.999 GBps"), (1, "1.0 GBps"), (1.04, "1.0 GBps"),
+    (99.9, "99.9 GBps"), (100, "100 GBps"), (100.4, "100 GBps"), (2048.2, "2048 GBps"),
+])
+def test_metric_precision_at_its_boundaries(value, shown):
+    assert text.metric(value, "gbps") == shown
+
+
+def test_metric_units_cpu_timing_and_nothing_measured():
+    assert text.metric(12.0, "tflops") == "12.0 TFLOPS"
+    assert text.metric(12.0, "tflops", cpu_timing=True) == "12.0 TFLOPS (CPU)"
+    assert text.metric(3.0, "ms") == "3.0 ms"  # a unit kgit does not know is printed as named
+    assert text.metric(None, "gbps") == "-" and text.metric(3.0, None) == "-"
+
+
+@pytest.mark.parametrize("pct, shown", [(12.345, "+12.3%"), (-4.0, "-4.0%"), (0.0, "+0.0%"), (None, "-")])
+def test_delta_carries_its_sign(pct, shown):
+    assert text.delta(pct) == shown
+
+
+def test_status_words_with_and_without_a_reason_and_max_iterations():
+    assert text.status_words(rec(status=Status.BASELINE)) == "baseline"
+    assert text.status_words(rec(status=Status.IMPROVED)) == "improved"
+    assert text.status_words(rec(status=Status.TARGET_MET)) == "TARGET_MET"
+    assert text.status_words(rec(status=Status.WITHIN_NOISE)) == "within noise, reverted"
+    assert text.status_words(rec(status=Status.REGRESSED, reason="slower")) == "regressed, reverted"
+    assert text.status_words(rec(status=Status.FAILED)) == "failed, reverted"
+    assert text.status_words(rec(status=Status.FAILED, reason="crashed: exit status 3")) == \
+        "failed, reverted (crashed: exit status 3)"
+    assert text.status_words(rec(status=Status.IMPROVED, stop_reason=StopReason.MAX_ITERATIONS)) == \
+        "improved; MAX_ITERATIONS"
+    assert text.status_words(rec(status=Status.FAILED, reason="boom", stop_reason=StopReason.MAX_ITERATIONS)) == \
+        "failed, reverted (boom); MAX_ITERATIONS"
+    long = "x" * 300
+    assert text.status_words(rec(status=Status.FAILED, reason=long), reason_chars=None) == f"failed, reverted ({long})"
+
+
+def test_a_log_row():
+    row = text.log_row(rec(status=Status.REGRESSED, tier=2, correctness=True, metric="gbps", value=90.0,
+                           delta_pct=-10.0))
+    assert row == ["1", "step 1", "T2", "PASS", "90.0 GBps", "-10.0%", "regressed, reverted"]
+    assert text.log_row(rec(status=Status.FAILED))[2:6] == ["-", "-", "-", "-"]
+
+
+def test_the_final_line():
+    base = rec(0, Status.BASELINE, metric="gbps", value=100.0, pct_of_peak=10.0)
+    assert text.final_line([rec(0, Status.FAILED)]) == "Final: no successful run yet."
+    assert text.final_line([base]) == "Final: 100 GBps (10% of peak), 0 iterations, in progress."
+    better = rec(1, Status.IMPROVED, metric="gbps", value=120.0)
+    assert text.final_line([base, better]) == "Final: 120 GBps, 1 iteration, in progress."
+    met = rec(2, Status.TARGET_MET, metric="gbps", value=150.0, stop_reason=StopReason.TARGET_MET, target=150.0)
+    assert text.final_line([base, better, met]).endswith("2 iterations, target met.")
+    stopped = rec(2, Status.REGRESSED, metric="gbps", value=90.0, stop_reason=StopReason.MAX_ITERATIONS)
+    assert text.final_line([base, better, stopped]).endswith(", done (max_iterations).")
+    targeted = better.replace(target=200.0)
+    assert text.final_line([base, targeted, stopped]).endswith(", target not met (stopped at max_iterations).")
+
+
+def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
+    from kgit.model.record import from_json
+    from kgit.render.text import status_words
+
+    def failed(reason):
+        return from_json({"kernel": "fake", "iteration": 1, "action": "a", "status": "FAILED", "reason": reason})
+
+    long = "crashed: exit status 1: triton.runtime.errors.OutOfResources: " + "x" * 200
+    words = status_words(failed(long))
+    assert words.startswith("failed, reverted (crashed: exit status 1: triton") and words.endswith("…)")
+    assert len(words) < 130
+    assert status_words(failed("short")) == "failed, reverted (short)"

@@ -1,0 +1,69 @@
+"""The pre-push hook on real pushes: it refuses a tip with no valid record, answers fast from git
+alone, and reads the ref that the pre-commit framework passes in variables."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from workspace import a_session, git_run, remote_refs
+
+
+def test_hook_refuses_a_tip_with_no_record(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    ws.set_kernel(METRIC=500.0)
+    ws.git("commit", "-qam", "tuned by hand")  # a kernel change kgit never measured
+    before = remote_refs(remote)
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 1
+    refusal = [line for line in run.stderr.splitlines() if line.startswith("kgit:")]
+    assert len(refusal) == 1 and "refusing to push opt/fake" in refusal[0] and "has no kgit record" in refusal[0]
+    assert "--no-verify" in refusal[0]
+    assert remote_refs(remote) == before
+    assert "refusing to push opt/fake" in ws.refused("push")  # kgit push refuses first, touching nothing
+    assert remote_refs(remote) == before
+    assert git_run(ws, "push", "--no-verify", "origin", "opt/fake").returncode == 0
+
+
+def test_hook_refuses_a_failed_verification_and_a_missing_revert_record(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    attempt = ws.git("rev-parse", "refs/kgit/attempts/fake/2")
+    ws.git("notes", "--ref=refs/notes/kgit", "remove", attempt)  # the revert's record is gone
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 1 and "logs iteration 2 as reverted, but that iteration has no record" in run.stderr
+
+    kept = ws.git("rev-parse", "HEAD~1")
+    record = json.loads(ws.git("notes", "--ref=refs/notes/kgit", "show", kept))
+    record["correctness"] = False
+    ws.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", json.dumps(record), kept)
+    ws.git("reset", "-q", "--hard", "HEAD~1")  # the tip is now the kept commit whose record failed
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 1 and "failed verification" in run.stderr
+
+
+def test_hook_answers_fast_and_reads_only_git(remote, ws):
+    a_session(ws)
+    tip = ws.git("rev-parse", "opt/fake")
+    line = f"refs/heads/opt/fake {tip} refs/heads/opt/fake {'0' * 40}\n"
+    ws.set_kernel(MODE="hang")  # were the hook to run the kernel's test, it would hang
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push", "origin", str(remote)],
+                          cwd=ws.root, input=line, capture_output=True, text=True, timeout=10)
+    elapsed = time.perf_counter() - started
+    assert proc.returncode == 0 and "fake" in proc.stderr
+    assert elapsed < 1.0, f"the hook took {elapsed:.2f} s"
+
+
+def test_pre_commit_framework_passes_the_ref_in_variables(ws):
+    a_session(ws)
+    ws.set_kernel(METRIC=500.0)
+    ws.git("commit", "-qam", "by hand")
+    env = {"PRE_COMMIT_REMOTE_NAME": "origin", "PRE_COMMIT_LOCAL_BRANCH": "refs/heads/opt/fake",
+           "PRE_COMMIT_TO_REF": ws.git("rev-parse", "HEAD"), "PRE_COMMIT_REMOTE_BRANCH": "refs/heads/opt/fake",
+           "PRE_COMMIT_FROM_REF": "0" * 40}
+    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push"], cwd=ws.root, input="",
+                          capture_output=True, text=True, env={**os.environ, **env})
+    assert proc.returncode == 1 and "refusing to push opt/fake" in proc.stderr

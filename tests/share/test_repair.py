@@ -1,0 +1,70 @@
+"""kgit doctor --fix: each problem the doctor finds (and leaves alone without --fix), then repaired."""
+
+import json
+
+from workspace import a_session
+
+
+def rebase_onto_new_main(ws, *git_options):
+    ws.git("checkout", "-q", "main")
+    (ws.root / "NOTES.txt").write_text("a change on main\n")
+    ws.git("add", "NOTES.txt")
+    ws.git("commit", "-qm", "main moves on")
+    ws.git("checkout", "-q", "opt/fake")
+    ws.git(*git_options, "rebase", "-q", "main")
+
+
+def doctor(ws):
+    return ws.ok("doctor", "--json").json()["problems"]
+
+
+def test_after_a_rebase_stale_notes_and_the_tag_are_repaired(ws):
+    a_session(ws)
+    rebase_onto_new_main(ws)
+    before = ws.snapshot()
+    problems = [p["problem"] for p in doctor(ws)]
+    assert any("best/fake points off its branch" in p for p in problems)
+    assert sum("a copy left by a rewrite" in p for p in problems) == 2  # baseline and iteration 1
+    assert ws.snapshot() == before  # without --fix nothing changes
+
+    fixed = ws.ok("doctor", "--fix", "--json").json()
+    assert fixed["problems"] == [] and len(fixed["fixed"]) == 3
+    assert doctor(ws) == []
+    ws.check_invariants()  # one note per iteration, best/fake on the branch's best kept commit
+
+
+def test_a_rebase_without_rewrite_ref_gets_its_notes_moved(ws):
+    a_session(ws)
+    rebase_onto_new_main(ws, "-c", "notes.rewrite.rebase=false")
+    problems = [p["problem"] for p in doctor(ws)]
+    assert sum("was rewritten as" in p for p in problems) == 2
+    ws.ok("doctor", "--fix")
+    assert doctor(ws) == []
+    ws.check_invariants()
+    on_branch = ws.git("rev-list", "--first-parent", "opt/fake").split()
+    assert all(r["commit"] in on_branch for r in ws.ok("log", "--json").json()["iterations"][:2])
+
+
+def test_a_lone_record_on_an_unreachable_commit_is_pinned(started):
+    tree = started.git("rev-parse", "HEAD^{tree}")
+    orphan = started.git("commit-tree", tree, "-p", "HEAD", "-m", "fake: iter 7: lost")
+    record = {**json.loads(started.git("notes", "--ref=refs/notes/kgit", "show", "HEAD")),
+              "iteration": 7, "status": "REGRESSED", "started": "2030-01-01T00:00:00+00:00"}
+    started.git("notes", "--ref=refs/notes/kgit", "add", "-m", json.dumps(record), orphan)
+    assert any("gc would delete it" in p["problem"] for p in doctor(started))
+    started.ok("doctor", "--fix")
+    assert started.git("rev-parse", "refs/kgit/attempts/fake/7") == orphan
+    assert doctor(started) == []
+
+
+def test_an_interrupted_step_is_reported_then_recovered(started):
+    started.set_kernel(METRIC=120.0)
+    killed = started.kgit("step", "-m", "killed", env={"KGIT_TEST_CRASH_AT": "decided"})
+    assert killed.returncode == -9
+    problems = [p["problem"] for p in doctor(started)]
+    assert any("interrupted step" in p for p in problems)
+    assert (started.root / ".git/kgit/journal.json").exists()  # reporting recovers nothing
+    fixed = started.ok("doctor", "--fix", "--json").json()["fixed"]
+    assert any("finished an interrupted step" in line for line in fixed)
+    assert doctor(started) == []
+    started.check_invariants()
