@@ -1,0 +1,42 @@
+"""The kgit command: an unknown command, a refusal and Ctrl-C each end in one line on stderr, no traceback."""
+
+import signal
+import subprocess
+import sys
+import time
+
+
+def one_line(run):
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kgit: ") and "Traceback" not in run.stderr, run.stderr
+    return lines[0]
+
+
+def test_an_unknown_command(ws):
+    run = ws.kgit("frobnicate")
+    assert run.returncode == 1 and run.stdout == ""
+    assert "frobnicate" in one_line(run)
+
+
+def test_a_kgit_error(ws, tmp_path):
+    run = ws.kgit("-C", str(tmp_path / "nowhere"), "status")
+    assert run.returncode == 1 and run.stdout == ""
+    assert one_line(run) == f"kgit: no such directory: {tmp_path / 'nowhere'}"
+
+
+def test_ctrl_c(ws):
+    # 'kgit hooks pre-push' waits for git's lines on its standard input: interrupt it there
+    proc = subprocess.Popen([sys.executable, "-m", "kgit", "hooks", "pre-push"], cwd=ws.root, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # past the imports, into the read
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and out == ""
+    # (click echoes a newline to stderr first, as it does on every Ctrl-C; the message is the one line)
+    assert err.strip().splitlines() == ["kgit: interrupted"]
+
+
+def test_help_and_version(ws):
+    run = ws.ok("--help")
+    assert "kgit start softmax" in run.stdout and run.stderr == ""
+    assert ws.ok("--version").stdout.split(", version ")[1].strip()

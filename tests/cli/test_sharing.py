@@ -1,0 +1,37 @@
+"""push, pull, the hook and doctor as commands: where their answers go, and their refusals."""
+
+import json
+import subprocess
+import sys
+
+from workspace import a_session
+
+
+def test_the_hook_speaks_on_stderr_only(ws):
+    a_session(ws)
+    tip = ws.git("rev-parse", "opt/fake")
+    line = f"refs/heads/opt/fake {tip} refs/heads/opt/fake {'0' * 40}\n"
+    # git push --porcelain keeps the hook's stdout to itself: the summary must be on stderr
+    proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push", "elsewhere"], cwd=ws.root, input=line,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr.startswith("kgit: this push to elsewhere carries:\n")
+    assert "records of these kernels are not on elsewhere yet" in proc.stderr
+    nothing = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push", "origin"], cwd=ws.root, input="",
+                             capture_output=True, text=True)
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, "", "")
+
+
+def test_doctor_answers_in_text_or_one_json_object(started):
+    assert started.ok("doctor").stdout == "no problems found\n"
+    out = started.ok("doctor", "--json").stdout
+    assert out.count("\n") == 1 and json.loads(out) == {"fixed": [], "problems": []}
+    started.git("tag", "-d", "best/fake")
+    problems = json.loads(started.ok("doctor", "--json").stdout)["problems"]
+    assert [p["problem"] for p in problems] == ["best/fake is missing"]
+    assert started.ok("doctor").stdout.endswith("run 'kgit doctor --fix' to repair\n")
+
+
+def test_push_and_pull_refuse_an_unknown_remote(started):
+    assert "no remote named 'nowhere'" in started.refused("push", "nowhere")
+    assert "no remote named 'nowhere'" in started.refused("pull", "nowhere")

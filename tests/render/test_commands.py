@@ -1,0 +1,87 @@
+"""What a person sees: a kept and a reverted step, a status, a doctor with and without problems."""
+
+from kgit.loop.history import Status as LoopStatus
+from kgit.model.record import InvalidNote, Record, Status, StopReason
+from kgit.render import commands
+from kgit.share.doctor import Problem
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def step_record(status, **fields):
+    return Record("softmax", 3, "BLOCK 1024->2048", status, metric="gbps", value=fields.pop("value", 120.0),
+                  best_before=100.0, delta_pct=fields.pop("delta_pct", 20.0), correctness=True, **fields)
+
+
+def test_a_kept_step():
+    text = commands.step(step_record(Status.IMPROVED, pct_of_peak=12.0), SHA, with_tail=True)
+    assert text.splitlines() == [
+        "iteration 3: IMPROVED  120 GBps (12% of peak)  +20.0% vs best 100 GBps",
+        "kept at 0123456789; best/softmax moved there",
+    ]
+
+
+def test_a_reverted_step_with_its_reason_the_tests_output_and_the_stop():
+    record = step_record(Status.FAILED, value=None, delta_pct=None, reason="crashed: exit status 3",
+                         output_tail="line 1\nline 2\nline 3\nline 4\nline 5\nline 6\nRuntimeError: boom\n",
+                         stop_reason=StopReason.MAX_ITERATIONS)
+    lines = commands.step(record, SHA, with_tail=True).splitlines()
+    assert lines[0] == "iteration 3: FAILED  -  - vs best 100 GBps"
+    assert lines[1:4] == ["reason: crashed: exit status 3",
+                          "reverted; the attempt stays at refs/kgit/attempts/softmax/3", "test output ends:"]
+    assert lines[4:9] == ["  line 3", "  line 4", "  line 5", "  line 6", "  RuntimeError: boom"]
+    assert lines[9:] == ["loop stopped: MAX_ITERATIONS"]
+    assert "test output ends:" not in commands.step(record, SHA, with_tail=False)
+    assert commands.loop_round(record, SHA).startswith("[BLOCK 1024->2048] iteration 3: FAILED")
+
+
+def status_state(**fields):
+    best = Record("softmax", 2, "x", Status.IMPROVED, metric="gbps", value=120.0, pct_of_peak=12.0)
+    base = dict(kernel="softmax", branch="opt/softmax", on_branch=True, kernel_path="k.py", test_path="t.py",
+                iteration=3, max_iterations=5, metric="gbps", target=150.0, best=best, best_commit=SHA, gap=30.0,
+                gap_pct=20.0, stopped=None, kernel_modified=False, reverted=1, invalid=[])
+    return LoopStatus(**{**base, **fields})
+
+
+def test_a_status():
+    assert commands.status(status_state()).splitlines() == [
+        "kernel         softmax (k.py)",
+        "branch         opt/softmax",
+        "target         150 GBps",
+        "iteration      3 of 5 (1 reverted)",
+        "best           120 GBps (12% of peak), iteration 2",
+        "gap to target  30.0 GBps (20.0%)",
+        "state          waiting for an edit of the kernel",
+    ]
+    other = commands.status(status_state(on_branch=False, target=None, gap=None, gap_pct=None, best=None,
+                                         stopped=StopReason.MAX_ITERATIONS)).splitlines()
+    assert other[1] == "branch         opt/softmax (not checked out)"
+    assert other[2] == "target         none set" and other[4] == "best           -"
+    assert other[5] == "gap to target  -" and other[6] == "state          stopped: MAX_ITERATIONS"
+    assert commands.status(status_state(kernel_modified=True)).endswith("kernel edited, ready to step")
+
+
+def test_a_doctor_with_and_without_problems():
+    assert commands.doctor([], [], repaired=False) == "no problems found"
+    assert commands.doctor(["moved best/softmax"], [], repaired=True) == "fixed: moved best/softmax\nno problems left"
+    problems = [Problem("best/softmax is missing", "move it to 0123456789 (iteration 2)")]
+    assert commands.doctor([], problems, repaired=False).splitlines() == [
+        "best/softmax is missing; fix: move it to 0123456789 (iteration 2)",
+        "run 'kgit doctor --fix' to repair",
+    ]
+    assert commands.doctor([], problems, repaired=True) == \
+        "best/softmax is missing; fix: move it to 0123456789 (iteration 2)"
+
+
+def test_start_best_report_and_an_invalid_note():
+    base = Record("softmax", 0, "baseline", Status.BASELINE, metric="gbps", value=100.0, gpu="NVIDIA H200")
+    assert commands.start(base, SHA) == ("softmax: baseline 100 GBps on NVIDIA H200; branch opt/softmax, "
+                                         "tag best/softmax at 0123456789")
+    met = commands.start(base.replace(stop_reason=StopReason.TARGET_MET), SHA)
+    assert met.endswith("\nThe baseline already meets the target: TARGET_MET.")
+    assert commands.best(base, SHA, "best/softmax") == \
+        "softmax: best is iteration 0 (baseline): 100 GBps on NVIDIA H200, commit 0123456789, tag best/softmax"
+    assert commands.report(None) == "experiments/README.md is up to date"
+    assert commands.report(SHA) == "experiments/README.md rendered and committed at 0123456789"
+    warning = commands.invalid_note(InvalidNote(SHA, "not JSON"))
+    assert warning.startswith("warning: the note on 0123456789 is not a valid kgit record (not JSON)")

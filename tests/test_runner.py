@@ -1,0 +1,77 @@
+"""Every process kgit starts but git: its own process group, a timeout, and how it ended in a few words."""
+
+import os
+import signal
+import sys
+import time
+
+from kgit import runner
+
+# A command that starts a grandchild (through a shell) that would outlive it, then hangs.
+FAMILY = """
+import subprocess, sys, time
+child = subprocess.Popen(["/bin/sh", "-c", "sleep 300 & echo $! > %s; wait"])
+time.sleep(300)
+"""
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def test_a_command_that_times_out_is_killed_with_its_whole_group(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    started = time.monotonic()
+    done = runner.run_command([sys.executable, "-c", FAMILY % pidfile], tmp_path, timeout_s=1.5, env={})
+    assert time.monotonic() - started < 10
+    assert done.returncode is None and done.failure(1.5) == "timeout: no result after 1.5 s"
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild), "the grandchild outlived the timeout"
+
+
+def test_output_exit_status_and_the_failure_in_a_few_words(tmp_path):
+    done = runner.run_command([sys.executable, "-c", "import sys; print('out'); print('why', file=sys.stderr)"],
+                              tmp_path, 30, {})
+    assert (done.returncode, done.stdout, done.stderr, done.failure(30)) == (0, "out\n", "why\n", None)
+    crash = runner.run_command(
+        [sys.executable, "-c", "import sys; print('Traceback ...\\nOutOfResources: shared memory', file=sys.stderr); "
+                               "sys.exit(3)"], tmp_path, 30, {})
+    assert crash.failure(30) == "crashed: exit status 3: OutOfResources: shared memory"
+    killed = runner.run_command([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+                                tmp_path, 30, {})
+    assert killed.failure(30) == "crashed: killed by signal SIGSEGV"
+    assert runner.tail(crash).endswith("--- stderr ---\nTraceback ...\nOutOfResources: shared memory\n")
+
+
+def test_the_environment_stdin_and_the_spawn_callback(tmp_path):
+    spawned = []
+    done = runner.run_command(
+        [sys.executable, "-c", "import os, sys; print(os.environ['KGIT_X'], sys.stdin.read(), os.getpgid(0) == os.getpid())"],
+        tmp_path, 30, {"KGIT_X": "set"}, stdin_text="piped", on_spawn=spawned.append)
+    assert done.stdout.split() == ["set", "piped", "True"]  # in a process group of its own
+    assert len(spawned) == 1
+
+
+def test_an_orphaned_test_is_stopped_only_if_its_pid_still_runs_that_test(tmp_path):
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "my_test.py"],
+                            start_new_session=True)
+    try:
+        runner.stop_orphaned_test(proc.pid, "another_test.py")  # a reused pid: left alone
+        time.sleep(0.1)
+        assert proc.poll() is None
+        runner.stop_orphaned_test(proc.pid, "my_test.py")
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
