@@ -92,6 +92,7 @@ def loop_options(f):
         click.option("--gpu", type=click.Choice(["auto", "nvidia", "amd", "cpu"]), help="Where the test runs."),
         click.option("--test-timeout-s", type=float, help="Kill the test after this long (default 600)."),
         click.option("--min-gain-pct", type=float, help="Smallest gain kept, in % (default 1)."),
+        click.option("--max-pairs", type=int, help="Most best/candidate pairs measured for one decision (default 12)."),
     ]
     for option in reversed(options):
         f = option(f)

@@ -32,17 +32,20 @@ def start_command(ctx, kernel, as_json, **options):
 @click.command("step")
 @click.option("-m", "--message", "action", required=True, help="The one change this iteration makes.")
 @click.option("--tier", type=click.IntRange(1, 5), help="Optimization tier of the change (1-5).")
+@click.option("--keep-anyway", "keep_anyway", metavar="REASON",
+              help="Keep the change on the branch even if it is not faster (it paves the way for a bigger "
+                   "next step); the best stays where it is.")
 @loop_options
 @json_option
 @click.pass_context
-def step_command(ctx, action, tier, as_json, **options):
-    """Commit the edited kernel, test it, and keep or revert it."""
+def step_command(ctx, action, tier, keep_anyway, as_json, **options):
+    """Commit the edited kernel, measure it against the best pair by pair, keep or revert it."""
     from kgit.loop import steps
     from kgit.render import commands
 
     progress = Progress("step")
     try:
-        outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress)
+        outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress, keep_anyway=keep_anyway)
     finally:
         progress.end()
     notes(outcome.recovered)

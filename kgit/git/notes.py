@@ -231,4 +231,4 @@ def deciding_history(repo: Repo, kernel: str) -> History:
     if len(set(numbers)) == len(numbers) or read.rev(repo, branch) is None:
         return history
     on_branch = set(read.first_parents(repo, branch, limit=1_000_000))
-    return History([(sha, r) for sha, r in history.pairs if not r.kept or sha in on_branch], history.invalid)
+    return History([(sha, r) for sha, r in history.pairs if not r.status.on_branch or sha in on_branch], history.invalid)

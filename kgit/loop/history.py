@@ -126,7 +126,7 @@ def status(repo: Repo, kernel: str) -> Status:
         gap_pct=(target - top.value) / target * 100 if target and top else None,
         stopped=state.stopped,
         kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
-        reverted=sum(not r.kept for r in records),
+        reverted=sum(not r.status.on_branch for r in records),
         invalid=history.invalid,
     )
 

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kgit import config
+from kgit import config, device
 from kgit.errors import KgitError
 from kgit.git import read, refs, write
 from kgit.git.run import Repo
-from kgit.loop import testing
+from kgit.loop import measure, testing
 from kgit.loop.history import LoopState, loop_state
 from kgit.model import decide
+from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
-from kgit.model.result import TestResult, not_run
+from kgit.model.result import not_run
 from kgit.state import transaction
 
 INTERRUPTED_BY_USER = "interrupted by the user"
@@ -51,12 +52,18 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
 
         write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = decide.now()
-        result = testing.run_on_commit(repo, cfg, head, progress)
+        environment = device.environment(cfg.gpu)
+        with testing.checkouts(repo, cfg, {"baseline": (head, None)}, progress=progress) as run:
+            result = run("baseline")  # the first run of a commit fills compile caches: it never counts
+            if result.passed:
+                result = run("baseline")
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}")
-        record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head)
+        measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
+        record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
+                                   measured, environment)
         # the loop's own settings: later commands start from them
         record = record.replace(options=overrides)
         if record.target is not None and record.value >= record.target:
@@ -106,23 +113,50 @@ def current_kernel(repo: Repo) -> str:
 
 
 def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
-         measured: TestResult | None = None) -> Outcome:
-    """Commit the edited kernel, test it, decide, and keep or revert it.
+         measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None) -> Outcome:
+    """Commit the edited kernel, measure it against the best pair by pair, decide, keep or revert it.
 
-    measured: the result of this exact kernel already tested elsewhere (a worktree on another GPU).
+    measured: this exact kernel already compared with the current best elsewhere (on another GPU),
+    with the environment it was measured in.
+    keep_anyway: a reason to keep a change that is not faster on the branch (it paves the way for a
+    bigger next step); the best stays where it is.
     """
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
         changed = check_clean(repo, allowed=[state.cfg.kernel_path])
         if state.cfg.kernel_path not in changed:
             raise KgitError(f"no change to {state.cfg.kernel_path}: edit the kernel, then step")
+        if keep_anyway is not None:
+            keep_anyway = one_line(keep_anyway, what="--keep-anyway")
         journal = transaction.commit_candidate(repo, state.cfg, decide.last_iteration(state.records) + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
+        comparison, environment = measured or (None, device.environment(state.cfg.gpu))
         try:
-            result = measured or testing.run_on_commit(repo, state.cfg, journal.candidate, progress)
+            comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
-            result = not_run(INTERRUPTED_BY_USER)
-        return _decide(repo, state, journal, result, recovered)
+            comparison = failed(not_run(INTERRUPTED_BY_USER))
+        return _decide(repo, state, journal, comparison, recovered, environment, keep_anyway)
+
+
+def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: dict,
+                      progress=None, gpu: str | None = None) -> Comparison:
+    """Measure a candidate (a commit, or HEAD with the kernel replaced by source) against the best,
+    pair by pair, each in its own worktree."""
+    best = decide.best_record(state.records)
+    best_commit = next(sha for sha, r in state.history.pairs if r is best)
+    # The best's first run here fills its compile caches, unless this environment has run it already.
+    warm_best = not any(decide.same_environment(r.environment, environment)
+                        for r in state.records if r.iteration >= best.iteration)
+    trees = {"best": (best_commit, None), "candidate": (candidate, source)}
+    with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
+        return measure.compare(lambda: run("best"), lambda: run("candidate"),
+                               decide.noise_prior(state.records, environment), state.cfg.min_gain_pct,
+                               state.cfg.max_pairs, warm_best)
+
+
+def failed(result) -> Comparison:
+    """The comparison of a candidate that was never measured: it failed, or was not run."""
+    return Comparison(first=result, best=[], candidate=[], log_ratios=[], failure=result, failed_side="candidate")
 
 
 def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: dict,
@@ -136,7 +170,7 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
         state = _running_state(repo, overrides)
         journal = transaction.commit_candidate(repo, state.cfg, decide.last_iteration(state.records) + 1,
                                                one_line(action), tier, paths=None)
-        return _decide(repo, state, journal, not_run(reason, output_tail), recovered)
+        return _decide(repo, state, journal, failed(not_run(reason, output_tail)), recovered, None, None)
 
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:
@@ -151,20 +185,24 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
     return state
 
 
-def _decide(repo: Repo, state: LoopState, journal, result: TestResult, recovered: list[str]) -> Outcome:
+def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
+            environment: dict | None, keep_anyway: str | None) -> Outcome:
     best = decide.best_record(state.records)
-    status = decide.decide(result, best, decide.target_value(state.cfg, best), state.cfg.min_gain_pct)
-    record = decide.new_record(state.cfg, journal.iteration, journal.action, journal.tier, result, status, best,
-                               journal.started, journal.base)
+    status = decide.decide(comparison, decide.target_value(state.cfg, best))
+    why = decide.reason(comparison, status, state.cfg.min_gain_pct)
+    if keep_anyway is not None and status in (Status.WITHIN_NOISE, Status.REGRESSED):
+        status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"
+    record = decide.new_record(state.cfg, journal.iteration, journal.action, journal.tier, comparison.first,
+                               status, best, journal.started, journal.base, comparison, environment, why)
     commit = transaction.decided(repo, journal, record)
     return Outcome(record, commit, recovered, state.history.invalid)
 
 
-def one_line(action: str) -> str:
-    """The action as the one line it becomes in a commit subject, a table cell and the README."""
-    line = " ".join(action.split())
+def one_line(text: str, what: str = "the change's message (-m)") -> str:
+    """The text as the one line it becomes in a commit subject, a table cell and the README."""
+    line = " ".join(text.split())
     if not line:
-        raise KgitError("the change's message (-m) is empty: say in a few words what this iteration changes")
+        raise KgitError(f"{what} is empty: say in a few words what this iteration changes, or why")
     return line
 
 

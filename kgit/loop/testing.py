@@ -8,44 +8,46 @@ from __future__ import annotations
 
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from kgit import device, runner
 from kgit.config import KernelConfig
-from kgit.git import read, write
+from kgit.git import write
 from kgit.git.run import Repo
 from kgit.model.result import TestResult
 from kgit.state import journal
 
 
-def run_on_commit(repo: Repo, cfg: KernelConfig, commit: str, progress=None) -> TestResult:
-    """Run the kernel's test on commit; progress, if given, hears of the start and of each tick."""
+@contextlib.contextmanager
+def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | None]],
+              gpu: str | None = None, progress=None):
+    """Worktrees by name, each of a commit with, optionally, the kernel file replaced by a source;
+    yields run(name), which runs the kernel's test in that worktree (on that GPU, if one is named)."""
     env, device_note = device.test_env(cfg.gpu)
+    if gpu is not None:
+        env = {**env, "CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
     if progress:
-        progress.begin(cfg.test_path, device_note)
-    with worktree(repo, "test", commit) as path, _registered(repo, cfg.test_path) as on_spawn:
-        return runner.run_test(
-            cfg.test_path, path, cfg.test_timeout_s, env, cfg.target_metric,
-            on_tick=progress.tick if progress else None, on_spawn=on_spawn, test_args=cfg.test_args,
-        )
+        progress.begin(cfg.test_path + (f" on GPU {gpu}" if gpu is not None else ""), device_note)
+    with contextlib.ExitStack() as stack:
+        paths = {}
+        for name, (commit, source) in trees.items():
+            paths[name] = stack.enter_context(worktree(repo, f"{name}-{gpu}" if gpu else name, commit))
+            if source is not None:
+                (paths[name] / cfg.kernel_path).write_text(source)
+
+        def run(name: str) -> TestResult:
+            with _registered(repo, cfg.test_path) as on_spawn:
+                return runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, env, cfg.target_metric,
+                                       on_tick=progress.tick if progress else None, on_spawn=on_spawn,
+                                       test_args=cfg.test_args)
+
+        yield run
 
 
-def run_sources_on_gpus(repo: Repo, cfg: KernelConfig, sources: list[str], gpus: list[str],
-                        progress=None) -> list[TestResult]:
-    """Test several versions of the kernel at once, each in its own worktree of HEAD and on its own GPU."""
-    env, device_note = device.test_env(cfg.gpu)
-    if progress:
-        progress.begin(f"{cfg.test_path} on GPUs {','.join(gpus)}", device_note)
-    head = read.rev(repo, "HEAD")
-
-    def test_one(source, gpu) -> TestResult:
-        with worktree(repo, f"gpu{gpu}", head) as path, _registered(repo, cfg.test_path) as on_spawn:
-            (path / cfg.kernel_path).write_text(source)
-            visible = {"CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
-            return runner.run_test(cfg.test_path, path, cfg.test_timeout_s, {**env, **visible}, cfg.target_metric,
-                                   on_spawn=on_spawn, test_args=cfg.test_args)
-
-    with ThreadPoolExecutor(len(sources)) as pool:
-        return list(pool.map(test_one, sources, gpus))
+def on_gpus(tasks: list[Callable[[str], object]], gpus: list[str]) -> list:
+    """Run task i with GPU i, all at once; their results in order."""
+    with ThreadPoolExecutor(len(tasks)) as pool:
+        return list(pool.map(lambda task, gpu: task(gpu), tasks, gpus))
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from kgit import device
 from kgit.errors import KgitError
 from kgit.git import read
 from kgit.git.run import Repo
@@ -150,16 +151,33 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             if not candidates:
                 return StopReason.SPACE_EXHAUSTED
             sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
-            results = (testing.run_sources_on_gpus(repo, cfg, sources, gpus[: len(sources)], progress)
-                       if gpus and len(gpus) > 1 else [None])
-            for candidate, text, result in zip(candidates, sources, results):
+            measured = _measure_on_gpus(repo, state, sources, gpus, progress) if gpus and len(gpus) > 1 else []
+            for i, (candidate, text) in enumerate(zip(candidates, sources)):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
                 (repo.root / cfg.kernel_path).write_text(text)
-                outcome = steps.step(repo, describe_change(current, candidate), 1, overrides, progress, result)
+                outcome = steps.step(repo, describe_change(current, candidate), 1, overrides, progress,
+                                     measured[i] if i < len(measured) else None)
                 on_outcome(outcome)
                 steps.raise_if_interrupted(outcome)
                 if outcome.record.stop_reason:
                     break  # a sequential run stops here: the rest of the round is not recorded
+                if outcome.record.kept:
+                    measured = []  # the rest were compared with a best that no longer is: measure again
+
+
+def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], progress) -> list:
+    """Each source compared with the best at once, one GPU each, in worktrees of HEAD."""
+    head = read.rev(repo, "HEAD")
+    if progress:
+        progress.begin(f"{state.cfg.test_path} on GPUs {','.join(gpus[:len(sources)])}", None)
+
+    def task(text):
+        def on(gpu):
+            environment = device.environment(state.cfg.gpu, gpu)
+            return steps.compare_with_best(repo, state, head, text, environment, gpu=gpu), environment
+        return on
+
+    return testing.on_gpus([task(text) for text in sources], gpus[:len(sources)])
 
 
 def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]]) -> list[tuple[dict, dict, bool]]:

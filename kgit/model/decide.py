@@ -9,24 +9,40 @@ import datetime
 
 from kgit import gpu
 from kgit.config import KernelConfig
+from kgit.model.noise import Comparison, Prior
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import TestResult
 
 
-def decide(result: TestResult, best: Record, target: float | None, min_gain_pct: float) -> Status:
-    """The status of a step, from its test result and the best record so far.
+def decide(comparison: Comparison, target: float | None) -> Status:
+    """The status of a step, from its paired comparison with the best (kgit.model.noise).
 
-    A gain counts only when it is larger than the floor and than the measured spread of both runs:
-    a difference inside the noise is not evidence of an improvement.
+    IMPROVED only when the whole 95% interval of the gain lies above the floor (min_gain_pct);
+    REGRESSED when it lies below zero; anything else is WITHIN_NOISE, a loss included.
     """
-    if not result.passed:
+    if comparison.failure is not None:
         return Status.FAILED
-    if target is not None and result.value >= target:
+    if target is not None and comparison.candidate_value() >= target:
         return Status.TARGET_MET
-    gain = delta_pct(result.value, best.value)
-    if gain > max(min_gain_pct, result.spread_pct, best.spread_pct or 0.0):
-        return Status.IMPROVED
-    return Status.WITHIN_NOISE if gain > 0 else Status.REGRESSED
+    return {"better": Status.IMPROVED, "worse": Status.REGRESSED}.get(comparison.verdict, Status.WITHIN_NOISE)
+
+
+def reason(comparison: Comparison, status: Status, floor_pct: float) -> str | None:
+    """Why the decision is what it is, in one line: the interval against the floor, or the failure."""
+    if comparison.failure is not None:
+        why = comparison.failure.reason or "failed"
+        return why if comparison.failed_side == "candidate" else f"the best failed when measured again: {why}"
+    found = comparison.interval
+    if found is None:
+        return None
+    gain = f"{found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] over {found.pairs} pair"
+    gain += "s" if found.pairs != 1 else ""
+    if status == Status.TARGET_MET:
+        return f"the target is met; gain {gain}"
+    return gain + {
+        Status.IMPROVED: f": the whole interval is above the {floor_pct:g}% floor",
+        Status.REGRESSED: ": the whole interval is below zero",
+    }.get(status, f": neither above the {floor_pct:g}% floor nor below zero")
 
 
 def delta_pct(value: float, reference: float) -> float:
@@ -34,8 +50,10 @@ def delta_pct(value: float, reference: float) -> float:
 
 
 def best_record(records: list[Record]) -> Record | None:
-    """The best kept record: the kept one with the highest value (the earliest of equals)."""
-    return max((r for r in records if r.kept), key=lambda r: r.value, default=None)
+    """The best: the latest kept record. Each was shown better than the best before it, measured
+    side by side on one machine, so the latest is the best even where figures taken on different
+    days or machines would say otherwise."""
+    return max((r for r in records if r.kept), key=lambda r: (r.iteration, r.started or ""), default=None)
 
 
 def last_iteration(records: list[Record]) -> int:
@@ -78,10 +96,20 @@ def peak_of(result: TestResult) -> float | None:
 
 
 def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, result: TestResult,
-               status: Status, best: Record | None, started: str, base: str | None) -> Record:
-    """The record of a decided iteration."""
+               status: Status, best: Record | None, started: str, base: str | None,
+               comparison: Comparison | None = None, environment: dict | None = None,
+               why: str | None = None) -> Record:
+    """The record of a decided iteration. result: the candidate's run that speaks for it (its JSON,
+    correctness and output); comparison: the pairs that decided it, if it got that far."""
     payload = result.payload or {}
     peak = peak_of(result)
+    value = comparison.candidate_value() if comparison and comparison.candidate else result.value
+    measured_best = comparison.best_value() if comparison and comparison.best else None
+    best_before = measured_best if measured_best is not None else best.value if best else None
+    if comparison and comparison.interval:
+        delta = comparison.interval.gain_pct
+    else:
+        delta = delta_pct(value, best.value) if best and result.passed and value is not None else None
     gpu_name = payload.get("gpu")
     stop = None
     if status == Status.TARGET_MET:
@@ -99,20 +127,55 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         cpu_timing=bool(payload.get("cpu_timing")),
         correctness=result.correctness if result.ok else None,
         metric=result.metric,
-        value=result.value,
+        value=value if result.passed else None,
         spread_pct=result.spread_pct if result.passed else None,
         peak=peak,
-        pct_of_peak=result.value * 100.0 / peak if peak else None,
-        best_before=best.value if best else None,
-        delta_pct=delta_pct(result.value, best.value) if best and result.passed else None,
-        reason=result.reason,
+        pct_of_peak=value * 100.0 / peak if peak and value else None,
+        best_before=best_before,
+        delta_pct=delta,
+        reason=why if why is not None else result.reason,
         stop_reason=stop,
         test=result.payload,
         output_tail=None if result.passed else result.output_tail,
         base=base,
         duration_s=round(result.duration_s, 3),
+        measurement=measurement_json(comparison) if comparison else None,
+        environment=environment,
     )
     return record.replace(target=target_value(cfg, record))
+
+
+def measurement_json(comparison: Comparison) -> dict:
+    """Every sample, the pairs, the interval and the cost, as the note keeps them."""
+    found = comparison.interval
+    return {
+        "best": comparison.best,
+        "candidate": comparison.candidate,
+        "log_ratios": comparison.log_ratios,
+        "pairs": len(comparison.log_ratios),
+        "runs": comparison.runs,
+        "warmups": comparison.warmups,
+        "verdict": comparison.verdict,
+        "gain_pct": found.gain_pct if found else None,
+        "interval_pct": [found.low_pct, found.high_pct] if found else None,
+        "sd": found.sd if found else None,
+        "df": found.df if found else None,
+    }
+
+
+# What makes two measurements comparable: the same machine, device, driver and compiler stack.
+# Clocks are recorded too (kgit.device.environment), but they move from run to run: not in the key.
+_ENVIRONMENT_KEY = ("host", "device", "gpu_uuid", "driver", "torch", "triton")
+
+
+def same_environment(a: dict | None, b: dict | None) -> bool:
+    return a is not None and b is not None and all(a.get(k) == b.get(k) for k in _ENVIRONMENT_KEY)
+
+
+def noise_prior(records: list[Record], environment: dict | None) -> Prior:
+    """The kernel's known noise: the pairs of its earlier decisions measured in this environment."""
+    return Prior.from_decisions([r.measurement.get("log_ratios") or [] for r in records
+                                 if r.measurement and same_environment(r.environment, environment)])
 
 
 def now() -> str:

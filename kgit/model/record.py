@@ -24,13 +24,20 @@ class Status(str, enum.Enum):
     BASELINE = "BASELINE"
     IMPROVED = "IMPROVED"
     TARGET_MET = "TARGET_MET"
+    KEPT_ANYWAY = "KEPT_ANYWAY"  # slower, kept on the branch for a reason written down; never the best
     WITHIN_NOISE = "WITHIN_NOISE"
     REGRESSED = "REGRESSED"
     FAILED = "FAILED"
 
     @property
     def kept(self) -> bool:
+        """A best candidate: it was shown better than the best before it (or is the baseline)."""
         return self in (Status.BASELINE, Status.IMPROVED, Status.TARGET_MET)
+
+    @property
+    def on_branch(self) -> bool:
+        """Its commit stays on opt/<kernel> (the others are reverted attempts)."""
+        return self.kept or self is Status.KEPT_ANYWAY
 
     def __str__(self) -> str:
         return self.value
@@ -74,6 +81,9 @@ class Record:
     base: str | None = None  # the commit the iteration started from
     duration_s: float = 0.0
     options: dict | None = None  # the baseline's: the options given to 'kgit start'
+    # the paired re-measurement that decided it: samples, log-ratios, interval (kgit.model.noise)
+    measurement: dict | None = None
+    environment: dict | None = None  # where it was measured (kgit.device.environment)
     profile: dict | None = None
     diagnosis: dict | None = None
     version: int = RECORD_VERSION
@@ -166,7 +176,7 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"tier must be an integer from 1 to 5, not {tier!r}")
     metric = _typed(data.get("metric"), "metric", (str,), "a string")
     value = _number(data.get("value"), "value", positive=True)
-    if status.kept and value is None:
+    if status.on_branch and value is None:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     known = {json_key: name for name, json_key in _JSON_KEYS.items()}
     return Record(
@@ -194,6 +204,8 @@ def from_json(data) -> Record:
         base=base,
         duration_s=_number(data.get("duration_s", 0.0), "duration_s", allow_none=False),
         options=_typed(data.get("options"), "options", (dict,), "an object"),
+        measurement=_typed(data.get("measurement"), "measurement", (dict,), "an object"),
+        environment=_typed(data.get("environment"), "environment", (dict,), "an object"),
         profile=_typed(data.get("profile"), "profile", (dict,), "an object"),
         diagnosis=_typed(data.get("diagnosis"), "diagnosis", (dict,), "an object"),
         version=_typed(data.get("kgit", RECORD_VERSION), "kgit", (int,), "a version number"),
@@ -206,7 +218,7 @@ def to_json(record: Record) -> dict:
     data = {json_key: getattr(record, name) for name, json_key in _JSON_KEYS.items()}
     data["status"] = record.status.value
     data["stop_reason"] = record.stop_reason.value if record.stop_reason else None
-    for attachment in ("options", "profile", "diagnosis"):  # added by some commands only
+    for attachment in ("options", "measurement", "environment", "profile", "diagnosis"):  # not in every record
         if data[attachment] is None:
             del data[attachment]
     return {**record.extra, **data}

@@ -25,7 +25,7 @@ def head_record(repo: Repo, records: dict[str, Record]) -> tuple[str | None, Rec
         return None, None
     for sha in read.first_parents(repo, head):
         record = records.get(sha)
-        if record is not None and record.kept:
+        if record is not None and record.status.on_branch:
             return sha, record
     return None, None
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
-from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, delta, final_line, log_row, metric, pct_of_peak
+from kgit.model.decide import same_environment
+from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, final_line, gain, log_row, metric, pct_of_peak
 
 
 def start(record: Record, commit: str) -> str:
@@ -24,12 +25,14 @@ def step(record: Record, commit: str, with_tail: bool) -> str:
     lines = [
         f"iteration {record.iteration}: {record.status}  "
         f"{metric(record.value, record.metric, cpu)}{pct_of_peak(record)}  "
-        f"{delta(record.delta_pct)} vs best {metric(record.best_before, record.metric or '', cpu)}",
+        f"{gain(record)} vs best {metric(record.best_before, record.metric or '', cpu)}",
     ]
     if record.reason:
         lines.append(f"reason: {record.reason}")
     if record.kept:
         lines.append(f"kept at {commit[:10]}; {refs.tag(record.kernel)} moved there")
+    elif record.status.on_branch:
+        lines.append(f"kept on {refs.branch(record.kernel)} at {commit[:10]}; {refs.tag(record.kernel)} stays on the best")
     else:
         lines.append(f"reverted; the attempt stays at {refs.attempt_ref(record.kernel, record.iteration)}")
     if with_tail and record.output_tail:
@@ -62,10 +65,22 @@ def best(record: Record, commit: str, tag: str) -> str:
 def log(pairs: list[tuple[str, Record]]) -> str:
     from tabulate import tabulate
 
-    rows = [log_row(r) + [sha[:10]] for sha, r in pairs]
+    rows, last = [], None
+    for sha, record in pairs:
+        if record.environment and last and not same_environment(record.environment, last):
+            rows.append(["", f"-- measured elsewhere from here: {environment(record.environment)} --"])
+        last = record.environment or last
+        rows.append(log_row(record) + [sha[:10]])
     # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
     table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
     return table + "\n" + final_line([r for _, r in pairs])
+
+
+def environment(env: dict) -> str:
+    """Where a measurement was taken, in a few words."""
+    where = env.get("gpu") or env.get("cpu") or env.get("device") or "?"
+    return (f"{where} on {env.get('host', '?')}, driver {env.get('driver', '-')}, "
+            f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}")
 
 
 def status(state) -> str:
@@ -92,11 +107,23 @@ def show(shown) -> str:
     return "\n".join([
         f"{record.kernel} iteration {record.iteration}: {record.action}",
         f"commit {shown.commit}  {row[6]}",
-        f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, delta {row[5]}, on {record.gpu or '-'}",
+        f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or '-'}",
+        *([f"reason: {record.reason}"] if record.reason else []),
+        *_measured(record),
         f"started {record.started}, test ran {record.duration_s:.1f} s",
         "",
         shown.diff.rstrip() or "(no change to the kernel)",
     ])
+
+
+def _measured(record: Record) -> list[str]:
+    found = record.measurement or {}
+    if not found.get("pairs"):
+        return []
+    return [f"measured {found['pairs']} pairs ({found['runs']} test runs, {found['warmups']} warm-up): "
+            f"best {', '.join(f'{v:.4g}' for v in found['best'])}; "
+            f"candidate {', '.join(f'{v:.4g}' for v in found['candidate'])}",
+            f"environment: {environment(record.environment)}" if record.environment else "environment: -"]
 
 
 def report(commit: str | None) -> str:

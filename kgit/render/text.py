@@ -15,6 +15,7 @@ _STATUS_WORDS = {
     Status.REGRESSED: "regressed, reverted",
     Status.WITHIN_NOISE: "within noise, reverted",
     Status.FAILED: "failed, reverted",
+    Status.KEPT_ANYWAY: "kept anyway",
 }
 UNITS = {"gbps": "GBps", "tflops": "TFLOPS"}
 
@@ -31,13 +32,21 @@ def delta(pct: float | None) -> str:
     return "-" if pct is None else f"{pct:+.1f}%"
 
 
+def gain(record: Record) -> str:
+    """The gain over the best with its 95% interval when pairs measured it: '+3.4% [+2.9, +3.9]'."""
+    interval = (record.measurement or {}).get("interval_pct")
+    if record.delta_pct is None or not interval:
+        return delta(record.delta_pct)
+    return f"{record.delta_pct:+.1f}% [{interval[0]:+.1f}, {interval[1]:+.1f}]"
+
+
 def pct_of_peak(record: Record | None) -> str:
     return f" ({record.pct_of_peak:.0f}% of peak)" if record and record.pct_of_peak else ""
 
 
 def status_words(record: Record, reason_chars: int | None = 100) -> str:
     words = _STATUS_WORDS[record.status]
-    if record.status == Status.FAILED and record.reason:
+    if record.status in (Status.FAILED, Status.KEPT_ANYWAY) and record.reason:
         reason = record.reason  # whole in the note and in `kgit show`; a table row keeps its start
         if reason_chars is not None and len(reason) > reason_chars:
             reason = reason[:reason_chars - 1] + "…"
@@ -55,7 +64,7 @@ def log_row(record: Record) -> list[str]:
         f"T{record.tier}" if record.tier is not None else "-",
         correctness,
         metric(record.value, record.metric, record.cpu_timing),
-        delta(record.delta_pct),
+        gain(record),
         status_words(record),
     ]
 

@@ -90,7 +90,7 @@ def _rewritten(repo: Repo, records: list[Record], subject: str, by_commit: dict)
     note, what a rewrite without notes.rewriteRef made of it."""
     kernel = records[0].kernel
     parsed = refs.parse_subject(subject)
-    if not any(r.kept for r in records) or parsed is None or parsed.kernel != kernel:
+    if not any(r.status.on_branch for r in records) or parsed is None or parsed.kernel != kernel:
         return None
     tip = read.rev(repo, refs.branch_ref(kernel))
     if tip is None:

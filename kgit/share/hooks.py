@@ -87,7 +87,7 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
     for sha, subject, paths in read.first_parent_walk(repo, tip):
         mine = [r for r in by_commit.get(sha, []) if r.kernel == kernel]
         if mine:
-            kept = [r for r in mine if r.kept]
+            kept = [r for r in mine if r.status.on_branch]
             if not kept or any(r.correctness is not True for r in kept):
                 return (f"its kernel is that of commit {sha[:10]}, whose record is iteration "
                         f"{mine[-1].iteration}, {mine[-1].status}: a failed verification, not a kept iteration")

@@ -7,6 +7,7 @@
     decide     journal 'decided': the record is written into the journal, then finish applies it
     finish     kept:     a commit with the kernel and the re-rendered experiments/README.md replaces the
                          candidate on the branch; its note is written; best/<kernel> moves there
+                         (not for KEPT_ANYWAY: it stays on the branch, the best stays where it was)
                reverted: the note goes on the candidate (still reachable through its attempt ref) and
                          the branch gets a commit that only updates experiments/README.md
 
@@ -93,7 +94,7 @@ def recover(repo: Repo) -> list[str]:
     finish(repo, journal)
     record = journal.record
     line = f"finished an interrupted step: iteration {record.iteration} of {record.kernel} is {record.status}"
-    if not record.kept:
+    if not record.status.on_branch:
         line += f", rolled back; the candidate stays at {refs.attempt_ref(record.kernel, record.iteration)}"
     return done + [line]
 
@@ -127,7 +128,7 @@ def finish(repo: Repo, journal: Journal) -> str:
     _check_branch_tip(repo, kernel, (journal.base, journal.candidate, journal.final))
     if journal.final is None:
         readme = {README: readme_text(repo, record)}
-        if record.kept:
+        if record.status.on_branch:
             subject = refs.iteration_subject(kernel, journal.iteration, journal.action)
             journal.final = write.commit_with_files(repo, journal.candidate, journal.base, readme, subject)
         else:
@@ -135,13 +136,14 @@ def finish(repo: Repo, journal: Journal) -> str:
             journal.final = write.commit_with_files(repo, journal.base, journal.base, readme, subject)
         journals.save(repo, journal)
         crash_point("final-committed")
-    noted = journal.final if record.kept else journal.candidate
+    noted = journal.final if record.status.on_branch else journal.candidate
     write.write_note(repo, noted, record)
     crash_point("noted")
     _move_branch(repo, kernel, journal.final)
     crash_point("moved")
     if record.kept:
         write.set_tag(repo, kernel, journal.final)
+    if record.status.on_branch:
         write.delete_ref(repo, refs.attempt_ref(kernel, journal.iteration))  # the branch keeps it
     journals.clear(repo)
     return noted

@@ -24,5 +24,7 @@ def test_start_and_step_answer_a_person_and_a_program(ws):
     assert step["kept"] is True and step["commit"] == ws.git("rev-parse", "HEAD")
     ws.set_kernel(METRIC=90.0)
     human = ws.ok("step", "-m", "slower").stdout.splitlines()
-    assert human[0].startswith("iteration 2: REGRESSED  90.0 GBps (9% of peak)  -25.0% vs best 120 GBps")
-    assert human[1] == "reverted; the attempt stays at refs/kgit/attempts/fake/2"
+    assert human[0].startswith("iteration 2: REGRESSED  90.0 GBps (9% of peak)  -25.0% [")
+    assert human[0].endswith("] vs best 120 GBps")
+    assert human[1].startswith("reason: -25.0% [") and human[1].endswith("the whole interval is below zero")
+    assert human[2] == "reverted; the attempt stays at refs/kgit/attempts/fake/2"

@@ -1,6 +1,6 @@
 """The loop's decisions, end to end through the command line, on the fake kernel."""
 
-
+import pytest
 def test_start_records_baseline_branch_tag_and_note(ws):
     run = ws.ok("start", "fake", "--json")
     record = run.json()
@@ -17,7 +17,7 @@ def test_improvement_is_kept_and_moves_the_tag(started):
     started.set_kernel(METRIC=120.0)
     record = started.ok("step", "-m", "BLOCK 1024->2048", "--tier", "1", "--json").json()
     assert record["status"] == "IMPROVED" and record["kept"]
-    assert record["delta_pct"] == 20.0 and record["best_before"] == 100.0 and record["tier"] == 1
+    assert record["delta_pct"] == pytest.approx(20.0) and record["best_before"] == 100.0 and record["tier"] == 1
     assert started.git("rev-parse", "best/fake") == started.git("rev-parse", "HEAD") == record["commit"]
     assert "METRIC = 120.0" in started.kernel_text("HEAD")
     assert started.git("log", "-1", "--format=%s") == "fake: iter 1: BLOCK 1024->2048"
@@ -48,7 +48,9 @@ def test_gain_inside_the_noise_is_not_kept(started):
     started.set_kernel(METRIC=103.0, SPREAD=4.0)  # +3% measured with a 4% spread
     record = started.ok("step", "-m", "maybe faster", "--json").json()
     assert record["status"] == "WITHIN_NOISE" and not record["kept"]
-    assert record["spread_pct"] == 4.0 and record["delta_pct"] == 3.0  # both numbers are recorded
+    assert record["spread_pct"] == 4.0 and record["delta_pct"] == pytest.approx(3.0)  # both are recorded
+    low, high = record["measurement"]["interval_pct"]
+    assert low < 1.0 < 3.0 < high and record["measurement"]["pairs"] == 12  # a close call: every pair
     started.check_invariants()
 
 

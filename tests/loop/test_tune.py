@@ -6,12 +6,13 @@ from workspace import KERNEL
 from kgit.errors import KgitError
 from kgit.loop.tune import propose, read_tunables, write_config
 
-# A kernel whose "bandwidth" is a smooth bowl over its tunables, best at BLOCK=2048, WARPS=8.
+# A kernel whose "bandwidth" is a smooth bowl over its tunables, best at BLOCK=2048, WARPS=8; a step to
+# a neighbour changes it by 2% or more, clear of the 1% floor and of the reported 0.5% spread.
 LANDSCAPE = '''import math
 
 CONFIG = {"BLOCK": 256, "WARPS": 2}
 CONFIG_SPACE = {"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16]}
-METRIC = 1000.0 - 10.0 * (math.log2(CONFIG["BLOCK"]) - 11) ** 2 - 20.0 * (math.log2(CONFIG["WARPS"]) - 3) ** 2
+METRIC = 1000.0 - 20.0 * (math.log2(CONFIG["BLOCK"]) - 11) ** 2 - 40.0 * (math.log2(CONFIG["WARPS"]) - 3) ** 2
 CORRECT = True
 SPREAD = 0.5
 MODE = "ok"
@@ -106,16 +107,19 @@ def test_tune_refuses_a_kernel_without_tunables(ws):
 
 
 def test_tune_on_several_gpus_tests_in_parallel_worktrees(landscape):
-    (landscape.root / KERNEL).write_text(LANDSCAPE + "SLEEP = 1.0\n")
+    (landscape.root / KERNEL).write_text(LANDSCAPE + "SLEEP = 0.3\n")
     landscape.git("commit", "-qam", "slow enough to see the overlap")
     result = landscape.ok("tune", "fake", "--gpus", "0,1", "--max-iterations", "20", "--json").json()
     steps = result["iterations"][1:]
     assert [r["iteration"] for r in result["iterations"]] == list(range(len(result["iterations"])))
     assert 'CONFIG = {"BLOCK": 2048, "WARPS": 8}' in landscape.kernel_text()
     assert result["stop_reason"] == "SPACE_EXHAUSTED"
-    # each round: two proposals at once, on GPU 0 and GPU 1, in two worktrees, overlapping in time
-    first, second = steps[0]["test"], steps[1]["test"]
-    assert (first["visible_devices"], second["visible_devices"]) == ("0", "1")
+    # a round: two proposals at once, on GPU 0 and GPU 1, in two worktrees, overlapping in time (after
+    # a kept one, the rest of its round is measured again against the new best, on one GPU)
+    rounds = [(a["test"], b["test"]) for a, b in zip(steps, steps[1:])
+              if (a["test"]["visible_devices"], b["test"]["visible_devices"]) == ("0", "1")]
+    assert rounds, [s["test"]["visible_devices"] for s in steps]
+    first, second = rounds[0]
     assert first["cwd"] != second["cwd"] and str(landscape.root) != first["cwd"]
     assert first["t_start"] < second["t_end"] and second["t_start"] < first["t_end"]
     assert landscape.git("worktree", "list").count("\n") == 0  # the worktrees are gone

@@ -1,9 +1,11 @@
 """The loop's decisions, pinned at their boundaries: each mutant of a rule fails one of these."""
 
+import math
+
 import pytest
 
 from kgit.config import KernelConfig
-from kgit.model import decide
+from kgit.model import decide, noise
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import TestResult, not_run
 
@@ -20,36 +22,54 @@ def cfg(**settings):
     return KernelConfig(name="k", kernel_path="k.py", test_path="t.py", **settings)
 
 
+def compared(best, candidate, floor=1.0, prior=noise.Prior()):
+    """A comparison of these paired figures, decided as kgit.loop.measure decides it."""
+    ratios = [math.log(c / b) for b, c in zip(best, candidate)]
+    found = noise.interval(ratios, prior)
+    return noise.Comparison(first=result(candidate[0]), best=best, candidate=candidate, log_ratios=ratios,
+                            interval=found, verdict=(found and noise.verdict(found, floor)) or "noise")
+
+
 BEST = kept(0, 100.0, status=Status.BASELINE)
 
 
-@pytest.mark.parametrize("value, status", [
-    (101.0, Status.WITHIN_NOISE),   # exactly the 1% floor is not more than the floor
-    (101.01, Status.IMPROVED),
-    (100.0, Status.REGRESSED),      # no gain at all is a loss, not noise
-    (100.01, Status.WITHIN_NOISE),
-    (99.0, Status.REGRESSED),
+@pytest.mark.parametrize("candidate, status", [
+    ([100.99, 100.99], Status.WITHIN_NOISE),   # just under the 1% floor is not above it
+    ([101.02, 101.02], Status.IMPROVED),
+    ([100.0, 100.0], Status.WITHIN_NOISE),   # no change at all is noise, not a loss
+    ([99.0, 99.0], Status.REGRESSED),
 ])
-def test_the_floor_is_a_strict_bound(value, status):
-    assert decide.decide(result(value), BEST, None, 1.0) == status
+def test_the_floor_is_a_strict_bound_on_the_whole_interval(candidate, status):
+    assert decide.decide(compared([100.0, 100.0], candidate), None) == status
 
 
-def test_the_candidates_spread_raises_the_bar():
-    assert decide.decide(result(103.0, spread=3.0), BEST, None, 1.0) == Status.WITHIN_NOISE
-    assert decide.decide(result(103.01, spread=3.0), BEST, None, 1.0) == Status.IMPROVED
-
-
-def test_the_bests_spread_raises_the_bar_too():
-    noisy_best = kept(0, 100.0, spread=5.0, status=Status.BASELINE)
-    assert decide.decide(result(104.0), noisy_best, None, 1.0) == Status.WITHIN_NOISE
-    assert decide.decide(result(105.5), noisy_best, None, 1.0) == Status.IMPROVED
+def test_the_interval_not_the_estimate_decides():
+    # +3% on average, but the pairs disagree: the interval reaches below the floor
+    noisy = compared([100.0, 100.0, 100.0], [101.0, 105.0, 103.0])
+    assert noisy.interval.gain_pct == pytest.approx(2.98, abs=0.01) and noisy.interval.low_pct < 1.0
+    assert decide.decide(noisy, None) == Status.WITHIN_NOISE
+    # the same gain measured consistently is kept
+    assert decide.decide(compared([100.0] * 3, [102.9, 103.0, 103.1]), None) == Status.IMPROVED
+    # a loss inside the noise is not a regression (so it is not banned from being tried again)
+    assert decide.decide(compared([100.0] * 3, [90.0, 104.0, 100.0]), None) == Status.WITHIN_NOISE
 
 
 def test_the_target_is_met_at_equality_and_a_failure_is_never_kept():
-    assert decide.decide(result(120.0), BEST, 120.0, 1.0) == Status.TARGET_MET
-    assert decide.decide(result(119.9), BEST, 120.0, 1.0) == Status.IMPROVED
-    assert decide.decide(result(500.0, correct=False), BEST, 120.0, 1.0) == Status.FAILED
-    assert decide.decide(not_run("timeout"), BEST, None, 1.0) == Status.FAILED
+    assert decide.decide(compared([100.0, 100.0], [120.0, 120.0]), 120.0) == Status.TARGET_MET
+    assert decide.decide(compared([100.0, 100.0], [119.9, 119.9]), 120.0) == Status.IMPROVED
+    broken = noise.Comparison(first=not_run("timeout"), best=[], candidate=[], log_ratios=[],
+                              failure=not_run("timeout"), failed_side="candidate")
+    assert decide.decide(broken, 1.0) == Status.FAILED
+
+
+def test_every_decision_carries_its_reason():
+    better = compared([100.0] * 3, [102.9, 103.0, 103.1])
+    assert decide.reason(better, Status.IMPROVED, 1.0) == (
+        "+3.0% [+2.8, +3.2] over 3 pairs: the whole interval is above the 1% floor")
+    worse = compared([100.0] * 2, [95.0, 95.0])
+    assert decide.reason(worse, Status.REGRESSED, 1.0).endswith("the whole interval is below zero")
+    unclear = compared([100.0] * 3, [101.0, 105.0, 103.0])
+    assert "neither above the 1% floor nor below zero" in decide.reason(unclear, Status.WITHIN_NOISE, 1.0)
 
 
 def test_delta_is_relative_to_the_reference():
@@ -57,11 +77,13 @@ def test_delta_is_relative_to_the_reference():
     assert decide.delta_pct(90.0, 120.0) == pytest.approx(-25.0)
 
 
-def test_the_best_record_is_the_highest_kept_one_and_the_first_of_equals():
+def test_the_best_record_is_the_latest_kept_one():
+    # iteration 4 was shown better than iteration 1 side by side, on a machine that was slower that day
     records = [kept(0, 100.0, status=Status.BASELINE), kept(1, 130.0),
                Record("k", 2, "faster but wrong", Status.FAILED, value=None),
-               Record("k", 3, "noise", Status.WITHIN_NOISE, value=131.0), kept(4, 130.0)]
-    assert decide.best_record(records).iteration == 1
+               Record("k", 3, "noise", Status.WITHIN_NOISE, value=131.0), kept(4, 120.0),
+               Record("k", 5, "paves the way", Status.KEPT_ANYWAY, value=110.0)]
+    assert decide.best_record(records).iteration == 4
     assert decide.best_record([]) is None
     assert decide.best_record([Record("k", 1, "x", Status.REGRESSED, value=200.0)]) is None
 
@@ -86,8 +108,23 @@ def test_the_peak_comes_from_the_tests_pct_of_peak_else_the_datasheet():
     assert decide.peak_of(result(2000.0, payload={"gpu": "NVIDIA H200", "cpu_timing": True})) is None
 
 
-def test_a_new_record_carries_its_decision_and_stop_reason():
-    record = decide.new_record(cfg(max_iterations=1), 1, "a", 1, result(120.0), Status.IMPROVED, BEST,
-                               "2026-11-30T00:00:00.000000+00:00", "b" * 40)
-    assert (record.best_before, record.delta_pct) == (100.0, pytest.approx(20.0))
+def test_a_new_record_carries_its_decision_its_samples_and_stop_reason():
+    pairs = compared([99.0, 101.0], [118.8, 121.2])
+    record = decide.new_record(cfg(max_iterations=1), 1, "a", 1, result(118.0), Status.IMPROVED, BEST,
+                               "2026-11-30T00:00:00.000000+00:00", "b" * 40, pairs, {"host": "h"})
+    assert (record.best_before, record.value) == (100.0, 120.0)  # the medians of the counted runs
+    assert record.delta_pct == pytest.approx(20.0) and record.measurement["pairs"] == 2
+    assert record.measurement["best"] == [99.0, 101.0] and record.environment == {"host": "h"}
     assert record.stop_reason == StopReason.MAX_ITERATIONS and record.output_tail is None
+
+
+def test_only_measurements_of_the_same_environment_are_comparable():
+    here = {"host": "a", "device": "nvidia", "gpu_uuid": "GPU-1", "driver": "580", "torch": "2.11",
+            "triton": "3.6", "clock_sm_mhz": "1980"}
+    assert decide.same_environment(here, {**here, "clock_sm_mhz": "1500"})  # clocks move: not in the key
+    for key in ("host", "gpu_uuid", "driver", "torch", "triton"):
+        assert not decide.same_environment(here, {**here, key: "other"})
+    assert not decide.same_environment(here, None)
+    old = kept(1, 100.0).replace(measurement={"log_ratios": [0.01, -0.01]}, environment=here)
+    elsewhere = kept(2, 100.0).replace(measurement={"log_ratios": [0.3, -0.3]}, environment={**here, "host": "b"})
+    assert decide.noise_prior([old, elsewhere], here) == noise.Prior(sum_squares=pytest.approx(2e-4), df=1)

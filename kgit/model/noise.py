@@ -1,0 +1,166 @@
+"""Is a change better than the best, beyond the noise? Paired ratios and a t-interval on their logs.
+
+kgit measures the best and the candidate alternately on the same device (best, candidate; then
+candidate, best; ...): each pair gives one ratio candidate/best, and a drift of the machine that is
+linear in time cancels over two pairs. On the logs of the ratios (a ratio of speeds is symmetric
+in log space) it takes the mean and a t-interval, with the standard deviation pooled from
+this decision's pairs and from the kernel's earlier decisions in the same environment (its known
+noise), so that a clear win or loss is decided after one pair and a close call gets more.
+
+Why a t-interval and not a bootstrap: with 1 to 8 pairs a bootstrap has too few points to resample
+(it under-covers badly below ~10), while the t-interval's small-sample quantiles are exact for
+normal log-ratios, which timing noise of a repeated median is close to.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+# Every decision may look at its interval after each pair, up to max_pairs looks: a 95% interval read
+# that many times would be wrong far more often than 5% of the time (a no-op "kept" or "regressed" by
+# chance). Each look therefore uses 1 - 5%/max_pairs (Bonferroni), which holds the whole decision's
+# error at 5% or less.
+ERROR_RATE = 0.05
+
+# The prior keeps the most recent degrees of freedom only: a kernel's noise changes as it changes.
+PRIOR_DF_LIMIT = 30
+
+
+@functools.lru_cache(maxsize=None)  # a decision asks for the same few quantiles again and again
+def t_quantile(p: float, df: int) -> float:
+    """The p quantile (p > 0.5) of Student's t with df degrees of freedom, by bisection on its CDF."""
+    low, high = 0.0, 1.0
+    while _t_cdf(high, df) < p:
+        high *= 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_cdf(middle, df) < p else (low, middle)
+    return (low + high) / 2
+
+
+def _t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for t >= 0: 1 - I_x(df/2, 1/2) / 2 with x = df / (df + t^2)."""
+    return 1.0 - 0.5 * _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * result
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What earlier decisions say of the noise of one pair's log-ratio: a sum of squares and its df."""
+
+    sum_squares: float = 0.0
+    df: int = 0
+
+    @staticmethod
+    def from_decisions(log_ratio_lists: list[list[float]]) -> Prior:
+        """Pooled from earlier decisions (newest last); each contributes its within-decision spread."""
+        ss, df = 0.0, 0
+        for ratios in reversed(log_ratio_lists):
+            if len(ratios) < 2:
+                continue
+            mean = sum(ratios) / len(ratios)
+            ss += sum((r - mean) ** 2 for r in ratios)
+            df += len(ratios) - 1
+            if df >= PRIOR_DF_LIMIT:
+                break
+        return Prior(ss, df)
+
+
+@dataclass(frozen=True)
+class Interval:
+    gain_pct: float  # the estimate: exp(mean log-ratio) - 1, in %
+    low_pct: float
+    high_pct: float
+    sd: float  # of one pair's log-ratio, pooled
+    df: int
+    pairs: int
+
+
+def interval(log_ratios: list[float], prior: Prior, test_sd: float = 0.0, looks: int = 1) -> Interval | None:
+    """The interval of the gain from these pairs, at 1 - ERROR_RATE/looks confidence; None while the
+    noise is unknown (one pair and no prior). test_sd, the noise of one pair as the test itself
+    reported it, can only widen it."""
+    n = len(log_ratios)
+    mean = sum(log_ratios) / n
+    ss = prior.sum_squares + sum((r - mean) ** 2 for r in log_ratios)
+    df = prior.df + n - 1
+    if df < 1:
+        return None
+    sd = max(math.sqrt(ss / df), test_sd)
+    half = t_quantile(1 - ERROR_RATE / looks / 2, df) * sd / math.sqrt(n)
+    return Interval(_pct(mean), _pct(mean - half), _pct(mean + half), sd, df, n)
+
+
+def verdict(found: Interval, floor_pct: float) -> str | None:
+    """'better' when the whole interval lies above the floor, 'worse' when below zero, 'noise' when it
+    lies within the floor on both sides (it cannot be better any more, and a loss smaller than the
+    floor is no lesson); None: undecided, more pairs would tell."""
+    if found.low_pct > floor_pct:
+        return "better"
+    if found.high_pct < 0:
+        return "worse"
+    if -floor_pct <= found.low_pct and found.high_pct <= floor_pct:
+        return "noise"
+    return None
+
+
+def test_sd_of(spread_pct: float) -> float:
+    """One pair's log-ratio noise implied by a test's reported spread (the range of its 3 repeats):
+    the expected range of 3 normal draws is 1.69 sigma, and a ratio of two runs has sqrt(2) sigma."""
+    return math.sqrt(2) * math.log1p(spread_pct / 100.0) / 1.69 if spread_pct > 0 else 0.0
+
+
+def _pct(log_ratio: float) -> float:
+    return math.expm1(log_ratio) * 100.0
+
+
+@dataclass
+class Comparison:
+    """A candidate measured against the best, pair by pair (kgit.loop.measure fills it)."""
+
+    first: object  # the candidate's first run (a TestResult): its correctness, and a warm-up
+    best: list[float]  # the best's counted figures, in the order they were taken
+    candidate: list[float]
+    log_ratios: list[float]
+    interval: Interval | None = None
+    verdict: str | None = None  # 'better', 'worse', 'noise'; None when a run failed
+    failure: object = None  # the TestResult of a run that failed, if one did
+    failed_side: str | None = None  # 'best' or 'candidate'
+    runs: int = 0  # every test run, warm-ups included
+    warmups: int = 0
+
+    def candidate_value(self) -> float | None:
+        return _median(self.candidate) if self.candidate else None
+
+    def best_value(self) -> float | None:
+        return _median(self.best) if self.best else None
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -1,0 +1,105 @@
+"""Paired, interleaved re-measurement on a simulated kernel whose figure draws from a known, seeded
+noise distribution: the decisions the issue asks for, over hundreds of simulated steps."""
+
+import math
+import random
+
+import pytest
+
+from kgit.config import KernelConfig
+from kgit.loop import measure
+from kgit.model import decide
+from kgit.model.noise import Prior
+from kgit.model.result import TestResult
+
+SEED = 20261130
+
+
+class Machine:
+    """Runs of a best and a candidate kernel: true speed x lognormal noise x a drift in time."""
+
+    def __init__(self, rng, gain_pct, noise_pct, drift_pct_per_run=0.0):
+        self.rng, self.clock = rng, 0
+        self.true = {"best": 100.0, "candidate": 100.0 * (1 + gain_pct / 100)}
+        self.sigma, self.drift = math.log1p(noise_pct / 100), drift_pct_per_run / 100
+
+    def run(self, side):
+        def once():
+            self.clock += 1
+            value = self.true[side] * math.exp(self.rng.gauss(0.0, self.sigma)) * (1 - self.drift * self.clock)
+            return TestResult(True, True, None, "gbps", value, 0.0, {"gbps": value}, 0.1, "")
+        return once
+
+
+MAX_PAIRS = KernelConfig("k", "k.py", "t.py").max_pairs
+
+
+def decisions(gain_pct, noise_pct, n=200, drift=0.0, max_pairs=MAX_PAIRS, learn=True, seed=SEED):
+    """n decisions in a row, each (if learn) with the noise known from the ones before, as a kernel's
+    history gives it; returns the statuses and the mean number of test runs per decision."""
+    rng, statuses, runs, history = random.Random(seed), [], [], []
+    for _ in range(n):
+        machine = Machine(rng, gain_pct, noise_pct, drift)
+        prior = Prior.from_decisions(history) if learn else Prior()
+        found = measure.compare(machine.run("best"), machine.run("candidate"), prior, 1.0, max_pairs,
+                                warm_best=False)
+        statuses.append(decide.decide(found, None).value)
+        runs.append(found.runs)
+        history.append(found.log_ratios)
+    return statuses, sum(runs) / n
+
+
+@pytest.mark.parametrize("learn", [True, False])
+def test_a_no_op_is_never_kept(learn):
+    statuses, _ = decisions(0.0, 1.0, learn=learn)
+    assert statuses.count("IMPROVED") == 0, f"seed {SEED}"
+    assert statuses.count("REGRESSED") <= 10, f"seed {SEED}: a no-op reads as a loss at most 5% of the time"
+
+
+def test_a_true_three_percent_gain_under_one_percent_noise_is_kept():
+    statuses, _ = decisions(3.0, 1.0)
+    assert statuses.count("IMPROVED") >= 190, f"seed {SEED}: {statuses.count('IMPROVED')} of 200"
+    assert statuses.count("REGRESSED") == 0
+    # the very first decision of a kernel, with no noise known yet, needs more pairs and is kept less often
+    first, _ = decisions(3.0, 1.0, learn=False)
+    assert statuses.count("IMPROVED") > first.count("IMPROVED") >= 170, f"seed {SEED}"
+
+
+def test_a_true_three_percent_loss_is_never_kept():
+    statuses, _ = decisions(-3.0, 1.0)
+    assert statuses.count("IMPROVED") == 0 and statuses.count("REGRESSED") >= 190, f"seed {SEED}"
+
+
+def test_a_clear_win_or_loss_costs_one_pair_once_the_noise_is_known():
+    _, clear_win = decisions(20.0, 1.0, n=50)
+    _, clear_loss = decisions(-20.0, 1.0, n=50)
+    _, close_call = decisions(2.0, 1.0, n=50)
+    assert clear_win < 3.5 and clear_loss < 3.5  # a warm-up and mostly a single pair
+    assert close_call > clear_win + 2  # a close call gets more pairs
+
+
+def test_the_interleaving_cancels_a_drift_of_the_machine():
+    # The machine slows by 1% per run, ten times the noise: a no-op is still no gain and no loss.
+    statuses, _ = decisions(0.0, 0.1, drift=1.0)
+    assert statuses.count("IMPROVED") == 0 and statuses.count("REGRESSED") == 0, f"seed {SEED}"
+    # The same drift with every pair in the same order (best first) reads as a steady gain or loss:
+    # the alternation is what cancels it.
+    rng = random.Random(SEED)
+    machine = Machine(rng, 0.0, 0.1, 1.0)
+    same_order = [math.log(machine.run("candidate")() .value / b.value)
+                  for b in (machine.run("best")() for _ in range(8))]
+    assert abs(sum(same_order) / 8) > 0.005
+
+
+def test_a_failing_rerun_of_the_candidate_is_a_failure():
+    results = iter([True, True, False])
+
+    def flaky():
+        ok = next(results)
+        return TestResult(ok, ok, None if ok else "crashed: exit status 1", "gbps", 100.0 if ok else None,
+                          0.0, {}, 0.1, "")
+
+    best = Machine(random.Random(SEED), 0.0, 1.0).run("best")
+    found = measure.compare(best, flaky, Prior(), 1.0, 8, warm_best=False)
+    assert found.failure is not None and found.failed_side == "candidate"
+    assert decide.decide(found, None).value == "FAILED"
