@@ -1,0 +1,99 @@
+"""kgit's keep-or-revert decisions on a test that reports no spread (the H200 experiment of the noise
+issue): 20 steps that change nothing measurable, and 20 real 3% traffic cuts.
+
+    python benchmarks/noise/decisions.py noop --steps 20 --out DIR
+    python benchmarks/noise/decisions.py cut --steps 20 --out DIR
+
+Builds a scratch repository with benchmarks/noise/scale/ (a test in the collection's style: perf_counter
+around a loop, no warm-up, no spread), runs `kgit start scale`, then:
+  noop  appends a comment to the kernel and steps, STEPS times on one branch;
+  cut   STEPS times: a fresh start from the kernel with its 3% extra read, then a step that cuts it.
+Each step's record (status, gain and interval, runs, wall time) is appended to DIR/<series>.jsonl as
+it is decided, so a run cut short still leaves what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+KERNEL = "skills/kernels/scale/triton_template.py"
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def kgit(root: Path, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "kgit", *args, "--json"], cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"kgit {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout)
+
+
+def make_repo(root: Path) -> None:
+    shutil.copytree(HERE / "scale", root / "skills/kernels/scale")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "bench@example.com")
+    git(root, "config", "user.name", "bench")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a small kernel and its collection-style test")
+
+
+def summary(record: dict, wall: float) -> dict:
+    found = record.get("measurement") or {}
+    return {"iteration": record["iteration"], "action": record["action"], "status": record["status"],
+            "gain_pct": record.get("delta_pct"), "interval_pct": found.get("interval_pct"),
+            "pairs": found.get("pairs"), "runs": found.get("runs"), "best": found.get("best"),
+            "candidate": found.get("candidate"), "reason": record.get("reason"), "wall_s": round(wall, 1)}
+
+
+def step(root: Path, message: str, out) -> None:
+    t0 = time.monotonic()
+    record = kgit(root, "step", "-m", message)
+    line = summary(record, time.monotonic() - t0)
+    out.write(json.dumps(line) + "\n")
+    out.flush()
+    print(json.dumps(line), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("series", choices=["noop", "cut"])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, open(args.out / f"{args.series}.jsonl", "a") as out:
+        root = Path(tmp) / "repo"
+        root.mkdir()
+        make_repo(root)
+        kernel = root / KERNEL
+        if args.series == "noop":
+            kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
+            for i in range(1, args.steps + 1):
+                kernel.write_text(kernel.read_text() + f"# no-op {i}\n")
+                step(root, f"no-op {i}: a comment", out)
+        else:
+            for i in range(1, args.steps + 1):
+                if i > 1:  # back to the kernel with the extra read, as a fresh loop
+                    git(root, "checkout", "-q", "main")
+                    git(root, "branch", "-D", "opt/scale")
+                    git(root, "tag", "-d", "best/scale")
+                kgit(root, "start", "scale")
+                kernel.write_text(kernel.read_text().replace("EXTRA = 0.06", "EXTRA = 0.0"))
+                step(root, f"trial {i}: cut the 3% extra read", out)
+        (args.out / f"{args.series}-log.txt").write_text(git(root, "log", "--oneline", "--all", "-n", "200"))
+        subprocess.run([sys.executable, "-m", "kgit", "log", "scale"], cwd=root,
+                       stdout=open(args.out / f"{args.series}-kgit-log.txt", "w"), stderr=subprocess.STDOUT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The statistics of a decision: Student's t, the pooled prior, the interval and the verdict."""
+
+import math
+
+import pytest
+
+from kgit.model import noise
+
+
+@pytest.mark.parametrize("p, df, expected", [
+    (0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 10, 2.228), (0.975, 30, 2.042), (0.995, 2, 9.925),
+    (0.999, 5, 5.893), (0.975, 1000, 1.962),
+])
+def test_t_quantiles_match_the_tables(p, df, expected):
+    assert noise.t_quantile(p, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_the_prior_pools_each_decisions_own_spread_newest_first_up_to_a_limit():
+    assert noise.Prior.from_decisions([]) == noise.Prior(0.0, 0)
+    prior = noise.Prior.from_decisions([[0.01, 0.03], [0.5], [0.0, 0.02, 0.04]])
+    assert prior.df == 1 + 2 and prior.sum_squares == pytest.approx(2e-4 + 8e-4)  # one pair alone: nothing
+    many = noise.Prior.from_decisions([[0.0, 0.1]] * 50)
+    assert many.df == noise.PRIOR_DF_LIMIT
+
+
+def test_the_interval_is_a_t_interval_on_the_mean_log_ratio():
+    ratios = [math.log(1.03), math.log(1.01), math.log(1.02)]
+    found = noise.interval(ratios, noise.Prior())
+    mean = sum(ratios) / 3
+    sd = math.sqrt(sum((r - mean) ** 2 for r in ratios) / 2)
+    half = noise.t_quantile(0.975, 2) * sd / math.sqrt(3)
+    assert found.gain_pct == pytest.approx(math.expm1(mean) * 100)
+    assert (found.low_pct, found.high_pct) == (pytest.approx(math.expm1(mean - half) * 100),
+                                               pytest.approx(math.expm1(mean + half) * 100))
+    assert (found.sd, found.df, found.pairs) == (pytest.approx(sd), 2, 3)
+
+
+def test_more_looks_widen_the_interval_and_a_prior_narrows_it():
+    ratios = [0.02, 0.03]
+    once, twelve = noise.interval(ratios, noise.Prior()), noise.interval(ratios, noise.Prior(), looks=12)
+    assert twelve.low_pct < once.low_pct and twelve.high_pct > once.high_pct
+    known = noise.interval(ratios, noise.Prior(sum_squares=0.0005, df=20))
+    assert known.high_pct - known.low_pct < once.high_pct - once.low_pct
+
+
+def test_one_pair_and_no_prior_is_undecided_and_the_tests_spread_only_widens():
+    assert noise.interval([0.05], noise.Prior()) is None
+    exact = noise.interval([0.05, 0.05], noise.Prior())
+    assert exact.low_pct == exact.high_pct  # no spread at all
+    widened = noise.interval([0.05, 0.05], noise.Prior(), test_sd=0.01)
+    assert widened.low_pct < exact.low_pct and widened.sd == 0.01
+    assert noise.test_sd_of(0.0) == 0.0
+    assert noise.test_sd_of(3.38) == pytest.approx(math.sqrt(2) * math.log(1.0338) / 1.69)
+
+
+def interval(low, high):
+    return noise.Interval(gain_pct=(low + high) / 2, low_pct=low, high_pct=high, sd=0.0, df=1, pairs=1)
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (1.01, 5.0, "better"), (1.0, 5.0, None),        # above the floor: strictly
+    (-5.0, -0.01, "worse"), (-5.0, 0.0, None),      # below zero: strictly
+    (-1.0, 1.0, "noise"), (-1.01, 1.0, None), (-1.0, 1.01, None),  # within the floor on both sides
+])
+def test_the_verdict_at_its_boundaries(low, high, expected):
+    assert noise.verdict(interval(low, high), 1.0) == expected
