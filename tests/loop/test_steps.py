@@ -138,3 +138,48 @@ def test_options_override_the_loop_settings(ws):
     ws.set_kernel(METRIC=130.0)
     ws.refused("step", "-m", "y")
     assert ws.ok("step", "-m", "y", "--max-iterations", "3", "--json").json()["status"] == "IMPROVED"
+
+
+def test_a_slower_change_kept_anyway_stays_on_the_branch_and_the_best_does_not_move(started):
+    baseline = started.git("rev-parse", "best/fake")
+    started.set_kernel(METRIC=90.0)
+    record = started.ok("step", "-m", "split the loop", "--keep-anyway", "it lets the next step fuse",
+                        "--json").json()
+    assert record["status"] == "KEPT_ANYWAY" and record["reason"].startswith("kept anyway: it lets the next")
+    assert "METRIC = 90.0" in started.kernel_text("HEAD") and started.git("rev-parse", "best/fake") == baseline
+    assert started.git("for-each-ref", "refs/kgit/attempts/") == ""  # the branch keeps it
+    started.set_kernel(METRIC=120.0)
+    nxt = started.ok("step", "-m", "fuse", "--json").json()
+    assert nxt["status"] == "IMPROVED" and nxt["best_before"] == 100.0  # judged against the best, not HEAD
+    assert "kept anyway" in started.ok("log").stdout
+
+
+def test_keep_anyway_never_keeps_a_wrong_result(started):
+    started.set_kernel(METRIC=90.0, CORRECT=False)
+    record = started.ok("step", "-m", "wrong", "--keep-anyway", "because", "--json").json()
+    assert record["status"] == "FAILED" and "METRIC = 100.0" in started.kernel_text("HEAD")
+    started.check_invariants()
+
+
+def test_every_record_says_where_and_how_it_was_measured(started):
+    started.set_kernel(METRIC=120.0)
+    record = started.ok("step", "-m", "faster", "--json").json()
+    assert record["environment"]["device"] == "cpu" and record["environment"]["torch"]
+    found = record["measurement"]
+    assert found["runs"] == 2 * found["pairs"] + found["warmups"] and found["best"][0] == 100.0
+    assert found["interval_pct"][0] > 1.0 and record["reason"].endswith("above the 1% floor")
+    shown = started.ok("show", "1").stdout
+    assert f"measured {found['pairs']} pairs" in shown
+    assert f"environment: {record['environment']['cpu']} on {record['environment']['host']}" in shown
+
+
+def test_the_log_marks_where_the_environment_changed(started):
+    import json
+
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "faster")
+    note = json.loads(started.git("notes", "--ref=refs/notes/kgit", "show", "HEAD"))
+    note["environment"]["host"] = "another-machine"
+    started.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", json.dumps(note), "HEAD")
+    log = started.ok("log").stdout
+    assert f"-- measured elsewhere from here: {note['environment']['cpu']} on another-machine" in log
