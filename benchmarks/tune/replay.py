@@ -11,14 +11,16 @@ replay sees each configuration's noise once, where a real run would draw it agai
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kgit.loop import tune  # noqa: E402
+from kgit.model import noise  # noqa: E402
 from kgit.model.decide import decide  # noqa: E402
-from kgit.model.record import Record, Status  # noqa: E402
+from kgit.model.record import Status  # noqa: E402
 from kgit.model.result import TestResult  # noqa: E402
 
 
@@ -31,10 +33,18 @@ def result_of(row: dict) -> TestResult:
                              None, 0.0, "")
 
 
-def as_record(row: dict) -> Record:
-    """A table row as the kept best kgit decides against (decide reads its value and spread)."""
-    return Record(kernel="replay", iteration=0, action="table row", status=Status.BASELINE,
-                  value=row["value"], spread_pct=row["spread_pct"])
+def compared(best: dict, row: dict, min_gain_pct: float) -> noise.Comparison:
+    """The table's two figures as one pair, decided with the noise their spreads report (the table
+    measured each configuration once, where kgit would measure pairs until the interval decides)."""
+    result = result_of(row)
+    if not result.passed:
+        return noise.Comparison(first=result, best=[], candidate=[], log_ratios=[], failure=result,
+                                failed_side="candidate")
+    ratios = [math.log(row["value"] / best["value"])]
+    sd = noise.test_sd_of(max(best["spread_pct"] or 0.0, row["spread_pct"] or 0.0))
+    found = noise.interval(ratios, noise.Prior(sum_squares=sd * sd * 30, df=30))
+    return noise.Comparison(first=result, best=[best["value"]], candidate=[row["value"]], log_ratios=ratios,
+                            interval=found, verdict=noise.verdict(found, min_gain_pct) or "noise")
 
 
 def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, min_gain_pct: float) -> list[dict]:
@@ -47,7 +57,7 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
         if candidate is None:
             break  # SPACE_EXHAUSTED: every neighbour of the best was measured
         row = table[key(candidate)]
-        status = decide(result_of(row), as_record(best), None, min_gain_pct)
+        status = decide(compared(best, row, min_gain_pct), None)
         kept = status == Status.IMPROVED
         measured.append((candidate, best["config"], kept))
         if kept:
