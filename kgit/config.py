@@ -114,7 +114,9 @@ def _read_file(root: Path) -> dict:
     import yaml  # only commands that need the config pay for the import
 
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise KgitError(f"{CONFIG_FILE}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         line = f" line {where.line + 1}" if where else ""

@@ -55,3 +55,8 @@ def test_test_args_reach_the_test(ws):
     write_config(ws, "fake:\n  test_args: [--quick, --repeats, '2']\n")
     record = ws.ok("start", "fake", "--json").json()
     assert record["test"]["argv"] == ["--json", "--quick", "--repeats", "2"]
+
+
+def test_a_config_that_is_not_utf8_is_one_line(ws):
+    (ws.root / "kgit.yaml").write_bytes(b"fake:\n  max_iterations: 3 # caf\xe9\n")
+    assert "kgit.yaml: not UTF-8 text" in ws.refused("start", "fake")

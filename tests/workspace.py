@@ -39,10 +39,10 @@ class Workspace:
             ["git", *args], cwd=self.root, check=True, capture_output=True, text=True
         ).stdout.strip()
 
-    def kgit(self, *args: str, env: dict | None = None) -> Run:
+    def kgit(self, *args: str, env: dict | None = None, input_text: str | None = None) -> Run:
         proc = subprocess.run(
             [sys.executable, "-m", "kgit", *args], cwd=self.root, capture_output=True, text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {})}, input=input_text,
         )
         return Run(proc.returncode, proc.stdout, proc.stderr)
 

@@ -208,6 +208,8 @@ class History:
 
     pairs: list[tuple[str, Record]]
     invalid: list[InvalidNote]
+    # the highest iteration number of the kernel, those left out of pairs included: never reused
+    last_iteration: int = -1
 
     @property
     def records(self) -> list[Record]:
@@ -217,18 +219,18 @@ class History:
 def kernel_history(repo: Repo, kernel: str) -> History:
     notes = read_kernel_notes(repo, kernel)
     pairs = sorted(records_with_commits(repo, notes), key=lambda p: (p[1].iteration, p[1].started or ""))
-    return History(pairs, notes.invalid)
+    return History(pairs, notes.invalid, max((r.iteration for _, r in pairs), default=-1))
 
 
 def deciding_history(repo: Repo, kernel: str) -> History:
     """The records that decide this kernel's loop here: every attempt, and the kept iterations of
-    opt/<kernel> as it is in this clone. A clone that continued the branch elsewhere (its records
-    arrive with kgit pull) has its own best: this branch is not judged by it."""
+    opt/<kernel> as it is in this clone. A kept iteration the branch no longer holds (a clone that
+    continued it elsewhere, whose records arrive with kgit pull, or a `git reset` that dropped it)
+    cannot be the best here: the branch is judged by what it holds."""
     history = kernel_history(repo, kernel)
-    numbers = [r.iteration for r in history.records]
     branch = refs.branch_ref(kernel)
-    # One clone numbers its iterations one after the other: only histories that forked repeat a number.
-    if len(set(numbers)) == len(numbers) or read.rev(repo, branch) is None:
+    if read.rev(repo, branch) is None:
         return history
     on_branch = set(read.first_parents(repo, branch, limit=1_000_000))
-    return History([(sha, r) for sha, r in history.pairs if not r.status.on_branch or sha in on_branch], history.invalid)
+    pairs = [(sha, r) for sha, r in history.pairs if not r.status.on_branch or sha in on_branch]
+    return History(pairs, history.invalid, history.last_iteration)

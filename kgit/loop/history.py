@@ -36,7 +36,7 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     records = history.records
     baseline = next((r for r in records if r.iteration == 0), None)
     cfg = config.for_loop(repo.root, kernel, baseline.options if baseline else None, overrides)
-    return LoopState(history, cfg, decide.stop_reason(records, cfg))
+    return LoopState(history, cfg, decide.stop_reason(records, cfg, history.last_iteration))
 
 
 def resolve_kernel(repo: Repo, kernel: str | None) -> str:
@@ -116,7 +116,7 @@ def status(repo: Repo, kernel: str) -> Status:
         on_branch=on_branch,
         kernel_path=cfg.kernel_path,
         test_path=cfg.test_path,
-        iteration=decide.last_iteration(records),
+        iteration=history.last_iteration,
         max_iterations=cfg.max_iterations,
         metric=top.metric if top else None,
         target=target,

@@ -128,7 +128,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             raise KgitError(f"no change to {state.cfg.kernel_path}: edit the kernel, then step")
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
-        journal = transaction.commit_candidate(repo, state.cfg, decide.last_iteration(state.records) + 1,
+        journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
         comparison, environment = measured or (None, device.environment(state.cfg.gpu))
         try:
@@ -168,7 +168,7 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
     """
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
-        journal = transaction.commit_candidate(repo, state.cfg, decide.last_iteration(state.records) + 1,
+        journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=None)
         return _decide(repo, state, journal, failed(not_run(reason, output_tail)), recovered, None, None)
 

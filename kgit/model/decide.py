@@ -56,10 +56,6 @@ def best_record(records: list[Record]) -> Record | None:
     return max((r for r in records if r.kept), key=lambda r: (r.iteration, r.started or ""), default=None)
 
 
-def last_iteration(records: list[Record]) -> int:
-    return max((r.iteration for r in records), default=-1)
-
-
 def target_value(cfg: KernelConfig, best: Record | None) -> float | None:
     """The target in the metric's unit: target_value, or target_pct_of_peak of the best record's peak."""
     if cfg.target_value is not None:
@@ -69,13 +65,13 @@ def target_value(cfg: KernelConfig, best: Record | None) -> float | None:
     return None
 
 
-def stop_reason(records: list[Record], cfg: KernelConfig) -> StopReason | None:
+def stop_reason(records: list[Record], cfg: KernelConfig, last_iteration: int) -> StopReason | None:
     """Why the loop for this kernel is over, judged against the current settings, or None."""
     best = best_record(records)
     target = target_value(cfg, best)
     if best is not None and target is not None and best.value >= target:
         return StopReason.TARGET_MET
-    if records and last_iteration(records) >= cfg.max_iterations:
+    if records and last_iteration >= cfg.max_iterations:
         return StopReason.MAX_ITERATIONS
     return None
 

@@ -18,7 +18,7 @@ import os
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.run import Repo
-from kgit.model.record import Record
+from kgit.model.record import Record, is_object_id
 from kgit.render.readme import README, sections
 from kgit.render.text import summary_row
 
@@ -49,7 +49,11 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
         return [], None
     tips, kernels, carries_notes = {}, set(), False
     for line in lines:
-        _local_ref, local_sha, remote_ref, _remote_sha = line.split()
+        words = line.split()
+        if len(words) != 4 or not all(is_object_id(w) for w in (words[1], words[3])):
+            raise KgitError(f"the pre-push hook's input is not git's ('{line[:80]}'): expected "
+                            "'<local ref> <local sha> <remote ref> <remote sha>' a line")
+        _local_ref, local_sha, remote_ref, _remote_sha = words
         if local_sha == ZERO:
             continue  # a deletion carries nothing to check
         if remote_ref.startswith(refs.BRANCHES):

@@ -29,3 +29,14 @@ def test_read_commands_work_off_the_branch(started):
     started.git("checkout", "-q", "main")
     assert started.ok("best", "--json").json()["kernel"] == "fake"
     assert started.ok("log", "fake", "--json").json()["kernel"] == "fake"
+
+
+def test_a_kept_iteration_that_git_reset_dropped_is_no_longer_the_best(started):
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")
+    started.git("reset", "-q", "--hard", "HEAD~1")  # the user drops iteration 1 from the branch
+    assert started.ok("best", "--json").json()["iteration"] == 0
+    started.set_kernel(METRIC=120.0)
+    record = started.ok("step", "-m", "again", "--json").json()
+    # judged against the baseline the branch holds, and numbered after every iteration ever made
+    assert record["status"] == "IMPROVED" and record["best_before"] == 100.0 and record["iteration"] == 2

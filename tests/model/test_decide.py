@@ -90,15 +90,16 @@ def test_the_best_record_is_the_latest_kept_one():
 
 def test_the_loop_stops_at_max_iterations_not_before():
     records = [kept(0, 100.0, status=Status.BASELINE), kept(1, 101.0), kept(2, 102.0)]
-    assert decide.stop_reason(records, cfg(max_iterations=3)) is None
-    assert decide.stop_reason(records, cfg(max_iterations=2)) == StopReason.MAX_ITERATIONS
+    assert decide.stop_reason(records, cfg(max_iterations=3), 2) is None
+    assert decide.stop_reason(records, cfg(max_iterations=2), 2) == StopReason.MAX_ITERATIONS
+    assert decide.stop_reason(records, cfg(max_iterations=3), 3) == StopReason.MAX_ITERATIONS  # one left out
 
 
 def test_the_target_from_a_fraction_of_peak():
     best = kept(0, 3000.0, status=Status.BASELINE).replace(peak=4000.0)
     assert decide.target_value(cfg(target_pct_of_peak=0.75), best) == 3000.0
-    assert decide.stop_reason([best], cfg(target_pct_of_peak=0.75)) == StopReason.TARGET_MET
-    assert decide.stop_reason([best], cfg(target_pct_of_peak=0.76)) is None
+    assert decide.stop_reason([best], cfg(target_pct_of_peak=0.75), 0) == StopReason.TARGET_MET
+    assert decide.stop_reason([best], cfg(target_pct_of_peak=0.76), 0) is None
     assert decide.target_value(cfg(target_value=10.0, target_pct_of_peak=0.5), best) == 10.0
 
 

@@ -67,3 +67,9 @@ def test_pre_commit_framework_passes_the_ref_in_variables(ws):
     proc = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push"], cwd=ws.root, input="",
                           capture_output=True, text=True, env={**os.environ, **env})
     assert proc.returncode == 1 and "refusing to push opt/fake" in proc.stderr
+
+
+def test_garbage_on_the_hooks_input_is_one_line_not_a_traceback(started):
+    run = started.kgit("hooks", "pre-push", "origin", input_text="this is not git's input\n")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("kgit: the pre-push hook's input is not git's")
