@@ -98,7 +98,11 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
     """The record of a decided iteration. result: the candidate's run that speaks for it (its JSON,
     correctness and output); comparison: the pairs that decided it, if it got that far."""
     payload = result.payload or {}
-    peak = peak_of(result)
+    # A test that ran in Triton's interpreter made CPU timings: it may say so, and one that says
+    # nothing (tests written for other collections) is labelled by where kgit ran it.
+    said = payload.get("cpu_timing")
+    cpu_timing = said if isinstance(said, bool) else (environment or {}).get("device") == "cpu"
+    peak = None if cpu_timing else peak_of(result)
     value = comparison.candidate_value() if comparison and comparison.candidate else result.value
     measured_best = comparison.best_value() if comparison and comparison.best else None
     best_before = measured_best if measured_best is not None else best.value if best else None
@@ -120,7 +124,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         started=started,
         tier=tier,
         gpu=gpu_name if isinstance(gpu_name, str) else None,
-        cpu_timing=bool(payload.get("cpu_timing")),
+        cpu_timing=cpu_timing,
         correctness=result.correctness if result.ok else None,
         metric=result.metric,
         value=value if result.passed else None,

@@ -80,7 +80,7 @@ def test_target_as_a_fraction_of_peak(ws):
 def test_peak_from_the_gpu_table_when_the_test_reports_none(ws):
     ws.set_kernel(MODE="nopeak", METRIC=2400.0)
     ws.git("commit", "-qam", "a test that prints no pct_of_peak")
-    record = ws.ok("start", "fake", "--target-pct-of-peak", "0.6", "--json").json()
+    record = ws.ok("start", "fake", "--target-pct-of-peak", "0.6", "--gpu", "nvidia", "--json").json()
     assert record["peak"] == 4800.0 and record["pct_of_peak"] == 50.0  # the H200's 4.8 TB/s datasheet figure
     assert record["target"] == 2880.0
 
@@ -183,3 +183,11 @@ def test_the_log_marks_where_the_environment_changed(started):
     started.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", json.dumps(note), "HEAD")
     log = started.ok("log").stdout
     assert f"-- measured elsewhere from here: {note['environment']['cpu']} on another-machine" in log
+
+
+def test_a_test_run_in_the_interpreter_is_labelled_cpu_timing_even_if_it_does_not_say_so(ws):
+    ws.set_kernel(MODE="nopeak")  # prints no cpu_timing, as tests written for other collections
+    ws.git("commit", "-qam", "a test that does not say where it ran")
+    record = ws.ok("start", "fake", "--gpu", "cpu", "--json").json()
+    assert record["cpu_timing"] is True and record["pct_of_peak"] is None
+    assert "(CPU)" in ws.ok("log").stdout
