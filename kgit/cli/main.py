@@ -7,6 +7,7 @@ Progress and notes go to stderr. Exit status 0 for every decision (FAILED and RE
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -42,11 +43,16 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except KgitError as e:
-        click.echo(f"kgit: {e}", err=True)
-        sys.exit(1)
+        _refuse(str(e), 1)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("kgit: interrupted", err=True)  # a step in flight is finished by the next command
-        sys.exit(130)
+        _refuse("interrupted", 130)  # a step in flight is finished by the next command
     except click.ClickException as e:
-        click.echo(f"kgit: {e.format_message()}", err=True)
-        sys.exit(1)
+        _refuse(e.format_message(), 1)
+
+
+def _refuse(message: str, status: int) -> None:
+    """One line on stderr; under --json, stdout still carries exactly one object: {"error": ...}."""
+    if "--json" in sys.argv[1:]:
+        click.echo(json.dumps({"error": message}))
+    click.echo(f"kgit: {message}", err=True)
+    sys.exit(status)

@@ -40,3 +40,12 @@ def test_help_and_version(ws):
     run = ws.ok("--help")
     assert "kgit start softmax" in run.stdout and run.stderr == ""
     assert ws.ok("--version").stdout.split(", version ")[1].strip()
+
+
+def test_a_refusal_under_json_is_still_one_json_object_on_stdout(ws):
+    import json
+
+    run = ws.kgit("step", "-m", "x", "--json")  # not on an opt/ branch
+    assert run.returncode == 1
+    assert json.loads(run.stdout) == {"error": run.stderr.strip().splitlines()[-1].removeprefix("kgit: ")}
+    assert ws.kgit("status").stdout == ""  # without --json, nothing on stdout
