@@ -47,3 +47,4 @@ def test_the_mirror_rule():
     assert mirrored(Path("state/journal.py")) == [Path("tests/state/test_journal.py"),
                                                   Path("tests/state/test_state_journal.py")]
     assert mirrored(Path("runner.py")) == [Path("tests/test_runner.py")]
+
