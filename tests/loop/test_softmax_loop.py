@@ -20,7 +20,7 @@ def softmax_repo(ws):
 
 def test_real_softmax_loop_in_the_interpreter(softmax_repo):
     ws = softmax_repo
-    start = ws.kgit("start", "softmax", "--gpu", "cpu", "--json")
+    start = ws.kgit("start", "softmax", "--gpu", "cpu", "--max-pairs", "2", "--json")  # runs take seconds here
     assert start.returncode == 0, start.stderr
     assert "interpreter mode on the CPU; timings are CPU timings" in start.stderr
     baseline = start.json()
