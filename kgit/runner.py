@@ -55,7 +55,8 @@ def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_t
         stdin.seek(0)
         proc = subprocess.Popen(
             args, cwd=cwd, stdout=out, stderr=err, stdin=stdin,
-            env={**os.environ, **env}, start_new_session=True,
+            # no __pycache__ folders in the user's working tree: a kernel's test imports its template
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **env}, start_new_session=True,
         )
         try:
             if on_spawn:
