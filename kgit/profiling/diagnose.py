@@ -124,10 +124,17 @@ def next_tier(order: list[int], records: list[Record]) -> int | None:
 
 
 def vendor_of(profile: dict | None, gpu_name: str | None) -> str:
-    if profile and profile.get("tool") == "rocprofv3":
-        return "amd"
+    """'amd', 'nvidia' or 'cpu': from the profiler, else the measured GPU's name, else this machine."""
+    from kgit import device
+
+    if profile and profile.get("tool") in ("rocprofv3", "ncu"):
+        return "amd" if profile["tool"] == "rocprofv3" else "nvidia"
     name = (gpu_name or "").lower()
-    return "amd" if any(w in name for w in ("amd", "instinct", "mi300", "mi250", "radeon")) else "nvidia"
+    if any(w in name for w in ("amd", "instinct", "mi300", "mi250", "radeon")):
+        return "amd"
+    if any(w in name for w in ("nvidia", "geforce", "tesla", "h100", "h200", "a100", "l40")):
+        return "nvidia"
+    return device.vendor()
 
 
 def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | None = None,
@@ -158,7 +165,7 @@ def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | 
         skills.append(tier_skill(nxt, vendor))
     if kernel_skill:
         skills.append(kernel_skill)
-    if 5 in order or nxt == 5:
+    if (5 in order or nxt == 5) and vendor in TIER5_SKILLS:  # a CPU has no architecture tier of its own
         skills.append(TIER5_SKILLS[vendor])
     return {
         "kernel": kernel,

@@ -74,3 +74,13 @@ def test_no_coalescing_hint_when_no_load_went_through_the_load_units():
     # The H200 GEMM loads through TMA: ncu reports 0% sector efficiency for plain global loads.
     assert not [h for h in diagnose.hints({"global_ld_efficiency_pct": 0.0}, []) if h["tier"] == 2]
     assert [h for h in diagnose.hints({"global_ld_efficiency_pct": 25.0}, []) if h["tier"] == 2]
+
+
+def test_the_vendor_comes_from_the_profiler_the_gpus_name_or_this_machine():
+    from kgit import device
+
+    assert diagnose.vendor_of({"tool": "rocprofv3"}, None) == "amd"
+    assert diagnose.vendor_of(None, "AMD Instinct MI300X") == "amd"
+    assert diagnose.vendor_of(None, "NVIDIA H200") == "nvidia"
+    # a record made in the interpreter names no GPU: the vendor is this machine's ('cpu' without a GPU)
+    assert diagnose.vendor_of(None, "cpu") == device.vendor() and diagnose.vendor_of(None, None) == device.vendor()
