@@ -73,3 +73,26 @@ def test_garbage_on_the_hooks_input_is_one_line_not_a_traceback(started):
     run = started.kgit("hooks", "pre-push", "origin", input_text="this is not git's input\n")
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[-1].startswith("kgit: the pre-push hook's input is not git's")
+
+
+def test_without_kgit_on_path_the_hook_stops_only_a_push_of_kgits_refs(started, tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    started.git("remote", "add", "origin", str(bare))
+    started.ok("hooks", "install")
+    path = os.pathsep.join([os.path.dirname(shutil.which("git")), "/bin"])
+    assert shutil.which("kgit", path=path) is None
+    env = {**os.environ, "PATH": path}
+
+    def push(*args, **more):
+        return subprocess.run(["git", "push", "origin", *args], cwd=started.root, capture_output=True, text=True,
+                              env={**env, **more})
+
+    assert push("main").returncode == 0  # carries no kgit ref: nothing to check, nothing stopped
+    refused = push("opt/fake")
+    assert refused.returncode != 0 and "carries refs/heads/opt/fake and kgit is not on PATH" in refused.stderr
+    assert push("opt/fake", KGIT_PUSH="1").returncode == 0  # what 'kgit push' runs, having checked it
