@@ -78,13 +78,16 @@ def test_returning_a_new_tensor_leaves_the_outputs_unwritten(softmax_spec, softm
 
 
 def test_nondeterminism_is_caught(softmax_spec, softmax_t):
-    # no torch compute: alternates between two code paths (whole row in registers; looped online
-    # two-pass) whose roundings differ in the last bit
+    # every other call nudges its output by one part in ten million: far inside the tolerance, but
+    # the same input no longer gives bitwise the same output (two code paths whose roundings differ
+    # in the last bit, as this test first had it, sometimes agree on a random input)
     calls = []
 
     def cheat(inputs, outputs):
         calls.append(1)
-        softmax_t.softmax(inputs[0], out=outputs[0], config={"BLOCK_SIZE": 16} if len(calls) % 2 else None)
+        softmax_t.softmax(inputs[0], out=outputs[0])
+        if len(calls) % 2:
+            outputs[0].mul_(1 + 1e-7)
 
     spec = softmax_spec(cheat, interpreter=harness.Plan(check_shapes=[(8, 100)], time_shapes=[(8, 100)],
                                                         dtypes=("fp32",)))
