@@ -74,10 +74,6 @@ def record_json(record, commit: str | None = None, **more) -> dict:
     return {**data, **more}
 
 
-def invalid_json(invalid) -> list[dict]:
-    return [{"commit": item.commit, "reason": item.reason} for item in invalid]
-
-
 def overrides(**options) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from kgit.cli.common import (emit, invalid_json, json_option, kernel_option, note, record_json, repo,
+from kgit.cli.common import (emit, json_option, kernel_option, note, record_json, repo,
                              warn_invalid)
 from kgit.errors import KgitError
 
@@ -54,7 +54,7 @@ def log_command(ctx, kernel, as_json):
     found = history.log(where, kernel)
     warn_invalid(found.invalid)
     emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha) for sha, r in found.pairs],
-                           "invalid_notes": invalid_json(found.invalid)},
+                           "invalid_notes": [n.to_json() for n in found.invalid]},
          lambda: commands.log(found.pairs))
 
 
@@ -72,7 +72,7 @@ def status_command(ctx, kernel, as_json):
     warn_invalid(state.invalid)
     plain = {k: v for k, v in vars(state).items() if k not in ("best", "best_commit", "invalid")}
     emit(as_json, lambda: {**plain, "best": record_json(state.best, state.best_commit) if state.best else None,
-                           "invalid_notes": invalid_json(state.invalid)},
+                           "invalid_notes": [n.to_json() for n in state.invalid]},
          lambda: commands.status(state))
 
 
@@ -104,7 +104,7 @@ def context_command(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     data = context.build(where, kernel)
     for item in data["invalid_notes"]:
-        note(commands.invalid_note(InvalidNote(item["commit"], item["reason"])))
+        note(commands.invalid_note(InvalidNote(**item)))
     emit(as_json, lambda: data, lambda: analysis.context_text(data))
 
 

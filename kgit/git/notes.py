@@ -228,9 +228,9 @@ def deciding_history(repo: Repo, kernel: str) -> History:
     continued it elsewhere, whose records arrive with kgit pull, or a `git reset` that dropped it)
     cannot be the best here: the branch is judged by what it holds."""
     history = kernel_history(repo, kernel)
-    branch = refs.branch_ref(kernel)
-    if read.rev(repo, branch) is None:
+    try:
+        on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
+    except GitError:  # no branch (yet) in this clone: nothing to judge it by
         return history
-    on_branch = set(read.first_parents(repo, branch, limit=1_000_000))
     pairs = [(sha, r) for sha, r in history.pairs if not r.status.on_branch or sha in on_branch]
     return History(pairs, history.invalid, history.last_iteration)

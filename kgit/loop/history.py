@@ -76,10 +76,10 @@ class Best:
 
 def best(repo: Repo, kernel: str) -> Best:
     history = _nonempty(notes.deciding_history(repo, kernel), kernel)
-    record = decide.best_record(history.records)
-    if record is None:
+    found = decide.best_pair(history.pairs)
+    if found is None:
         raise KgitError(f"{kernel} has no successful iteration")
-    commit = next(sha for sha, r in history.pairs if r is record)
+    commit, record = found
     return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid)
 
 
@@ -107,7 +107,7 @@ class Status:
 def status(repo: Repo, kernel: str) -> Status:
     state = loop_state(repo, kernel, {})
     history, records, cfg = state.history, state.records, state.cfg
-    top = decide.best_record(records)
+    best_commit, top = decide.best_pair(history.pairs) or (None, None)
     target = decide.target_value(cfg, top) if top else None
     on_branch = read.current_kernel(repo) == kernel
     return Status(
@@ -121,7 +121,7 @@ def status(repo: Repo, kernel: str) -> Status:
         metric=top.metric if top else None,
         target=target,
         best=top,
-        best_commit=next((sha for sha, r in history.pairs if r is top), None),
+        best_commit=best_commit,
         gap=target - top.value if target is not None and top else None,
         gap_pct=(target - top.value) / target * 100 if target and top else None,
         stopped=state.stopped,

@@ -142,8 +142,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
                       progress=None, gpu: str | None = None) -> Comparison:
     """Measure a candidate (a commit, or HEAD with the kernel replaced by source) against the best,
     pair by pair, each in its own worktree."""
-    best = decide.best_record(state.records)
-    best_commit = next(sha for sha, r in state.history.pairs if r is best)
+    best_commit, best = decide.best_pair(state.history.pairs)
     # The best's first run here fills its compile caches, unless this environment has run it already.
     warm_best = not any(decide.same_environment(r.environment, environment)
                         for r in state.records if r.iteration >= best.iteration)

@@ -53,7 +53,14 @@ def best_record(records: list[Record]) -> Record | None:
     """The best: the latest kept record. Each was shown better than the best before it, measured
     side by side on one machine, so the latest is the best even where figures taken on different
     days or machines would say otherwise."""
-    return max((r for r in records if r.kept), key=lambda r: (r.iteration, r.started or ""), default=None)
+    found = best_pair((None, r) for r in records)
+    return found[1] if found else None
+
+
+def best_pair(pairs) -> tuple[str, Record] | None:
+    """The best record (best_record's rule) with the commit its note is on, from (commit, record) pairs."""
+    return max(((sha, r) for sha, r in pairs if r.kept), key=lambda p: (p[1].iteration, p[1].started or ""),
+               default=None)
 
 
 def target_value(cfg: KernelConfig, best: Record | None) -> float | None:

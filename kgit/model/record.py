@@ -117,6 +117,9 @@ class InvalidNote:
     def describe(self) -> str:
         return f"the note on {self.commit[:10]} is not a valid kgit record ({self.reason})"
 
+    def to_json(self) -> dict:
+        return {"commit": self.commit, "reason": self.reason}
+
 
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _JSON_KEYS = {f.name: f.name for f in dataclasses.fields(Record) if f.name != "extra"}

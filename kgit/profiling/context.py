@@ -72,7 +72,7 @@ def build(repo: Repo, kernel: str) -> dict:
                                             "next_tier_name", "tiers_exhausted", "hints")},
         "skills": list(dict.fromkeys([LOOP_SKILL, *diag["skills"]])),
         "next_step": next_step,
-        "invalid_notes": [{"commit": note.commit, "reason": note.reason} for note in log.invalid],
+        "invalid_notes": [note.to_json() for note in log.invalid],
     }
 
 

@@ -116,10 +116,10 @@ def tag_problems(repo: Repo) -> list[Problem]:
         # the whole chain: a best iteration may lie far below a long run of reverts
         on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
         mine = [(sha, r) for sha, r in notes.kernel_history(repo, kernel).pairs if sha in on_branch]
-        best = decide.best_record([r for _, r in mine])
-        if best is None:
+        found = decide.best_pair(mine)
+        if found is None:
             continue
-        best_commit = next(sha for sha, r in mine if r is best)
+        best_commit, best = found
         tagged = read.rev(repo, refs.tag_ref(kernel))
         if tagged == best_commit:
             continue

@@ -84,6 +84,8 @@ def test_the_best_record_is_the_latest_kept_one():
                Record("k", 3, "noise", Status.WITHIN_NOISE, value=131.0), kept(4, 120.0),
                Record("k", 5, "paves the way", Status.KEPT_ANYWAY, value=110.0)]
     assert decide.best_record(records).iteration == 4
+    pairs = [(f"c{r.iteration}", r) for r in records]
+    assert decide.best_pair(pairs) == ("c4", records[4]) and decide.best_pair([]) is None
     assert decide.best_record([]) is None
     assert decide.best_record([Record("k", 1, "x", Status.REGRESSED, value=200.0)]) is None
 
