@@ -67,7 +67,7 @@ def chart(kernel: str, records: list[Record]) -> list[str]:
         value = record.value if record.correctness else None
         measured.append(value or 0.0)
         if value is not None and record.kept:
-            best = max(best, value)
+            best = value  # the latest kept is the best (kgit.model.decide.best_record)
         best_so_far.append(best)
     unit = UNITS.get(metric, metric)
     title = f"{kernel}: {unit} per iteration".replace('"', "'")
