@@ -1,11 +1,11 @@
 """Every process kgit starts but git: its own process group, a timeout, and how it ended in a few words."""
 
-import os
 import signal
 import sys
 import time
 
 from kgit import runner
+from workspace import alive
 
 # A command that starts a grandchild (through a shell) that would outlive it, then hangs.
 FAMILY = """
@@ -13,15 +13,6 @@ import subprocess, sys, time
 child = subprocess.Popen(["/bin/sh", "-c", "sleep 300 & echo $! > %s; wait"])
 time.sleep(300)
 """
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
 
 
 def test_a_command_that_times_out_is_killed_with_its_whole_group(tmp_path):

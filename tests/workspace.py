@@ -144,3 +144,13 @@ def a_session(ws):
     ws.ok("step", "-m", "better")
     ws.set_kernel(METRIC=90.0)
     ws.ok("step", "-m", "worse")
+
+
+def alive(pid: int) -> bool:
+    """Whether a process still runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"

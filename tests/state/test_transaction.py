@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workspace import KERNEL
+from workspace import KERNEL, alive
 
 
 def spawn_step(ws, tmp_path, *args):
@@ -24,16 +24,6 @@ def spawn_step(ws, tmp_path, *args):
         assert time.monotonic() < deadline, "the test never started"
         time.sleep(0.05)
     return proc, int(marker.read_text())
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
 
 
 def test_kill_during_the_test_rolls_back(started, tmp_path):
