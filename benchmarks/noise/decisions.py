@@ -3,19 +3,26 @@ issue): 20 steps that change nothing measurable, and 20 real 3% traffic cuts.
 
     python benchmarks/noise/decisions.py noop --steps 20 --out DIR
     python benchmarks/noise/decisions.py cut --steps 20 --out DIR
+    python benchmarks/noise/decisions.py probe --steps 8 --out DIR
 
 Builds a scratch repository with benchmarks/noise/scale/ (a test in the collection's style: perf_counter
 around a loop, no warm-up, no spread), runs `kgit start scale`, then:
-  noop  appends a comment to the kernel and steps, STEPS times on one branch;
-  cut   STEPS times: a fresh start from the kernel with its 3% extra read, then a step that cuts it.
+  noop   appends a comment to the kernel and steps, STEPS times on one branch;
+  cut    STEPS times, on one branch: a step that cuts the 3% extra read; when it is kept, a
+         `git reset --hard` back to the kernel with the extra read (kgit then judges against that
+         again), so that every trial starts from the same best, with the noise of earlier ones known;
+  probe  runs the test alone STEPS times with 100 and with 1000 launches in its timed loop, alternately:
+         how much its figure moves from run to run.
 Each step's record (status, gain and interval, runs, wall time) is appended to DIR/<series>.jsonl as
-it is decided, so a run cut short still leaves what it measured.
+it is decided, so a run cut short still leaves what it measured. SCALE_N and SCALE_ITERS (the test's
+size and launches) pass through to the test.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,18 +62,32 @@ def summary(record: dict, wall: float) -> dict:
             "candidate": found.get("candidate"), "reason": record.get("reason"), "wall_s": round(wall, 1)}
 
 
-def step(root: Path, message: str, out) -> None:
+def step(root: Path, message: str, out) -> dict:
     t0 = time.monotonic()
     record = kgit(root, "step", "-m", message)
     line = summary(record, time.monotonic() - t0)
+    write_line(out, line)
+    return line
+
+
+def write_line(out, line: dict) -> None:
     out.write(json.dumps(line) + "\n")
     out.flush()
     print(json.dumps(line), flush=True)
 
 
+def probe(root: Path, runs: int, out) -> None:
+    test = root / "skills/kernels/scale/test_scale.py"
+    for i in range(runs):
+        for iterations in (100, 1000):
+            done = subprocess.run([sys.executable, str(test), "--json"], cwd=test.parent, capture_output=True,
+                                  text=True, env={**os.environ, "SCALE_ITERS": str(iterations)}, check=True)
+            write_line(out, {"run": i, "iterations": iterations, **json.loads(done.stdout.splitlines()[-1])})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("series", choices=["noop", "cut"])
+    parser.add_argument("series", choices=["noop", "cut", "probe"])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -76,20 +97,20 @@ def main() -> None:
         root.mkdir()
         make_repo(root)
         kernel = root / KERNEL
+        if args.series == "probe":
+            return probe(root, args.steps, out)
         if args.series == "noop":
             kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
             for i in range(1, args.steps + 1):
                 kernel.write_text(kernel.read_text() + f"# no-op {i}\n")
                 step(root, f"no-op {i}: a comment", out)
         else:
+            kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
+            with_extra_read = git(root, "rev-parse", "HEAD")
             for i in range(1, args.steps + 1):
-                if i > 1:  # back to the kernel with the extra read, as a fresh loop
-                    git(root, "checkout", "-q", "main")
-                    git(root, "branch", "-D", "opt/scale")
-                    git(root, "tag", "-d", "best/scale")
-                kgit(root, "start", "scale")
                 kernel.write_text(kernel.read_text().replace("EXTRA = 0.06", "EXTRA = 0.0"))
-                step(root, f"trial {i}: cut the 3% extra read", out)
+                if step(root, f"trial {i}: cut the 3% extra read", out)["status"] == "IMPROVED":
+                    git(root, "reset", "-q", "--hard", with_extra_read)
         (args.out / f"{args.series}-log.txt").write_text(git(root, "log", "--oneline", "--all", "-n", "200"))
         subprocess.run([sys.executable, "-m", "kgit", "log", "scale"], cwd=root,
                        stdout=open(args.out / f"{args.series}-kgit-log.txt", "w"), stderr=subprocess.STDOUT)

@@ -6,7 +6,9 @@ says better, worse or noise (kgit.model.noise), or the bound on pairs is reached
     best, candidate   candidate, best   best, candidate ...   one ratio per pair
 
 A first run of a commit fills compile caches and never counts. The order alternates pair by pair,
-so a drift of the machine that is linear in time cancels over two pairs.
+so a drift of the machine that is linear in time cancels over two pairs. Only the candidate's first
+run must check correctness in full: every later run is told it may time only (testing.TIMING_ONLY),
+since its commit passed the checks already, and nothing is checked twice without reason.
 """
 
 from __future__ import annotations
@@ -17,23 +19,23 @@ from typing import Callable
 from kgit.model.noise import Comparison, Prior, interval, test_sd_of, verdict
 from kgit.model.result import TestResult
 
-Run = Callable[[], TestResult]
+Run = Callable[[bool], TestResult]  # run(timing_only)
 
 
 def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, max_pairs: int,
             warm_best: bool) -> Comparison:
-    first = run_candidate()
+    first = run_candidate(False)
     found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1)
     if not first.passed:
         found.failure, found.failed_side = first, "candidate"
         return found
-    if warm_best and not _counted(found, "best", run_best(), warmup=True):
+    if warm_best and not _counted(found, "best", run_best(True), warmup=True):
         return found
     test_sd = test_sd_of(first.spread_pct)
     for pair in range(max_pairs):
         sides = (("best", run_best), ("candidate", run_candidate))
         for side, run in sides if pair % 2 == 0 else reversed(sides):
-            if not _counted(found, side, run()):
+            if not _counted(found, side, run(True)):
                 return found
         found.log_ratios.append(math.log(found.candidate[-1] / found.best[-1]))
         found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs)

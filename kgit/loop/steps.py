@@ -148,7 +148,8 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
                         for r in state.records if r.iteration >= best.iteration)
     trees = {"best": (best_commit, None), "candidate": (candidate, source)}
     with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
-        return measure.compare(lambda: run("best"), lambda: run("candidate"),
+        return measure.compare(lambda timing_only: run("best", timing_only),
+                               lambda timing_only: run("candidate", timing_only),
                                decide.noise_prior(state.records, environment), state.cfg.min_gain_pct,
                                state.cfg.max_pairs, warm_best)
 

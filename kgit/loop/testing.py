@@ -17,12 +17,17 @@ from kgit.git.run import Repo
 from kgit.model.result import TestResult
 from kgit.state import journal
 
+# Set for a run of a commit whose correctness kgit has already seen pass: a test may then skip its slow
+# checks and only time (the bundled harness does, and still verifies the outputs it timed).
+TIMING_ONLY = "KGIT_TIMING_ONLY"
+
 
 @contextlib.contextmanager
 def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | None]],
               gpu: str | None = None, progress=None):
     """Worktrees by name, each of a commit with, optionally, the kernel file replaced by a source;
-    yields run(name), which runs the kernel's test in that worktree (on that GPU, if one is named)."""
+    yields run(name, timing_only=False), which runs the kernel's test in that worktree (on that GPU, if
+    one is named)."""
     env, device_note = device.test_env(cfg.gpu)
     if gpu is not None:
         env = {**env, "CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
@@ -35,9 +40,10 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
             if source is not None:
                 (paths[name] / cfg.kernel_path).write_text(source)
 
-        def run(name: str) -> TestResult:
+        def run(name: str, timing_only: bool = False) -> TestResult:
             with _registered(repo, cfg.test_path) as on_spawn:
-                return runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, env, cfg.target_metric,
+                run_env = {**env, TIMING_ONLY: "1"} if timing_only else env
+                return runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, run_env, cfg.target_metric,
                                        on_tick=progress.tick if progress else None, on_spawn=on_spawn,
                                        test_args=cfg.test_args)
 

@@ -27,6 +27,13 @@ ERROR_RATE = 0.05
 # The prior keeps the most recent degrees of freedom only: a kernel's noise changes as it changes.
 PRIOR_DF_LIMIT = 30
 
+# The machine's noise changes too (another job on the host comes and goes). Once a decision has pairs
+# enough to judge its own noise, a prior whose variance differs from it beyond this two-sided F-test
+# level describes another machine state and is set aside: pooled, a noisy past would widen a quiet
+# decision's interval (or a quiet past narrow a noisy one's) by far more than any gain.
+PRIOR_AGREEMENT_LEVEL = 0.001
+PRIOR_CHECK_MIN_DF = 2
+
 
 @functools.lru_cache(maxsize=None)  # a decision asks for the same few quantiles again and again
 def t_quantile(p: float, df: int) -> float:
@@ -106,13 +113,33 @@ def interval(log_ratios: list[float], prior: Prior, test_sd: float = 0.0, looks:
     reported it, can only widen it."""
     n = len(log_ratios)
     mean = sum(log_ratios) / n
-    ss = prior.sum_squares + sum((r - mean) ** 2 for r in log_ratios)
+    own_ss = sum((r - mean) ** 2 for r in log_ratios)
+    if not agrees(prior, own_ss, n - 1):
+        prior = Prior()
+    ss = prior.sum_squares + own_ss
     df = prior.df + n - 1
     if df < 1:
         return None
     sd = max(math.sqrt(ss / df), test_sd)
     half = t_quantile(1 - ERROR_RATE / looks / 2, df) * sd / math.sqrt(n)
     return Interval(_pct(mean), _pct(mean - half), _pct(mean + half), sd, df, n)
+
+
+def agrees(prior: Prior, own_ss: float, own_df: int) -> bool:
+    """Whether this decision's own spread is consistent with the prior's (a two-sided F-test); a
+    decision with too few pairs to judge its noise takes the prior as it is."""
+    if prior.df == 0 or own_df < PRIOR_CHECK_MIN_DF:
+        return True
+    if prior.sum_squares == 0 or own_ss == 0:
+        return prior.sum_squares == own_ss
+    ratio = (own_ss / own_df) / (prior.sum_squares / prior.df)
+    below = f_cdf(ratio, own_df, prior.df)
+    return PRIOR_AGREEMENT_LEVEL / 2 < below < 1 - PRIOR_AGREEMENT_LEVEL / 2
+
+
+def f_cdf(x: float, df1: int, df2: int) -> float:
+    """P(F <= x) for Fisher's F with (df1, df2) degrees of freedom."""
+    return _incomplete_beta(df1 / 2, df2 / 2, df1 * x / (df1 * x + df2)) if x > 0 else 0.0
 
 
 def verdict(found: Interval, floor_pct: float) -> str | None:

@@ -42,6 +42,7 @@ result = {
     "cwd": os.getcwd(),
     "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     "argv": sys.argv[1:],
+    "timing_only": os.environ.get("KGIT_TIMING_ONLY"),
     "t_start": started,
 }
 time.sleep(getattr(kernel, "SLEEP", 0.0))

@@ -44,3 +44,18 @@ def test_check_only_and_profile(softmax_spec, softmax_t):
     profiled = main(spec, ["--profile"])
     assert profiled == {"kernel": "softmax-under-test", "gpu": "triton-interpreter (CPU)", "profile": True,
                         "launches": 3, "shape": [6, 40], "dtype": "fp32", "status": "profiled"}
+
+
+def test_a_timing_only_run_skips_the_checks_but_still_verifies_what_it_timed(softmax_spec, softmax_t, monkeypatch):
+    monkeypatch.setenv("KGIT_TIMING_ONLY", "1")
+    honest = main(softmax_spec(lambda i, o: softmax_t.softmax(i[0], out=o[0])), ["--json", "--repeats", "2"])
+    assert honest["status"] == "pass" and honest["checks"] == 0 and honest["gbps"] > 0
+
+    def wrong(inputs, outputs):
+        softmax_t.softmax(inputs[0], out=outputs[0])
+        outputs[0].mul_(1.5)
+
+    wrong = main(softmax_spec(wrong), ["--json", "--repeats", "2"])
+    assert wrong["correctness"] is False and wrong["errors"][0]["case"] == "timing"
+    monkeypatch.setenv("KGIT_TIMING_ONLY", "0")  # any other value: a full run
+    assert main(softmax_spec(lambda i, o: softmax_t.softmax(i[0], out=o[0])), ["--json", "--repeats", "2"])["checks"] == 3

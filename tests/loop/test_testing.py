@@ -38,3 +38,15 @@ def test_a_running_test_is_registered_and_its_worktree_removed_when_it_ends(ws, 
     assert not results[0].passed and "timeout" in results[0].reason
     assert journal.registered_tests(repo) == {}
     assert not (repo.kgit_dir / "worktrees/test").exists() and "worktrees/test" not in ws.git("worktree", "list")
+
+
+def test_a_run_may_be_told_it_need_only_time(ws):
+    from kgit import config
+    from kgit.git.run import find_repo
+    from kgit.loop import testing
+
+    repo = find_repo(ws.root)
+    cfg = config.for_loop(repo.root, "fake", None, {})
+    with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}) as run:
+        assert run("test").payload["timing_only"] is None
+        assert run("test", timing_only=True).payload["timing_only"] == "1"

@@ -64,3 +64,22 @@ def interval(low, high):
 ])
 def test_the_verdict_at_its_boundaries(low, high, expected):
     assert noise.verdict(interval(low, high), 1.0) == expected
+
+
+@pytest.mark.parametrize("x, df1, df2, expected", [(3.33, 5, 10, 0.95), (5.64, 5, 10, 0.99), (0.211, 5, 10, 0.05),
+                                                   (1.0, 20, 20, 0.5), (0.0, 3, 3, 0.0)])
+def test_f_cdf_matches_the_tables(x, df1, df2, expected):
+    assert noise.f_cdf(x, df1, df2) == pytest.approx(expected, abs=2e-3)
+
+
+def test_a_prior_whose_noise_the_decision_contradicts_is_set_aside():
+    noisy_past = noise.Prior(sum_squares=22 * 0.15 ** 2, df=22)  # pairs taken while another job ran
+    quiet = [0.023, 0.0225, 0.0235]  # this decision's pairs: sd 0.05%
+    assert noise.agrees(noisy_past, 2 * 0.0005 ** 2, 2) is False
+    found = noise.interval(quiet, noisy_past, looks=12)
+    assert found.df == 2 and found.low_pct > 1.0  # decided on its own pairs
+    # pairs too few to judge their own noise take the prior as it is, and an agreeing prior is pooled
+    assert noise.agrees(noisy_past, 0.0, 1) is True
+    assert noise.interval([0.02, 0.03, 0.025], noise.Prior(22 * 0.005 ** 2, 22)).df == 24
+    # the other way round too: a noisy decision does not borrow a quiet past's narrow interval
+    assert noise.interval([0.1, -0.2, 0.15], noise.Prior(22 * 0.002 ** 2, 22)).df == 2

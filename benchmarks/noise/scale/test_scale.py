@@ -11,6 +11,7 @@ import torch
 from triton_template import scale
 
 N = int(os.environ.get("SCALE_N", 12 * 1024 * 1024))  # 48 MB in, 48 MB out: about 24 us on an H200
+ITERATIONS = int(os.environ.get("SCALE_ITERS", 100))
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: Triton's interpreter, a dry run
 
 
@@ -18,7 +19,7 @@ def main():
     x = torch.randn(N, device=DEVICE)
     out = torch.empty_like(x)
     correct = bool(torch.allclose(scale(x, out), 2 * x))
-    iterations = 100
+    iterations = ITERATIONS
     sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
