@@ -5,6 +5,7 @@
   refs/kgit/attempts/<kernel>/<N>      every reverted attempt, so that gc never loses it
   refs/notes/kgit                      one JSON record per iteration, on its commit
   refs/kgit/saved-edits                uncommitted edits kgit saved across a reset, until they are back
+  refs/kgit/unrestored-edits/<sha>     saved edits kgit did not write back over newer ones (yours to take)
   refs/kgit/remotes/<remote>/...       what kgit last saw of a remote's tags, notes and attempts
   refs/remotes/<remote>/opt/<kernel>   a remote's branches, where git keeps them
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 NOTES_REF = "refs/notes/kgit"
 ATTEMPTS = "refs/kgit/attempts"
 SAVED_EDITS = "refs/kgit/saved-edits"
+UNRESTORED_EDITS = "refs/kgit/unrestored-edits"
 BRANCH_PREFIX = "opt/"
 TAG_PREFIX = "best/"
 BRANCHES = "refs/heads/" + BRANCH_PREFIX

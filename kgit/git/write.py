@@ -7,6 +7,7 @@ uncommitted edit: a reset saves the edits in a commit object first (move_head).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kgit.git import read, refs
@@ -106,23 +107,50 @@ def move_head(repo: Repo, sha: str) -> None:
     restore_saved_edits(repo)
 
 
-def restore_saved_edits(repo: Repo) -> list[str]:
-    """Write back the files saved by move_head, if any; safe to repeat after a crash."""
+@dataclass
+class Restored:
+    paths: list[str]  # written back
+    kept_aside: list[str]  # edited again since kgit saved them: left as they are
+    ref: str | None = None  # where the saved edits of kept_aside paths stay
+
+
+def restore_saved_edits(repo: Repo) -> Restored:
+    """Write back the files saved by move_head, if any; safe to repeat after a crash.
+
+    A kgit killed between its reset and this write-back leaves the saved edits in their ref, and the
+    user may edit the same file again before the next kgit runs: such a file (its content no longer
+    the one the reset wrote) is never overwritten. Its saved version stays under a ref of its own."""
     saved = read.rev(repo, refs.SAVED_EDITS)
     if saved is None:
-        return []
+        return Restored([], [])
     paths = [p for p in git(repo, "diff", "--name-only", "-z", f"{saved}^1", saved).split("\0") if p]
+    done = Restored([], [])
     for path in paths:
         target = repo.root / path
-        try:
-            content = git_bytes(repo, "cat-file", "blob", f"{saved}:{path}")
-        except GitError:
+        current = target.read_bytes() if target.is_file() else None
+        if current != _blob(repo, "HEAD", path):
+            if current != _blob(repo, saved, path):
+                done.kept_aside.append(path)
+            continue
+        content = _blob(repo, saved, path)
+        if content is None:
             target.unlink(missing_ok=True)  # the user had deleted it
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
+        done.paths.append(path)
+    if done.kept_aside:
+        done.ref = f"{refs.UNRESTORED_EDITS}/{saved}"
+        set_ref(repo, done.ref, saved)
     delete_ref(repo, refs.SAVED_EDITS)
-    return paths
+    return done
+
+
+def _blob(repo: Repo, commit: str, path: str) -> bytes | None:
+    try:
+        return git_bytes(repo, "cat-file", "blob", f"{commit}:{path}")
+    except GitError:
+        return None
 
 
 def add_worktree(repo: Repo, path: Path, commit: str) -> None:

@@ -12,6 +12,10 @@ what it changed. The agent talks back through files named in its environment:
 A turn that cannot be tested (the agent failed, changed nothing, or changed the test or another file)
 is recorded as a FAILED iteration with its changes kept as the attempt, and the loop goes on; three
 such turns in a row stop it (AGENT_FAILING).
+
+The run holds the repository's lock throughout, the agent's turns included: an agent that runs
+`kgit step` itself is refused (read-only commands such as `kgit context` still answer), so its
+change is judged once, by this loop.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from kgit.loop import steps
 from kgit.model.record import StopReason
 from kgit.profiling import context
 from kgit.render import analysis
+from kgit.state import lock
 
 MAX_BAD_TURNS = 3
 
@@ -34,6 +39,15 @@ MAX_BAD_TURNS = 3
 def run(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
         progress, on_outcome) -> StopReason:
     """Drive the agent until a stop reason, which it returns."""
+    lock.acquire(repo)
+    try:
+        return _turns(repo, kernel, command, agent_timeout_s, overrides, progress, on_outcome)
+    finally:
+        lock.release(repo)
+
+
+def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
+           progress, on_outcome) -> StopReason:
     baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
@@ -55,6 +69,7 @@ def run(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides
         env = {
             "KGIT_CONTEXT_FILE": str(files["context"]), "KGIT_CONTEXT_JSON": str(files["context_json"]),
             "KGIT_ACTION_FILE": str(files["action"]), "KGIT_KERNEL_PATH": cfg.kernel_path, "KGIT_KERNEL": kernel,
+            lock.AGENT_TURN: "1",
         }
         if progress:
             progress.begin(f"the agent ({command})", None)

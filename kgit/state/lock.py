@@ -15,6 +15,9 @@ from kgit.git.run import Repo
 
 _held: dict[Path, list[int]] = {}  # lock file -> [open descriptor, depth], in this process
 
+# Set in the environment of an agent's turn under `kgit run --agent`, which holds the lock meanwhile.
+AGENT_TURN = "KGIT_AGENT_TURN"
+
 
 def acquire(repo: Repo) -> None:
     """Take the lock, or refuse while another kgit holds it.
@@ -32,6 +35,9 @@ def acquire(repo: Repo) -> None:
     except BlockingIOError:
         os.close(fd)
         holder = _pid_in(path)
+        if os.environ.get(AGENT_TURN):
+            raise KgitError("kgit run --agent is driving this loop and steps on your change itself: edit the "
+                            "kernel, write what you changed to $KGIT_ACTION_FILE, and end your turn") from None
         raise KgitError(
             f"another kgit process{f' (pid {holder})' if holder else ''} is working in this repository; "
             "wait for it to finish"

@@ -64,8 +64,13 @@ def recover(repo: Repo) -> list[str]:
         runner.stop_orphaned_test(pid, test_path)
         journals.unregister_test(repo, pid)
     restored = write.restore_saved_edits(repo)
-    if restored:
-        done.append(f"restored your uncommitted edits to {', '.join(restored)} after an interrupted kgit")
+    if restored.paths:
+        done.append(f"restored your uncommitted edits to {', '.join(restored.paths)} after an interrupted kgit")
+    if restored.kept_aside:
+        paths = " ".join(restored.kept_aside)
+        done.append(f"kept your newer edits to {paths}; the ones an interrupted kgit had saved are in "
+                    f"{restored.ref} (see them: git diff HEAD {restored.ref} -- {paths}; "
+                    f"take them: git restore --source {restored.ref} -- {paths})")
     journal = journals.load(repo)
     if journal is None:
         return done

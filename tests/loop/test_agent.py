@@ -40,6 +40,13 @@ elif what == "commit":
 elif what == "checkout":
     import subprocess
     subprocess.run(["git", "checkout", "-q", "main"], check=True)
+elif what == "step":  # the agent steps by itself, as it would in a loop of its own
+    import re, subprocess
+    kernel.write_text(re.sub(r"METRIC = [0-9.]+", "METRIC = 130.0", kernel.read_text()))
+    done = subprocess.run([sys.executable, "-m", "kgit", "step", "-m", "mine"], capture_output=True, text=True)
+    pathlib.Path(sys.argv[1] + ".step").write_text(f"{done.returncode}\\n{done.stderr}")
+    subprocess.run([sys.executable, "-m", "kgit", "status"], check=True, capture_output=True)
+    describe("raise METRIC to 130.0", 1)
 elif what == "sleep":
     import time; time.sleep(30)
 '''
@@ -102,3 +109,15 @@ def test_an_agent_that_commits_is_judged_like_any_edit(ws, tmp_path):
 def test_an_agent_that_leaves_the_branch_stops_the_loop(ws, tmp_path):
     run = ws.kgit("run", "fake", "--agent", agent_command(tmp_path, ["checkout"]))
     assert run.returncode == 1 and "the agent left opt/fake" in run.stderr.strip().splitlines()[-1]
+
+
+def test_an_agent_that_steps_by_itself_is_refused_and_its_change_judged_once(ws, tmp_path):
+    # Issue 14, case 3: the lock is held through the agent's turn
+    result = ws.ok("run", "fake", "--agent", agent_command(tmp_path, ["step"]), "--max-iterations", "1",
+                   "--json").json()
+    code, message = (tmp_path / "turns.step").read_text().split("\n", 1)
+    assert code == "1" and "kgit run --agent is driving this loop" in message and "Traceback" not in message
+    assert [r["status"] for r in result["iterations"]] == ["BASELINE", "IMPROVED"]
+    assert result["iterations"][1]["action"] == "raise METRIC to 130.0"
+    assert "METRIC = 130.0" in ws.kernel_text() and ws.git("rev-parse", "best/fake") == ws.git("rev-parse", "HEAD")
+    ws.check_invariants()

@@ -139,6 +139,24 @@ def test_saved_edits_are_restored_after_a_crash(started):
     assert started.git("for-each-ref", "refs/kgit/saved-edits") == ""
 
 
+def test_an_edit_made_after_the_crash_is_never_overwritten_by_the_saved_one(started):
+    # Issue 14, case 1: killed after the reset, edit B saved aside; the user then writes C. C stays,
+    # B stays reachable under a ref of its own, and the advice given works.
+    (started.root / KERNEL).write_text("METRIC = 3.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n")
+    saved = started.git("stash", "create")
+    started.git("update-ref", "refs/kgit/saved-edits", saved)
+    started.git("reset", "-q", "--hard")
+    newer = "METRIC = 4.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n"
+    (started.root / KERNEL).write_text(newer)
+    run = started.ok("doctor", "--fix")
+    assert (started.root / KERNEL).read_text() == newer
+    assert f"kept your newer edits to {KERNEL}" in run.stdout
+    assert started.git("for-each-ref", "--format=%(refname)", "refs/kgit/") == f"refs/kgit/unrestored-edits/{saved}"
+    advice = run.stdout.split("take them: ")[1].split(")")[0].split()
+    started.git(*advice[1:])  # git restore --source REF -- PATH
+    assert "METRIC = 3.0" in (started.root / KERNEL).read_text()
+
+
 def test_recovery_never_moves_the_branch_the_user_switched_to(started):
     started.set_kernel(METRIC=120.0)
     assert started.kgit("step", "-m", "faster", env={"KGIT_TEST_CRASH_AT": "decided"}).returncode == -signal.SIGKILL
