@@ -102,9 +102,10 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
     return KernelConfig(name=name, **settings)
 
 
-def for_loop(root: Path, kernel: str, baseline_options: dict | None, overrides: dict) -> KernelConfig:
-    """A loop's settings: kgit.yaml, then the options given to 'kgit start', then this command's."""
-    return load(root, kernel, {**(baseline_options or {}), **overrides})
+def for_loop(root: Path, kernel: str, remembered: dict | None, overrides: dict) -> KernelConfig:
+    """A loop's settings: kgit.yaml, then the options its records remember (given to 'kgit start' and
+    to later steps), then this command's."""
+    return load(root, kernel, {**(remembered or {}), **overrides})
 
 
 def _read_file(root: Path) -> dict:

@@ -17,10 +17,13 @@ def _read(ctx: click.Context, kernel: str | None):
     """The repository and the kernel named (or the current one); a note if a step is pending."""
     from kgit.loop import history
     from kgit.render import commands
-    from kgit.state import journal
+    from kgit.state import journal, lock
 
     where = repo(ctx)
-    if journal.pending(where):
+    working = lock.holder(where)
+    if working is not None:
+        note(commands.working(working))
+    elif journal.pending(where):
         note(commands.INTERRUPTED)
     return where, history.resolve_kernel(where, kernel)
 

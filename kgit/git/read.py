@@ -54,6 +54,16 @@ def modified_tracked_files(repo: Repo) -> list[str]:
     return paths
 
 
+def has_identity(repo: Repo) -> bool:
+    """Whether git knows who commits here (user.name and user.email, or their environment variables)."""
+    try:
+        git(repo, "var", "GIT_COMMITTER_IDENT")
+        git(repo, "var", "GIT_AUTHOR_IDENT")
+    except GitError:
+        return False
+    return True
+
+
 def is_tracked(repo: Repo, path: str) -> bool:
     return bool(git(repo, "ls-files", "--", path).strip())
 

@@ -15,6 +15,7 @@ from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.state import journal, lock
 
 
 @dataclass
@@ -34,8 +35,10 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     """The records that decide the kernel's loop here, its settings, and why it stopped, if it did."""
     history = _nonempty(notes.deciding_history(repo, kernel), kernel)
     records = history.records
-    baseline = next((r for r in records if r.iteration == 0), None)
-    cfg = config.for_loop(repo.root, kernel, baseline.options if baseline else None, overrides)
+    remembered = {}  # the options given to start and to later steps, the latest of each winning
+    for record in records:
+        remembered.update(record.options or {})
+    cfg = config.for_loop(repo.root, kernel, remembered, overrides)
     return LoopState(history, cfg, decide.stop_reason(records, cfg, history.last_iteration))
 
 
@@ -102,6 +105,8 @@ class Status:
     kernel_modified: bool
     reverted: int
     invalid: list[InvalidNote]
+    working: int | None = None  # the pid of a kgit working in the repository now (0: unknown), if any
+    pending: bool = False  # a killed kgit left a step to finish
 
 
 def status(repo: Repo, kernel: str) -> Status:
@@ -128,6 +133,8 @@ def status(repo: Repo, kernel: str) -> Status:
         kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
         reverted=sum(not r.status.on_branch for r in records),
         invalid=history.invalid,
+        working=lock.holder(repo),
+        pending=journal.pending(repo),
     )
 
 

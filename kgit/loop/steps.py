@@ -45,6 +45,9 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         if head is None:
             raise KgitError("the repository has no commit yet: commit the kernel and its test first")
         check_clean(repo, allowed=[])
+        if not read.has_identity(repo):  # found now, not after the baseline has run
+            raise KgitError("git does not know who commits here, and every iteration is a commit: set it with "
+                            "git config user.name \"Your Name\" && git config user.email you@example.com")
         transaction.check_readme_is_ours(repo)
         for path in (cfg.kernel_path, cfg.test_path):
             if not read.is_tracked(repo, path):
@@ -135,7 +138,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
             comparison = failed(not_run(INTERRUPTED_BY_USER))
-        return _decide(repo, state, journal, comparison, recovered, environment, keep_anyway)
+        return _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides)
 
 
 def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: dict,
@@ -170,7 +173,8 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
         state = _running_state(repo, overrides)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=None)
-        return _decide(repo, state, journal, failed(not_run(reason, output_tail)), recovered, None, None)
+        return _decide(repo, state, journal, failed(not_run(reason, output_tail)), recovered, None, None,
+                       overrides)
 
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:
@@ -186,7 +190,7 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
 
 
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
-            environment: dict | None, keep_anyway: str | None) -> Outcome:
+            environment: dict | None, keep_anyway: str | None, overrides: dict) -> Outcome:
     best = decide.best_record(state.records)
     status = decide.decide(comparison, decide.target_value(state.cfg, best))
     why = decide.reason(comparison, status, state.cfg.min_gain_pct)
@@ -194,6 +198,8 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
         status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"
     record = decide.new_record(state.cfg, journal.iteration, journal.action, journal.tier, comparison.first,
                                status, best, journal.started, journal.base, comparison, environment, why)
+    if overrides:  # remembered: the loop's later commands start from them (kgit.loop.history.loop_state)
+        record = record.replace(options=overrides)
     commit = transaction.decided(repo, journal, record)
     return Outcome(record, commit, recovered, state.history.invalid)
 

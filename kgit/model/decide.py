@@ -133,7 +133,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         gpu=gpu_name if isinstance(gpu_name, str) else None,
         cpu_timing=cpu_timing,
         correctness=result.correctness if result.ok else None,
-        metric=result.metric,
+        metric=result.metric or (best.metric if best else None),  # a failed run's unit is the best's
         value=value if result.passed else None,
         spread_pct=result.spread_pct if result.passed else None,
         peak=peak,

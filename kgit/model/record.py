@@ -80,7 +80,7 @@ class Record:
     output_tail: str | None = None
     base: str | None = None  # the commit the iteration started from
     duration_s: float = 0.0
-    options: dict | None = None  # the baseline's: the options given to 'kgit start'
+    options: dict | None = None  # the options given to the command that made it ('kgit start', a step)
     # the paired re-measurement that decided it: samples, log-ratios, interval (kgit.model.noise)
     measurement: dict | None = None
     environment: dict | None = None  # where it was measured (kgit.device.environment)

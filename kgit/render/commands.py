@@ -22,10 +22,11 @@ def start(record: Record, commit: str) -> str:
 
 def step(record: Record, commit: str, with_tail: bool) -> str:
     cpu = record.cpu_timing
+    best_before = metric(record.best_before, record.metric, cpu)
     lines = [
-        f"iteration {record.iteration}: {record.status}  "
-        f"{metric(record.value, record.metric, cpu)}{pct_of_peak(record)}  "
-        f"{gain(record)} vs best {metric(record.best_before, record.metric or '', cpu)}",
+        f"iteration {record.iteration}: {record.status}; the best stays at {best_before}" if record.value is None
+        else f"iteration {record.iteration}: {record.status}  {metric(record.value, record.metric, cpu)}"
+             f"{pct_of_peak(record)}  {gain(record)} vs best {best_before}",
     ]
     if record.reason:
         lines.append(f"reason: {record.reason}")
@@ -95,8 +96,7 @@ def status(state) -> str:
         ["best", f"{metric(top.value, unit, cpu)}{pct_of_peak(top)}, iteration {top.iteration}" if top else "-"],
         ["gap to target", f"{metric(state.gap, unit)} ({state.gap_pct:.1f}%)"
          if state.gap is not None and state.gap > 0 else "-"],
-        ["state", f"stopped: {state.stopped}" if state.stopped
-         else "kernel edited, ready to step" if state.kernel_modified else "waiting for an edit of the kernel"],
+        ["state", _state_words(state)],
     ]
     return "\n".join(f"{name:<14} {value}" for name, value in rows)
 
@@ -110,6 +110,8 @@ def show(shown) -> str:
         f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or '-'}",
         *([f"reason: {record.reason}"] if record.reason else []),
         *_measured(record),
+        *(["test output ends:"] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
+          if record.output_tail and record.output_tail.strip() else []),
         f"started {record.started}, test ran {record.duration_s:.1f} s",
         "",
         shown.diff.rstrip() or "(no change to the kernel)",
@@ -149,6 +151,21 @@ def doctor(done: list[str], problems: list, repaired: bool) -> str:
 
 def invalid_note(note: InvalidNote) -> str:
     return f"warning: {note.describe()}; decided without it ('kgit doctor' lists such notes)"
+
+
+def _state_words(state) -> str:
+    if state.working is not None:
+        return working(state.working)
+    if state.pending:
+        return "an interrupted step is pending: the next writing kgit command, or 'kgit doctor --fix', finishes it"
+    if state.stopped:
+        return f"stopped: {state.stopped}"
+    return "kernel edited, ready to step" if state.kernel_modified else "waiting for an edit of the kernel"
+
+
+def working(pid: int) -> str:
+    return (f"another kgit{f' (pid {pid})' if pid else ''} is working in this repository (a step's test may be "
+            "running): these answers may change when it ends")
 
 
 INTERRUPTED = ("a step was interrupted (kgit was killed in the middle of it): these answers may miss it; "

@@ -1,5 +1,7 @@
 """Every refusal: exit status 1, one line on stderr, no traceback, and nothing changed."""
 
+import subprocess
+
 import pytest
 
 from workspace import TEST
@@ -146,3 +148,19 @@ def test_a_missing_directory_or_a_bare_repository(ws, tmp_path):
     bare = tmp_path / "bare.git"
     ws.git("clone", "-q", "--bare", str(ws.root), str(bare))
     assert "is a bare repository" in ws.refused("-C", str(bare), "status")
+
+
+def test_start_without_a_git_identity_refuses_before_the_baseline_runs(ws, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no global identity either
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    ws.git("config", "--unset", "user.name")
+    ws.git("config", "--unset", "user.email")
+    ws.set_kernel(MODE="crash")  # the refusal comes before any baseline runs
+    ws.git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "a kernel whose test crashes")
+    message = ws.refused("start", "fake")
+    assert "git does not know who commits here" in message
+    advice = message.split("set it with ")[1]
+    subprocess.run(advice, shell=True, cwd=ws.root, check=True)  # the advice works as written
+    ws.set_kernel(MODE="ok")
+    ws.git("commit", "-qam", "a kernel whose test passes")
+    assert ws.ok("start", "fake", "--json").json()["status"] == "BASELINE"

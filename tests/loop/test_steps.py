@@ -138,6 +138,11 @@ def test_options_override_the_loop_settings(ws):
     ws.set_kernel(METRIC=130.0)
     ws.refused("step", "-m", "y")
     assert ws.ok("step", "-m", "y", "--max-iterations", "3", "--json").json()["status"] == "IMPROVED"
+    # remembered: the raised limit holds for the next commands, not only for the step it was given to
+    assert ws.ok("status", "--json").json()["max_iterations"] == 3
+    assert ws.ok("status", "--json").json()["stopped"] is None
+    ws.set_kernel(METRIC=140.0)
+    assert ws.ok("step", "-m", "z", "--json").json()["stop_reason"] == "MAX_ITERATIONS"
 
 
 def test_a_slower_change_kept_anyway_stays_on_the_branch_and_the_best_does_not_move(started):

@@ -121,6 +121,14 @@ def test_a_new_record_carries_its_decision_its_samples_and_stop_reason():
     assert record.stop_reason == StopReason.MAX_ITERATIONS and record.output_tail is None
 
 
+def test_a_failed_record_keeps_the_unit_of_the_best_it_is_judged_against():
+    crashed = not_run("crashed: exit status 3")
+    record = decide.new_record(cfg(), 1, "a", 1, crashed, Status.FAILED, BEST, "2026-11-30T00:00:00.000000+00:00",
+                               "b" * 40)
+    assert (record.metric, record.value, record.best_before) == ("gbps", None, 100.0)
+    assert decide.new_record(cfg(), 0, "a", None, crashed, Status.FAILED, None, "t", None).metric is None
+
+
 def test_only_measurements_of_the_same_environment_are_comparable():
     here = {"host": "a", "device": "nvidia", "gpu_uuid": "GPU-1", "driver": "580", "torch": "2.11",
             "triton": "3.6", "clock_sm_mhz": "1980"}

@@ -26,7 +26,7 @@ def test_a_reverted_step_with_its_reason_the_tests_output_and_the_stop():
                          output_tail="line 1\nline 2\nline 3\nline 4\nline 5\nline 6\nRuntimeError: boom\n",
                          stop_reason=StopReason.MAX_ITERATIONS)
     lines = commands.step(record, SHA, with_tail=True).splitlines()
-    assert lines[0] == "iteration 3: FAILED  -  - vs best 100 GBps"
+    assert lines[0] == "iteration 3: FAILED; the best stays at 100 GBps"  # never "- -" without a unit
     assert lines[1:4] == ["reason: crashed: exit status 3",
                           "reverted; the attempt stays at refs/kgit/attempts/softmax/3", "test output ends:"]
     assert lines[4:9] == ["  line 3", "  line 4", "  line 5", "  line 6", "  RuntimeError: boom"]
@@ -85,3 +85,13 @@ def test_start_best_report_and_an_invalid_note():
     assert commands.report(SHA) == "experiments/README.md rendered and committed at 0123456789"
     warning = commands.invalid_note(InvalidNote(SHA, "not JSON"))
     assert warning.startswith("warning: the note on 0123456789 is not a valid kgit record (not JSON)")
+
+
+def test_show_gives_the_whole_reason_and_the_tests_last_lines():
+    from types import SimpleNamespace
+    reason = "(4096, 32768) bf16 normal: max abs error 0.5 at index 12345, tolerance 0.01 " * 3
+    record = step_record(Status.FAILED, value=None, delta_pct=None, reason=reason, started="t", duration_s=1.0,
+                         output_tail="".join(f"line {i}\n" for i in range(20)))
+    text = commands.show(SimpleNamespace(record=record, commit=SHA, diff="a diff"))
+    assert f"reason: {reason}" in text.splitlines()
+    assert text.split("test output ends:\n")[1].splitlines()[:10] == [f"  line {i}" for i in range(10, 20)]

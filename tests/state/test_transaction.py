@@ -26,6 +26,21 @@ def spawn_step(ws, tmp_path, *args):
     return proc, int(marker.read_text())
 
 
+def test_status_during_a_running_step_says_a_kgit_is_working_and_after_a_kill_that_a_step_is_pending(
+        started, tmp_path):
+    proc, _ = spawn_step(started, tmp_path)
+    try:
+        run = started.ok("status")
+        assert f"another kgit (pid {proc.pid}) is working in this repository" in run.stdout
+        assert "waiting for an edit" not in run.stdout and "interrupted" not in run.stderr
+        assert started.ok("status", "--json").json()["working"] == proc.pid
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    run = started.ok("status")
+    assert "an interrupted step is pending" in run.stdout and "was interrupted" in run.stderr
+
+
 def test_kill_during_the_test_rolls_back(started, tmp_path):
     proc, test_pid = spawn_step(started, tmp_path)
     proc.send_signal(signal.SIGKILL)
