@@ -1,7 +1,9 @@
 """Every process kgit starts other than git: a kernel's test, an agent, a profiler.
 
 Each runs in its own process group with a timeout, and the whole group dies with it (timeout,
-Ctrl-C, kgit being stopped). What a test prints is read by kgit.model.result.
+Ctrl-C, kgit being stopped). A descendant that left the group (setsid, a daemon) still carries the
+run's tag in its environment, and dies too when the command ends (on Linux, where /proc shows it).
+What a test prints is read by kgit.model.result.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from kgit.model import result
 from kgit.model.result import TestResult
 
 TAIL_CHARS = 2000
+RUN_TAG = "KGIT_RUN_TAG"  # inherited by every descendant of a command kgit runs
 
 
 @dataclass
@@ -50,13 +54,14 @@ def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_t
                 on_tick=None, on_spawn=None) -> Finished:
     """Run a command in its own process group; kill the whole group on timeout or interruption."""
     started = time.monotonic()
+    tag = uuid.uuid4().hex
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as stdin:
         stdin.write((stdin_text or "").encode())
         stdin.seek(0)
         proc = subprocess.Popen(
             args, cwd=cwd, stdout=out, stderr=err, stdin=stdin,
             # no __pycache__ folders in the user's working tree: a kernel's test imports its template
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **env}, start_new_session=True,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **env, RUN_TAG: tag}, start_new_session=True,
         )
         try:
             if on_spawn:
@@ -65,6 +70,8 @@ def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_t
         except BaseException:  # Ctrl-C or kgit being stopped: never leave the command running
             _kill_group(proc)
             raise
+        finally:
+            _kill_tagged(tag)
         out.seek(0)
         err.seek(0)
         return Finished(
@@ -128,6 +135,17 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def _kill_tagged(tag: str) -> None:
+    """Kill every process whose environment carries this run's tag: what escaped the group."""
+    mark = f"{RUN_TAG}={tag}".encode()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):  # gone meanwhile, another user's, or no /proc here
+            continue
 
 
 def tail(done: Finished) -> str:

@@ -28,6 +28,29 @@ def test_a_command_that_times_out_is_killed_with_its_whole_group(tmp_path):
     assert not alive(grandchild), "the grandchild outlived the timeout"
 
 
+# A command that starts a daemon in a session of its own (setsid), outside the command's process group.
+ESCAPE = """
+import subprocess, sys, time
+daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+open(%r, "w").write(str(daemon.pid))
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def gone_soon(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_a_daemon_that_left_the_group_dies_when_its_command_ends_or_times_out(tmp_path):
+    for seconds, timeout_s in ((0.0, 30.0), (300.0, 1.5)):
+        pidfile = tmp_path / f"daemon-{timeout_s}.pid"
+        runner.run_command([sys.executable, "-c", ESCAPE % str(pidfile), str(seconds)], tmp_path, timeout_s, env={})
+        assert gone_soon(int(pidfile.read_text())), f"the daemon outlived its command (timeout {timeout_s} s)"
+
+
 def test_output_exit_status_and_the_failure_in_a_few_words(tmp_path):
     done = runner.run_command([sys.executable, "-c", "import sys; print('out'); print('why', file=sys.stderr)"],
                               tmp_path, 30, {})

@@ -8,6 +8,7 @@ Progress and notes go to stderr. Exit status 0 for every decision (FAILED and RE
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import click
@@ -40,6 +41,9 @@ for module in (loop, reading, sharing):
 
 
 def main() -> None:
+    # Stopped by a signal, kgit unwinds as on Ctrl-C: the test it runs dies with it (kgit.runner).
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, _interrupt)
     try:
         cli.main(standalone_mode=False)
     except KgitError as e:
@@ -48,6 +52,10 @@ def main() -> None:
         _refuse("interrupted", 130)  # a step in flight is finished by the next command
     except click.ClickException as e:
         _refuse(e.format_message(), 1)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _refuse(message: str, status: int) -> None:

@@ -58,6 +58,18 @@ def test_kill_during_the_test_rolls_back(started, tmp_path):
     started.check_invariants()
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_kgit_stopped_by_a_signal_stops_its_test_and_the_step_is_recorded(started, tmp_path, stop):
+    proc, test_pid = spawn_step(started, tmp_path)
+    proc.send_signal(stop)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in err.decode()  # as on Ctrl-C: the step is decided
+    assert not alive(test_pid), "the test outlived kgit"
+    record = started.ok("show", "1", "--json").json()
+    assert record["status"] == "FAILED" and "interrupted" in record["reason"]
+    started.check_invariants()
+
+
 def test_a_second_kgit_is_refused_while_the_first_runs(started, tmp_path):
     proc, _ = spawn_step(started, tmp_path)
     try:
