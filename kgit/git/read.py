@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kgit.git import refs
 from kgit.git.run import GitError, Repo, git
 
@@ -39,8 +41,9 @@ def kernels_with_branches(repo: Repo) -> list[str]:
 # --- the working tree ---------------------------------------------------------------------------
 
 
-def modified_tracked_files(repo: Repo) -> list[str]:
-    """Tracked files whose working-tree or staged content differs from HEAD."""
+def modified_tracked_files(repo: Repo | Path) -> list[str]:
+    """Tracked files whose working-tree or staged content differs from HEAD (of a repository or of a
+    worktree's folder)."""
     entries = git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no").split("\0")
     paths = []
     i = 0

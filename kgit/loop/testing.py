@@ -1,7 +1,9 @@
 """Running a kernel's test on a commit, in a temporary worktree of that commit.
 
 What the test measures is exactly what is committed, whatever the user edits meanwhile; every test
-is registered while it runs, so that the next kgit stops it if this one is killed.
+is registered while it runs, so that the next kgit stops it if this one is killed. A test is the
+judge: one that edits a tracked file, or moves the kernel's branch, best tag or records while it
+runs, fails, whatever it prints.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from typing import Callable
 
 from kgit import device, runner
 from kgit.config import KernelConfig
-from kgit.git import write
+from kgit.git import read, refs, write
 from kgit.git.run import Repo
-from kgit.model.result import TestResult
+from kgit.model.result import TestResult, not_run
 from kgit.state import journal
 
 # Set for a run of a commit whose correctness kgit has already seen pass: a test may then skip its slow
@@ -34,18 +36,27 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
     if progress:
         progress.begin(cfg.test_path + (f" on GPU {gpu}" if gpu is not None else ""), device_note)
     with contextlib.ExitStack() as stack:
-        paths = {}
+        paths, as_written = {}, {}
         for name, (commit, source) in trees.items():
             paths[name] = stack.enter_context(worktree(repo, f"{name}-{gpu}" if gpu else name, commit))
             if source is not None:
                 (paths[name] / cfg.kernel_path).write_text(source)
+            as_written[name] = set(read.modified_tracked_files(paths[name]))
+        guarded = [refs.branch_ref(cfg.name), refs.tag_ref(cfg.name), refs.NOTES_REF]
 
         def run(name: str, timing_only: bool = False) -> TestResult:
+            before = [read.rev(repo, ref) for ref in guarded]
             with _registered(repo, cfg.test_path) as on_spawn:
                 run_env = {**env, TIMING_ONLY: "1"} if timing_only else env
-                return runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, run_env, cfg.target_metric,
-                                       on_tick=progress.tick if progress else None, on_spawn=on_spawn,
-                                       test_args=cfg.test_args)
+                result = runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, run_env,
+                                         cfg.target_metric, on_tick=progress.tick if progress else None,
+                                         on_spawn=on_spawn, test_args=cfg.test_args)
+            edited = sorted(set(read.modified_tracked_files(paths[name])) - as_written[name])
+            moved = [ref for ref, old in zip(guarded, before) if read.rev(repo, ref) != old]
+            if edited or moved:
+                return not_run(f"the test changed {', '.join(edited + moved)} while it ran: a judge that edits "
+                               "the case cannot be trusted", result.output_tail)
+            return result
 
         yield run
 

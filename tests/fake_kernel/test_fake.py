@@ -15,6 +15,12 @@ mode = kernel.MODE
 if mode == "hang":
     Path(os.environ.get("KGIT_FAKE_STARTED", "/dev/null")).write_text(str(os.getpid()))
     time.sleep(600)
+if mode == "edit-judge":  # a test that rewrites itself where it runs
+    with open(os.path.abspath(__file__), "a") as me:
+        me.write("# kinder now\n")
+if mode == "move-tag":  # a test that moves the best tag to the commit it runs on
+    import subprocess
+    subprocess.run(["git", "tag", "-f", "best/fake", "HEAD"], check=True, capture_output=True)
 if mode == "crash":
     print("Traceback (most recent call last):\nRuntimeError: boom", file=sys.stderr)
     sys.exit(3)

@@ -50,3 +50,13 @@ def test_a_run_may_be_told_it_need_only_time(ws):
     with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}) as run:
         assert run("test").payload["timing_only"] is None
         assert run("test", timing_only=True).payload["timing_only"] == "1"
+
+
+def test_a_test_that_edits_a_tracked_file_or_moves_the_best_tag_fails(started):
+    best = started.git("rev-parse", "best/fake")
+    for mode, changed in (("edit-judge", "skills/kernels/fake/test_fake.py"), ("move-tag", "refs/tags/best/fake")):
+        started.set_kernel(MODE=mode, METRIC=200.0)
+        record = started.ok("step", "-m", mode, "--json").json()
+        assert record["status"] == "FAILED" and f"the test changed {changed} while it ran" in record["reason"]
+        started.git("tag", "-f", "best/fake", best)  # undo what the hostile test did (a kgit ref it moved)
+        assert not (started.root / "skills/kernels/fake/test_fake.py").read_text().endswith("# kinder now\n")
