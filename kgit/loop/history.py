@@ -33,7 +33,7 @@ class LoopState:
 
 def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     """The records that decide the kernel's loop here, its settings, and why it stopped, if it did."""
-    history = _nonempty(notes.deciding_history(repo, kernel), kernel)
+    history = _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
     records = history.records
     remembered = {}  # the options given to start and to later steps, the latest of each winning
     for record in records:
@@ -59,13 +59,17 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
 
 def log(repo: Repo, kernel: str) -> notes.History:
     """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
-    return _nonempty(notes.kernel_history(repo, kernel), kernel)
+    return _nonempty(notes.kernel_history(repo, kernel), kernel, repo)
 
 
-def _nonempty(history: notes.History, kernel: str) -> notes.History:
-    if not history.pairs:
-        raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
-    return history
+def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
+    if history.pairs:
+        return history
+    if read.rev(repo, refs.branch_ref(kernel)):  # the records are gone, or were never fetched here
+        raise KgitError(f"{refs.branch(kernel)} exists but no kgit record of {kernel} is here ({refs.NOTES_REF} "
+                        f"was deleted or not fetched): 'kgit pull' brings them from a remote; to start over "
+                        f"instead, check out the branch you started from, then: git branch -D {refs.branch(kernel)}")
+    raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
 
 
 @dataclass
@@ -78,7 +82,7 @@ class Best:
 
 
 def best(repo: Repo, kernel: str) -> Best:
-    history = _nonempty(notes.deciding_history(repo, kernel), kernel)
+    history = _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
     found = decide.best_pair(history.pairs)
     if found is None:
         raise KgitError(f"{kernel} has no successful iteration")

@@ -198,6 +198,9 @@ def commit_report(repo: Repo) -> str | None:
         raise KgitError(f"{README} has uncommitted edits; kgit renders it from the notes: "
                         "commit or discard them first")
     check_readme_is_ours(repo)
+    if read.rev(repo, refs.NOTES_REF) is None:  # rendering nothing would delete every result shown
+        raise KgitError(f"no kgit records in this clone ({refs.NOTES_REF} is missing; 'kgit pull' fetches it "
+                        f"from a remote): {README} is left as it is")
     text = readme_text(repo)
     if read.file_at(repo, README) == text:
         return None

@@ -164,3 +164,17 @@ def test_start_without_a_git_identity_refuses_before_the_baseline_runs(ws, tmp_p
     ws.set_kernel(MODE="ok")
     ws.git("commit", "-qam", "a kernel whose test passes")
     assert ws.ok("start", "fake", "--json").json()["status"] == "BASELINE"
+
+
+def test_with_the_records_deleted_every_command_says_the_same_and_report_deletes_nothing(started):
+    started.ok("report")
+    readme = (started.root / "experiments/README.md").read_text()
+    started.git("update-ref", "-d", "refs/notes/kgit")
+    for command in (["status"], ["step", "-m", "x"], ["log"], ["best"]):
+        assert "opt/fake exists but no kgit record of fake is here" in started.refused(*command)
+    assert "no kgit records in this clone" in started.refused("report")
+    assert (started.root / "experiments/README.md").read_text() == readme
+    # the advice works: start over from the branch the loop started from
+    started.git("checkout", "-q", "main")
+    started.git("branch", "-D", "opt/fake")
+    assert started.ok("start", "fake", "--json").json()["status"] == "BASELINE"
