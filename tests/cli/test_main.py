@@ -49,3 +49,18 @@ def test_a_refusal_under_json_is_still_one_json_object_on_stdout(ws):
     assert run.returncode == 1
     assert json.loads(run.stdout) == {"error": run.stderr.strip().splitlines()[-1].removeprefix("kgit: ")}
     assert ws.kgit("status").stdout == ""  # without --json, nothing on stdout
+
+
+def test_ctrl_c_while_kgit_starts_is_one_line(monkeypatch, capsys):
+    import types
+
+    import pytest
+
+    from kgit import __main__ as entry
+
+    loading = types.ModuleType("kgit.cli.main")  # its import is where a Ctrl-C at start-up lands
+    loading.__getattr__ = lambda name: (_ for _ in ()).throw(KeyboardInterrupt())
+    monkeypatch.setitem(sys.modules, "kgit.cli.main", loading)
+    with pytest.raises(SystemExit) as stopped:
+        entry.main()
+    assert stopped.value.code == 130 and capsys.readouterr().err == "kgit: interrupted\n"
