@@ -6,6 +6,8 @@ kgit.yaml maps kernel names to their loop settings, for example:
       target_metric: gbps
       target_pct_of_peak: 0.9
       max_iterations: 8
+    gemm:
+      metric: benchmarks.triton_tflops    # where the figure is in the test's JSON (kgit.model.result)
 
 A kernel without an entry is looked up at skills/kernels/<name>/ (triton_template.py and its test_*.py).
 """
@@ -36,6 +38,7 @@ class KernelConfig:
     kernel_path: str  # relative to the repository root, with forward slashes
     test_path: str
     target_metric: str | None = None  # None: whichever of gbps / tflops the test reports
+    metric: str | None = None  # a dotted path to the figure in the test's JSON; None: found by kgit
     target_value: float | None = None
     target_pct_of_peak: float | None = None  # a fraction: 0.9 is 90% of the GPU's peak
     max_iterations: int = 5
@@ -48,6 +51,11 @@ class KernelConfig:
     # +3% under 1% noise per run is kept in 95% of simulated decisions (tests/loop/test_measure.py).
     max_pairs: int = 12
     test_args: tuple[str, ...] = ()  # passed to the test after --json, e.g. ["--quick"]
+
+    @property
+    def figure(self) -> str | None:
+        """Where the test's figure is: the metric's path, else the target's metric, else kgit finds it."""
+        return self.metric or self.target_metric
 
     def as_dict(self) -> dict:
         return {**self.__dict__, "test_args": list(self.test_args)}
@@ -62,6 +70,7 @@ _KEY_TYPES = {
     "kernel_path": ((str,), "a path"),
     "test_path": ((str,), "a path"),
     "target_metric": ((str,), "gbps or tflops"),
+    "metric": ((str,), "a dotted path to a number in the test's JSON, such as benchmarks.triton_tflops"),
     "target_value": ((int, float), "a number"),
     "target_pct_of_peak": ((int, float), "a fraction between 0 and 1"),
     "max_iterations": ((int,), "an integer"),
@@ -144,6 +153,7 @@ def _check_value(key: str, value, where: str) -> None:
     bad = (
         (isinstance(value, float) and not math.isfinite(value))  # .nan and .inf are YAML floats too
         or (key == "target_metric" and value not in METRICS)
+        or (key == "metric" and not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", value))
         or (key == "gpu" and value not in GPU_CHOICES)
         or (key == "target_pct_of_peak" and not 0 < value <= 1)
         or (key in ("target_value", "test_timeout_s") and not value > 0)

@@ -30,6 +30,8 @@ def write_config(ws, text):
     ("fake:\n  min_gain_pct: .nan\n", "min_gain_pct must be a percentage"),
     ("fake:\n  min_gain_pct: -0.5\n", "min_gain_pct must be a percentage"),
     ("fake:\n  target_value: .inf\n", "target_value must be a number"),
+    ("fake:\n  metric: benchmarks..tflops\n", "metric must be a dotted path"),
+    ("fake:\n  metric: 3\n", "metric must be a dotted path"),
 ])
 def test_config_errors(ws, text, named):
     write_config(ws, text)

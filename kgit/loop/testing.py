@@ -49,7 +49,7 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
             with _registered(repo, cfg.test_path) as on_spawn:
                 run_env = {**env, TIMING_ONLY: "1"} if timing_only else env
                 result = runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, run_env,
-                                         cfg.target_metric, on_tick=progress.tick if progress else None,
+                                         cfg.figure, on_tick=progress.tick if progress else None,
                                          on_spawn=on_spawn, test_args=cfg.test_args)
             edited = sorted(set(read.modified_tracked_files(paths[name])) - as_written[name])
             moved = [ref for ref, old in zip(guarded, before) if read.rev(repo, ref) != old]

@@ -11,7 +11,7 @@ from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.model.noise import Comparison, Prior
 from kgit.model.record import Record, Status, StopReason
-from kgit.model.result import TestResult
+from kgit.model.result import TestResult, unit_of
 
 
 def decide(comparison: Comparison, target: float | None) -> Status:
@@ -90,12 +90,13 @@ def peak_of(result: TestResult) -> float | None:
     CPU (interpreter) timings have no peak: comparing them with a GPU's would be meaningless.
     """
     payload = result.payload or {}
-    if payload.get("cpu_timing") or not result.passed:
+    unit = unit_of(result.metric)
+    if payload.get("cpu_timing") or not result.passed or unit is None:
         return None
     pct = payload.get("pct_of_peak")
-    if isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct > 0:
-        return result.value * 100.0 / pct
-    return gpu.peak_for(payload.get("gpu"), result.metric)
+    if result.figure is None and isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct > 0:
+        return result.value * 100.0 / pct  # the test's own share of peak, of the figure kgit takes
+    return gpu.peak_for(payload.get("gpu"), unit)
 
 
 def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, result: TestResult,
@@ -146,7 +147,8 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         output_tail=None if result.passed else result.output_tail,
         base=base,
         duration_s=round(result.duration_s, 3),
-        measurement=measurement_json(comparison) if comparison else None,
+        measurement={**measurement_json(comparison), **({"figure": result.figure} if result.figure else {})}
+        if comparison else None,
         environment=environment,
     )
     return record.replace(target=target_value(cfg, record))

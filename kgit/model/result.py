@@ -6,13 +6,24 @@ The contract: `<python> <test_path> --json` prints, as its last JSON object on s
 ("tflops" instead of "gbps" for compute-bound kernels). The object may also be printed indented over
 several lines, as some existing tests do after a `--- JSON ---` line. Optional fields kgit uses when
 present: spread_pct (the metric's measured spread, in %), pct_of_peak and cpu_timing.
+
+Where the figure is: kgit.yaml's `metric` names it by a dotted path ("avg_vs_pytorch",
+"benchmarks.triton_tflops"; a list on the way is followed into each item, and several figures are
+reduced to their geometric mean). Without it, kgit takes a top-level gbps or tflops, else the one
+*_gbps or *_tflops field of the items of a top-level list that is not a reference's (torch, pytorch,
+reference), e.g. the collection's {"benchmarks": [{"triton_tflops": 642.1, "pytorch_tflops": 695.9}]}.
+Either way the record says which figure it used. A result with correctness false is a wrong result,
+whatever the exit status.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
+
+REFERENCES = re.compile(r"^(torch|pytorch|reference|ref|baseline|cublas)_")
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,7 @@ class TestResult:
     payload: dict | None  # the test's JSON, unchanged
     duration_s: float
     output_tail: str
+    figure: str | None = None  # where the value came from, when it is not a top-level field
 
     @property
     def passed(self) -> bool:
@@ -42,7 +54,9 @@ def not_run(reason: str, output_tail: str = "") -> TestResult:
 def from_output(stdout: str, failure: str | None, preferred_metric: str | None, duration_s: float,
                 output_tail: str) -> TestResult:
     """The result of a test run from what it printed and how it ended (failure: None when exit 0)."""
-    payload = None if failure else last_json_object(stdout)
+    payload = last_json_object(stdout)
+    if failure and failure.startswith("crashed: exit status") and payload and payload.get("correctness") is False:
+        failure = None  # a wrong result, reported as such, then exit 1 (as the collection's tests do)
     if failure is None and payload is None:
         failure = "no JSON object on stdout"
     if failure:
@@ -61,17 +75,67 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
         reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
         return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
 
-    candidates = [preferred_metric] if preferred_metric else ["gbps", "tflops"]
-    metric = next((m for m in candidates if m in payload), None)
-    if metric is None:
-        return failed(f"invalid JSON: no {' or '.join(candidates)} field")
-    value = payload[metric]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    found = find_figure(payload, preferred_metric)
+    if isinstance(found, str):
+        return failed(found)
+    metric, value, figure = found
+    if not math.isfinite(value) or value <= 0:
         return failed(f"invalid metric: {metric} = {value!r}")
     spread = payload.get("spread_pct", 0.0)
     if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not math.isfinite(spread) or spread < 0:
         return failed(f"invalid JSON: spread_pct = {spread!r}")
-    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail)
+    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail, figure)
+
+
+def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None] | str:
+    """(metric name, value, how it was found when not a plain top-level field), or why there is none."""
+    if path:
+        values = _at(payload, path.split("."))
+        if not values:
+            return f"invalid JSON: no number at {path}"
+        return _reduced(path, values, path)
+    for name in ("gbps", "tflops"):
+        if name in payload:
+            value = payload[name]
+            if not _is_number(value):
+                return f"invalid metric: {name} = {value!r}"
+            return name, float(value), None
+    for key, items in payload.items():
+        if not (isinstance(items, list) and items and all(isinstance(item, dict) for item in items)):
+            continue
+        names = sorted({name for item in items for name in item
+                        if re.search(r"(^|_)(gbps|tflops)$", name) and not REFERENCES.match(name)})
+        if len(names) == 1:
+            return _reduced(f"{key}.{names[0]}", _at(payload, [key, names[0]]), f"{key}.{names[0]}")
+    return "invalid JSON: no gbps or tflops field (name the figure with 'metric' in kgit.yaml)"
+
+
+def unit_of(metric: str | None) -> str | None:
+    """"gbps" or "tflops" for a figure named so ("benchmarks.triton_tflops" too), else None."""
+    match = re.search(r"(gbps|tflops)$", metric or "")
+    return match.group(1) if match else None
+
+
+def _at(node, keys: list[str]) -> list:
+    """The numbers at a dotted path, following lists into each of their items."""
+    if isinstance(node, list):
+        return [value for item in node for value in _at(item, keys)]
+    if not keys:
+        return [float(node)] if _is_number(node) else []
+    return _at(node[keys[0]], keys[1:]) if isinstance(node, dict) and keys[0] in node else []
+
+
+def _reduced(name: str, values: list[float], path: str) -> tuple[str, float, str] | str:
+    if len(values) == 1:
+        return name, values[0], path
+    if any(not math.isfinite(v) or v <= 0 for v in values):
+        return f"invalid metric: {path} holds {values!r}"
+    mean = math.exp(sum(math.log(v) for v in values) / len(values))
+    return name, mean, f"geometric mean of {len(values)} figures at {path}"
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def last_json_object(stdout: str) -> dict | None:

@@ -15,6 +15,9 @@ def start(record: Record, commit: str) -> str:
         f"on {record.gpu or 'an unknown device'}; branch {refs.branch(kernel)}, tag {refs.tag(kernel)} "
         f"at {commit[:10]}"
     )
+    figure = (record.measurement or {}).get("figure")
+    if figure:
+        text += f"\nfigure: {figure} (name another with 'metric' in kgit.yaml)"
     if record.stop_reason:
         text += f"\nThe baseline already meets the target: {record.stop_reason}."
     return text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kgit.model.decide import best_record
 from kgit.model.record import Record, Status, StopReason
+from kgit.model.result import unit_of
 
 LOG_HEADERS = ["Iter", "Action", "Tier", "Correctness", "Metric", "Delta", "Status"]
 SUMMARY_HEADERS = ["Kernel", "GPU", "Baseline", "Best", "% of peak", "Iterations", "Reverted", "Target"]
@@ -24,7 +25,8 @@ def metric(value: float | None, name: str | None, cpu_timing: bool = False) -> s
     if value is None or name is None:
         return "-"
     number = f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3g}"
-    text = f"{number} {UNITS.get(name, name)}"
+    unit = unit_of(name)
+    text = f"{number} {UNITS[unit]}" if unit else f"{number} {name}"
     return text + " (CPU)" if cpu_timing else text
 
 

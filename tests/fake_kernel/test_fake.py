@@ -57,8 +57,16 @@ if mode == "nopeak":  # as tests written for other kernel collections print it
     result.update(gpu="NVIDIA H200")
     del result["pct_of_peak"], result["cpu_timing"]
 print("some progress output")
-if mode == "multiline":  # as some existing tests print it
+if mode == "collection":  # the awesome-kernel-skills gemm test's form: per-shape figures, none at the top
+    result = {"kernel": "fake", "gpu": "Fake GPU", "correctness": kernel.CORRECT,
+              "benchmarks": [{"size": f"{n}x{n}x{n}", "triton_tflops": kernel.METRIC * scale,
+                              "pytorch_tflops": 700.0, "vs_pytorch": kernel.METRIC * scale / 700.0}
+                             for n, scale in ((1024, 0.5), (4096, 2.0))],
+              "avg_vs_pytorch": kernel.METRIC / 700.0, "status": "pass" if kernel.CORRECT else "fail"}
+if mode in ("multiline", "collection"):  # as some existing tests print it
     print("--- JSON ---")
     print(json.dumps(result, indent=2))
 else:
     print(json.dumps(result))
+if not kernel.CORRECT and getattr(kernel, "EXIT_ON_WRONG", False):
+    sys.exit(1)  # as the collection's tests do on a wrong result

@@ -1,8 +1,11 @@
 """The test contract: every way a kernel's test can fail is FAILED with a reason, never a traceback."""
 
+import math
+
 import pytest
 
-from kgit.model.result import last_json_object
+from kgit.model.result import from_output, last_json_object, validate
+from workspace import KERNEL
 
 
 @pytest.mark.parametrize("mode, reason", [
@@ -41,3 +44,53 @@ def test_last_json_object_picks_the_last_top_level_object():
     assert last_json_object('{"x": 1}\n{"y": 2}\ntrailing text\n') == {"y": 2}
     assert last_json_object("[1, 2]\nnothing\n") is None
     assert last_json_object('  {"indented": true}\n') is None  # only top-level objects count
+
+
+GEMM = {"kernel": "gemm", "gpu": "NVIDIA H200", "correctness": True, "status": "pass", "avg_vs_pytorch": 0.95,
+        "benchmarks": [{"size": "4096x4096x4096", "triton_tflops": 642.1, "pytorch_tflops": 695.9, "vs_pytorch": 0.92},
+                       {"size": "8192x8192x8192", "triton_tflops": 700.0, "pytorch_tflops": 710.0, "vs_pytorch": 0.99}]}
+
+
+def test_a_per_shape_list_gives_the_geometric_mean_of_the_kernels_figures_not_the_references():
+    found = validate(GEMM, None, 1.0, "")
+    assert found.passed and found.metric == "benchmarks.triton_tflops"
+    assert found.value == pytest.approx(math.sqrt(642.1 * 700.0))
+    assert found.figure == "geometric mean of 2 figures at benchmarks.triton_tflops"
+    assert validate({"correctness": True, "gbps": 10.0, "benchmarks": GEMM["benchmarks"]}, None, 1.0, "").figure is None
+
+
+@pytest.mark.parametrize("path, value", [("avg_vs_pytorch", 0.95), ("benchmarks.vs_pytorch", math.sqrt(0.92 * 0.99)),
+                                         ("benchmarks.pytorch_tflops", math.sqrt(695.9 * 710.0))])
+def test_a_named_path_picks_the_figure(path, value):
+    found = validate(GEMM, path, 1.0, "")
+    assert found.passed and found.metric == path and found.value == pytest.approx(value)
+
+
+def test_a_path_to_nothing_or_to_a_bad_number_fails_with_its_reason():
+    assert validate(GEMM, "benchmarks.nope", 1.0, "").reason == "invalid JSON: no number at benchmarks.nope"
+    bad = {**GEMM, "benchmarks": [{"triton_tflops": 1.0}, {"triton_tflops": -2.0}]}
+    assert validate(bad, None, 1.0, "").reason.startswith("invalid metric: benchmarks.triton_tflops holds")
+    assert validate({"correctness": True, "size": 3}, None, 1.0, "").reason.startswith("invalid JSON: no gbps or tflops")
+
+
+def test_correctness_false_is_a_wrong_result_whatever_the_exit_status():
+    out = 'checking...\n{"correctness": false, "status": "fail", "error": "max error 0.5"}\n'
+    wrong = from_output(out, "crashed: exit status 1", None, 1.0, "")
+    assert wrong.ok and not wrong.correctness and wrong.reason == "correctness: max error 0.5"
+    crashed = from_output('{"correctness": true, "gbps": 1.0}\n', "crashed: exit status 1", None, 1.0, "")
+    assert not crashed.ok and crashed.reason == "crashed: exit status 1"  # a pass that then crashed is a crash
+    assert from_output(out, "timeout: no result after 5 s", None, 1.0, "").reason.startswith("timeout")
+
+
+def test_a_collection_style_test_runs_the_loop_unchanged(ws):
+    ws.set_kernel(MODE="collection")
+    ws.git("commit", "-qam", "a test in the collection's form")
+    start = ws.ok("start", "fake")
+    assert "figure: geometric mean of 2 figures at benchmarks.triton_tflops" in start.stdout
+    assert "baseline 100.0 TFLOPS" in start.stdout  # sqrt(50 * 200)
+    ws.set_kernel(METRIC=130.0)
+    assert ws.ok("step", "-m", "faster", "--json").json()["status"] == "IMPROVED"
+    ws.set_kernel(CORRECT=False)
+    (ws.root / KERNEL).write_text((ws.root / KERNEL).read_text() + "EXIT_ON_WRONG = True\n")
+    record = ws.ok("step", "-m", "wrong", "--json").json()
+    assert record["status"] == "FAILED" and record["correctness"] is False and record["reason"].startswith("correctness")
