@@ -10,6 +10,7 @@ kgit.yaml maps kernel names to their loop settings, for example:
       metric: benchmarks.triton_tflops    # where the figure is in the test's JSON (kgit.model.result)
 
 A kernel without an entry is looked up at skills/kernels/<name>/ (triton_template.py and its test_*.py).
+One top-level key is not a kernel: `report_path`, where kgit renders its log (experiments/README.md).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kgit.errors import KgitError
 
 CONFIG_FILE = "kgit.yaml"
 KERNELS_DIR = "skills/kernels"
+REPORT_PATH = "experiments/README.md"
 
 # A kernel name becomes part of a branch, a tag, a ref and a path: keep it to characters that are
 # safe in all four (no '/', '..', spaces, shell or ref metacharacters).
@@ -117,6 +119,14 @@ def for_loop(root: Path, kernel: str, remembered: dict | None, overrides: dict) 
     return load(root, kernel, {**(remembered or {}), **overrides})
 
 
+def report_path(root: Path) -> str:
+    """Where kgit renders its log: kgit.yaml's top-level report_path, else experiments/README.md."""
+    path = _read_file(root).get("report_path", REPORT_PATH)
+    if not isinstance(path, str) or not path.endswith(".md"):
+        raise KgitError(f"{CONFIG_FILE}: report_path must be the path of a .md file, not {path!r}")
+    return _inside(root, path, "report_path")
+
+
 def _read_file(root: Path) -> dict:
     path = root / CONFIG_FILE
     if not path.exists():
@@ -136,6 +146,8 @@ def _read_file(root: Path) -> dict:
     if not isinstance(data, dict):
         raise KgitError(f"{CONFIG_FILE}: expected a mapping of kernel names to settings")
     for kernel, entry in data.items():
+        if kernel == "report_path":
+            continue
         if not isinstance(entry, dict) and entry is not None:
             raise KgitError(f"{CONFIG_FILE}: {kernel}: expected a mapping of settings")
         for key in entry or {}:
@@ -180,10 +192,16 @@ def _default_paths(root: Path, name: str) -> tuple[str, str]:
 
 
 def _check_path(root: Path, value: str, key: str) -> str:
-    path = (root / value).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise KgitError(f"{key} {value!r} lies outside the repository")
-    if not path.is_file():
+    inside = _inside(root, value, key)
+    if not (root / inside).is_file():
         raise KgitError(f"{key}: file {value!r} does not exist")
+    return inside
+
+
+def _inside(root: Path, value: str, key: str) -> str:
+    """value as a path relative to the repository root, with forward slashes; refused outside it."""
+    path = (root / value).resolve()
+    if not path.is_relative_to(root.resolve()) or path == root.resolve():
+        raise KgitError(f"{key} {value!r} lies outside the repository")
     return path.relative_to(root.resolve()).as_posix()
 

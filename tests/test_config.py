@@ -32,6 +32,8 @@ def write_config(ws, text):
     ("fake:\n  target_value: .inf\n", "target_value must be a number"),
     ("fake:\n  metric: benchmarks..tflops\n", "metric must be a dotted path"),
     ("fake:\n  metric: 3\n", "metric must be a dotted path"),
+    ("report_path: notes.txt\n", "report_path must be the path of a .md file"),
+    ("report_path: ../../outside.md\n", "report_path '../../outside.md' lies outside the repository"),
 ])
 def test_config_errors(ws, text, named):
     write_config(ws, text)

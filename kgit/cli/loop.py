@@ -165,7 +165,8 @@ def profile_command(ctx, iteration, kernel, timeout_s, as_json):
 @click.command("report")
 @click.pass_context
 def report_command(ctx):
-    """(Re)write experiments/README.md from the records and commit it."""
+    """(Re)write experiments/README.md (or report_path) from the records and commit it."""
+    from kgit import config
     from kgit.render import commands
     from kgit.state import transaction
 
@@ -173,7 +174,7 @@ def report_command(ctx):
     with transaction.begin(where) as recovered:
         notes(recovered)
         commit = transaction.commit_report(where)
-    click.echo(commands.report(commit))
+    click.echo(commands.report(commit, config.report_path(where.root)))
 
 
 COMMANDS = [start_command, step_command, tune_command, run_command, profile_command, report_command]

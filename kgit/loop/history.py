@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kgit import config
-from kgit.render.readme import README
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.run import Repo
@@ -156,5 +155,5 @@ def show(repo: Repo, kernel: str, iteration: int) -> Shown:
         raise KgitError(f"{kernel} has no iteration {iteration}")
     sha, record = matches[-1]
     parent = read.first_parent(repo, sha)
-    change = read.diff(repo, parent, sha, exclude=[README]) if parent else ""
+    change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
     return Shown(record, sha, change)

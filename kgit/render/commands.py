@@ -131,9 +131,8 @@ def _measured(record: Record) -> list[str]:
             f"environment: {environment(record.environment)}" if record.environment else "environment: -"]
 
 
-def report(commit: str | None) -> str:
-    return (f"experiments/README.md rendered and committed at {commit[:10]}" if commit
-            else "experiments/README.md is up to date")
+def report(commit: str | None, path: str) -> str:
+    return f"{path} rendered and committed at {commit[:10]}" if commit else f"{path} is up to date"
 
 
 def summary_table(rows: list[list[str]]) -> str:

@@ -1,31 +1,63 @@
-"""experiments/README.md: the log of every run, rendered from the records (never the other way round)."""
+"""experiments/README.md (or kgit.yaml's report_path): the log of every run, rendered from the records
+(never the other way round).
+
+kgit writes only into a file it created, recognised by its MARK. Rendering is lossless: a section of
+the previous rendering whose records are not in this clone (they were never fetched) is kept as it
+was, and says so.
+"""
 
 from __future__ import annotations
 
 from kgit.model.record import Record, Status
 from kgit.render.text import LOG_HEADERS, UNITS, final_line, gpu_label, log_row
 
-README = "experiments/README.md"
+MARK = "Rendered by `kgit report` from the records in git notes"
+KEPT_NOTE = ("_Kept from an earlier rendering: the records of this run are not in this clone "
+             "(`kgit pull` brings them)._")
+SECTION = "## Optimization: "
 
 
-def render_readme(records: list[Record]) -> str:
-    """One section per run of a kernel on a GPU, each with its table, final line and chart."""
+def is_kgits(text: str) -> bool:
+    """Whether a file's text is a rendering of kgit's (its mark in the first lines)."""
+    return MARK in "\n".join(text.splitlines()[:5])
+
+
+def render_readme(records: list[Record], previous: str | None = None) -> str:
+    """One section per run of a kernel on a GPU, each with its table, final line and chart; the
+    previous rendering's sections that these records cannot render again, kept."""
     from tabulate import tabulate
 
+    rendered = {}
+    for (kernel, _, started), section in sections(records).items():
+        when = f", started {started[:16].replace('T', ' ')} UTC" if started else ""
+        heading = f"{SECTION}{kernel} on {gpu_label(section)}{when}"
+        rows = [[cell.replace("|", "\\|") for cell in log_row(r)] for r in section]
+        rendered[heading] = [heading, "", tabulate(rows, LOG_HEADERS, tablefmt="github"), "",
+                             final_line(section), "", *chart(kernel, section)]
+    for heading, body in _sections_of(previous or "").items():
+        if heading not in rendered:
+            rendered[heading] = body if KEPT_NOTE in body else [heading, "", KEPT_NOTE, *body[1:]]
     lines = [
         "# Experiments",
         "",
-        "Rendered by `kgit report` from the records in git notes (refs/notes/kgit), those fetched from "
-        "other clones included; do not edit by hand.",
+        f"{MARK} (refs/notes/kgit), those fetched from other clones included; do not edit by hand.",
         "",
     ]
-    for (kernel, _, started), section in sections(records).items():
-        when = f", started {started[:16].replace('T', ' ')} UTC" if started else ""
-        lines += [f"## Optimization: {kernel} on {gpu_label(section)}{when}", ""]
-        rows = [[cell.replace("|", "\\|") for cell in log_row(r)] for r in section]
-        lines += [tabulate(rows, LOG_HEADERS, tablefmt="github"), "", final_line(section), ""]
-        lines += chart(kernel, section)
+    for heading in sorted(rendered):
+        lines += rendered[heading]
     return "\n".join(lines)
+
+
+def _sections_of(text: str) -> dict[str, list[str]]:
+    """A rendering's sections by heading, each its lines (the heading first)."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith(SECTION):
+            current = found.setdefault(line, [line])
+        elif current is not None:
+            current.append(line)
+    return found
 
 
 def sections(records: list[Record]) -> dict[tuple[str, str | None, str], list[Record]]:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 
+from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.model.record import Record, is_object_id
-from kgit.render.readme import README, sections
+from kgit.render.readme import sections
 from kgit.render.text import summary_row
 
 # The script git runs; hooks/pre-push in kgit's repository is a copy of it (a test keeps them equal).
@@ -99,6 +100,7 @@ def check_tips(repo: Repo, tips: dict[str, str], by_commit: dict[str, list[Recor
 def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Record]]) -> str | None:
     """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc)."""
     recorded = {r.iteration for records in by_commit.values() for r in records if r.kernel == kernel}
+    report = config.report_path(repo.root)
     for sha, subject, paths in read.first_parent_walk(repo, tip):
         mine = [r for r in by_commit.get(sha, []) if r.kernel == kernel]
         if mine:
@@ -107,7 +109,7 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
                 return (f"its kernel is that of commit {sha[:10]}, whose record is iteration "
                         f"{mine[-1].iteration}, {mine[-1].status}: a failed verification, not a kept iteration")
             return None
-        log_only = set(paths) <= {README}
+        log_only = set(paths) <= {report}
         parsed = refs.parse_subject(subject)
         if log_only and parsed and parsed.reverted and parsed.kernel == kernel:
             if parsed.iteration not in recorded:

@@ -29,7 +29,7 @@ from kgit.git.run import Repo
 from kgit.model import decide
 from kgit.model.record import Record, Status
 from kgit.model.result import not_run
-from kgit.render.readme import README, render_readme
+from kgit.render.readme import is_kgits, render_readme
 from kgit.state import journal as journals
 from kgit.state import lock
 from kgit.state.journal import Journal
@@ -132,7 +132,7 @@ def finish(repo: Repo, journal: Journal) -> str:
     record, kernel = journal.record, journal.kernel
     _check_branch_tip(repo, kernel, (journal.base, journal.candidate, journal.final))
     if journal.final is None:
-        readme = {README: readme_text(repo, record)}
+        readme = {config.report_path(repo.root): readme_text(repo, journal.base, record)}
         if record.status.on_branch:
             subject = refs.iteration_subject(kernel, journal.iteration, journal.action)
             journal.final = write.commit_with_files(repo, journal.candidate, journal.base, readme, subject)
@@ -156,7 +156,7 @@ def finish(repo: Repo, journal: Journal) -> str:
 
 def start(repo: Repo, cfg: config.KernelConfig, head: str, record: Record) -> Journal:
     """Journal and apply the baseline: a commit on head with the rendered log, its note, branch, tag."""
-    final = write.commit_with_files(repo, head, head, {README: readme_text(repo, record)},
+    final = write.commit_with_files(repo, head, head, {config.report_path(repo.root): readme_text(repo, head, record)},
                                     refs.iteration_subject(cfg.name, 0, "baseline"))
     journal = Journal(op="start", phase="decided", kernel=cfg.name, iteration=0, action="baseline", tier=None,
                       base=head, started=record.started, config=cfg.as_dict(), record=record, final=final)
@@ -179,14 +179,14 @@ def finish_start(repo: Repo, journal: Journal) -> None:
     journals.clear(repo)
 
 
-def readme_text(repo: Repo, extra: Record | None = None) -> str:
-    """experiments/README.md rendered from every record, with extra (the record being written: its
-    note may already be there after a crash) in place of its earlier copy."""
+def readme_text(repo: Repo, base: str, extra: Record | None = None) -> str:
+    """The log rendered from every record, with extra (the record being written: its note may already
+    be there after a crash) in place of its earlier copy, over the rendering in commit base."""
     pairs = notes.records_with_commits(repo, notes.read_notes(repo))
     records = [r for _, r in pairs]
     if extra is not None:
         records = [r for r in records if r.key != extra.key] + [extra]
-    return render_readme(records)
+    return render_readme(records, read.file_at(repo, config.report_path(repo.root), base))
 
 
 def commit_report(repo: Repo) -> str | None:
@@ -194,26 +194,31 @@ def commit_report(repo: Repo) -> str | None:
     head = read.rev(repo, "HEAD")
     if head is None:
         raise KgitError("the repository has no commit yet")
-    if README in read.modified_tracked_files(repo):
-        raise KgitError(f"{README} has uncommitted edits; kgit renders it from the notes: "
+    path = config.report_path(repo.root)
+    if path in read.modified_tracked_files(repo):
+        raise KgitError(f"{path} has uncommitted edits; kgit renders it from the notes: "
                         "commit or discard them first")
     check_readme_is_ours(repo)
     if read.rev(repo, refs.NOTES_REF) is None:  # rendering nothing would delete every result shown
         raise KgitError(f"no kgit records in this clone ({refs.NOTES_REF} is missing; 'kgit pull' fetches it "
-                        f"from a remote): {README} is left as it is")
-    text = readme_text(repo)
-    if read.file_at(repo, README) == text:
+                        f"from a remote): {path} is left as it is")
+    text = readme_text(repo, head)
+    if read.file_at(repo, path) == text:
         return None
-    commit = write.commit_with_files(repo, head, head, {README: text}, refs.REPORT_SUBJECT)
+    commit = write.commit_with_files(repo, head, head, {path: text}, refs.REPORT_SUBJECT)
     write.move_head(repo, commit)
     return commit
 
 
 def check_readme_is_ours(repo: Repo) -> None:
-    """Refuse to write experiments/README.md over a file of the user's that git does not track."""
-    if (repo.root / README).exists() and not read.is_tracked(repo, README):
-        raise KgitError(f"{README} exists and is not tracked: kgit renders that file from the notes; "
-                        "move it away or commit it first")
+    """Refuse to render the log into a file kgit did not write (it lacks kgit's mark), committed or not."""
+    path = config.report_path(repo.root)
+    texts = [read.file_at(repo, path, "HEAD")]
+    if (repo.root / path).is_file():
+        texts.append((repo.root / path).read_text(errors="replace"))
+    if any(text is not None and not is_kgits(text) for text in texts):
+        raise KgitError(f"{path} was not written by kgit, which never writes over your files: choose where kgit "
+                        f"renders its log with a top-level 'report_path: experiments/kgit.md' in kgit.yaml")
 
 
 def _check_branch_tip(repo: Repo, kernel: str, expected: tuple[str | None, ...]) -> None:

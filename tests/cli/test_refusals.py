@@ -125,17 +125,29 @@ def test_bad_option_value(started):
     assert "target_pct_of_peak" in started.refused("step", "-m", "x", "--target-pct-of-peak", "90")
 
 
-def test_start_never_overwrites_an_untracked_readme(ws):
+@pytest.mark.parametrize("committed", [False, True])
+def test_start_never_overwrites_a_readme_kgit_did_not_write_and_its_advice_works(ws, committed):
     (ws.root / "experiments").mkdir()
-    (ws.root / "experiments/README.md").write_text("my own notes\n")
-    assert "experiments/README.md exists and is not tracked" in ws.refused("start", "fake")
+    (ws.root / "experiments/README.md").write_text("# Our experiments\n\nWritten by hand, 142 lines of it.\n")
+    if committed:
+        ws.git("add", "experiments/README.md")
+        ws.git("commit", "-qm", "our own experiments log")
+    message = ws.refused("start", "fake")
+    assert "experiments/README.md was not written by kgit" in message
+    (ws.root / "kgit.yaml").write_text(message.split("with a top-level '")[1].split("'")[0] + "\n")
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "kgit renders elsewhere")
+    ws.ok("start", "fake")
+    assert ws.git("show", "HEAD:experiments/README.md" if committed else "HEAD:kgit.yaml") != ""
+    assert (ws.root / "experiments/README.md").read_text().startswith("# Our experiments")
+    assert "## Optimization: fake" in ws.git("show", "HEAD:experiments/kgit.md")
 
 
 def test_report_never_overwrites_an_untracked_readme(started):
     started.git("checkout", "-q", "main")
     (started.root / "experiments").mkdir()
     (started.root / "experiments/README.md").write_text("my own notes\n")
-    assert "experiments/README.md exists and is not tracked" in started.refused("report")
+    assert "experiments/README.md was not written by kgit" in started.refused("report")
 
 
 def test_step_with_an_empty_message(started):

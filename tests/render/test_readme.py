@@ -18,3 +18,19 @@ def test_two_runs_of_one_kernel_on_one_gpu_are_two_sections():
     text = readme.render_readme(first + second)
     assert "## Optimization: fake on Fake GPU, started 2026-11-01 10:00 UTC" in text
     assert "## Optimization: fake on Fake GPU, started 2026-11-02 09:00 UTC" in text
+
+
+def test_a_section_whose_records_are_not_here_is_kept_and_marked_once():
+    from kgit.model.record import Record, Status
+    from kgit.render.readme import KEPT_NOTE, is_kgits, render_readme
+
+    here = [Record("softmax", 0, "baseline", Status.BASELINE, gpu="NVIDIA H200", metric="gbps", value=100.0,
+                   started="2026-11-30T08:00:00+00:00", correctness=True)]
+    elsewhere = [Record("gemm", 0, "baseline", Status.BASELINE, gpu="NVIDIA H200", metric="tflops", value=600.0,
+                        started="2026-11-30T07:00:00+00:00", correctness=True)]
+    everything = render_readme(here + elsewhere)
+    in_a_clone = render_readme(here, previous=everything)  # the gemm records were never fetched here
+    assert is_kgits(in_a_clone) and "## Optimization: gemm on NVIDIA H200" in in_a_clone
+    assert "600 TFLOPS" in in_a_clone and in_a_clone.count(KEPT_NOTE) == 1
+    assert render_readme(here, previous=in_a_clone) == in_a_clone  # kept once, not marked again
+    assert render_readme(here + elsewhere, previous=in_a_clone) == everything  # the records came back
