@@ -7,6 +7,8 @@ Which record governs the tip of opt/<kernel>, the rule the hook and `kgit push` 
   - a log commit is skipped: a reverted iteration's commit (subject `<kernel>: iter N: ... (reverted: S)`)
     or a `kgit report` commit, either touching experiments/README.md only. A reverted iteration's
     record sits on its attempt commit, so iteration N must have a record somewhere;
+  - a commit that does not touch the kernel file (kgit.yaml, notes of yours) is skipped: the kernel
+    at the tip is still the one an earlier record measured;
   - any other commit has no record: the kernel at the tip was never measured by kgit.
 The hook reads git objects and notes only: it never runs kernel code.
 """
@@ -14,6 +16,7 @@ The hook reads git objects and notes only: it never runs kernel code.
 from __future__ import annotations
 
 import os
+import shlex
 
 from kgit import config
 from kgit.errors import KgitError
@@ -23,13 +26,18 @@ from kgit.model.record import Record, is_object_id
 from kgit.render.readme import sections
 from kgit.render.text import summary_row
 
-# The script git runs; hooks/pre-push in kgit's repository is a copy of it (a test keeps them equal).
+# The script git runs, with the Python of the kgit that installed it (as pre-commit records its
+# interpreter); hooks/pre-push in kgit's repository is pre_push_script("") (a test keeps them equal).
 PRE_PUSH = """#!/bin/sh
 # kgit's pre-push hook (kgit hooks install): when a push carries an opt/<kernel> branch or a
 # best/<kernel> tag, print each kernel's summary and refuse a branch whose tip has no kgit record.
 # It reads git's notes only, never runs kernel code. Skip it for one push: git push --no-verify
+KGIT_PYTHON={python}
 if [ -n "$KGIT_PUSH" ]; then
     exit 0  # the push of 'kgit push', which checked these refs itself
+fi
+if [ -x "$KGIT_PYTHON" ] && "$KGIT_PYTHON" -c "import kgit" 2>/dev/null; then
+    exec "$KGIT_PYTHON" -m kgit hooks pre-push "$@"
 fi
 if command -v kgit >/dev/null 2>&1; then
     exec kgit hooks pre-push "$@"
@@ -45,6 +53,13 @@ while read -r local_ref local_sha remote_ref remote_sha; do
 done
 exit 0
 """
+
+HOOK_MARK = "# kgit's pre-push hook"
+
+
+def pre_push_script(python: str) -> str:
+    return PRE_PUSH.replace("{python}", shlex.quote(python))
+
 
 # Set by `kgit push` for the git push it runs: it has already checked and summarized the same refs.
 PUSHING_ENV = "KGIT_PUSH"
@@ -77,7 +92,7 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
     if not kernels:
         return [], None
     by_commit = notes.read_notes(repo).by_commit
-    check_tips(repo, tips, by_commit)
+    check_tips(repo, tips, by_commit, from_hook=True)
     reminder = None
     if not carries_notes and not records_on_remote(repo, remote):
         reminder = (
@@ -87,20 +102,23 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
     return summary(by_commit, sorted(kernels)), reminder
 
 
-def check_tips(repo: Repo, tips: dict[str, str], by_commit: dict[str, list[Record]]) -> None:
+def check_tips(repo: Repo, tips: dict[str, str], by_commit: dict[str, list[Record]], from_hook: bool) -> None:
     for kernel, tip in sorted(tips.items()):
         problem = tip_problem(repo, kernel, tip, by_commit)
         if problem:
-            raise KgitError(
-                f"refusing to push {refs.branch(kernel)}: {problem}; record kernel changes with "
-                "'kgit step' (see 'kgit doctor'), or push without this check: git push --no-verify"
-            )
+            skip = ", or push without this check: git push --no-verify" if from_hook else ""
+            raise KgitError(f"refusing to push {refs.branch(kernel)}: {problem}; record kernel changes with "
+                            f"'kgit step' (see 'kgit doctor'){skip}")
 
 
 def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Record]]) -> str | None:
     """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc)."""
     recorded = {r.iteration for records in by_commit.values() for r in records if r.kernel == kernel}
     report = config.report_path(repo.root)
+    try:
+        kernel_path = config.load(repo.root, kernel).kernel_path
+    except KgitError:  # no kernel file here to tell kernel changes from others: every commit counts
+        kernel_path = None
     for sha, subject, paths in read.first_parent_walk(repo, tip):
         mine = [r for r in by_commit.get(sha, []) if r.kernel == kernel]
         if mine:
@@ -117,6 +135,8 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
             continue
         if log_only and subject == refs.REPORT_SUBJECT:
             continue
+        if kernel_path and kernel_path not in paths:
+            continue  # not a change of the kernel
         return f"its tip {sha[:10]} ({subject[:60]}) has no kgit record"
     return "no commit on it has a kgit record"
 

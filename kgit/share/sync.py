@@ -100,7 +100,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     """
     check_remote(repo, remote)
     tips = {ref[len(refs.BRANCHES):]: sha for ref, sha in read.refs_under(repo, refs.BRANCHES).items()}
-    hooks.check_tips(repo, tips, notes.read_notes(repo).by_commit)
+    hooks.check_tips(repo, tips, notes.read_notes(repo).by_commit, from_hook=False)
     fetch(repo, remote)
     added = merge_notes(repo, remote)
     done = [f"records: {added} new from {remote} merged first"] if added else []

@@ -22,9 +22,21 @@ def test_hook_refuses_a_tip_with_no_record(remote, ws):
     assert len(refusal) == 1 and "refusing to push opt/fake" in refusal[0] and "has no kgit record" in refusal[0]
     assert "--no-verify" in refusal[0]
     assert remote_refs(remote) == before
-    assert "refusing to push opt/fake" in ws.refused("push")  # kgit push refuses first, touching nothing
+    refusal = ws.refused("push")  # kgit push refuses first, touching nothing
+    assert "refusing to push opt/fake" in refusal and "--no-verify" not in refusal  # it has no such option
     assert remote_refs(remote) == before
     assert git_run(ws, "push", "--no-verify", "origin", "opt/fake").returncode == 0
+
+
+def test_a_configuration_commit_on_the_branch_does_not_block_sharing(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    (ws.root / "kgit.yaml").write_text("fake:\n  max_iterations: 20\n")  # as kgit's own messages suggest
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "raise the limit")
+    assert git_run(ws, "push", "origin", "opt/fake").returncode == 0
+    ws.ok("push")
+    assert remote_refs(remote)["refs/heads/opt/fake"] == ws.git("rev-parse", "opt/fake")
 
 
 def test_hook_refuses_a_failed_verification_and_a_missing_revert_record(remote, ws):
@@ -92,7 +104,13 @@ def test_without_kgit_on_path_the_hook_stops_only_a_push_of_kgits_refs(started, 
         return subprocess.run(["git", "push", "origin", *args], cwd=started.root, capture_output=True, text=True,
                               env={**env, **more})
 
+    # the hook runs the kgit that installed it, on PATH or not
+    checked = push("opt/fake")
+    assert checked.returncode == 0 and "fake" in checked.stderr + checked.stdout
+    # that kgit gone (its virtual environment deleted), and none on PATH:
+    from kgit.share import hooks
+    (started.root / ".git/hooks/pre-push").write_text(hooks.pre_push_script(str(tmp_path / "gone/bin/python")))
     assert push("main").returncode == 0  # carries no kgit ref: nothing to check, nothing stopped
-    refused = push("opt/fake")
-    assert refused.returncode != 0 and "carries refs/heads/opt/fake and kgit is not on PATH" in refused.stderr
-    assert push("opt/fake", KGIT_PUSH="1").returncode == 0  # what 'kgit push' runs, having checked it
+    refused = push("best/fake")  # opt/fake is there already
+    assert refused.returncode != 0 and "carries refs/tags/best/fake and kgit is not on PATH" in refused.stderr
+    assert push("best/fake", KGIT_PUSH="1").returncode == 0  # what 'kgit push' runs, having checked it
