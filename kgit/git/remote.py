@@ -13,6 +13,14 @@ def remotes(repo: Repo) -> list[str]:
     return git(repo, "remote").split()
 
 
+def is_bundle(repo: Repo, path: Path) -> bool:
+    try:
+        git(repo, "bundle", "verify", "--quiet", str(path))
+    except GitError:
+        return False
+    return True
+
+
 def fetch(repo: Repo, remote: str, refspecs: list[str]) -> None:
     git(repo, "fetch", "--quiet", "--no-tags", remote, *refspecs)
 

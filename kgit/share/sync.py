@@ -14,6 +14,9 @@ different commit (two clones both reverted their iteration 3) is pushed as <N>-<
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, remote as remotes, write
 from kgit.git.run import GitError, Repo
@@ -25,9 +28,21 @@ def check_remote(repo: Repo, remote: str) -> None:
         raise KgitError(f"no remote named {remote!r} in this repository ('git remote -v' lists them)")
 
 
-def fetch(repo: Repo, remote: str) -> None:
-    """Fetch the remote's kgit refs beside ours; globs, so that a remote without some of them is fine."""
-    remotes.fetch(repo, remote, [
+def bundle_name(repo: Repo, source: str) -> str | None:
+    """The name kgit gives a git bundle's refs (bundle-<file stem>), when source is a bundle file."""
+    path = repo.root / source if not Path(source).is_absolute() else Path(source)
+    if source in remotes.remotes(repo) or not path.is_file():
+        return None
+    if not remotes.is_bundle(repo, path):
+        raise KgitError(f"{source} is neither a remote of this repository nor a git bundle kgit can read "
+                        "(git bundle verify says why)")
+    return "bundle-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", path.stem).strip("-") or "records")
+
+
+def fetch(repo: Repo, remote: str, source: str | None = None) -> None:
+    """Fetch the remote's kgit refs beside ours (from source, a bundle's path, when given); globs, so
+    that a remote without some of them is fine."""
+    remotes.fetch(repo, source or remote, [
         f"+{refs.BRANCHES}*:{refs.remote_branch_ref(remote, '*')}",
         f"+{refs.TAGS}*:{refs.remote_snapshot(remote, refs.TAG_PREFIX)}*",
         f"+refs/notes/*:{refs.remote_snapshot(remote, 'notes/')}*",
@@ -56,10 +71,16 @@ def merge_notes(repo: Repo, remote: str) -> int:
 
 
 def pull(repo: Repo, remote: str) -> list[str]:
-    """Fetch and merge the remote's kgit refs; what happened, a line each."""
-    check_remote(repo, remote)
+    """Fetch and merge the kgit refs of a remote, or of a git bundle file (records committed as
+    bundles travel so); what happened, a line each."""
+    source = None
+    bundle = bundle_name(repo, remote)
+    if bundle:
+        source, remote = str(Path(remote).resolve()), bundle
+    else:
+        check_remote(repo, remote)
     write.configure_notes(repo)  # a clone that never ran 'kgit start' rebases pulled branches too
-    fetch(repo, remote)
+    fetch(repo, remote, source)
     done = [f"records: {merge_notes(repo, remote)} new from {remote}"]
     prefix = refs.remote_branch_ref(remote, "")
     for ref, theirs in sorted(read.refs_under(repo, prefix).items()):

@@ -177,3 +177,23 @@ def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, w
     assert record["status"] == "IMPROVED" and record["best_before"] == 120.0
     assert a.ok("best", "--json").json()["value"] == 150.0
     assert len(a.ok("log", "--json").json()["iterations"]) == 4  # B's record is still there, in the log
+
+
+def test_records_committed_as_a_bundle_are_imported_by_pull(ws, tmp_path):
+    a_session(ws)
+    bundle = tmp_path / "h200 run.bundle"
+    ws.git("bundle", "create", "-q", str(bundle), "opt/fake", "best/fake", "refs/notes/kgit", "refs/kgit/attempts/fake/2")
+    ws.git("checkout", "-q", "main")
+    elsewhere = clone(ws.root, tmp_path / "clone")  # a clone of main has the code, not the records
+    assert "no kgit records in this repository" in elsewhere.refused("log")
+    run = elsewhere.ok("pull", str(bundle))
+    assert "records: 3 new from bundle-h200-run" in run.stdout and "opt/fake: new to" in run.stdout
+    log = elsewhere.ok("log", "fake", "--json").json()["iterations"]
+    assert [r["status"] for r in log] == ["BASELINE", "IMPROVED", "REGRESSED"]
+    assert elsewhere.ok("show", "2").stdout  # the reverted attempt's commit came with it
+    assert elsewhere.ok("best", "--json").json()["iteration"] == 1
+    elsewhere.git("gc", "-q", "--prune=now")  # its refs keep what it brought
+    assert "METRIC = 90.0" in elsewhere.ok("show", "2", "--json").json()["diff"]
+    not_a_bundle = tmp_path / "notes.txt"
+    not_a_bundle.write_text("hello\n")
+    assert "neither a remote of this repository nor a git bundle" in elsewhere.refused("pull", str(not_a_bundle))
