@@ -45,8 +45,8 @@ def build(repo: Repo, kernel: str) -> dict:
     if state.stopped:
         next_step = f"the loop has stopped ({state.stopped}): report with 'kgit report'"
     elif nxt is None:
-        next_step = ("every tier of the order was tried: stop and keep the best (or try a second change in the "
-                     "tier that gained most)")
+        next_step = ("every tier of the order was tried: stop; the branch holds the best (kgit report renders "
+                     "the log)")
     else:
         next_step = (f"edit {state.kernel_path}: ONE change from tier {nxt} ({diagnose.TIER_NAMES[nxt]}), "
                      f"then: kgit step -m \"<the change>\" --tier {nxt}")

@@ -15,7 +15,13 @@ a kernel "typically" has latency issues.
 
 from __future__ import annotations
 
-from kgit.model.record import Record
+from kgit.model.record import Record, Status
+
+# A tier counts as tried once a change in it was decided beyond the noise (kept, or a real loss), or
+# after this many attempts that told nothing (within the noise, or failed): noise alone never closes
+# a tier, and a tier whose every idea breaks or changes nothing is given up in the end.
+TIER_ATTEMPTS = 3
+DECIDED = {Status.IMPROVED, Status.REGRESSED, Status.TARGET_MET, Status.KEPT_ANYWAY}
 
 MEMORY, COMPUTE, LATENCY = "memory", "compute", "latency"
 
@@ -113,8 +119,16 @@ def hints(metrics: dict, stalls: list[dict]) -> list[dict]:
 
 
 def tried_tiers(records: list[Record]) -> list[int]:
-    """Tiers some iteration of this kernel already tried, whatever its result."""
-    return sorted({r.tier for r in records if r.tier is not None and r.iteration > 0})
+    """Tiers tried by the evidence: a change in them decided beyond the noise, or TIER_ATTEMPTS attempts."""
+    attempts: dict[int, int] = {}
+    decided = set()
+    for r in records:
+        if r.tier is None or r.iteration == 0:
+            continue
+        attempts[r.tier] = attempts.get(r.tier, 0) + 1
+        if r.status in DECIDED:
+            decided.add(r.tier)
+    return sorted(decided | {tier for tier, n in attempts.items() if n >= TIER_ATTEMPTS})
 
 
 def next_tier(order: list[int], records: list[Record]) -> int | None:

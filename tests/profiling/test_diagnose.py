@@ -84,3 +84,16 @@ def test_the_vendor_comes_from_the_profiler_the_gpus_name_or_this_machine():
     assert diagnose.vendor_of(None, "NVIDIA H200") == "nvidia"
     # a record made in the interpreter names no GPU: the vendor is this machine's ('cpu' without a GPU)
     assert diagnose.vendor_of(None, "cpu") == device.vendor() and diagnose.vendor_of(None, None) == device.vendor()
+
+
+def test_a_tier_is_tried_by_evidence_not_by_noise():
+    from kgit.model.record import Record, Status
+
+    def tried(*statuses):
+        out = [Record("k", 0, "baseline", Status.BASELINE, value=1.0)]
+        return diagnose.tried_tiers(out + [Record("k", i + 1, "x", s, tier=2) for i, s in enumerate(statuses)])
+
+    assert tried(Status.WITHIN_NOISE) == [] and tried(Status.FAILED, Status.WITHIN_NOISE) == []
+    assert tried(*[Status.WITHIN_NOISE] * (diagnose.TIER_ATTEMPTS - 1)) == []
+    assert tried(*[Status.WITHIN_NOISE] * diagnose.TIER_ATTEMPTS) == [2]  # given up after that many
+    assert tried(Status.REGRESSED) == [2] and tried(Status.IMPROVED) == [2] and tried(Status.KEPT_ANYWAY) == [2]
