@@ -219,8 +219,10 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
     if others:
         if not allowed:
             raise KgitError(f"uncommitted changes to {', '.join(others)}: commit or stash them first")
+        # never advise committing them: a committed test change would change the judge mid-loop
         raise KgitError(
             f"modified besides {allowed[0]}: {', '.join(others)}. One change per iteration, to the kernel "
-            "only (the test is the judge and never changes with the kernel): commit or stash the rest"
+            f"only (the test is the judge and never changes with the kernel): put the rest back with "
+            f"git restore -- {' '.join(others)} (or git stash push -- {' '.join(others)} to keep it aside)"
         )
     return changed

@@ -7,6 +7,7 @@ idea is not tried twice), the diagnosis, the next tier and the skill files to re
 
 from __future__ import annotations
 
+from kgit import device
 from kgit.errors import KgitError
 from kgit.git.run import Repo
 from kgit.loop import history
@@ -15,6 +16,11 @@ from kgit.profiling import diagnose, saved, skillfiles
 
 LOOP_SKILL = "skills/optimize-loop/SKILL.md"
 
+
+# What a change can and cannot show when the test runs in Triton's interpreter on a CPU.
+INTERPRETER_NOTE = ("no GPU: the test runs in Triton's interpreter on tiny shapes, one program at a time; "
+                    "num_warps, num_stages, eviction and cache hints do nothing there, and timings are CPU "
+                    "timings: only changes of the algorithm (work and memory traffic per element) can show")
 
 def build(repo: Repo, kernel: str) -> dict:
     log = history.log(repo, kernel)
@@ -25,11 +31,14 @@ def build(repo: Repo, kernel: str) -> dict:
     _, head = saved.head_record(repo, dict(pairs))
     prof = saved.latest(repo, kernel)
     stale = None
+    on_gpu = device.vendor() != "cpu"
     if prof is None:
-        prof = saved.benchmark_fallback("no profile yet: run 'kgit profile'", head, repo.root, kernel)
+        why = ("no profile yet: run 'kgit profile'" if on_gpu else
+               "no GPU here, so no profiler can run: the diagnosis comes from the benchmark alone")
+        prof = saved.benchmark_fallback(why, head, repo.root, kernel)
     elif head is not None and prof.get("iteration") not in (None, head.iteration):
-        stale = f"the profile is of iteration {prof.get('iteration')}, HEAD holds iteration {head.iteration}: " \
-                "run 'kgit profile' again"
+        stale = (f"the profile is of iteration {prof.get('iteration')}, HEAD holds iteration {head.iteration}: "
+                 + ("run 'kgit profile' again" if on_gpu else "no profiler can run here to refresh it"))
     kernel_skill = skillfiles.kernel_skill_path(kernel)
     has_skill = (repo.root / kernel_skill).is_file()
     diag = diagnose.diagnose(prof, records, kernel, top.gpu if top else None, kernel_skill if has_skill else None)
@@ -73,6 +82,7 @@ def build(repo: Repo, kernel: str) -> dict:
         "skills": list(dict.fromkeys([LOOP_SKILL, *diag["skills"]])),
         "next_step": next_step,
         "invalid_notes": [note.to_json() for note in log.invalid],
+        "platform": {"device": device.vendor(), "profiler": on_gpu, "note": None if on_gpu else INTERPRETER_NOTE},
     }
 
 

@@ -94,7 +94,8 @@ def context_text(ctx: dict) -> str:
                  t["status"] + (f" ({t['reason']})" if t["reason"] else ""),
                  metric(t["value"], t["metric"]), delta(t["delta_pct"])]
                 for t in ctx["tried"]]
-        lines += ["already tried (do not repeat):", tabulate(rows, ["Iter", "Change", "Tier", "Result", "Metric", "Delta"])]
+        lines += ["already tried (never repeat a REGRESSED change; a WITHIN_NOISE one may return in another form):",
+                  tabulate(rows, ["Iter", "Change", "Tier", "Result", "Metric", "Delta"])]
     else:
         lines.append("already tried: nothing yet")
     diag = ctx["diagnosis"]
@@ -103,6 +104,8 @@ def context_text(ctx: dict) -> str:
     lines.append(f"diagnosis: {diag['bound'] or 'unknown'}-bound ({diag['why']}), from {source}")
     if ctx["profile_stale"]:
         lines.append(f"  note: {ctx['profile_stale']}")
+    if ctx["platform"]["note"]:
+        lines.append(f"platform: {ctx['platform']['note']}")
     for hint in diag["hints"]:
         lines.append(f"  - {hint['finding']}")
     lines.append(f"tiers: order {', '.join(f'T{t}' for t in diag['tier_order'])}; tried "

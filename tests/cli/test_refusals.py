@@ -14,7 +14,12 @@ def test_step_without_a_change_to_the_kernel(started):
 def test_step_with_a_changed_test(started):
     started.set_kernel(METRIC=120.0)
     (started.root / TEST).write_text((started.root / TEST).read_text() + "\n# tweak the judge\n")
-    assert "test_fake.py" in started.refused("step", "-m", "x")
+    message = started.refused("step", "-m", "x")
+    assert "test_fake.py" in message and "commit" not in message  # never advise committing a new judge
+    subprocess.run(message.split("put the rest back with ")[1].split(" (or")[0], shell=True, cwd=started.root,
+                   check=True)  # the advice works: the test is as it was, the kernel edit stays
+    assert "tweak the judge" not in (started.root / TEST).read_text()
+    assert started.ok("step", "-m", "x", "--json").json()["status"] == "IMPROVED"
 
 
 def test_step_with_another_tracked_file_modified(started):

@@ -52,8 +52,12 @@ def test_context_lists_what_was_tried_and_what_comes_next(started):
     assert ctx["diagnosis"]["tried_tiers"] == [1, 2] and ctx["diagnosis"]["next_tier"] == 3
     assert ctx["skills"][0] == "skills/optimize-loop/SKILL.md" and "skills/tier3-compute-fusion/SKILL.md" in ctx["skills"]
     assert "--tier 3" in ctx["next_step"]
+    # no GPU here: no profiler is asked for, and the context says what the interpreter cannot show
+    assert ctx["platform"]["device"] == "cpu" and ctx["platform"]["profiler"] is False
+    assert "no profiler can run" in ctx["profile"]["why"] and "kgit profile" not in ctx["profile"]["why"]
+    assert "num_warps" in ctx["platform"]["note"] and ctx["profile_stale"] is None
     human = started.ok("context").stdout
-    assert "already tried (do not repeat):" in human and "vector loads" in human and "REGRESSED" in human
+    assert "already tried (never repeat a REGRESSED change" in human and "vector loads" in human and "REGRESSED" in human
     assert "next: edit skills/kernels/fake/triton_template.py: ONE change from tier 3" in human
     assert len(human.splitlines()) <= 25  # one screen
     started.check_invariants()
@@ -69,4 +73,4 @@ def test_context_says_when_the_profile_is_of_an_older_iteration(started, tmp_pat
     started.ok("step", "-m", "bigger blocks", "--tier", "4")
     ctx = started.ok("context", "--json").json()
     assert ctx["diagnosis"]["bound"] == "latency" and ctx["diagnosis"]["next_tier"] == 3
-    assert "iteration 0" in ctx["profile_stale"]
+    assert "iteration 0" in ctx["profile_stale"] and "no profiler can run here" in ctx["profile_stale"]

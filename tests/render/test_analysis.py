@@ -61,12 +61,13 @@ def test_a_context_on_one_screen():
                      {"iteration": 2, "action": "vector loads", "tier": None, "status": "FAILED",
                       "reason": "crashed", "value": None, "metric": None, "delta_pct": None}],
            "profile": {"source": "benchmark", "tool": None, "why": "no GPU"}, "profile_stale": None,
+           "platform": {"device": "cpu", "profiler": False, "note": "no GPU: knobs do nothing"},
            "diagnosis": diagnosis(), "next_step": "edit k.py", "skills": ["skills/optimize-loop/SKILL.md"]}
     text = analysis.context_text(ctx)
     lines = text.splitlines()
     assert lines[:4] == ["kernel softmax on an unknown device (branch opt/softmax)", "files: k.py, test t.py",
                          "target: 150 GBps; best: 120 GBps (iteration 1); gap 30.0 GBps (20.0%)", "iteration 2 of 5"]
-    assert lines[4] == "already tried (do not repeat):"
+    assert lines[4].startswith("already tried (never repeat a REGRESSED change")
     assert "FAILED (crashed)" in text and "BLOCK up" in text
     assert "diagnosis: memory-bound (DRAM at 86% of peak), from no profiler (no GPU)" in lines
     assert lines[-2:] == ["next: edit k.py", "read: skills/optimize-loop/SKILL.md"]
