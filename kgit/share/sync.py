@@ -157,7 +157,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     names = [t.removeprefix("refs/heads/").removeprefix("refs/tags/") for t in pushed
              if not t.startswith(refs.ATTEMPTS)]
     attempts = len(pushed) - len(names)
-    done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempts" if attempts else ""))
+    done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
     rows = hooks.summary(notes.read_notes(repo).by_commit, sorted(tips))
     return rows, done
 

@@ -31,7 +31,7 @@ def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
     assert refs["refs/notes/kgit"] == ws.git("rev-parse", "refs/notes/kgit")
     assert refs["refs/kgit/attempts/fake/2"] == ws.git("rev-parse", "refs/kgit/attempts/fake/2")
     assert refs["refs/tags/best/fake"] == ws.git("rev-parse", "best/fake^{commit}")
-    assert "origin has: opt/fake, best/fake, refs/notes/kgit, 1 attempts" in out
+    assert "origin has: opt/fake, best/fake, refs/notes/kgit, 1 attempt" in out
     assert "fake " in out  # the same summary
 
     ws.set_kernel(METRIC=130.0)
