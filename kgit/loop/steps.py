@@ -69,6 +69,10 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
                                    measured, environment)
         # the loop's own settings: later commands start from them
         record = record.replace(options=overrides)
+        proposal = decide.proposed_target(record) if record.target is None else None
+        if proposal:  # remembered as if given: --target-value on a later step replaces it
+            record = record.replace(options={**overrides, "target_value": round(proposal[0], 6)},
+                                    target=round(proposal[0], 6), reason=f"target proposed: {proposal[1]}")
         if record.target is not None and record.value >= record.target:
             record = record.replace(stop_reason=StopReason.TARGET_MET)
         journal = transaction.start(repo, cfg, head, record)

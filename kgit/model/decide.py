@@ -72,6 +72,26 @@ def target_value(cfg: KernelConfig, best: Record | None) -> float | None:
     return None
 
 
+# A loop started without a target gets one from the machine's ceiling for the kernel's kind of work:
+# a memory-bound kernel can come within 10% of the copy bandwidth measured in the same run (the
+# bundled kernels' best reach 90-98% of it on the H200), a compute-bound one within 20% of the peak.
+PROPOSED_SHARE = {"gbps": 0.9, "tflops": 0.8}
+
+
+def proposed_target(baseline: Record) -> tuple[float, str] | None:
+    """A target for a loop started without one, and where it comes from; None without a ceiling (CPU)."""
+    unit = unit_of(baseline.metric)
+    if unit is None or baseline.cpu_timing:
+        return None
+    share = PROPOSED_SHARE[unit]
+    copy = (baseline.test or {}).get("copy_gbps")
+    if unit == "gbps" and isinstance(copy, (int, float)) and not isinstance(copy, bool) and copy > 0:
+        return share * copy, f"{share:.0%} of the copy bandwidth measured beside it ({copy:.0f} GB/s)"
+    if baseline.peak:
+        return share * baseline.peak, f"{share:.0%} of the GPU's datasheet peak ({baseline.peak:.0f})"
+    return None
+
+
 def stop_reason(records: list[Record], cfg: KernelConfig, last_iteration: int) -> StopReason | None:
     """Why the loop for this kernel is over, judged against the current settings, or None."""
     best = best_record(records)

@@ -15,6 +15,10 @@ def start(record: Record, commit: str) -> str:
         f"on {record.gpu or 'an unknown device'}; branch {refs.branch(kernel)}, tag {refs.tag(kernel)} "
         f"at {commit[:10]}"
     )
+    if record.target is not None:
+        text += f"\ntarget: {metric(record.target, record.metric, record.cpu_timing)}"
+        if record.reason:  # a target kgit proposed: it says where it comes from
+            text += f" ({record.reason}; set another with --target-value on the next step)"
     figure = (record.measurement or {}).get("figure")
     if figure:
         text += f"\nfigure: {figure} (name another with 'metric' in kgit.yaml)"

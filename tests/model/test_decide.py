@@ -139,3 +139,15 @@ def test_only_measurements_of_the_same_environment_are_comparable():
     old = kept(1, 100.0).replace(measurement={"log_ratios": [0.01, -0.01]}, environment=here)
     elsewhere = kept(2, 100.0).replace(measurement={"log_ratios": [0.3, -0.3]}, environment={**here, "host": "b"})
     assert decide.noise_prior([old, elsewhere], here) == noise.Prior(sum_squares=pytest.approx(2e-4), df=1)
+
+
+def test_a_target_is_proposed_from_the_machines_ceiling():
+    base = Record("k", 0, "baseline", Status.BASELINE, metric="gbps", value=2000.0, peak=4800.0)
+    measured_copy = base.replace(test={"copy_gbps": 4200.0})
+    assert decide.proposed_target(measured_copy)[0] == pytest.approx(0.9 * 4200.0)
+    assert "copy bandwidth" in decide.proposed_target(measured_copy)[1]
+    assert decide.proposed_target(base)[0] == pytest.approx(0.9 * 4800.0)  # no copy measured: the datasheet
+    compute = Record("k", 0, "baseline", Status.BASELINE, metric="benchmarks.triton_tflops", value=600.0, peak=989.0)
+    assert decide.proposed_target(compute)[0] == pytest.approx(0.8 * 989.0)
+    assert decide.proposed_target(base.replace(cpu_timing=True)) is None  # no ceiling on a CPU
+    assert decide.proposed_target(base.replace(peak=None)) is None
