@@ -16,9 +16,11 @@ class Progress:
         self.label = label
         self.tty = sys.stderr.isatty()
         self.last = 0.0
+        self.noted: set[str] = set()
 
     def begin(self, test_path: str, device_note: str | None) -> None:
-        if device_note:
+        if device_note and device_note not in self.noted:  # once per command, not once per iteration
+            self.noted.add(device_note)
             note(device_note)
         click.echo(f"kgit: {self.label}: running {test_path} ...", err=True, nl=not self.tty)
 

@@ -31,3 +31,13 @@ def test_progress_and_notes_go_to_stderr(started):
     assert json.loads(run.stdout)["status"] == "IMPROVED"
     assert "kgit: step: running skills/kernels/fake/test_fake.py ..." in run.stderr.splitlines()
     assert all(line.startswith("kgit: ") for line in run.stderr.splitlines())
+
+
+def test_progress_gives_the_device_note_once_per_command(capsys):
+    from kgit.cli.common import Progress
+
+    progress = Progress("tune")
+    for _ in range(3):
+        progress.begin("t.py", "no GPU found: running in Triton's interpreter mode")
+    err = capsys.readouterr().err
+    assert err.count("no GPU found") == 1 and err.count("kgit: tune: running t.py") == 3
