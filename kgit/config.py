@@ -96,7 +96,7 @@ def check_kernel_name(name: str) -> str:
 def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
     """The settings of one kernel: defaults, then kgit.yaml, then command-line overrides."""
     check_kernel_name(name)
-    settings = dict(_read_file(root).get(name) or {})
+    settings = dict(read_file(root).get(name) or {})
     for key, value in settings.items():
         _check_value(key, value, where=f"{CONFIG_FILE}: {name}")
     for key, value in (overrides or {}).items():
@@ -108,7 +108,7 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
         settings.setdefault("kernel_path", found_kernel)
         settings.setdefault("test_path", found_test)
     for key in ("kernel_path", "test_path"):
-        settings[key] = _check_path(root, settings[key], key)
+        settings[key] = check_path(root, settings[key], key)
     settings["test_args"] = tuple(settings.get("test_args", ()))
     return KernelConfig(name=name, **settings)
 
@@ -121,13 +121,14 @@ def for_loop(root: Path, kernel: str, remembered: dict | None, overrides: dict) 
 
 def report_path(root: Path) -> str:
     """Where kgit renders its log: kgit.yaml's top-level report_path, else experiments/README.md."""
-    path = _read_file(root).get("report_path", REPORT_PATH)
+    path = read_file(root).get("report_path", REPORT_PATH)
     if not isinstance(path, str) or not path.endswith(".md"):
         raise KgitError(f"{CONFIG_FILE}: report_path must be the path of a .md file, not {path!r}")
     return _inside(root, path, "report_path")
 
 
-def _read_file(root: Path) -> dict:
+def read_file(root: Path) -> dict:
+    """kgit.yaml as a mapping (empty when there is none), checked: a one-line error for a bad one."""
     path = root / CONFIG_FILE
     if not path.exists():
         return {}
@@ -191,7 +192,8 @@ def _default_paths(root: Path, name: str) -> tuple[str, str]:
     return f"{KERNELS_DIR}/{name}/triton_template.py", f"{KERNELS_DIR}/{name}/{tests[0].name}"
 
 
-def _check_path(root: Path, value: str, key: str) -> str:
+def check_path(root: Path, value: str, key: str) -> str:
+    """value as a path relative to the root, of a file inside the repository; refused otherwise."""
     inside = _inside(root, value, key)
     if not (root / inside).is_file():
         raise KgitError(f"{key}: file {value!r} does not exist")

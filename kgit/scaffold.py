@@ -1,0 +1,85 @@
+"""kgit init: a kernel of the user's enters the loop: its kgit.yaml entry and a test on kgit's harness.
+
+The loop's phase 0 is the test: without one there is nothing to judge a change by. The skeleton
+written here runs the kernel against a reference on fresh random inputs, poisoned outputs, several
+shapes and dtypes, and times it (kgit/harness/); what only the user knows (the reference, the call,
+the shapes) is marked TODO, and the test refuses to run until the reference is written. kgit never
+overwrites a file: an existing test or kgit.yaml entry is refused, and kgit.yaml is appended to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kgit import config
+from kgit.errors import KgitError
+
+SKELETON = '''"""Correctness and speed of {module}.{function} (kgit test contract), written by kgit init.
+
+    python {test_path} [--json] [--quick] [--check-only]
+
+Fill in the TODOs: the reference (what the kernel must compute, in float64 or float32), how the kernel
+is called, and the shapes. Then commit this file and run: kgit start {name}
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kgit import harness  # noqa: E402
+
+import torch  # noqa: E402
+
+from {module} import {function}  # noqa: E402
+
+
+def reference(x):
+    # TODO: what the kernel computes, in higher precision, for example torch.softmax(x.double(), dim=-1)
+    raise SystemExit("{test_path}: write reference() (TODO) before kgit can judge {function}")
+
+
+SPEC = harness.Spec(
+    name="{name}",
+    metric="{metric}",  # "gbps" (memory-bound) or "tflops" (then also give flops=lambda inputs, outputs: ...)
+    # TODO: the kernel's inputs, FRESH random values on each call (harness.rand), for a shape and dtype
+    make_inputs=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case),),
+    make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
+    # TODO: how the kernel is called; it must write every element of the outputs
+    kernel=lambda inputs, outputs: outputs[0].copy_({function}(inputs[0])),
+    reference=lambda inputs: (reference(inputs[0]),),
+    gpu=harness.Plan(
+        check_shapes=[(1, 1), (3, 1023), (64, 4096), (1000, 8192)],  # TODO: odd sizes, edges, each code path
+        time_shapes=[(8192, 8192), (4096, 32768)],  # TODO: the sizes you optimize for, >= 256 MB of traffic
+    ),
+    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)]),  # tiny: the CPU
+)
+
+if __name__ == "__main__":
+    harness.main(SPEC)
+'''
+
+
+def init(root: Path, name: str, kernel_path: str, function: str | None, metric: str) -> tuple[str, str]:
+    """Write the test skeleton beside the kernel and the kgit.yaml entry; (test path, yaml text added)."""
+    config.check_kernel_name(name)
+    if metric not in config.METRICS:
+        raise KgitError(f"--metric must be one of {', '.join(config.METRICS)}, not {metric!r}")
+    kernel = config.check_path(root, kernel_path, "--kernel")
+    if not kernel.endswith(".py"):
+        raise KgitError(f"--kernel {kernel_path!r} is not a Python file: kgit init writes a Python test for it")
+    if name in config.read_file(root):
+        raise KgitError(f"{config.CONFIG_FILE} has an entry for {name} already: kgit init writes new kernels only")
+    module = Path(kernel).stem
+    function = function or module
+    if not function.isidentifier() or not module.isidentifier():
+        raise KgitError(f"the kernel's function and module must be Python names, not {function!r} in {module!r}: "
+                        "name the function with --function")
+    test = (Path(kernel).parent / f"test_{name.replace('-', '_')}.py").as_posix()
+    if (root / test).exists():
+        raise KgitError(f"{test} exists: kgit init never overwrites a file; write the kgit.yaml entry by hand")
+    (root / test).write_text(SKELETON.format(module=module, function=function, test_path=test, name=name,
+                                             metric=metric))
+    entry = f"{name}:\n  kernel_path: {kernel}\n  test_path: {test}\n"
+    yaml_path = root / config.CONFIG_FILE
+    before = yaml_path.read_text() if yaml_path.exists() else ""
+    yaml_path.write_text(before + ("\n" if before and not before.endswith("\n") else "") + entry)
+    return test, entry
