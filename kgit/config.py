@@ -41,6 +41,7 @@ class KernelConfig:
     test_path: str
     target_metric: str | None = None  # None: whichever of gbps / tflops the test reports
     metric: str | None = None  # a dotted path to the figure in the test's JSON; None: found by kgit
+    better: str = "higher"  # "lower" for a figure that falls as the kernel gets faster (a latency)
     target_value: float | None = None
     target_pct_of_peak: float | None = None  # a fraction: 0.9 is 90% of the GPU's peak
     max_iterations: int = 5
@@ -53,6 +54,10 @@ class KernelConfig:
     # +3% under 1% noise per run is kept in 95% of simulated decisions (tests/loop/test_measure.py).
     max_pairs: int = 12
     test_args: tuple[str, ...] = ()  # passed to the test after --json, e.g. ["--quick"]
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.better == "lower"
 
     @property
     def figure(self) -> str | None:
@@ -73,6 +78,7 @@ _KEY_TYPES = {
     "test_path": ((str,), "a path"),
     "target_metric": ((str,), "gbps or tflops"),
     "metric": ((str,), "a dotted path to a number in the test's JSON, such as benchmarks.triton_tflops"),
+    "better": ((str,), "higher or lower"),
     "target_value": ((int, float), "a number"),
     "target_pct_of_peak": ((int, float), "a fraction between 0 and 1"),
     "max_iterations": ((int,), "an integer"),
@@ -166,6 +172,7 @@ def _check_value(key: str, value, where: str) -> None:
     bad = (
         (isinstance(value, float) and not math.isfinite(value))  # .nan and .inf are YAML floats too
         or (key == "target_metric" and value not in METRICS)
+        or (key == "better" and value not in ("higher", "lower"))
         or (key == "metric" and not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", value))
         or (key == "gpu" and value not in GPU_CHOICES)
         or (key == "target_pct_of_peak" and not 0 < value <= 1)

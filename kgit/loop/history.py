@@ -118,6 +118,9 @@ def status(repo: Repo, kernel: str) -> Status:
     best_commit, top = decide.best_pair(history.pairs) or (None, None)
     target = decide.target_value(cfg, top) if top else None
     on_branch = read.current_kernel(repo) == kernel
+    gap = None  # how far the best is from the target: positive while not reached, whichever way the figure runs
+    if target is not None and top:
+        gap = top.value - target if cfg.lower_is_better else target - top.value
     return Status(
         kernel=kernel,
         branch=refs.branch(kernel),
@@ -130,8 +133,8 @@ def status(repo: Repo, kernel: str) -> Status:
         target=target,
         best=top,
         best_commit=best_commit,
-        gap=target - top.value if target is not None and top else None,
-        gap_pct=(target - top.value) / target * 100 if target and top else None,
+        gap=gap,
+        gap_pct=gap / target * 100 if gap is not None and target else None,
         stopped=state.stopped,
         kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
         reverted=sum(not r.status.on_branch for r in records),

@@ -23,7 +23,9 @@ Run = Callable[[bool], TestResult]  # run(timing_only)
 
 
 def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, max_pairs: int,
-            warm_best: bool) -> Comparison:
+            warm_best: bool, lower_is_better: bool = False) -> Comparison:
+    """The pairs' log-ratios are of the gain: candidate over best, or best over candidate when the
+    figure falls as the kernel gets faster."""
     first = run_candidate(False)
     found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1)
     if not first.passed:
@@ -37,7 +39,8 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
         for side, run in sides if pair % 2 == 0 else reversed(sides):
             if not _counted(found, side, run(True)):
                 return found
-        found.log_ratios.append(math.log(found.candidate[-1] / found.best[-1]))
+        ratio = found.candidate[-1] / found.best[-1]
+        found.log_ratios.append(-math.log(ratio) if lower_is_better else math.log(ratio))
         found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs)
         found.verdict = verdict(found.interval, floor_pct) if found.interval else None
         if found.verdict:

@@ -73,7 +73,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         if proposal:  # remembered as if given: --target-value on a later step replaces it
             record = record.replace(options={**overrides, "target_value": round(proposal[0], 6)},
                                     target=round(proposal[0], 6), reason=f"target proposed: {proposal[1]}")
-        if record.target is not None and record.value >= record.target:
+        if record.target is not None and decide.reaches(record.value, record.target, cfg.lower_is_better):
             record = record.replace(stop_reason=StopReason.TARGET_MET)
         journal = transaction.start(repo, cfg, head, record)
         return Outcome(record, journal.final, recovered)
@@ -158,7 +158,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
         return measure.compare(lambda timing_only: run("best", timing_only),
                                lambda timing_only: run("candidate", timing_only),
                                decide.noise_prior(state.records, environment), state.cfg.min_gain_pct,
-                               state.cfg.max_pairs, warm_best)
+                               state.cfg.max_pairs, warm_best, state.cfg.lower_is_better)
 
 
 def failed(result) -> Comparison:
@@ -196,7 +196,7 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
             environment: dict | None, keep_anyway: str | None, overrides: dict) -> Outcome:
     best = decide.best_record(state.records)
-    status = decide.decide(comparison, decide.target_value(state.cfg, best))
+    status = decide.decide(comparison, decide.target_value(state.cfg, best), state.cfg.lower_is_better)
     why = decide.reason(comparison, status, state.cfg.min_gain_pct)
     if keep_anyway is not None and status in (Status.WITHIN_NOISE, Status.REGRESSED):
         status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"

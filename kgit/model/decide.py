@@ -14,7 +14,7 @@ from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import TestResult, unit_of
 
 
-def decide(comparison: Comparison, target: float | None) -> Status:
+def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False) -> Status:
     """The status of a step, from its paired comparison with the best (kgit.model.noise).
 
     IMPROVED only when the whole 95% interval of the gain lies above the floor (min_gain_pct);
@@ -22,7 +22,7 @@ def decide(comparison: Comparison, target: float | None) -> Status:
     """
     if comparison.failure is not None:
         return Status.FAILED
-    if target is not None and comparison.candidate_value() >= target:
+    if target is not None and reaches(comparison.candidate_value(), target, lower_is_better):
         return Status.TARGET_MET
     return {"better": Status.IMPROVED, "worse": Status.REGRESSED}.get(comparison.verdict, Status.WITHIN_NOISE)
 
@@ -45,8 +45,13 @@ def reason(comparison: Comparison, status: Status, floor_pct: float) -> str | No
     }.get(status, f": neither above the {floor_pct:g}% floor nor below zero")
 
 
-def delta_pct(value: float, reference: float) -> float:
-    return (value - reference) / reference * 100.0
+def delta_pct(value: float, reference: float, lower_is_better: bool = False) -> float:
+    """The gain of value over reference, in %: positive is better, whichever way the figure runs."""
+    return (reference / value - 1.0) * 100.0 if lower_is_better else (value - reference) / reference * 100.0
+
+
+def reaches(value: float, target: float, lower_is_better: bool = False) -> bool:
+    return value <= target if lower_is_better else value >= target
 
 
 def best_record(records: list[Record]) -> Record | None:
@@ -96,7 +101,7 @@ def stop_reason(records: list[Record], cfg: KernelConfig, last_iteration: int) -
     """Why the loop for this kernel is over, judged against the current settings, or None."""
     best = best_record(records)
     target = target_value(cfg, best)
-    if best is not None and target is not None and best.value >= target:
+    if best is not None and target is not None and reaches(best.value, target, cfg.lower_is_better):
         return StopReason.TARGET_MET
     if records and last_iteration >= cfg.max_iterations:
         return StopReason.MAX_ITERATIONS
@@ -137,7 +142,8 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
     if comparison and comparison.interval:
         delta = comparison.interval.gain_pct
     else:
-        delta = delta_pct(value, best.value) if best and result.passed and value is not None else None
+        delta = (delta_pct(value, best.value, cfg.lower_is_better) if best and result.passed and value is not None
+                 else None)
     gpu_name = payload.get("gpu")
     stop = None
     if status == Status.TARGET_MET:

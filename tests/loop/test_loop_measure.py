@@ -125,3 +125,10 @@ def test_a_decision_after_noisy_ones_is_decided_on_its_own_quiet_pairs():
     found = measure.compare(machine.run("best"), machine.run("candidate"), Prior.from_decisions(loaded), 1.0,
                             MAX_PAIRS, warm_best=False)
     assert decide.decide(found, None).value == "IMPROVED" and len(found.log_ratios) <= 4, f"seed {SEED}"
+
+
+def test_a_falling_latency_is_a_gain_when_lower_is_better():
+    machine = Machine(random.Random(SEED), -5.0, 0.2)  # the candidate's figure is 5% lower
+    found = measure.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, MAX_PAIRS,
+                            warm_best=False, lower_is_better=True)
+    assert decide.decide(found, None).value == "IMPROVED" and found.interval.gain_pct == pytest.approx(5.26, abs=0.3)

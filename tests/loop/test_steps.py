@@ -1,6 +1,8 @@
 """The loop's decisions, end to end through the command line, on the fake kernel."""
 
 import pytest
+
+
 def test_start_records_baseline_branch_tag_and_note(ws):
     run = ws.ok("start", "fake", "--json")
     record = run.json()
@@ -205,3 +207,18 @@ def test_a_loop_started_without_a_target_gets_one_proposed_and_a_given_one_repla
     assert context["target"] == 900.0 and context["gap"] == 800.0
     ws.set_kernel(METRIC=120.0)
     assert ws.ok("step", "-m", "x", "--target-value", "110", "--json").json()["status"] == "TARGET_MET"
+
+
+def test_a_figure_that_falls_as_the_kernel_gets_faster(ws):
+    (ws.root / "kgit.yaml").write_text("fake:\n  metric: latency_us\n  better: lower\n")
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "judge by latency")
+    ws.ok("start", "fake", "--target-value", "0.5")  # 100 GBps: 1.0 us
+    ws.set_kernel(METRIC=125.0)  # 0.8 us: faster
+    record = ws.ok("step", "-m", "faster", "--json").json()
+    assert record["status"] == "IMPROVED" and record["delta_pct"] == pytest.approx(25.0)
+    assert ws.ok("status", "--json").json()["gap"] == pytest.approx(0.3)
+    ws.set_kernel(METRIC=80.0)  # 1.25 us: slower
+    assert ws.ok("step", "-m", "slower", "--json").json()["status"] == "REGRESSED"
+    ws.set_kernel(METRIC=250.0)  # 0.4 us, under the 0.5 us target
+    assert ws.ok("step", "-m", "much faster", "--json").json()["status"] == "TARGET_MET"

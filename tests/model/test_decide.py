@@ -151,3 +151,12 @@ def test_a_target_is_proposed_from_the_machines_ceiling():
     assert decide.proposed_target(compute)[0] == pytest.approx(0.8 * 989.0)
     assert decide.proposed_target(base.replace(cpu_timing=True)) is None  # no ceiling on a CPU
     assert decide.proposed_target(base.replace(peak=None)) is None
+
+
+def test_a_figure_that_falls_as_the_kernel_gets_faster_is_a_gain_when_it_falls():
+    assert decide.delta_pct(80.0, 100.0, lower_is_better=True) == pytest.approx(25.0)
+    assert decide.delta_pct(125.0, 100.0, lower_is_better=True) == pytest.approx(-20.0)
+    assert decide.reaches(0.5, 0.5, True) and not decide.reaches(0.51, 0.5, True) and decide.reaches(0.5, 0.5)
+    pairs = compared([1.0, 1.0], [0.9, 0.9])
+    assert decide.decide(pairs, 0.95, lower_is_better=True) == Status.TARGET_MET
+    assert decide.decide(pairs, 0.85, lower_is_better=True) != Status.TARGET_MET
