@@ -169,7 +169,7 @@ class Loop(RuleBasedStateMachine):
         assert tagged and tagged[-1]["status"] in KEPT, "the best tag is on a kept iteration"
 
 
-examples = int(os.environ.get("KGIT_HOSTILE_EXAMPLES", "8"))
+examples = int(os.environ.get("KGIT_HOSTILE_EXAMPLES", "5"))
 Loop.TestCase.settings = settings(
     max_examples=examples, stateful_step_count=30, deadline=None, database=None, print_blob=True,
     derandomize=os.environ.get("KGIT_HOSTILE_EXAMPLES") is None,

@@ -92,8 +92,9 @@ def proposed_target(baseline: Record) -> tuple[float, str] | None:
     copy = (baseline.test or {}).get("copy_gbps")
     if unit == "gbps" and isinstance(copy, (int, float)) and not isinstance(copy, bool) and copy > 0:
         return share * copy, f"{share:.0%} of the copy bandwidth measured beside it ({copy:.0f} GB/s)"
-    if baseline.peak:
-        return share * baseline.peak, f"{share:.0%} of the GPU's datasheet peak ({baseline.peak:.0f})"
+    peak = gpu.peak_for(baseline.gpu, unit) if baseline.gpu else None  # a GPU kgit knows, not a test's claim
+    if peak:
+        return share * peak, f"{share:.0%} of the {baseline.gpu}'s datasheet peak ({peak:.0f})"
     return None
 
 

@@ -201,10 +201,12 @@ def test_a_test_run_in_the_interpreter_is_labelled_cpu_timing_even_if_it_does_no
 
 
 def test_a_loop_started_without_a_target_gets_one_proposed_and_a_given_one_replaces_it(ws):
-    run = ws.ok("start", "fake")  # the fake test reports 10% of peak: the GPU's peak is 1000 GBps
-    assert "target: 900 GBps (target proposed: 90% of the GPU's datasheet peak (1000)" in run.stdout
+    ws.set_kernel(MODE="h200")  # a GPU test on an H200, without its own share of peak
+    ws.git("commit", "-qam", "a test that reports an H200")
+    run = ws.ok("start", "fake")
+    assert "target: 4320 GBps (target proposed: 90% of the NVIDIA H200's datasheet peak (4800)" in run.stdout
     context = ws.ok("context", "--json").json()
-    assert context["target"] == 900.0 and context["gap"] == 800.0
+    assert context["target"] == 4320.0 and context["gap"] == 4220.0
     ws.set_kernel(METRIC=120.0)
     assert ws.ok("step", "-m", "x", "--target-value", "110", "--json").json()["status"] == "TARGET_MET"
 
