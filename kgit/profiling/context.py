@@ -22,6 +22,7 @@ INTERPRETER_NOTE = ("no GPU: the test runs in Triton's interpreter on tiny shape
                     "num_warps, num_stages, eviction and cache hints do nothing there, and timings are CPU "
                     "timings: only changes of the algorithm (work and memory traffic per element) can show")
 
+
 def build(repo: Repo, kernel: str) -> dict:
     log = history.log(repo, kernel)
     pairs = log.pairs
@@ -31,7 +32,8 @@ def build(repo: Repo, kernel: str) -> dict:
     _, head = saved.head_record(repo, dict(pairs))
     prof = saved.latest(repo, kernel)
     stale = None
-    on_gpu = device.vendor() != "cpu"
+    vendor = device.vendor()
+    on_gpu = vendor != "cpu"
     if prof is None:
         why = ("no profile yet: run 'kgit profile'" if on_gpu else
                "no GPU here, so no profiler can run: the diagnosis comes from the benchmark alone")
@@ -82,7 +84,7 @@ def build(repo: Repo, kernel: str) -> dict:
         "skills": list(dict.fromkeys([LOOP_SKILL, *diag["skills"]])),
         "next_step": next_step,
         "invalid_notes": [note.to_json() for note in log.invalid],
-        "platform": {"device": device.vendor(), "profiler": on_gpu, "note": None if on_gpu else INTERPRETER_NOTE},
+        "platform": {"device": vendor, "profiler": on_gpu, "note": None if on_gpu else INTERPRETER_NOTE},
     }
 
 

@@ -9,7 +9,7 @@ was, and says so.
 from __future__ import annotations
 
 from kgit.model.record import Record, Status
-from kgit.render.text import LOG_HEADERS, UNITS, final_line, gpu_label, log_row
+from kgit.render.text import LOG_HEADERS, final_line, gpu_label, log_row, unit_label
 
 MARK = "Rendered by `kgit report` from the records in git notes"
 KEPT_NOTE = ("_Kept from an earlier rendering: the records of this run are not in this clone "
@@ -101,7 +101,7 @@ def chart(kernel: str, records: list[Record]) -> list[str]:
         if value is not None and record.kept:
             best = value  # the latest kept is the best (kgit.model.decide.best_record)
         best_so_far.append(best)
-    unit = UNITS.get(metric, metric)
+    unit = unit_label(metric)
     title = f"{kernel}: {unit} per iteration".replace('"', "'")
     return [
         "```mermaid",

@@ -25,9 +25,14 @@ def metric(value: float | None, name: str | None, cpu_timing: bool = False) -> s
     if value is None or name is None:
         return "-"
     number = f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3g}"
-    unit = unit_of(name)
-    text = f"{number} {UNITS[unit]}" if unit else f"{number} {name}"
+    text = f"{number} {unit_label(name)}"
     return text + " (CPU)" if cpu_timing else text
+
+
+def unit_label(name: str) -> str:
+    """How a figure's unit reads: GBps or TFLOPS for a figure named so (a path too), else its name."""
+    unit = unit_of(name)
+    return UNITS[unit] if unit else name
 
 
 def delta(pct: float | None) -> str:

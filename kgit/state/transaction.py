@@ -132,7 +132,8 @@ def finish(repo: Repo, journal: Journal) -> str:
     record, kernel = journal.record, journal.kernel
     _check_branch_tip(repo, kernel, (journal.base, journal.candidate, journal.final))
     if journal.final is None:
-        readme = {config.report_path(repo.root): readme_text(repo, journal.base, record)}
+        path = config.report_path(repo.root)
+        readme = {path: readme_text(repo, path, journal.base, record)}
         if record.status.on_branch:
             subject = refs.iteration_subject(kernel, journal.iteration, journal.action)
             journal.final = write.commit_with_files(repo, journal.candidate, journal.base, readme, subject)
@@ -156,7 +157,8 @@ def finish(repo: Repo, journal: Journal) -> str:
 
 def start(repo: Repo, cfg: config.KernelConfig, head: str, record: Record) -> Journal:
     """Journal and apply the baseline: a commit on head with the rendered log, its note, branch, tag."""
-    final = write.commit_with_files(repo, head, head, {config.report_path(repo.root): readme_text(repo, head, record)},
+    path = config.report_path(repo.root)
+    final = write.commit_with_files(repo, head, head, {path: readme_text(repo, path, head, record)},
                                     refs.iteration_subject(cfg.name, 0, "baseline"))
     journal = Journal(op="start", phase="decided", kernel=cfg.name, iteration=0, action="baseline", tier=None,
                       base=head, started=record.started, config=cfg.as_dict(), record=record, final=final)
@@ -179,14 +181,14 @@ def finish_start(repo: Repo, journal: Journal) -> None:
     journals.clear(repo)
 
 
-def readme_text(repo: Repo, base: str, extra: Record | None = None) -> str:
+def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -> str:
     """The log rendered from every record, with extra (the record being written: its note may already
     be there after a crash) in place of its earlier copy, over the rendering in commit base."""
     pairs = notes.records_with_commits(repo, notes.read_notes(repo))
     records = [r for _, r in pairs]
     if extra is not None:
         records = [r for r in records if r.key != extra.key] + [extra]
-    return render_readme(records, read.file_at(repo, config.report_path(repo.root), base))
+    return render_readme(records, read.file_at(repo, path, base))
 
 
 def commit_report(repo: Repo) -> str | None:
@@ -202,7 +204,7 @@ def commit_report(repo: Repo) -> str | None:
     if read.rev(repo, refs.NOTES_REF) is None:  # rendering nothing would delete every result shown
         raise KgitError(f"no kgit records in this clone ({refs.NOTES_REF} is missing; 'kgit pull' fetches it "
                         f"from a remote): {path} is left as it is")
-    text = readme_text(repo, head)
+    text = readme_text(repo, path, head)
     if read.file_at(repo, path) == text:
         return None
     commit = write.commit_with_files(repo, head, head, {path: text}, refs.REPORT_SUBJECT)

@@ -34,3 +34,12 @@ def test_a_section_whose_records_are_not_here_is_kept_and_marked_once():
     assert "600 TFLOPS" in in_a_clone and in_a_clone.count(KEPT_NOTE) == 1
     assert render_readme(here, previous=in_a_clone) == in_a_clone  # kept once, not marked again
     assert render_readme(here + elsewhere, previous=in_a_clone) == everything  # the records came back
+
+
+def test_the_chart_names_the_unit_as_the_table_does():
+    from kgit.model.record import Record, Status
+    from kgit.render.readme import chart
+
+    records = [Record("gemm", 0, "baseline", Status.BASELINE, metric="benchmarks.triton_tflops", value=600.0,
+                      correctness=True)]
+    assert '    y-axis "TFLOPS"' in chart("gemm", records)
