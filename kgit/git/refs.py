@@ -12,7 +12,7 @@
 Commit subjects:
   <kernel>: iter <N>: <action>                       a kept iteration (0: the baseline)
   <kernel>: iter <N>: <action> (reverted: <STATUS>)  the log-only commit of a reverted iteration
-  kgit: render experiments/README.md                 a `kgit report`
+  kgit: render <report path>                        a `kgit report` (report_path, experiments/README.md by default)
 """
 
 from __future__ import annotations
@@ -29,10 +29,18 @@ TAG_PREFIX = "best/"
 BRANCHES = "refs/heads/" + BRANCH_PREFIX
 TAGS = "refs/tags/" + TAG_PREFIX
 
-REPORT_SUBJECT = "kgit: render experiments/README.md"
+_REPORT_SUBJECT_PREFIX = "kgit: render "
 _ITERATION_SUBJECT = re.compile(
     r"(?P<kernel>[^:]+): iter (?P<iteration>\d+): (?P<action>.*?)(?: \(reverted: (?P<status>[A-Z_]+)\))?"
 )
+
+
+def report_subject(report_path: str) -> str:
+    return _REPORT_SUBJECT_PREFIX + report_path
+
+
+def is_report_subject(subject: str) -> bool:
+    return subject.startswith(_REPORT_SUBJECT_PREFIX)
 
 
 def branch(kernel: str) -> str:

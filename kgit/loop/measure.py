@@ -41,7 +41,8 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
                 return found
         ratio = found.candidate[-1] / found.best[-1]
         found.log_ratios.append(-math.log(ratio) if lower_is_better else math.log(ratio))
-        found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs)
+        found.rounding = max(found.rounding, sum(result.rounding for result in found.last_pair))
+        found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs, rounding=found.rounding)
         found.verdict = verdict(found.interval, floor_pct) if found.interval else None
         if found.verdict:
             return found
@@ -59,4 +60,5 @@ def _counted(found: Comparison, side: str, result: TestResult, warmup: bool = Fa
         found.warmups += 1
     else:
         getattr(found, side).append(result.value)
+        found.last_pair = (found.last_pair + (result,))[-2:]
     return True

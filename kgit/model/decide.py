@@ -6,6 +6,7 @@ Pure functions of records, settings and a test result: no git, no files, no proc
 from __future__ import annotations
 
 import datetime
+import math
 
 from kgit import gpu
 from kgit.config import KernelConfig
@@ -37,6 +38,8 @@ def reason(comparison: Comparison, status: Status, floor_pct: float) -> str | No
         return None
     gain = f"{found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] over {found.pairs} pair"
     gain += "s" if found.pairs != 1 else ""
+    if comparison.rounding >= 0.001:  # below 0.1% the test's rounding is not worth a word
+        gain += f" (widened {math.expm1(comparison.rounding) * 100:.1f}% each way: the test rounds its figure)"
     if status == Status.TARGET_MET:
         return f"the target is met; gain {gain}"
     return gain + {
@@ -195,6 +198,7 @@ def measurement_json(comparison: Comparison) -> dict:
         "gain_pct": found.gain_pct if found else None,
         "interval_pct": [found.low_pct, found.high_pct] if found else None,
         "sd": found.sd if found else None,
+        "rounding": comparison.rounding,
         "df": found.df if found else None,
     }
 

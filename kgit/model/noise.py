@@ -107,10 +107,12 @@ class Interval:
     pairs: int
 
 
-def interval(log_ratios: list[float], prior: Prior, test_sd: float = 0.0, looks: int = 1) -> Interval | None:
+def interval(log_ratios: list[float], prior: Prior, test_sd: float = 0.0, looks: int = 1,
+             rounding: float = 0.0) -> Interval | None:
     """The interval of the gain from these pairs, at 1 - ERROR_RATE/looks confidence; None while the
     noise is unknown (one pair and no prior). test_sd, the noise of one pair as the test itself
-    reported it, can only widen it."""
+    reported it, can only widen it. rounding, how far the printed figures of a pair may lie from
+    those measured (in log terms), widens both ends by as much: no number of pairs averages it away."""
     n = len(log_ratios)
     mean = sum(log_ratios) / n
     own_ss = sum((r - mean) ** 2 for r in log_ratios)
@@ -121,7 +123,7 @@ def interval(log_ratios: list[float], prior: Prior, test_sd: float = 0.0, looks:
     if df < 1:
         return None
     sd = max(math.sqrt(ss / df), test_sd)
-    half = t_quantile(1 - ERROR_RATE / looks / 2, df) * sd / math.sqrt(n)
+    half = t_quantile(1 - ERROR_RATE / looks / 2, df) * sd / math.sqrt(n) + rounding
     return Interval(_pct(mean), _pct(mean - half), _pct(mean + half), sd, df, n)
 
 
@@ -179,6 +181,8 @@ class Comparison:
     failed_side: str | None = None  # 'best' or 'candidate'
     runs: int = 0  # every test run, warm-ups included
     warmups: int = 0
+    rounding: float = 0.0  # the widest a pair's printed figures may lie from those measured (log terms)
+    last_pair: tuple = ()  # the TestResults of the latest counted runs, two at most
 
     def candidate_value(self) -> float | None:
         return _median(self.candidate) if self.candidate else None

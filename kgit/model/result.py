@@ -14,10 +14,17 @@ reduced to their geometric mean). Without it, kgit takes a top-level gbps or tfl
 reference), e.g. the collection's {"benchmarks": [{"triton_tflops": 642.1, "pytorch_tflops": 695.9}]}.
 Either way the record says which figure it used. A result with correctness false is a wrong result,
 whatever the exit status.
+
+A figure printed rounded (642.1, 0.02) hides any change smaller than half its last digit, and runs
+that print the same rounded number show no noise at all. The rounding is no random noise that more
+runs average away: a stable kernel rounds the same way every time. So kgit keeps its bound
+(`rounding`: how far, in log terms, the printed figure may lie from the one measured) and widens every
+interval by it.
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -40,6 +47,7 @@ class TestResult:
     duration_s: float
     output_tail: str
     figure: str | None = None  # where the value came from, when it is not a top-level field
+    rounding: float = 0.0  # the most |log(value / measured value)| that the printed rounding allows
 
     @property
     def passed(self) -> bool:
@@ -78,17 +86,19 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
     found = find_figure(payload, preferred_metric)
     if isinstance(found, str):
         return failed(found)
-    metric, value, figure = found
+    metric, value, figure, rounding = found
     if not math.isfinite(value) or value <= 0:
         return failed(f"invalid metric: {metric} = {value!r}")
     spread = payload.get("spread_pct", 0.0)
     if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not math.isfinite(spread) or spread < 0:
         return failed(f"invalid JSON: spread_pct = {spread!r}")
-    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail, figure)
+    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail, figure,
+                      rounding)
 
 
-def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None] | str:
-    """(metric name, value, how it was found when not a plain top-level field), or why there is none."""
+def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None, float] | str:
+    """(metric name, value, how it was found when not a plain top-level field, its rounding), or why
+    there is none."""
     if path:
         values = _at(payload, path.split("."))
         if not values:
@@ -99,7 +109,7 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
             value = payload[name]
             if not _is_number(value):
                 return f"invalid metric: {name} = {value!r}"
-            return name, float(value), None
+            return name, float(value), None, _rounding([value])
     for key, items in payload.items():
         if not (isinstance(items, list) and items and all(isinstance(item, dict) for item in items)):
             continue
@@ -117,21 +127,38 @@ def unit_of(metric: str | None) -> str | None:
 
 
 def _at(node, keys: list[str]) -> list:
-    """The numbers at a dotted path, following lists into each of their items."""
+    """The numbers at a dotted path, following lists into each of their items (as parsed: an int
+    stays an int, which tells its resolution)."""
     if isinstance(node, list):
         return [value for item in node for value in _at(item, keys)]
     if not keys:
-        return [float(node)] if _is_number(node) else []
+        return [node] if _is_number(node) else []
     return _at(node[keys[0]], keys[1:]) if isinstance(node, dict) and keys[0] in node else []
 
 
-def _reduced(name: str, values: list[float], path: str) -> tuple[str, float, str] | str:
+def _reduced(name: str, values: list, path: str) -> tuple[str, float, str, float] | str:
     if len(values) == 1:
-        return name, values[0], path
+        return name, float(values[0]), path, _rounding(values)
     if any(not math.isfinite(v) or v <= 0 for v in values):
         return f"invalid metric: {path} holds {values!r}"
     mean = math.exp(sum(math.log(v) for v in values) / len(values))
-    return name, mean, f"geometric mean of {len(values)} figures at {path}"
+    return name, mean, f"geometric mean of {len(values)} figures at {path}", _rounding(values)
+
+
+def _rounding(values: list) -> float:
+    """How far the log of these figures' geometric mean may lie from the measured one: each printed
+    figure x is within half a step of it, so its log within -log(1 - step / 2x) (the larger side)."""
+    if any(not math.isfinite(v) or v <= 0 for v in values):
+        return 0.0  # an invalid figure is refused anyway
+    return sum(-math.log1p(-min(_step(v) / (2 * v), 0.5)) for v in values) / len(values)
+
+
+def _step(value: int | float) -> float:
+    """The last printed digit's step: 1 for 3462, 0.1 for 642.1, 1e-06 for 6e-06 (a float's shortest repr
+    is what json.dumps printed)."""
+    if isinstance(value, int):
+        return 1.0
+    return 10.0 ** decimal.Decimal(repr(value)).as_tuple().exponent
 
 
 def _is_number(value) -> bool:

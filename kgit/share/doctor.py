@@ -99,7 +99,7 @@ def _rewritten(repo: Repo, records: list[Record], subject: str, by_commit: dict)
         if candidate == subject and sha not in by_commit:
             return sha
         on_kernel = refs.parse_subject(candidate)
-        if (on_kernel is None or on_kernel.kernel != kernel) and candidate != refs.REPORT_SUBJECT:
+        if (on_kernel is None or on_kernel.kernel != kernel) and not refs.is_report_subject(candidate):
             return None  # past the kernel's commits: the rest is the history it started from
     return None
 

@@ -133,7 +133,7 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
             if parsed.iteration not in recorded:
                 return f"commit {sha[:10]} logs iteration {parsed.iteration} as reverted, but that iteration has no record"
             continue
-        if log_only and subject == refs.REPORT_SUBJECT:
+        if log_only and refs.is_report_subject(subject):
             continue
         if kernel_path and kernel_path not in paths:
             continue  # not a change of the kernel

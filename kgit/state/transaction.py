@@ -207,7 +207,7 @@ def commit_report(repo: Repo) -> str | None:
     text = readme_text(repo, path, head)
     if read.file_at(repo, path) == text:
         return None
-    commit = write.commit_with_files(repo, head, head, {path: text}, refs.REPORT_SUBJECT)
+    commit = write.commit_with_files(repo, head, head, {path: text}, refs.report_subject(path))
     write.move_head(repo, commit)
     return commit
 

@@ -146,6 +146,10 @@ def test_start_never_overwrites_a_readme_kgit_did_not_write_and_its_advice_works
     assert ws.git("show", "HEAD:experiments/README.md" if committed else "HEAD:kgit.yaml") != ""
     assert (ws.root / "experiments/README.md").read_text().startswith("# Our experiments")
     assert "## Optimization: fake" in ws.git("show", "HEAD:experiments/kgit.md")
+    ws.git("rm", "-q", "experiments/kgit.md")
+    ws.git("commit", "-qm", "drop the rendered log")
+    ws.ok("report")
+    assert ws.git("log", "-1", "--format=%s") == "kgit: render experiments/kgit.md"  # the file it rendered
 
 
 def test_report_never_overwrites_an_untracked_readme(started):

@@ -20,7 +20,7 @@ def test_every_subject_round_trips(kernel, action):
 
 
 @pytest.mark.parametrize("subject", [
-    "fix a typo", "Merge branch 'main'", refs.REPORT_SUBJECT, "softmax: iter x: faster", "softmax: iter -1: a",
+    "fix a typo", "Merge branch 'main'", refs.report_subject("experiments/README.md"), "softmax: iter x: faster", "softmax: iter -1: a",
     "softmax iter 1: a", ": iter 1: a", "softmax: iteration 1: a", "",
 ])
 def test_a_subject_that_is_not_kgits_parses_to_none(subject):

@@ -1,6 +1,7 @@
 """Paired, interleaved re-measurement on a simulated kernel whose figure draws from a known, seeded
 noise distribution: the decisions the issue asks for, over hundreds of simulated steps."""
 
+import json
 import math
 import random
 
@@ -10,7 +11,7 @@ from kgit.config import KernelConfig
 from kgit.loop import measure
 from kgit.model import decide
 from kgit.model.noise import Prior
-from kgit.model.result import TestResult
+from kgit.model.result import TestResult, from_output
 
 SEED = 20261130
 
@@ -132,3 +133,31 @@ def test_a_falling_latency_is_a_gain_when_lower_is_better():
     found = measure.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, MAX_PAIRS,
                             warm_best=False, lower_is_better=True)
     assert decide.decide(found, None).value == "IMPROVED" and found.interval.gain_pct == pytest.approx(5.26, abs=0.3)
+
+
+def rounded_run(true_value, step):
+    """A test that prints its figure rounded to step, as a collection's test does (round(x, 2))."""
+    def once(timing_only):
+        printed = round(round(true_value / step) * step, 10)
+        return from_output(json.dumps({"correctness": True, "gbps": printed}) + "\n", None, None, 0.1, "")
+    return once
+
+
+@pytest.mark.parametrize("best, candidate, step", [
+    (0.0149, 0.0151, 0.01),  # +1.3%, printed 0.01 and 0.02: the issue's fused-moe "+100%"
+    (0.0151, 0.0149, 0.01),  # -1.3%, printed 0.02 and 0.01
+    (100.04, 100.06, 0.1),   # +0.02%, printed 100.0 and 100.1
+])
+def test_a_figure_rounded_to_a_step_is_never_a_gain_or_loss_beyond_its_rounding(best, candidate, step):
+    found = measure.compare(rounded_run(best, step), rounded_run(candidate, step), Prior(), 1.0, MAX_PAIRS,
+                            warm_best=False)
+    assert decide.decide(found, None).value == "WITHIN_NOISE"
+    assert found.interval.low_pct < 0 < found.interval.high_pct  # the interval holds the true gain and no-gain
+
+
+def test_a_gain_far_beyond_the_rounding_is_still_kept():
+    found = measure.compare(rounded_run(100.0, 0.1), rounded_run(110.0, 0.1), Prior(), 1.0, MAX_PAIRS,
+                            warm_best=False)
+    assert decide.decide(found, None).value == "IMPROVED"
+    assert found.rounding == pytest.approx(-math.log(1 - 0.05 / 100) - math.log(1 - 0.05 / 110))
+    assert "the test rounds its figure" not in decide.reason(found, decide.Status.IMPROVED, 1.0)

@@ -73,6 +73,20 @@ def test_a_path_to_nothing_or_to_a_bad_number_fails_with_its_reason():
     assert validate({"correctness": True, "size": 3}, None, 1.0, "").reason.startswith("invalid JSON: no gbps or tflops")
 
 
+@pytest.mark.parametrize("printed, rounding", [
+    ('{"correctness": true, "gbps": 0.02}', -math.log(1 - 0.25)),  # 0.01 steps: the true figure 0.015-0.025
+    ('{"correctness": true, "gbps": 642.1}', -math.log(1 - 0.05 / 642.1)),
+    ('{"correctness": true, "gbps": 3462}', -math.log(1 - 0.5 / 3462)),  # an int: steps of 1
+    ('{"correctness": true, "gbps": 6e-06}', -math.log(1 - 0.5 / 6)),
+    ('{"correctness": true, "gbps": 0.01}', math.log(2)),  # the smallest figure printed: half of it may be rounding
+    ('{"correctness": true, "benchmarks": [{"x_tflops": 10.0}, {"x_tflops": 1.25}]}',
+     (-math.log(1 - 0.05 / 10) - math.log(1 - 0.005 / 1.25)) / 2),  # a geometric mean: the mean of the logs' bounds
+])
+def test_a_figures_rounding_bound_comes_from_its_printed_digits(printed, rounding):
+    found = from_output(printed + "\n", None, None, 1.0, "")
+    assert found.passed and found.rounding == pytest.approx(rounding, rel=1e-9)
+
+
 def test_correctness_false_is_a_wrong_result_whatever_the_exit_status():
     out = 'checking...\n{"correctness": false, "status": "fail", "error": "max error 0.5"}\n'
     wrong = from_output(out, "crashed: exit status 1", None, 1.0, "")
