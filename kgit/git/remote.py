@@ -13,6 +13,10 @@ def remotes(repo: Repo) -> list[str]:
     return git(repo, "remote").split()
 
 
+def url(repo: Repo, remote: str) -> str:
+    return git(repo, "remote", "get-url", "--", remote).strip()
+
+
 def is_bundle(repo: Repo, path: Path) -> bool:
     try:
         git(repo, "bundle", "verify", "--quiet", str(path))

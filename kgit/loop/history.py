@@ -53,7 +53,8 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
         return kernels[0]
     if not kernels:
         raise KgitError("no kgit records in this repository: run 'kgit start <kernel>' first")
-    raise KgitError(f"several kernels have records ({', '.join(kernels)}): name one")
+    raise KgitError(f"several kernels have records ({', '.join(kernels)}): name one after "
+                    f"the command (e.g. 'kgit log {kernels[0]}') or check out its branch (git checkout opt/{kernels[0]})")
 
 
 def log(repo: Repo, kernel: str) -> notes.History:

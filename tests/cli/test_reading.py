@@ -1,6 +1,7 @@
 """Read-only commands: they change nothing and do not even import the code that writes."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -51,3 +52,19 @@ def test_the_hook_imports_no_writer(started):
 def test_the_probe_sees_a_writer_when_there_is_one(started):
     started.set_kernel(METRIC=150.0)
     assert "kgit.git.write" in loaded_modules(started, ["step", "-m", "faster"])
+
+
+def test_with_several_kernels_and_none_named_the_refusal_says_how_to_name_one(started):
+    started.git("checkout", "-q", "main")
+    shutil.copytree(started.root / "skills/kernels/fake", started.root / "skills/kernels/other")
+    (started.root / "skills/kernels/other/test_fake.py").rename(started.root / "skills/kernels/other/test_other.py")
+    started.git("add", "-A")
+    started.git("commit", "-qm", "another kernel")
+    started.ok("start", "other")
+    started.git("checkout", "-q", "main")
+    message = started.refused("status")
+    assert message == ("kgit: several kernels have records (fake, other): name one after the command "
+                       "(e.g. 'kgit log fake') or check out its branch (git checkout opt/fake)")
+    started.git("checkout", "-q", "opt/fake")  # the advice works
+    assert started.ok("status", "--json").json()["kernel"] == "fake"
+    assert started.ok("log", "other", "--json").json()["kernel"] == "other"

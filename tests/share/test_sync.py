@@ -197,3 +197,16 @@ def test_records_committed_as_a_bundle_are_imported_by_pull(ws, tmp_path):
     not_a_bundle = tmp_path / "notes.txt"
     not_a_bundle.write_text("hello\n")
     assert "neither a remote of this repository nor a git bundle" in elsewhere.refused("pull", str(not_a_bundle))
+
+
+def test_push_to_a_remote_that_is_a_bundle_is_refused_with_a_command_that_works(ws, tmp_path):
+    a_session(ws)
+    bundle = tmp_path / "run.bundle"
+    ws.git("bundle", "create", "-q", str(bundle), "opt/fake", "best/fake", "refs/notes/kgit")
+    from_bundle = clone(bundle, tmp_path / "from-bundle")  # git clone FILE.bundle: origin is the bundle
+    from_bundle.ok("pull", "origin")
+    message = from_bundle.refused("push", "origin")
+    assert message.startswith(f"kgit: origin is a git bundle ({bundle}), which git cannot push to")
+    command = message.split("'")[1].replace("FILE", str(tmp_path / "again.bundle")).split()
+    from_bundle.git(*command[1:])  # the advised bundle holds every kgit ref
+    assert from_bundle.git("bundle", "list-heads", str(tmp_path / "again.bundle")).count("refs/") == 3
