@@ -2,4 +2,11 @@
 
 
 class KgitError(Exception):
-    """A refusal or a user error: printed as one line, exit status 1, nothing changed."""
+    """A refusal or a user error: printed as one line, exit status 1, nothing changed.
+
+    hint, when there is one, is what to do about it, said apart so that --json gives it its own field
+    (an agent acts on the hint; a person reads the line "<problem>: <hint>")."""
+
+    def __init__(self, problem: str, hint: str | None = None):
+        super().__init__(f"{problem}: {hint}" if hint else problem)
+        self.hint = hint

@@ -48,20 +48,21 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except KgitError as e:
-        _refuse(str(e), 1)
+        _refuse(str(e), e.hint, 1)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        _refuse("interrupted", 130)  # a step in flight is finished by the next command
+        _refuse("interrupted", "the next kgit command that writes finishes or rolls back a step left in flight", 130)
     except click.ClickException as e:
-        _refuse(e.format_message(), 1)
+        _refuse(e.format_message(), "'kgit COMMAND --help' lists a command's arguments and options", 1)
 
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _refuse(message: str, status: int) -> None:
-    """One line on stderr; under --json, stdout still carries exactly one object: {"error": ...}."""
+def _refuse(message: str, hint: str | None, status: int) -> None:
+    """One line on stderr; under --json, stdout still carries exactly one object: {"error": ..., "hint": ...},
+    the hint being what to do about it (or null). A KgitError's message ends with its hint already."""
     if "--json" in sys.argv[1:]:
-        click.echo(json.dumps({"error": message}))
+        click.echo(json.dumps({"error": message, "hint": hint}))
     click.echo(f"kgit: {message}", err=True)
     sys.exit(status)

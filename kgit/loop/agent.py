@@ -106,7 +106,7 @@ def _take_back_commits(repo: Repo, kernel: str, before: str) -> None:
     branch = refs.branch(kernel)
     if read.current_kernel(repo) != kernel:
         raise KgitError(f"the agent left {branch} (HEAD is now {read.current_branch(repo) or 'detached'}): "
-                        f"the loop stops; check out {branch} to go on")
+                        "the loop stops", f"check out {branch} to go on")
     if read.rev(repo, "HEAD") != before:
         write.uncommit(repo, before)
 

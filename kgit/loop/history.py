@@ -52,9 +52,10 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
     if len(kernels) == 1:
         return kernels[0]
     if not kernels:
-        raise KgitError("no kgit records in this repository: run 'kgit start <kernel>' first")
-    raise KgitError(f"several kernels have records ({', '.join(kernels)}): name one after "
-                    f"the command (e.g. 'kgit log {kernels[0]}') or check out its branch (git checkout opt/{kernels[0]})")
+        raise KgitError("no kgit records in this repository", "run 'kgit start <kernel>' first")
+    raise KgitError(f"several kernels have records ({', '.join(kernels)})",
+                    f"name one after the command (e.g. 'kgit log {kernels[0]}') or check out its branch "
+                    f"(git checkout opt/{kernels[0]})")
 
 
 def log(repo: Repo, kernel: str) -> notes.History:
@@ -67,9 +68,10 @@ def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
         return history
     if read.rev(repo, refs.branch_ref(kernel)):  # the records are gone, or were never fetched here
         raise KgitError(f"{refs.branch(kernel)} exists but no kgit record of {kernel} is here ({refs.NOTES_REF} "
-                        f"was deleted or not fetched): 'kgit pull' brings them from a remote; to start over "
-                        f"instead, check out the branch you started from, then: git branch -D {refs.branch(kernel)}")
-    raise KgitError(f"no records for {kernel}: run 'kgit start {kernel}' first")
+                        "was deleted or not fetched)",
+                        "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
+                        f"started from, then: git branch -D {refs.branch(kernel)}")
+    raise KgitError(f"no records for {kernel}", f"run 'kgit start {kernel}' first")
 
 
 @dataclass

@@ -39,19 +39,19 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
     with transaction.begin(repo) as recovered:
         cfg = config.load(repo.root, kernel, overrides)
         if read.rev(repo, refs.branch_ref(kernel)):
-            raise KgitError(f"{refs.branch(kernel)} already exists: continue with 'kgit step', "
-                            "or delete the branch to start over")
+            raise KgitError(f"{refs.branch(kernel)} already exists",
+                            "continue with 'kgit step', or delete the branch to start over")
         head = read.rev(repo, "HEAD")
         if head is None:
-            raise KgitError("the repository has no commit yet: commit the kernel and its test first")
+            raise KgitError("the repository has no commit yet", "commit the kernel and its test first")
         check_clean(repo, allowed=[])
         if not read.has_identity(repo):  # found now, not after the baseline has run
-            raise KgitError("git does not know who commits here, and every iteration is a commit: set it with "
-                            "git config user.name \"Your Name\" && git config user.email you@example.com")
+            raise KgitError("git does not know who commits here, and every iteration is a commit",
+                            "set it with git config user.name \"Your Name\" && git config user.email you@example.com")
         transaction.check_readme_is_ours(repo)
         for path in (cfg.kernel_path, cfg.test_path):
             if not read.is_tracked(repo, path):
-                raise KgitError(f"{path} is not tracked by git: commit it before starting")
+                raise KgitError(f"{path} is not tracked by git", "commit it before starting")
 
         write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = decide.now()
@@ -84,7 +84,7 @@ def ensure_started(repo: Repo, kernel: str, overrides: dict, progress=None) -> O
     if read.rev(repo, refs.branch_ref(kernel)) is None:
         return start(repo, kernel, overrides, progress)
     if read.current_kernel(repo) != kernel:
-        raise KgitError(f"{refs.branch(kernel)} exists but is not checked out: "
+        raise KgitError(f"{refs.branch(kernel)} exists but is not checked out",
                         f"'git checkout {refs.branch(kernel)}' first")
     return None
 
@@ -115,7 +115,7 @@ def current_kernel(repo: Repo) -> str:
     if kernel is None:
         branch = read.current_branch(repo)
         where = f"on {branch}" if branch else "on a detached HEAD"
-        raise KgitError(f"not on an opt/<kernel> branch ({where}): run 'kgit start <kernel>' or check out opt/<kernel>")
+        raise KgitError(f"not on an opt/<kernel> branch ({where})", "run 'kgit start <kernel>' or check out opt/<kernel>")
     return kernel
 
 
@@ -132,7 +132,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         state = _running_state(repo, overrides)
         changed = check_clean(repo, allowed=[state.cfg.kernel_path])
         if state.cfg.kernel_path not in changed:
-            raise KgitError(f"no change to {state.cfg.kernel_path}: edit the kernel, then step")
+            raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
@@ -186,10 +186,8 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
     kernel = current_kernel(repo)
     state = loop_state(repo, kernel, overrides)
     if state.stopped:
-        raise KgitError(
-            f"the loop for {kernel} has stopped ({state.stopped}); raise max_iterations or the target "
-            "(kgit.yaml or the step's options) to go on"
-        )
+        raise KgitError(f"the loop for {kernel} has stopped ({state.stopped})",
+                        "raise max_iterations or the target (kgit.yaml or the step's options) to go on")
     return state
 
 
@@ -212,7 +210,7 @@ def one_line(text: str, what: str = "the change's message (-m)") -> str:
     """The text as the one line it becomes in a commit subject, a table cell and the README."""
     line = " ".join(text.split())
     if not line:
-        raise KgitError(f"{what} is empty: say in a few words what this iteration changes, or why")
+        raise KgitError(f"{what} is empty", "say in a few words what this iteration changes, or why")
     return line
 
 
@@ -222,11 +220,11 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
     others = [p for p in changed if p not in allowed]
     if others:
         if not allowed:
-            raise KgitError(f"uncommitted changes to {', '.join(others)}: commit or stash them first")
+            raise KgitError(f"uncommitted changes to {', '.join(others)}", "commit or stash them first")
         # never advise committing them: a committed test change would change the judge mid-loop
         raise KgitError(
             f"modified besides {allowed[0]}: {', '.join(others)}. One change per iteration, to the kernel "
-            f"only (the test is the judge and never changes with the kernel): put the rest back with "
-            f"git restore -- {' '.join(others)} (or git stash push -- {' '.join(others)} to keep it aside)"
-        )
+            f"only (the test is the judge and never changes with the kernel)",
+            f"put the rest back with git restore -- {' '.join(others)} (or git stash push -- "
+            f"{' '.join(others)} to keep it aside)")
     return changed

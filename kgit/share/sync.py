@@ -122,9 +122,9 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     check_remote(repo, remote)
     where = Path(remotes.url(repo, remote))
     if (where if where.is_absolute() else repo.root / where).is_file():
-        raise KgitError(f"{remote} is a git bundle ({where}), which git cannot push to: push to a repository, "
-                        "or write the records to a new bundle with 'git bundle create FILE --branches=opt/* "
-                        "--tags=best/* refs/notes/kgit'")
+        raise KgitError(f"{remote} is a git bundle ({where}), which git cannot push to",
+                        "push to a repository, or write the records to a new bundle with 'git bundle create "
+                        "FILE --branches=opt/* --tags=best/* refs/notes/kgit'")
     tips = {ref[len(refs.BRANCHES):]: sha for ref, sha in read.refs_under(repo, refs.BRANCHES).items()}
     hooks.check_tips(repo, tips, notes.read_notes(repo).by_commit, from_hook=False)
     fetch(repo, remote)

@@ -79,8 +79,8 @@ def _check(journal: Journal) -> None:
 
 def _damaged(repo: Repo, why: str) -> KgitError:
     where = path(repo)
-    return KgitError(f"kgit's journal {where} is damaged ({why[:120]}); set it aside with "
-                     f"'mv {where} {where}.damaged' and run 'kgit doctor'")
+    return KgitError(f"kgit's journal {where} is damaged ({why[:120]})",
+                     f"set it aside with 'mv {where} {where}.damaged' and run 'kgit doctor'")
 
 
 def save(repo: Repo, journal: Journal) -> None:

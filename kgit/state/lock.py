@@ -36,12 +36,10 @@ def acquire(repo: Repo) -> None:
         os.close(fd)
         holder = _pid_in(path)
         if os.environ.get(AGENT_TURN):
-            raise KgitError("kgit run --agent is driving this loop and steps on your change itself: edit the "
-                            "kernel, write what you changed to $KGIT_ACTION_FILE, and end your turn") from None
-        raise KgitError(
-            f"another kgit process{f' (pid {holder})' if holder else ''} is working in this repository; "
-            "wait for it to finish"
-        ) from None
+            raise KgitError("kgit run --agent is driving this loop and steps on your change itself",
+                            "edit the kernel, write what you changed to $KGIT_ACTION_FILE, and end your turn") from None
+        raise KgitError(f"another kgit process{f' (pid {holder})' if holder else ''} is working in this repository",
+                        "wait for it to finish") from None
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     _held[path] = [fd, 1]

@@ -198,7 +198,7 @@ def commit_report(repo: Repo) -> str | None:
         raise KgitError("the repository has no commit yet")
     path = config.report_path(repo.root)
     if path in read.modified_tracked_files(repo):
-        raise KgitError(f"{path} has uncommitted edits; kgit renders it from the notes: "
+        raise KgitError(f"{path} has uncommitted edits; kgit renders it from the notes",
                         "commit or discard them first")
     check_readme_is_ours(repo)
     if read.rev(repo, refs.NOTES_REF) is None:  # rendering nothing would delete every result shown
@@ -219,8 +219,9 @@ def check_readme_is_ours(repo: Repo) -> None:
     if (repo.root / path).is_file():
         texts.append((repo.root / path).read_text(errors="replace"))
     if any(text is not None and not is_kgits(text) for text in texts):
-        raise KgitError(f"{path} was not written by kgit, which never writes over your files: choose where kgit "
-                        f"renders its log with a top-level 'report_path: experiments/kgit.md' in kgit.yaml")
+        raise KgitError(f"{path} was not written by kgit, which never writes over your files",
+                        "choose where kgit renders its log with a top-level 'report_path: experiments/kgit.md' "
+                        "in kgit.yaml")
 
 
 def _check_branch_tip(repo: Repo, kernel: str, expected: tuple[str | None, ...]) -> None:
@@ -230,9 +231,9 @@ def _check_branch_tip(repo: Repo, kernel: str, expected: tuple[str | None, ...])
         candidate = expected[1]
         raise KgitError(
             f"{refs.branch(kernel)} moved while kgit worked on it (now at {tip[:10] if tip else 'nothing'}, "
-            f"expected {candidate[:10]}): kgit leaves it alone; put those commits on another branch, "
-            f"'git reset --keep {candidate[:10]}' on {refs.branch(kernel)}, then run kgit again to finish the step"
-        )
+            f"expected {candidate[:10]}): kgit leaves it alone",
+            f"put those commits on another branch, 'git reset --keep {candidate[:10]}' on {refs.branch(kernel)}, "
+            "then run kgit again to finish the step")
 
 
 def _move_branch(repo: Repo, kernel: str, target: str) -> None:

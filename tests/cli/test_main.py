@@ -5,6 +5,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from workspace import TEST
+
 
 def one_line(run):
     lines = run.stderr.strip().splitlines()
@@ -47,8 +51,28 @@ def test_a_refusal_under_json_is_still_one_json_object_on_stdout(ws):
 
     run = ws.kgit("step", "-m", "x", "--json")  # not on an opt/ branch
     assert run.returncode == 1
-    assert json.loads(run.stdout) == {"error": run.stderr.strip().splitlines()[-1].removeprefix("kgit: ")}
+    assert json.loads(run.stdout) == {"error": run.stderr.strip().splitlines()[-1].removeprefix("kgit: "),
+                                      "hint": "run 'kgit start <kernel>' or check out opt/<kernel>"}
     assert ws.kgit("status").stdout == ""  # without --json, nothing on stdout
+    usage = ws.kgit("step", "--no-such-option", "--json")
+    assert usage.returncode == 1 and json.loads(usage.stdout)["hint"].endswith("lists a command's arguments and options")
+
+
+@pytest.mark.parametrize("setup, args, hint", [
+    (lambda w: None, ["log", "nosuch"], "run 'kgit start nosuch' first"),
+    (lambda w: None, ["step", "-m", "x"], "edit the kernel, then step"),
+    (lambda w: w.set_kernel(METRIC=120.0), ["step", "-m", " "], "say in a few words what this iteration changes, or why"),
+    (lambda w: (w.root / TEST).write_text("print('judge changed')\n"), ["step", "-m", "x"],
+     f"put the rest back with git restore -- {TEST} (or git stash push -- {TEST} to keep it aside)"),
+])
+def test_a_refusal_an_agent_meets_carries_what_to_do_as_its_hint(started, setup, args, hint):
+    import json
+
+    setup(started)
+    run = started.kgit(*args, "--json")
+    assert run.returncode == 1
+    found = json.loads(run.stdout)
+    assert found["hint"] == hint and found["error"].endswith(": " + hint)
 
 
 def test_ctrl_c_while_kgit_starts_is_one_line(monkeypatch, capsys):

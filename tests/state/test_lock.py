@@ -34,7 +34,7 @@ def test_another_process_holding_the_lock_is_named_and_its_death_frees_it(ws, tm
         assert lock.holder(repo) == holder.pid
         with pytest.raises(KgitError) as refused:
             lock.acquire(repo)
-        assert str(refused.value) == (f"another kgit process (pid {holder.pid}) is working in this repository; "
+        assert str(refused.value) == (f"another kgit process (pid {holder.pid}) is working in this repository: "
                                       "wait for it to finish")
         assert "another kgit process" in ws.refused("start", "fake")
     finally:
