@@ -9,6 +9,10 @@ what it changed. The agent talks back through files named in its environment:
   KGIT_ACTION_FILE                        where it writes its change in one line, and optionally
                                           a second line 'tier: N'
 
+Each turn's record keeps the turn (`agent`): the command, the context the agent was given and what
+it printed, each cut to its last AGENT_TEXT_CHARS characters, so that `kgit show N` says why a change
+was made beside the change itself.
+
 A turn that cannot be tested (the agent failed, changed nothing, or changed the test or another file)
 is recorded as a FAILED iteration with its changes kept as the attempt, and the loop goes on; three
 such turns in a row stop it (AGENT_FAILING).
@@ -34,6 +38,7 @@ from kgit.render import analysis
 from kgit.state import lock
 
 MAX_BAD_TURNS = 3
+AGENT_TEXT_CHARS = 8000  # of the context and of the agent's output kept in a record: notes stay small
 
 
 def run(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
@@ -90,14 +95,23 @@ def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overri
             reason = f"agent changed files besides the kernel: {', '.join(p for p in changed if p != cfg.kernel_path)}"
         else:
             reason = None
+        turn = turn_record(command, text, done)
         if reason:
             bad_turns += 1
-            outcome = steps.reject(repo, action, tier, reason, overrides, output_tail=runner.tail(done))
+            outcome = steps.reject(repo, action, tier, reason, overrides, output_tail=runner.tail(done),
+                                   agent_turn=turn)
         else:
             bad_turns = 0
-            outcome = steps.step(repo, action, tier, overrides, progress)
+            outcome = steps.step(repo, action, tier, overrides, progress, agent_turn=turn)
         on_outcome(outcome)
         steps.raise_if_interrupted(outcome)
+
+
+def turn_record(command: str, context_text: str, done: runner.Finished) -> dict:
+    """What a record keeps of the agent's turn; the ends of long texts, where the conclusions are."""
+    said = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
+    return {"command": command, "seconds": round(done.duration_s, 1), "exit_status": done.returncode,
+            "context": context_text[-AGENT_TEXT_CHARS:], "transcript": said[-AGENT_TEXT_CHARS:]}
 
 
 def _take_back_commits(repo: Repo, kernel: str, before: str) -> None:

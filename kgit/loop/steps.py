@@ -120,13 +120,15 @@ def current_kernel(repo: Repo) -> str:
 
 
 def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
-         measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None) -> Outcome:
+         measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None,
+         agent_turn: dict | None = None) -> Outcome:
     """Commit the edited kernel, measure it against the best pair by pair, decide, keep or revert it.
 
     measured: this exact kernel already compared with the current best elsewhere (on another GPU),
     with the environment it was measured in.
     keep_anyway: a reason to keep a change that is not faster on the branch (it paves the way for a
     bigger next step); the best stays where it is.
+    agent_turn: the turn of kgit run --agent that made the change, kept in the record.
     """
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
@@ -142,7 +144,8 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
             comparison = failed(not_run(INTERRUPTED_BY_USER))
-        return _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides)
+        return _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
+                       agent_turn)
 
 
 def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: dict,
@@ -167,7 +170,7 @@ def failed(result) -> Comparison:
 
 
 def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: dict,
-           output_tail: str = "") -> Outcome:
+           output_tail: str = "", agent_turn: dict | None = None) -> Outcome:
     """Record a change that must not be tested as FAILED and roll it back.
 
     For an agent that changed nothing, changed the test or other files, or failed: whatever it changed
@@ -178,7 +181,7 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=None)
         return _decide(repo, state, journal, failed(not_run(reason, output_tail)), recovered, None, None,
-                       overrides)
+                       overrides, agent_turn)
 
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:
@@ -192,7 +195,8 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
 
 
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
-            environment: dict | None, keep_anyway: str | None, overrides: dict) -> Outcome:
+            environment: dict | None, keep_anyway: str | None, overrides: dict,
+            agent_turn: dict | None = None) -> Outcome:
     best = decide.best_record(state.records)
     status = decide.decide(comparison, decide.target_value(state.cfg, best), state.cfg.lower_is_better)
     why = decide.reason(comparison, status, state.cfg.min_gain_pct)
@@ -202,6 +206,8 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
                                status, best, journal.started, journal.base, comparison, environment, why)
     if overrides:  # remembered: the loop's later commands start from them (kgit.loop.history.loop_state)
         record = record.replace(options=overrides)
+    if agent_turn:
+        record = record.replace(agent=agent_turn)
     commit = transaction.decided(repo, journal, record)
     return Outcome(record, commit, recovered, state.history.invalid)
 

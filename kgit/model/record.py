@@ -86,6 +86,9 @@ class Record:
     environment: dict | None = None  # where it was measured (kgit.device.environment)
     profile: dict | None = None
     diagnosis: dict | None = None
+    # an agent's turn that made the change (kgit run --agent): its command, the context it was given,
+    # what it printed (both bounded), how long it took
+    agent: dict | None = None
     version: int = RECORD_VERSION
     # keys this kgit does not know (a newer kgit wrote them): kept and written back unchanged
     extra: dict = field(default_factory=dict, compare=False)
@@ -135,7 +138,7 @@ def is_object_id(text) -> bool:
 _TEXTS = ("started", "gpu", "metric", "reason", "output_tail")
 _NUMBERS = ("spread_pct", "pct_of_peak", "best_before", "delta_pct")
 _POSITIVE_NUMBERS = ("value", "peak", "target")
-_OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis")
+_OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis", "agent")
 _KNOWN = set(_JSON_KEYS.values())
 
 
@@ -219,7 +222,7 @@ def to_json(record: Record) -> dict:
     data = {json_key: getattr(record, name) for name, json_key in _JSON_KEYS.items()}
     data["status"] = record.status.value
     data["stop_reason"] = record.stop_reason.value if record.stop_reason else None
-    for attachment in ("options", "measurement", "environment", "profile", "diagnosis"):  # not in every record
+    for attachment in ("options", "measurement", "environment", "profile", "diagnosis", "agent"):  # not in every record
         if data[attachment] is None:
             del data[attachment]
     return {**record.extra, **data}

@@ -120,9 +120,23 @@ def show(shown) -> str:
         *(["test output ends:"] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
           if record.output_tail and record.output_tail.strip() else []),
         f"started {record.started}, test ran {record.duration_s:.1f} s",
+        *_agent_turn(record.agent),
         "",
         shown.diff.rstrip() or "(no change to the kernel)",
     ])
+
+
+def _agent_turn(turn: dict | None) -> list[str]:
+    """The agent's turn that made the change: what it was told to aim at and the end of what it said
+    (the whole context and transcript are in --json)."""
+    if not turn:
+        return []
+    context = str(turn.get("context") or "").splitlines()
+    aim = [line.strip() for line in context if line.startswith(("target:", "next:"))]  # analysis.context_text
+    said = str(turn.get("transcript") or "").strip().splitlines()[-15:]
+    return [f"agent turn: {turn.get('command')} ({turn.get('seconds')} s, exit status {turn.get('exit_status')})",
+            *(f"  given: {line}" for line in aim),
+            *(["  the agent said (last lines):"] + [f"    {line}" for line in said] if said else ["  the agent said nothing"])]
 
 
 def _measured(record: Record) -> list[str]:

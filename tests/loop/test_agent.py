@@ -17,6 +17,7 @@ assert context == pathlib.Path(os.environ["KGIT_CONTEXT_FILE"]).read_text()
 json.loads(pathlib.Path(os.environ["KGIT_CONTEXT_JSON"]).read_text())
 plan = json.loads(sys.argv[2])
 what = plan[turn - 1] if turn <= len(plan) else "nothing"
+print(f"turn {turn}: the context's next step, then: {what}")
 kernel = pathlib.Path(os.environ["KGIT_KERNEL_PATH"])
 def describe(text, tier):
     pathlib.Path(os.environ["KGIT_ACTION_FILE"]).write_text(f"{text}\\ntier: {tier}\\n")
@@ -47,6 +48,10 @@ elif what == "step":  # the agent steps by itself, as it would in a loop of its 
     pathlib.Path(sys.argv[1] + ".step").write_text(f"{done.returncode}\\n{done.stderr}")
     subprocess.run([sys.executable, "-m", "kgit", "status"], check=True, capture_output=True)
     describe("raise METRIC to 130.0", 1)
+elif what == "chatty":  # a long transcript, then a change
+    print("x" * 20000 + " the end of a long answer")
+    kernel.write_text(kernel.read_text() + "# chatty\\n")
+    describe("a comment", 1)
 elif what == "sleep":
     import time; time.sleep(30)
 '''
@@ -76,6 +81,25 @@ def test_a_scripted_agent_drives_the_loop(ws, tmp_path):
     fifth = (tmp_path / "turns.context5").read_text()
     assert "raise METRIC to 120.0" in fifth and "agent changed nothing" in fifth
     ws.check_invariants()
+
+
+def test_each_turn_keeps_the_context_it_was_given_and_what_the_agent_said(ws, tmp_path):
+    from kgit.loop.agent import AGENT_TEXT_CHARS
+
+    command = agent_command(tmp_path, ["metric=120.0", "crash", "chatty"])
+    records = ws.ok("run", "fake", "--agent", command, "--max-iterations", "3", "--json").json()["iterations"]
+    first, crashed, chatty = (r["agent"] for r in records[1:])
+    assert first["command"] == command and first["exit_status"] == 0 and first["seconds"] >= 0
+    assert first["context"] == (tmp_path / "turns.context1").read_text()  # exactly what it was given
+    assert first["transcript"].strip() == "turn 1: the context's next step, then: metric=120.0"
+    assert crashed["exit_status"] == 3 and records[2]["status"] == "FAILED"
+    assert len(chatty["transcript"]) == AGENT_TEXT_CHARS and chatty["transcript"].rstrip().endswith("a long answer")
+    assert "agent" not in records[0]  # the baseline is kgit's own
+    shown = ws.ok("show", "1").stdout  # why the change was made, beside the change
+    next_line = next(line for line in first["context"].splitlines() if line.startswith("next:"))
+    assert f"agent turn: {command} (" in shown and f"  given: {next_line}" in shown
+    assert "    turn 1: the context's next step, then: metric=120.0" in shown
+    assert ws.ok("show", "1", "--json").json()["agent"] == first
 
 
 def test_an_agent_that_keeps_failing_stops_the_loop(ws, tmp_path):
