@@ -15,7 +15,9 @@ was made beside the change itself.
 
 A turn that cannot be tested (the agent failed, changed nothing, or changed the test or another file)
 is recorded as a FAILED iteration with its changes kept as the attempt, and the loop goes on; three
-such turns in a row stop it (AGENT_FAILING).
+such turns in a row stop it (AGENT_FAILING). When the context would tell the agent that every tier of
+the order was tried, the run stops there (TIERS_TRIED) instead of asking it for a change it was told
+not to make.
 
 The run holds the repository's lock throughout, the agent's turns included: an agent that runs
 `kgit step` itself is refused (read-only commands such as `kgit context` still answer), so its
@@ -66,6 +68,8 @@ def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overri
             return StopReason.AGENT_FAILING
 
         data = context.build(repo, kernel)
+        if data["diagnosis"]["tiers_exhausted"]:
+            return StopReason.TIERS_TRIED
         text = analysis.context_text(data)
         files = _turn_files(repo)
         files["context"].write_text(text)

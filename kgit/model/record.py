@@ -50,6 +50,7 @@ class StopReason(str, enum.Enum):
     MAX_ITERATIONS = "MAX_ITERATIONS"
     SPACE_EXHAUSTED = "SPACE_EXHAUSTED"
     AGENT_FAILING = "AGENT_FAILING"
+    TIERS_TRIED = "TIERS_TRIED"  # every tier of the diagnosis' order was tried: the context says stop
 
     def __str__(self) -> str:
         return self.value

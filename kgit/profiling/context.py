@@ -7,6 +7,8 @@ idea is not tried twice), the diagnosis, the next tier and the skill files to re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kgit import device
 from kgit.errors import KgitError
 from kgit.git.run import Repo
@@ -35,9 +37,7 @@ def build(repo: Repo, kernel: str) -> dict:
     vendor = device.vendor()
     on_gpu = vendor != "cpu"
     if prof is None:
-        why = ("no profile yet: run 'kgit profile'" if on_gpu else
-               "no GPU here, so no profiler can run: the diagnosis comes from the benchmark alone")
-        prof = saved.benchmark_fallback(why, head, repo.root, kernel)
+        prof = saved.benchmark_fallback(_no_profile(on_gpu), head, repo.root, kernel)
     elif head is not None and prof.get("iteration") not in (None, head.iteration):
         stale = (f"the profile is of iteration {prof.get('iteration')}, HEAD holds iteration {head.iteration}: "
                  + ("run 'kgit profile' again" if on_gpu else "no profiler can run here to refresh it"))
@@ -81,11 +81,16 @@ def build(repo: Repo, kernel: str) -> dict:
         "profile_stale": stale,
         "diagnosis": {k: diag[k] for k in ("bound", "why", "how", "tier_order", "tried_tiers", "next_tier",
                                             "next_tier_name", "tiers_exhausted", "hints")},
-        "skills": list(dict.fromkeys([LOOP_SKILL, *diag["skills"]])),
+        "skills": [skillfiles.readable(repo.root, p) for p in dict.fromkeys([LOOP_SKILL, *diag["skills"]])],
         "next_step": next_step,
         "invalid_notes": [note.to_json() for note in log.invalid],
         "platform": {"device": vendor, "profiler": on_gpu, "note": None if on_gpu else INTERPRETER_NOTE},
     }
+
+
+def _no_profile(on_gpu: bool) -> str:
+    return ("no profile yet: run 'kgit profile'" if on_gpu else
+            "no GPU here, so no profiler can run: the diagnosis comes from the benchmark alone")
 
 
 def diagnosis(repo: Repo | None, kernel: str | None, metrics_file=None) -> dict:
@@ -99,13 +104,14 @@ def diagnosis(repo: Repo | None, kernel: str | None, metrics_file=None) -> dict:
         if repo is None or kernel is None:
             raise KgitError("no kernel: run inside a kgit repository on an opt/<kernel> branch, or give --metrics FILE")
         prof = saved.latest(repo, kernel) or saved.benchmark_fallback(
-            "no profile yet: run 'kgit profile'", head, repo.root, kernel)
+            _no_profile(device.vendor() != "cpu"), head, repo.root, kernel)
     top = decide.best_record(records)
     kernel_skill = skillfiles.kernel_skill_path(kernel) if kernel else None
     if kernel_skill and (repo is None or not (repo.root / kernel_skill).is_file()):
         kernel_skill = None
     diag = diagnose.diagnose(prof, records, kernel or prof.get("kernel") or "(unknown)", top.gpu if top else None,
                              kernel_skill)
+    diag["skills"] = [skillfiles.readable(repo.root if repo else Path.cwd(), p) for p in diag["skills"]]
     diag["profile_source"] = prof.get("source")
     diag["profile_why"] = prof.get("why")
     return diag

@@ -20,8 +20,19 @@ from kgit.errors import KgitError
 
 BOTTLENECKS = ("memory", "compute", "latency")
 KERNEL_SKILL = "skills/kernels/{kernel}/SKILL.md"
+# The checkout kgit runs from (an install from a clone, as the README's): its skills/ sits beside kgit/.
+KGIT_CHECKOUT = Path(__file__).resolve().parents[2]
 
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*(\n|\Z)", re.S)
+
+
+def readable(root: Path, skill: str) -> str:
+    """Where an agent can read a skill named by its path in kgit's layout: the repository's own copy,
+    else kgit's (an absolute path, in a repository of yours that has no skills/)."""
+    if (root / skill).is_file():
+        return skill
+    own = KGIT_CHECKOUT / skill
+    return str(own) if own.is_file() else skill
 
 
 def front_matter(text: str, where: str = "SKILL.md") -> tuple[dict, str]:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from kgit.profiling import diagnose
+from kgit.profiling.skillfiles import KGIT_CHECKOUT
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -50,7 +51,15 @@ def test_context_lists_what_was_tried_and_what_comes_next(started):
         (1, 1, "IMPROVED", True), (2, 2, "REGRESSED", False)]
     assert ctx["diagnosis"]["bound"] == "memory"  # no profile, no declared bottleneck: the gbps metric
     assert ctx["diagnosis"]["tried_tiers"] == [1, 2] and ctx["diagnosis"]["next_tier"] == 3
-    assert ctx["skills"][0] == "skills/optimize-loop/SKILL.md" and "skills/tier3-compute-fusion/SKILL.md" in ctx["skills"]
+    # this repository has no skills/ of its own: kgit names its own copies, which an agent can open
+    assert ctx["skills"][0] == str(KGIT_CHECKOUT / "skills/optimize-loop/SKILL.md")
+    assert str(KGIT_CHECKOUT / "skills/tier3-compute-fusion/SKILL.md") in ctx["skills"]
+    assert all(Path(p).is_file() for p in ctx["skills"])
+    (started.root / "skills/optimize-loop").mkdir()  # a repository's own copy comes first
+    (started.root / "skills/optimize-loop/SKILL.md").write_text("---\nname: optimize-loop\n---\nours\n")
+    assert started.ok("context", "--json").json()["skills"][0] == "skills/optimize-loop/SKILL.md"
+    (started.root / "skills/optimize-loop/SKILL.md").unlink()
+    assert "no profiler can run" in started.ok("diagnose", "--json").json()["profile_why"]
     assert "--tier 3" in ctx["next_step"]
     # no GPU here: no profiler is asked for, and the context says what the interpreter cannot show
     assert ctx["platform"]["device"] == "cpu" and ctx["platform"]["profiler"] is False
