@@ -1,8 +1,10 @@
 """Replay kgit tune's search on an exhaustively measured space, from every starting configuration.
 
-    python benchmarks/tune/replay.py space.json [--iterations 8] [--bar 0.97] [--min-gain-pct 1]
+    python benchmarks/tune/replay.py space.json [space.json ...] [--strategy model descent random]
+        [--iterations 8 40] [--bar 0.97] [--min-gain-pct 1] [--starts N] [--markdown replay.md]
 
-The search (kgit.loop.tune.propose) and the decision (kgit.model.decide, with the noise rule) are kgit's
+Each strategy (kgit.model.search: the model-based search kgit tune uses, coordinate descent as it was
+before, a seeded random draw) and the decision and the decision (kgit.model.decide, with the noise rule) are kgit's
 own; only the test is replaced by a lookup in the table space.py measured. That answers what one run
 on the device cannot: from which starting points does the search get within the bar of the space's
 best in so many iterations, and where does it get stuck. Each table entry is one measurement, so the
@@ -12,12 +14,15 @@ replay sees each configuration's noise once, where a real run would draw it agai
 import argparse
 import json
 import math
+import random
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kgit.loop import tune  # noqa: E402
+from kgit.model import search  # noqa: E402
 from kgit.model import noise  # noqa: E402
 from kgit.model.decide import decide  # noqa: E402
 from kgit.model.record import Status  # noqa: E402
@@ -47,58 +52,92 @@ def compared(best: dict, row: dict, min_gain_pct: float) -> noise.Comparison:
                             interval=found, verdict=noise.verdict(found, min_gain_pct) or "noise")
 
 
-def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, min_gain_pct: float) -> list[dict]:
+def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0):
+    """propose(best, space, points) for a strategy the replay compares."""
+    if name == "descent":
+        return lambda best, space, points: tune.propose(best, space, [(p.config, p.origin, p.kept) for p in points])
+    if name == "random":
+        return lambda best, space, points: search.propose_random(best, space, points, seed=seed)
+    if name == "model":
+        return lambda best, space, points: search.propose_model(best, space, points, seed=seed,
+                                                                         min_gain=min_gain_pct / 100)
+    raise SystemExit(f"unknown strategy {name!r}: model, descent or random")
+
+
+def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, min_gain_pct: float,
+           propose=None) -> list[dict]:
     """The kept best after the baseline and each iteration, as kgit tune would have recorded them."""
+    propose = propose or strategy("model")
     best = table[key(start)]
-    measured = [(start, start, True)]
+    points = [search.Point(start, start, True, search.score_of(best["value"]))]
     trail = [best]
     for _ in range(iterations):
-        candidate = tune.propose(best["config"], space, measured)
+        candidate = propose(best["config"], space, points)
         if candidate is None:
-            break  # SPACE_EXHAUSTED: every neighbour of the best was measured
+            break  # SPACE_EXHAUSTED
         row = table[key(candidate)]
         status = decide(compared(best, row, min_gain_pct), None)
         kept = status == Status.IMPROVED
-        measured.append((candidate, best["config"], kept))
+        points.append(search.Point(candidate, best["config"], kept,
+                                   search.score_of(row["value"]) if row["correct"] else None))
         if kept:
             best = row
         trail.append(best)
     return trail
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("space_json")
-    parser.add_argument("--iterations", type=int, default=8)
-    parser.add_argument("--bar", type=float, default=0.97, help="fraction of the space's best to reach")
-    parser.add_argument("--min-gain-pct", type=float, default=1.0, help="kgit.yaml min_gain_pct")
-    args = parser.parse_args()
-
-    measured = json.loads(Path(args.space_json).read_text())
+def load(path: str) -> tuple[dict, dict, dict]:
+    measured = json.loads(Path(path).read_text())
     rows = measured["rows"]
-    table = {key(r["config"]): r for r in rows}
     space = {k: sorted({r["config"][k] for r in rows}) for k in rows[0]["config"]
              if len({repr(r["config"][k]) for r in rows}) > 1}
+    return measured, {key(r["config"]): r for r in rows}, space
+
+
+def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, min_gain_pct: float = 1.0,
+                   starts: int | None = None, seed: int = 0) -> dict:
+    """For each budget, the share of correct starting configurations whose kept best reaches bar x the best."""
+    measured, table, space = load(path)
     top = measured["best"]["value"]
-    starts = [r for r in rows if r["correct"]]
-    reached, needed, finals = 0, [], []
-    for row in starts:
-        trail = replay(table, space, row["config"], args.iterations, args.min_gain_pct)
-        finals.append(trail[-1]["value"] / top)
-        first = next((i for i, r in enumerate(trail) if r["value"] >= args.bar * top), None)
-        if first is not None:
-            reached += 1
-            needed.append(first)
-    shipped = measured.get("shipped")
-    print(f"{args.space_json}: {len(rows)} configurations, {len(starts)} correct; best {top:.5g}")
-    if shipped and shipped["correct"]:
-        trail = replay(table, space, shipped["config"], args.iterations, args.min_gain_pct)
-        print(f"from the shipped CONFIG ({shipped['value'] / top:.1%} of the best): "
-              + " -> ".join(f"{r['value'] / top:.1%}" for r in trail))
-    print(f"from each of the {len(starts)} correct configurations, {args.iterations} iterations, noise floor "
-          f"{args.min_gain_pct}%: {reached} ({reached / len(starts):.0%}) reach {args.bar:.0%} of the best"
-          + (f" (median {statistics.median(needed)} iterations)" if needed else "")
-          + f"; the median start ends at {statistics.median(finals):.1%}, the worst at {min(finals):.1%}")
+    rows = [r for r in measured["rows"] if r["correct"]]
+    if starts and starts < len(rows):
+        rows = random.Random(seed).sample(rows, starts)
+    reached, finals = {b: 0 for b in budgets}, {b: [] for b in budgets}
+    for i, row in enumerate(rows):  # each start its own seed: one lucky draw must not count for every start
+        trail = replay(table, space, row["config"], max(budgets), min_gain_pct, strategy(name, seed * 100_003 + i, min_gain_pct))
+        for b in budgets:
+            kept = trail[: b + 1]
+            finals[b].append(kept[-1]["value"] / top)
+            reached[b] += any(r["value"] >= bar * top for r in kept)
+    return {"starts": len(rows), "reached": reached, "share": {b: reached[b] / len(rows) for b in budgets},
+            "median_final": {b: statistics.median(finals[b]) for b in budgets}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("space_json", nargs="+")
+    parser.add_argument("--strategy", nargs="+", default=["model", "descent", "random"])
+    parser.add_argument("--iterations", type=int, nargs="+", default=[8, 40])
+    parser.add_argument("--bar", type=float, default=0.97, help="fraction of the space's best to reach")
+    parser.add_argument("--min-gain-pct", type=float, default=1.0, help="kgit.yaml min_gain_pct")
+    parser.add_argument("--starts", type=int, help="a seeded sample of the correct starts (default: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args()
+
+    lines = [f"| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
+             + " | " + " | ".join(f"median start ends at ({b})" for b in args.iterations) + " |",
+             "|---|---|---|" + "---|" * (2 * len(args.iterations))]
+    for path in args.space_json:
+        for name in args.strategy:
+            started = time.time()
+            got = share_reaching(path, name, args.iterations, args.bar, args.min_gain_pct, args.starts, args.seed)
+            lines.append(f"| {Path(path).name} | {name} | {got['starts']} | "
+                         + " | ".join(f"{got['reached'][b]} ({got['share'][b]:.0%})" for b in args.iterations)
+                         + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations) + " |")
+            print(lines[-1], f"({time.time() - started:.0f} s)", flush=True)
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

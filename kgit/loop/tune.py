@@ -5,16 +5,19 @@ A template declares them as two literal dicts at module level:
     CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1}
     CONFIG_SPACE = {"BLOCK_SIZE": [2048, 4096, 8192], "num_warps": [4, 8, 16], "num_stages": [1, 2, 3]}
 
-The search is coordinate descent that learns from what was measured: from the best configuration so
-far it proposes a neighbour that differs in one value by one position in its list. It goes on in the
-direction that last paid off, tries the other direction of a key before the next key, and never
-proposes a configuration already measured (kept or reverted, as recorded in git). It stops when every
-neighbour of the best has been measured: a local optimum of the space.
+The search is model-based (kgit.model.search.propose_model): a Gaussian process fitted to every figure
+measured for this kernel, read back from git, proposes the unmeasured configuration of the highest
+expected improvement, weighed by its chance to run (failures teach where configurations fail). It never
+proposes a configuration already measured (kept or reverted, as recorded in git), and stops when the
+whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
+environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scikit-learn are
+not installed. benchmarks/tune/replay.py compares the two on measured spaces.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 
 from kgit import device
@@ -22,7 +25,8 @@ from kgit.errors import KgitError
 from kgit.git import read
 from kgit.git.run import Repo
 from kgit.loop import steps, testing
-from kgit.model.record import Record, StopReason
+from kgit.model import search
+from kgit.model.record import Record, Status, StopReason
 from kgit.state import transaction
 
 
@@ -85,18 +89,19 @@ def describe_change(old: dict, new: dict) -> str:
 def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]]) -> dict | None:
     """The next configuration to measure, or None when every neighbour of the best was measured.
 
-    measured: (configuration tried, configuration it was tried from, whether it was kept), oldest first.
+    measured: (configuration tried, configuration it was tried from, whether it was kept[, score]), oldest
+    first.
     """
-    seen = [_key(tried) for tried, _, _ in measured] + [_key(best)]
+    seen = [_key(tried) for tried, *_ in measured] + [_key(best)]
     preferred = []
-    for tried, origin, kept in reversed(measured):
+    for tried, origin, kept, *_ in reversed(measured):
         if kept:  # keep going the way the last gain went
             preferred = [(key, _direction(space[key], origin[key], tried[key]))
                          for key in tried if key in space and tried[key] != origin.get(key)]
             break
     keys = [key for key in best if key in space]
     # Finish the key last changed (its other direction) before moving on to the next key in turn.
-    last_changed = next((k for tried, origin, _ in reversed(measured) for k in keys if tried[k] != origin.get(k)), None)
+    last_changed = next((k for tried, origin, *_ in reversed(measured) for k in keys if tried[k] != origin.get(k)), None)
     if last_changed is not None:
         i = keys.index(last_changed)
         keys = keys[i:] + keys[:i]
@@ -109,6 +114,17 @@ def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]]) ->
             if _key(candidate) not in seen:
                 return candidate
     return None
+
+
+def propose_next(best: dict, space: dict, measured: list[search.Point], pending: list[dict] = (),
+                 min_gain_pct: float = 1.0) -> dict | None:
+    """The search's next configuration: the model's, or coordinate descent's where the model cannot run."""
+    if os.environ.get("KGIT_TUNE_SEARCH", "model") != "descent":
+        try:
+            return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100)
+        except ImportError:  # numpy / scikit-learn missing: the search that needs neither
+            pass
+    return propose(best, space, list(measured) + [(c, best, False) for c in pending])
 
 
 def _direction(values: list, old, new) -> int:
@@ -140,14 +156,13 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             cfg = state.cfg
             source = (repo.root / cfg.kernel_path).read_text()
             tunables = read_tunables(source, cfg.kernel_path)
-            measured = _measured(repo, cfg.kernel_path, state.history.pairs)
+            measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
             candidates = []
             for _ in gpus or [None]:
-                candidate = propose(tunables.config, tunables.space, measured)
+                candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct)
                 if candidate is None:
                     break
-                candidates.append(candidate)
-                measured.append((candidate, tunables.config, False))  # pending: not proposed twice in a round
+                candidates.append(candidate)  # pending: not proposed twice in a round
             if not candidates:
                 return StopReason.SPACE_EXHAUSTED
             sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
@@ -180,16 +195,23 @@ def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], pro
     return testing.on_gpus([task(text) for text in sources], gpus[:len(sources)])
 
 
-def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]]) -> list[tuple[dict, dict, bool]]:
-    """(configuration tried, configuration it was tried from, kept) for every step so far, from git."""
+def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]],
+              lower_is_better: bool = False) -> list[search.Point]:
+    """(configuration tried, configuration it was tried from, kept, score) for every step so far, from git.
+
+    The score is the log of the recorded figure (higher is better), None for a step that failed."""
     measured = []
     for commit, record in records:
         tried = read.file_at(repo, kernel_path, commit)
         # The baseline was measured too: it counts as tried from itself, a change of nothing.
         origin = tried if record.iteration == 0 or record.base is None else read.file_at(repo, kernel_path, record.base)
         try:
-            measured.append((read_tunables(tried, kernel_path).config, read_tunables(origin, kernel_path).config,
-                             record.kept))
+            failed = record.status is Status.FAILED or record.correctness is False
+            score = None if failed else search.score_of(record.value, lower_is_better)
+            if score is None and not failed:
+                score = float("nan")  # measured without a figure (interrupted): never again, learnt from never
+            measured.append(search.Point(read_tunables(tried, kernel_path).config,
+                                         read_tunables(origin, kernel_path).config, record.kept, score))
         except (KgitError, TypeError):
             continue  # a hand edit that broke or removed the literals: nothing to learn from it
     return measured
