@@ -86,7 +86,7 @@ def markdown(report: dict) -> str:
     m = report["machine"]
     lines = [f"# Sweep on {m['gpu']}", "",
              f"{m['time']}; torch {m['torch']}, triton {m['triton']}; measured copy "
-             f"{_fmt(m['copy_gbps_start'], 0)} GB/s at the start, {_fmt(m['copy_gbps_end'], 0)} at the end. "
+             f"{_fmt(m['copy_gbps_start'], '.0f')} GB/s at the start, {_fmt(m['copy_gbps_end'], '.0f')} at the end. "
              f"Figures: do_bench median (L2 cleared), {m['repeats']} repeats; spread = 100 * (max - min) / median of them. "
              "% of copy: of the measured device copy (memory-bound); % of peak: of the datasheet (kgit.gpu).", ""]
     if m["cpu_timing"]:

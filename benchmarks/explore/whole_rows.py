@@ -6,9 +6,9 @@ For each shape and dtype, on the same fresh random inputs, one do_bench median e
 3 repeats, the spread beside it), all in one process with torch and the device copy:
   peer       the simplest kernel: one program per row, the whole row in registers, num_warps as
              Triton's tutorial picks them (4, 8 from 2048 elements, 16 from 4096)
-  split      kgit's template as it was before WHOLE_ROW_MAX: rows over BLOCK_SIZE split over a team
-  whole-32   kgit's template now: whole rows up to 32768 elements, 32 elements a thread
-  whole-16   the same with 16 elements a thread (more warps)
+  split      kgit's template with WHOLE_ROW_MAX = 0: rows over BLOCK_SIZE split over a team (as shipped
+             before issue 15)
+  kgit       kgit's template as it is: rows up to WHOLE_ROW_MAX whole, one program each
   torch      torch.softmax / the rmsnorm reference formula in torch
 Every variant's output is checked against torch first (fp32 math). Writes DIR/whole_rows.json and
 DIR/whole_rows.md.
@@ -71,9 +71,11 @@ def variants(kernel: str, template, x, w, y):
     block = triton.next_power_of_2(x.shape[1])
     M, N = x.shape
 
-    def with_constants(limit, per_thread):
+    shipped = template.WHOLE_ROW_MAX
+
+    def with_limit(limit):
         def run():
-            template.WHOLE_ROW_MAX, template.ELEMS_PER_THREAD = limit, per_thread
+            template.WHOLE_ROW_MAX = limit
             return template.softmax(x, out=y) if kernel == "softmax" else template.rmsnorm(x, w, out=y)
         return run
 
@@ -88,8 +90,7 @@ def variants(kernel: str, template, x, w, y):
             return y
         reference = lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + template.EPS)  # noqa: E731
                              * w.float()).to(x.dtype)
-    return {"peer": peer, "split": with_constants(0, 32), "whole-32": with_constants(32768, 32),
-            "whole-16": with_constants(32768, 16), "torch": reference}
+    return {"peer": peer, "split": with_limit(0), "kgit": with_limit(shipped), "torch": reference}
 
 
 def main() -> None:
@@ -119,7 +120,7 @@ def main() -> None:
                     rows.append({"kernel": kernel, "shape": f"{shape[0]}x{shape[1]}", "dtype": name,
                                  "variant": variant, "gbps": statistics.median(gbps), "spread_pct": spread_pct(gbps),
                                  "max_error": float((outs[variant] - outs["torch"]).abs().max())})
-                print(" | ".join(f"{r['variant']} {r['gbps']:.0f}" for r in rows[-5:]), kernel, shape, name, flush=True)
+                print(" | ".join(f"{r['variant']} {r['gbps']:.0f}" for r in rows[-4:]), kernel, shape, name, flush=True)
     copy_after = device.measured_copy_gbps(refresh=True)
     copy = statistics.mean([copy_before, copy_after])
     for row in rows:
@@ -129,10 +130,9 @@ def main() -> None:
          "copy_gbps": [copy_before, copy_after], "rows": rows}, indent=1))
     lines = [f"copy {copy_before:.0f} / {copy_after:.0f} GB/s (start / end); GB/s, median of 3 do_bench medians, "
              "% of copy, spread; max |error| against torch", "",
-             "| kernel | shape | dtype | " + " | ".join(v for v in ("peer", "split", "whole-32", "whole-16", "torch")) + " |",
-             "|---|---|---|" + "---|" * 5]
-    for i in range(0, len(rows), 5):
-        group = rows[i:i + 5]
+             "| kernel | shape | dtype | peer | split | kgit | torch |", "|---|---|---|---|---|---|---|"]
+    for i in range(0, len(rows), 4):
+        group = rows[i:i + 4]
         cells = [f"{r['gbps']:.0f} ({r['pct_of_copy']:.0f}%, ±{r['spread_pct']:.1f}%, err {r['max_error']:.1e})" for r in group]
         lines.append(f"| {group[0]['kernel']} | {group[0]['shape']} | {group[0]['dtype']} | " + " | ".join(cells) + " |")
     (args.out / "whole_rows.md").write_text("\n".join(lines) + "\n")

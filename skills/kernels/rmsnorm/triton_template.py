@@ -9,8 +9,8 @@ negligible). ~4 flops per element: memory-bound everywhere.
 Same structure as the softmax template (see its docstring):
   _rmsnorm_rows   whole rows of at most BLOCK_SIZE elements, a tile of rows
                   per program, persistent grid: one read, one write.
-                  Rows up to WHOLE_ROW_MAX (32768) elements are whole rows too, one
-                  per program, with up to 32 warps.
+  _rmsnorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
+                  per whole row, no loop.
   _rmsnorm_split  longer rows split over P co-resident programs that exchange
                   their partial sum of squares through a tiny global workspace
                   (atomic counter, bounded spin): still one read, one write.
@@ -33,16 +33,14 @@ CONFIG_SPACE = {
 }
 EPS = 1e-6
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
-# Rows of up to WHOLE_ROW_MAX elements are each one program's, whole, whatever BLOCK_SIZE says, with
-# enough warps for ELEMS_PER_THREAD elements a thread. On the H200 a plain one-program-per-row kernel
-# beat the split team by 1.21-1.44x at rows of 16384 and 1.24x at 32768 in 16-bit:
-# a team's exchange costs more than spreading one row over up to 32 warps.
+# Rows over BLOCK_SIZE and up to WHOLE_ROW_MAX elements go to _rmsnorm_row: one program per row, the
+# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (issue 15,
+# experiments/memory-bound/whole-rows/): at rows of 8192-32768 the split team reached 55-79% of copy,
+# whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
+# as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
+# kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
-ELEMS_PER_THREAD = 32
-
-
-def _whole_row_warps(block_n: int) -> int:
-    return max(4, min(32, block_n // (32 * ELEMS_PER_THREAD)))
+WHOLE_ROW_WARPS = 16
 
 
 def rmsnorm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -66,6 +64,17 @@ def _rmsnorm_rows(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / N + eps)
         y = x * rstd[:, None] * w[None, :]
         tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    ok = cols < N
+    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -205,16 +214,18 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
     dev = x.device
     sms = _sm_count(dev)
     P = triton.cdiv(N, block)
-    if P == 1 or N <= WHOLE_ROW_MAX:
+    if P == 1:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
-        if P > 1:
-            num_warps, num_stages = _whole_row_warps(block_n), 1
         args = (x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages}
         occ = _programs_per_sm(_rmsnorm_rows, args, consts, num_warps, num_stages, dev)
         _rmsnorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                num_stages=num_stages)
+        return y
+    if N <= WHOLE_ROW_MAX:
+        _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
+                           num_warps=WHOLE_ROW_WARPS)
         return y
     if not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)

@@ -10,14 +10,14 @@ Minimal traffic: read x once, write y once (2 * M * N * elem bytes). About 4
 flops per element, so it is memory-bound on every GPU: the goal is the
 device-copy bandwidth.
 
-Three kernels, one launcher that picks between them (see `softmax`):
+Four kernels, one launcher that picks between them (see `softmax`):
   _softmax_rows   rows of at most BLOCK_SIZE elements: a tile of whole rows
                   (ROWS x BLOCK_N = BLOCK_SIZE elements) lives in registers;
                   one read, one write. Persistent grid (one wave of programs
                   that loop over tiles) so loads of the next tile are
                   software-pipelined (num_stages) behind the current one.
-                  Rows up to WHOLE_ROW_MAX (32768) elements are whole rows too,
-                  one per program, with up to 32 warps (see WHOLE_ROW_MAX).
+  _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
+                  per whole row, no loop (see WHOLE_ROW_MAX for why).
   _softmax_split  longer rows: a row is split over P = ceil(N / BLOCK_SIZE)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -57,16 +57,14 @@ CONFIG_SPACE = {
 }
 
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
-# Rows of up to WHOLE_ROW_MAX elements are each one program's, whole, whatever BLOCK_SIZE says, with
-# enough warps for ELEMS_PER_THREAD elements a thread. On the H200 a plain one-program-per-row kernel
-# beat the split team by 1.26-1.60x at rows of 16384-32768 (fp16 8192x16384: 3827 GB/s against 2413):
-# a team's exchange costs more than spreading one row over up to 32 warps.
+# Rows over BLOCK_SIZE and up to WHOLE_ROW_MAX elements go to _softmax_row: one program per row, the
+# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (issue 15,
+# experiments/memory-bound/whole-rows/): at rows of 8192-32768 the split team reached 55-79% of copy,
+# whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
+# as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
+# kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
-ELEMS_PER_THREAD = 32
-
-
-def _whole_row_warps(block_n: int) -> int:
-    return max(4, min(32, block_n // (32 * ELEMS_PER_THREAD)))
+WHOLE_ROW_WARPS = 16
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -92,6 +90,16 @@ def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
         inv = 1.0 / tl.sum(e, axis=1)  # one division per row, a multiply per element
         y = e * inv[:, None]
         tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    ok = cols < N
+    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride_y + cols, (e * (1.0 / tl.sum(e, axis=0))).to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -269,16 +277,19 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
     sms = _sm_count(dev)
     P = triton.cdiv(N, block)
 
-    if P == 1 or N <= WHOLE_ROW_MAX:
+    if P == 1:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
-        if P > 1:
-            num_warps, num_stages = _whole_row_warps(block_n), 1
         args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
         grid = (_rows_grid(M, rows, sms, occ, cfg),)
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+        return y
+
+    if N <= WHOLE_ROW_MAX:
+        _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
+                           num_warps=WHOLE_ROW_WARPS)
         return y
 
     if not _interpreting():
