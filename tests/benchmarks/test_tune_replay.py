@@ -1,0 +1,26 @@
+"""The replay of kgit tune on the committed H200 tables (benchmarks/tune/replay.py), on a seeded subset."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sklearn")
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "tune"))
+import replay  # noqa: E402
+
+SOFTMAX = str(ROOT / "experiments/tune/h200/space-softmax.json")
+GEMM = str(ROOT / "experiments/tune/h200/space-gemm.json")
+
+
+def test_the_model_beats_coordinate_descent_on_softmax():
+    model = replay.share_reaching(SOFTMAX, "model", [8], starts=20)["share"][8]
+    descent = replay.share_reaching(SOFTMAX, "descent", [8], starts=20)["share"][8]
+    assert model >= 0.7 and model >= descent + 0.25, (model, descent)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 16's bar is not met: softmax 80%, gemm far below (experiments/tune/replay.md)")
+def test_the_bar_90_percent_of_starts_reach_97_percent_within_8_iterations():
+    for table in (SOFTMAX, GEMM):
+        assert replay.share_reaching(table, "model", [8], starts=12)["share"][8] >= 0.9

@@ -1,0 +1,102 @@
+"""kgit.model.search: the model-based proposals of kgit tune, on small synthetic spaces (no GPU, no git)."""
+
+import itertools
+import math
+
+import pytest
+
+pytest.importorskip("sklearn")
+
+from kgit.model import search  # noqa: E402
+from kgit.model.search import Point  # noqa: E402
+
+SPACE = {"BLOCK": [256, 512, 1024, 2048, 4096, 8192], "WARPS": [1, 2, 4, 8, 16, 32]}
+
+
+def coupled(config):
+    """Tile size x warps: the best is 4096 x 16 (256 elements per thread); a lone key never reaches it.
+    More than 32768 elements per warp-stage does not fit: it fails."""
+    block, warps = config["BLOCK"], config["WARPS"]
+    if block * warps > 65536:
+        return None
+    per_thread = block / (warps * 32)
+    return 1000.0 * math.exp(-0.5 * math.log2(per_thread / 8) ** 2) * (1 + 0.05 * math.log2(block))
+
+
+def tune(value_of, start, budget, seed=0, space=SPACE):
+    """Each proposal measured and kept when it is better (no noise): the best found after budget steps."""
+    best = start
+    points = [Point(start, start, True, math.log(value_of(start)))]
+    for _ in range(budget):
+        candidate = search.propose_model(best, space, points, seed=seed)
+        if candidate is None:
+            break
+        value = value_of(candidate)
+        kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
+        points.append(Point(candidate, best, kept, None if value is None else math.log(value)))
+        if kept:
+            best = candidate
+    return best, points
+
+
+def configurations(space=SPACE):
+    return [dict(zip(space, values)) for values in itertools.product(*space.values())]
+
+
+def test_never_proposes_a_measured_or_pending_configuration():
+    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 30)
+    keys = [search.key(p.config) for p in points]
+    assert len(keys) == len(set(keys)) >= 9
+    pending = [{"BLOCK": 512, "WARPS": 2}]
+    proposal = search.propose_model(best, SPACE, points, pending)
+    assert proposal is None or search.key(proposal) not in set(keys) | {search.key(pending[0])}
+    early = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 3)[1]  # before any stop: a proposal, never a pending one
+    proposal = search.propose_model(early[-1].config, SPACE, early, [{"BLOCK": 512, "WARPS": 2}])
+    assert proposal is not None and search.key(proposal) not in {search.key(p.config) for p in early} | {
+        search.key({"BLOCK": 512, "WARPS": 2})}
+
+
+def test_stops_when_the_space_is_measured():
+    small = {"BLOCK": [256, 512], "WARPS": [1, 2]}
+    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 10, space=small)
+    assert len(points) == 4 and search.propose_model(best, small, points) is None
+
+
+def test_gets_near_the_optimum_of_a_coupled_space_from_most_starts():
+    top = max(v for c in configurations() if (v := coupled(c)) is not None)
+    starts = [c for c in configurations() if coupled(c) is not None]
+    reached = [coupled(tune(coupled, start, 8)[0]) >= 0.9 * top for start in starts]
+    # 27 of 33 today. Not met: 97% (the optimum alone) is reached from 1 start of 33, see the report
+    assert sum(reached) >= 0.8 * len(starts), sum(reached)
+
+
+def test_a_failure_teaches_that_its_neighbours_beyond_it_fail():
+    start = {"BLOCK": 1024, "WARPS": 4}
+    space = {"BLOCK": [1024, 2048, 4096, 8192], "WARPS": [4]}
+    gain = {1024: 100.0, 2048: 150.0}  # the trend says bigger is better, and 4096 fails
+    points = [Point(start, start, True, math.log(100.0)),
+              Point({"BLOCK": 2048, "WARPS": 4}, start, True, math.log(150.0)),
+              Point({"BLOCK": 4096, "WARPS": 4}, {"BLOCK": 2048, "WARPS": 4}, False, None)]
+    assert gain and search.beyond_failure({"BLOCK": 8192, "WARPS": 4}, points[2].config, points[2].origin, space)
+    assert not search.beyond_failure({"BLOCK": 1024, "WARPS": 4}, points[2].config, points[2].origin, space)
+    # without the failure the model follows the trend to 8192; with it, it stops (nothing worth it is left)
+    assert search.propose_model({"BLOCK": 2048, "WARPS": 4}, space, points[:2] + [
+        Point({"BLOCK": 4096, "WARPS": 4}, points[1].config, False, math.log(160.0))]) == {"BLOCK": 8192, "WARPS": 4}
+    assert search.propose_model({"BLOCK": 2048, "WARPS": 4}, space, points) is None
+
+
+def test_failures_steer_the_search_away_from_what_does_not_fit():
+    fails = sum(coupled(p.config) is None for start in configurations() if coupled(start)
+                for p in tune(coupled, start, 8)[1])
+    assert fails <= 2 * len(configurations())  # on average under 2 of 8 steps fail, where 11 of 36 do
+
+
+def test_deterministic_per_seed():
+    start = {"BLOCK": 512, "WARPS": 32}
+    runs = [[p.config for p in tune(coupled, start, 6, seed=s)[1]] for s in (3, 3, 4)]
+    assert runs[0] == runs[1]
+
+
+def test_lower_is_better_turns_the_score_around():
+    assert search.score_of(2.0, lower_is_better=True) < search.score_of(1.0, lower_is_better=True)
+    assert search.score_of(None) is None and search.score_of(0.0) is None
