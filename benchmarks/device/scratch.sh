@@ -6,5 +6,5 @@ scratch_repo() {  # scratch_repo DIR [KGIT_YAML_TEXT]: run from the tree's root;
   if [ -n "${2:-}" ]; then printf '%s' "$2" > kgit.yaml; fi
   git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
   git add -A && git commit -qm "snapshot of the kgit checkout"
-  export PYTHONPATH=$PWD
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # and what the call installed beside (wheels under --target)
 }

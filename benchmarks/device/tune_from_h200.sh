@@ -13,7 +13,7 @@ scratch_repo "/tmp/from-$kernel" "$(printf '%s:\n  max_iterations: 8\n  test_arg
 path=skills/kernels/$kernel/triton_template.py
 python3 - "$path" "$start" <<'PY'
 import json, sys
-from kgit import tune
+from kgit.loop import tune
 path, start = sys.argv[1], json.loads(sys.argv[2])
 source = open(path).read()
 config = {**tune.read_tunables(source, path).config, **start}
