@@ -2,6 +2,7 @@
 
     python benchmarks/tune/replay.py space.json [space.json ...] [--strategy model descent random]
         [--iterations 8 40] [--bar 0.97] [--min-gain-pct 1] [--starts N] [--markdown replay.md]
+        [--ignore-constraints]
 
 Each strategy (kgit.model.search: the model-based search kgit tune uses, coordinate descent as it was
 before, a seeded random draw) and the decision and the decision (kgit.model.decide, with the noise rule) are kgit's
@@ -9,6 +10,10 @@ own; only the test is replaced by a lookup in the table space.py measured. That 
 on the device cannot: from which starting points does the search get within the bar of the space's
 best in so many iterations, and where does it get stuck. Each table entry is one measurement, so the
 replay sees each configuration's noise once, where a real run would draw it again.
+
+The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the table's test) bound
+every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
+--ignore-constraints replays the search without them.
 """
 
 import argparse
@@ -20,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 from kgit.loop import tune  # noqa: E402
 from kgit.model import search  # noqa: E402
 from kgit.model import noise  # noqa: E402
@@ -52,15 +58,16 @@ def compared(best: dict, row: dict, min_gain_pct: float) -> noise.Comparison:
                             interval=found, verdict=noise.verdict(found, min_gain_pct) or "noise")
 
 
-def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0):
-    """propose(best, space, points) for a strategy the replay compares."""
+def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None):
+    """propose(best, space, points) for a strategy the replay compares; allowed: the template's constraints."""
     if name == "descent":
-        return lambda best, space, points: tune.propose(best, space, [(p.config, p.origin, p.kept) for p in points])
+        return lambda best, space, points: tune.propose(best, space, [(p.config, p.origin, p.kept) for p in points],
+                                                        allowed)
     if name == "random":
-        return lambda best, space, points: search.propose_random(best, space, points, seed=seed)
+        return lambda best, space, points: search.propose_random(best, space, points, seed=seed, allowed=allowed)
     if name == "model":
         return lambda best, space, points: search.propose_model(best, space, points, seed=seed,
-                                                                         min_gain=min_gain_pct / 100)
+                                                                min_gain=min_gain_pct / 100, allowed=allowed)
     raise SystemExit(f"unknown strategy {name!r}: model, descent or random")
 
 
@@ -94,17 +101,27 @@ def load(path: str) -> tuple[dict, dict, dict]:
     return measured, {key(r["config"]): r for r in rows}, space
 
 
+def constraints(measured: dict):
+    """The allows(config) of the template beside the table's test (its CONFIG_CONSTRAINTS), or None."""
+    template = ROOT / Path(measured["test"]).parent / "triton_template.py"
+    if not template.is_file():
+        return None
+    tunables = tune.read_tunables(template.read_text(), str(template.relative_to(ROOT)), check_config=False)
+    return tunables.allows if tunables.constraints else None
+
+
 def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, min_gain_pct: float = 1.0,
-                   starts: int | None = None, seed: int = 0) -> dict:
+                   starts: int | None = None, seed: int = 0, use_constraints: bool = True) -> dict:
     """For each budget, the share of correct starting configurations whose kept best reaches bar x the best."""
     measured, table, space = load(path)
+    allowed = constraints(measured) if use_constraints else None
     top = measured["best"]["value"]
-    rows = [r for r in measured["rows"] if r["correct"]]
+    rows = [r for r in measured["rows"] if r["correct"] and (allowed is None or allowed(r["config"]))]
     if starts and starts < len(rows):
         rows = random.Random(seed).sample(rows, starts)
     reached, finals = {b: 0 for b in budgets}, {b: [] for b in budgets}
     for i, row in enumerate(rows):  # each start its own seed: one lucky draw must not count for every start
-        trail = replay(table, space, row["config"], max(budgets), min_gain_pct, strategy(name, seed * 100_003 + i, min_gain_pct))
+        trail = replay(table, space, row["config"], max(budgets), min_gain_pct, strategy(name, seed * 100_003 + i, min_gain_pct, allowed))
         for b in budgets:
             kept = trail[: b + 1]
             finals[b].append(kept[-1]["value"] / top)
@@ -123,6 +140,8 @@ def main() -> None:
     parser.add_argument("--starts", type=int, help="a seeded sample of the correct starts (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--ignore-constraints", action="store_true",
+                        help="replay without the templates' CONFIG_CONSTRAINTS")
     args = parser.parse_args()
 
     lines = [f"| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
@@ -131,7 +150,8 @@ def main() -> None:
     for path in args.space_json:
         for name in args.strategy:
             started = time.time()
-            got = share_reaching(path, name, args.iterations, args.bar, args.min_gain_pct, args.starts, args.seed)
+            got = share_reaching(path, name, args.iterations, args.bar, args.min_gain_pct, args.starts, args.seed,
+                                 not args.ignore_constraints)
             lines.append(f"| {Path(path).name} | {name} | {got['starts']} | "
                          + " | ".join(f"{got['reached'][b]} ({got['share'][b]:.0%})" for b in args.iterations)
                          + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations) + " |")

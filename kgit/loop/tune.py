@@ -1,9 +1,18 @@
-"""kgit tune: tier-1 search over the tunables a kernel template declares, one iteration per proposal.
+"""kgit tune: a search over the tunables a kernel template declares, one iteration per proposal.
 
 A template declares them as two literal dicts at module level:
 
     CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1}
     CONFIG_SPACE = {"BLOCK_SIZE": [2048, 4096, 8192], "num_warps": [4, 8, 16], "num_stages": [1, 2, 3]}
+
+A template may also declare CONFIG_CONSTRAINTS, a literal list of comparisons over CONFIG's keys and
+numbers, that every configuration must satisfy (what does not fit the GPU, predicted before compiling):
+
+    CONFIG_CONSTRAINTS = ["BLOCK_SIZE * num_stages * 4 <= 232448"]
+
+They are evaluated by walking their syntax tree (CONFIG keys, numbers, + - * / // % **, comparisons,
+and/or/not; nothing else is accepted). No search proposes a configuration that breaks one, and a CONFIG
+that breaks one is refused.
 
 The search is model-based (kgit.model.search.propose_model): a Gaussian process fitted to every figure
 measured for this kernel, read back from git, proposes the unmeasured configuration of the highest
@@ -12,21 +21,27 @@ proposes a configuration already measured (kept or reverted, as recorded in git)
 whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
 environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scikit-learn are
 not installed. benchmarks/tune/replay.py compares the two on measured spaces.
+
+Each proposal is recorded with the tier of the keys it changes: the tier skill that owns the technique the
+kernel's SKILL.md maps each key to (its `tunables:`), the lowest where keys of several tiers change, and
+tier 1 for a key without one (kgit.profiling.skillfiles.tunable_tiers).
 """
 
 from __future__ import annotations
 
 import ast
+import operator
 import os
 from dataclasses import dataclass
 
-from kgit import device
+from kgit import config, device
 from kgit.errors import KgitError
-from kgit.git import read
+from kgit.git import read, refs
 from kgit.git.run import Repo
 from kgit.loop import steps, testing
 from kgit.model import search
 from kgit.model.record import Record, Status, StopReason
+from kgit.profiling import skillfiles
 from kgit.state import transaction
 
 
@@ -34,10 +49,102 @@ from kgit.state import transaction
 class Tunables:
     config: dict
     space: dict
+    constraints: tuple = ()  # Constraint, one per CONFIG_CONSTRAINTS string
+
+    def allows(self, config: dict) -> bool:
+        """Whether config satisfies every constraint of the template."""
+        return all(c.holds(config) for c in self.constraints)
 
 
-def read_tunables(source: str, path: str) -> Tunables:
-    """CONFIG and CONFIG_SPACE from a kernel's source, checked against each other."""
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_SAFE = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Name, ast.Constant, ast.Load,
+         ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd) + _ARITHMETIC + _COMPARISONS
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One CONFIG_CONSTRAINTS expression, checked once for what it may contain, then evaluated on configs."""
+    text: str
+    tree: ast.Expression
+    path: str
+
+    @classmethod
+    def parse(cls, text, keys, path: str) -> "Constraint":
+        def refuse(why):
+            return KgitError(f"{path}: CONFIG_CONSTRAINTS {text!r}: {why} (allowed: CONFIG keys, numbers, "
+                             "+ - * / // % **, comparisons, and/or/not)")
+        if not isinstance(text, str):
+            raise refuse("not a string")
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError:
+            raise refuse("not a Python expression") from None
+        for node in ast.walk(tree):
+            if not isinstance(node, _SAFE):
+                raise refuse(f"{type(node).__name__.lower()} {ast.unparse(node)!r} is not allowed"
+                             if isinstance(node, ast.expr) else f"{type(node).__name__} is not allowed")
+            if isinstance(node, ast.Name) and node.id not in keys:
+                raise refuse(f"{node.id!r} is not a CONFIG key")
+            if isinstance(node, ast.Constant) and type(node.value) not in (int, float):
+                raise refuse(f"{node.value!r} is not a number")
+        if not (isinstance(tree.body, (ast.Compare, ast.BoolOp))
+                or isinstance(tree.body, ast.UnaryOp) and isinstance(tree.body.op, ast.Not)):
+            raise refuse("not a comparison")
+        return cls(text, tree, path)
+
+    def holds(self, config: dict) -> bool:
+        try:
+            return bool(_evaluate(self.tree.body, config))
+        except (ArithmeticError, TypeError, ValueError, KeyError) as e:
+            raise KgitError(f"{self.path}: CONFIG_CONSTRAINTS {self.text!r} cannot be evaluated on "
+                            f"{self.values(config)}: {e}") from None
+
+    def values(self, config: dict) -> str:
+        found = sorted((n.col_offset, n.id) for n in ast.walk(self.tree) if isinstance(n, ast.Name))
+        names = dict.fromkeys(name for _, name in found)  # in the order the expression names them
+        return ", ".join(f"{name}={config.get(name)!r}" for name in names)
+
+
+def _evaluate(node, config: dict):
+    """The value of a checked constraint's node: only the node types Constraint.parse lets through."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return config[node.id]
+    if isinstance(node, ast.UnaryOp):
+        value = _evaluate(node.operand, config)
+        return not value if isinstance(node.op, ast.Not) else -value if isinstance(node.op, ast.USub) else +value
+    if isinstance(node, ast.BoolOp):
+        values = (_evaluate(v, config) for v in node.values)
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left, config), _evaluate(node.right, config)
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError(f"an exponent of {right} is too large")
+        return _BINARY[type(node.op)](left, right)
+    if isinstance(node, ast.Compare):
+        left = _evaluate(node.left, config)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = _evaluate(comparator, config)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    raise TypeError(f"{type(node).__name__} is not allowed")  # unreachable after Constraint.parse
+
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables:
+    """CONFIG, CONFIG_SPACE and CONFIG_CONSTRAINTS from a kernel's source, checked against each other.
+
+    check_config=False reads a configuration recorded earlier without asking it to satisfy the constraints
+    (they may have been added since)."""
     values = {name: ast.literal_eval(node.value) for name, node in _literal_assignments(source, path).items()}
     config, space = values.get("CONFIG"), values.get("CONFIG_SPACE")
     if not isinstance(config, dict) or not isinstance(space, dict):
@@ -45,7 +152,16 @@ def read_tunables(source: str, path: str) -> Tunables:
     for key, value in config.items():
         if key in space and value not in space[key]:
             raise KgitError(f"{path}: CONFIG[{key!r}] = {value!r} is not in CONFIG_SPACE[{key!r}]")
-    return Tunables(config, space)
+    declared = values.get("CONFIG_CONSTRAINTS", [])
+    if not isinstance(declared, (list, tuple)):
+        raise KgitError(f"{path}: CONFIG_CONSTRAINTS must be a literal list of strings")
+    constraints = tuple(Constraint.parse(text, config, path) for text in declared)
+    if check_config:
+        for c in constraints:
+            if not c.holds(config):
+                raise KgitError(f"{path}: CONFIG breaks its constraint {c.text!r} ({c.values(config)}); "
+                                "start from a CONFIG that satisfies CONFIG_CONSTRAINTS")
+    return Tunables(config, space, constraints)
 
 
 def write_config(source: str, path: str, config: dict) -> str:
@@ -72,11 +188,13 @@ def _literal_assignments(source: str, path: str) -> dict[str, ast.Assign]:
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("CONFIG", "CONFIG_SPACE"):
+            name = node.targets[0].id
+            if name in ("CONFIG", "CONFIG_SPACE", "CONFIG_CONSTRAINTS"):
                 try:
                     ast.literal_eval(node.value)
                 except ValueError:
-                    raise KgitError(f"{path}: {node.targets[0].id} must be a literal dict") from None
+                    what = "list of strings" if name == "CONFIG_CONSTRAINTS" else "dict"
+                    raise KgitError(f"{path}: {name} must be a literal {what}") from None
                 found[node.targets[0].id] = node
     return found
 
@@ -86,11 +204,11 @@ def describe_change(old: dict, new: dict) -> str:
     return ", ".join(changes) or "no change"
 
 
-def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]]) -> dict | None:
+def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]], allowed=None) -> dict | None:
     """The next configuration to measure, or None when every neighbour of the best was measured.
 
     measured: (configuration tried, configuration it was tried from, whether it was kept[, score]), oldest
-    first.
+    first. allowed: config -> bool (the template's constraints); a neighbour it refuses is skipped.
     """
     seen = [_key(tried) for tried, *_ in measured] + [_key(best)]
     preferred = []
@@ -111,20 +229,22 @@ def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]]) ->
         position = values.index(best[key]) + direction
         if 0 <= position < len(values):
             candidate = {**best, key: values[position]}
-            if _key(candidate) not in seen:
+            if _key(candidate) not in seen and (allowed is None or allowed(candidate)):
                 return candidate
     return None
 
 
 def propose_next(best: dict, space: dict, measured: list[search.Point], pending: list[dict] = (),
-                 min_gain_pct: float = 1.0) -> dict | None:
-    """The search's next configuration: the model's, or coordinate descent's where the model cannot run."""
+                 min_gain_pct: float = 1.0, allowed=None) -> dict | None:
+    """The search's next configuration: the model's, or coordinate descent's where the model cannot run.
+    Never one that allowed (the template's constraints) refuses."""
     if os.environ.get("KGIT_TUNE_SEARCH", "model") != "descent":
         try:
-            return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100)
+            return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100,
+                                        allowed=allowed)
         except ImportError:  # numpy / scikit-learn missing: the search that needs neither
             pass
-    return propose(best, space, list(measured) + [(c, best, False) for c in pending])
+    return propose(best, space, list(measured) + [(c, best, False) for c in pending], allowed)
 
 
 def _direction(values: list, old, new) -> int:
@@ -145,6 +265,10 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
     records them one after the other in a fixed order, deciding each against the best so far: the
     history reads as a sequential run's would.
     """
+    if read.rev(repo, refs.branch_ref(kernel)) is None:  # a CONFIG tune refuses is refused before the baseline
+        cfg = config.load(repo.root, kernel, overrides)
+        if (repo.root / cfg.kernel_path).is_file():
+            read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path)
     baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
@@ -159,7 +283,8 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
             candidates = []
             for _ in gpus or [None]:
-                candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct)
+                candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
+                                         tunables.allows)
                 if candidate is None:
                     break
                 candidates.append(candidate)  # pending: not proposed twice in a round
@@ -167,10 +292,12 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 return StopReason.SPACE_EXHAUSTED
             sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
             measured = _measure_on_gpus(repo, state, sources, gpus, progress) if gpus and len(gpus) > 1 else []
+            tiers = skillfiles.tunable_tiers(repo.root, kernel)
             for i, (candidate, text) in enumerate(zip(candidates, sources)):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
                 (repo.root / cfg.kernel_path).write_text(text)
-                outcome = steps.step(repo, describe_change(current, candidate), 1, overrides, progress,
+                tier = skillfiles.tier_of_change(tiers, [k for k, v in candidate.items() if current.get(k) != v])
+                outcome = steps.step(repo, describe_change(current, candidate), tier, overrides, progress,
                                      measured[i] if i < len(measured) else None)
                 on_outcome(outcome)
                 steps.raise_if_interrupted(outcome)
@@ -210,8 +337,9 @@ def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]],
             score = None if failed else search.score_of(record.value, lower_is_better)
             if score is None and not failed:
                 score = float("nan")  # measured without a figure (interrupted): never again, learnt from never
-            measured.append(search.Point(read_tunables(tried, kernel_path).config,
-                                         read_tunables(origin, kernel_path).config, record.kept, score))
+            measured.append(search.Point(read_tunables(tried, kernel_path, check_config=False).config,
+                                         read_tunables(origin, kernel_path, check_config=False).config,
+                                         record.kept, score))
         except (KgitError, TypeError):
             continue  # a hand edit that broke or removed the literals: nothing to learn from it
     return measured

@@ -13,7 +13,8 @@ the list otherwise. A failed configuration enters the process as a score well be
 and teaches feasibility twice: a logistic model of failure over the same coordinates, and the rule that
 the configurations beyond it in the direction it moved from its origin (every key that moved, moved at
 least as far; every other key unchanged) fail too. The proposal is the unmeasured configuration of the
-highest expected improvement over the best score, weighed by its chance to run.
+highest expected improvement over the best score, weighed by its chance to run. A configuration the
+template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a candidate of any strategy.
 
 numpy and scikit-learn are imported when a proposal is made, never when kgit starts.
 """
@@ -73,12 +74,13 @@ def beyond_failure(config: dict, failed: dict, origin: dict, space: dict) -> boo
     return moved
 
 
-def candidates(best: dict, space: dict, exclude: set, seed: int) -> list[dict]:
-    """Every configuration of the space not in exclude (a seeded sample, if the space is very large)."""
+def candidates(best: dict, space: dict, exclude: set, seed: int, allowed=None) -> list[dict]:
+    """Every configuration of the space not in exclude (a seeded sample, if the space is very large), and
+    allowed (config -> bool: the template's constraints) where given."""
     size = math.prod(len(v) for v in space.values())
     if size <= MAX_CANDIDATES:
         every = ({**best, **dict(zip(space, values))} for values in itertools.product(*space.values()))
-        return [c for c in every if key(c) not in exclude]
+        return [c for c in every if key(c) not in exclude and (allowed is None or allowed(c))]
     import random
     rng = random.Random(seed)
     found = {}
@@ -90,13 +92,16 @@ def candidates(best: dict, space: dict, exclude: set, seed: int) -> list[dict]:
     while len(found) < MAX_CANDIDATES:
         c = {**best, **{name: rng.choice(values) for name, values in space.items()}}
         found.setdefault(key(c), c)
-    return [c for k, c in found.items() if k not in exclude]
+    return [c for k, c in found.items() if k not in exclude and (allowed is None or allowed(c))]
 
 
 def propose_model(best: dict, space: dict, measured: list[Point], pending: list[dict] = (),
                   seed: int = 0, fail_penalty: float = 1.0, length_scale: float = 0.5,
-                  min_gain: float = 0.01) -> dict | None:
+                  min_gain: float = 0.01, allowed=None) -> dict | None:
     """The unmeasured configuration of the highest expected improvement, or None when none is worth it.
+
+    allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed
+    (and counts as measured for the rule below).
 
     None when the space is measured, or when every neighbour of the best (one key, one position) was
     measured and no configuration is expected to gain min_gain (a log ratio; kgit.yaml min_gain_pct /
@@ -105,7 +110,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     """
     space = {name: values for name, values in space.items() if name in best}
     exclude = {key(p.config) for p in measured} | {key(c) for c in pending} | {key(best)}
-    pool = candidates(best, space, exclude, seed + len(measured))
+    pool = candidates(best, space, exclude, seed + len(measured), allowed)
     if not pool:
         return None
     ok = [p for p in measured if p.score is not None and not math.isnan(p.score)]  # NaN: no figure
@@ -134,17 +139,18 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         gain = gain * _chance_to_run(X, len(ok), candidates_x)
         beyond = np.array([any(beyond_failure(c, p.config, p.origin, space) for p in failed) for c in pool])
         gain = np.where(beyond, gain * 0.01, gain)
-    if float(gain.max()) < min_gain and _neighbours_measured(best, space, exclude):
+    if float(gain.max()) < min_gain and _neighbours_measured(best, space, exclude, allowed):
         return None
     ties = np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded, never by order alone
     return pool[int(np.argmax(gain + ties))]
 
 
-def _neighbours_measured(best: dict, space: dict, exclude: set) -> bool:
+def _neighbours_measured(best: dict, space: dict, exclude: set, allowed=None) -> bool:
     for name, values in space.items():
         i = values.index(best[name])
         for j in (i - 1, i + 1):
-            if 0 <= j < len(values) and key({**best, name: values[j]}) not in exclude:
+            if 0 <= j < len(values) and key(c := {**best, name: values[j]}) not in exclude and (
+                    allowed is None or allowed(c)):
                 return False
     return True
 
@@ -166,9 +172,10 @@ def _nearest(best: dict, space: dict, pool: list[dict], failed: list[Point]) -> 
     return min(safe, key=lambda c: (distance(c), key(c)))
 
 
-def propose_random(best: dict, space: dict, measured: list[Point], pending: list[dict] = (), seed: int = 0):
-    """A seeded uniform draw among the unmeasured configurations: the baseline a model must beat."""
+def propose_random(best: dict, space: dict, measured: list[Point], pending: list[dict] = (), seed: int = 0,
+                   allowed=None):
+    """A seeded uniform draw among the unmeasured (and allowed) configurations: the baseline a model must beat."""
     import random
     exclude = {key(p.config) for p in measured} | {key(c) for c in pending} | {key(best)}
-    pool = candidates(best, space, exclude, seed + len(measured))
+    pool = candidates(best, space, exclude, seed + len(measured), allowed)
     return random.Random(seed * 1_000_003 + len(measured)).choice(pool) if pool else None

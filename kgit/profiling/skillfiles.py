@@ -9,6 +9,9 @@ A SKILL.md starts with a front matter block, as coding agents expect:
     ---
 
 `bottleneck` is what kgit falls back on when no profiler can run (skills/bottleneck-diagnosis/SKILL.md).
+A kernel skill's `tunables:` maps each CONFIG key to a technique, and a tier skill's `techniques:`
+(skills/tierN-*/SKILL.md) names the techniques that tier owns: together they give each key its tier
+(`tunable_tiers`, what kgit tune records for a change of that key).
 """
 
 from __future__ import annotations
@@ -68,3 +71,49 @@ def declared_bottleneck(root: Path, kernel: str) -> tuple[str | None, str]:
     if value not in BOTTLENECKS:
         return None, f"{kernel_skill_path(kernel)} declares no bottleneck (front matter key 'bottleneck')"
     return value, f"declared in {kernel_skill_path(kernel)}"
+
+
+TIER_SKILLS = "skills/tier*-*/SKILL.md"
+_TIER_DIR = re.compile(r"tier(\d+)-")
+
+
+def technique_tiers(root: Path) -> dict[str, int]:
+    """Each technique a tier skill owns, and each phrase that names it (lower case) -> its tier number.
+
+    The repository's own tier skills, else kgit's; a skill whose front matter cannot be read owns none."""
+    paths = sorted(root.glob(TIER_SKILLS)) or sorted(KGIT_CHECKOUT.glob(TIER_SKILLS))
+    owners = {}
+    for path in paths:
+        try:
+            data, _ = front_matter(path.read_text(), str(path))
+        except (KgitError, OSError):
+            continue
+        declared = data.get("techniques")
+        if not isinstance(declared, dict):
+            continue
+        tier = int(_TIER_DIR.match(path.parent.name).group(1))
+        for name, aliases in declared.items():
+            for phrase in [name, *(aliases if isinstance(aliases, list) else [])]:
+                owners.setdefault(str(phrase).strip().lower(), tier)
+    return owners
+
+
+def tunable_tiers(root: Path, kernel: str) -> dict[str, int]:
+    """Each CONFIG key that the kernel's SKILL.md maps to a technique a tier skill owns -> that tier.
+    Empty when the kernel has no skill, or its skill no readable `tunables:` mapping."""
+    path = root / kernel_skill_path(kernel)
+    try:
+        data, _ = front_matter(path.read_text(), kernel_skill_path(kernel))
+    except (KgitError, OSError):
+        return {}
+    tunables = data.get("tunables")
+    if not isinstance(tunables, dict):
+        return {}
+    owners = technique_tiers(root)
+    return {str(key): owners[str(technique).strip().lower()] for key, technique in tunables.items()
+            if str(technique).strip().lower() in owners}
+
+
+def tier_of_change(tiers: dict[str, int], changed: list[str]) -> int:
+    """The tier of a change of these CONFIG keys: the lowest that owns one of them; 1 when none is known."""
+    return min((tiers[key] for key in changed if key in tiers), default=1)

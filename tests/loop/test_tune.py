@@ -156,3 +156,126 @@ def test_tests_left_running_by_a_killed_parallel_tune_are_stopped(landscape, tmp
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert os.listdir(running) == []
+
+
+# --- CONFIG_CONSTRAINTS: what fits, predicted before compiling (issue 16) ------------------------------
+
+GEMM_SMEM = "(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * num_stages <= 232448"
+GEMM_LIKE = ('CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 3}\n'
+             'CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], '
+             '"num_stages": [3, 4]}\n')
+
+
+def with_constraints(*expressions, source=GEMM_LIKE):
+    return source + f"CONFIG_CONSTRAINTS = {list(expressions)!r}\n"
+
+
+def test_a_constraint_is_evaluated_on_configurations():
+    tunables = read_tunables(with_constraints(GEMM_SMEM), "k.py")
+    assert [c.text for c in tunables.constraints] == [GEMM_SMEM]
+    assert tunables.allows({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 3})  # 147456 bytes
+    assert not tunables.allows({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4})  # 262144
+    assert tunables.allows({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 3})  # 196608
+    assert not tunables.allows({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 4})  # 262144
+    # every operator the grammar allows, with and/or/not and a chained comparison
+    other = read_tunables(with_constraints(
+        "not (BLOCK_M // 64 % 2 == 1 and num_stages ** 2 > 9) or 0 < BLOCK_K / 64 - 1 + -0.5 != 5"), "k.py")
+    assert other.allows({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_stages": 4})
+    assert not other.allows({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_stages": 4})
+    assert other.allows({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 4})
+    assert read_tunables(GEMM_LIKE, "k.py").constraints == ()  # none declared: every configuration is allowed
+
+
+@pytest.mark.parametrize("expression, why", [
+    ("__import__('os').system('true') == 0", "call \"__import__('os').system('true')\" is not allowed"),
+    ("BLOCK_M.bit_length() < 9", "call 'BLOCK_M.bit_length()' is not allowed"),
+    ("BLOCK_M.real < 9", "attribute 'BLOCK_M.real' is not allowed"),
+    ("BLOCK_Q * 2 <= 512", "'BLOCK_Q' is not a CONFIG key"),
+    ("BLOCK_M[0] < 9", "subscript 'BLOCK_M[0]' is not allowed"),
+    ("(lambda: 1)() == 1", "is not allowed"),
+    ("BLOCK_M < 'x'", "'x' is not a number"),
+    ("BLOCK_M * 2", "not a comparison"),
+    ("BLOCK_M <", "not a Python expression"),
+])
+def test_a_constraint_that_is_not_plain_arithmetic_is_refused(expression, why):
+    with pytest.raises(KgitError) as caught:
+        read_tunables(with_constraints(GEMM_SMEM, expression), "skills/k/triton_template.py")
+    message = str(caught.value)
+    assert "\n" not in message and why in message, message
+    assert message.startswith(f"skills/k/triton_template.py: CONFIG_CONSTRAINTS {expression!r}: ")
+
+
+def test_a_config_that_breaks_its_constraints_is_refused():
+    source = with_constraints(GEMM_SMEM, source=GEMM_LIKE.replace('"num_stages": 3}', '"num_stages": 4}', 1)
+                              .replace('"BLOCK_M": 128', '"BLOCK_M": 256', 1))
+    with pytest.raises(KgitError, match=r"k.py: CONFIG breaks its constraint .*BLOCK_M=256, BLOCK_K=64, "
+                                        r"BLOCK_N=256, num_stages=4"):
+        read_tunables(source, "k.py")
+    assert read_tunables(source, "k.py", check_config=False).config["BLOCK_M"] == 256  # a record read back
+    with pytest.raises(KgitError, match="CONFIG_CONSTRAINTS must be a literal list"):
+        read_tunables(GEMM_LIKE + "CONFIG_CONSTRAINTS = 'BLOCK_M < 9'\n", "k.py")
+
+
+def test_the_shipped_gemm_constraint_predicts_what_fails_on_the_h200():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    tunables = read_tunables((root / "skills/kernels/gemm/triton_template.py").read_text(), "gemm")
+    assert tunables.constraints, "the gemm template declares its shared-memory constraint"
+    rows = json.loads((root / "experiments/tune/h200/space-gemm.json").read_text())["rows"]
+    refused = [r for r in rows if not tunables.allows(r["config"])]
+    assert not [r for r in refused if r["correct"]]  # never a configuration that runs
+    assert all("OutOfResources" in r["error"] for r in refused) and len(refused) >= 96
+
+
+CONSTRAINED = LANDSCAPE.replace("CORRECT = True", 'CONFIG_CONSTRAINTS = ["BLOCK * WARPS <= 4096"]\nCORRECT = True')
+
+
+@pytest.mark.parametrize("search", ["model", "descent"])
+def test_tune_never_proposes_what_breaks_a_constraint(ws, search):
+    # The bowl's best (2048 x 8) breaks the constraint: the best allowed is 1024 x 4 or 512 x 8.
+    (ws.root / KERNEL).write_text(CONSTRAINED)
+    ws.git("commit", "-qam", "a constrained tunable kernel")
+    result = ws.ok("tune", "fake", "--max-iterations", "30", "--json", env={"KGIT_TUNE_SEARCH": search}).json()
+    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    tried = [read_tunables(ws.git("show", f"{r['commit']}:{KERNEL}"), KERNEL, check_config=False).config
+             for r in result["iterations"]]
+    assert len(tried) >= 5 and all(c["BLOCK"] * c["WARPS"] <= 4096 for c in tried), tried
+
+
+def test_tune_refuses_a_start_that_breaks_a_constraint_before_its_baseline(ws):
+    (ws.root / KERNEL).write_text(CONSTRAINED.replace('"BLOCK": 256, "WARPS": 2', '"BLOCK": 2048, "WARPS": 4'))
+    ws.git("commit", "-qam", "a start that does not fit")
+    message = ws.refused("tune", "fake")
+    assert "CONFIG breaks its constraint 'BLOCK * WARPS <= 4096' (BLOCK=2048, WARPS=4)" in message
+    assert "opt/fake" not in ws.git("branch", "--list")  # no baseline was run
+
+
+# --- the tier of each proposal: the tier that owns the technique of the keys it changes (issue 17) -----
+
+def test_each_proposal_is_recorded_with_the_tier_of_the_keys_it_changes(landscape):
+    skills = landscape.root / "skills"
+    (skills / "tier4-scheduling").mkdir()
+    (skills / "tier4-scheduling/SKILL.md").write_text(
+        "---\nname: tier4-scheduling\ndescription: d\ntechniques:\n  widening: [wider blocks]\n---\n# 4\n")
+    (skills / "tier2-memory-access").mkdir()
+    (skills / "tier2-memory-access/SKILL.md").write_text(
+        "---\nname: tier2-memory-access\ndescription: d\ntechniques:\n  warping: []\n---\n# 2\n")
+    (skills / "kernels/fake/SKILL.md").write_text(  # BLOCK by an alias of its technique, WARPS by its name
+        "---\nname: fake\ndescription: d\nbottleneck: memory\ntunables:\n  BLOCK: Wider blocks\n  WARPS: warping\n"
+        "---\n# fake\n")
+    landscape.git("add", "skills")
+    landscape.git("commit", "-qm", "the fake kernel's skill and two tier skills")
+    result = landscape.ok("tune", "fake", "--max-iterations", "12", "--json").json()
+    tiers = {}
+    for r in result["iterations"][1:]:
+        changed = {part.split()[0] for part in r["action"].split(", ")}
+        tiers[frozenset(changed)] = r["tier"]
+        assert r["tier"] == (2 if "WARPS" in changed else 4), r
+    assert {frozenset({"BLOCK"}), frozenset({"WARPS"})} <= set(tiers), tiers
+
+
+def test_a_proposal_without_a_skill_is_tier_1(landscape):
+    result = landscape.ok("tune", "fake", "--max-iterations", "3", "--json").json()
+    assert [r["tier"] for r in result["iterations"][1:]] == [1, 1, 1]

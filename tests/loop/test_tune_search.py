@@ -100,3 +100,36 @@ def test_deterministic_per_seed():
 def test_lower_is_better_turns_the_score_around():
     assert search.score_of(2.0, lower_is_better=True) < search.score_of(1.0, lower_is_better=True)
     assert search.score_of(None) is None and search.score_of(0.0) is None
+
+
+def fits(config):
+    """A constraint that cuts the coupled space's best corner (4096 x 16) and everything bigger."""
+    return config["BLOCK"] * config["WARPS"] <= 32768
+
+
+@pytest.mark.parametrize("strategy", ["model", "random", "descent"])
+def test_no_strategy_proposes_a_configuration_that_breaks_a_constraint(strategy):
+    from kgit.loop.tune import propose
+
+    def proposal(best, points):
+        if strategy == "model":
+            return search.propose_model(best, SPACE, points, allowed=fits, min_gain=0.0)  # on to the end
+        if strategy == "random":
+            return search.propose_random(best, SPACE, points, seed=1, allowed=fits)
+        return propose(best, SPACE, [(p.config, p.origin, p.kept) for p in points], allowed=fits)
+
+    allowed = [c for c in configurations() if fits(c)]
+    assert 0 < len(allowed) < len(configurations())
+    proposed = 0
+    for start in ({"BLOCK": 256, "WARPS": 1}, {"BLOCK": 2048, "WARPS": 16}, {"BLOCK": 8192, "WARPS": 4}):
+        best, points = start, [Point(start, start, True, math.log(coupled(start)))]
+        while (candidate := proposal(best, points)) is not None:  # until the search stops
+            assert fits(candidate), (strategy, start, candidate)
+            value = coupled(candidate)
+            kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
+            points.append(Point(candidate, best, kept, None if value is None else math.log(value)))
+            best = candidate if kept else best
+        proposed += len(points) - 1
+    assert proposed >= 6
+    if strategy != "descent":  # the model and the draw go on until every allowed configuration is measured
+        assert len(points) == len(allowed)

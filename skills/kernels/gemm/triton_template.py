@@ -32,6 +32,17 @@ CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warp
           "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], "num_warps": [4, 8],
                 "num_stages": [3, 4], "PERSISTENT": [0, 1], "EPILOGUE_SUBTILE": [0, 1]}
+# What fits in shared memory, checked before compiling (kgit tune never proposes a configuration that
+# breaks it): num_stages pipelined A (BLOCK_M x BLOCK_K) and B (BLOCK_K x BLOCK_N) tiles of 2-byte
+# elements, plus, for the persistent kernel, the epilogue's staging tile of C (BLOCK_M x BLOCK_N, half
+# of it with EPILOGUE_SUBTILE), which stays allocated beside the pipeline as the next tile's loads overlap
+# the store. 232448 bytes (227 KB) is the per-block limit of the H100/H200. On the measured H200 space
+# (experiments/tune/h200/space-gemm.json) this predicts all 104 OutOfResources failures of its 288
+# configurations and flags none that runs; the A/B tiles alone predict 96.
+CONFIG_CONSTRAINTS = [
+    "(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * num_stages"
+    " + PERSISTENT * BLOCK_M * BLOCK_N * 2 // (1 + EPILOGUE_SUBTILE) <= 232448",
+]
 # Measured on the H200 (experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
 # non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
 # fits 4 stages (4 x 48 KB of A/B tiles + a 32 KB half-tile of C). Small outputs need small tiles.
