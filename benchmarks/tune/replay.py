@@ -72,17 +72,22 @@ def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None):
 
 
 def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, min_gain_pct: float,
-           propose=None) -> list[dict]:
-    """The kept best after the baseline and each iteration, as kgit tune would have recorded them."""
+           propose=None, tried: list | None = None) -> list[dict]:
+    """The kept best after the baseline and each iteration, as kgit tune would have recorded them.
+    tried, if given, receives the row of each configuration measured (the start, then each proposal)."""
     propose = propose or strategy("model")
     best = table[key(start)]
     points = [search.Point(start, start, True, search.score_of(best["value"]))]
     trail = [best]
+    if tried is not None:
+        tried.append(best)
     for _ in range(iterations):
         candidate = propose(best["config"], space, points)
         if candidate is None:
             break  # SPACE_EXHAUSTED
         row = table[key(candidate)]
+        if tried is not None:
+            tried.append(row)
         status = decide(compared(best, row, min_gain_pct), None)
         kept = status == Status.IMPROVED
         points.append(search.Point(candidate, best["config"], kept,
@@ -120,14 +125,21 @@ def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, 
     if starts and starts < len(rows):
         rows = random.Random(seed).sample(rows, starts)
     reached, finals = {b: 0 for b in budgets}, {b: [] for b in budgets}
+    found, failed = {b: 0 for b in budgets}, {b: 0 for b in budgets}
     for i, row in enumerate(rows):  # each start its own seed: one lucky draw must not count for every start
-        trail = replay(table, space, row["config"], max(budgets), min_gain_pct, strategy(name, seed * 100_003 + i, min_gain_pct, allowed))
+        tried = []
+        trail = replay(table, space, row["config"], max(budgets), min_gain_pct,
+                       strategy(name, seed * 100_003 + i, min_gain_pct, allowed), tried)
         for b in budgets:
             kept = trail[: b + 1]
             finals[b].append(kept[-1]["value"] / top)
             reached[b] += any(r["value"] >= bar * top for r in kept)
+            # the search's part alone: whether it measured such a configuration, kept or not
+            found[b] += any(r["correct"] and r["value"] >= bar * top for r in tried[: b + 1])
+            failed[b] += sum(not r["correct"] for r in tried[: b + 1])
     return {"starts": len(rows), "reached": reached, "share": {b: reached[b] / len(rows) for b in budgets},
-            "median_final": {b: statistics.median(finals[b]) for b in budgets}}
+            "median_final": {b: statistics.median(finals[b]) for b in budgets},
+            "measured": found, "failed": failed}
 
 
 def main() -> None:
@@ -145,8 +157,10 @@ def main() -> None:
     args = parser.parse_args()
 
     lines = [f"| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
-             + " | " + " | ".join(f"median start ends at ({b})" for b in args.iterations) + " |",
-             "|---|---|---|" + "---|" * (2 * len(args.iterations))]
+             + " | " + " | ".join(f"median start ends at ({b})" for b in args.iterations)
+             + " | " + " | ".join(f"measured {args.bar:.0%} within {b}" for b in args.iterations)
+             + " | " + " | ".join(f"failed runs per start ({b})" for b in args.iterations) + " |",
+             "|---|---|---|" + "---|" * (4 * len(args.iterations))]
     for path in args.space_json:
         for name in args.strategy:
             started = time.time()
@@ -154,7 +168,10 @@ def main() -> None:
                                  not args.ignore_constraints)
             lines.append(f"| {Path(path).name} | {name} | {got['starts']} | "
                          + " | ".join(f"{got['reached'][b]} ({got['share'][b]:.0%})" for b in args.iterations)
-                         + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations) + " |")
+                         + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations)
+                         + " | " + " | ".join(f"{got['measured'][b]} ({got['measured'][b] / got['starts']:.0%})"
+                                              for b in args.iterations)
+                         + " | " + " | ".join(f"{got['failed'][b] / got['starts']:.1f}" for b in args.iterations) + " |")
             print(lines[-1], f"({time.time() - started:.0f} s)", flush=True)
     if args.markdown:
         Path(args.markdown).write_text("\n".join(lines) + "\n")
