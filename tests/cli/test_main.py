@@ -28,10 +28,15 @@ def test_a_kgit_error(ws, tmp_path):
     assert one_line(run) == f"kgit: no such directory: {tmp_path / 'nowhere'}"
 
 
+def ctrl_c_as_a_terminal():
+    """A run started in the background (nohup, &) inherits SIGINT ignored: give the child a terminal's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c(ws):
     # 'kgit hooks pre-push' waits for git's lines on its standard input: interrupt it there
     proc = subprocess.Popen([sys.executable, "-m", "kgit", "hooks", "pre-push"], cwd=ws.root, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_a_terminal)
     time.sleep(1.5)  # past the imports, into the read
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

@@ -18,6 +18,7 @@ def spawn_step(ws, tmp_path, *args):
     proc = subprocess.Popen(
         [sys.executable, "-m", "kgit", "step", "-m", "hangs", *args], cwd=ws.root,
         env={**os.environ, "KGIT_FAKE_STARTED": str(marker)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background run inherits it ignored
     )
     deadline = time.monotonic() + 30
     while not marker.exists():
