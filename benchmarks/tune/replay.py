@@ -171,7 +171,8 @@ def main() -> None:
                          + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations)
                          + " | " + " | ".join(f"{got['measured'][b]} ({got['measured'][b] / got['starts']:.0%})"
                                               for b in args.iterations)
-                         + " | " + " | ".join(f"{got['failed'][b] / got['starts']:.1f}" for b in args.iterations) + " |")
+                         + " | " + " | ".join(f"{got['failed'][b] / got['starts']:.1f}" for b in args.iterations)
+                         + " |")
             print(lines[-1], f"({time.time() - started:.0f} s)", flush=True)
     if args.markdown:
         Path(args.markdown).write_text("\n".join(lines) + "\n")
