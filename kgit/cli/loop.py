@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_options, notes, overrides, record_json,
-                             repo, warn_invalid)
+from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_options, note, notes, overrides,
+                             record_json, repo, warn_invalid)
 from kgit.errors import KgitError
 
 
@@ -62,7 +62,7 @@ def step_command(ctx, action, tier, keep_anyway, as_json, **options):
 @json_option
 @click.pass_context
 def tune_command(ctx, kernel, gpus, as_json, **options):
-    """Search KERNEL's CONFIG space, one iteration per proposal (tier 1, no agent needed)."""
+    """Search KERNEL's CONFIG space, one iteration per proposal (no agent needed)."""
     from kgit.loop import history
     from kgit.loop import tune
 
@@ -70,6 +70,9 @@ def tune_command(ctx, kernel, gpus, as_json, **options):
     kernel = history.resolve_kernel(where, kernel)
     outcomes, on_outcome = _outcome_printer(as_json)
     progress = Progress("tune")
+    missing = tune.model_search_missing()
+    if missing:
+        note(missing)
     try:
         stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, _gpu_list(gpus))
     finally:

@@ -234,6 +234,17 @@ def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]], al
     return None
 
 
+def model_search_missing() -> str | None:
+    """Why the model search cannot run here (it falls back to coordinate descent), or None."""
+    import importlib.util
+
+    if os.environ.get("KGIT_TUNE_SEARCH", "model") == "descent":
+        return None
+    missing = [name for name in ("numpy", "scipy", "sklearn") if importlib.util.find_spec(name) is None]
+    return (f"{', '.join(missing)} not installed: kgit tune searches by coordinate descent, which stops on coupled "
+            "tunables (pip install scikit-learn, or kgit's 'harness' extra)") if missing else None
+
+
 def propose_next(best: dict, space: dict, measured: list[search.Point], pending: list[dict] = (),
                  min_gain_pct: float = 1.0, allowed=None) -> dict | None:
     """The search's next configuration: the model's, or coordinate descent's where the model cannot run.

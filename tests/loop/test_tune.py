@@ -279,3 +279,17 @@ def test_each_proposal_is_recorded_with_the_tier_of_the_keys_it_changes(landscap
 def test_a_proposal_without_a_skill_is_tier_1(landscape):
     result = landscape.ok("tune", "fake", "--max-iterations", "3", "--json").json()
     assert [r["tier"] for r in result["iterations"][1:]] == [1, 1, 1]
+
+
+def test_tune_says_when_it_cannot_run_its_model_search(monkeypatch):
+    import importlib.util
+
+    from kgit.loop import tune
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    assert tune.model_search_missing().startswith("sklearn not installed: kgit tune searches by coordinate descent")
+    monkeypatch.setenv("KGIT_TUNE_SEARCH", "descent")  # asked for descent: nothing to say
+    assert tune.model_search_missing() is None
+    monkeypatch.undo()
+    assert tune.model_search_missing() is None  # this suite installs the harness extra
