@@ -58,10 +58,13 @@ def step_command(ctx, action, tier, keep_anyway, as_json, **options):
 @click.command("tune")
 @click.argument("kernel", required=False)
 @click.option("--gpus", help="Test one proposal per GPU at once, e.g. 0,1 (each in its own worktree).")
+@click.option("--ray", "ray_address", metavar="ADDRESS",
+              help="Test proposals on a Ray cluster's workers at once: 'local', 'auto' or ray://host:port.")
+@click.option("--ray-workers", type=click.IntRange(min=1), help="Proposals per round on Ray (default: its GPUs).")
 @loop_options
 @json_option
 @click.pass_context
-def tune_command(ctx, kernel, gpus, as_json, **options):
+def tune_command(ctx, kernel, gpus, ray_address, ray_workers, as_json, **options):
     """Search KERNEL's CONFIG space, one iteration per proposal (no agent needed)."""
     from kgit.loop import history
     from kgit.loop import tune
@@ -73,10 +76,20 @@ def tune_command(ctx, kernel, gpus, as_json, **options):
     missing = tune.model_search_missing()
     if missing:
         note(missing)
+    if ray_address and gpus:
+        raise KgitError("--ray and --gpus both given", "use one: --gpus for this machine's GPUs, --ray for a cluster's")
+    if ray_workers and not ray_address:
+        raise KgitError("--ray-workers without --ray", "give the cluster's address with --ray (or 'local')")
+    gpu_list = _gpu_list(gpus)
+    from kgit.loop import cluster
+
+    ray_cluster = cluster.connect(ray_address, ray_workers) if ray_address else None
     try:
-        stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, _gpu_list(gpus))
+        stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, gpu_list, ray_cluster)
     finally:
         progress.end()
+        if ray_cluster:
+            cluster.disconnect()
     _emit_loop_summary(where, kernel, stopped, outcomes, as_json, "tune")
 
 

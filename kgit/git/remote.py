@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from kgit.git.run import GitError, Repo, git
+from kgit.git.run import GitError, Repo, git, git_bytes
 
 
 def remotes(repo: Repo) -> list[str]:
@@ -15,6 +15,21 @@ def remotes(repo: Repo) -> list[str]:
 
 def url(repo: Repo, remote: str) -> str:
     return git(repo, "remote", "get-url", "--", remote).strip()
+
+
+def bundle(repo: Repo, rev: str) -> bytes:
+    """A git bundle of rev and its history, as bytes: a repository's state, shipped to another machine."""
+    return git_bytes(repo, "bundle", "create", "--quiet", "-", rev)
+
+
+def clone_bundle(data: bytes, path: Path) -> Repo:
+    """A repository at path holding what a bundle of bundle() holds (its commits; nothing checked out)."""
+    path.mkdir(parents=True)
+    (path / "kgit.bundle").write_bytes(data)
+    git(path, "init", "--quiet")
+    git(path, "fetch", "--quiet", "--no-tags", str(path / "kgit.bundle"), "+HEAD:refs/kgit/shipped")
+    (path / "kgit.bundle").unlink()
+    return Repo(path.resolve(), (path / ".git").resolve())
 
 
 def is_bundle(repo: Repo, path: Path) -> bool:

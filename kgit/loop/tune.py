@@ -38,7 +38,7 @@ from kgit import config, device
 from kgit.errors import KgitError
 from kgit.git import read, refs
 from kgit.git.run import Repo
-from kgit.loop import steps, testing
+from kgit.loop import cluster, steps, testing
 from kgit.model import search
 from kgit.model.record import Record, Status, StopReason
 from kgit.profiling import skillfiles
@@ -269,12 +269,13 @@ def _key(config: dict) -> tuple:
 
 
 def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
-        gpus: list[str] | None = None) -> StopReason:
+        gpus: list[str] | None = None, ray_cluster=None) -> StopReason:
     """Tune the kernel until a stop reason; every proposal is an ordinary step. Returns the stop reason.
 
     With several GPUs, each round tests one proposal per GPU at once, each in its own worktree, then
     records them one after the other in a fixed order, deciding each against the best so far: the
-    history reads as a sequential run's would.
+    history reads as a sequential run's would. With ray_cluster (kgit.loop.cluster), the same with
+    the cluster's workers in place of this machine's GPUs.
     """
     if read.rev(repo, refs.branch_ref(kernel)) is None:  # a CONFIG tune refuses is refused before the baseline
         cfg = config.load(repo.root, kernel, overrides)
@@ -293,7 +294,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             tunables = read_tunables(source, cfg.kernel_path)
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
             candidates = []
-            for _ in gpus or [None]:
+            for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
                 candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
                                          tunables.allows)
                 if candidate is None:
@@ -302,7 +303,12 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             if not candidates:
                 return StopReason.SPACE_EXHAUSTED
             sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
-            measured = _measure_on_gpus(repo, state, sources, gpus, progress) if gpus and len(gpus) > 1 else []
+            if ray_cluster:
+                measured = cluster.measure(ray_cluster, repo, state, sources, progress)
+            elif gpus and len(gpus) > 1:
+                measured = _measure_on_gpus(repo, state, sources, gpus, progress)
+            else:
+                measured = []
             tiers = skillfiles.tunable_tiers(repo.root, kernel)
             for i, (candidate, text) in enumerate(zip(candidates, sources)):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
@@ -315,6 +321,8 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 if outcome.record.stop_reason:
                     break  # a sequential run stops here: the rest of the round is not recorded
                 if outcome.record.kept:
+                    if ray_cluster:
+                        break  # the rest were compared with a best that no longer is: proposed again, there
                     measured = []  # the rest were compared with a best that no longer is: measure again
 
 

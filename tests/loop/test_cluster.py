@@ -1,0 +1,35 @@
+"""kgit tune --ray: proposals measured at once on the workers of a local Ray instance, each in a clone
+of the repository made from a bundle, and recorded here in the order they were proposed."""
+
+import pytest
+
+from test_tune import LANDSCAPE
+from workspace import KERNEL
+
+pytest.importorskip("ray")
+
+
+def test_tune_on_ray_measures_each_round_on_workers_and_records_in_order(ws):
+    (ws.root / KERNEL).write_text(LANDSCAPE + "SLEEP = 0.3\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "a landscape, slow enough to see two workers overlap")
+    result = ws.ok("tune", "fake", "--ray", "local", "--ray-workers", "2", "--max-iterations", "8", "--json").json()
+    records = result["iterations"]
+    assert [r["iteration"] for r in records] == list(range(len(records)))
+    tried = [r["action"] for r in records[1:]]
+    assert len(tried) == len(set(tried)) and result["stop_reason"] == "MAX_ITERATIONS"
+    # measured on the workers, in scratch clones, never in this repository or its worktrees
+    on_workers = [r["test"] for r in records[1:] if r["test"]]
+    assert on_workers and all("kgit-worker-" in t["cwd"] for t in on_workers)
+    # a round: two proposals measured at once on two workers
+    overlaps = [(a, b) for a, b in zip(on_workers, on_workers[1:]) if a["cwd"] != b["cwd"]
+                and a["t_start"] < b["t_end"] and b["t_start"] < a["t_end"]]
+    assert overlaps, [(t["cwd"], t["t_start"], t["t_end"]) for t in on_workers]
+    assert records[-1]["value"] is not None and result["best"]["value"] > records[0]["value"]
+    assert ws.git("worktree", "list").count("\n") == 0
+    ws.check_invariants()
+
+
+def test_ray_options_that_contradict_each_other_are_refused(ws):
+    assert "--ray and --gpus both given" in ws.refused("tune", "fake", "--ray", "local", "--gpus", "0,1")
+    assert "--ray-workers without --ray" in ws.refused("tune", "fake", "--ray-workers", "2")
