@@ -148,7 +148,7 @@ def _kill_tagged(tag: str) -> None:
             continue
 
 
-def tail(done: Finished) -> str:
+def tail(done: Finished, chars: int = TAIL_CHARS) -> str:
     """The end of what a command printed, stderr after stdout."""
     text = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
-    return text[-TAIL_CHARS:]
+    return text[-chars:]

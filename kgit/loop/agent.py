@@ -113,9 +113,8 @@ def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overri
 
 def turn_record(command: str, context_text: str, done: runner.Finished) -> dict:
     """What a record keeps of the agent's turn; the ends of long texts, where the conclusions are."""
-    said = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
     return {"command": command, "seconds": round(done.duration_s, 1), "exit_status": done.returncode,
-            "context": context_text[-AGENT_TEXT_CHARS:], "transcript": said[-AGENT_TEXT_CHARS:]}
+            "context": context_text[-AGENT_TEXT_CHARS:], "transcript": runner.tail(done, AGENT_TEXT_CHARS)}
 
 
 def _take_back_commits(repo: Repo, kernel: str, before: str) -> None:
