@@ -6,10 +6,9 @@ import pytest
 from test_tune import LANDSCAPE
 from workspace import KERNEL
 
-pytest.importorskip("ray")
-
 
 def test_tune_on_ray_measures_each_round_on_workers_and_records_in_order(ws):
+    pytest.importorskip("ray")
     (ws.root / KERNEL).write_text(LANDSCAPE + "SLEEP = 0.3\n")
     ws.git("add", "-A")
     ws.git("commit", "-qm", "a landscape, slow enough to see two workers overlap")
@@ -33,3 +32,12 @@ def test_tune_on_ray_measures_each_round_on_workers_and_records_in_order(ws):
 def test_ray_options_that_contradict_each_other_are_refused(ws):
     assert "--ray and --gpus both given" in ws.refused("tune", "fake", "--ray", "local", "--gpus", "0,1")
     assert "--ray-workers without --ray" in ws.refused("tune", "fake", "--ray-workers", "2")
+
+
+def test_without_ray_installed_the_refusal_says_how_to_get_it(ws, tmp_path):
+    (tmp_path / "ray").mkdir()  # a Python path on which 'import ray' fails, as where it is not installed
+    (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    before = ws.snapshot()
+    run = ws.kgit("tune", "fake", "--ray", "local", env={"PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 1 and run.stderr.strip() == "kgit: --ray needs Ray: pip install 'kgit[ray]' (or pip install ray)"
+    assert ws.snapshot() == before  # refused before any baseline or commit
