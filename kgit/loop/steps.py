@@ -157,9 +157,15 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
     warm_best = not any(decide.same_environment(r.environment, environment)
                         for r in state.records if r.iteration >= best.iteration)
     trees = {"best": (best_commit, None), "candidate": (candidate, source)}
+    timeout_s, why = decide.candidate_timeout(state.cfg, best, environment)
     with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
-        return measure.compare(lambda timing_only: run("best", timing_only),
-                               lambda timing_only: run("candidate", timing_only),
+        def run_candidate(timing_only: bool):
+            result = run("candidate", timing_only, timeout_s)
+            if why and (result.reason or "").startswith("timeout:"):
+                return not_run(why, result.output_tail)
+            return result
+
+        return measure.compare(lambda timing_only: run("best", timing_only), run_candidate,
                                decide.noise_prior(state.records, environment), state.cfg.min_gain_pct,
                                state.cfg.max_pairs, warm_best, state.cfg.lower_is_better)
 

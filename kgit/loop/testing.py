@@ -28,8 +28,8 @@ TIMING_ONLY = "KGIT_TIMING_ONLY"
 def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | None]],
               gpu: str | None = None, progress=None):
     """Worktrees by name, each of a commit with, optionally, the kernel file replaced by a source;
-    yields run(name, timing_only=False), which runs the kernel's test in that worktree (on that GPU, if
-    one is named)."""
+    yields run(name, timing_only=False, timeout_s=None), which runs the kernel's test in that worktree
+    (on that GPU, if one is named; within test_timeout_s unless timeout_s says otherwise)."""
     env, device_note = device.test_env(cfg.gpu)
     if gpu is not None:
         env = {**env, "CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
@@ -44,11 +44,11 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
             as_written[name] = set(read.modified_tracked_files(paths[name]))
         guarded = [refs.branch_ref(cfg.name), refs.tag_ref(cfg.name), refs.NOTES_REF]
 
-        def run(name: str, timing_only: bool = False) -> TestResult:
+        def run(name: str, timing_only: bool = False, timeout_s: float | None = None) -> TestResult:
             before = [read.rev(repo, ref) for ref in guarded]
             with _registered(repo, cfg.test_path) as on_spawn:
                 run_env = {**env, TIMING_ONLY: "1"} if timing_only else env
-                result = runner.run_test(cfg.test_path, paths[name], cfg.test_timeout_s, run_env,
+                result = runner.run_test(cfg.test_path, paths[name], timeout_s or cfg.test_timeout_s, run_env,
                                          cfg.figure, on_tick=progress.tick if progress else None,
                                          on_spawn=on_spawn, test_args=cfg.test_args)
             edited = sorted(set(read.modified_tracked_files(paths[name])) - as_written[name])

@@ -101,6 +101,26 @@ def proposed_target(baseline: Record) -> tuple[float, str] | None:
     return None
 
 
+# A candidate whose test takes this many times the best's (its first run, compile included) is far
+# slower than the best, whatever else it does: it is stopped there, not at test_timeout_s. Never
+# sooner than EARLY_STOP_FLOOR_S, so that a fast test's candidate has time to compile.
+EARLY_STOP_FACTOR = 10.0
+EARLY_STOP_FLOOR_S = 10.0
+
+
+def candidate_timeout(cfg: KernelConfig, best: Record | None, environment: dict | None) -> tuple[float, str | None]:
+    """The time a candidate's test may take, and why when it is less than test_timeout_s. Only the best's
+    time in this environment counts: on a slower machine than the one that measured it, it would cut
+    a sound candidate short."""
+    if best is None or not best.duration_s > 0 or not same_environment(best.environment, environment):
+        return cfg.test_timeout_s, None
+    bound = max(EARLY_STOP_FLOOR_S, EARLY_STOP_FACTOR * best.duration_s)
+    if bound >= cfg.test_timeout_s:
+        return cfg.test_timeout_s, None
+    return bound, (f"far slower than the best: stopped after {bound:g} s, {EARLY_STOP_FACTOR:g}x the "
+                   f"{best.duration_s:.1f} s the best's test took (test_timeout_s is {cfg.test_timeout_s:g})")
+
+
 def stop_reason(records: list[Record], cfg: KernelConfig, last_iteration: int) -> StopReason | None:
     """Why the loop for this kernel is over, judged against the current settings, or None."""
     best = best_record(records)

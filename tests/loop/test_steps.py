@@ -2,6 +2,8 @@
 
 import pytest
 
+from workspace import KERNEL
+
 
 def test_start_records_baseline_branch_tag_and_note(ws):
     run = ws.ok("start", "fake", "--json")
@@ -224,3 +226,16 @@ def test_a_figure_that_falls_as_the_kernel_gets_faster(ws):
     assert ws.ok("step", "-m", "slower", "--json").json()["status"] == "REGRESSED"
     ws.set_kernel(METRIC=250.0)  # 0.4 us, under the 0.5 us target
     assert ws.ok("step", "-m", "much faster", "--json").json()["status"] == "TARGET_MET"
+
+
+def test_a_candidate_far_slower_than_the_best_is_stopped_long_before_the_timeout(started):
+    import time
+
+    started.set_kernel(METRIC=500.0)  # would win, if it ever finished
+    (started.root / KERNEL).write_text(started.kernel_text() + "SLEEP = 300.0\n")
+    begun = time.monotonic()
+    record = started.ok("step", "-m", "a pathological config", "--json").json()
+    assert time.monotonic() - begun < 60  # not the 600 s of test_timeout_s
+    assert record["status"] == "FAILED"
+    assert record["reason"].startswith("far slower than the best: stopped after 10 s, 10x the ")
+    started.check_invariants()

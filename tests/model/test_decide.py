@@ -153,3 +153,24 @@ def test_a_target_is_proposed_from_the_machines_ceiling():
     assert decide.proposed_target(compute)[0] == pytest.approx(0.8 * h200_bf16)  # the dense bf16 peak
     assert decide.proposed_target(base.replace(cpu_timing=True)) is None  # no ceiling on a CPU
     assert decide.proposed_target(base.replace(gpu="Fake GPU")) is None  # a GPU kgit does not know
+
+
+@pytest.mark.parametrize("best_s, timeout_s, stopped_at", [
+    (0.2, 600.0, 10.0),   # a fast test: the floor leaves a candidate time to compile
+    (4.2, 600.0, 42.0),   # ten times the best's own time
+    (59.9, 600.0, 599.0),
+    (60.0, 600.0, None),  # the bound reaches test_timeout_s: the usual timeout
+    (3.0, 20.0, None),
+])
+def test_a_candidate_far_slower_than_the_best_is_stopped_at_ten_times_its_time(best_s, timeout_s, stopped_at):
+    cfg = KernelConfig("k", "k.py", "t.py", test_timeout_s=timeout_s)
+    here = {"host": "h", "device": "nvidia", "gpu_uuid": "GPU-1", "driver": "580", "torch": "2.11", "triton": "3.6"}
+    best = Record("k", 0, "baseline", Status.BASELINE, value=100.0, duration_s=best_s, environment=here)
+    bound, why = decide.candidate_timeout(cfg, best, here)
+    if stopped_at is None:
+        assert (bound, why) == (timeout_s, None)
+    else:
+        assert bound == pytest.approx(stopped_at) and why.startswith(f"far slower than the best: stopped after {bound:g} s")
+    assert decide.candidate_timeout(cfg, None, here) == (timeout_s, None)
+    elsewhere = {**here, "gpu_uuid": "GPU-2"}  # its time on another GPU says nothing of this one's
+    assert decide.candidate_timeout(cfg, best, elsewhere) == (timeout_s, None)
