@@ -10,9 +10,8 @@ numbers, that every configuration must satisfy (what does not fit the GPU, predi
 
     CONFIG_CONSTRAINTS = ["BLOCK_SIZE * num_stages * 4 <= 232448"]
 
-They are evaluated by walking their syntax tree (CONFIG keys, numbers, + - * / // % **, comparisons,
-and/or/not; nothing else is accepted). No search proposes a configuration that breaks one, and a CONFIG
-that breaks one is refused.
+(kgit.model.constraints checks and evaluates them, never with eval). No search proposes a configuration
+that breaks one, and a CONFIG that breaks one is refused.
 
 The search is model-based (kgit.model.search.propose_model): a Gaussian process fitted to every figure
 measured for this kernel, read back from git, proposes the unmeasured configuration of the highest
@@ -30,7 +29,6 @@ tier 1 for a key without one (kgit.profiling.skillfiles.tunable_tiers).
 from __future__ import annotations
 
 import ast
-import operator
 import os
 from dataclasses import dataclass
 
@@ -40,6 +38,7 @@ from kgit.git import read, refs
 from kgit.git.run import Repo
 from kgit.loop import cluster, steps, testing
 from kgit.model import search
+from kgit.model.constraints import Constraint
 from kgit.model.record import Record, Status, StopReason
 from kgit.profiling import skillfiles
 from kgit.state import transaction
@@ -54,90 +53,6 @@ class Tunables:
     def allows(self, config: dict) -> bool:
         """Whether config satisfies every constraint of the template."""
         return all(c.holds(config) for c in self.constraints)
-
-
-_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
-_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-_SAFE = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Name, ast.Constant, ast.Load,
-         ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd) + _ARITHMETIC + _COMPARISONS
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """One CONFIG_CONSTRAINTS expression, checked once for what it may contain, then evaluated on configs."""
-    text: str
-    tree: ast.Expression
-    path: str
-
-    @classmethod
-    def parse(cls, text, keys, path: str) -> "Constraint":
-        def refuse(why):
-            return KgitError(f"{path}: CONFIG_CONSTRAINTS {text!r}: {why} (allowed: CONFIG keys, numbers, "
-                             "+ - * / // % **, comparisons, and/or/not)")
-        if not isinstance(text, str):
-            raise refuse("not a string")
-        try:
-            tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError:
-            raise refuse("not a Python expression") from None
-        for node in ast.walk(tree):
-            if not isinstance(node, _SAFE):
-                raise refuse(f"{type(node).__name__.lower()} {ast.unparse(node)!r} is not allowed"
-                             if isinstance(node, ast.expr) else f"{type(node).__name__} is not allowed")
-            if isinstance(node, ast.Name) and node.id not in keys:
-                raise refuse(f"{node.id!r} is not a CONFIG key")
-            if isinstance(node, ast.Constant) and type(node.value) not in (int, float):
-                raise refuse(f"{node.value!r} is not a number")
-        if not (isinstance(tree.body, (ast.Compare, ast.BoolOp))
-                or isinstance(tree.body, ast.UnaryOp) and isinstance(tree.body.op, ast.Not)):
-            raise refuse("not a comparison")
-        return cls(text, tree, path)
-
-    def holds(self, config: dict) -> bool:
-        try:
-            return bool(_evaluate(self.tree.body, config))
-        except (ArithmeticError, TypeError, ValueError, KeyError) as e:
-            raise KgitError(f"{self.path}: CONFIG_CONSTRAINTS {self.text!r} cannot be evaluated on "
-                            f"{self.values(config)}: {e}") from None
-
-    def values(self, config: dict) -> str:
-        found = sorted((n.col_offset, n.id) for n in ast.walk(self.tree) if isinstance(n, ast.Name))
-        names = dict.fromkeys(name for _, name in found)  # in the order the expression names them
-        return ", ".join(f"{name}={config.get(name)!r}" for name in names)
-
-
-def _evaluate(node, config: dict):
-    """The value of a checked constraint's node: only the node types Constraint.parse lets through."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        return config[node.id]
-    if isinstance(node, ast.UnaryOp):
-        value = _evaluate(node.operand, config)
-        return not value if isinstance(node.op, ast.Not) else -value if isinstance(node.op, ast.USub) else +value
-    if isinstance(node, ast.BoolOp):
-        values = (_evaluate(v, config) for v in node.values)
-        return all(values) if isinstance(node.op, ast.And) else any(values)
-    if isinstance(node, ast.BinOp):
-        left, right = _evaluate(node.left, config), _evaluate(node.right, config)
-        if isinstance(node.op, ast.Pow) and abs(right) > 64:
-            raise ValueError(f"an exponent of {right} is too large")
-        return _BINARY[type(node.op)](left, right)
-    if isinstance(node, ast.Compare):
-        left = _evaluate(node.left, config)
-        for op, comparator in zip(node.ops, node.comparators):
-            right = _evaluate(comparator, config)
-            if not _COMPARE[type(op)](left, right):
-                return False
-            left = right
-        return True
-    raise TypeError(f"{type(node).__name__} is not allowed")  # unreachable after Constraint.parse
-
-
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
 
 
 def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables:
