@@ -36,12 +36,15 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
     test_sd = test_sd_of(first.spread_pct)
     for pair in range(max_pairs):
         sides = (("best", run_best), ("candidate", run_candidate))
+        rounding = 0.0  # this pair's: its two printed figures' bounds
         for side, run in sides if pair % 2 == 0 else reversed(sides):
-            if not _counted(found, side, run(True)):
+            result = run(True)
+            if not _counted(found, side, result):
                 return found
+            rounding += result.rounding
         ratio = found.candidate[-1] / found.best[-1]
         found.log_ratios.append(-math.log(ratio) if lower_is_better else math.log(ratio))
-        found.rounding = max(found.rounding, sum(result.rounding for result in found.last_pair))
+        found.rounding = max(found.rounding, rounding)
         found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs, rounding=found.rounding)
         found.verdict = verdict(found.interval, floor_pct) if found.interval else None
         if found.verdict:
@@ -60,5 +63,4 @@ def _counted(found: Comparison, side: str, result: TestResult, warmup: bool = Fa
         found.warmups += 1
     else:
         getattr(found, side).append(result.value)
-        found.last_pair = (found.last_pair + (result,))[-2:]
     return True

@@ -182,7 +182,6 @@ class Comparison:
     runs: int = 0  # every test run, warm-ups included
     warmups: int = 0
     rounding: float = 0.0  # the widest a pair's printed figures may lie from those measured (log terms)
-    last_pair: tuple = ()  # the TestResults of the latest counted runs, two at most
 
     def candidate_value(self) -> float | None:
         return _median(self.candidate) if self.candidate else None
