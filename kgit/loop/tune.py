@@ -149,11 +149,15 @@ def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]], al
     return None
 
 
+def _descent_asked() -> bool:
+    return os.environ.get("KGIT_TUNE_SEARCH", "model") == "descent"
+
+
 def model_search_missing() -> str | None:
     """Why the model search cannot run here (it falls back to coordinate descent), or None."""
     import importlib.util
 
-    if os.environ.get("KGIT_TUNE_SEARCH", "model") == "descent":
+    if _descent_asked():
         return None
     missing = [name for name in ("numpy", "scipy", "sklearn") if importlib.util.find_spec(name) is None]
     return (f"{', '.join(missing)} not installed: kgit tune searches by coordinate descent, which stops on coupled "
@@ -164,7 +168,7 @@ def propose_next(best: dict, space: dict, measured: list[search.Point], pending:
                  min_gain_pct: float = 1.0, allowed=None) -> dict | None:
     """The search's next configuration: the model's, or coordinate descent's where the model cannot run.
     Never one that allowed (the template's constraints) refuses."""
-    if os.environ.get("KGIT_TUNE_SEARCH", "model") != "descent":
+    if not _descent_asked():
         try:
             return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100,
                                         allowed=allowed)
@@ -199,6 +203,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
     baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
+    tiers = skillfiles.tunable_tiers(repo.root, kernel)  # read once: the skills do not change mid-run
     with transaction.begin(repo):  # held across rounds: parallel tests run under it too
         while True:
             state = steps.next_round(repo, kernel, overrides)
@@ -224,7 +229,6 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 measured = _measure_on_gpus(repo, state, sources, gpus, progress)
             else:
                 measured = []
-            tiers = skillfiles.tunable_tiers(repo.root, kernel)
             for i, (candidate, text) in enumerate(zip(candidates, sources)):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
                 (repo.root / cfg.kernel_path).write_text(text)
