@@ -3,13 +3,16 @@
 # benchmarks/tune/replay.py predicted for it from the measured space:
 #     bash benchmarks/device/tune_from_h200.sh KERNEL '{"BLOCK_SIZE": 8192}' [TEST_ARGS...]
 # writes $OUT/from-KERNEL.json (kgit tune --json) and $OUT/from-KERNEL.txt (the start, kgit log).
+# TARGET_VALUE=4000 sets kgit.yaml's target_value: above the space's best, so that the loop does not stop
+# on the target it would propose (90% of the copy bandwidth) before the search has had its 8 iterations.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 kernel=$1; start=$2; shift 2
 yaml_args=$(IFS=,; echo "$*")
 source "$(dirname "$0")/scratch.sh"
-scratch_repo "/tmp/from-$kernel" "$(printf '%s:\n  max_iterations: 8\n  test_args: [%s]\n' "$kernel" "$yaml_args")"
+scratch_repo "/tmp/from-$kernel" "$(printf '%s:\n  max_iterations: 8\n  test_args: [%s]\n%s' "$kernel" "$yaml_args" \
+  "${TARGET_VALUE:+  target_value: $TARGET_VALUE$'\n'}")"
 path=skills/kernels/$kernel/triton_template.py
 python3 - "$path" "$start" <<'PY'
 import json, sys

@@ -5,11 +5,17 @@
         [--ignore-constraints]
 
 Each strategy (kgit.model.search: the model-based search kgit tune uses, coordinate descent as it was
-before, a seeded random draw) and the decision and the decision (kgit.model.decide, with the noise rule) are kgit's
-own; only the test is replaced by a lookup in the table space.py measured. That answers what one run
-on the device cannot: from which starting points does the search get within the bar of the space's
-best in so many iterations, and where does it get stuck. Each table entry is one measurement, so the
-replay sees each configuration's noise once, where a real run would draw it again.
+before, a seeded random draw) and the decision (kgit.loop.measure.compare, the paired runs until the
+interval decides, and kgit.model.decide) are kgit's own; only the test is replaced: each run of a
+configuration is its figure in the table space.py measured, times a log-normal draw whose spread is the
+one the table recorded for it (the range of the test's 3 repeats, as kgit reads it: noise.test_sd_of).
+That answers what one run on the device cannot: from which starting points does the search get within
+the bar of the space's best in so many iterations, and where does it get stuck. The noise prior carries
+over from decision to decision as in kgit tune (noise.Prior.from_decisions).
+
+--reference FILE takes the figures of a re-measurement (space.py --only ... --repeats N, a median of N
+runs each) for the configurations it holds: the table's own best is the largest of many single noisy
+draws, so the bar "97% of the best" would otherwise be set by its luckiest draw.
 
 The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the table's test) bound
 every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
@@ -26,8 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+MAX_PAIRS = 12  # kgit tune's default --max-pairs
 sys.path.insert(0, str(ROOT))
-from kgit.loop import tune  # noqa: E402
+from kgit.loop import measure, tune  # noqa: E402
 from kgit.model import search  # noqa: E402
 from kgit.model import noise  # noqa: E402
 from kgit.model.decide import decide  # noqa: E402
@@ -39,23 +46,27 @@ def key(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def result_of(row: dict) -> TestResult:
-    return TestResult(True, row["correct"], row["error"], "value", row["value"], row["spread_pct"] or 0.0,
-                             None, 0.0, "")
+def result_of(row: dict, value: float | None = None) -> TestResult:
+    return TestResult(True, row["correct"], row["error"], "value", value or row["value"], row["spread_pct"] or 0.0,
+                      None, 0.0, "")
 
 
-def compared(best: dict, row: dict, min_gain_pct: float) -> noise.Comparison:
-    """The table's two figures as one pair, decided with the noise their spreads report (the table
-    measured each configuration once, where kgit would measure pairs until the interval decides)."""
-    result = result_of(row)
-    if not result.passed:
-        return noise.Comparison(first=result, best=[], candidate=[], log_ratios=[], failure=result,
-                                failed_side="candidate")
-    ratios = [math.log(row["value"] / best["value"])]
-    sd = noise.test_sd_of(max(best["spread_pct"] or 0.0, row["spread_pct"] or 0.0))
-    found = noise.interval(ratios, noise.Prior(sum_squares=sd * sd * 30, df=30))
-    return noise.Comparison(first=result, best=[best["value"]], candidate=[row["value"]], log_ratios=ratios,
-                            interval=found, verdict=noise.verdict(found, min_gain_pct) or "noise")
+def run_of(row: dict, rng: random.Random):
+    """run(timing_only) for kgit's compare: the table's figure times a draw of the noise it recorded."""
+    sigma = noise.test_sd_of(row["spread_pct"] or 0.0) / math.sqrt(2)  # of one run, not of a pair's ratio
+    return lambda timing_only: result_of(row, row["value"] * math.exp(rng.gauss(0.0, sigma)) if row["correct"]
+                                         else None)
+
+
+def compared(best: dict, row: dict, min_gain_pct: float, history: list[list[float]], rng: random.Random,
+             max_pairs: int = MAX_PAIRS) -> noise.Comparison:
+    """kgit's paired comparison of row against best, on simulated runs; history: the log-ratios of the
+    earlier decisions of this run, the prior kgit pools (appended to)."""
+    found = measure.compare(run_of(best, rng), run_of(row, rng), noise.Prior.from_decisions(history),
+                            min_gain_pct, max_pairs, warm_best=False)
+    if found.log_ratios:
+        history.append(found.log_ratios)
+    return found
 
 
 def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None):
@@ -77,6 +88,7 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
     tried, if given, receives the row of each configuration measured (the start, then each proposal)."""
     propose = propose or strategy("model")
     best = table[key(start)]
+    rng, history = random.Random(json.dumps(start, sort_keys=True)), []
     points = [search.Point(start, start, True, search.score_of(best["value"]))]
     trail = [best]
     if tried is not None:
@@ -88,19 +100,26 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
         row = table[key(candidate)]
         if tried is not None:
             tried.append(row)
-        status = decide(compared(best, row, min_gain_pct), None)
-        kept = status == Status.IMPROVED
-        points.append(search.Point(candidate, best["config"], kept,
-                                   search.score_of(row["value"]) if row["correct"] else None))
+        found = compared(best, row, min_gain_pct, history, rng)
+        kept = decide(found, None) == Status.IMPROVED
+        value = found.candidate_value() or found.first.value  # what kgit records: the median of its runs
+        points.append(search.Point(candidate, best["config"], kept, search.score_of(value) if row["correct"] else None))
         if kept:
             best = row
         trail.append(best)
     return trail
 
 
-def load(path: str) -> tuple[dict, dict, dict]:
+def load(path: str, reference: str | None = None) -> tuple[dict, dict, dict]:
+    """The table, its rows by configuration and its space; with reference (a space.py --remeasure file),
+    the rows it holds take its figures, and the table's best is the best of the result."""
     measured = json.loads(Path(path).read_text())
     rows = measured["rows"]
+    if reference:
+        again = {key(r["config"]): r for r in json.loads(Path(reference).read_text())["rows"] if r["correct"]}
+        rows = [{**r, "value": again[key(r["config"])]["value"]} if key(r["config"]) in again else r for r in rows]
+        measured = {**measured, "rows": rows,
+                    "best": max((r for r in rows if r["correct"]), key=lambda r: r["value"])}
     space = {k: sorted({r["config"][k] for r in rows}) for k in rows[0]["config"]
              if len({repr(r["config"][k]) for r in rows}) > 1}
     return measured, {key(r["config"]): r for r in rows}, space
@@ -116,9 +135,10 @@ def constraints(measured: dict):
 
 
 def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, min_gain_pct: float = 1.0,
-                   starts: int | None = None, seed: int = 0, use_constraints: bool = True) -> dict:
+                   starts: int | None = None, seed: int = 0, use_constraints: bool = True,
+                   reference: str | None = None) -> dict:
     """For each budget, the share of correct starting configurations whose kept best reaches bar x the best."""
-    measured, table, space = load(path)
+    measured, table, space = load(path, reference)
     allowed = constraints(measured) if use_constraints else None
     top = measured["best"]["value"]
     rows = [r for r in measured["rows"] if r["correct"] and (allowed is None or allowed(r["config"]))]
@@ -152,9 +172,12 @@ def main() -> None:
     parser.add_argument("--starts", type=int, help="a seeded sample of the correct starts (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--reference", nargs="+", default=[],
+                        help="TABLE=REMEASURED: take the re-measured figures for that table's leaders")
     parser.add_argument("--ignore-constraints", action="store_true",
                         help="replay without the templates' CONFIG_CONSTRAINTS")
     args = parser.parse_args()
+    references = dict(pair.split("=", 1) for pair in args.reference)
 
     lines = [f"| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
              + " | " + " | ".join(f"median start ends at ({b})" for b in args.iterations)
@@ -165,8 +188,9 @@ def main() -> None:
         for name in args.strategy:
             started = time.time()
             got = share_reaching(path, name, args.iterations, args.bar, args.min_gain_pct, args.starts, args.seed,
-                                 not args.ignore_constraints)
-            lines.append(f"| {Path(path).name} | {name} | {got['starts']} | "
+                                 not args.ignore_constraints, references.get(path))
+            table = path + (" (reference: re-measured leaders)" if path in references else "")
+            lines.append(f"| {table} | {name} | {got['starts']} | "
                          + " | ".join(f"{got['reached'][b]} ({got['share'][b]:.0%})" for b in args.iterations)
                          + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations)
                          + " | " + " | ".join(f"{got['measured'][b]} ({got['measured'][b] / got['starts']:.0%})"

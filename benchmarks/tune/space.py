@@ -8,6 +8,10 @@ Each configuration is written into a copy of the kernel's folder exactly as kgit
 decides on (give kgit tune the same arguments: kgit.yaml `test_args`). One process measures, one
 configuration after the other, so the figures see the same machine.
 
+--remeasure TABLE --within 0.85 --repeats 5 measures again, round after round, every configuration of an
+earlier table within that fraction of its best, and writes each one's median (and every figure): the
+reference for the bar, since a table's best is the largest of many single noisy figures.
+
 --jobs N first runs N worker processes that compile every configuration (and run it once, not timed)
 to fill Triton's cache, which keys kernels by their source, not their file: compiling is most of the
 time for a GEMM. The JSON is rewritten after each configuration, and a rerun skips the configurations
@@ -22,6 +26,7 @@ import itertools
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,12 +102,45 @@ def summarize(test_path: str, test_args: list[str], rows: list[dict], tunables: 
             "shipped": next((r for r in rows if r["config"] == tunables.config), None), "rows": rows}
 
 
+def remeasure(args, test_path: Path, workdir: Path, source: str) -> None:
+    """Round after round over the leading configurations of an earlier table, in the same order each
+    round, so that a drift of the machine reaches them all alike; each row's value is its median."""
+    earlier = json.loads(Path(args.remeasure).read_text())
+    top = earlier["best"]["value"]
+    configs = [r["config"] for r in earlier["rows"] if r["correct"] and r["value"] >= args.within * top]
+    print(f"{len(configs)} configurations within {args.within:.0%} of {top:.5g}, {args.repeats} rounds", flush=True)
+    warm_cache(args, configs, args.jobs)
+    figures = {json.dumps(c, sort_keys=True): [] for c in configs}
+    for round_ in range(args.repeats):
+        for config in configs:
+            row = measure(test_path, workdir, source, config, args.test_args)
+            figures[json.dumps(config, sort_keys=True)].append(row["value"] if row["correct"] else None)
+        print(f"round {round_ + 1} of {args.repeats} done", flush=True)
+    rows = []
+    for config in configs:
+        values = [v for v in figures[json.dumps(config, sort_keys=True)] if v is not None]
+        median = statistics.median(values) if values else None
+        rows.append({"config": config, "correct": len(values) == args.repeats, "value": median,
+                     "spread_pct": (max(values) - min(values)) / median * 100 if values else None,
+                     "error": None if len(values) == args.repeats else "failed in some rounds",
+                     "values": values})
+        print(f"{tune.describe_change(earlier['best']['config'], config)}: median {median} of "
+              f"{[float(f'{v:.5g}') for v in values]}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"test": args.test_path, "test_args": args.test_args,
+                                               "remeasured": args.remeasure, "within": args.within,
+                                               "repeats": args.repeats, "rows": rows}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("test_path")
     parser.add_argument("--json", help="write (and resume from) this file")
     parser.add_argument("--jobs", type=int, default=1, help="processes that compile the configurations first")
     parser.add_argument("--limit", type=int, help="only the first N configurations (a smoke run)")
+    parser.add_argument("--remeasure", help="an earlier table: measure its leading configurations again")
+    parser.add_argument("--within", type=float, default=0.85, help="with --remeasure: this fraction of its best")
+    parser.add_argument("--repeats", type=int, default=5, help="with --remeasure: rounds over those configurations")
     parser.add_argument("--warm", help=argparse.SUPPRESS)  # a worker of --jobs: these configurations, untimed
     argv = sys.argv[1:]
     ours, test_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
@@ -119,6 +157,8 @@ def main() -> None:
             for config in json.loads(args.warm):
                 measure(test_path, workdir, source, config, args.test_args)
             return
+        if args.remeasure:
+            return remeasure(args, test_path, workdir, source)
         configs = configurations(tunables)[: args.limit]
         rows = json.loads(Path(args.json).read_text())["rows"] if args.json and Path(args.json).exists() else []
         done = [r["config"] for r in rows]

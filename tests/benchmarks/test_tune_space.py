@@ -74,6 +74,23 @@ def test_replay_follows_kgit_tune_to_the_best():
 
 def test_replay_keeps_nothing_inside_the_noise():
     replay = _load("replay")
-    space, table = _bowl_table(spread_pct=50.0)  # every gain of this bowl is inside a 50% spread
+    # a spread of 200% (runs from a third to three times the figure): 12 pairs cannot tell this bowl's
+    # gains (28% at most) from the noise, so kgit's paired decision keeps none of them
+    space, table = _bowl_table(spread_pct=200.0)
     trail = replay.replay(table, space, {"BLOCK": 256, "WARPS": 2}, iterations=8, min_gain_pct=1.0)
     assert {row["value"] for row in trail} == {trail[0]["value"]}
+
+
+def test_a_reference_replaces_the_leaders_figures_and_the_best(tmp_path):
+    # the table's best is its luckiest single draw; the re-measured medians decide what "the best" is
+    replay = _load("replay")
+    rows = [{"config": {"A": a}, "correct": True, "value": v, "spread_pct": 1.0, "error": None}
+            for a, v in [(1, 100.0), (2, 104.0), (3, 60.0)]]
+    table = tmp_path / "space.json"
+    table.write_text(json.dumps({"test": "t.py", "best": rows[1], "rows": rows}))
+    again = tmp_path / "again.json"
+    again.write_text(json.dumps({"rows": [{"config": {"A": 1}, "correct": True, "value": 101.0},
+                                          {"config": {"A": 2}, "correct": True, "value": 97.0}]}))
+    measured, by_config, _ = replay.load(str(table), str(again))
+    assert measured["best"]["config"] == {"A": 1} and measured["best"]["value"] == 101.0
+    assert [by_config[replay.key({"A": a})]["value"] for a in (1, 2, 3)] == [101.0, 97.0, 60.0]

@@ -39,9 +39,14 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K":
 # the store. 232448 bytes (227 KB) is the per-block limit of the H100/H200. On the measured H200 space
 # (experiments/tune/h200/space-gemm.json) this predicts all 104 OutOfResources failures of its 288
 # configurations and flags none that runs; the A/B tiles alone predict 96.
+# What fits in registers: the fp32 accumulator is spread over the 32 x num_warps threads, and above 128
+# of a thread's 255 registers (say 128x256 on 4 warps: 256) it spills to local memory. It still runs,
+# but every such configuration of the measured space ran at 9-22% of the best, so none is worth a
+# compile and a measurement.
 CONFIG_CONSTRAINTS = [
     "(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * num_stages"
     " + PERSISTENT * BLOCK_M * BLOCK_N * 2 // (1 + EPILOGUE_SUBTILE) <= 232448",
+    "BLOCK_M * BLOCK_N <= 128 * 32 * num_warps",
 ]
 # Measured on the H200 (experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
 # non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
