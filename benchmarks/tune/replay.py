@@ -2,7 +2,7 @@
 
     python benchmarks/tune/replay.py space.json [space.json ...] [--strategy model descent random]
         [--iterations 8 40] [--bar 0.97] [--min-gain-pct 1] [--starts N] [--markdown replay.md]
-        [--ignore-constraints]
+        [--reference TABLE=REMEASURED ...] [--earlier-runs N] [--ignore-constraints]
 
 Each strategy (kgit.model.search: the model-based search kgit tune uses, coordinate descent as it was
 before, a seeded random draw) and the decision (kgit.loop.measure.compare, the paired runs until the
@@ -16,6 +16,10 @@ over from decision to decision as in kgit tune (noise.Prior.from_decisions).
 --reference FILE takes the figures of a re-measurement (space.py --only ... --repeats N, a median of N
 runs each) for the configurations it holds: the table's own best is the largest of many single noisy
 draws, so the bar "97% of the best" would otherwise be set by its luckiest draw.
+
+--earlier-runs N replays, before each start, N runs of the same length from other starts (seeded), and
+gives what they measured to the model as kgit tune gives it another clone's pulled records of the kernel
+on the same GPU (search.propose_model's elsewhere): the second run of a team, not the first.
 
 The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the table's test) bound
 every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
@@ -69,8 +73,9 @@ def compared(best: dict, row: dict, min_gain_pct: float, history: list[list[floa
     return found
 
 
-def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None):
-    """propose(best, space, points) for a strategy the replay compares; allowed: the template's constraints."""
+def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None, elsewhere=()):
+    """propose(best, space, points) for a strategy the replay compares; allowed: the template's constraints;
+    elsewhere: Points another run measured (the model learns from them, as kgit tune from pulled records)."""
     if name == "descent":
         return lambda best, space, points: tune.propose(best, space, [(p.config, p.origin, p.kept) for p in points],
                                                         allowed)
@@ -78,7 +83,8 @@ def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None):
         return lambda best, space, points: search.propose_random(best, space, points, seed=seed, allowed=allowed)
     if name == "model":
         return lambda best, space, points: search.propose_model(best, space, points, seed=seed,
-                                                                min_gain=min_gain_pct / 100, allowed=allowed)
+                                                                min_gain=min_gain_pct / 100, allowed=allowed,
+                                                                elsewhere=elsewhere)
     raise SystemExit(f"unknown strategy {name!r}: model, descent or random")
 
 
@@ -136,7 +142,7 @@ def constraints(measured: dict):
 
 def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, min_gain_pct: float = 1.0,
                    starts: int | None = None, seed: int = 0, use_constraints: bool = True,
-                   reference: str | None = None) -> dict:
+                   reference: str | None = None, earlier_runs: int = 0) -> dict:
     """For each budget, the share of correct starting configurations whose kept best reaches bar x the best."""
     measured, table, space = load(path, reference)
     allowed = constraints(measured) if use_constraints else None
@@ -147,9 +153,17 @@ def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, 
     reached, finals = {b: 0 for b in budgets}, {b: [] for b in budgets}
     found, failed = {b: 0 for b in budgets}, {b: 0 for b in budgets}
     for i, row in enumerate(rows):  # each start its own seed: one lucky draw must not count for every start
+        elsewhere = []
+        for run in range(earlier_runs):  # what earlier runs from other starts measured, as another clone's records
+            other = random.Random(seed * 7919 + i * 31 + run).choice([r for r in rows if r is not row])
+            earlier = []
+            replay(table, space, other["config"], max(budgets), min_gain_pct,
+                   strategy(name, seed * 100_003 + i + 50_000 * (run + 1), min_gain_pct, allowed), earlier)
+            elsewhere += [search.Point(r["config"], r["config"], False, search.score_of(r["value"]) if r["correct"]
+                                       else None) for r in earlier]
         tried = []
         trail = replay(table, space, row["config"], max(budgets), min_gain_pct,
-                       strategy(name, seed * 100_003 + i, min_gain_pct, allowed), tried)
+                       strategy(name, seed * 100_003 + i, min_gain_pct, allowed, elsewhere), tried)
         for b in budgets:
             kept = trail[: b + 1]
             finals[b].append(kept[-1]["value"] / top)
@@ -174,6 +188,9 @@ def main() -> None:
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--reference", nargs="+", default=[],
                         help="TABLE=REMEASURED: take the re-measured figures for that table's leaders")
+    parser.add_argument("--earlier-runs", type=int, default=0,
+                        help="before each start, this many runs from other starts whose records the model learns "
+                             "from (another clone's, pulled)")
     parser.add_argument("--ignore-constraints", action="store_true",
                         help="replay without the templates' CONFIG_CONSTRAINTS")
     args = parser.parse_args()
@@ -188,8 +205,9 @@ def main() -> None:
         for name in args.strategy:
             started = time.time()
             got = share_reaching(path, name, args.iterations, args.bar, args.min_gain_pct, args.starts, args.seed,
-                                 not args.ignore_constraints, references.get(path))
+                                 not args.ignore_constraints, references.get(path), args.earlier_runs)
             table = path + (" (reference: re-measured leaders)" if path in references else "")
+            table += f" (after {args.earlier_runs} earlier run{'s' * (args.earlier_runs > 1)})" if args.earlier_runs else ""
             lines.append(f"| {table} | {name} | {got['starts']} | "
                          + " | ".join(f"{got['reached'][b]} ({got['share'][b]:.0%})" for b in args.iterations)
                          + " | " + " | ".join(f"{got['median_final'][b]:.1%}" for b in args.iterations)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from kgit import config, device
 from kgit.errors import KgitError
-from kgit.git import read, refs
+from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.loop import cluster, steps, testing
 from kgit.model import search
@@ -165,13 +165,14 @@ def model_search_missing() -> str | None:
 
 
 def propose_next(best: dict, space: dict, measured: list[search.Point], pending: list[dict] = (),
-                 min_gain_pct: float = 1.0, allowed=None) -> dict | None:
+                 min_gain_pct: float = 1.0, allowed=None, elsewhere: list[search.Point] = ()) -> dict | None:
     """The search's next configuration: the model's, or coordinate descent's where the model cannot run.
-    Never one that allowed (the template's constraints) refuses."""
+    Never one that allowed (the template's constraints) refuses. elsewhere: what other runs of the kernel
+    measured on this GPU, which only the model learns from."""
     if not _descent_asked():
         try:
             return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100,
-                                        allowed=allowed)
+                                        allowed=allowed, elsewhere=elsewhere)
         except ImportError:  # numpy / scikit-learn missing: the search that needs neither
             pass
     return propose(best, space, list(measured) + [(c, best, False) for c in pending], allowed)
@@ -213,10 +214,12 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             source = (repo.root / cfg.kernel_path).read_text()
             tunables = read_tunables(source, cfg.kernel_path)
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
+            elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
+                                  cfg.lower_is_better)
             candidates = []
             for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
                 candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
-                                         tunables.allows)
+                                         tunables.allows, elsewhere)
                 if candidate is None:
                     break
                 candidates.append(candidate)  # pending: not proposed twice in a round
@@ -258,6 +261,15 @@ def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], pro
         return on
 
     return testing.on_gpus([task(text) for text in sources], gpus[:len(sources)])
+
+
+def _other_runs(repo: Repo, kernel: str, here: list[tuple[str, Record]]) -> list[tuple[str, Record]]:
+    """The kernel's records that this run's history does not hold (another clone's iterations, which
+    kgit pull brought), measured on the GPU this run measures on: on another GPU the figures differ."""
+    gpus = {record.gpu for _, record in here if record.gpu}
+    held = {commit for commit, _ in here}
+    return [(commit, record) for commit, record in notes.kernel_history(repo, kernel).pairs
+            if commit not in held and record.gpu in gpus]
 
 
 def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]],

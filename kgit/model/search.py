@@ -97,8 +97,13 @@ def candidates(best: dict, space: dict, exclude: set, seed: int, allowed=None) -
 
 def propose_model(best: dict, space: dict, measured: list[Point], pending: list[dict] = (),
                   seed: int = 0, fail_penalty: float = 1.0, length_scale: float = 0.5,
-                  min_gain: float = 0.01, allowed=None) -> dict | None:
+                  min_gain: float = 0.01, allowed=None, elsewhere: list[Point] = ()) -> dict | None:
     """The unmeasured configuration of the highest expected improvement, or None when none is worth it.
+
+    elsewhere: what other runs of this kernel measured on the same GPU (another clone's, pulled). The
+    model learns from them as from its own, but they were not measured here, so none is excluded. The
+    best configuration another run found is proposed first, while it beats the best here by min_gain
+    (it is kept only if it wins here too).
 
     allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed
     (and counts as measured for the rule below).
@@ -113,10 +118,16 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     pool = candidates(best, space, exclude, seed + len(measured), allowed)
     if not pool:
         return None
-    ok = [p for p in measured if p.score is not None and not math.isnan(p.score)]  # NaN: no figure
-    failed = [p for p in measured if p.score is None]
+    learnt = [*measured, *elsewhere]
+    ok = [p for p in learnt if p.score is not None and not math.isnan(p.score)]  # NaN: no figure
+    failed = [p for p in learnt if p.score is None]
     if not ok:  # nothing measured ran: the nearest untried configuration not beyond a failure
         return _nearest(best, space, pool, failed)
+
+    here = [p.score for p in measured if p.score is not None and not math.isnan(p.score)]
+    found = max((p for p in elsewhere if p in ok), key=lambda p: p.score, default=None)
+    if found and key(found.config) in {key(c) for c in pool} and (not here or found.score > max(here) + min_gain):
+        return found.config
 
     import numpy as np
     from scipy.special import ndtr
@@ -133,8 +144,10 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     process = GaussianProcessRegressor(kernel, normalize_y=True, optimizer=None).fit(X, y)
     mean, sd = process.predict(candidates_x, return_std=True)
     sd = np.maximum(sd, 1e-9)
-    z = (mean - scores.max()) / sd
-    gain = (mean - scores.max()) * ndtr(z) + sd * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    # the gain is over the best measured here: one measured only elsewhere is still worth measuring here
+    incumbent = max(here) if here else float(scores.max())
+    z = (mean - incumbent) / sd
+    gain = (mean - incumbent) * ndtr(z) + sd * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     if failed:
         gain = gain * _chance_to_run(X, len(ok), candidates_x)
         beyond = np.array([any(beyond_failure(c, p.config, p.origin, space) for p in failed) for c in pool])

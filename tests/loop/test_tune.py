@@ -203,11 +203,16 @@ def test_the_shipped_gemm_constraint_predicts_what_fails_on_the_h200():
 
     root = Path(__file__).resolve().parents[2]
     tunables = read_tunables((root / "skills/kernels/gemm/triton_template.py").read_text(), "gemm")
-    assert tunables.constraints, "the gemm template declares its shared-memory constraint"
+    shared_memory, registers = tunables.constraints
     rows = json.loads((root / "experiments/tune/h200/space-gemm.json").read_text())["rows"]
-    refused = [r for r in rows if not tunables.allows(r["config"])]
+    refused = [r for r in rows if not shared_memory.holds(r["config"])]
     assert not [r for r in refused if r["correct"]]  # never a configuration that runs
-    assert all("OutOfResources" in r["error"] for r in refused) and len(refused) >= 96
+    assert all("OutOfResources" in r["error"] for r in refused) and len(refused) == 104
+    # the register constraint refuses configurations that run, but only those that spill: all slow
+    best = max(r["value"] for r in rows if r["correct"])
+    spilling = [r for r in rows if r["correct"] and not registers.holds(r["config"])]
+    assert spilling and max(r["value"] for r in spilling) < 0.25 * best
+    assert min(r["value"] for r in rows if r["correct"] and tunables.allows(r["config"])) > 0.25 * best
 
 
 CONSTRAINED = LANDSCAPE.replace("CORRECT = True", 'CONFIG_CONSTRAINTS = ["BLOCK * WARPS <= 4096"]\nCORRECT = True')

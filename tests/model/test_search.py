@@ -133,3 +133,31 @@ def test_no_strategy_proposes_a_configuration_that_breaks_a_constraint(strategy)
     assert proposed >= 6
     if strategy != "descent":  # the model and the draw go on until every allowed configuration is measured
         assert len(points) == len(allowed)
+
+
+def test_what_another_run_measured_is_learnt_from_but_measured_again_here():
+    # another clone found 4096 x 16; here only the start was measured: its best is proposed first
+    start = {"BLOCK": 1024, "WARPS": 1}
+    here = [Point(start, start, True, math.log(coupled(start)))]
+    found = {"BLOCK": 4096, "WARPS": 16}
+    other = [Point(c, c, True, math.log(coupled(c)))
+             for c in ({"BLOCK": 512, "WARPS": 4}, {"BLOCK": 2048, "WARPS": 8}, found, {"BLOCK": 8192, "WARPS": 4})]
+    assert search.propose_model(start, SPACE, here, seed=3, elsewhere=other) == found
+    assert search.propose_model(start, SPACE, here, seed=3) != found  # cold, the model does not guess it
+
+
+def test_another_runs_failures_steer_but_exclude_nothing():
+    start = {"BLOCK": 256, "WARPS": 1}
+    here = [Point(start, start, True, math.log(coupled(start)))]
+    failed = {"BLOCK": 8192, "WARPS": 16}
+    other = [Point(failed, {"BLOCK": 4096, "WARPS": 16}, False, None)]
+    proposals = set()
+    points = list(here)
+    for _ in range(40):
+        c = search.propose_model(start, SPACE, points, seed=1, elsewhere=other, min_gain=0.0)
+        if c is None:
+            break
+        proposals.add(search.key(c))
+        points.append(Point(c, start, False, None if coupled(c) is None else math.log(coupled(c))))
+    assert search.key(failed) in proposals or len(proposals) < 35  # never excluded: reachable when all else is
+    assert search.propose_model(start, SPACE, here, seed=1, elsewhere=other) != failed
