@@ -63,7 +63,14 @@ def measure(cluster: Cluster, repo: Repo, state: LoopState, sources: list[str], 
         progress.begin(f"{state.cfg.test_path} on {len(sources)} Ray workers", None)
     head = read.rev(repo, "HEAD")
     shipped = ray.put(remotes.bundle(repo, "HEAD"))
-    return ray.get([cluster.task.remote(shipped, head, state, source) for source in sources])
+    # the longest a worker may take: every run of a decision at its test timeout, warm-ups included, and
+    # a minute to clone. Past it the worker is lost (seen on the H200: a wait with no end in ray.get).
+    bound = state.cfg.test_timeout_s * (2 * state.cfg.max_pairs + 2) + 60
+    try:
+        return ray.get([cluster.task.remote(shipped, head, state, source) for source in sources], timeout=bound)
+    except ray.exceptions.GetTimeoutError:
+        raise KgitError(f"a Ray worker returned no result in {bound:.0f} s; this round was not recorded",
+                        "see the workers' logs (ray logs), then run kgit tune again: it goes on from the best") from None
 
 
 def _measure_in_clone(bundle: bytes, head: str, state: LoopState, source: str):
