@@ -110,15 +110,15 @@ def remeasure(args, test_path: Path, workdir: Path, source: str) -> None:
     configs = [r["config"] for r in earlier["rows"] if r["correct"] and r["value"] >= args.within * top]
     print(f"{len(configs)} configurations within {args.within:.0%} of {top:.5g}, {args.repeats} rounds", flush=True)
     warm_cache(args, configs, args.jobs)
-    figures = {json.dumps(c, sort_keys=True): [] for c in configs}
+    figures = [[] for _ in configs]  # each configuration's, round after round
     for round_ in range(args.repeats):
-        for config in configs:
+        for config, values in zip(configs, figures):
             row = measure(test_path, workdir, source, config, args.test_args)
-            figures[json.dumps(config, sort_keys=True)].append(row["value"] if row["correct"] else None)
+            values.append(row["value"] if row["correct"] else None)
         print(f"round {round_ + 1} of {args.repeats} done", flush=True)
     rows = []
-    for config in configs:
-        values = [v for v in figures[json.dumps(config, sort_keys=True)] if v is not None]
+    for config, measured in zip(configs, figures):
+        values = [v for v in measured if v is not None]
         median = statistics.median(values) if values else None
         rows.append({"config": config, "correct": len(values) == args.repeats, "value": median,
                      "spread_pct": (max(values) - min(values)) / median * 100 if values else None,

@@ -205,6 +205,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
     if baseline:
         on_outcome(baseline)
     tiers = skillfiles.tunable_tiers(repo.root, kernel)  # read once: the skills do not change mid-run
+    elsewhere = None  # other runs' records, read once: none arrive while this run holds the lock
     with transaction.begin(repo):  # held across rounds: parallel tests run under it too
         while True:
             state = steps.next_round(repo, kernel, overrides)
@@ -214,8 +215,9 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             source = (repo.root / cfg.kernel_path).read_text()
             tunables = read_tunables(source, cfg.kernel_path)
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
-            elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
-                                  cfg.lower_is_better)
+            if elsewhere is None:
+                elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
+                                      cfg.lower_is_better)
             candidates = []
             for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
                 candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,

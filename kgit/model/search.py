@@ -118,15 +118,17 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     pool = candidates(best, space, exclude, seed + len(measured), allowed)
     if not pool:
         return None
-    learnt = [*measured, *elsewhere]
-    ok = [p for p in learnt if p.score is not None and not math.isnan(p.score)]  # NaN: no figure
-    failed = [p for p in learnt if p.score is None]
+    here = [p for p in measured if _has_figure(p)]
+    there = [p for p in elsewhere if _has_figure(p)]
+    ok = here + there
+    failed = [p for p in [*measured, *elsewhere] if p.score is None]
     if not ok:  # nothing measured ran: the nearest untried configuration not beyond a failure
         return _nearest(best, space, pool, failed)
 
-    here = [p.score for p in measured if p.score is not None and not math.isnan(p.score)]
-    found = max((p for p in elsewhere if p in ok), key=lambda p: p.score, default=None)
-    if found and key(found.config) in {key(c) for c in pool} and (not here or found.score > max(here) + min_gain):
+    incumbent = max(p.score for p in here) if here else None
+    found = max(there, key=lambda p: p.score, default=None)
+    if found and key(found.config) in {key(c) for c in pool} and (
+            incumbent is None or found.score > incumbent + min_gain):
         return found.config
 
     import numpy as np
@@ -145,7 +147,8 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     mean, sd = process.predict(candidates_x, return_std=True)
     sd = np.maximum(sd, 1e-9)
     # the gain is over the best measured here: one measured only elsewhere is still worth measuring here
-    incumbent = max(here) if here else float(scores.max())
+    if incumbent is None:
+        incumbent = float(scores.max())
     z = (mean - incumbent) / sd
     gain = (mean - incumbent) * ndtr(z) + sd * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     if failed:
@@ -156,6 +159,10 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         return None
     ties = np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded, never by order alone
     return pool[int(np.argmax(gain + ties))]
+
+
+def _has_figure(point: Point) -> bool:
+    return point.score is not None and not math.isnan(point.score)  # None: it failed; NaN: no figure
 
 
 def _neighbours_measured(best: dict, space: dict, exclude: set, allowed=None) -> bool:
