@@ -41,3 +41,31 @@ def test_without_ray_installed_the_refusal_says_how_to_get_it(ws, tmp_path):
     run = ws.kgit("tune", "fake", "--ray", "local", env={"PYTHONPATH": str(tmp_path)})
     assert run.returncode == 1 and run.stderr.strip() == "kgit: --ray needs Ray: pip install 'kgit[ray]' (or pip install ray)"
     assert ws.snapshot() == before  # refused before any baseline or commit
+
+
+def test_a_worker_that_never_answers_ends_the_round_with_a_refusal(ws, monkeypatch):
+    # On the H200 a worker's result never came and ray.get waited for ever: the wait is bounded by every
+    # run of a decision at the test timeout (2 x max_pairs + 2 runs) plus a minute to clone.
+    import sys
+    from types import SimpleNamespace
+
+    from kgit.errors import KgitError
+    from kgit.git.run import Repo
+    from kgit.loop import cluster
+
+    class GetTimeoutError(Exception):
+        pass
+
+    waited = []
+
+    def get(refs, timeout=None):
+        waited.append(timeout)
+        raise GetTimeoutError()
+
+    monkeypatch.setitem(sys.modules, "ray", SimpleNamespace(
+        put=lambda data: data, get=get, exceptions=SimpleNamespace(GetTimeoutError=GetTimeoutError)))
+    workers = cluster.Cluster(workers=1, gpus_per_task=0, task=SimpleNamespace(remote=lambda *args: "a result"))
+    state = SimpleNamespace(cfg=SimpleNamespace(test_path="test_fake.py", test_timeout_s=5.0, max_pairs=3))
+    with pytest.raises(KgitError, match=r"a Ray worker returned no result in 100 s; this round was not recorded"):
+        cluster.measure(workers, Repo(ws.root, ws.root / ".git"), state, ["the candidate's source"])
+    assert waited == [5.0 * (2 * 3 + 2) + 60]
