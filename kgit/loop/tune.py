@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from kgit import config, device
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
-from kgit.git.run import Repo
+from kgit.git.run import Repo, cat_blobs
 from kgit.loop import cluster, steps, testing
 from kgit.model import search
 from kgit.model.constraints import Constraint
@@ -279,11 +279,14 @@ def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]],
     """(configuration tried, configuration it was tried from, kept, score) for every step so far, from git.
 
     The score is the log of the recorded figure (higher is better), None for a step that failed."""
-    measured = []
+    names = []  # the kernel as each step tried it, and as it was before: all read by one git process
     for commit, record in records:
-        tried = read.file_at(repo, kernel_path, commit)
         # The baseline was measured too: it counts as tried from itself, a change of nothing.
-        origin = tried if record.iteration == 0 or record.base is None else read.file_at(repo, kernel_path, record.base)
+        origin = commit if record.iteration == 0 or record.base is None else record.base
+        names += [f"{commit}:{kernel_path}", f"{origin}:{kernel_path}"]
+    texts = cat_blobs(repo, names)  # a file or commit that is not here reads as empty text
+    measured = []
+    for (_, record), tried, origin in zip(records, texts[::2], texts[1::2]):
         try:
             failed = record.status is Status.FAILED or record.correctness is False
             score = None if failed else search.score_of(record.value, lower_is_better)
@@ -293,5 +296,5 @@ def _measured(repo: Repo, kernel_path: str, records: list[tuple[str, Record]],
                                          read_tunables(origin, kernel_path, check_config=False).config,
                                          record.kept, score))
         except (KgitError, TypeError):
-            continue  # a hand edit that broke or removed the literals: nothing to learn from it
+            continue  # a hand edit that broke or removed the literals (or the file): nothing to learn from it
     return measured
