@@ -23,9 +23,18 @@ PLAN = {
                  {"BLOCK_SIZE": 16384, "num_warps": 16}, {"BLOCK_SIZE": 2048, "num_warps": 4}], LONG),
     "rmsnorm": ([{"BLOCK_SIZE": 4096, "num_warps": 4, "PERSISTENT": 0}, {"BLOCK_SIZE": 8192, "num_warps": 8},
                  {"BLOCK_SIZE": 16384, "num_warps": 16}], LONG),
-    "cross-entropy": ([{"num_stages": 1}, {"num_stages": 3}, {"BLOCK_SIZE": 2048, "num_warps": 4},
-                       {"BLOCK_SIZE": 8192, "num_warps": 4, "CHUNK": 16384}],
-                      [(131072, 1024), (32768, 4096), (512, 262144), (8192, 128256)]),
+    "cross-entropy": ([{"BLOCK_SIZE": 4096, "num_warps": 4}, {"BLOCK_SIZE": 8192, "num_warps": 4},
+                       {"BLOCK_SIZE": 8192, "num_warps": 8}, {"BLOCK_SIZE": 16384, "num_warps": 8},
+                       {"BLOCK_SIZE": 16384, "num_warps": 16}, {"BLOCK_SIZE": 4096, "num_warps": 8},
+                       {"BLOCK_SIZE": 2048, "num_warps": 4}, {"BLOCK_SIZE": 8192, "num_warps": 8, "num_stages": 2},
+                       {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 2}],
+                      [(131072, 1024), (32768, 4096), (8192, 16384), (8192, 128256)]),
+    "layernorm": ([{"BLOCK_SIZE": 4096, "num_warps": 4, "PERSISTENT": 0}, {"BLOCK_SIZE": 4096, "num_warps": 8, "PERSISTENT": 0},
+                   {"BLOCK_SIZE": 4096, "num_warps": 4, "PERSISTENT": 1, "num_stages": 2},
+                   {"BLOCK_SIZE": 8192, "num_warps": 8, "PERSISTENT": 1, "num_stages": 2},
+                   {"BLOCK_SIZE": 8192, "num_warps": 8, "PERSISTENT": 0}, {"BLOCK_SIZE": 4096, "num_warps": 16, "PERSISTENT": 0},
+                   {"BLOCK_SIZE": 8192, "num_warps": 4, "PERSISTENT": 1, "num_stages": 3}],
+                  [(131072, 1024), (32768, 4096)]),
 }
 
 

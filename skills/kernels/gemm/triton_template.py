@@ -6,8 +6,8 @@ The math, per output element:
 How the kernel computes it (see SKILL.md for why):
   * C is cut into BLOCK_M x BLOCK_N tiles; a tile walks K in BLOCK_K steps:
         acc += A[m0:m0+BM, k0:k0+BK] @ B[k0:k0+BK, n0:n0+BN]      (tl.dot -> wgmma on Hopper)
-  * Hopper: the tiles arrive through TMA descriptors (tl.make_tensor_descriptor), num_stages deep in
-    shared memory; out-of-range rows/columns read as zero, so ragged M, N, K need no masks.
+  * Hopper: the tiles arrive through TMA descriptors (made on the host: TensorDescriptor), num_stages
+    deep in shared memory; out-of-range rows/columns read as zero, so ragged M, N, K need no masks.
   * Persistent: min(#SMs, #tiles) programs each loop over tiles tile_id = pid, pid + #SMs, ...;
     with flatten=True the compiler software-pipelines across tile boundaries (the next tile's loads
     overlap this tile's epilogue).
@@ -27,6 +27,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
           "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
@@ -51,10 +52,13 @@ CONFIG_CONSTRAINTS = [
 # Measured on the H200 (experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
 # non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
 # fits 4 stages (4 x 48 KB of A/B tiles + a 32 KB half-tile of C). Small outputs need small tiles.
+# At 1024^3 on the H200 (experiments/gemm-sizes-h200/) the pointer kernel's 64x128 tiles (128
+# programs) led at 0.90-0.92x cuBLAS with spreads under 1%; the TMA kernel's small tiles ran 0.2-0.8x,
+# with spreads up to 50%.
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
-    {"BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
-    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
-    {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "PERSISTENT": 0, "USE_TMA": 0},
+    {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0, "USE_TMA": 0},
 ]
 
 
@@ -85,15 +89,10 @@ def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 
 
 @triton.jit
-def gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
-    # TMA descriptors: shape and strides of the whole matrix, the box each load/store moves.
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
-                                       block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
+def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
+                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -116,6 +115,19 @@ def gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_c
             b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
         _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+
+
+@triton.jit
+def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
+                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+    # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
+    # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
+    # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
+    # one at 2048^3 (experiments/gemm-sizes-h200/).
+    _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
+                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
 
 
 @triton.jit
@@ -143,7 +155,6 @@ def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
-_ALLOCATOR_SET = False
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
@@ -172,7 +183,6 @@ def _tma_ok(a, b, c) -> bool:
 
 
 def _launch(a, b, c, cfg):
-    global _ALLOCATOR_SET
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
@@ -180,16 +190,14 @@ def _launch(a, b, c, cfg):
     last_config.clear()
     last_config.update(cfg)
     if cfg["USE_TMA"] and _tma_ok(a, b, c):
-        if not _ALLOCATOR_SET:
-            triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
-            _ALLOCATOR_SET = True
         programs = min(_num_sms(a.device), tiles) if cfg["PERSISTENT"] else tiles
-        gemm_tma_kernel[(programs,)](
-            a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=programs,
-            PERSISTENT=cfg["PERSISTENT"], FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"],
-            EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"],
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=programs,
+                      PERSISTENT=cfg["PERSISTENT"], FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"],
+                      EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], num_warps=cfg["num_warps"],
+                      num_stages=cfg["num_stages"])
+        c_block = [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN]
+        gemm_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BK, BN]),
+                                     TensorDescriptor.from_tensor(c, c_block), M, N, K, **consts)
     else:
         gemm_ptr_kernel[(tiles,)](
             a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
@@ -211,7 +219,9 @@ def _autotune(a, b, c):
         best, best_ms = None, float("inf")
         for cfg in _candidates(a.shape[0], b.shape[1], a.device):
             try:
-                ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg), warmup=5, rep=20, return_mode="median")
+                # 25 ms of warm-up: with 5, the first candidate ran before the clocks rose and 1024^3
+                # kept a 0.36x configuration (experiments/gemm-sizes-h200/)
+                ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg), warmup=25, rep=20, return_mode="median")
             except Exception:  # a candidate that does not fit (shared memory, compiler) is skipped
                 continue
             if ms < best_ms:

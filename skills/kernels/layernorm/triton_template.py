@@ -45,6 +45,8 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+STREAMED_MIN = 1 << 62
+STREAMED = {"BLOCK_N": 8192, "num_warps": 16, "num_stages": 3, "REVERSE": 1}
 
 
 def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -99,8 +101,11 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
     n_teams = G // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    # w's and b's chunks and the two rows a program holds stay in the storage dtype, converted to fp32
+    # where they are used: in 16 bits that halves their registers, so twice the programs fit on an SM
+    # and twice the bytes are in flight (see _softmax_split).
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0)
+    b = tl.load(b_ptr + cols, mask=ok, other=0.0)
     n_here = tl.minimum(N - part * BLOCK_N, BLOCK_N).to(tl.float32)  # elements in this chunk
     slots = tl.arange(0, P_POW2)
     slot_ok = slots < P
@@ -109,9 +114,9 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
     team_flags = flag_ptr + team * P + slots
     exit_ptr = flag_ptr + G + team
 
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
-    cmean = tl.sum(xf, axis=0) / n_here
-    cd = tl.where(ok, xf - cmean, 0.0)
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0)
+    cmean = tl.sum(xf.to(tl.float32), axis=0) / n_here
+    cd = tl.where(ok, xf.to(tl.float32) - cmean, 0.0)
     tl.store(ws_ptr + (team * 4 * P + part) * 2, cmean)
     tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, tl.sum(cd * cd, axis=0))
     tl.debug_barrier()
@@ -119,9 +124,9 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
     it = 0
     for row in range(team, M, n_teams):
         nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
-        nmean = tl.sum(xn, axis=0) / n_here
-        nd = tl.where(ok, xn - nmean, 0.0)
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0)
+        nmean = tl.sum(xn.to(tl.float32), axis=0) / n_here
+        nd = tl.where(ok, xn.to(tl.float32) - nmean, 0.0)
         nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
         tl.store(nbuf, nmean)
         tl.store(nbuf + 1, tl.sum(nd * nd, axis=0))
@@ -140,7 +145,7 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
         mean = tl.sum(pmean * n_slot, axis=0) / N
         dm = pmean - mean
         rstd = 1.0 / tl.sqrt(tl.sum(pm2 + n_slot * dm * dm, axis=0) / N + eps)
-        y = (xf - mean) * rstd * w + b
+        y = (xf.to(tl.float32) - mean) * rstd * w.to(tl.float32) + b.to(tl.float32)
         tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
@@ -151,32 +156,48 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
 
 
 @triton.jit
-def _layernorm_looped(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr):
+def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
+                        BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, REVERSE: tl.constexpr):
+    # One program per row, two passes in BLOCK_N chunks. Pass 1 takes each
+    # chunk's mean and M2 (around the chunk's own mean, in registers) and merges
+    # them into the row's by Chan et al.'s rule:
+    #     n = n_a + n_b,  d = mean_b - mean_a,  mean = mean_a + d * n_b / n,
+    #     M2 = M2_a + M2_b + d^2 * n_a * n_b / n
+    # Pass 2 re-reads, normalizes and writes; with REVERSE it walks the chunks
+    # last to first, starting with those pass 1 read last, still in L2.
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
+    n_chunks = tl.cdiv(N, BLOCK_N)
     for row in range(pid, M, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
         y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-        # per-lane Welford: count, mean, M2
-        cnt = tl.zeros([BLOCK_N], tl.float32)
-        mean_v = tl.zeros([BLOCK_N], tl.float32)
-        m2_v = tl.zeros([BLOCK_N], tl.float32)
-        for start in range(0, N, BLOCK_N):
-            ok = start + offs < N
-            x = tl.load(x_row + start + offs, mask=ok, other=0.0).to(tl.float32)
-            cnt += ok.to(tl.float32)
-            delta = tl.where(ok, x - mean_v, 0.0)
-            mean_v += delta / tl.maximum(cnt, 1.0)
-            m2_v += tl.where(ok, delta * (x - mean_v), 0.0)
-        mean = tl.sum(mean_v * cnt, axis=0) / N
-        dm = mean_v - mean
-        rstd = 1.0 / tl.sqrt(tl.sum(m2_v + cnt * dm * dm, axis=0) / N + eps)
-        for start in range(0, N, BLOCK_N):
-            ok = start + offs < N
-            x = tl.load(x_row + start + offs, mask=ok, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + start + offs, mask=ok, other=0.0).to(tl.float32)
-            b = tl.load(b_ptr + start + offs, mask=ok, other=0.0).to(tl.float32)
-            tl.store(y_row + start + offs, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+        zero = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+        n, mean, m2 = zero, zero, zero
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            cols = c * BLOCK_N + offs
+            ok = cols < N
+            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            n_c = tl.minimum(N - c * BLOCK_N, BLOCK_N).to(tl.float32)
+            mean_c = tl.sum(x, axis=0) / n_c
+            d_c = tl.where(ok, x - mean_c, 0.0)
+            n_new = n + n_c
+            d = mean_c - mean
+            mean = mean + d * (n_c / n_new)
+            m2 = m2 + tl.sum(d_c * d_c, axis=0) + d * d * (n * n_c / n_new)
+            n = n_new
+        rstd = 1.0 / tl.sqrt(m2 / N + eps)
+        for i in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            if REVERSE:
+                c = n_chunks - 1 - i
+            else:
+                c = i
+            cols = c * BLOCK_N + offs
+            ok = cols < N
+            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+            tl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok,
+                     eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -258,6 +279,9 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y
+    if N >= STREAMED_MIN:
+        _launch_streamed(x2, w, b, y2, M, N, eps)
+        return y
     if N <= WHOLE_ROW_MAX:
         _layernorm_row[(M,)](x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                              num_warps=WHOLE_ROW_WARPS)
@@ -270,6 +294,12 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         if teams >= 1:
             _layernorm_split[(teams * P,)](*args, **consts, num_warps=num_warps, num_stages=1)
             return y
-    _layernorm_looped[(min(M, sms * 4),)](x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=block,
-                                          num_warps=num_warps)
+    _launch_streamed(x2, w, b, y2, M, N, eps)
     return y
+
+
+def _launch_streamed(x2, w, b, y2, M, N, eps):
+    st = STREAMED
+    _layernorm_streamed[(M,)](x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps,
+                        BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
+                        REVERSE=st["REVERSE"], num_warps=st["num_warps"], num_stages=st["num_stages"])

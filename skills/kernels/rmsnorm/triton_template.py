@@ -41,6 +41,8 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+STREAMED_MIN = 1 << 62
+STREAMED = {"BLOCK_N": 8192, "num_warps": 16, "num_stages": 3, "REVERSE": 1}
 
 
 def rmsnorm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -78,6 +80,12 @@ def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.co
 
 
 @triton.jit
+def _square(x):
+    x = x.to(tl.float32)
+    return x * x
+
+
+@triton.jit
 def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y, eps,
                    BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
     # The exchange protocol of the softmax template's _softmax_split: publish
@@ -90,22 +98,25 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
     n_teams = G // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)  # this program's chunk of w, for every row
+    # w's chunk and the two rows a program holds stay in the storage dtype, converted to fp32 where they
+    # are used: in 16 bits that halves their registers, so twice the programs fit on an SM and twice the
+    # bytes are in flight (see _softmax_split).
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0)  # this program's chunk of w, for every row
     slots = tl.arange(0, P_POW2)
     slot_ok = slots < P
     my_flag = flag_ptr + pid
     team_flags = flag_ptr + team * P + slots
     exit_ptr = flag_ptr + G + team
 
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
-    tl.store(ws_ptr + team * 4 * P + part, tl.sum(xf * xf, axis=0))
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0)
+    tl.store(ws_ptr + team * 4 * P + part, tl.sum(_square(xf), axis=0))
     tl.debug_barrier()
     tl.atomic_xchg(my_flag, 1, sem="release")
     it = 0
     for row in range(team, M, n_teams):
         nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
-        tl.store(ws_ptr + (team * 4 + (it + 1) % 4) * P + part, tl.sum(xn * xn, axis=0))
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0)
+        tl.store(ws_ptr + (team * 4 + (it + 1) % 4) * P + part, tl.sum(_square(xn), axis=0))
         tl.debug_barrier()
         tl.atomic_xchg(my_flag, it + 2, sem="release")
         f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
@@ -116,7 +127,8 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
         tl.debug_barrier()
         sumsq = tl.sum(tl.load(ws_ptr + (team * 4 + it % 4) * P + slots, mask=slot_ok, other=0.0, volatile=True), axis=0)
         rstd = 1.0 / tl.sqrt(sumsq / N + eps)
-        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, (xf * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, (xf.to(tl.float32) * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty),
+                 mask=ok)
         xf = xn
         it += 1
     done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
@@ -126,22 +138,34 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
 
 
 @triton.jit
-def _rmsnorm_looped(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr):
+def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
+                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, REVERSE: tl.constexpr):
+    # One program per row, two passes in BLOCK_N chunks: the sum of squares, then
+    # re-read, scale and write. With REVERSE pass 2 walks the chunks last to
+    # first, starting with those pass 1 read last, still in L2 (as in the
+    # softmax template's _softmax_streamed).
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
+    n_chunks = tl.cdiv(N, BLOCK_N)
     for row in range(pid, M, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
         y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
         acc = tl.zeros([BLOCK_N], tl.float32)
-        for start in range(0, N, BLOCK_N):
-            x = tl.load(x_row + start + offs, mask=start + offs < N, other=0.0).to(tl.float32)
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            cols = c * BLOCK_N + offs
+            x = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(tl.float32)
             acc += x * x
         rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-        for start in range(0, N, BLOCK_N):
-            ok = start + offs < N
-            x = tl.load(x_row + start + offs, mask=ok, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + start + offs, mask=ok, other=0.0).to(tl.float32)
-            tl.store(y_row + start + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
+        for i in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            if REVERSE:
+                c = n_chunks - 1 - i
+            else:
+                c = i
+            cols = c * BLOCK_N + offs
+            ok = cols < N
+            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+            tl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -223,6 +247,9 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         _rmsnorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                num_stages=num_stages)
         return y
+    if N >= STREAMED_MIN:
+        _launch_streamed(x2, w, y2, M, N, eps)
+        return y
     if N <= WHOLE_ROW_MAX:
         _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
@@ -235,6 +262,12 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         if teams >= 1:
             _rmsnorm_split[(teams * P,)](*args, **consts, num_warps=num_warps, num_stages=1)
             return y
-    _rmsnorm_looped[(min(M, sms * 4),)](x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=block,
-                                        num_warps=num_warps)
+    _launch_streamed(x2, w, y2, M, N, eps)
     return y
+
+
+def _launch_streamed(x2, w, y2, M, N, eps):
+    st = STREAMED
+    _rmsnorm_streamed[(M,)](x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps,
+                        BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
+                        REVERSE=st["REVERSE"], num_warps=st["num_warps"], num_stages=st["num_stages"])

@@ -65,6 +65,8 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+STREAMED_MIN = 1 << 62
+STREAMED = {"BLOCK_N": 8192, "num_warps": 16, "num_stages": 3, "REVERSE": 1}
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -112,6 +114,11 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
     # for its siblings' row-i partials, so the wait overlaps a whole chunk load.
     # A program can then be up to 3 rows ahead of a sibling that is still
     # reading, hence 4 buffers of partials (indexed by iteration % 4).
+    # The two rows a program holds stay in the storage dtype, converted to fp32
+    # element by element where they are used: in 16 bits that halves the
+    # registers they take, so twice the programs fit on an SM and twice the
+    # bytes are in flight (the 16-bit long rows were bound by exactly that:
+    # 25% occupancy, experiments/worst-shapes-h200/).
     pid = tl.program_id(0)
     G = tl.num_programs(0)
     team = pid // P
@@ -126,9 +133,9 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
     exit_ptr = flag_ptr + G + team
 
     # row `team` (< M: the launcher never makes more teams than rows)
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
-    m = tl.max(xf, axis=0)
-    s = tl.sum(tl.exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0)
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf"))
+    m = tl.max(xf, axis=0).to(tl.float32)
+    s = tl.sum(tl.exp(xf.to(tl.float32) - tl.where(m == -float("inf"), 0.0, m)), axis=0)
     tl.store(ws_ptr + (team * 4 * P + part) * 2, m)
     tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, s)
     tl.debug_barrier()  # every thread's stores happen before the release below
@@ -138,10 +145,9 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
     for row in range(team, M, n_teams):
         # next row: load, reduce, publish (a row past M publishes (-inf, 0), unused)
         nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M),
-                     other=-float("inf")).to(tl.float32)
-        mn = tl.max(xn, axis=0)
-        sn = tl.sum(tl.exp(xn - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # a chunk of only -inf: 0
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=-float("inf"))
+        mn = tl.max(xn, axis=0).to(tl.float32)
+        sn = tl.sum(tl.exp(xn.to(tl.float32) - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # only -inf: 0
         nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
         tl.store(nbuf, mn)
         tl.store(nbuf + 1, sn)
@@ -160,7 +166,7 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
         gm = tl.max(pm, axis=0)
         inv = 1.0 / tl.sum(ps * tl.exp(pm - gm), axis=0)
         tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols,
-                 (tl.exp(xf - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
+                 (tl.exp(xf.to(tl.float32) - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
     # leave the flags at zero for the next launch: the last program of the
@@ -172,29 +178,40 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
 
 
 @triton.jit
-def _softmax_looped(x_ptr, y_ptr, M, N, stride_x, stride_y, BLOCK_N: tl.constexpr):
+def _softmax_streamed(x_ptr, y_ptr, M, N, stride_x, stride_y,
+                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, REVERSE: tl.constexpr):
+    # One program per row, two passes over it in BLOCK_N chunks. Pass 1 keeps a
+    # running (max, sum), the sum rescaled by exp(old max - new max) when the max
+    # grows. Pass 2 re-reads the row and writes it; with REVERSE it walks the
+    # chunks last to first, so that it starts with those pass 1 read last, which
+    # are still in L2: DRAM sees close to one read and one write.
     pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK_N)
-    for row in range(pid, M, nprog):
+    n_chunks = tl.cdiv(N, BLOCK_N)
+    for row in range(pid, M, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
         y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-        # pass 1: per-lane online max and rescaled sum
-        m_vec = tl.full([BLOCK_N], -float("inf"), tl.float32)
-        s_vec = tl.zeros([BLOCK_N], tl.float32)
-        for start in range(0, N, BLOCK_N):
-            x = tl.load(x_row + start + offs, mask=start + offs < N, other=-float("inf")).to(tl.float32)
-            new_m = tl.maximum(m_vec, x)
-            safe = tl.where(new_m == -float("inf"), 0.0, new_m)
-            s_vec = s_vec * tl.exp(m_vec - safe) + tl.exp(x - safe)
-            m_vec = new_m
-        m = tl.max(m_vec, axis=0)
-        inv = 1.0 / tl.sum(s_vec * tl.exp(m_vec - m), axis=0)
-        # pass 2: re-read, normalize, write
-        for start in range(0, N, BLOCK_N):
-            ok = start + offs < N
-            x = tl.load(x_row + start + offs, mask=ok, other=-float("inf")).to(tl.float32)
-            tl.store(y_row + start + offs, (tl.exp(x - m) * inv).to(y_ptr.dtype.element_ty), mask=ok)
+        m = tl.max(tl.full([BLOCK_N], -float("inf"), tl.float32), axis=0)
+        s = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            cols = c * BLOCK_N + offs
+            x = tl.load(x_row + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last")
+            x = x.to(tl.float32)
+            new_m = tl.maximum(m, tl.max(x, axis=0))
+            safe = tl.where(new_m == -float("inf"), 0.0, new_m)  # a chunk of only -inf adds 0
+            s = s * tl.exp(m - safe) + tl.sum(tl.exp(x - safe), axis=0)
+            m = new_m
+        inv = 1.0 / s
+        for i in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            if REVERSE:
+                c = n_chunks - 1 - i
+            else:
+                c = i
+            cols = c * BLOCK_N + offs
+            ok = cols < N
+            x = tl.load(x_row + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+            tl.store(y_row + cols, (tl.exp(x - m) * inv).to(y_ptr.dtype.element_ty), mask=ok,
+                     eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -287,6 +304,10 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
+    if N >= STREAMED_MIN:
+        _launch_streamed(x2, y2, M, N)
+        return y
+
     if N <= WHOLE_ROW_MAX:
         _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
@@ -302,6 +323,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
             _softmax_split[(teams * P,)](*args, **consts, num_warps=num_warps, num_stages=1)
             return y
 
-    grid = (min(M, sms * 4),)
-    _softmax_looped[grid](x2, y2, M, N, x2.stride(0), y2.stride(0), BLOCK_N=block, num_warps=num_warps)
+    _launch_streamed(x2, y2, M, N)
     return y
+
+
+def _launch_streamed(x2, y2, M, N):
+    st = STREAMED
+    _softmax_streamed[(M,)](x2, y2, M, N, x2.stride(0), y2.stride(0), BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)),
+                            NUM_STAGES=st["num_stages"], REVERSE=st["REVERSE"],
+                            num_warps=st["num_warps"], num_stages=st["num_stages"])
