@@ -15,11 +15,13 @@ Same structure as the softmax template:
   _layernorm_rows   whole rows <= BLOCK_SIZE, a tile of rows per program.
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop.
-  _layernorm_split  longer rows over P co-resident programs exchanging their
-                    chunk's (mean, M2) through a tiny workspace (atomic counter,
-                    bounded spin): one read, one write.
-  _layernorm_looped fallback (interpreter; P beyond capacity): per-lane Welford
-                    over the row, then a second pass that re-reads: 1.5x traffic.
+  _layernorm_split  longer fp32 rows over P co-resident programs exchanging
+                    their chunk's (mean, M2) through a tiny workspace (atomic
+                    counter, bounded spin): one read, one write.
+  _layernorm_streamed longer 16-bit rows (and any in the interpreter; P beyond
+                    capacity): one program per row, chunks' (mean, M2) merged
+                    over pipelined chunks, then a second pass that re-reads:
+                    1.5x traffic, yet faster than the team in 16 bits.
 """
 
 import os
@@ -45,8 +47,11 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
-STREAMED_MIN = 1 << 62
-STREAMED = {"BLOCK_N": 8192, "num_warps": 16, "num_stages": 3, "REVERSE": 1}
+# Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
+# them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
+# 65536-262144 (experiments/long-rows-h200/run2): in bf16 layernorm 60-67% against 34-37%; in fp32 the team leads
+# (softmax 72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
+STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
 
 
 def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -101,11 +106,8 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
     n_teams = G // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
-    # w's and b's chunks and the two rows a program holds stay in the storage dtype, converted to fp32
-    # where they are used: in 16 bits that halves their registers, so twice the programs fit on an SM
-    # and twice the bytes are in flight (see _softmax_split).
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0)
-    b = tl.load(b_ptr + cols, mask=ok, other=0.0)
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
     n_here = tl.minimum(N - part * BLOCK_N, BLOCK_N).to(tl.float32)  # elements in this chunk
     slots = tl.arange(0, P_POW2)
     slot_ok = slots < P
@@ -114,9 +116,9 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
     team_flags = flag_ptr + team * P + slots
     exit_ptr = flag_ptr + G + team
 
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0)
-    cmean = tl.sum(xf.to(tl.float32), axis=0) / n_here
-    cd = tl.where(ok, xf.to(tl.float32) - cmean, 0.0)
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    cmean = tl.sum(xf, axis=0) / n_here
+    cd = tl.where(ok, xf - cmean, 0.0)
     tl.store(ws_ptr + (team * 4 * P + part) * 2, cmean)
     tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, tl.sum(cd * cd, axis=0))
     tl.debug_barrier()
@@ -124,9 +126,9 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
     it = 0
     for row in range(team, M, n_teams):
         nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0)
-        nmean = tl.sum(xn.to(tl.float32), axis=0) / n_here
-        nd = tl.where(ok, xn.to(tl.float32) - nmean, 0.0)
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
+        nmean = tl.sum(xn, axis=0) / n_here
+        nd = tl.where(ok, xn - nmean, 0.0)
         nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
         tl.store(nbuf, nmean)
         tl.store(nbuf + 1, tl.sum(nd * nd, axis=0))
@@ -145,7 +147,7 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
         mean = tl.sum(pmean * n_slot, axis=0) / N
         dm = pmean - mean
         rstd = 1.0 / tl.sqrt(tl.sum(pm2 + n_slot * dm * dm, axis=0) / N + eps)
-        y = (xf.to(tl.float32) - mean) * rstd * w.to(tl.float32) + b.to(tl.float32)
+        y = (xf - mean) * rstd * w + b
         tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
@@ -157,14 +159,14 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
 
 @triton.jit
 def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
-                        BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, REVERSE: tl.constexpr):
+                        BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes in BLOCK_N chunks. Pass 1 takes each
     # chunk's mean and M2 (around the chunk's own mean, in registers) and merges
     # them into the row's by Chan et al.'s rule:
     #     n = n_a + n_b,  d = mean_b - mean_a,  mean = mean_a + d * n_b / n,
     #     M2 = M2_a + M2_b + d^2 * n_a * n_b / n
-    # Pass 2 re-reads, normalizes and writes; with REVERSE it walks the chunks
-    # last to first, starting with those pass 1 read last, still in L2.
+    # Pass 2 re-reads, normalizes and writes (see the softmax template's
+    # _softmax_streamed).
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
@@ -186,11 +188,7 @@ def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, ep
             m2 = m2 + tl.sum(d_c * d_c, axis=0) + d * d * (n * n_c / n_new)
             n = n_new
         rstd = 1.0 / tl.sqrt(m2 / N + eps)
-        for i in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            if REVERSE:
-                c = n_chunks - 1 - i
-            else:
-                c = i
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
             cols = c * BLOCK_N + offs
             ok = cols < N
             x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
@@ -279,14 +277,11 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y
-    if N >= STREAMED_MIN:
-        _launch_streamed(x2, w, b, y2, M, N, eps)
-        return y
     if N <= WHOLE_ROW_MAX:
         _layernorm_row[(M,)](x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                              num_warps=WHOLE_ROW_WARPS)
         return y
-    if not _interpreting():
+    if x.element_size() == 4 and not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)
         args = (x2, w, b, y2, ws, sync, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
@@ -302,4 +297,4 @@ def _launch_streamed(x2, w, b, y2, M, N, eps):
     st = STREAMED
     _layernorm_streamed[(M,)](x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps,
                         BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
-                        REVERSE=st["REVERSE"], num_warps=st["num_warps"], num_stages=st["num_stages"])
+                        num_warps=st["num_warps"], num_stages=st["num_stages"])

@@ -11,11 +11,13 @@ Same structure as the softmax template (see its docstring):
                   per program, persistent grid: one read, one write.
   _rmsnorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop.
-  _rmsnorm_split  longer rows split over P co-resident programs that exchange
-                  their partial sum of squares through a tiny global workspace
-                  (atomic counter, bounded spin): still one read, one write.
-  _rmsnorm_looped fallback (interpreter; P beyond capacity): sum of squares
-                  over the row, then a second pass that re-reads: 1.5x traffic.
+  _rmsnorm_split  longer fp32 rows split over P co-resident programs that
+                  exchange their partial sum of squares through a tiny global
+                  workspace (atomic counter, bounded spin): one read, one write.
+  _rmsnorm_streamed longer 16-bit rows (and any in the interpreter; P beyond
+                  capacity): one program per row, the sum of squares over
+                  pipelined chunks, then a second pass that re-reads: 1.5x
+                  traffic, yet faster than the team in 16 bits (see STREAMED).
 """
 
 import os
@@ -41,8 +43,11 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
-STREAMED_MIN = 1 << 62
-STREAMED = {"BLOCK_N": 8192, "num_warps": 16, "num_stages": 3, "REVERSE": 1}
+# Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
+# them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
+# 65536-262144 (experiments/long-rows-h200/run2): in bf16 rmsnorm 62-74% against 62-67%; in fp32 the team leads
+# (softmax 72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
+STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
 
 
 def rmsnorm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -80,12 +85,6 @@ def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.co
 
 
 @triton.jit
-def _square(x):
-    x = x.to(tl.float32)
-    return x * x
-
-
-@triton.jit
 def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y, eps,
                    BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
     # The exchange protocol of the softmax template's _softmax_split: publish
@@ -98,25 +97,22 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
     n_teams = G // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
-    # w's chunk and the two rows a program holds stay in the storage dtype, converted to fp32 where they
-    # are used: in 16 bits that halves their registers, so twice the programs fit on an SM and twice the
-    # bytes are in flight (see _softmax_split).
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0)  # this program's chunk of w, for every row
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)  # this program's chunk of w, for every row
     slots = tl.arange(0, P_POW2)
     slot_ok = slots < P
     my_flag = flag_ptr + pid
     team_flags = flag_ptr + team * P + slots
     exit_ptr = flag_ptr + G + team
 
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0)
-    tl.store(ws_ptr + team * 4 * P + part, tl.sum(_square(xf), axis=0))
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    tl.store(ws_ptr + team * 4 * P + part, tl.sum(xf * xf, axis=0))
     tl.debug_barrier()
     tl.atomic_xchg(my_flag, 1, sem="release")
     it = 0
     for row in range(team, M, n_teams):
         nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0)
-        tl.store(ws_ptr + (team * 4 + (it + 1) % 4) * P + part, tl.sum(_square(xn), axis=0))
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
+        tl.store(ws_ptr + (team * 4 + (it + 1) % 4) * P + part, tl.sum(xn * xn, axis=0))
         tl.debug_barrier()
         tl.atomic_xchg(my_flag, it + 2, sem="release")
         f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
@@ -127,8 +123,7 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
         tl.debug_barrier()
         sumsq = tl.sum(tl.load(ws_ptr + (team * 4 + it % 4) * P + slots, mask=slot_ok, other=0.0, volatile=True), axis=0)
         rstd = 1.0 / tl.sqrt(sumsq / N + eps)
-        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, (xf.to(tl.float32) * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty),
-                 mask=ok)
+        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, (xf * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
     done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
@@ -139,11 +134,9 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
 
 @triton.jit
 def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
-                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, REVERSE: tl.constexpr):
+                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes in BLOCK_N chunks: the sum of squares, then
-    # re-read, scale and write. With REVERSE pass 2 walks the chunks last to
-    # first, starting with those pass 1 read last, still in L2 (as in the
-    # softmax template's _softmax_streamed).
+    # re-read, scale and write (see the softmax template's _softmax_streamed).
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
@@ -156,11 +149,7 @@ def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
             x = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(tl.float32)
             acc += x * x
         rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-        for i in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            if REVERSE:
-                c = n_chunks - 1 - i
-            else:
-                c = i
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
             cols = c * BLOCK_N + offs
             ok = cols < N
             x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
@@ -247,14 +236,11 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         _rmsnorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                num_stages=num_stages)
         return y
-    if N >= STREAMED_MIN:
-        _launch_streamed(x2, w, y2, M, N, eps)
-        return y
     if N <= WHOLE_ROW_MAX:
         _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
         return y
-    if not _interpreting():
+    if x.element_size() == 4 and not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)
         args = (x2, w, y2, ws, sync, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
@@ -270,4 +256,4 @@ def _launch_streamed(x2, w, y2, M, N, eps):
     st = STREAMED
     _rmsnorm_streamed[(M,)](x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps,
                         BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
-                        REVERSE=st["REVERSE"], num_warps=st["num_warps"], num_stages=st["num_stages"])
+                        num_warps=st["num_warps"], num_stages=st["num_stages"])

@@ -18,7 +18,7 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   software-pipelined (num_stages) behind the current one.
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
-  _softmax_split  longer rows: a row is split over P = ceil(N / BLOCK_SIZE)
+  _softmax_split  longer fp32 rows: a row is split over P = ceil(N / BLOCK_SIZE)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
                   sum) to a small global workspace with a flag (release
@@ -31,10 +31,13 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   programs are co-resident and the wait cannot deadlock; the
                   spin is bounded anyway (a broken invariant gives wrong
                   output, which the harness catches, never a hang).
-  _softmax_looped fallback (Triton's interpreter runs programs one after the
-                  other, so a team would wait forever; or P beyond the GPU's
-                  capacity): an online max/sum pass over the row, then a second
-                  pass that re-reads it and writes: 1.5x the minimal traffic.
+  _softmax_streamed longer 16-bit rows (and every longer row in Triton's
+                  interpreter, which runs programs one after the other, so a
+                  team would wait forever; or P beyond the GPU's capacity): one
+                  program per row, an online max/sum pass over the row in
+                  pipelined chunks, then a second pass that re-reads it and
+                  writes: 1.5x the minimal traffic, yet faster than the team in
+                  16 bits (see STREAMED for the figures).
 
 Tunables (a tuner rewrites CONFIG with ast: keep it a literal):
   BLOCK_SIZE  elements one program holds in registers (tile or chunk)
@@ -65,8 +68,11 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
-STREAMED_MIN = 1 << 62
-STREAMED = {"BLOCK_N": 8192, "num_warps": 16, "num_stages": 3, "REVERSE": 1}
+# Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
+# them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
+# 65536-262144 (experiments/long-rows-h200/run2): in bf16 softmax 55-64% of copy against 44-48% for the team; in fp32 the team leads
+# (softmax 72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
+STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -114,11 +120,6 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
     # for its siblings' row-i partials, so the wait overlaps a whole chunk load.
     # A program can then be up to 3 rows ahead of a sibling that is still
     # reading, hence 4 buffers of partials (indexed by iteration % 4).
-    # The two rows a program holds stay in the storage dtype, converted to fp32
-    # element by element where they are used: in 16 bits that halves the
-    # registers they take, so twice the programs fit on an SM and twice the
-    # bytes are in flight (the 16-bit long rows were bound by exactly that:
-    # 25% occupancy, experiments/worst-shapes-h200/).
     pid = tl.program_id(0)
     G = tl.num_programs(0)
     team = pid // P
@@ -133,9 +134,9 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
     exit_ptr = flag_ptr + G + team
 
     # row `team` (< M: the launcher never makes more teams than rows)
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf"))
-    m = tl.max(xf, axis=0).to(tl.float32)
-    s = tl.sum(tl.exp(xf.to(tl.float32) - tl.where(m == -float("inf"), 0.0, m)), axis=0)
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
+    m = tl.max(xf, axis=0)
+    s = tl.sum(tl.exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0)
     tl.store(ws_ptr + (team * 4 * P + part) * 2, m)
     tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, s)
     tl.debug_barrier()  # every thread's stores happen before the release below
@@ -145,9 +146,10 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
     for row in range(team, M, n_teams):
         # next row: load, reduce, publish (a row past M publishes (-inf, 0), unused)
         nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=-float("inf"))
-        mn = tl.max(xn, axis=0).to(tl.float32)
-        sn = tl.sum(tl.exp(xn.to(tl.float32) - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # only -inf: 0
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M),
+                     other=-float("inf")).to(tl.float32)
+        mn = tl.max(xn, axis=0)
+        sn = tl.sum(tl.exp(xn - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # a chunk of only -inf: 0
         nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
         tl.store(nbuf, mn)
         tl.store(nbuf + 1, sn)
@@ -166,7 +168,7 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
         gm = tl.max(pm, axis=0)
         inv = 1.0 / tl.sum(ps * tl.exp(pm - gm), axis=0)
         tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols,
-                 (tl.exp(xf.to(tl.float32) - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
+                 (tl.exp(xf - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
     # leave the flags at zero for the next launch: the last program of the
@@ -179,12 +181,14 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
 
 @triton.jit
 def _softmax_streamed(x_ptr, y_ptr, M, N, stride_x, stride_y,
-                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, REVERSE: tl.constexpr):
+                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes over it in BLOCK_N chunks. Pass 1 keeps a
     # running (max, sum), the sum rescaled by exp(old max - new max) when the max
-    # grows. Pass 2 re-reads the row and writes it; with REVERSE it walks the
-    # chunks last to first, so that it starts with those pass 1 read last, which
-    # are still in L2: DRAM sees close to one read and one write.
+    # grows. Pass 2 re-reads the row and writes it: 1.5x the minimal traffic,
+    # as the second read mostly misses L2 at these sizes (on the H200, walking
+    # pass 2 last chunk first, to start with what pass 1 left in L2, changed
+    # nothing). Pipelined loads (num_stages) keep enough bytes in flight, which
+    # the 16-bit team could not (experiments/worst-shapes-h200/).
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
@@ -202,11 +206,7 @@ def _softmax_streamed(x_ptr, y_ptr, M, N, stride_x, stride_y,
             s = s * tl.exp(m - safe) + tl.sum(tl.exp(x - safe), axis=0)
             m = new_m
         inv = 1.0 / s
-        for i in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            if REVERSE:
-                c = n_chunks - 1 - i
-            else:
-                c = i
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
             cols = c * BLOCK_N + offs
             ok = cols < N
             x = tl.load(x_row + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
@@ -304,16 +304,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
-    if N >= STREAMED_MIN:
-        _launch_streamed(x2, y2, M, N)
-        return y
-
     if N <= WHOLE_ROW_MAX:
         _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
         return y
 
-    if not _interpreting():
+    if x.element_size() == 4 and not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)
         args = (x2, y2, ws, sync, M, N, x2.stride(0), y2.stride(0))
         consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
@@ -330,5 +326,5 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 def _launch_streamed(x2, y2, M, N):
     st = STREAMED
     _softmax_streamed[(M,)](x2, y2, M, N, x2.stride(0), y2.stride(0), BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)),
-                            NUM_STAGES=st["num_stages"], REVERSE=st["REVERSE"],
+                            NUM_STAGES=st["num_stages"],
                             num_warps=st["num_warps"], num_stages=st["num_stages"])
