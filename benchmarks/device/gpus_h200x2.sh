@@ -23,7 +23,8 @@ for run in ${RUNS:-one two ray}; do
   python3 -m kgit start padded-copy > /dev/null 2>> "$OUT/log.txt"
   case $run in one) where=(--gpus 0);; two) where=(--gpus 0,1);; ray) where=(--ray local);; esac
   t0=$(date +%s.%N)
-  python3 -m kgit tune padded-copy "${where[@]}" --json > "$OUT/tune-$run.json" 2>> "$OUT/log.txt"
+  timeout "${RUN_LIMIT:-400}" python3 -m kgit tune padded-copy "${where[@]}" --json > "$OUT/tune-$run.json" \
+    2>> "$OUT/log.txt"
   t1=$(date +%s.%N)
   python3 -m kgit log >> "$OUT/logs.txt" 2>&1
   python3 - "$OUT/tune-$run.json" "$t0" "$t1" "${where[*]}" <<'PY' | tee -a "$OUT/summary.txt"
@@ -36,3 +37,5 @@ print(f"{sys.argv[4]}: {n} candidates in {wall:.1f} s = {3600 * n / wall:.0f} pe
 PY
   cd "$SRC"
 done
+# the Ray workers' own logs, for a worker that never answered (seen once on a single H200)
+[ -d /tmp/ray/session_latest/logs ] && tar -C /tmp/ray/session_latest -czf "$OUT/ray-logs.tgz" logs 2> /dev/null

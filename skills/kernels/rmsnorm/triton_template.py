@@ -11,13 +11,14 @@ Same structure as the softmax template (see its docstring):
                   per program, persistent grid: one read, one write.
   _rmsnorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop.
-  _rmsnorm_split  longer fp32 rows split over P co-resident programs that
-                  exchange their partial sum of squares through a tiny global
-                  workspace (atomic counter, bounded spin): one read, one write.
-  _rmsnorm_streamed longer 16-bit rows (and any in the interpreter; P beyond
+  _rmsnorm_split  longer fp32 rows, and 16-bit ones over 65536, split over P
+                  co-resident programs that exchange their partial sum of
+                  squares through a tiny global workspace (atomic counter,
+                  bounded spin): one read, one write.
+  _rmsnorm_streamed 16-bit rows of 32769-65536 (and any in the interpreter; P beyond
                   capacity): one program per row, the sum of squares over
                   pipelined chunks, then a second pass that re-reads: 1.5x
-                  traffic, yet faster than the team in 16 bits (see STREAMED).
+                  traffic, yet faster than the team there (see STREAMED).
 """
 
 import os
@@ -43,10 +44,14 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
-# Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
-# them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
-# 65536-262144 (experiments/long-rows-h200/run2): in bf16 rmsnorm 62-74% against 62-67%; in fp32 the team leads
-# (softmax 72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
+# Rows over WHOLE_ROW_MAX: fp32 ones, and 16-bit ones over STREAMED_16BIT_MAX, go to the split team;
+# 16-bit ones up to it to the streamed kernel (and all of them in the interpreter, where a team would
+# wait forever). Measured on the H200 (experiments/sweep-h200-2026-12-01/rmsnorm, against
+# experiments/sweep-h200/rmsnorm): in bf16 the streamed kernel read 68.8% of copy at 65536 where the
+# team read 63.2%, but 61.2% / 59.8% at 131072 / 262144 where the team read 66.7% / 62.0%; in fp32 the
+# team leads everywhere (74-83%). STREAMED is the leader of 10 configurations
+# (experiments/long-rows-h200/run1).
+STREAMED_16BIT_MAX = 65536
 STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
 
 
@@ -240,7 +245,7 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
         return y
-    if x.element_size() == 4 and not _interpreting():
+    if (x.element_size() == 4 or N > STREAMED_16BIT_MAX) and not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)
         args = (x2, w, y2, ws, sync, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
