@@ -195,9 +195,10 @@ def _launch(a, b, c, cfg):
                       PERSISTENT=cfg["PERSISTENT"], FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"],
                       EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], num_warps=cfg["num_warps"],
                       num_stages=cfg["num_stages"])
-        c_block = [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN]
-        gemm_tma_kernel[(programs,)](TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BK, BN]),
-                                     TensorDescriptor.from_tensor(c, c_block), M, N, K, **consts)
+        a_desc = TensorDescriptor.from_tensor(a, [BM, BK])
+        b_desc = TensorDescriptor.from_tensor(b, [BK, BN])
+        c_desc = TensorDescriptor.from_tensor(c, [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
+        gemm_tma_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K, **consts)
     else:
         gemm_ptr_kernel[(tiles,)](
             a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),

@@ -158,7 +158,7 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
 
 
 @triton.jit
-def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
+def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps,
                         BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes in BLOCK_N chunks. Pass 1 takes each
     # chunk's mean and M2 (around the chunk's own mean, in registers) and merges
@@ -167,35 +167,34 @@ def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, ep
     #     M2 = M2_a + M2_b + d^2 * n_a * n_b / n
     # Pass 2 re-reads, normalizes and writes (see the softmax template's
     # _softmax_streamed).
-    pid = tl.program_id(0)
+    row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
-    for row in range(pid, M, tl.num_programs(0)):
-        x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
-        y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-        zero = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-        n, mean, m2 = zero, zero, zero
-        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            cols = c * BLOCK_N + offs
-            ok = cols < N
-            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            n_c = tl.minimum(N - c * BLOCK_N, BLOCK_N).to(tl.float32)
-            mean_c = tl.sum(x, axis=0) / n_c
-            d_c = tl.where(ok, x - mean_c, 0.0)
-            n_new = n + n_c
-            d = mean_c - mean
-            mean = mean + d * (n_c / n_new)
-            m2 = m2 + tl.sum(d_c * d_c, axis=0) + d * d * (n * n_c / n_new)
-            n = n_new
-        rstd = 1.0 / tl.sqrt(m2 / N + eps)
-        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            cols = c * BLOCK_N + offs
-            ok = cols < N
-            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-            b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-            tl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok,
-                     eviction_policy="evict_first")
+    x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+    y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
+    zero = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+    n, mean, m2 = zero, zero, zero
+    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+        cols = c * BLOCK_N + offs
+        ok = cols < N
+        x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        n_c = tl.minimum(N - c * BLOCK_N, BLOCK_N).to(tl.float32)
+        mean_c = tl.sum(x, axis=0) / n_c
+        d_c = tl.where(ok, x - mean_c, 0.0)
+        n_new = n + n_c
+        d = mean_c - mean
+        mean = mean + d * (n_c / n_new)
+        m2 = m2 + tl.sum(d_c * d_c, axis=0) + d * d * (n * n_c / n_new)
+        n = n_new
+    rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+        cols = c * BLOCK_N + offs
+        ok = cols < N
+        x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok,
+                 eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -295,6 +294,6 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
 
 def _launch_streamed(x2, w, b, y2, M, N, eps):
     st = STREAMED
-    _layernorm_streamed[(M,)](x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps,
+    _layernorm_streamed[(M,)](x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps,
                         BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
                         num_warps=st["num_warps"], num_stages=st["num_stages"])

@@ -138,28 +138,27 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
 
 
 @triton.jit
-def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
+def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps,
                       BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes in BLOCK_N chunks: the sum of squares, then
     # re-read, scale and write (see the softmax template's _softmax_streamed).
-    pid = tl.program_id(0)
+    row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
-    for row in range(pid, M, tl.num_programs(0)):
-        x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
-        y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-        acc = tl.zeros([BLOCK_N], tl.float32)
-        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            cols = c * BLOCK_N + offs
-            x = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            acc += x * x
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            cols = c * BLOCK_N + offs
-            ok = cols < N
-            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-            tl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
+    x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+    y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+        cols = c * BLOCK_N + offs
+        x = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        acc += x * x
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+        cols = c * BLOCK_N + offs
+        ok = cols < N
+        x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -259,6 +258,6 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
 
 def _launch_streamed(x2, w, y2, M, N, eps):
     st = STREAMED
-    _rmsnorm_streamed[(M,)](x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps,
+    _rmsnorm_streamed[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps,
                         BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
                         num_warps=st["num_warps"], num_stages=st["num_stages"])

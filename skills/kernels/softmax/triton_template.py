@@ -70,8 +70,8 @@ WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
 # them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
-# 65536-262144 (experiments/long-rows-h200/run2): in bf16 softmax 55-64% of copy against 44-48% for the team; in fp32 the team leads
-# (softmax 72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
+# 65536-262144 (experiments/long-rows-h200/run2): in bf16 55-64% of copy against 44-48% for the team;
+# in fp32 the team leads (72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
 STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 
 
@@ -180,38 +180,38 @@ def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
 
 
 @triton.jit
-def _softmax_streamed(x_ptr, y_ptr, M, N, stride_x, stride_y,
+def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
                       BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes over it in BLOCK_N chunks. Pass 1 keeps a
     # running (max, sum), the sum rescaled by exp(old max - new max) when the max
-    # grows. Pass 2 re-reads the row and writes it: 1.5x the minimal traffic,
-    # as the second read mostly misses L2 at these sizes (on the H200, walking
-    # pass 2 last chunk first, to start with what pass 1 left in L2, changed
-    # nothing). Pipelined loads (num_stages) keep enough bytes in flight, which
-    # the 16-bit team could not (experiments/worst-shapes-h200/).
-    pid = tl.program_id(0)
+    # grows. Pass 2 re-reads the row and writes it: up to 1.5x the minimal
+    # traffic, as two thirds of the second read miss L2 at 512x262144 (ncu,
+    # experiments/worst-shapes-h200/streamed-2026-12-01; walking pass 2 last
+    # chunk first, to start with what pass 1 left in L2, changed nothing).
+    # Pipelined loads (num_stages) keep enough bytes in flight, which the
+    # 16-bit team could not (experiments/worst-shapes-h200/).
+    row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
-    for row in range(pid, M, tl.num_programs(0)):
-        x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
-        y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-        m = tl.max(tl.full([BLOCK_N], -float("inf"), tl.float32), axis=0)
-        s = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            cols = c * BLOCK_N + offs
-            x = tl.load(x_row + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last")
-            x = x.to(tl.float32)
-            new_m = tl.maximum(m, tl.max(x, axis=0))
-            safe = tl.where(new_m == -float("inf"), 0.0, new_m)  # a chunk of only -inf adds 0
-            s = s * tl.exp(m - safe) + tl.sum(tl.exp(x - safe), axis=0)
-            m = new_m
-        inv = 1.0 / s
-        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-            cols = c * BLOCK_N + offs
-            ok = cols < N
-            x = tl.load(x_row + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-            tl.store(y_row + cols, (tl.exp(x - m) * inv).to(y_ptr.dtype.element_ty), mask=ok,
-                     eviction_policy="evict_first")
+    x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+    y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
+    m = tl.max(tl.full([BLOCK_N], -float("inf"), tl.float32), axis=0)
+    s = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+        cols = c * BLOCK_N + offs
+        x = tl.load(x_row + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last")
+        x = x.to(tl.float32)
+        new_m = tl.maximum(m, tl.max(x, axis=0))
+        safe = tl.where(new_m == -float("inf"), 0.0, new_m)  # a chunk of only -inf adds 0
+        s = s * tl.exp(m - safe) + tl.sum(tl.exp(x - safe), axis=0)
+        m = new_m
+    inv = 1.0 / s
+    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+        cols = c * BLOCK_N + offs
+        ok = cols < N
+        x = tl.load(x_row + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_row + cols, (tl.exp(x - m) * inv).to(y_ptr.dtype.element_ty), mask=ok,
+                 eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -325,6 +325,6 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 
 def _launch_streamed(x2, y2, M, N):
     st = STREAMED
-    _softmax_streamed[(M,)](x2, y2, M, N, x2.stride(0), y2.stride(0), BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)),
-                            NUM_STAGES=st["num_stages"],
+    _softmax_streamed[(M,)](x2, y2, N, x2.stride(0), y2.stride(0),
+                            BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
                             num_warps=st["num_warps"], num_stages=st["num_stages"])
