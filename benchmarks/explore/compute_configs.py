@@ -11,7 +11,6 @@ MoE part refers to the torch-side alignment and SMALL_* keys that the routing ke
 so it no longer runs against the current fused-moe template as is.
 """
 
-import importlib.util
 import json
 import os
 import sys
@@ -24,20 +23,12 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, ROOT)
 from kgit import harness  # noqa: E402
 from kgit.harness import device  # noqa: E402
+import templates  # noqa: E402  (beside this file)
 
 
-def template(kernel: str):
-    """skills/kernels/<kernel>/triton_template.py, imported under its own name."""
-    path = os.path.join(ROOT, "skills", "kernels", kernel, "triton_template.py")
-    spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = template("gemm")
-A = template("flash-attention")
-M = template("fused-moe")
+G = templates.load("gemm")
+A = templates.load("flash-attention")
+M = templates.load("fused-moe")
 rows = []
 
 

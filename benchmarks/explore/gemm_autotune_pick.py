@@ -7,7 +7,6 @@ candidate timed 3 times with do_bench (median, L2 cleared, rep 100 ms) to know w
 fastest. The cheat guard is not involved: the kernel is called directly.
 """
 
-import importlib.util
 import os
 import sys
 
@@ -18,18 +17,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, ROOT)
 from kgit import harness  # noqa: E402
 from kgit.harness.measure import rate  # noqa: E402
+import templates  # noqa: E402  (beside this file)
 
 
-def template(kernel: str):
-    """skills/kernels/<kernel>/triton_template.py, imported under its own name."""
-    path = os.path.join(ROOT, "skills", "kernels", kernel, "triton_template.py")
-    spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-T = template("gemm")
+T = templates.load("gemm")
 
 for n, dtype in ((1024, torch.bfloat16), (1024, torch.float16), (2048, torch.float16)):
     a = harness.rand((n, n), dtype, "cuda")

@@ -12,34 +12,20 @@ Here, at 2048^3 bf16, the host time per call (200 calls enqueued back to back) o
 """
 
 import argparse
-import importlib.util
 import json
-import time
 from pathlib import Path
 
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def host_us(fn, calls=200):
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    took = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return took / calls * 1e6
+import templates  # beside this file
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out")
     args = p.parse_args()
-    spec = importlib.util.spec_from_file_location("gemm_template", ROOT / "skills/kernels/gemm/triton_template.py")
-    T = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(T)
+    T = templates.load("gemm")
     a = torch.randn(2048, 2048, device="cuda").bfloat16()
     b = torch.randn(2048, 2048, device="cuda").bfloat16()
     c = torch.empty_like(a)
@@ -62,7 +48,7 @@ def main():
                          ("descriptors", descriptors),
                          ("kernel", lambda: T.gemm_tma_kernel[(programs,)](*made, 2048, 2048, 2048, **consts)),
                          ("torch", lambda: torch.matmul(a, b, out=c))):
-            rows.setdefault(name, []).append(host_us(fn))
+            rows.setdefault(name, []).append(templates.host_us_per_call(fn))
     for name, values in rows.items():
         print(f"{name}: {' '.join(f'{v:.1f}' for v in values)} us per call", flush=True)
     if args.out:

@@ -12,35 +12,15 @@ Prints and writes one row per round, size, dtype and callee (kgit's gemm, torch.
 """
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 import triton
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def template():
-    path = ROOT / "skills" / "kernels" / "gemm" / "triton_template.py"
-    spec = importlib.util.spec_from_file_location("gemm_template", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def host_us_per_call(fn, calls: int = 200) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    enqueued = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return enqueued / calls * 1e6
+import templates  # beside this file
 
 
 def main():
@@ -48,7 +28,7 @@ def main():
     p.add_argument("--out")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    T = template()
+    T = templates.load("gemm")
     rows = []
     for round_ in range(args.rounds):
         for size in (1024, 2048, 4096):
@@ -63,7 +43,7 @@ def main():
                         graph = triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
                     row = {"round": round_, "size": size, "dtype": dname, "callee": callee,
                            "do_bench_us": statistics.median(bench) * 1e3, "cudagraph_us": graph * 1e3,
-                           "host_us_per_call": host_us_per_call(fn)}
+                           "host_us_per_call": templates.host_us_per_call(fn)}
                     rows.append(row)
                     print(f"round {round_} {size}^3 {dname} {callee}: do_bench {row['do_bench_us']:.1f} us, "
                           f"cudagraph {row['cudagraph_us']:.1f} us, host {row['host_us_per_call']:.1f} us/call",

@@ -13,7 +13,6 @@ DIR/gemm_sizes.json and prints one line per configuration.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -25,6 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from kgit.harness.timing import Timer, spread_pct  # noqa: E402
+import templates  # noqa: E402  (beside this file)
 
 
 def tiles(bm, bn, bk, warps, stages, persistent, **extra):
@@ -46,21 +46,13 @@ PLAN = {1024: [SMALL[9], SMALL[5], SMALL[0]], 2048: [LARGE[0], LARGE[3]], 4096: 
         8192: [LARGE[0], LARGE[1]]}
 
 
-def template():
-    path = ROOT / "skills" / "kernels" / "gemm" / "triton_template.py"
-    spec = importlib.util.spec_from_file_location("gemm_template", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     args = p.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    T = template()
+    T = templates.load("gemm")
     timer = Timer(repeats=3, warmup_ms=100, rewarm_ms=20, rep_ms=50)
     rows = []
     for size, configs in PLAN.items():

@@ -18,7 +18,6 @@ split team keeping its rows in 16 bits, which was then reverted.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -31,20 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from kgit.harness import device  # noqa: E402
 from kgit.harness.timing import Timer, spread_pct  # noqa: E402
+import templates  # noqa: E402  (beside this file)
 
 SHAPES = [(8192, 16384), (4096, 32768), (2048, 65536), (1024, 131072), (512, 262144)]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Run 1 tried BLOCK_N 4096-16384 on 4-16 warps, 2-4 stages; these are its leaders.
 STREAMED = [dict(BLOCK_N=8192, num_warps=8, num_stages=3), dict(BLOCK_N=16384, num_warps=16, num_stages=3),
             dict(BLOCK_N=4096, num_warps=8, num_stages=3)]
-
-
-def template(kernel: str):
-    path = ROOT / "skills" / "kernels" / kernel / "triton_template.py"
-    spec = importlib.util.spec_from_file_location(f"{kernel}_template", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def calls(kernel: str, T, x: torch.Tensor):
@@ -76,7 +68,7 @@ def main():
     results = {"copy_gbps_start": copy, "rows": []}
     print(f"copy {copy:.0f} GB/s", flush=True)
     for kernel in args.kernels.split(","):
-        T = template(kernel)
+        T = templates.load(kernel)
         for (M, N) in SHAPES:
             for dname, dtype in DTYPES.items():
                 x = (torch.randn(M, N, device="cuda") * 3).to(dtype)

@@ -17,7 +17,6 @@ DIR/whole_rows.md.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from kgit.harness import device  # noqa: E402
 from kgit.harness.timing import Timer, spread_pct  # noqa: E402
+import templates  # noqa: E402  (beside this file)
 
 SHAPES = [(16384, 8192), (8192, 16384), (4096, 32768)]
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -57,14 +57,6 @@ def _peer_rmsnorm(x_ptr, w_ptr, y_ptr, N, stride, eps, BLOCK: tl.constexpr):
 
 def tutorial_warps(block: int) -> int:
     return 16 if block >= 4096 else 8 if block >= 2048 else 4
-
-
-def load_template(kernel: str):
-    path = ROOT / "skills" / "kernels" / kernel / "triton_template.py"
-    spec = importlib.util.spec_from_file_location(f"template_{kernel}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def variants(kernel: str, template, x, w, y):
@@ -102,7 +94,7 @@ def main() -> None:
     copy_before = device.measured_copy_gbps(refresh=True)
     rows = []
     for kernel in ("softmax", "rmsnorm"):
-        template = load_template(kernel)
+        template = templates.load(kernel)
         for shape in SHAPES:
             for name, dtype in DTYPES.items():
                 torch.manual_seed(0)
