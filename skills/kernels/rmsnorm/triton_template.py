@@ -259,5 +259,5 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
 def _launch_streamed(x2, w, y2, M, N, eps):
     st = STREAMED
     _rmsnorm_streamed[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps,
-                        BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
-                        num_warps=st["num_warps"], num_stages=st["num_stages"])
+                            BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
+                            num_warps=st["num_warps"], num_stages=st["num_stages"])
