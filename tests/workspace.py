@@ -16,6 +16,18 @@ from pathlib import Path
 FAKE = Path(__file__).parent / "fake_kernel"
 KERNEL = "skills/kernels/fake/triton_template.py"
 TEST = "skills/kernels/fake/test_fake.py"
+# The fake kernel as a tunable template whose "bandwidth" is a smooth bowl over its tunables, best at
+# BLOCK=2048, WARPS=8; a step to a neighbour changes it by 2% or more, clear of the 1% floor and of the
+# reported 0.5% spread.
+LANDSCAPE = '''import math
+
+CONFIG = {"BLOCK": 256, "WARPS": 2}
+CONFIG_SPACE = {"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16]}
+METRIC = 1000.0 - 20.0 * (math.log2(CONFIG["BLOCK"]) - 11) ** 2 - 40.0 * (math.log2(CONFIG["WARPS"]) - 3) ** 2
+CORRECT = True
+SPREAD = 0.5
+MODE = "ok"
+'''
 
 
 @dataclass

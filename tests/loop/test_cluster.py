@@ -3,8 +3,7 @@ of the repository made from a bundle, and recorded here in the order they were p
 
 import pytest
 
-from test_tune import LANDSCAPE
-from workspace import KERNEL
+from workspace import KERNEL, LANDSCAPE
 
 
 def test_tune_on_ray_measures_each_round_on_workers_and_records_in_order(ws):

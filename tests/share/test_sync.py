@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workspace import KERNEL, a_session, clone, git_run, remote_refs
+from workspace import KERNEL, LANDSCAPE, a_session, clone, git_run, remote_refs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -212,21 +212,10 @@ def test_push_to_a_remote_that_is_a_bundle_is_refused_with_a_command_that_works(
     assert from_bundle.git("bundle", "list-heads", str(tmp_path / "again.bundle")).count("refs/") == 3
 
 
-BOWL = '''import math
-
-CONFIG = {"BLOCK": 256, "WARPS": 2}
-CONFIG_SPACE = {"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16]}
-METRIC = 1000.0 - 20.0 * (math.log2(CONFIG["BLOCK"]) - 11) ** 2 - 40.0 * (math.log2(CONFIG["WARPS"]) - 3) ** 2
-CORRECT = True
-SPREAD = 0.5
-MODE = "ok"
-'''
-
-
 def test_tune_tries_first_the_best_that_another_clone_found(remote, ws, tmp_path):
     pytest.importorskip("sklearn")
     a = ws
-    (a.root / KERNEL).write_text(BOWL)
+    (a.root / KERNEL).write_text(LANDSCAPE)
     a.git("commit", "-qam", "a tunable kernel")
     a.git("push", "-q", "origin", "main")
     a.ok("start", "fake")
@@ -234,11 +223,11 @@ def test_tune_tries_first_the_best_that_another_clone_found(remote, ws, tmp_path
     b = clone(remote, tmp_path / "b")
     b.ok("pull")
     b.git("checkout", "-q", "opt/fake")
-    (b.root / KERNEL).write_text(BOWL.replace('"BLOCK": 256, "WARPS": 2', '"BLOCK": 2048, "WARPS": 8'))
+    (b.root / KERNEL).write_text(LANDSCAPE.replace('"BLOCK": 256, "WARPS": 2', '"BLOCK": 2048, "WARPS": 8'))
     b.ok("step", "-m", "B: the bottom of the bowl")
     b.ok("push")
 
-    (a.root / KERNEL).write_text(BOWL.replace('"BLOCK": 256, "WARPS": 2', '"BLOCK": 512, "WARPS": 2'))
+    (a.root / KERNEL).write_text(LANDSCAPE.replace('"BLOCK": 256, "WARPS": 2', '"BLOCK": 512, "WARPS": 2'))
     a.ok("step", "-m", "A: a little better")
     a.ok("pull")  # the branches diverged: A keeps its own, and fetches B's records
     tuned = a.ok("tune", "--max-iterations", "2", "--json").json()  # iteration 1 is A's step
