@@ -216,21 +216,27 @@ def _candidates(M, N, device):
 
 
 def _autotune(a, b, c):
-    """Time each candidate once per shape (median, L2 cleared) and remember the fastest that compiles."""
+    """Time each candidate once per shape (median, L2 cleared) and remember the fastest that compiles;
+    a shape with one candidate (CONFIG) is not timed."""
     key = (tuple(a.shape), b.shape[1], a.dtype)
     if key not in _TUNED:
-        best, best_ms = None, float("inf")
-        for cfg in _candidates(a.shape[0], b.shape[1], a.device):
-            try:
-                # 25 ms of warm-up: with 5, the first candidate ran before the clocks rose and 1024^3
-                # kept a 0.36x configuration (experiments/gemm-sizes-h200/)
-                ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg), warmup=25, rep=20, return_mode="median")
-            except Exception:  # a candidate that does not fit (shared memory, compiler) is skipped
-                continue
-            if ms < best_ms:
-                best, best_ms = cfg, ms
-        _TUNED[key] = best or dict(CONFIG)
+        candidates = _candidates(a.shape[0], b.shape[1], a.device)
+        _TUNED[key] = candidates[0] if len(candidates) == 1 else _fastest(a, b, c, candidates)
     return _TUNED[key]
+
+
+def _fastest(a, b, c, candidates):
+    best, best_ms = None, float("inf")
+    for cfg in candidates:
+        try:
+            # 25 ms of warm-up: with 5, the first candidate ran before the clocks rose and 1024^3 kept a
+            # 0.36x configuration (experiments/gemm-sizes-h200/)
+            ms = triton.testing.do_bench(lambda: _launch(a, b, c, cfg), warmup=25, rep=20, return_mode="median")
+        except Exception:  # a candidate that does not fit (shared memory, compiler) is skipped
+            continue
+        if ms < best_ms:
+            best, best_ms = cfg, ms
+    return best or dict(CONFIG)
 
 
 def gemm(a, b, out=None, config=None):
