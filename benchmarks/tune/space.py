@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from kgit import harness  # noqa: E402
+from kgit.harness.timing import spread_pct  # noqa: E402
 from kgit.loop import tune  # noqa: E402
 from kgit.model import result as test_result  # noqa: E402
 
@@ -121,7 +122,7 @@ def remeasure(args, test_path: Path, workdir: Path, source: str) -> None:
         values = [v for v in measured if v is not None]
         median = statistics.median(values) if values else None
         rows.append({"config": config, "correct": len(values) == args.repeats, "value": median,
-                     "spread_pct": (max(values) - min(values)) / median * 100 if values else None,
+                     "spread_pct": spread_pct(values) if values else None,
                      "error": None if len(values) == args.repeats else "failed in some rounds",
                      "values": values})
         print(f"{tune.describe_change(earlier['best']['config'], config)}: median {median} of "
