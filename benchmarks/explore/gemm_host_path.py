@@ -5,8 +5,9 @@
 benchmarks/explore/gemm_launch_overhead.py found kgit's gemm spending 48-55 us of host time per call on
 the TMA path (2048^3 and up) and 25 us on the pointer path (1024^3), against torch.matmul's 13-15 us.
 Here, at 2048^3 bf16, the host time per call (200 calls enqueued back to back) of:
-  gemm        T.gemm(a, b, out=c), as users call it
-  launch      T._launch(a, b, c, cfg): without gemm()'s checks and the autotune lookup
+  gemm        T.gemm(a, b, out=c), as users call it: since 2026-12-01 a call of a shape seen before
+              launches the compiled kernel directly (T._PLANS)
+  launch      T._launch(a, b, c, cfg): the JIT's path, as every call took before
   descriptors the three TensorDescriptor.from_tensor calls alone (no launch)
   kernel      gemm_tma_kernel[grid](...) with descriptors made once, outside the loop
 """

@@ -156,6 +156,7 @@ def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
 # launcher
 # --------------------------------------------------------------------------------------------------
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
+_PLANS = {}  # a call's shapes, strides, dtypes, alignment and config -> its compiled kernel and arguments
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
@@ -183,28 +184,31 @@ def _tma_ok(a, b, c) -> bool:
 
 
 def _launch(a, b, c, cfg):
+    """Launch through the JIT; returns what a later call of the same shape needs to skip it: the compiled
+    kernel (None in the interpreter), its grid, the arguments after the three tensors, and the boxes of the
+    TMA descriptors (None for the pointer kernel)."""
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
-    last_config.clear()
-    last_config.update(cfg)
+    options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if cfg["USE_TMA"] and _tma_ok(a, b, c):
         programs = min(_num_sms(a.device), tiles) if cfg["PERSISTENT"] else tiles
-        consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=programs,
-                      PERSISTENT=cfg["PERSISTENT"], FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"],
-                      EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], num_warps=cfg["num_warps"],
-                      num_stages=cfg["num_stages"])
-        a_desc = TensorDescriptor.from_tensor(a, [BM, BK])
-        b_desc = TensorDescriptor.from_tensor(b, [BK, BN])
-        c_desc = TensorDescriptor.from_tensor(c, [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
-        gemm_tma_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K, **consts)
+        grid = (programs, 1, 1)
+        boxes = ([BM, BK], [BK, BN], [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
+        rest = (M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
+                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"])
+        kernel = gemm_tma_kernel[grid](*_descriptors(a, b, c, boxes), *rest, **options)
     else:
-        gemm_ptr_kernel[(tiles,)](
-            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"],
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return c
+        grid, boxes = (tiles, 1, 1), None
+        rest = (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                BM, BN, BK, cfg["GROUP_M"])
+        kernel = gemm_ptr_kernel[grid](a, b, c, *rest, **options)
+    return kernel, grid, rest, boxes
+
+
+def _descriptors(a, b, c, boxes):
+    return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
 
 
 def _candidates(M, N, device):
@@ -242,14 +246,27 @@ def _fastest(a, b, c, candidates):
 def gemm(a, b, out=None, config=None):
     """C = A @ B. a (M, K), b (K, N): fp16/bf16 (fp32 works too: tl.dot uses tf32 on NVIDIA)."""
     assert a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0] and a.dtype == b.dtype
-    M, _ = a.shape
-    N = b.shape[1]
-    c = out if out is not None else torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if config is None:
-        config = CONFIG
-        if CONFIG["AUTOTUNE"] and a.device.type == "cuda":
-            config = _autotune(a, b, c)
-    return _launch(a, b, c, {**CONFIG, **config})
+    c = out if out is not None else torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+    # Everything the compiled kernel was specialized on, and what its arguments are made from except the
+    # tensors' addresses: a call that matches an earlier one launches its compiled kernel directly. The
+    # JIT's per-call binding of ~20 arguments cost ~40 us of host time at 2048^3 on the H200, more than
+    # the kernel, and bounded small shapes by the host (experiments/gemm-sizes-h200/launch-overhead/).
+    key = (a.shape, b.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.device,
+           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, config and tuple(config.items()))
+    plan = _PLANS.get(key)
+    if plan is None:
+        cfg = CONFIG if config is None else {**CONFIG, **config}
+        if config is None and CONFIG["AUTOTUNE"] and a.device.type == "cuda":
+            cfg = _autotune(a, b, c)
+        kernel, grid, rest, boxes = _launch(a, b, c, cfg)
+        if a.device.type == "cuda":
+            _PLANS[key] = (kernel, grid, rest, boxes, cfg)
+    else:
+        kernel, grid, rest, boxes, cfg = plan
+        kernel[grid](*(_descriptors(a, b, c, boxes) if boxes else (a, b, c)), *rest)
+    last_config.clear()
+    last_config.update(cfg)
+    return c
 
 
 # --------------------------------------------------------------------------------------------------
