@@ -51,7 +51,7 @@ import torch
 import triton
 import triton.language as tl
 
-CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 1}
+CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 0}
 CONFIG_SPACE = {
     "BLOCK_SIZE": [2048, 4096, 8192, 16384, 32768],
     "num_warps": [4, 8, 16, 32],
