@@ -37,13 +37,13 @@ SPEC = harness.Spec(
     cases=("normal", "large", "tiny", "equal"),
     gpu=harness.Plan(
         # vocabularies: edge sizes, one chunk, several chunks (split + last-arriver), Llama-3's 128256
-        check_shapes=[(1, 1), (3, 1023), (5, 1537), (7, 4097), (300, 32000), (64, 128256), (3, 262144)],
+        check_shapes=[(1, 1), (3, 1023), (4096, 1024), (5, 1537), (7, 4097), (300, 32000), (64, 128256), (3, 262144)],
         extreme_shapes=[(16, 1537), (8, 128256)],
         # rows of 1024..262144 at >= 256 MB of logits in bf16, and the LM head case 8192 x 128256
         time_shapes=[(131072, 1024), (32768, 4096), (8192, 16384), (4096, 32768), (2048, 65536),
                      (1024, 131072), (512, 262144), (8192, 128256)],
     ),
-    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1), (5, 100), (2, 300)],
+    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1), (5, 100), (2, 300), (16, 128)],
                              extreme_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)]),
 )
 
