@@ -40,13 +40,13 @@ SPEC = harness.Spec(
     # covers that; 16-bit outputs round far coarser and keep the defaults.
     tolerances={**harness.ELEMENTWISE, "fp32": harness.Elementwise(rtol=1e-4, atol=1e-3, floor=1.4e-45)},
     gpu=harness.Plan(
-        check_shapes=[(1, 1), (3, 1023), (5, 1537), (7, 4097), (64, 1024), (33, 16384),
+        check_shapes=[(1, 1), (3, 1023), (5, 1537), (9, 3000), (7, 4097), (64, 1024), (33, 16384),
                       (1000, 32768), (300, 131072), (2, 131072), (3, 262144)],
         extreme_shapes=[(16, 1537), (4, 40000), (2, 262144)],
         time_shapes=[(131072, 1024), (32768, 4096), (8192, 16384), (4096, 32768),
                      (2048, 65536), (1024, 131072), (512, 262144)],
     ),
-    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1), (5, 100), (2, 8200), (1, 33000)],
+    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1), (5, 100), (3, 3000), (2, 8200), (1, 33000)],
                              extreme_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)]),
 )
 

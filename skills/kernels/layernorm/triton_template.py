@@ -12,7 +12,8 @@ Minimal traffic: read x, write y (w and b are N elements each, read once per
 program). ~8 flops per element: memory-bound everywhere.
 
 Same structure as the softmax template:
-  _layernorm_rows   whole rows <= BLOCK_SIZE, a tile of rows per program.
+  _layernorm_rows   whole rows <= BLOCK_SIZE, a tile of rows per program
+                    (16-bit rows over 2048: under ROW_PIPELINED).
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop.
   _layernorm_streamed longer rows: one program per row, chunks' (mean, M2)
@@ -49,6 +50,13 @@ WHOLE_ROW_WARPS = 16
 # like the softmax template's _softmax_split, exchanging (mean, M2)): in bf16 60-67% of copy against
 # 34-48%, in fp32 61-67% against 57-61%. STREAMED is the leader of run 1's 10 configurations.
 STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
+# 16-bit rows of more than 2048 elements, up to BLOCK_SIZE, take ROW_PIPELINED instead of CONFIG: a
+# persistent grid whose loop prefetches the next tile (num_stages) while this one reduces. Such a row
+# spans several warps, so its two reductions (mean, then variance) each wait on a barrier, and a
+# program of one 8 KB row has little else in flight: at 32768x4096 bf16 on the H200
+# (experiments/long-rows-h200/run2/memory_configs.log) CONFIG read 77% of copy, this 88%; in fp32 CONFIG
+# leads (97% against 91%), and at rows of 1024 (one warp a row, no barrier) CONFIG reads 95%.
+ROW_PIPELINED = {"BLOCK_SIZE": 8192, "num_warps": 4, "num_stages": 3, "PERSISTENT": 1}
 
 
 def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -190,6 +198,9 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     dev = x.device
     sms = _sm_count(dev)
     P = triton.cdiv(N, block)
+    if P == 1 and x.element_size() == 2 and N > 2048:
+        cfg = {**cfg, **ROW_PIPELINED}
+        block, num_warps, num_stages = cfg["BLOCK_SIZE"], cfg["num_warps"], cfg["num_stages"]
     if P == 1:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
