@@ -98,6 +98,18 @@ def test_pointer_paths_match_reference():
     assert compare(out, m.reference(x, w13, w2, logits, 2), NORM["fp32"]) is None
 
 
+def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
+    """A config of {} is CONFIG, and last_config names the configuration each call ran (gemm() keys its
+    launch cache on the config, so an empty or reordered one must still work)."""
+    g = _template("gemm")
+    a, b = torch.randn(33, 19), torch.randn(19, 70)
+    for config in ({}, {"BLOCK_N": 32, "BLOCK_M": 32, "BLOCK_K": 16}, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}):
+        c = torch.full((33, 70), float("nan"))
+        g.gemm(a, b, out=c, config=config)
+        assert compare(c, a @ b, NORM["fp32"]) is None
+        assert g.last_config == {**g.CONFIG, **config}
+
+
 def test_attention_small_key_blocks():
     """BLOCK_N < BLOCK_M: the causal diagonal stage walks several masked key blocks."""
     fa = _template("flash-attention")

@@ -254,7 +254,8 @@ def gemm(a, b, out=None, config=None):
     # JIT's per-call binding of ~20 arguments cost ~40 us of host time at 2048^3 on the H200, more than
     # the kernel, and bounded small shapes by the host (experiments/gemm-sizes-h200/launch-overhead/).
     key = (a.shape, b.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.device,
-           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, config and tuple(config.items()))
+           a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
+           None if config is None else tuple(sorted(config.items())))
     plan = _PLANS.get(key)
     if plan is None:
         cfg = CONFIG if config is None else {**CONFIG, **config}
