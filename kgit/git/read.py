@@ -133,6 +133,25 @@ def existing(repo: Repo, shas: list[str]) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if not line.endswith(" missing")}
 
 
+def fetched_runs(repo: Repo, kernel: str = "*") -> list[tuple[str, str]]:
+    """(remote, opt/<kernel>) for each opt/ branch of a remote this clone has fetched (a plain git clone
+    fetches them all); kernel "*": every kernel's."""
+    found = git(repo, "for-each-ref", "--format=%(refname)", "refs/remotes/").split()
+    runs = []
+    for ref in found:
+        remote, _, branch = ref[len("refs/remotes/"):].partition("/" + refs.BRANCH_PREFIX)
+        if branch and (kernel == "*" or branch == kernel):
+            runs.append((remote, refs.BRANCH_PREFIX + branch))
+    return sorted(runs)
+
+
+def reachable_from(repo: Repo, shas: set[str], revs: list[str]) -> set[str]:
+    """Those of these commits that one of revs (commits, or --glob=... patterns) reaches."""
+    if not shas or not revs:
+        return set()
+    return shas & set(git(repo, "rev-list", *revs, "--").split())
+
+
 def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[str]:
     """Those of these commits that a branch (local or remote-tracking) reaches, or with branches_only
     False, any ref but a best/ tag: kgit moves those itself, and one left on a rewritten commit does

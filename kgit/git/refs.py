@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 NOTES_REF = "refs/notes/kgit"
 ATTEMPTS = "refs/kgit/attempts"
+OUTGOING_NOTES = "refs/kgit/outgoing-notes"  # what kgit push last sent as refs/notes/kgit, when not all of it
 SAVED_EDITS = "refs/kgit/saved-edits"
 UNRESTORED_EDITS = "refs/kgit/unrestored-edits"
 BRANCH_PREFIX = "opt/"

@@ -180,14 +180,20 @@ def write_note(repo: Repo, sha: str, record: Record) -> None:
     git(repo, "notes", f"--ref={refs.NOTES_REF}", "add", "--force", "--file=-", sha, input=body.encode())
 
 
-def write_notes(repo: Repo, notes: dict[str, list[Record]], message: str, merge: str | None = None) -> str:
-    """One commit on the notes ref that sets these notes (and, given merge, has it as a second parent).
+_CURRENT = object()
+
+
+def write_notes(repo: Repo, notes: dict[str, list[Record]], message: str, merge: str | None = None,
+                ref: str = refs.NOTES_REF, parent: str | None | object = _CURRENT) -> str:
+    """One commit on ref (the notes ref) that sets these notes on top of parent (ref's commit unless
+    given; None: a first commit), and, given merge, has it as a second parent.
 
     git fast-import writes all the notes in one process and keeps the notes tree's fan-out right,
     however many notes there are; `git notes add` would cost a process per note.
     """
-    parent = read.rev(repo, refs.NOTES_REF)
-    lines = [f"commit {refs.NOTES_REF}", f"committer {_ident(repo)}", _data(message)]
+    if parent is _CURRENT:
+        parent = read.rev(repo, ref)
+    lines = [f"commit {ref}", f"committer {_ident(repo)}", _data(message)]
     if parent:
         lines.append(f"from {parent}")
     if merge:
@@ -195,7 +201,7 @@ def write_notes(repo: Repo, notes: dict[str, list[Record]], message: str, merge:
     for commit, records in notes.items():
         lines += [f"N inline {commit}", _data(note_text(records))]
     git(repo, "fast-import", "--quiet", "--done", input=("\n".join(lines) + "\ndone\n").encode())
-    return read.rev(repo, refs.NOTES_REF)
+    return read.rev(repo, ref)
 
 
 def _data(text: str) -> str:

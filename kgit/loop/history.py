@@ -52,6 +52,11 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
     if len(kernels) == 1:
         return kernels[0]
     if not kernels:
+        fetched = read.fetched_runs(repo)
+        if fetched:  # a plain git clone of a repository kgit pushed to: the records are a pull away
+            remote, branch = fetched[0]
+            raise KgitError(f"no kgit records in this clone yet, but {remote} has {branch}",
+                            f"'kgit pull {remote}' brings its records (then git checkout {branch})")
         raise KgitError("no kgit records in this repository", "run 'kgit start <kernel>' first")
     raise KgitError(f"several kernels have records ({', '.join(kernels)})",
                     f"name one after the command (e.g. 'kgit log {kernels[0]}') or check out its branch "

@@ -41,6 +41,13 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         if read.rev(repo, refs.branch_ref(kernel)):
             raise KgitError(f"{refs.branch(kernel)} already exists",
                             "continue with 'kgit step', or delete the branch to start over")
+        elsewhere = read.fetched_runs(repo, kernel)
+        if elsewhere:  # a second baseline here could never be pushed beside that run: it would diverge
+            remote, branch = elsewhere[0]
+            raise KgitError(f"{remote} already has {branch} (a run of another clone)",
+                            f"'kgit pull {remote}' brings it and its records, then 'git checkout {branch}' and "
+                            f"'kgit step' continue it; to start over instead, delete it there first "
+                            f"(git push {remote} --delete {branch})")
         head = read.rev(repo, "HEAD")
         if head is None:
             raise KgitError("the repository has no commit yet", "commit the kernel and its test first")

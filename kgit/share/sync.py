@@ -131,7 +131,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     added = merge_notes(repo, remote)
     done = [f"records: {added} new from {remote} merged first"] if added else []
 
-    refspecs = []
+    refspecs, pushed_tips = [], []
     for kernel, tip in sorted(tips.items()):
         branch, tag = refs.branch(kernel), refs.tag(kernel)
         theirs = read.rev(repo, refs.remote_branch_ref(remote, kernel))
@@ -139,12 +139,21 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
             done.append(f"{branch}: not pushed, {remote}'s has commits this clone lacks: 'kgit pull {remote}' first")
             continue
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
-        if read.rev(repo, refs.tag_ref(kernel)):
-            refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design
+        pushed_tips.append(tip)
+        best = read.rev(repo, refs.tag_ref(kernel))
+        if best and read.is_ancestor(repo, best, tip):
+            refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design, along its branch
+        elif best:
+            done.append(f"{tag}: not pushed, it points off {branch}: 'kgit doctor --fix' moves it")
+    attempts = _attempt_refspecs(repo, remote)
     notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha:
-        refspecs.append(f"{refs.NOTES_REF}:{refs.NOTES_REF}")
-    refspecs += _attempt_refspecs(repo, remote)
+        notes_sha, held = _outgoing_notes(repo, remote, pushed_tips + [spec.split(":", 1)[0] for spec in attempts])
+        refspecs.append(f"{notes_sha}:{refs.NOTES_REF}")
+        if held:
+            done.append(f"records: {held} not pushed, on commits {remote} will not have (a branch not pushed, or "
+                        "a commit no ref keeps: 'kgit doctor'); they stay here")
+    refspecs += attempts
     if not refspecs:
         return [], done + ["nothing to push"]
 
@@ -165,6 +174,29 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
     rows = hooks.summary(notes.read_notes(repo).by_commit, sorted(tips))
     return rows, done
+
+
+def _outgoing_notes(repo: Repo, remote: str, revs: list[str]) -> tuple[str, int]:
+    """The notes commit to push, and how many of this clone's notes it leaves out.
+
+    Only records on commits the remote will have travel: one on a commit that stays here (a branch the
+    remote refused, a baseline a reset left behind) would show there as a run nobody can check out. When
+    every note qualifies, that is refs/notes/kgit itself; else a commit on top of the remote's notes that
+    adds the rest (refs/kgit/outgoing-notes), and refs/notes/kgit keeps every record here.
+    """
+    by_commit = notes.read_notes(repo).by_commit
+    snapshot = refs.remote_snapshot(remote, "")
+    shared = read.reachable_from(repo, set(by_commit), [*revs, f"--glob={refs.remote_branch_ref(remote, '*')}",
+                                                        f"--glob={snapshot}attempts/*", f"--glob={snapshot}best/*"])
+    held = len(by_commit) - len(shared)
+    if not held:
+        return read.rev(repo, refs.NOTES_REF), 0
+    theirs = read.rev(repo, refs.remote_snapshot(remote, "notes/kgit"))
+    if read.rev(repo, refs.OUTGOING_NOTES):
+        write.delete_ref(repo, refs.OUTGOING_NOTES)  # it starts on the remote's notes, not on what it was
+    outgoing = write.write_notes(repo, {c: by_commit[c] for c in sorted(shared)},
+                                 f"kgit: the records {remote} can check out", ref=refs.OUTGOING_NOTES, parent=theirs)
+    return outgoing, held
 
 
 def _attempt_refspecs(repo: Repo, remote: str) -> list[str]:

@@ -179,13 +179,62 @@ def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, w
     assert len(a.ok("log", "--json").json()["iterations"]) == 4  # B's record is still there, in the log
 
 
+def test_a_clone_cannot_start_a_second_run_of_a_kernel_its_remote_already_has(remote, ws, tmp_path):
+    ws.ok("start", "fake")
+    ws.ok("push")
+    b = clone(remote, tmp_path / "b")  # a plain git clone: origin/opt/fake is here, the records are not
+    assert "no kgit records in this clone yet, but origin has opt/fake" in b.refused("log")
+    why = b.refused("start", "fake")  # its baseline could never be pushed beside A's: refused, nothing run
+    assert "origin already has opt/fake" in why and "'kgit pull origin'" in why and "--delete opt/fake" in why
+    b.ok("pull")
+    b.git("checkout", "-q", "opt/fake")
+    b.set_kernel(METRIC=130.0)
+    assert b.ok("step", "-m", "B: better", "--json").json()["status"] == "IMPROVED"
+
+
+def test_push_sends_no_tag_off_its_branch_and_no_record_of_a_commit_that_stays_here(remote, ws, tmp_path):
+    a = ws
+    a.ok("start", "fake")
+    a.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    b.git("checkout", "-q", "opt/fake")
+    b.set_kernel(METRIC=200.0)
+    b.ok("step", "-m", "B: much better")
+    b.ok("push")
+    theirs_tag = remote_refs(remote)["refs/tags/best/fake"]
+
+    a.set_kernel(METRIC=120.0)
+    a.ok("step", "-m", "A: better")  # kept on A's opt/fake, which origin's has left behind
+    mine = a.git("rev-parse", "opt/fake")
+    out = a.ok("push").stdout
+    assert "opt/fake: not pushed" in out
+    assert "records: 1 not pushed, on commits origin will not have" in out
+    remote_notes = subprocess.run(["git", "notes", "--ref=refs/notes/kgit", "list"], cwd=remote, text=True,
+                                  capture_output=True, check=True).stdout
+    assert mine not in remote_notes  # a record of a commit origin lacks would show there as a phantom run
+    assert b.git("rev-parse", "opt/fake") in remote_notes
+    assert remote_refs(remote)["refs/tags/best/fake"] == theirs_tag
+
+    a.git("reset", "-q", "--hard", "origin/opt/fake")  # A keeps B's side, as 'kgit pull' advised
+    out = a.ok("push").stdout
+    assert "best/fake: not pushed, it points off opt/fake: 'kgit doctor --fix' moves it" in out
+    assert remote_refs(remote)["refs/tags/best/fake"] == theirs_tag  # B's best is not replaced by A's
+    assert "records: 1 not pushed" in out  # A's iteration stays in A's notes, reported by kgit doctor
+    assert mine in a.git("notes", "--ref=refs/notes/kgit", "list")
+    b.ok("pull")
+    assert [r["action"] for r in b.ok("log", "--json").json()["iterations"]] == ["baseline", "B: much better"]
+    a.ok("doctor", "--fix")
+    assert "best/fake" not in a.ok("push").stdout.split("has:")[0]  # the tag is on the branch again
+
+
 def test_records_committed_as_a_bundle_are_imported_by_pull(ws, tmp_path):
     a_session(ws)
     bundle = tmp_path / "h200 run.bundle"
     ws.git("bundle", "create", "-q", str(bundle), "opt/fake", "best/fake", "refs/notes/kgit", "refs/kgit/attempts/fake/2")
     ws.git("checkout", "-q", "main")
     elsewhere = clone(ws.root, tmp_path / "clone")  # a clone of main has the code, not the records
-    assert "no kgit records in this repository" in elsewhere.refused("log")
+    assert "no kgit records in this clone yet, but origin has opt/fake: 'kgit pull origin'" in elsewhere.refused("log")
     run = elsewhere.ok("pull", str(bundle))
     assert "records: 3 new from bundle-h200-run" in run.stdout and "opt/fake: new to" in run.stdout
     log = elsewhere.ok("log", "fake", "--json").json()["iterations"]
