@@ -70,7 +70,10 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
-            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}")
+            contract = ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
+                        "{\"correctness\": true, \"time_ms\": 0.12}: README.md, 'The test contract'"
+                        if result.reason == "no JSON object on stdout" else None)
+            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}", contract)
         measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
         record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
                                    measured, environment)

@@ -66,7 +66,7 @@ def best(record: Record, commit: str, tag: str) -> str:
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
         f"{metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
-        f"on {record.gpu}, commit {commit[:10]}, tag {tag}"
+        f"on {record.gpu or 'an unknown device'}, commit {commit[:10]}, tag {tag}"
     )
 
 
@@ -114,7 +114,7 @@ def show(shown) -> str:
     return "\n".join([
         f"{record.kernel} iteration {record.iteration}: {record.action}",
         f"commit {shown.commit}  {row[6]}",
-        f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or '-'}",
+        f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or 'an unknown device'}",
         *([f"reason: {record.reason}"] if record.reason else []),
         *_measured(record),
         *(["test output ends:"] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]

@@ -105,6 +105,16 @@ def test_start_when_the_baseline_fails(ws):
     message = ws.refused("start", "fake")
     assert "baseline failed (crashed: exit status 3: RuntimeError: boom); nothing was changed." in message
     assert message.count("RuntimeError: boom") == 1
+    assert "The test contract" not in message  # a crash needs no word on the contract
+
+
+def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):
+    ws.set_kernel(MODE="nojson")
+    ws.git("commit", "-qam", "a test written the way others write them")
+    message = ws.refused("start", "fake")
+    assert "baseline failed (no JSON object on stdout); nothing was changed." in message
+    assert "kgit runs 'python TEST --json' and reads the last JSON object it prints" in message
+    assert "'The test contract'" in message
 
 
 def test_log_without_records(ws):

@@ -81,6 +81,9 @@ def test_start_best_report_and_an_invalid_note():
     assert met.endswith("\nThe baseline already meets the target: TARGET_MET.")
     assert commands.best(base, SHA, "best/softmax") == \
         "softmax: best is iteration 0 (baseline): 100 GBps on NVIDIA H200, commit 0123456789, tag best/softmax"
+    # a test that names no GPU (one written the way others write them): never "on None"
+    assert commands.best(base.replace(gpu=None), SHA, "best/softmax") == \
+        "softmax: best is iteration 0 (baseline): 100 GBps on an unknown device, commit 0123456789, tag best/softmax"
     assert commands.report(None, "experiments/README.md") == "experiments/README.md is up to date"
     assert commands.report(SHA, "log.md") == "log.md rendered and committed at 0123456789"
     warning = commands.invalid_note(InvalidNote(SHA, "not JSON"))
