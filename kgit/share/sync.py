@@ -2,8 +2,10 @@
 
 What travels, and where a clone keeps what it last saw of a remote:
   refs/heads/opt/*           <-> refs/remotes/<remote>/opt/*        fast-forward only, never forced
-  refs/tags/best/*           <-> refs/kgit/remotes/<remote>/best/*  moves with its branch
-  refs/notes/kgit            <-> refs/kgit/remotes/<remote>/notes/kgit
+  refs/tags/best/*           <-> refs/kgit/remotes/<remote>/best/*  moves with its branch, sent only
+                                                                   while on it
+  refs/notes/kgit            <-> refs/kgit/remotes/<remote>/notes/kgit  sent: the records of commits the
+                                                                   remote will have (_outgoing_notes)
   refs/kgit/attempts/*       <-> refs/kgit/remotes/<remote>/attempts/*
 Records are merged, never replaced: the remote's notes are fetched beside ours and every record of
 both sides is kept (notes.union), in a merge commit on refs/notes/kgit that the remote can then take
