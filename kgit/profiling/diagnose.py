@@ -35,6 +35,9 @@ THRESHOLDS = {
 }
 
 TIER_ORDER = {MEMORY: [2, 1, 3], COMPUTE: [3, 1, 5], LATENCY: [4, 3]}
+# A bound nobody can tell (no profile, no declared bottleneck, a metric such as time_ms): every tier,
+# the cheapest first, so that one tried tier never reads as "all tried: stop".
+UNKNOWN_ORDER = [1, 2, 3, 4, 5]
 
 TIER_NAMES = {
     1: "block tiling (BLOCK sizes, num_warps, num_stages, grouped order)",
@@ -165,14 +168,16 @@ def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | 
         how = "no profiler: the kernel's declared bottleneck and the benchmark's numbers"
         if result["bound"] is None:
             guess = {"gbps": MEMORY, "tflops": COMPUTE}.get(profile.get("metric") or "")
-            result.update(bound=guess, why=f"guessed from the test's metric ({profile.get('metric')}); "
-                          f"{profile.get('declared_why') or ''}".strip())
+            how = "no profiler and no declared bottleneck: the test's metric"
+            result.update(bound=guess, why=(f"guessed from the test's metric ({profile.get('metric')})" if guess else
+                                            f"unknown: the test's metric ({profile.get('metric')}) does not tell") +
+                          f"; {profile.get('declared_why') or ''}".rstrip("; "))
         pct = profile.get("pct_of_peak")
         if result["bound"] == MEMORY and pct is not None and pct < THRESHOLDS["busy_pct"]:
             found.append({"tier": None, "finding": f"at {pct:.0f}% of peak bandwidth a memory-bound kernel is likely "
                           "latency-limited too (too few bytes in flight): profile it where ncu works to tell"})
     vendor = vendor_of(profile, gpu_name)
-    order = TIER_ORDER.get(result["bound"], [1])
+    order = TIER_ORDER.get(result["bound"], UNKNOWN_ORDER)
     nxt = next_tier(order, records)
     skills = [DIAGNOSIS_SKILL]
     if nxt is not None:

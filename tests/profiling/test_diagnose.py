@@ -70,6 +70,19 @@ def test_diagnosis_names_skills_for_the_vendor():
     assert done["next_tier"] is None and done["tiers_exhausted"]
 
 
+def test_a_bound_nobody_can_tell_keeps_every_tier_open():
+    """No profile, no declared bottleneck, a metric such as time_ms (a test written the way others write
+    them): one tried tier must not read as "every tier tried: stop"."""
+    prof = {"source": "benchmark", "metric": "time_ms", "declared_bottleneck": None, "declared_why": ""}
+    diag = diagnose.diagnose(prof, records(1), "scale", None)
+    assert diag["bound"] is None and diag["tier_order"] == [1, 2, 3, 4, 5]
+    assert diag["next_tier"] == 2 and not diag["tiers_exhausted"]
+    assert diag["why"] == "unknown: the test's metric (time_ms) does not tell"
+    assert diag["how"] == "no profiler and no declared bottleneck: the test's metric"
+    guessed = diagnose.diagnose({**prof, "metric": "gbps"}, records(2), "scale", None)
+    assert guessed["bound"] == "memory" and guessed["tier_order"] == [2, 1, 3] and guessed["next_tier"] == 1
+
+
 def test_no_coalescing_hint_when_no_load_went_through_the_load_units():
     # The H200 GEMM loads through TMA: ncu reports 0% sector efficiency for plain global loads.
     assert not [h for h in diagnose.hints({"global_ld_efficiency_pct": 0.0}, []) if h["tier"] == 2]
