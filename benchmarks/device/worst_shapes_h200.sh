@@ -4,7 +4,7 @@
 #     bash benchmarks/device/worst_shapes_h200.sh [SECONDS]
 # SHAPES="softmax 512x262144 bf16<newline>..." profiles those instead of the list below.
 # $OUT/worst-shapes.tgz holds one ncu text report per kernel (speed of light, memory, occupancy, launch,
-# warp states) and index.txt. Clocks are left alone (--clock-control none).
+# warp states, the compute pipes) and index.txt. Clocks are left alone (--clock-control none).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -16,7 +16,7 @@ while read -r kernel shape dtype; do
   report="$res/$kernel.txt"
   timeout "$(left)" ncu --clock-control none --nvtx --nvtx-include "profiled/" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-    --section WarpStateStats \
+    --section WarpStateStats --section ComputeWorkloadAnalysis \
     python3 benchmarks/explore/profile_shape.py skills/kernels/"$kernel"/test_*.py "${shape//_/ }" "$dtype" --torch \
     > "$report" 2>&1
   echo "$kernel ${shape//_/ } $dtype: exit $?, $(grep -c '^  [^ ]' "$report") kernels profiled" >> "$res/index.txt"
