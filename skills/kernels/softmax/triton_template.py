@@ -68,6 +68,12 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+# 16-bit rows up to KEEP_16BIT_MAX stay in 16-bit registers in _softmax_row. At 8192x16384 on the H200
+# (experiments/long-rows-h200/whole-rows-16bit/) that took 58 registers a thread against the fp32 row's
+# ~115 (two programs an SM instead of one) and 87.1 -> 92.3% of copy in fp16, 90.1 -> 91.6% in bf16; at
+# 32768 it still held one program an SM (88 registers) and read 71% against 72-74%.
+KEEP_16BIT_MAX = 16384
+LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
 # them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
 # 65536-262144 (experiments/long-rows-h200/run2): in bf16 55-64% of copy against 44-48% for the team;
@@ -101,13 +107,24 @@ def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
 
 
 @triton.jit
-def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr):
+def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, KEEP_16BIT: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     ok = cols < N
-    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(y_ptr + row * stride_y + cols, (e * (1.0 / tl.sum(e, axis=0))).to(y_ptr.dtype.element_ty), mask=ok)
+    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf"))
+    if KEEP_16BIT:
+        # The row stays in its 16-bit storage type, converted where each use needs fp32: the max in
+        # 16 bits (exact), the sum of exp2(x log2e - m log2e), and the output as
+        # exp2(x log2e - (m log2e + log2 s)) = e / s, an expression apart from the sum's, so no fp32 row
+        # lives across the reductions. Half the registers: two programs an SM (see KEEP_16BIT_MAX).
+        m = tl.max(x, axis=0).to(tl.float32) * LOG2E
+        s = tl.sum(tl.exp2(x.to(tl.float32) * LOG2E - m), axis=0)
+        y = tl.exp2(x.to(tl.float32) * LOG2E - (m + tl.log2(s)))
+    else:
+        xf = x.to(tl.float32)
+        e = tl.exp(xf - tl.max(xf, axis=0))
+        y = e * (1.0 / tl.sum(e, axis=0))
+    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -306,7 +323,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 
     if N <= WHOLE_ROW_MAX:
         _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
-                           num_warps=WHOLE_ROW_WARPS)
+                           KEEP_16BIT=x.element_size() == 2 and N <= KEEP_16BIT_MAX, num_warps=WHOLE_ROW_WARPS)
         return y
 
     if x.element_size() == 4 and not _interpreting():
