@@ -179,7 +179,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
 
 
 def _outgoing_notes(repo: Repo, remote: str, revs: list[str]) -> tuple[str, int]:
-    """The notes commit to push, and how many of this clone's notes it leaves out.
+    """The notes commit to push, and how many of this clone's records it leaves out.
 
     Only records on commits the remote will have travel: one on a commit that stays here (a branch the
     remote refused, a baseline a reset left behind) would show there as a run nobody can check out. When
@@ -190,7 +190,7 @@ def _outgoing_notes(repo: Repo, remote: str, revs: list[str]) -> tuple[str, int]
     snapshot = refs.remote_snapshot(remote, "")
     shared = read.reachable_from(repo, set(by_commit), [*revs, f"--glob={refs.remote_branch_ref(remote, '*')}",
                                                         f"--glob={snapshot}attempts/*", f"--glob={snapshot}best/*"])
-    held = len(by_commit) - len(shared)
+    held = sum(len(records) for commit, records in by_commit.items() if commit not in shared)
     if not held:
         return read.rev(repo, refs.NOTES_REF), 0
     theirs = read.rev(repo, refs.remote_snapshot(remote, "notes/kgit"))
