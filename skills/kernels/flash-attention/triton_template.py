@@ -19,8 +19,8 @@ blocks of one head next to each other so that they share that head's K and V in 
 blocks strictly left of the diagonal run without a mask; only the diagonal block(s) are masked; the
 heaviest (last) query blocks are launched first so the tail of the grid is the short work.
 
-Hopper: K/V/Q tiles come through TMA descriptors (tl.make_tensor_descriptor) when S is a multiple of
-the tiles; otherwise (and on AMD) masked pointer loads do the same work.
+Hopper: Q/K/V/O tiles come through TMA descriptors (made on the host: TensorDescriptor) when S is a
+multiple of the tiles; otherwise (and on AMD) masked pointer loads do the same work.
 """
 
 import functools
@@ -29,6 +29,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
@@ -79,9 +80,10 @@ def _attn_block_loop(acc, l_i, m_i, q, k_src, v_src, row0, lo, hi, offs_m, S, qk
 
 
 @triton.jit
-def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, BH, qk_scale,
+def attn_fwd_kernel(q_src, k_src, v_src, o_src, S, BH, qk_scale,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, EVEN: tl.constexpr):
+    # q_src..o_src: TMA descriptors of the (B*H*S, D) views, made on the host (USE_TMA), else pointers.
     start_m = tl.program_id(0)
     if CAUSAL:
         start_m = tl.num_programs(0) - 1 - start_m                  # longest rows first
@@ -91,18 +93,12 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, BH, qk_scale,
     row0 = bh * S                                                   # first row of this head, (B*H*S, D) view
     if USE_TMA:
         # TMA path needs S % BLOCK_M == S % BLOCK_N == 0 (the launcher checks): tiles never cross heads.
-        q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                           block_shape=[BLOCK_M, HEAD_DIM])
-        k_src = tl.make_tensor_descriptor(k_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                          block_shape=[BLOCK_N, HEAD_DIM])
-        v_src = tl.make_tensor_descriptor(v_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                          block_shape=[BLOCK_N, HEAD_DIM])
-        q = q_desc.load([row0 + start_m * BLOCK_M, 0])
+        q = q_src.load([row0 + start_m * BLOCK_M, 0])
     else:
         head = row0.to(tl.int64) * HEAD_DIM
-        k_src = k_ptr + head
-        v_src = v_ptr + head
-        q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=offs_m[:, None] < S, other=0.0)
+        q = tl.load(q_src + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=offs_m[:, None] < S, other=0.0)
+        k_src = k_src + head
+        v_src = v_src + head
 
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -118,20 +114,17 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, BH, qk_scale,
     else:
         acc, l_i, m_i = _attn_block_loop(acc, l_i, m_i, q, k_src, v_src, row0, 0, S, offs_m, S, qk_scale,
                                          BLOCK_N, HEAD_DIM, False, not EVEN, USE_TMA)
-    out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
+    out = (acc / l_i[:, None]).to(q.dtype)
     if USE_TMA:
-        o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                           block_shape=[BLOCK_M, HEAD_DIM])
-        o_desc.store([row0 + start_m * BLOCK_M, 0], out)
+        o_src.store([row0 + start_m * BLOCK_M, 0], out)
     else:
-        o_ptrs = o_ptr + row0.to(tl.int64) * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+        o_ptrs = o_src + row0.to(tl.int64) * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
         tl.store(o_ptrs, out, mask=offs_m[:, None] < S)
 
 
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
-_ALLOCATOR_SET = False
 _TUNED = {}
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
@@ -144,7 +137,6 @@ def _has_tma(device) -> bool:
 
 
 def _launch(q, k, v, o, causal, cfg):
-    global _ALLOCATOR_SET
     B, H, S, D = q.shape
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     assert BM % BN == 0, "the causal diagonal stage walks BLOCK_M / BLOCK_N key blocks"
@@ -152,12 +144,16 @@ def _launch(q, k, v, o, causal, cfg):
     use_tma = even and _has_tma(q.device)
     last_config.clear()
     last_config.update(cfg, USE_TMA=use_tma)
-    if use_tma and not _ALLOCATOR_SET:
-        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=q.device))
-        _ALLOCATOR_SET = True
+    if use_tma:
+        # Made on the host and passed as parameters: made in the kernel (tl.make_tensor_descriptor), each
+        # program writes and fences its own, which cost gemm 8% at 2048^3 (experiments/gemm-sizes-h200/).
+        srcs = [TensorDescriptor.from_tensor(t.view(B * H * S, D), [BM if t is q or t is o else BN, D])
+                for t in (q, k, v, o)]
+    else:
+        srcs = [q, k, v, o]
     qk_scale = (1.0 / math.sqrt(D)) * LOG2E
     grid = (triton.cdiv(S, BM), B * H)
-    attn_fwd_kernel[grid](q, k, v, o, S, B * H, qk_scale, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D, CAUSAL=causal,
+    attn_fwd_kernel[grid](*srcs, S, B * H, qk_scale, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D, CAUSAL=causal,
                           USE_TMA=use_tma, EVEN=even, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return o
 
