@@ -81,7 +81,13 @@ def log(pairs: list[tuple[str, Record]]) -> str:
         rows.append(log_row(record) + [sha[:10]])
     # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
     table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
-    return table + "\n" + final_line([r for _, r in pairs])
+    return table + "\n" + LOG_LEGEND + "\n" + final_line([r for _, r in pairs])
+
+
+# A user read "0.0015 GBps  -0.7%" beside a best of 0.00107 as a contradiction: the two columns come from
+# different runs, and the line says so.
+LOG_LEGEND = ("Metric: the iteration's own median. Delta: against the best run beside it, pair by pair, in the "
+              "same session (with its interval), so it can differ in sign from Metric against an older best.")
 
 
 def environment(env: dict) -> str:

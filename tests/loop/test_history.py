@@ -14,6 +14,7 @@ def test_best_log_status_show(started):
 
     log = started.ok("log").stdout
     assert "regressed, reverted" in log and "Final: 120 GBps (12% of peak), 2 iterations, in progress." in log
+    assert log.splitlines()[-2].startswith("Metric: the iteration's own median. Delta: against the best run")
 
     status = started.ok("status", "--json").json()
     assert status["iteration"] == 2 and status["max_iterations"] == 5 and status["reverted"] == 1
