@@ -103,6 +103,8 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
         values = _at(payload, path.split("."))
         if not values:
             return f"invalid JSON: no number at {path}"
+        if len(values) == 1 and "." not in path:  # the top-level field kgit.yaml names: nothing to explain
+            return path, float(values[0]), None, _rounding(values)
         return _reduced(path, values, path)
     for name in ("gbps", "tflops"):
         if name in payload:

@@ -64,6 +64,8 @@ def test_a_per_shape_list_gives_the_geometric_mean_of_the_kernels_figures_not_th
 def test_a_named_path_picks_the_figure(path, value):
     found = validate(GEMM, path, 1.0, "")
     assert found.passed and found.metric == path and found.value == pytest.approx(value)
+    # where the figure came from is said only when it is not simply the field kgit.yaml named
+    assert (found.figure is None) == ("." not in path)
 
 
 def test_a_path_to_nothing_or_to_a_bad_number_fails_with_its_reason():
