@@ -209,11 +209,11 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
     with transaction.begin(repo):  # held across rounds: parallel tests run under it too
         while True:
             state = steps.next_round(repo, kernel, overrides)
-            if state.stopped:
-                return state.stopped
             cfg = state.cfg
             source = (repo.root / cfg.kernel_path).read_text()
-            tunables = read_tunables(source, cfg.kernel_path)
+            tunables = read_tunables(source, cfg.kernel_path)  # a kernel with nothing to tune says so first
+            if state.stopped:
+                return state.stopped
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
             if elsewhere is None:
                 elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),

@@ -93,6 +93,10 @@ def test_tune_stops_at_the_target(landscape):
 def test_tune_refuses_a_kernel_without_tunables(ws):
     ws.ok("start", "fake")
     assert "no literal CONFIG" in ws.refused("tune")
+    ws.set_kernel(METRIC=120.0)
+    ws.ok("step", "-m", "a change")
+    # past its limit, the loop would stop at once: the kernel's having nothing to tune is still said first
+    assert "no literal CONFIG" in ws.refused("tune", "--max-iterations", "1")
 
 
 def test_tune_on_several_gpus_tests_in_parallel_worktrees(landscape):
