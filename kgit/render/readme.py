@@ -113,9 +113,22 @@ def chart(kernel: str, records: list[Record]) -> list[str]:
         f"    line [{', '.join(_number(v) for v in best_so_far)}]",
         "```",
         "",
-        "Bars: each iteration's measurement (0: failed, nothing measured). Line: the best kept so far.",
+        _chart_caption(records),
         "",
     ]
+
+
+def _chart_caption(records: list[Record]) -> str:
+    """What the bars are, with the reverted and failed ones counted: a reverted bar above the line, or a
+    failed one at 0 on a chart where lower is better, otherwise reads as a win (a user trial did)."""
+    failed = sum(1 for r in records if not (r.value if r.correctness else None))
+    reverted = sum(1 for r in records[1:] if not r.kept) - failed
+    parts = ["Bars: each iteration's own measurement"]
+    if reverted:
+        parts.append(f"{reverted} reverted (a bar past the line did not beat the best beyond the noise)")
+    if failed:
+        parts.append(f"{failed} failed (0: nothing measured)")
+    return "; ".join(parts) + ". Line: the best kept so far."
 
 
 def _number(value: float) -> str:

@@ -43,3 +43,10 @@ def test_the_chart_names_the_unit_as_the_table_does():
     records = [Record("gemm", 0, "baseline", Status.BASELINE, metric="benchmarks.triton_tflops", value=600.0,
                       correctness=True)]
     assert '    y-axis "TFLOPS"' in chart("gemm", records)
+    assert chart("gemm", records)[-2] == "Bars: each iteration's own measurement. Line: the best kept so far."
+    records += [Record("gemm", 1, "worse", Status.REGRESSED, metric="benchmarks.triton_tflops", value=650.0,
+                       correctness=True),
+                Record("gemm", 2, "broken", Status.FAILED, metric="benchmarks.triton_tflops", correctness=False)]
+    assert chart("gemm", records)[-2] == (
+        "Bars: each iteration's own measurement; 1 reverted (a bar past the line did not beat the best beyond the "
+        "noise); 1 failed (0: nothing measured). Line: the best kept so far.")
