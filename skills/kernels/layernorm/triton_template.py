@@ -15,7 +15,8 @@ Same structure as the softmax template:
   _layernorm_rows   whole rows <= BLOCK_SIZE, a tile of rows per program
                     (16-bit rows over 2048: under ROW_PIPELINED).
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
-                    program per whole row, no loop.
+                    program per whole row, no loop (32 warps for rows over 32 KB,
+                    w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
   _layernorm_streamed longer rows: one program per row, chunks' (mean, M2)
                     merged over pipelined chunks, then a second pass that
                     re-reads: 1.5x traffic, yet faster than a team of programs
@@ -45,6 +46,21 @@ EPS = 1e-5
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+# Whole rows of more than WIDE_ROW_BYTES take WIDE_ROW_WARPS warps. Measured on the H200
+# (experiments/sweep-h200-2026-12-01/session9-near-misses/): at 8192x16384 fp32, 16 warps hold x, w
+# and b at once (94-95 registers a thread with the H200's Triton 3.6, 128 with 3.9): one program an SM,
+# 84.3% of copy. On 32 warps the same row takes 32 registers a thread, two programs share an SM: 96.0%.
+# At 32768 (one program an SM either way) 32 warps read 81.4 -> 86.3% in fp32 and 75.6/74.4 ->
+# 77.5/76.3% in fp16/bf16. 16-bit rows of 16384 (32 KB) fall to 55-57% on 32 warps (42 registers x 1024
+# threads: one program an SM), so they keep 16.
+WIDE_ROW_BYTES = 32 * 1024
+WIDE_ROW_WARPS = 32
+# Whole rows of more than W_IN_L1_BYTES (fp32 rows over 16384): x and b skip L1 (.cg), w is kept there
+# (evict_last), y is streamed (.cs). Every program re-reads w and b; at 32768 fp32 they are 256 KB, more
+# than L1 holds, so both came from L2 every row. w alone (128 KB) stays in L1: 86.3 -> 89.4% of copy at
+# 4096x32768 fp32 on 32 warps (w and b both kept: 88.1%; 89.2% in the confirming sweep). In 16-bit at
+# 32768 (w and b 128 KB together) it read 1.5-2 points less than the plain loads, hence the limit.
+W_IN_L1_BYTES = 64 * 1024
 # Rows over WHOLE_ROW_MAX go to the streamed kernel. Measured on the H200 at rows of 65536-262144
 # (experiments/long-rows-h200/run1 and run2), against the split team that served them before (a kernel
 # like the softmax template's _softmax_split, exchanging (mean, M2)): in bf16 60-67% of copy against
@@ -85,17 +101,27 @@ def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 
 
 @triton.jit
-def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr):
+def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr,
+                   W_IN_L1: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     ok = cols < N
-    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    if W_IN_L1:  # see W_IN_L1_BYTES: L1 keeps w across rows; x, b and y pass it by
+        x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+    else:
+        x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=0) / N
     d = tl.where(ok, x - mean, 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+    if W_IN_L1:
+        w = tl.load(w_ptr + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+        tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok,
+                 cache_modifier=".cs")
+    else:
+        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -211,8 +237,10 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
                                                                  num_stages=num_stages)
         return y
     if N <= WHOLE_ROW_MAX:
+        row_bytes = N * x.element_size()
         _layernorm_row[(M,)](x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
-                             num_warps=WHOLE_ROW_WARPS)
+                             W_IN_L1=row_bytes > W_IN_L1_BYTES,
+                             num_warps=WIDE_ROW_WARPS if row_bytes > WIDE_ROW_BYTES else WHOLE_ROW_WARPS)
         return y
     _launch_streamed(x2, w, b, y2, M, N, eps)
     return y
