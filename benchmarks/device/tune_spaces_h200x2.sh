@@ -12,7 +12,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 res=/tmp/res; mkdir -p "$res"  # tarred into $OUT at the end: $OUT takes 8 files
-if [ -d .whl ]; then  # scikit-learn for the model search, carried as wheels
+if [ -d .whl ]; then  # scipy (and, at the time, scikit-learn) for the model search, carried as wheels
   pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
 budget=${1:-540}

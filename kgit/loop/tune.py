@@ -18,8 +18,8 @@ measured for this kernel, read back from git, proposes the unmeasured configurat
 expected improvement, weighed by its chance to run (failures teach where configurations fail). It never
 proposes a configuration already measured (kept or reverted, as recorded in git), and stops when the
 whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
-environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scikit-learn are
-not installed. benchmarks/tune/replay.py compares the two on measured spaces.
+environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scipy are not
+installed. benchmarks/tune/replay.py compares the two on measured spaces.
 
 Each proposal is recorded with the tier of the keys it changes: the tier skill that owns the technique the
 kernel's SKILL.md maps each key to (its `tunables:`), the lowest where keys of several tiers change, and
@@ -159,9 +159,9 @@ def model_search_missing() -> str | None:
 
     if _descent_asked():
         return None
-    missing = [name for name in ("numpy", "scipy", "sklearn") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("numpy", "scipy") if importlib.util.find_spec(name) is None]
     return (f"{', '.join(missing)} not installed: kgit tune searches by coordinate descent, which stops on coupled "
-            "tunables (pip install scikit-learn, or kgit's 'harness' extra)") if missing else None
+            "tunables (pip install numpy scipy, or kgit's 'harness' extra)") if missing else None
 
 
 def propose_next(best: dict, space: dict, measured: list[search.Point], pending: list[dict] = (),
@@ -173,7 +173,7 @@ def propose_next(best: dict, space: dict, measured: list[search.Point], pending:
         try:
             return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100,
                                         allowed=allowed, elsewhere=elsewhere)
-        except ImportError:  # numpy / scikit-learn missing: the search that needs neither
+        except ImportError:  # numpy / scipy missing: the search that needs neither
             pass
     return propose(best, space, list(measured) + [(c, best, False) for c in pending], allowed)
 

@@ -7,16 +7,26 @@ for figures that fall as the kernel gets faster), or None when it failed (OutOfR
 result, a crash).
 
 The model (`propose_model`) is a Gaussian process over the configurations, fitted to every score
-measured for this kernel, with a linear trend so that a direction that paid off is extrapolated. Each
-key is placed on [0, 1]: by log2 of its value when every value is a positive number, by its position in
-the list otherwise. A failed configuration enters the process as a score well below the worst measured,
-and teaches feasibility twice: a logistic model of failure over the same coordinates, and the rule that
-the configurations beyond it in the direction it moved from its origin (every key that moved, moved at
+measured for this kernel. A tunable whose values are positive numbers is measured in octaves (log2 of
+its value): doubling a tile or the warps is the same step whether the space spans two octaves or five,
+which is what lets one set of length scales serve every template. Sizes (tiles, num_warps, chunks) vary
+over LENGTH_SCALE octaves; num_stages and tunables with a value that is not a positive number (flags)
+over LENGTH_SCALE_FLAT, since they move a kernel's figure by a few percent where sizes move it by several
+times. The prior mean is a dome: CURVATURE per octave squared below its top at the centre of the space,
+because the author of a space brackets where they expect the best, and a cold model with a flat mean
+sends its first proposals to the far corners, which on the measured spaces are the slowest and the
+ones that fail. The dome is shallow enough (a factor 0.9 at one octave from the centre) that a best at
+the edge of a short key (gemm's BLOCK_N 256) is still found. These four numbers were chosen on the
+measured H200 spaces and checked by leaving each space out (experiments/tune/replay.md).
+
+A failed configuration enters the process as a score well below the worst measured, and teaches
+feasibility twice: a logistic model of failure over the same coordinates, and the rule that the
+configurations beyond it in the direction it moved from its origin (every key that moved, moved at
 least as far; every other key unchanged) fail too. The proposal is the unmeasured configuration of the
 highest expected improvement over the best score, weighed by its chance to run. A configuration the
 template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a candidate of any strategy.
 
-numpy and scikit-learn are imported when a proposal is made, never when kgit starts.
+numpy and scipy are imported when a proposal is made, never when kgit starts.
 """
 
 from __future__ import annotations
@@ -26,6 +36,11 @@ import math
 from typing import NamedTuple
 
 MAX_CANDIDATES = 20000  # a larger space is searched over a seeded sample of it, plus the best's neighbours
+LENGTH_SCALE = 1.5  # octaves, for sizes: tiles, num_warps, chunks
+LENGTH_SCALE_FLAT = 4.0  # octaves or positions, for num_stages, flags and tunables of two values
+CURVATURE = 0.1  # the prior mean falls by this much log score per octave squared from the space's centre
+SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
+NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
 
 class Point(NamedTuple):
@@ -46,17 +61,33 @@ def score_of(value: float | None, lower_is_better: bool = False) -> float | None
 
 
 def coordinates(config: dict, space: dict) -> list[float]:
+    """Octaves above the key's smallest value where every value is a positive number, its position in the
+    list otherwise; keys of one value are left out."""
     out = []
     for name, values in space.items():
         if len(values) < 2:
             continue
-        if all(type(v) in (int, float) and v > 0 for v in values):
-            logs = [math.log2(v) for v in values]
-            low, high = min(logs), max(logs)
-            out.append((math.log2(config[name]) - low) / ((high - low) or 1.0))
+        if _numeric(values):
+            out.append(math.log2(config[name]) - math.log2(min(values)))
         else:
-            out.append(values.index(config[name]) / (len(values) - 1))
+            out.append(float(values.index(config[name])))
     return out
+
+
+def length_scales(space: dict) -> list[float]:
+    """Per coordinate: LENGTH_SCALE for sizes, LENGTH_SCALE_FLAT for num_stages and flags."""
+    return [LENGTH_SCALE_FLAT if name == "num_stages" or not _numeric(values) else LENGTH_SCALE
+            for name, values in space.items() if len(values) >= 2]
+
+
+def centre(space: dict) -> list[float]:
+    """The middle of each coordinate's range: where the prior mean's dome has its top."""
+    return [(math.log2(max(values)) - math.log2(min(values))) / 2 if _numeric(values) else (len(values) - 1) / 2
+            for values in space.values() if len(values) >= 2]
+
+
+def _numeric(values: list) -> bool:
+    return all(type(v) in (int, float) and v > 0 for v in values)
 
 
 def beyond_failure(config: dict, failed: dict, origin: dict, space: dict) -> bool:
@@ -96,7 +127,7 @@ def candidates(best: dict, space: dict, exclude: set, seed: int, allowed=None) -
 
 
 def propose_model(best: dict, space: dict, measured: list[Point], pending: list[dict] = (),
-                  seed: int = 0, fail_penalty: float = 1.0, length_scale: float = 0.5,
+                  seed: int = 0, fail_penalty: float = 1.0,
                   min_gain: float = 0.01, allowed=None, elsewhere: list[Point] = ()) -> dict | None:
     """The unmeasured configuration of the highest expected improvement, or None when none is worth it.
 
@@ -133,19 +164,13 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
 
     import numpy as np
     from scipy.special import ndtr
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import ConstantKernel, DotProduct, Matern, WhiteKernel
 
     scores = np.array([p.score for p in ok])
     spread = max(float(scores.max() - scores.min()), 0.05)
     X = np.array([coordinates(p.config, space) for p in ok + failed])
     y = np.r_[scores, np.full(len(failed), scores.min() - fail_penalty * spread)]
     candidates_x = np.array([coordinates(c, space) for c in pool])
-    kernel = (ConstantKernel(1.0) * Matern(length_scale=length_scale, nu=2.5) + WhiteKernel(1e-3)
-              + ConstantKernel(0.1) * DotProduct(0.1))
-    process = GaussianProcessRegressor(kernel, normalize_y=True, optimizer=None).fit(X, y)
-    mean, sd = process.predict(candidates_x, return_std=True)
-    sd = np.maximum(sd, 1e-9)
+    mean, sd = _posterior(X, y, candidates_x, space)
     # the gain is over the best measured here: one measured only elsewhere is still worth measuring here
     if incumbent is None:
         incumbent = float(scores.max())
@@ -159,6 +184,28 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         return None
     ties = np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded, never by order alone
     return pool[int(np.argmax(gain + ties))]
+
+
+def _posterior(X, y, candidates_x, space: dict):
+    """The process's mean and standard deviation at candidates_x, given scores y measured at X."""
+    import numpy as np
+
+    scale, top = np.array(length_scales(space)), np.array(centre(space))
+
+    def dome(Z):
+        return -CURVATURE * ((Z - top) ** 2).sum(axis=1)
+
+    def covariance(A, B):  # Matern 5/2
+        r = np.sqrt(5.0 * (((A[:, None, :] - B[None, :, :]) / scale) ** 2).sum(axis=2))
+        return SIGNAL_SD ** 2 * (1 + r + r * r / 3) * np.exp(-r)
+
+    level = float(np.mean(y - dome(X)))  # the dome's top: where the measured scores put it
+    chol = np.linalg.cholesky(covariance(X, X) + NOISE_SD ** 2 * np.eye(len(X)))
+    weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - dome(X)))
+    cross = covariance(candidates_x, X)
+    mean = level + dome(candidates_x) + cross @ weights
+    explained = np.linalg.solve(chol, cross.T)
+    return mean, np.sqrt(np.maximum(SIGNAL_SD ** 2 - (explained ** 2).sum(axis=0), 1e-18))
 
 
 def _has_figure(point: Point) -> bool:
@@ -175,14 +222,27 @@ def _neighbours_measured(best: dict, space: dict, exclude: set, allowed=None) ->
     return True
 
 
-def _chance_to_run(X, n_ok: int, candidates_x):
+def _chance_to_run(X, n_ok: int, candidates_x, penalty: float = 0.1):
+    """A logistic model of failure over the coordinates, fitted to the first n_ok rows of X (they ran) and
+    the rest (they failed); the weights, not the intercept, are held back by penalty * |w|^2 / 2, so that
+    two or three failures cannot make a wall of certainty."""
     import numpy as np
-    from sklearn.linear_model import LogisticRegression
+    from scipy.optimize import minimize
+    from scipy.special import expit
 
-    labels = np.r_[np.zeros(n_ok), np.ones(len(X) - n_ok)]
-    if labels.min() == labels.max():
+    failed = np.r_[np.zeros(n_ok), np.ones(len(X) - n_ok)]
+    if failed.min() == failed.max():
         return np.ones(len(candidates_x))
-    return LogisticRegression(C=10.0).fit(X, labels).predict_proba(candidates_x)[:, 0]
+    A = np.c_[np.ones(len(X)), X]
+
+    def loss(w):
+        p = expit(A @ w)
+        eps = 1e-12
+        value = -(failed * np.log(p + eps) + (1 - failed) * np.log(1 - p + eps)).sum() + penalty * (w[1:] @ w[1:]) / 2
+        return value, A.T @ (p - failed) + penalty * np.r_[0.0, w[1:]]
+
+    w = minimize(loss, np.zeros(A.shape[1]), jac=True, method="L-BFGS-B").x
+    return 1 - expit(np.c_[np.ones(len(candidates_x)), candidates_x] @ w)
 
 
 def _nearest(best: dict, space: dict, pool: list[dict], failed: list[Point]) -> dict:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sklearn")
+pytest.importorskip("scipy")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "tune"))
 import replay  # noqa: E402
@@ -28,8 +28,13 @@ def test_the_gemm_constraint_spares_every_run_that_would_not_fit():
     assert bound["median_final"][8] > free["median_final"][8], (bound["median_final"], free["median_final"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16's bar is not met by a first run: softmax 80%, gemm 78% against its "
-                   "re-measured leaders (experiments/tune/replay.md)")
-def test_the_bar_90_percent_of_starts_reach_97_percent_within_8_iterations():
-    for table in (SOFTMAX, GEMM):
-        assert replay.share_reaching(table, "model", [8], starts=12)["share"][8] >= 0.9
+TABLES = [(SOFTMAX, None), (GEMM, str(ROOT / "experiments/tune/h200/remeasured-gemm.json"))] + [
+    (str(ROOT / f"experiments/tune/h200/spaces/space-{name}.json"), None) for name in ("softmax", "rmsnorm", "layernorm")]
+
+
+@pytest.mark.parametrize("table, reference", TABLES, ids=["softmax-old", "gemm", "softmax", "rmsnorm", "layernorm"])
+def test_the_bar_90_percent_of_starts_reach_97_percent_within_8_iterations(table, reference):
+    # issue 16's bar, from every correct start of each measured space (gemm against its re-measured leaders:
+    # the table's own best is its luckiest draw); experiments/tune/replay.md has the figures, 95-100%
+    got = replay.share_reaching(table, "model", [8], reference=reference)
+    assert got["share"][8] >= 0.9 and got["failed"][8] == 0, (got["reached"], got["starts"], got["failed"])

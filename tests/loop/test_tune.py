@@ -57,7 +57,10 @@ def test_tune_finds_the_best_configuration(landscape):
     assert result["best"]["value"] == 1000.0
     statuses = [r["status"] for r in result["iterations"]]
     assert statuses[0] == "BASELINE" and "REGRESSED" in statuses
-    assert len(result["iterations"]) <= 12  # far fewer than the 30 configurations of the space
+    found = next(r["iteration"] for r in result["iterations"] if r["value"] == 1000.0)
+    # the best within 8 iterations (issue 16's bar); the search stops (nothing left worth a run) after 16 of
+    # the space's 30 configurations: its prior's spread keeps the far corners worth a look until then
+    assert found <= 8 and len(result["iterations"]) <= 20, (found, len(result["iterations"]))
     landscape.check_invariants()
 
 
@@ -265,8 +268,8 @@ def test_tune_says_when_it_cannot_run_its_model_search(monkeypatch):
     from kgit.loop import tune
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
-    assert tune.model_search_missing().startswith("sklearn not installed: kgit tune searches by coordinate descent")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a))
+    assert tune.model_search_missing().startswith("scipy not installed: kgit tune searches by coordinate descent")
     monkeypatch.setenv("KGIT_TUNE_SEARCH", "descent")  # asked for descent: nothing to say
     assert tune.model_search_missing() is None
     monkeypatch.undo()

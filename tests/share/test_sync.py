@@ -262,7 +262,7 @@ def test_push_to_a_remote_that_is_a_bundle_is_refused_with_a_command_that_works(
 
 
 def test_tune_tries_first_the_best_that_another_clone_found(remote, ws, tmp_path):
-    pytest.importorskip("sklearn")
+    pytest.importorskip("scipy")
     a = ws
     (a.root / KERNEL).write_text(LANDSCAPE)
     a.git("commit", "-qam", "a tunable kernel")
