@@ -223,7 +223,7 @@ def command_problems(text: str, where: str) -> list[str]:
         while words[:1] == ["-C"]:
             words = words[2:]
         if not words or words[0].startswith("-"):
-            command, opts = cli, group_opts
+            opts = group_opts
             name = ""
         else:
             name = words[0]
@@ -235,7 +235,7 @@ def command_problems(text: str, where: str) -> list[str]:
                 if name not in commands:
                     problems.append(f"{where}: `{quote}`: kgit has no command {name!r}")
                     continue
-            command, opts = commands[name], options_of(commands[name]) | group_opts
+            opts = options_of(commands[name]) | group_opts
         for opt in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", line):
             if opt not in opts:
                 problems.append(f"{where}: `{quote}`: 'kgit {name}' has no option {opt}")

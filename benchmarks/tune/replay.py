@@ -2,7 +2,7 @@
 
     python benchmarks/tune/replay.py space.json [space.json ...] [--strategy model descent random]
         [--iterations 8 40] [--bar 0.97] [--min-gain-pct 1] [--starts N] [--markdown replay.md]
-        [--reference TABLE=REMEASURED ...] [--earlier-runs N] [--ignore-constraints]
+        [--reference TABLE=REMEASURED ...] [--earlier-runs N] [--ignore-constraints] [--set NAME=VALUE ...]
 
 Each strategy (kgit.model.search: the model-based search kgit tune uses, coordinate descent as it was
 before, a seeded random draw) and the decision (kgit.loop.measure.compare, the paired runs until the
@@ -24,6 +24,10 @@ on the same GPU (search.propose_model's elsewhere): the second run of a team, no
 The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the table's test) bound
 every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
 --ignore-constraints replays the search without them.
+
+--set LENGTH_SCALE=1.2 replays the model with one of kgit.model.search's settings changed (LENGTH_SCALE,
+LENGTH_SCALE_FLAT, CURVATURE, SIGNAL_SD, NOISE_SD): how the settings were chosen, and how much the
+result depends on them (experiments/tune/replay.md).
 """
 
 import argparse
@@ -37,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_PAIRS = 12  # kgit tune's default --max-pairs
+SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD")  # what --set may change
 sys.path.insert(0, str(ROOT))
 from kgit.loop import measure, tune  # noqa: E402
 from kgit.model import search  # noqa: E402
@@ -193,10 +198,17 @@ def main() -> None:
                              "from (another clone's, pulled)")
     parser.add_argument("--ignore-constraints", action="store_true",
                         help="replay without the templates' CONFIG_CONSTRAINTS")
+    parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
+                        help="change one of kgit.model.search's settings for this replay")
     args = parser.parse_args()
+    for pair in args.set:
+        name, value = pair.split("=", 1)
+        if name not in SETTINGS:
+            raise SystemExit(f"--set {name}: not one of {', '.join(SETTINGS)}")
+        setattr(search, name, float(value))
     references = dict(pair.split("=", 1) for pair in args.reference)
 
-    lines = [f"| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
+    lines = ["| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
              + " | " + " | ".join(f"median start ends at ({b})" for b in args.iterations)
              + " | " + " | ".join(f"measured {args.bar:.0%} within {b}" for b in args.iterations)
              + " | " + " | ".join(f"failed runs per start ({b})" for b in args.iterations) + " |",

@@ -2,10 +2,7 @@
 remote, notes merged with no record lost, rebases and amends that keep the notes."""
 
 import json
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -158,8 +155,8 @@ def test_rebase_and_amend_keep_the_notes(ws):
     assert record["iteration"] == 1 and record["action"] == "better"
 
 
-def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, ws, tmp_path):
-    a = ws
+def b_moves_ahead(remote, a, tmp_path):
+    """A starts fake and pushes; B clones, pulls, keeps a step to 200 and pushes it: B, a step ahead."""
     a.ok("start", "fake")
     a.ok("push")
     b = clone(remote, tmp_path / "b")
@@ -168,6 +165,12 @@ def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, w
     b.set_kernel(METRIC=200.0)
     b.ok("step", "-m", "B: much better")
     b.ok("push")
+    return b
+
+
+def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, ws, tmp_path):
+    a = ws
+    b_moves_ahead(remote, a, tmp_path)
 
     a.set_kernel(METRIC=120.0)
     a.ok("step", "-m", "A: better")
@@ -194,14 +197,7 @@ def test_a_clone_cannot_start_a_second_run_of_a_kernel_its_remote_already_has(re
 
 def test_push_sends_no_tag_off_its_branch_and_no_record_of_a_commit_that_stays_here(remote, ws, tmp_path):
     a = ws
-    a.ok("start", "fake")
-    a.ok("push")
-    b = clone(remote, tmp_path / "b")
-    b.ok("pull")
-    b.git("checkout", "-q", "opt/fake")
-    b.set_kernel(METRIC=200.0)
-    b.ok("step", "-m", "B: much better")
-    b.ok("push")
+    b = b_moves_ahead(remote, a, tmp_path)
     theirs_tag = remote_refs(remote)["refs/tags/best/fake"]
 
     a.set_kernel(METRIC=120.0)
