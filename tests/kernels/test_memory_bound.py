@@ -96,3 +96,16 @@ def test_streamed_kernel_reads_rows_in_chunks(name):
     else:
         out, ref = m.layernorm(x, w, b, config={"BLOCK_SIZE": 64}), m.layernorm_ref(x, w, b)
     torch.testing.assert_close(out.double(), ref, rtol=1e-3, atol=2e-4)
+
+
+def test_streamed_rmsnorm_row_loop_covers_every_row():
+    # rmsnorm's streamed kernel runs on a persistent grid (PROGRAMS_PER_SM per SM; the interpreter
+    # counts 4 SMs): 11 rows on 4 programs is 3, 3, 3 and 2 rows a program. The output starts as NaN,
+    # so a row no program reached fails.
+    m = _template("rmsnorm")
+    m.WHOLE_ROW_MAX = 256
+    m.STREAMED = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "PROGRAMS_PER_SM": 1}
+    x, w = torch.randn(11, 300), torch.rand(300) + 0.5
+    out = torch.full_like(x, float("nan"))
+    m.rmsnorm(x, w, out=out, config={"BLOCK_SIZE": 64})
+    torch.testing.assert_close(out.double(), m.rmsnorm_ref(x, w), rtol=1e-4, atol=1e-5)

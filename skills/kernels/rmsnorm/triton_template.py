@@ -16,9 +16,10 @@ Same structure as the softmax template (see its docstring):
                   squares through a tiny global workspace (atomic counter,
                   bounded spin): one read, one write.
   _rmsnorm_streamed 16-bit rows of 32769-65536 (and any in the interpreter; P beyond
-                  capacity): one program per row, the sum of squares over
-                  pipelined chunks, then a second pass that re-reads: 1.5x
-                  traffic, yet faster than the team there (see STREAMED).
+                  capacity): a persistent grid whose programs loop over rows;
+                  per row the sum of squares over pipelined chunks, then a
+                  second pass that re-reads: 1.5x traffic, yet faster than the
+                  team there (see STREAMED).
 """
 
 import os
@@ -49,10 +50,17 @@ WHOLE_ROW_WARPS = 16
 # wait forever). Measured on the H200 (experiments/sweep-h200-2026-12-01/rmsnorm, against
 # experiments/sweep-h200/rmsnorm): in bf16 the streamed kernel read 68.8% of copy at 65536 where the
 # team read 63.2%, but 61.2% / 59.8% at 131072 / 262144 where the team read 66.7% / 62.0%; in fp32 the
-# team leads everywhere (74-83%). STREAMED is the leader of 10 configurations
-# (experiments/long-rows-h200/run1).
+# team leads everywhere (74-83%). With STREAMED below (experiments/long-rows-h200/streamed-l2/explore2)
+# the team still leads at 131072 / 262144 in bf16: 67.1% / 61.8% against 66.2% / 60.4%.
+# STREAMED: 16384-element chunks on 16 warps, 3 stages, a grid of PROGRAMS_PER_SM programs per SM that
+# loop over the rows (0: one program per row). At 2048x65536 on the H200
+# (experiments/long-rows-h200/streamed-l2/): 72.4/73.6% of copy in bf16/fp16 in the sweep, where one
+# program per row on 8192/8 warps/3 stages (shipped before) read 62.3-62.9%. The gain is the larger
+# chunk on 16 warps, not the L2 fit the persistent grid was tried for: that chunk fits one program an
+# SM whatever the grid (17 MB of rows in flight), 1-4 programs per SM read 71.0-72.6%, and one program
+# per row without the loop read 71.9% against this kernel's 72.8% in the same process.
 STREAMED_16BIT_MAX = 65536
-STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
+STREAMED = {"BLOCK_N": 16384, "num_warps": 16, "num_stages": 3, "PROGRAMS_PER_SM": 4}
 
 
 def rmsnorm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -138,27 +146,31 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
 
 
 @triton.jit
-def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps,
+def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
                       BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
-    # One program per row, two passes in BLOCK_N chunks: the sum of squares, then
-    # re-read, scale and write (see the softmax template's _softmax_streamed).
-    row = tl.program_id(0)
+    # Rows pid, pid + nprog, ... (one row per program when the grid is M), two
+    # passes over each in BLOCK_N chunks: the sum of squares, then re-read,
+    # scale and write (see the softmax template's _softmax_streamed).
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
-    x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
-    y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-        cols = c * BLOCK_N + offs
-        x = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        acc += x * x
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-        cols = c * BLOCK_N + offs
-        ok = cols < N
-        x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
+    for row in range(pid, M, nprog):
+        x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+        y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
+        acc = tl.zeros([BLOCK_N], tl.float32)
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            cols = c * BLOCK_N + offs
+            x = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            acc += x * x
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+        for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+            cols = c * BLOCK_N + offs
+            ok = cols < N
+            x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+            tl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok,
+                     eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -258,6 +270,8 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
 
 def _launch_streamed(x2, w, y2, M, N, eps):
     st = STREAMED
-    _rmsnorm_streamed[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps,
+    pps = int(st.get("PROGRAMS_PER_SM", 0))  # 0: one program per row
+    grid = (min(M, pps * _sm_count(x2.device)) if pps else M,)
+    _rmsnorm_streamed[grid](x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps,
                             BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
                             num_warps=st["num_warps"], num_stages=st["num_stages"])
