@@ -19,10 +19,14 @@ class Progress:
         self.noted: set[str] = set()
 
     def begin(self, test_path: str, device_note: str | None) -> None:
-        if device_note and device_note not in self.noted:  # once per command, not once per iteration
-            self.noted.add(device_note)
-            note(device_note)
+        if device_note:
+            self.note(device_note)
         click.echo(f"kgit: {self.label}: running {test_path} ...", err=True, nl=not self.tty)
+
+    def note(self, line: str) -> None:
+        if line not in self.noted:  # once per command, not once per iteration
+            self.noted.add(line)
+            note(line)
 
     def tick(self, elapsed: float) -> None:
         if self.tty:

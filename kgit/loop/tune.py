@@ -55,6 +55,18 @@ class Tunables:
         return all(c.holds(config) for c in self.constraints)
 
 
+# Triton's launch options, which its interpreter ignores: on a CPU a change of one cannot change a timing.
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def held_in_interpreter(tunables: Tunables, vendor: str) -> dict:
+    """The launch options kgit tune holds at CONFIG's values, where the tests run in Triton's interpreter
+    (vendor 'cpu'): there a proposal that changes one measures nothing but the CPU's noise."""
+    if vendor != "cpu":
+        return {}
+    return {k: tunables.config[k] for k in LAUNCH_OPTIONS if k in tunables.config and len(tunables.space.get(k, ())) > 1}
+
+
 def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables:
     """CONFIG, CONFIG_SPACE and CONFIG_CONSTRAINTS from a kernel's source, checked against each other.
 
@@ -214,6 +226,14 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             tunables = read_tunables(source, cfg.kernel_path)  # a kernel with nothing to tune says so first
             if state.stopped:
                 return state.stopped
+            held = {} if ray_cluster else held_in_interpreter(tunables, device.vendor(cfg.gpu))  # workers have GPUs
+            if held and progress:
+                progress.note(f"Triton's interpreter ignores {', '.join(held)}: kgit tune holds "
+                              f"{', '.join(f'{k}={v}' for k, v in held.items())} on this machine")
+
+            def allowed(c, held=held, tunables=tunables):
+                return tunables.allows(c) and all(c.get(k) == v for k, v in held.items())
+
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
             if elsewhere is None:
                 elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
@@ -221,7 +241,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             candidates = []
             for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
                 candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
-                                         tunables.allows, elsewhere)
+                                         allowed, elsewhere)
                 if candidate is None:
                     break
                 candidates.append(candidate)  # pending: not proposed twice in a round

@@ -274,3 +274,19 @@ def test_tune_says_when_it_cannot_run_its_model_search(monkeypatch):
     assert tune.model_search_missing() is None
     monkeypatch.undo()
     assert tune.model_search_missing() is None  # this suite installs the harness extra
+
+
+@pytest.mark.parametrize("gpu, held", [("cpu", True), ("nvidia", False)])
+def test_in_triton_s_interpreter_tune_holds_the_launch_options_it_cannot_time(ws, gpu, held):
+    # num_warps and num_stages change nothing in the interpreter: a "gain" from one would be CPU noise
+    (ws.root / KERNEL).write_text(LANDSCAPE.replace('"WARPS"', '"num_warps"').replace('CONFIG["WARPS"]',
+                                                                                     'CONFIG["num_warps"]'))
+    (ws.root / "kgit.yaml").write_text(f"fake:\n  gpu: {gpu}\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "a tunable kernel with a launch option")
+    run = ws.ok("tune", "fake", "--max-iterations", "6", "--json")
+    tried = [ws.kernel_text(r["commit"]) for r in run.json()["iterations"][1:]]
+    assert len(tried) >= 3  # held, the space is the 6 values of BLOCK: it may be measured before 6 steps
+    assert all('"num_warps": 2' in text for text in tried) is held
+    assert ("Triton's interpreter ignores num_warps: kgit tune holds num_warps=2 on this machine" in run.stderr) is held
+    ws.check_invariants()
