@@ -16,8 +16,9 @@ times. The prior mean is a dome: CURVATURE per octave squared below its top at t
 because the author of a space brackets where they expect the best, and a cold model with a flat mean
 sends its first proposals to the far corners, which on the measured spaces are the slowest and the
 ones that fail. The dome is shallow enough (a factor 0.9 at one octave from the centre) that a best at
-the edge of a short key (gemm's BLOCK_N 256) is still found. These four numbers were chosen on the
-measured H200 spaces and checked by leaving each space out (experiments/tune/replay.md).
+the edge of a short key (gemm's BLOCK_N 256) is still found. The length scales and the curvature were
+chosen on the measured H200 spaces and checked by leaving each space out (experiments/tune/replay.md,
+benchmarks/tune/settings.py).
 
 A failed configuration enters the process as a score well below the worst measured, and teaches
 feasibility twice: a logistic model of failure over the same coordinates, and the rule that the
@@ -37,7 +38,7 @@ from typing import NamedTuple
 
 MAX_CANDIDATES = 20000  # a larger space is searched over a seeded sample of it, plus the best's neighbours
 LENGTH_SCALE = 1.5  # octaves, for sizes: tiles, num_warps, chunks
-LENGTH_SCALE_FLAT = 4.0  # octaves or positions, for num_stages, flags and tunables of two values
+LENGTH_SCALE_FLAT = 4.0  # octaves or positions, for num_stages and flags
 CURVATURE = 0.1  # the prior mean falls by this much log score per octave squared from the space's centre
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
