@@ -65,9 +65,10 @@ def test_stops_when_the_space_is_measured():
 def test_gets_near_the_optimum_of_a_coupled_space_from_most_starts():
     top = max(v for c in configurations() if (v := coupled(c)) is not None)
     starts = [c for c in configurations() if coupled(c) is not None]
-    reached = [coupled(tune(coupled, start, 8)[0]) >= 0.9 * top for start in starts]
-    # 27 of 33 today. Not met: 97% (the optimum alone) is reached from 1 start of 33, see the report
-    assert sum(reached) >= 0.8 * len(starts), sum(reached)
+    found = [coupled(tune(coupled, start, 8)[0]) / top for start in starts]
+    # every start of 33 gets within 90% today, and 15 to the optimum itself (97%: no neighbour is that close);
+    # the model before this one: 27 and 1
+    assert sum(f >= 0.9 for f in found) >= 32 and sum(f >= 0.97 for f in found) >= 12, sorted(found)
 
 
 def test_coordinates_are_octaves_for_numbers_and_positions_for_flags():
