@@ -7,8 +7,8 @@ machine), and returns the comparison and the environment it was measured in. kgi
 results here, in the order it proposed them, so that the history reads as a sequential run's would.
 
 Ray is an optional extra (`pip install kgit[ray]`) and is imported only here, only when --ray is given.
-Each worker needs git and kgit with its harness extra (the model search, and its numpy and scipy, are not needed there). The
-address is Ray's: "local" starts a Ray instance on this machine; "auto" or "ray://host:10001" joins a
+Each worker needs git and kgit with its harness extra (not the model search: it runs here). The address
+is Ray's: "local" starts a Ray instance on this machine; "auto" or "ray://host:10001" joins a
 running cluster.
 """
 

@@ -64,7 +64,8 @@ def held_in_interpreter(tunables: Tunables, vendor: str) -> dict:
     (vendor 'cpu'): there a proposal that changes one measures nothing but the CPU's noise."""
     if vendor != "cpu":
         return {}
-    return {k: tunables.config[k] for k in LAUNCH_OPTIONS if k in tunables.config and len(tunables.space.get(k, ())) > 1}
+    return {k: tunables.config[k] for k in LAUNCH_OPTIONS
+            if k in tunables.config and len(tunables.space.get(k, ())) > 1}
 
 
 def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables:

@@ -29,7 +29,8 @@ def test_the_gemm_constraint_spares_every_run_that_would_not_fit():
 
 
 TABLES = [(SOFTMAX, None), (GEMM, str(ROOT / "experiments/tune/h200/remeasured-gemm.json"))] + [
-    (str(ROOT / f"experiments/tune/h200/spaces/space-{name}.json"), None) for name in ("softmax", "rmsnorm", "layernorm")]
+    (str(ROOT / f"experiments/tune/h200/spaces/space-{name}.json"), None)
+    for name in ("softmax", "rmsnorm", "layernorm")]
 
 
 @pytest.mark.parametrize("table, reference", TABLES, ids=["softmax-old", "gemm", "softmax", "rmsnorm", "layernorm"])

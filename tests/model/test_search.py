@@ -96,7 +96,8 @@ def test_the_posterior_follows_the_dome_far_from_what_was_measured_and_the_data_
     assert mean[0] == pytest.approx(0.3) and mean[2] == pytest.approx(0.3 - 0.1 * 15 ** 2)
 
 
-@pytest.mark.parametrize("start", [{"BLOCK": 256, "WARPS": 1}, {"BLOCK": 8192, "WARPS": 32}, {"BLOCK": 256, "WARPS": 32}])
+@pytest.mark.parametrize("start", [{"BLOCK": 256, "WARPS": 1}, {"BLOCK": 8192, "WARPS": 32},
+                                   {"BLOCK": 256, "WARPS": 32}])
 def test_a_cold_model_looks_near_the_middle_of_the_space_not_in_its_far_corners(start):
     # a flat prior mean sends the first proposal to the corner farthest from the one point measured: on the
     # H200's spaces the slowest configurations and the ones that fail (experiments/tune/replay.md)
