@@ -68,6 +68,11 @@ def held_in_interpreter(tunables: Tunables, vendor: str) -> dict:
             if k in tunables.config and len(tunables.space.get(k, ())) > 1}
 
 
+def _allows(tunables: Tunables, held: dict):
+    """What the search may propose: the template's constraints hold and the held launch options are kept."""
+    return lambda config: tunables.allows(config) and all(config.get(k) == v for k, v in held.items())
+
+
 def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables:
     """CONFIG, CONFIG_SPACE and CONFIG_CONSTRAINTS from a kernel's source, checked against each other.
 
@@ -231,10 +236,6 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             if held and progress:
                 progress.note(f"Triton's interpreter ignores {', '.join(held)}: kgit tune holds "
                               f"{', '.join(f'{k}={v}' for k, v in held.items())} on this machine")
-
-            def allowed(c, held=held, tunables=tunables):
-                return tunables.allows(c) and all(c.get(k) == v for k, v in held.items())
-
             measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
             if elsewhere is None:
                 elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
@@ -242,7 +243,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             candidates = []
             for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
                 candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
-                                         allowed, elsewhere)
+                                         _allows(tunables, held), elsewhere)
                 if candidate is None:
                     break
                 candidates.append(candidate)  # pending: not proposed twice in a round
