@@ -96,6 +96,20 @@ def test_the_posterior_follows_the_dome_far_from_what_was_measured_and_the_data_
     assert mean[0] == pytest.approx(0.3) and mean[2] == pytest.approx(0.3 - 0.1 * 15 ** 2)
 
 
+def test_the_chance_to_run_is_a_logistic_fit_whose_slope_alone_is_held_back():
+    np = pytest.importorskip("numpy")
+    X = np.array([[0.0], [1.0], [2.0], [3.0], [4.0]])  # the first three ran, the last two failed
+    ran = search._chance_to_run(X, 3, np.r_[X, [[10.0], [11.0]]])
+    fail = 1 - ran[:5]
+    assert np.all(np.diff(ran) < 0)  # the farther out, the likelier to fail
+    # at the optimum of the penalised likelihood: the intercept, free, matches the share that failed...
+    assert fail.sum() == pytest.approx(2.0, abs=1e-3)
+    # ...and the slope w balances the data against the penalty 0.1 * w^2 / 2
+    slope = math.log(ran[5] / (1 - ran[5])) - math.log(ran[6] / (1 - ran[6]))  # logit of failing, per unit
+    assert ((fail - np.r_[0, 0, 0, 1, 1]) * X[:, 0]).sum() + 0.1 * slope == pytest.approx(0.0, abs=1e-3)
+    assert 2 < slope < 20  # finite: three runs and two failures make no wall of certainty
+
+
 @pytest.mark.parametrize("start", [{"BLOCK": 256, "WARPS": 1}, {"BLOCK": 8192, "WARPS": 32},
                                    {"BLOCK": 256, "WARPS": 32}])
 def test_a_cold_model_looks_near_the_middle_of_the_space_not_in_its_far_corners(start):
