@@ -113,16 +113,16 @@ def chart(kernel: str, records: list[Record]) -> list[str]:
         f"    line [{', '.join(_number(v) for v in best_so_far)}]",
         "```",
         "",
-        _chart_caption(records),
+        _chart_caption(records, measured),
         "",
     ]
 
 
-def _chart_caption(records: list[Record]) -> str:
+def _chart_caption(records: list[Record], bars: list[float]) -> str:
     """What the bars are, with the reverted and failed ones counted: a reverted bar above the line, or a
     failed one at 0 on a chart where lower is better, otherwise reads as a win (a user trial did)."""
-    failed = sum(1 for r in records if not (r.value if r.correctness else None))
-    reverted = sum(1 for r in records[1:] if not r.kept) - failed
+    failed = bars.count(0.0)
+    reverted = sum(1 for record, bar in zip(records[1:], bars[1:]) if bar and not record.kept)
     parts = ["Bars: each iteration's own measurement"]
     if reverted:
         parts.append(f"{reverted} reverted (a bar past the line did not beat the best beyond the noise)")
