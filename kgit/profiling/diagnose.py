@@ -167,11 +167,14 @@ def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | 
         found = []
         how = "no profiler: the kernel's declared bottleneck and the benchmark's numbers"
         if result["bound"] is None:
-            guess = {"gbps": MEMORY, "tflops": COMPUTE}.get(profile.get("metric") or "")
+            metric = profile.get("metric")
+            guess = {"gbps": MEMORY, "tflops": COMPUTE}.get(metric or "")
             how = "no profiler and no declared bottleneck: the test's metric"
-            result.update(bound=guess, why=(f"guessed from the test's metric ({profile.get('metric')})" if guess else
-                                            f"unknown: the test's metric ({profile.get('metric')}) does not tell") +
-                          f"; {profile.get('declared_why') or ''}".rstrip("; "))
+            why = (f"guessed from the test's metric ({metric})" if guess else
+                   f"unknown: the test's metric ({metric}) does not tell")
+            if profile.get("declared_why"):
+                why += f"; {profile['declared_why']}"
+            result.update(bound=guess, why=why)
         pct = profile.get("pct_of_peak")
         if result["bound"] == MEMORY and pct is not None and pct < THRESHOLDS["busy_pct"]:
             found.append({"tier": None, "finding": f"at {pct:.0f}% of peak bandwidth a memory-bound kernel is likely "
