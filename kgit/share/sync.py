@@ -150,7 +150,8 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     attempts = _attempt_refspecs(repo, remote)
     notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha:
-        notes_sha, held = _outgoing_notes(repo, remote, pushed_tips + [spec.split(":", 1)[0] for spec in attempts])
+        notes_sha, held = _outgoing_notes(repo, remote, notes_sha,
+                                          pushed_tips + [spec.split(":", 1)[0] for spec in attempts])
         refspecs.append(f"{notes_sha}:{refs.NOTES_REF}")
         if held:
             done.append(f"records: {held} not pushed, on commits {remote} will not have (a branch not pushed, or "
@@ -178,8 +179,9 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     return rows, done
 
 
-def _outgoing_notes(repo: Repo, remote: str, revs: list[str]) -> tuple[str, int]:
-    """The notes commit to push, and how many of this clone's records it leaves out.
+def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, revs: list[str]) -> tuple[str, int]:
+    """The notes commit to push (notes_sha, refs/notes/kgit's, or one without some records), and how many of
+    this clone's records it leaves out.
 
     Only records on commits the remote will have travel: one on a commit that stays here (a branch the
     remote refused, a baseline a reset left behind) would show there as a run nobody can check out. When
@@ -192,7 +194,7 @@ def _outgoing_notes(repo: Repo, remote: str, revs: list[str]) -> tuple[str, int]
                                                         f"--glob={snapshot}attempts/*", f"--glob={snapshot}best/*"])
     held = sum(len(records) for commit, records in by_commit.items() if commit not in shared)
     if not held:
-        return read.rev(repo, refs.NOTES_REF), 0
+        return notes_sha, 0
     theirs = read.rev(repo, refs.remote_snapshot(remote, "notes/kgit"))
     if read.rev(repo, refs.OUTGOING_NOTES):
         write.delete_ref(repo, refs.OUTGOING_NOTES)  # it starts on the remote's notes, not on what it was
