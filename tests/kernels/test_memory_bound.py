@@ -74,6 +74,35 @@ def test_cross_entropy_split_path_with_last_arriver_combine():
     assert torch.equal(loss, loss2)
 
 
+@pytest.mark.parametrize("dtype, V, launch", [
+    # (BLOCK_N, ROWS, num_warps, num_stages) of the _ce_rows launch
+    (torch.bfloat16, 1000, (1024, 2, 1, 1)),  # SHORT_16BIT: two rows of 1024 on one warp
+    (torch.float16, 2048, (1024, 1, 1, 3)),  # one row on one warp, two pipelined chunks
+    (torch.bfloat16, 4096, (2048, 1, 2, 3)),
+    (torch.bfloat16, 4097, (2048, 1, 4, 1)),  # longer rows: CONFIG
+    (torch.float32, 1000, (1024, 2, 4, 1)),  # fp32: CONFIG
+])
+def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, dtype, V, launch):
+    ce = _template("cross-entropy")
+    kernel, launched = ce._ce_rows, []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((kw["BLOCK_N"], kw["ROWS"], kw["num_warps"], kw["NUM_STAGES"]))
+                return kernel[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(ce, "_ce_rows", Recorder())
+    x = (torch.randn(3, V) * 3).to(dtype)
+    t = torch.tensor([5, -100, V - 1])
+    loss = ce.cross_entropy(x, t)
+    assert launched == [launch]
+    torch.testing.assert_close(loss.double(), ce.cross_entropy_ref(x, t), rtol=1e-5, atol=1e-4)
+    ce.cross_entropy(x, t, config=ce.CONFIG)  # a config passed in wins over the table
+    assert launched[1][2] == ce.CONFIG["num_warps"]
+
+
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])
 def test_streamed_kernel_reads_rows_in_chunks(name):
     # Rows over WHOLE_ROW_MAX take the streamed kernel in the interpreter (as 16-bit ones do on a GPU).
