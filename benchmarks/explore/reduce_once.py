@@ -312,7 +312,7 @@ def main():
                         if not err < 2e-2:  # 16-bit output: an ulp of bf16 is 0.8%
                             row["error"] = f"wrong output: max relative error {err:.3g}"
                         else:
-                            t = timer.times_ms(lambda: run(buf), on_gpu=gpu)
+                            t = timer.times_ms(lambda run=run, buf=buf: run(buf), on_gpu=gpu)
                             row["ms"] = statistics.median(t)
                             row["gbps"] = nbytes / row["ms"] * 1e-6
                             row["spread_pct"] = spread_pct(t)
