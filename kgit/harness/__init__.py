@@ -27,7 +27,7 @@ Modules, each one thing:
   tolerance  the tolerance model (Elementwise, Norm) and compare()
   cheat      the cheat check (the aten ops a kernel call may dispatch) and the NaN poison
   checks     the correctness checks of one shape, dtype and case
-  timing     the one timer (do_bench median) and the one spread
+  timing     the one timer (medians over calls, L2 cleared) and the one spread
   measure    one timed entry: kernel, torch, rates, % of peak and of copy, impossible figures
   contract   the JSON a test prints, its headline, and the failure rule
   device     the torch-side GPU probe and the measured copy bandwidth

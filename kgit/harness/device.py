@@ -78,8 +78,8 @@ def _cache_file() -> Path:
 def measured_copy_gbps(refresh: bool = False, nbytes: int = 1 << 30) -> float | None:
     """Device-to-device copy bandwidth in GB/s (bytes read + bytes written), None without a GPU.
 
-    The ceiling a memory-bound kernel is judged against: a 1 GiB buffer copied into another, do_bench
-    median (L2 cleared). Cached per GPU name in ~/.cache/kgit/copy_bandwidth.json, so a test does not
+    The ceiling a memory-bound kernel is judged against: a 1 GiB buffer copied into another, timed as
+    the kernels are (timing.gpu_median_ms: the median over calls, the L2 cleared before each). Cached per GPU name in ~/.cache/kgit/copy_bandwidth.json, so a test does not
     pay for it on every run; refresh=True measures again (a sweep does, at its start and end).
     """
     if not on_gpu():
@@ -93,11 +93,12 @@ def measured_copy_gbps(refresh: bool = False, nbytes: int = 1 << 30) -> float | 
     if name in cache and not refresh:
         return float(cache[name]["gbps"])
     import torch
-    from triton.testing import do_bench
+
+    from kgit.harness.timing import gpu_median_ms
 
     src = torch.randn(nbytes // 4, device="cuda", dtype=torch.float32)
     dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    ms = gpu_median_ms(lambda src=src, dst=dst: dst.copy_(src), warmup_ms=25, rep_ms=200)
     gbps = 2 * nbytes / (ms * 1e-3) / 1e9
     del src, dst
     torch.cuda.empty_cache()

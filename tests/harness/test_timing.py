@@ -25,3 +25,51 @@ def test_timer_on_the_cpu_calls_once_untimed_then_once_per_repeat():
 def test_the_warm_up_is_long_first_and_short_after():
     timer = Timer()
     assert (timer.warmup_ms, timer.rewarm_ms, timer.rep_ms, timer.repeats) == (250, 25, 100, 3)
+
+
+def test_the_gpu_loop_clears_the_l2_by_reading_before_every_timed_call(monkeypatch):
+    # torch.cuda faked on the CPU: each event records its place in the order of operations and reads
+    # a clock that fn advances by a known time per call, so the median is known.
+    import torch
+
+    from kgit.harness import timing
+
+    log, clock = [], [0.0]
+    durations = iter([2.0] * 10 + [1.0, 5.0, 3.0, 4.0, 2.0, 9.0, 3.0])  # compile, 5 to estimate, 4 warm-ups, 7 timed
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = clock[0]
+            log.append("record")
+
+        def elapsed_time(self, other):
+            return other.at - self.at
+
+    def fn():
+        clock[0] += next(durations)
+        log.append("fn")
+
+    buffer = torch.ones(1000, dtype=torch.int32)
+    total = torch.empty((), dtype=torch.int64)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: "fake")
+    monkeypatch.setitem(timing._CLEAR_BUFFERS, "fake", (buffer, total))
+    real_sum = torch.sum
+
+    def counting_sum(*args, **kwargs):
+        log.append("clear")
+        return real_sum(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "sum", counting_sum)
+    # fn's first call compiles; the estimate (5 calls of 2 ms) sizes 8 ms of warm-up at 4 calls and
+    # 14 ms of timing at 7 calls
+    ms = timing.gpu_median_ms(fn, warmup_ms=8, rep_ms=14)
+    assert ms == 3.0  # the median of 1, 5, 3, 4, 2, 9, 3
+    timed = log[-7 * 4:]
+    assert timed == ["clear", "record", "fn", "record"] * 7
+    assert torch.equal(buffer, torch.ones(1000, dtype=torch.int32))  # read, never written
+    assert total.item() == 1000
