@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -47,7 +46,7 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from kgit.harness import device  # noqa: E402
-from kgit.harness.timing import Timer, spread_pct  # noqa: E402
+from kgit.harness.timing import Timer  # noqa: E402
 import templates  # noqa: E402  (beside this file)
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -303,28 +302,9 @@ def main():
                     if time.time() - started > args.budget_s:
                         results["skipped"].append(row)
                         continue
-                    try:
-                        buf.fill_(float("nan"))
-                        run(buf)
-                        device.sync()
-                        err = ((buf.float() - ref).abs().max() / ref.abs().max()).item()
-                        row["max_rel_err"] = err
-                        if not err < 2e-2:  # 16-bit output: an ulp of bf16 is 0.8%
-                            row["error"] = f"wrong output: max relative error {err:.3g}"
-                        else:
-                            t = timer.times_ms(lambda run=run, buf=buf: run(buf), on_gpu=gpu)
-                            row["ms"] = statistics.median(t)
-                            row["gbps"] = nbytes / row["ms"] * 1e-6
-                            row["spread_pct"] = spread_pct(t)
-                            if copy:
-                                row["pct_of_copy"] = 100 * row["gbps"] / copy
-                    except Exception as e:  # a variant that does not compile is a result too
-                        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    templates.check_and_time(row, run, buf, ref, nbytes, timer, copy, gpu)
                     results["rows"].append(row)
-                    fig = row.get("error") or (f"{row['gbps']:.0f} GB/s "
-                                               + (f"{row['pct_of_copy']:.1f}% " if copy else "")
-                                               + f"±{row['spread_pct']:.1f}%")
-                    print(f"{kind} {M}x{N} {dname} {name}: {fig}", flush=True)
+                    print(f"{kind} {M}x{N} {dname} {name}: {templates.figure(row)}", flush=True)
                 del x, ref, buf, found
                 path.write_text(json.dumps(results, indent=1))
     results["copy_gbps_end"] = device.measured_copy_gbps(refresh=True) if gpu else None

@@ -1,7 +1,8 @@
-"""What the exploration scripts beside this file share: a kernel's template imported by path, and the
-host's time per call of a launch."""
+"""What the exploration scripts beside this file share: a kernel's template imported by path, the
+host's time per call of a launch, and one variant's check-then-time."""
 
 import importlib.util
+import statistics
 import time
 from pathlib import Path
 
@@ -30,3 +31,41 @@ def host_us_per_call(fn, calls: int = 200) -> float:
     enqueued = time.perf_counter() - start
     torch.cuda.synchronize()
     return enqueued / calls * 1e6
+
+
+def check_and_time(row: dict, run, out, ref, nbytes: int, timer, copy_gbps, on_gpu: bool) -> dict:
+    """Fill `row` for one variant: poison `out` with NaN, run(out) once and compare it with the fp32
+    `ref` (a 16-bit output is off by up to an ulp of bf16, 0.8%: 2e-2 relative to the largest value
+    passes), then time run(out) with `timer`: the median, GB/s over `nbytes`, the spread, % of copy.
+    A variant that fails to compile or is wrong gets an "error" instead of figures."""
+    import torch
+
+    from kgit.harness.timing import spread_pct
+
+    try:
+        out.fill_(float("nan"))
+        run(out)
+        if on_gpu:
+            torch.cuda.synchronize()
+        err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+        row["max_rel_err"] = err
+        if not err < 2e-2:
+            row["error"] = f"wrong output: max relative error {err:.3g}"
+            return row
+        times = timer.times_ms(lambda: run(out), on_gpu=on_gpu)
+        row["ms"] = statistics.median(times)
+        row["gbps"] = nbytes / row["ms"] * 1e-6
+        row["spread_pct"] = spread_pct(times)
+        if copy_gbps:
+            row["pct_of_copy"] = 100 * row["gbps"] / copy_gbps
+    except Exception as e:  # a variant that does not compile is a result too
+        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return row
+
+
+def figure(row: dict) -> str:
+    """One variant's result as the exploration logs print it."""
+    if "error" in row:
+        return row["error"]
+    pct = f"{row['pct_of_copy']:.1f}% " if "pct_of_copy" in row else ""
+    return f"{row['gbps']:.0f} GB/s {pct}±{row['spread_pct']:.1f}%"
