@@ -103,6 +103,29 @@ def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, dtype, V, la
     assert launched[1][2] == ce.CONFIG["num_warps"]
 
 
+@pytest.mark.parametrize("name, N, launch", [
+    # (BLOCK_N, P, num_warps) of the split team's launch, with the templates' settings scaled down
+    ("softmax", 300, (128, 3, 8)),  # SPLIT
+    ("rmsnorm", 300, (128, 3, 8)),  # rows over SPLIT_LONG_ABOVE: SPLIT_LONG
+    ("rmsnorm", 256, (64, 4, 4)),  # rows up to it: CONFIG's chunk and warps
+])
+def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, N, launch):
+    m = _template(name)
+    m.WHOLE_ROW_MAX = 128
+    m.SPLIT, m.SPLIT_LONG, m.SPLIT_LONG_ABOVE = {"BLOCK_N": 128, "num_warps": 8}, {"BLOCK_N": 128, "num_warps": 8}, 256
+    launched = []
+
+    class Recorder:  # records the launch only: in the interpreter a team would wait forever
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append((kw["BLOCK_N"], kw["P"], kw["num_warps"]))
+
+    monkeypatch.setattr(m, f"_{name}_split", Recorder())
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
+    x, config = torch.randn(2, N), {"BLOCK_SIZE": 64, "num_warps": 4}
+    m.softmax(x, config=config) if name == "softmax" else m.rmsnorm(x, torch.rand(N) + 0.5, config=config)
+    assert launched == [launch]
+
+
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])
 def test_streamed_kernel_reads_rows_in_chunks(name):
     # Rows over WHOLE_ROW_MAX take the streamed kernel in the interpreter (as 16-bit ones do on a GPU).

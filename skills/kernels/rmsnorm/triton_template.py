@@ -61,6 +61,12 @@ WHOLE_ROW_WARPS = 16
 # per row without the loop read 71.9% against this kernel's 72.8% in the same process.
 STREAMED_16BIT_MAX = 65536
 STREAMED = {"BLOCK_N": 16384, "num_warps": 16, "num_stages": 3, "PROGRAMS_PER_SM": 4}
+# The split team's chunk and warps for rows over SPLIT_LONG_ABOVE elements (shorter rows keep CONFIG's). On
+# the H200 at 512x262144 (experiments/sweep-h200-2026-12-01/session10-reduce-once/team/), 8192-element
+# chunks on 8 warps read 82.7 / 64.4% of copy in fp32 / bf16 against 75.3 / 59.9% on CONFIG's 4096 and 4
+# warps in the same process; at 131072 they read 81.6 / 62.5% against 81.2 / 67.6%, hence the limit.
+SPLIT_LONG_ABOVE = 131072
+SPLIT_LONG = {"BLOCK_N": 8192, "num_warps": 8}
 
 
 def rmsnorm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -257,6 +263,9 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
                            num_warps=WHOLE_ROW_WARPS)
         return y
     if (x.element_size() == 4 or N > STREAMED_16BIT_MAX) and not _interpreting():
+        if N > SPLIT_LONG_ABOVE:  # the team's own chunk and warps instead of CONFIG's
+            block, num_warps = SPLIT_LONG["BLOCK_N"], SPLIT_LONG["num_warps"]
+            P = triton.cdiv(N, block)
         ws, sync = _sync_buffers(dev, sms * 32)
         args = (x2, w, y2, ws, sync, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}

@@ -18,7 +18,7 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   software-pipelined (num_stages) behind the current one.
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
-  _softmax_split  longer fp32 rows: a row is split over P = ceil(N / BLOCK_SIZE)
+  _softmax_split  longer fp32 rows: a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
                   sum) to a small global workspace with a flag (release
@@ -79,6 +79,12 @@ LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function read
 # 65536-262144 (experiments/long-rows-h200/run2): in bf16 55-64% of copy against 44-48% for the team;
 # in fp32 the team leads (72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
 STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
+# The split team's chunk and warps. On the H200 (experiments/sweep-h200-2026-12-01/session10-reduce-once/
+# team/), 4096-element chunks on 8 warps read 82.2 / 81.2 / 77.9% of copy at fp32 rows of 65536 / 131072
+# / 262144, where CONFIG's 4 warps (which the team used before) read 77.9 / 76.6 / 72.5% in the same
+# process; chunks of 8192-16384 on 8-32 warps read 50-78%. In 16 bits every chunk and warp count stayed
+# under the streamed kernel (35-56% against 55-63%).
+SPLIT = {"BLOCK_N": 4096, "num_warps": 8}
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -329,11 +335,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
     if x.element_size() == 4 and not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)
         args = (x2, y2, ws, sync, M, N, x2.stride(0), y2.stride(0))
-        consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
-        occ = _programs_per_sm(_softmax_split, args, consts, num_warps, 1, dev)
+        P = triton.cdiv(N, SPLIT["BLOCK_N"])
+        consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
+        occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, dev)
         teams = min(M, (sms * occ) // P)
         if teams >= 1:
-            _softmax_split[(teams * P,)](*args, **consts, num_warps=num_warps, num_stages=1)
+            _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
             return y
 
     _launch_streamed(x2, y2, M, N)
