@@ -11,6 +11,11 @@ it twice. In 16 bits it lost to the streamed kernel (softmax 44-48% of copy agai
 SM, and the one-read team passes the two-read streamed kernel in 16 bits too (rmsnorm's fp32 team reads
 74-84%). Predicted: 16-bit rows of 65536-262144 at 70-80% of copy.
 
+Call 2 adds layernorm, whose fp32 rows over 32768 go to the streamed kernel (61-66% of copy): its split
+team was deleted from the template (commit 01227bd) when it read 57-61% on CONFIG's 4 warps; it is
+_layernorm_split below, as it was then. Predicted: on 8 warps it gains as softmax's did (+5 points), not
+enough to pass the streamed kernel unless it gains more.
+
 Each variant runs the template's split kernel with the launcher's own sizing (teams = programs that
 fit the GPU at once / P), beside the launcher ("today") and torch, on the same fresh random inputs.
 Outputs are checked against an fp32 torch reference before timing (benchmarks/explore/templates.py).
@@ -27,6 +32,7 @@ from pathlib import Path
 
 import torch
 import triton
+import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -40,25 +46,93 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 CHUNKS = [(4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16), (16384, 32), (8192, 4)]
 
 
+@triton.jit
+def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y, eps,
+                     BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
+    # The exchange protocol of the softmax template's _softmax_split: publish
+    # row i+1's partial (flag = i + 2) before waiting for the siblings' row-i
+    # partials (flags >= i + 1); 4 buffers of partials, indexed by iteration % 4.
+    pid = tl.program_id(0)
+    G = tl.num_programs(0)
+    team = pid // P
+    part = pid % P
+    n_teams = G // P
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = cols < N
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    n_here = tl.minimum(N - part * BLOCK_N, BLOCK_N).to(tl.float32)  # elements in this chunk
+    slots = tl.arange(0, P_POW2)
+    slot_ok = slots < P
+    n_slot = tl.minimum(tl.maximum(N - slots * BLOCK_N, 0), BLOCK_N).to(tl.float32)
+    my_flag = flag_ptr + pid
+    team_flags = flag_ptr + team * P + slots
+    exit_ptr = flag_ptr + G + team
+
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    cmean = tl.sum(xf, axis=0) / n_here
+    cd = tl.where(ok, xf - cmean, 0.0)
+    tl.store(ws_ptr + (team * 4 * P + part) * 2, cmean)
+    tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, tl.sum(cd * cd, axis=0))
+    tl.debug_barrier()
+    tl.atomic_xchg(my_flag, 1, sem="release")
+    it = 0
+    for row in range(team, M, n_teams):
+        nxt = row + n_teams
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
+        nmean = tl.sum(xn, axis=0) / n_here
+        nd = tl.where(ok, xn - nmean, 0.0)
+        nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
+        tl.store(nbuf, nmean)
+        tl.store(nbuf + 1, tl.sum(nd * nd, axis=0))
+        tl.debug_barrier()
+        tl.atomic_xchg(my_flag, it + 2, sem="release")
+        f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
+        spins = 0
+        while (tl.min(f, axis=0) < it + 1) & (spins < MAX_SPIN):
+            f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
+            spins += 1
+        tl.debug_barrier()
+        buf = ws_ptr + (team * 4 + it % 4) * P * 2
+        pmean = tl.load(buf + slots * 2, mask=slot_ok, other=0.0, volatile=True)
+        pm2 = tl.load(buf + slots * 2 + 1, mask=slot_ok, other=0.0, volatile=True)
+        # Chan et al.: M2 = sum_c [M2_c + n_c (mean_c - mean)^2]
+        mean = tl.sum(pmean * n_slot, axis=0) / N
+        dm = pmean - mean
+        rstd = 1.0 / tl.sqrt(tl.sum(pm2 + n_slot * dm * dm, axis=0) / N + eps)
+        y = (xf - mean) * rstd * w + b
+        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+        xf = xn
+        it += 1
+    done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
+    if done == P - 1:
+        tl.atomic_xchg(team_flags, tl.zeros([P_POW2], tl.int32), mask=slot_ok, sem="relaxed")
+        tl.atomic_xchg(exit_ptr, 0, sem="release")
+
+
 def team_call(kernel: str, T, x, w, y):
     """run(y, BLOCK_N, warps) for the template's split kernel, sized as its launcher sizes it."""
     M, N = x.shape
     sms = T._sm_count(x.device)
+    S = templates.load("softmax")  # its workspace and spin bound, for layernorm's team
+    b = torch.randn(N, device=x.device).to(x.dtype)
 
     def run(y, block, warps):
         P = triton.cdiv(N, block)
-        ws, sync = T._sync_buffers(x.device, sms * 32)
+        ws, sync = S._sync_buffers(x.device, sms * 32)
         if kernel == "softmax":
             fn, args = T._softmax_split, (x, y, ws, sync, M, N, x.stride(0), y.stride(0))
-        else:
+        elif kernel == "rmsnorm":
             fn, args = T._rmsnorm_split, (x, w, y, ws, sync, M, N, x.stride(0), y.stride(0), T.EPS)
-        consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": T.MAX_SPIN}
+        else:
+            fn, args = _layernorm_split, (x, w, b, y, ws, sync, M, N, x.stride(0), y.stride(0), T.EPS)
+        consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": S.MAX_SPIN}
         teams = min(M, (sms * T._programs_per_sm(fn, args, consts, warps, 1, x.device)) // P)
         if teams < 1:
             raise RuntimeError(f"a team of {P} does not fit the GPU at once")
         fn[(teams * P,)](*args, **consts, num_warps=warps, num_stages=1)
 
-    return run
+    return run, b
 
 
 def main():
@@ -85,14 +159,18 @@ def main():
                 x = (torch.randn(M, N, device=dev) * 3).to(DTYPES[dname])
                 w = torch.rand(N, device=dev).to(x.dtype) + 0.5
                 y = torch.empty_like(x)
+                team, b = team_call(kernel, T, x, w, y)
                 if kernel == "softmax":
                     ref = torch.softmax(x.float(), -1)
                     today, torch_impl = (lambda y: T.softmax(x, out=y)), (lambda y: y.copy_(torch.softmax(x, -1)))
-                else:
+                elif kernel == "rmsnorm":
                     ref = T.rmsnorm_ref(x, w).float()
                     today = lambda y: T.rmsnorm(x, w, out=y)  # noqa: E731
                     torch_impl = lambda y: y.copy_(torch.nn.functional.rms_norm(x, (N,), w, T.EPS))  # noqa: E731
-                team = team_call(kernel, T, x, w, y)
+                else:
+                    ref = T.layernorm_ref(x, w, b).float()
+                    today = lambda y: T.layernorm(x, w, b, out=y)  # noqa: E731
+                    torch_impl = lambda y: y.copy_(torch.nn.functional.layer_norm(x, (N,), w, b, T.EPS))  # noqa: E731
                 variants = [("today", today), ("torch", torch_impl)]
                 variants += [(f"team {b}/{wp}", lambda y, b=b, wp=wp: team(y, b, wp)) for b, wp in CHUNKS]
                 for name, run in variants:
@@ -103,7 +181,7 @@ def main():
                     templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
                     results["rows"].append(row)
                     print(f"{kernel} {M}x{N} {dname} {name}: {templates.figure(row)}", flush=True)
-                del x, w, y, ref
+                del x, w, b, y, ref
                 (out / "team_chunks.json").write_text(json.dumps(results, indent=1))
     results["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)
     results["wall_s"] = time.time() - started
