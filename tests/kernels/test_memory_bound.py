@@ -108,6 +108,7 @@ def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, dtype, V, la
     ("softmax", 300, (128, 3, 8)),  # SPLIT
     ("rmsnorm", 300, (128, 3, 8)),  # rows over SPLIT_LONG_ABOVE: SPLIT_LONG
     ("rmsnorm", 256, (64, 4, 4)),  # rows up to it: CONFIG's chunk and warps
+    ("layernorm", 300, (128, 3, 8)),  # SPLIT
 ])
 def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, N, launch):
     m = _template(name)
@@ -122,8 +123,14 @@ def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, 
     monkeypatch.setattr(m, f"_{name}_split", Recorder())
     monkeypatch.setattr(m, "_interpreting", lambda: False)
     x, config = torch.randn(2, N), {"BLOCK_SIZE": 64, "num_warps": 4}
-    m.softmax(x, config=config) if name == "softmax" else m.rmsnorm(x, torch.rand(N) + 0.5, config=config)
+    w, b = torch.rand(N) + 0.5, torch.randn(N)
+    {"softmax": lambda: m.softmax(x, config=config), "rmsnorm": lambda: m.rmsnorm(x, w, config=config),
+     "layernorm": lambda: m.layernorm(x, w, b, config=config)}[name]()
     assert launched == [launch]
+    launched.clear()
+    {"softmax": lambda: m.softmax(x.half(), config=config), "rmsnorm": lambda: m.rmsnorm(x.half(), w.half(), config=config),
+     "layernorm": lambda: m.layernorm(x.half(), w.half(), b.half(), config=config)}[name]()
+    assert launched == []  # 16-bit rows of this length take the streamed kernel
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])

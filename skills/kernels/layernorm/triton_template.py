@@ -17,11 +17,15 @@ Same structure as the softmax template:
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop (32 warps for rows over 32 KB,
                     w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
-  _layernorm_streamed longer rows: one program per row, chunks' (mean, M2)
-                    merged over pipelined chunks, then a second pass that
-                    re-reads: 1.5x traffic, yet faster than a team of programs
-                    exchanging (mean, M2) once per row, as the softmax template
-                    does (see STREAMED for the figures).
+  _layernorm_split  longer fp32 rows: the row over P co-resident programs that
+                    exchange (mean, M2) once per row, as the softmax template's
+                    _softmax_split exchanges (max, sum): one read, one write
+                    (see SPLIT for the figures).
+  _layernorm_streamed longer 16-bit rows (and every longer row in Triton's
+                    interpreter, where a team would wait forever): one program
+                    per row, chunks' (mean, M2) merged over pipelined chunks,
+                    then a second pass that re-reads: 1.5x traffic, yet faster
+                    than the team in 16 bits (see STREAMED for the figures).
 """
 
 import os
@@ -61,11 +65,17 @@ WIDE_ROW_WARPS = 32
 # 4096x32768 fp32 on 32 warps (w and b both kept: 88.1%; 89.2% in the confirming sweep). In 16-bit at
 # 32768 (w and b 128 KB together) it read 1.5-2 points less than the plain loads, hence the limit.
 W_IN_L1_BYTES = 64 * 1024
-# Rows over WHOLE_ROW_MAX go to the streamed kernel. Measured on the H200 at rows of 65536-262144
-# (experiments/long-rows-h200/run1 and run2), against the split team that served them before (a kernel
-# like the softmax template's _softmax_split, exchanging (mean, M2)): in bf16 60-67% of copy against
-# 34-48%, in fp32 61-67% against 57-61%. STREAMED is the leader of run 1's 10 configurations.
+# 16-bit rows over WHOLE_ROW_MAX go to the streamed kernel. Measured on the H200 at rows of 65536-262144
+# (experiments/long-rows-h200/run1 and run2), against the split team on CONFIG's chunk and warps: in bf16
+# 60-67% of copy against 34-48%. STREAMED is the leader of run 1's 10 configurations.
 STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
+# fp32 rows over WHOLE_ROW_MAX go to the split team on SPLIT's chunk and warps. On the H200
+# (experiments/sweep-h200-2026-12-01/session10-reduce-once/team-layernorm/), 8192-element chunks on 4 warps
+# read 73.7 / 73.1 / 71.9% of copy at rows of 65536 / 131072 / 262144, where the streamed kernel (which
+# served them) read 65.7 / 61.3 / 60.7% and the team on CONFIG's 4096 and 4 warps (deleted for losing
+# to the streamed kernel, commit 01227bd) 60.8 / 61.1 / 56.9%. In bf16 every team setting read 33-53%.
+SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
+MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # 16-bit rows of more than 2048 elements, up to BLOCK_SIZE, take ROW_PIPELINED instead of CONFIG: a
 # persistent grid whose loop prefetches the next tile (num_stages) while this one reduces. Such a row
 # spans several warps, so its two reductions (mean, then variance) each wait on a barrier, and a
@@ -125,6 +135,70 @@ def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK
 
 
 @triton.jit
+def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y, eps,
+                     BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
+    # The exchange protocol of the softmax template's _softmax_split: publish
+    # row i+1's partial (flag = i + 2) before waiting for the siblings' row-i
+    # partials (flags >= i + 1); 4 buffers of partials, indexed by iteration % 4.
+    pid = tl.program_id(0)
+    G = tl.num_programs(0)
+    team = pid // P
+    part = pid % P
+    n_teams = G // P
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = cols < N
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    n_here = tl.minimum(N - part * BLOCK_N, BLOCK_N).to(tl.float32)  # elements in this chunk
+    slots = tl.arange(0, P_POW2)
+    slot_ok = slots < P
+    n_slot = tl.minimum(tl.maximum(N - slots * BLOCK_N, 0), BLOCK_N).to(tl.float32)
+    my_flag = flag_ptr + pid
+    team_flags = flag_ptr + team * P + slots
+    exit_ptr = flag_ptr + G + team
+
+    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    cmean = tl.sum(xf, axis=0) / n_here
+    cd = tl.where(ok, xf - cmean, 0.0)
+    tl.store(ws_ptr + (team * 4 * P + part) * 2, cmean)
+    tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, tl.sum(cd * cd, axis=0))
+    tl.debug_barrier()
+    tl.atomic_xchg(my_flag, 1, sem="release")
+    it = 0
+    for row in range(team, M, n_teams):
+        nxt = row + n_teams
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
+        nmean = tl.sum(xn, axis=0) / n_here
+        nd = tl.where(ok, xn - nmean, 0.0)
+        nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
+        tl.store(nbuf, nmean)
+        tl.store(nbuf + 1, tl.sum(nd * nd, axis=0))
+        tl.debug_barrier()
+        tl.atomic_xchg(my_flag, it + 2, sem="release")
+        f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
+        spins = 0
+        while (tl.min(f, axis=0) < it + 1) & (spins < MAX_SPIN):
+            f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
+            spins += 1
+        tl.debug_barrier()
+        buf = ws_ptr + (team * 4 + it % 4) * P * 2
+        pmean = tl.load(buf + slots * 2, mask=slot_ok, other=0.0, volatile=True)
+        pm2 = tl.load(buf + slots * 2 + 1, mask=slot_ok, other=0.0, volatile=True)
+        # Chan et al.: M2 = sum_c [M2_c + n_c (mean_c - mean)^2]
+        mean = tl.sum(pmean * n_slot, axis=0) / N
+        dm = pmean - mean
+        rstd = 1.0 / tl.sqrt(tl.sum(pm2 + n_slot * dm * dm, axis=0) / N + eps)
+        y = (xf - mean) * rstd * w + b
+        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+        xf = xn
+        it += 1
+    done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
+    if done == P - 1:
+        tl.atomic_xchg(team_flags, tl.zeros([P_POW2], tl.int32), mask=slot_ok, sem="relaxed")
+        tl.atomic_xchg(exit_ptr, 0, sem="release")
+
+
+@triton.jit
 def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps,
                         BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
     # One program per row, two passes in BLOCK_N chunks. Pass 1 takes each
@@ -168,6 +242,7 @@ def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps,
 # launcher (the occupancy helper as in the softmax template)
 
 _OCCUPANCY = {}
+_WORKSPACE = {}
 
 
 def _interpreting() -> bool:
@@ -209,6 +284,17 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
     return min(tiles, sms * occ) if int(cfg.get("PERSISTENT", 1)) else tiles
 
 
+def _sync_buffers(device, n_programs: int):
+    """The split team's workspace (4 buffers of (mean, M2) per program) and flags, which the kernel
+    leaves at zero when it exits (see the softmax template's _sync_buffers)."""
+    ws, sync = _WORKSPACE.get(device, (None, None))
+    if ws is None or ws.numel() < 8 * n_programs:
+        ws = torch.empty(8 * max(n_programs, 4096), device=device, dtype=torch.float32)
+        sync = torch.zeros(2 * max(n_programs, 4096), device=device, dtype=torch.int32)
+        _WORKSPACE[device] = (ws, sync)
+    return ws, sync
+
+
 def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
               eps: float = EPS, config: dict | None = None) -> torch.Tensor:
     cfg = dict(CONFIG, **(config or {}))
@@ -242,6 +328,16 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
                              W_IN_L1=row_bytes > W_IN_L1_BYTES,
                              num_warps=WIDE_ROW_WARPS if row_bytes > WIDE_ROW_BYTES else WHOLE_ROW_WARPS)
         return y
+    if x.element_size() == 4 and not _interpreting():
+        ws, sync = _sync_buffers(dev, sms * 32)
+        args = (x2, w, b, y2, ws, sync, M, N, x2.stride(0), y2.stride(0), eps)
+        P = triton.cdiv(N, SPLIT["BLOCK_N"])
+        consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
+        occ = _programs_per_sm(_layernorm_split, args, consts, SPLIT["num_warps"], 1, dev)
+        teams = min(M, (sms * occ) // P)
+        if teams >= 1:
+            _layernorm_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
+            return y
     _launch_streamed(x2, w, b, y2, M, N, eps)
     return y
 
