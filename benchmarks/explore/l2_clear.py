@@ -11,9 +11,11 @@ time shape's 512 MB and 2.5% of the 2 GB copy the sweep compares against. Predic
 leaves L2 clean (reading the 256 MB buffer instead of zeroing it), copies of 128-512 MB read as fast as
 the 1 GB one, and the 16-bit kernels gain ~10% where the 1 GB copy gains ~2%.
 
-Both clears are timed here by one loop written out (do_bench's: per call, clear, record, run, record;
-the median over calls, 3 repeats for a spread), on copies of 64 MB to 2 GB and on the templates at their
-16-bit and fp32 time shapes. Writes DIR/l2_clear.json.
+Both clears are timed by one loop (do_bench's: per call, clear, record, run, record; the median over
+calls, 3 repeats for a spread), on copies of 64 MB to 2 GB and on the templates at their 16-bit and
+fp32 time shapes. Writes DIR/l2_clear.json. The loop is kgit/harness/timing.gpu_median_ms since the
+harness took the reading clear; the committed record (session10-reduce-once/l2-clear/) ran this file's
+own copy of it, which timed at least 5 calls where gpu_median_ms times at least 1.
 """
 
 from __future__ import annotations
@@ -29,36 +31,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from kgit.harness.timing import spread_pct  # noqa: E402
+from kgit.harness.timing import L2_CLEAR_BYTES, gpu_median_ms, spread_pct  # noqa: E402
 import templates  # noqa: E402  (beside this file)
 
-CACHE_BYTES = 256 * 1024 * 1024  # what do_bench clears with
-
-
-def median_ms(fn, clear, rep_ms: float = 100.0) -> float:
-    """do_bench's loop with the clear as a parameter: per call clear, record, fn, record; the median."""
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        clear()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = start.elapsed_time(end) / 5
-    n = max(5, int(rep_ms / estimate))
-    for _ in range(max(1, int(25 / estimate))):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        clear()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def cases(dev):
@@ -95,7 +70,7 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dev = torch.device("cuda")
-    cache = torch.empty(CACHE_BYTES // 4, dtype=torch.int32, device=dev)
+    cache = torch.empty(L2_CLEAR_BYTES // 4, dtype=torch.int32, device=dev)
     sink = torch.empty((), dtype=torch.int64, device=dev)
     clears = {"zero (do_bench)": lambda: cache.zero_(),
               "read (clean)": lambda: torch.sum(cache, dim=0, out=sink)}
@@ -104,7 +79,7 @@ def main():
     for name, fn, nbytes in cases(dev):
         row = {"case": name, "bytes": nbytes}
         for clear_name, clear in clears.items():
-            times = [median_ms(fn, clear) for _ in range(3)]
+            times = [gpu_median_ms(fn, warmup_ms=25, rep_ms=100, clear=clear) for _ in range(3)]
             row[clear_name] = {"ms": statistics.median(times), "gbps": nbytes / statistics.median(times) * 1e-6,
                                "spread_pct": spread_pct(times)}
         rows.append(row)

@@ -11,10 +11,10 @@ it twice. In 16 bits it lost to the streamed kernel (softmax 44-48% of copy agai
 SM, and the one-read team passes the two-read streamed kernel in 16 bits too (rmsnorm's fp32 team reads
 74-84%). Predicted: 16-bit rows of 65536-262144 at 70-80% of copy.
 
-Call 2 adds layernorm, whose fp32 rows over 32768 go to the streamed kernel (61-66% of copy): its split
-team was deleted from the template (commit 01227bd) when it read 57-61% on CONFIG's 4 warps; it is
-_layernorm_split below, as it was then. Predicted: on 8 warps it gains as softmax's did (+5 points), not
-enough to pass the streamed kernel unless it gains more.
+Call 2 added layernorm, whose fp32 rows over 32768 went to the streamed kernel (61-66% of copy): its
+split team had been deleted from the template (commit 01227bd) when it read 57-61% on CONFIG's 4 warps,
+and was timed here as it was then. It read 72-74% on 8192-element chunks and 4 warps, and is back in the
+template (_layernorm_split, SPLIT), which this script now runs.
 
 Each variant runs the template's split kernel with the launcher's own sizing (teams = programs that
 fit the GPU at once / P), beside the launcher ("today") and torch, on the same fresh random inputs.
@@ -32,7 +32,6 @@ from pathlib import Path
 
 import torch
 import triton
-import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -46,87 +45,22 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 CHUNKS = [(4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16), (16384, 32), (8192, 4)]
 
 
-@triton.jit
-def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y, eps,
-                     BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
-    # The exchange protocol of the softmax template's _softmax_split: publish
-    # row i+1's partial (flag = i + 2) before waiting for the siblings' row-i
-    # partials (flags >= i + 1); 4 buffers of partials, indexed by iteration % 4.
-    pid = tl.program_id(0)
-    G = tl.num_programs(0)
-    team = pid // P
-    part = pid % P
-    n_teams = G // P
-    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    ok = cols < N
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    n_here = tl.minimum(N - part * BLOCK_N, BLOCK_N).to(tl.float32)  # elements in this chunk
-    slots = tl.arange(0, P_POW2)
-    slot_ok = slots < P
-    n_slot = tl.minimum(tl.maximum(N - slots * BLOCK_N, 0), BLOCK_N).to(tl.float32)
-    my_flag = flag_ptr + pid
-    team_flags = flag_ptr + team * P + slots
-    exit_ptr = flag_ptr + G + team
-
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
-    cmean = tl.sum(xf, axis=0) / n_here
-    cd = tl.where(ok, xf - cmean, 0.0)
-    tl.store(ws_ptr + (team * 4 * P + part) * 2, cmean)
-    tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, tl.sum(cd * cd, axis=0))
-    tl.debug_barrier()
-    tl.atomic_xchg(my_flag, 1, sem="release")
-    it = 0
-    for row in range(team, M, n_teams):
-        nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
-        nmean = tl.sum(xn, axis=0) / n_here
-        nd = tl.where(ok, xn - nmean, 0.0)
-        nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
-        tl.store(nbuf, nmean)
-        tl.store(nbuf + 1, tl.sum(nd * nd, axis=0))
-        tl.debug_barrier()
-        tl.atomic_xchg(my_flag, it + 2, sem="release")
-        f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
-        spins = 0
-        while (tl.min(f, axis=0) < it + 1) & (spins < MAX_SPIN):
-            f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
-            spins += 1
-        tl.debug_barrier()
-        buf = ws_ptr + (team * 4 + it % 4) * P * 2
-        pmean = tl.load(buf + slots * 2, mask=slot_ok, other=0.0, volatile=True)
-        pm2 = tl.load(buf + slots * 2 + 1, mask=slot_ok, other=0.0, volatile=True)
-        # Chan et al.: M2 = sum_c [M2_c + n_c (mean_c - mean)^2]
-        mean = tl.sum(pmean * n_slot, axis=0) / N
-        dm = pmean - mean
-        rstd = 1.0 / tl.sqrt(tl.sum(pm2 + n_slot * dm * dm, axis=0) / N + eps)
-        y = (xf - mean) * rstd * w + b
-        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
-        xf = xn
-        it += 1
-    done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
-    if done == P - 1:
-        tl.atomic_xchg(team_flags, tl.zeros([P_POW2], tl.int32), mask=slot_ok, sem="relaxed")
-        tl.atomic_xchg(exit_ptr, 0, sem="release")
-
-
 def team_call(kernel: str, T, x, w, y):
     """run(y, BLOCK_N, warps) for the template's split kernel, sized as its launcher sizes it."""
     M, N = x.shape
     sms = T._sm_count(x.device)
-    S = templates.load("softmax")  # its workspace and spin bound, for layernorm's team
     b = torch.randn(N, device=x.device).to(x.dtype)
 
     def run(y, block, warps):
         P = triton.cdiv(N, block)
-        ws, sync = S._sync_buffers(x.device, sms * 32)
+        ws, sync = T._sync_buffers(x.device, sms * 32)
         if kernel == "softmax":
             fn, args = T._softmax_split, (x, y, ws, sync, M, N, x.stride(0), y.stride(0))
         elif kernel == "rmsnorm":
             fn, args = T._rmsnorm_split, (x, w, y, ws, sync, M, N, x.stride(0), y.stride(0), T.EPS)
         else:
-            fn, args = _layernorm_split, (x, w, b, y, ws, sync, M, N, x.stride(0), y.stride(0), T.EPS)
-        consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": S.MAX_SPIN}
+            fn, args = T._layernorm_split, (x, w, b, y, ws, sync, M, N, x.stride(0), y.stride(0), T.EPS)
+        consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": T.MAX_SPIN}
         teams = min(M, (sms * T._programs_per_sm(fn, args, consts, warps, 1, x.device)) // P)
         if teams < 1:
             raise RuntimeError(f"a team of {P} does not fit the GPU at once")

@@ -63,13 +63,13 @@ class Timer:
         return times
 
 
-def gpu_median_ms(fn, warmup_ms: float, rep_ms: float) -> float:
-    """The median time of fn() in ms over about rep_ms of calls, each after a clear of the L2 that
-    leaves no dirty line (do_bench's loop otherwise: an estimate from 5 calls sizes the warm-up and
-    the number of timed calls)."""
+def gpu_median_ms(fn, warmup_ms: float, rep_ms: float, clear=None) -> float:
+    """The median time of fn() in ms over about rep_ms of calls, each after clear() (default: a clear
+    of the L2 that leaves no dirty line); do_bench's loop otherwise: an estimate from 5 calls sizes the
+    warm-up and the number of timed calls."""
     import torch
 
-    clear = _l2_clear()
+    clear = clear or _l2_clear()
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
