@@ -1,0 +1,156 @@
+"""Issue 15: a 16-bit row held in shared memory, read once (Gluon).
+
+    python benchmarks/explore/smem_rows.py [--out DIR] [--compile-only]
+
+16-bit rows of 32768-65536 are where softmax reads 62-75% of copy: past 32768 the streamed kernel reads
+each row twice, and at 32768 the whole row in registers holds one program an SM, whose load, reductions
+and store run one after another. A 16-bit row of 65536 is 128 KB: it fits the H200's 227 KB of shared
+memory a program. Hypothesis: a persistent program per SM that copies its row into shared memory
+(cp.async, one commit group per chunk), reduces it as the chunks land, then writes the output chunk by
+chunk and refills each chunk with the next row as soon as every warp has read it, reads the row once
+and keeps loads in flight through the whole loop. Predicted: 85-90% of copy at 2048x65536 and
+4096x32768 in 16 bits.
+
+Triton's language cannot name shared memory; Gluon (triton.experimental.gluon) can. Gluon does not run in
+Triton's interpreter, so this kernel is GPU-only. --compile-only compiles it for sm_90 here (no GPU).
+Outputs are checked against an fp32 torch reference before timing (benchmarks/explore/templates.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+import templates  # noqa: E402  (beside this file)
+
+LOG2E = gl.constexpr(1.4426950408889634)
+# Triton 3.9 renamed these (async_load, barrier); the H200's 3.6 has only the old names.
+copy_to_shared = getattr(cp, "async_load", None) or cp.async_copy_global_to_shared
+cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+
+
+@gluon.jit
+def _softmax_smem_rows(x_ptr, y_ptr, M, N, stride_x, stride_y, CHUNK: gl.constexpr, NCH: gl.constexpr):
+    # Rows pid, pid + nprog, ... Shared memory holds one row as NCH chunks of CHUNK elements.
+    layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+    buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [NCH, CHUNK],
+                                    gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    offs = gl.arange(0, CHUNK, layout)
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    first = x_ptr + pid.to(gl.int64) * stride_x
+    for c in gl.static_range(NCH):
+        cols = c * CHUNK + offs
+        copy_to_shared(buf.index(c), first + cols, mask=(cols < N) & (pid < M))
+        cp.commit_group()
+    for row in range(pid, M, nprog):
+        # the row's max and sum, a chunk at a time as the chunks land (copies complete in order)
+        m = gl.max(gl.full([CHUNK], -float("inf"), gl.float32, layout), axis=0)
+        s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+        for c in gl.static_range(NCH):
+            cp.wait_group(NCH - 1 - c)
+            cta_barrier()  # every thread's copies of chunk c, not only this one's
+            cols = c * CHUNK + offs
+            x = gl.where(cols < N, buf.index(c).load(layout).to(gl.float32), -float("inf"))
+            new_m = gl.maximum(m, gl.max(x, axis=0))
+            safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # chunks of only -inf so far
+            s = s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((x - safe) * LOG2E), axis=0)
+            m = new_m
+        shift = m * LOG2E + gl.log2(s)
+        # write the row, refilling each chunk with the next row once every warp has read it
+        nxt = row + nprog
+        nxt_row = x_ptr + nxt.to(gl.int64) * stride_x
+        y_row = y_ptr + row.to(gl.int64) * stride_y
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            x = buf.index(c).load(layout).to(gl.float32)
+            cta_barrier()
+            copy_to_shared(buf.index(c), nxt_row + cols, mask=(cols < N) & (nxt < M))
+            cp.commit_group()
+            gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=cols < N)
+    cp.wait_group(0)
+
+
+def launch(x, y, chunk: int, warps: int, programs_per_sm: int = 1):
+    M, N = x.shape
+    nch = triton.cdiv(N, chunk)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    grid = (min(M, sms * programs_per_sm),)
+    _softmax_smem_rows[grid](x, y, M, N, x.stride(0), y.stride(0), CHUNK=chunk, NCH=nch, num_warps=warps)
+
+
+def compile_only():
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    target = GPUTarget("cuda", 90, 32)
+    for chunk, nch, warps in ((4096, 16, 8), (4096, 8, 8), (8192, 8, 16)):
+        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32",
+               "CHUNK": "constexpr", "NCH": "constexpr"}
+        aligned = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 3, 4, 5)}  # as a launch specializes them
+        src = GluonASTSource(fn=_softmax_smem_rows, signature=sig, constexprs={"CHUNK": chunk, "NCH": nch},
+                             attrs=aligned)
+        k = triton.compile(src, target=target, options={"num_warps": warps})
+        print(chunk, nch, warps, "shared", k.metadata.shared, "cp.async", k.asm["ptx"].count("cp.async.ca")
+              + k.asm["ptx"].count("cp.async.cg"), "bar.sync", k.asm["ptx"].count("bar.sync"))
+
+
+SHAPES = [(4096, 32768), (2048, 65536), (8192, 16384)]
+VARIANTS = [(4096, 8, 1), (4096, 16, 1), (8192, 16, 1), (2048, 8, 1), (4096, 8, 2), (4096, 4, 3)]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=".")
+    p.add_argument("--compile-only", action="store_true")
+    p.add_argument("--budget-s", type=float, default=150.0)
+    args = p.parse_args()
+    if args.compile_only:
+        compile_only()
+        return
+    from kgit.harness import device
+    from kgit.harness.timing import Timer
+
+    started = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timer = Timer(repeats=3, warmup_ms=10, rewarm_ms=5, rep_ms=15)
+    copy = device.measured_copy_gbps(refresh=True)
+    S = templates.load("softmax")
+    results = {"copy_gbps_start": copy, "device": device.detect(), "torch": torch.__version__,
+               "triton": triton.__version__, "rows": []}
+    print(f"copy {copy:.0f} GB/s", flush=True)
+    torch.manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float16):
+        for M, N in SHAPES:
+            x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
+            x[1, :100] = -float("inf")
+            y = torch.empty_like(x)
+            ref = torch.softmax(x.float(), -1)
+            variants = [("today", lambda y: S.softmax(x, out=y)), ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
+            variants += [(f"smem {c}/{w}/{pps}", lambda y, c=c, w=w, pps=pps: launch(x, y, c, w, pps))
+                         for c, w, pps in VARIANTS]
+            for name, run in variants:
+                if time.time() - started > args.budget_s:
+                    break
+                row = {"shape": [M, N], "dtype": str(dtype), "variant": name}
+                templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
+                results["rows"].append(row)
+                print(f"softmax {M}x{N} {str(dtype)[6:]} {name}: {templates.figure(row)}", flush=True)
+            (out / "smem_rows.json").write_text(json.dumps(results, indent=1))
+    print(f"done in {time.time() - started:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
