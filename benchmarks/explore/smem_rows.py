@@ -11,6 +11,10 @@ chunk and refills each chunk with the next row as soon as every warp has read it
 and keeps loads in flight through the whole loop. Predicted: 85-90% of copy at 2048x65536 and
 4096x32768 in 16 bits.
 
+Measured (experiments/sweep-h200-2026-12-01/session10-reduce-once/smem-rows/): 82.1 / 83.0% at
+4096x32768 bf16 / fp16 on 4096-element chunks, 4 warps, 3 programs an SM (today 73.2 / 75.4%);
+65-68% at 2048x65536, where a 128 KB row leaves one program an SM (today 62%).
+
 Triton's language cannot name shared memory; Gluon (triton.experimental.gluon) can. Gluon does not run in
 Triton's interpreter, so this kernel is GPU-only. --compile-only compiles it for sm_90 here (no GPU).
 Outputs are checked against an fp32 torch reference before timing (benchmarks/explore/templates.py).
