@@ -79,8 +79,9 @@ def measured_copy_gbps(refresh: bool = False, nbytes: int = 1 << 30) -> float | 
     """Device-to-device copy bandwidth in GB/s (bytes read + bytes written), None without a GPU.
 
     The ceiling a memory-bound kernel is judged against: a 1 GiB buffer copied into another, timed as
-    the kernels are (timing.gpu_median_ms: the median over calls, the L2 cleared before each). Cached per GPU name in ~/.cache/kgit/copy_bandwidth.json, so a test does not
-    pay for it on every run; refresh=True measures again (a sweep does, at its start and end).
+    the kernels are (timing.gpu_median_ms: the median over calls, the L2 cleared before each). Cached
+    per GPU name in ~/.cache/kgit/copy_bandwidth.json, so a test does not pay for it on every run;
+    refresh=True measures again (a sweep does, at its start and end).
     """
     if not on_gpu():
         return None
