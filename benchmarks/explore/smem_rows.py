@@ -1,6 +1,6 @@
 """Issue 15: a 16-bit row held in shared memory, read once (Gluon).
 
-    python benchmarks/explore/smem_rows.py [--out DIR] [--compile-only]
+    python benchmarks/explore/smem_rows.py [--out DIR] [--kernels softmax,layernorm] [--compile-only]
 
 16-bit rows of 32768-65536 are where softmax reads 62-75% of copy: past 32768 the streamed kernel reads
 each row twice, and at 32768 the whole row in registers holds one program an SM, whose load, reductions
@@ -14,6 +14,9 @@ and keeps loads in flight through the whole loop. Predicted: 85-90% of copy at 2
 Measured (experiments/sweep-h200-2026-12-01/session10-reduce-once/smem-rows/): 82.1 / 83.0% at
 4096x32768 bf16 / fp16 on 4096-element chunks, 4 warps, 3 programs an SM (today 73.2 / 75.4%);
 65-68% at 2048x65536, where a 128 KB row leaves one program an SM (today 62%).
+
+_layernorm_smem_rows is the same design for layernorm (16-bit rows of 32768: 77-79% of copy on the
+whole row in registers). It compiles for sm_90 here (--compile-only) and has not run on a GPU yet.
 
 Triton's language cannot name shared memory; Gluon (triton.experimental.gluon) can. Gluon does not run in
 Triton's interpreter, so this kernel is GPU-only. --compile-only compiles it for sm_90 here (no GPU).
@@ -86,12 +89,63 @@ def _softmax_smem_rows(x_ptr, y_ptr, M, N, stride_x, stride_y, CHUNK: gl.constex
     cp.wait_group(0)
 
 
-def launch(x, y, chunk: int, warps: int, programs_per_sm: int = 1):
+@gluon.jit
+def _layernorm_smem_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
+                         CHUNK: gl.constexpr, NCH: gl.constexpr):
+    # As _softmax_smem_rows, with the row's mean and variance: sums of d = x - k and d^2 around k, the
+    # row's first element, so that S2/N - (S1/N)^2 does not cancel the mean away; w and b come from
+    # global memory (L2) as each output chunk is written.
+    layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+    buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [NCH, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    offs = gl.arange(0, CHUNK, layout)
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    first = x_ptr + pid.to(gl.int64) * stride_x
+    for c in gl.static_range(NCH):
+        cols = c * CHUNK + offs
+        copy_to_shared(buf.index(c), first + cols, mask=(cols < N) & (pid < M))
+        cp.commit_group()
+    for row in range(pid, M, nprog):
+        k = gl.load(x_ptr + row.to(gl.int64) * stride_x).to(gl.float32)
+        s1 = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+        s2 = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+        for c in gl.static_range(NCH):
+            cp.wait_group(NCH - 1 - c)
+            cta_barrier()
+            cols = c * CHUNK + offs
+            d = gl.where(cols < N, buf.index(c).load(layout).to(gl.float32) - k, 0.0)
+            s1 += gl.sum(d, axis=0)
+            s2 += gl.sum(d * d, axis=0)
+        d_mean = s1 / N
+        mean = k + d_mean
+        rstd = 1.0 / gl.sqrt(gl.maximum(s2 / N - d_mean * d_mean, 0.0) + eps)
+        nxt = row + nprog
+        nxt_row = x_ptr + nxt.to(gl.int64) * stride_x
+        y_row = y_ptr + row.to(gl.int64) * stride_y
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            ok = cols < N
+            x = buf.index(c).load(layout).to(gl.float32)
+            cta_barrier()
+            copy_to_shared(buf.index(c), nxt_row + cols, mask=ok & (nxt < M))
+            cp.commit_group()
+            w = gl.load(w_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+            b = gl.load(b_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+            gl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+    cp.wait_group(0)
+
+
+def launch(x, y, chunk: int, warps: int, programs_per_sm: int = 1, w=None, b=None, eps=1e-5):
+    """softmax of x into y, or layernorm when w and b are given."""
     M, N = x.shape
     nch = triton.cdiv(N, chunk)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     grid = (min(M, sms * programs_per_sm),)
-    _softmax_smem_rows[grid](x, y, M, N, x.stride(0), y.stride(0), CHUNK=chunk, NCH=nch, num_warps=warps)
+    if w is None:
+        _softmax_smem_rows[grid](x, y, M, N, x.stride(0), y.stride(0), CHUNK=chunk, NCH=nch, num_warps=warps)
+    else:
+        _layernorm_smem_rows[grid](x, w, b, y, M, N, x.stride(0), y.stride(0), eps, CHUNK=chunk, NCH=nch,
+                                   num_warps=warps)
 
 
 def compile_only():
@@ -99,15 +153,21 @@ def compile_only():
     from triton.experimental.gluon._runtime import GluonASTSource
 
     target = GPUTarget("cuda", 90, 32)
-    for chunk, nch, warps in ((4096, 16, 8), (4096, 8, 8), (8192, 8, 16)):
-        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32",
-               "CHUNK": "constexpr", "NCH": "constexpr"}
-        aligned = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 3, 4, 5)}  # as a launch specializes them
-        src = GluonASTSource(fn=_softmax_smem_rows, signature=sig, constexprs={"CHUNK": chunk, "NCH": nch},
-                             attrs=aligned)
-        k = triton.compile(src, target=target, options={"num_warps": warps})
-        print(chunk, nch, warps, "shared", k.metadata.shared, "cp.async", k.asm["ptx"].count("cp.async.ca")
-              + k.asm["ptx"].count("cp.async.cg"), "bar.sync", k.asm["ptx"].count("bar.sync"))
+    rows = {"M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32"}
+    kernels = {  # (kernel, signature, the arguments a launch specializes as multiples of 16)
+        "softmax": (_softmax_smem_rows, {"x_ptr": "*bf16", "y_ptr": "*bf16", **rows}, (0, 1, 3, 4, 5)),
+        "layernorm": (_layernorm_smem_rows, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16",
+                                             "y_ptr": "*bf16", **rows, "eps": "fp32"}, (0, 1, 2, 3, 5, 6, 7)),
+    }
+    for name, (fn, sig, aligned) in kernels.items():
+        for chunk, nch, warps in ((4096, 16, 8), (4096, 8, 4), (8192, 8, 16)):
+            src = GluonASTSource(fn=fn, signature={**sig, "CHUNK": "constexpr", "NCH": "constexpr"},
+                                 constexprs={"CHUNK": chunk, "NCH": nch},
+                                 attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
+            k = triton.compile(src, target=target, options={"num_warps": warps})
+            ptx = k.asm["ptx"]
+            print(name, chunk, nch, warps, "shared", k.metadata.shared,
+                  "cp.async", ptx.count("cp.async.ca") + ptx.count("cp.async.cg"), "bar.sync", ptx.count("bar.sync"))
 
 
 SHAPES = [(4096, 32768), (2048, 65536), (8192, 16384)]
@@ -119,6 +179,7 @@ def main():
     p.add_argument("--out", default=".")
     p.add_argument("--compile-only", action="store_true")
     p.add_argument("--budget-s", type=float, default=150.0)
+    p.add_argument("--kernels", default="softmax", help="softmax,layernorm (layernorm: not yet run on a GPU)")
     args = p.parse_args()
     if args.compile_only:
         compile_only()
@@ -131,28 +192,40 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     timer = Timer(repeats=3, warmup_ms=10, rewarm_ms=5, rep_ms=15)
     copy = device.measured_copy_gbps(refresh=True)
-    S = templates.load("softmax")
+    S, L = templates.load("softmax"), templates.load("layernorm")
     results = {"copy_gbps_start": copy, "device": device.detect(), "torch": torch.__version__,
                "triton": triton.__version__, "rows": []}
     print(f"copy {copy:.0f} GB/s", flush=True)
     torch.manual_seed(0)
-    for dtype in (torch.bfloat16, torch.float16):
-        for M, N in SHAPES:
-            x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
-            x[1, :100] = -float("inf")
-            y = torch.empty_like(x)
-            ref = torch.softmax(x.float(), -1)
-            variants = [("today", lambda y: S.softmax(x, out=y)), ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
-            variants += [(f"smem {c}/{w}/{pps}", lambda y, c=c, w=w, pps=pps: launch(x, y, c, w, pps))
-                         for c, w, pps in VARIANTS]
-            for name, run in variants:
-                if time.time() - started > args.budget_s:
-                    break
-                row = {"shape": [M, N], "dtype": str(dtype), "variant": name}
-                templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
-                results["rows"].append(row)
-                print(f"softmax {M}x{N} {str(dtype)[6:]} {name}: {templates.figure(row)}", flush=True)
-            (out / "smem_rows.json").write_text(json.dumps(results, indent=1))
+    for kernel in args.kernels.split(","):
+        for dtype in (torch.bfloat16, torch.float16):
+            for M, N in SHAPES:
+                x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
+                y = torch.empty_like(x)
+                if kernel == "softmax":
+                    x[1, :100] = -float("inf")
+                    ref = torch.softmax(x.float(), -1)
+                    variants = [("today", lambda y: S.softmax(x, out=y)),
+                                ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
+                    variants += [(f"smem {c}/{w}/{pps}", lambda y, c=c, w=w, pps=pps: launch(x, y, c, w, pps))
+                                 for c, w, pps in VARIANTS]
+                else:
+                    x += 100  # a mean far from 0: the variance must not cancel
+                    w_, b_ = torch.rand(N, device="cuda").to(dtype) + 0.5, torch.randn(N, device="cuda").to(dtype)
+                    ref = torch.nn.functional.layer_norm(x.float(), (N,), w_.float(), b_.float(), L.EPS)
+                    variants = [("today", lambda y: L.layernorm(x, w_, b_, out=y)),
+                                ("torch", lambda y: y.copy_(torch.nn.functional.layer_norm(x, (N,), w_, b_, L.EPS)))]
+                    variants += [(f"smem {c}/{w}/{pps}",
+                                  lambda y, c=c, w=w, pps=pps: launch(x, y, c, w, pps, w_, b_, L.EPS))
+                                 for c, w, pps in VARIANTS]
+                for name, run in variants:
+                    if time.time() - started > args.budget_s:
+                        break
+                    row = {"kernel": kernel, "shape": [M, N], "dtype": str(dtype), "variant": name}
+                    templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
+                    results["rows"].append(row)
+                    print(f"{kernel} {M}x{N} {str(dtype)[6:]} {name}: {templates.figure(row)}", flush=True)
+                (out / "smem_rows.json").write_text(json.dumps(results, indent=1))
     print(f"done in {time.time() - started:.0f} s", flush=True)
 
 
