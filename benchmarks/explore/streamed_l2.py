@@ -250,28 +250,10 @@ def main():
         if time.time() - started > args.budget_s:
             results["skipped"].append(row)
             return row
-        try:
-            y.fill_(float("nan"))
-            run(y)
-            device.sync()
-            err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
-            row["max_rel_err"] = err
-            if not err < 2e-2:  # 16-bit output: an ulp of bf16 is 0.8%
-                row["error"] = f"wrong output: max relative error {err:.3g}"
-            else:
-                t = timer.times_ms(lambda: run(y), on_gpu=gpu)
-                row["ms"] = statistics.median(t)
-                row["gbps"] = nbytes / row["ms"] * 1e-6
-                row["spread_pct"] = spread_pct(t)
-                if copy:
-                    row["pct_of_copy"] = 100 * row["gbps"] / copy
-        except Exception as e:  # a variant that does not compile is a result too
-            row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        templates.check_and_time(row, run, y, ref, nbytes, timer, copy, gpu)
         results["rows"].append(row)
-        fig = row.get("error") or (f"{row['gbps']:.0f} GB/s " + (f"{row['pct_of_copy']:.1f}% " if copy else "")
-                                   + f"±{row['spread_pct']:.1f}%")
         inflight = f" in flight {row['inflight_mb']:.0f} MB" if "inflight_mb" in row else ""
-        print(f"{kernel} {M}x{N} {dname} {variant}{inflight}: {fig}", flush=True)
+        print(f"{kernel} {M}x{N} {dname} {variant}{inflight}: {templates.figure(row)}", flush=True)
         return row
 
     for kernel in args.kernels.split(","):
