@@ -18,6 +18,12 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   software-pipelined (num_stages) behind the current one.
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
+  _softmax_smem_rows 16-bit rows over KEEP_16BIT_MAX, up to WHOLE_ROW_MAX, on
+                  NVIDIA GPUs: a persistent program holds its row in shared
+                  memory (Gluon: Triton's language cannot name shared memory),
+                  reduces it as its chunks land, then writes it while refilling
+                  each chunk with its next row; three such programs share an SM
+                  (see SMEM_ROWS).
   _softmax_split  longer fp32 rows: a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -51,6 +57,16 @@ import torch
 import triton
 import triton.language as tl
 
+try:  # Gluon is experimental: absent from older Tritons, renamed between releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+
+    copy_to_shared = getattr(cp, "async_load", None) or cp.async_copy_global_to_shared  # async_load from 3.9
+    cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # barrier from 3.9
+except (ImportError, AttributeError):
+    gluon = None
+
 CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 0}
 CONFIG_SPACE = {
     "BLOCK_SIZE": [2048, 4096, 8192, 16384, 32768],
@@ -73,6 +89,14 @@ WHOLE_ROW_WARPS = 16
 # ~115 (two programs an SM instead of one) and 87.1 -> 92.3% of copy in fp16, 90.1 -> 91.6% in bf16; at
 # 32768 it still held one program an SM (88 registers) and read 71% against 72-74%.
 KEEP_16BIT_MAX = 16384
+# 16-bit rows over KEEP_16BIT_MAX, up to WHOLE_ROW_MAX, go to _softmax_smem_rows on NVIDIA GPUs (Gluon):
+# CHUNK-element chunks, num_warps warps, PROGRAMS_PER_SM persistent programs an SM (a 64 KB row each).
+# On the H200 (experiments/sweep-h200-2026-12-01/session10-reduce-once/smem-rows/) at 4096x32768 it read
+# 82.1 / 83.0% of copy in bf16 / fp16 against 73.2 / 75.4% for _softmax_row in the same process; one
+# program an SM (8 or 16 warps) read 56-69%, so the programs that share an SM carry the gain. At 65536
+# (128 KB a row, one program an SM) it read 65-68% against 62% for the streamed kernel; at 16384, 88%
+# against the whole row's 94%.
+SMEM_ROWS = {"CHUNK": 4096, "num_warps": 4, "PROGRAMS_PER_SM": 3}
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
 # them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
@@ -131,6 +155,51 @@ def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, KEE
         e = tl.exp(xf - tl.max(xf, axis=0))
         y = e * (1.0 / tl.sum(e, axis=0))
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+if gluon is not None:
+    @gluon.jit
+    def _softmax_smem_rows(x_ptr, y_ptr, M, N, stride_x, stride_y, CHUNK: gl.constexpr, NCH: gl.constexpr):
+        # Rows pid, pid + nprog, ...; shared memory holds one row as NCH chunks of CHUNK elements. A
+        # chunk's copy is one commit group; groups complete in order, so after wait_group(NCH - 1 - c)
+        # chunks 0..c of this thread have landed, and a barrier makes every thread's copies visible.
+        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [NCH, CHUNK],
+                                        gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        offs = gl.arange(0, CHUNK, layout)
+        pid = gl.program_id(0)
+        nprog = gl.num_programs(0)
+        first = x_ptr + pid.to(gl.int64) * stride_x
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            copy_to_shared(buf.index(c), first + cols, mask=(cols < N) & (pid < M))
+            cp.commit_group()
+        for row in range(pid, M, nprog):
+            # the row's max and sum, a chunk at a time as the chunks land
+            m = gl.max(gl.full([CHUNK], -float("inf"), gl.float32, layout), axis=0)
+            s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+            for c in gl.static_range(NCH):
+                cp.wait_group(NCH - 1 - c)
+                cta_barrier()
+                cols = c * CHUNK + offs
+                x = gl.where(cols < N, buf.index(c).load(layout).to(gl.float32), -float("inf"))
+                new_m = gl.maximum(m, gl.max(x, axis=0))
+                safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # chunks of only -inf so far
+                s = s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((x - safe) * LOG2E), axis=0)
+                m = new_m
+            shift = m * LOG2E + gl.log2(s)
+            # write the row; each chunk, once every warp has read it, takes the next row's chunk
+            nxt = row + nprog
+            nxt_row = x_ptr + nxt.to(gl.int64) * stride_x
+            y_row = y_ptr + row.to(gl.int64) * stride_y
+            for c in gl.static_range(NCH):
+                cols = c * CHUNK + offs
+                x = buf.index(c).load(layout).to(gl.float32)
+                cta_barrier()
+                copy_to_shared(buf.index(c), nxt_row + cols, mask=(cols < N) & (nxt < M))
+                cp.commit_group()
+                gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=cols < N)
+        cp.wait_group(0)
 
 
 @triton.jit
@@ -327,6 +396,13 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
+    if N > KEEP_16BIT_MAX and N <= WHOLE_ROW_MAX and _smem_rows_run(x2, y2):
+        sr = SMEM_ROWS
+        _softmax_smem_rows[(min(M, sms * sr["PROGRAMS_PER_SM"]),)](
+            x2, y2, M, N, x2.stride(0), y2.stride(0), CHUNK=sr["CHUNK"], NCH=triton.cdiv(N, sr["CHUNK"]),
+            num_warps=sr["num_warps"])
+        return y
+
     if N <= WHOLE_ROW_MAX:
         _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
                            KEEP_16BIT=x.element_size() == 2 and N <= KEEP_16BIT_MAX, num_warps=WHOLE_ROW_WARPS)
@@ -345,6 +421,17 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 
     _launch_streamed(x2, y2, M, N)
     return y
+
+
+def _smem_rows_run(x2, y2) -> bool:
+    """Whether _softmax_smem_rows can take these rows: Gluon present, an NVIDIA GPU with cp.async
+    (sm_80 and newer), not the interpreter, 16-bit rows whose every 8-element group (16 bytes, one
+    copy) is aligned."""
+    if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
+        return False
+    if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
+        return False
+    return all(t.shape[-1] % 8 == 0 and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
 
 
 def _launch_streamed(x2, y2, M, N):
