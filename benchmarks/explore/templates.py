@@ -59,7 +59,8 @@ def check_and_time(row: dict, run, out, ref, nbytes: int, timer, copy_gbps, on_g
         if copy_gbps:
             row["pct_of_copy"] = 100 * row["gbps"] / copy_gbps
     except Exception as e:  # a variant that does not compile is a result too
-        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        text = str(e).strip()  # a compiler error ends with its cause: keep both ends
+        row["error"] = f"{type(e).__name__}: {text if len(text) <= 600 else text[:200] + ' ... ' + text[-400:]}"
     return row
 
 

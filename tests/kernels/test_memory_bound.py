@@ -134,38 +134,43 @@ def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, 
     assert launched == []  # 16-bit rows of this length take the streamed kernel
 
 
-@pytest.mark.parametrize("dtype, N, launched_smem", [
-    (torch.bfloat16, 300, True),  # 16-bit, over KEEP_16BIT_MAX, up to WHOLE_ROW_MAX: shared-memory rows
-    (torch.float16, 512, True),
-    (torch.bfloat16, 128, False),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
-    (torch.bfloat16, 513, False),  # over WHOLE_ROW_MAX: streamed
-    (torch.float32, 300, False),  # fp32: the whole row
+@pytest.mark.parametrize("dtype, N, launch", [
+    # (grid, CHUNK, NCH, P, num_warps) of the shared-memory team's launch, the templates' bounds scaled down
+    (torch.bfloat16, 300, ((12,), 64, 2, 3, 4)),  # over KEEP_16BIT_MAX: 4 teams of 3 (4 SMs x 3 an SM)
+    (torch.float16, 129, ((12,), 64, 2, 2, 4)),  # one element over
+    (torch.bfloat16, 1000, ((8,), 64, 2, 8, 4)),  # over WHOLE_ROW_MAX too: one team of 8 fits 12 programs
+    (torch.bfloat16, 128, None),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
+    (torch.float32, 300, None),  # fp32: the whole row
+    (torch.bfloat16, 1700, None),  # P = 14 programs do not fit 12 at once: streamed
 ])
-def test_softmax_16bit_rows_of_32768_go_to_shared_memory(monkeypatch, dtype, N, launched_smem):
-    # The templates' bounds scaled down; the Gluon kernel itself runs on a GPU only (the sweep checks it).
+def test_softmax_16bit_rows_over_16384_go_to_the_shared_memory_team(monkeypatch, dtype, N, launch):
+    # The Gluon kernel itself runs on a GPU only (the sweep checks it); a row it cannot take is computed
+    # by another kernel, here in the interpreter, and checked.
     m = _template("softmax")
     m.KEEP_16BIT_MAX, m.WHOLE_ROW_MAX = 128, 512
-    m.SMEM_ROWS = {"CHUNK": 128, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
     launched = []
 
     class Recorder:
         def __getitem__(self, grid):
-            return lambda *args, **kw: launched.append((grid, kw["CHUNK"], kw["NCH"], kw["num_warps"]))
+            return lambda *args, **kw: launched.append((grid, kw["CHUNK"], kw["NCH"], kw["P"], kw["num_warps"]))
 
-    monkeypatch.setattr(m, "_softmax_smem_rows", Recorder(), raising=False)
-    monkeypatch.setattr(m, "_smem_rows_run", lambda x2, y2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_softmax_smem_team", Recorder(), raising=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
     x = torch.randn(20, N).to(dtype)
-    m.softmax(x, config={"BLOCK_SIZE": 64})
-    # 4 SMs in the interpreter x 3 programs an SM = 12 programs for 20 rows
-    assert launched == ([((12,), 128, -(-N // 128), 4)] if launched_smem else [])
+    y = m.softmax(x, config={"BLOCK_SIZE": 64})
+    assert launched == ([launch] if launch else [])
+    if not launch:
+        torch.testing.assert_close(y.float(), m.softmax_ref(x).float(), rtol=2e-2, atol=1e-3)
 
 
-def test_shared_memory_rows_need_gluon_an_nvidia_gpu_and_16_byte_groups(monkeypatch):
+def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeypatch):
     m = _template("softmax")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
 
-    class Rows:  # what _smem_rows_run reads of a tensor
+    class Rows:  # what _smem_team_run reads of a tensor
         def __init__(self, n=32768, stride=32768, ptr=1 << 20, elem=2, device="cuda"):
             self.shape, self._stride, self._ptr, self._elem = (4, n), stride, ptr, elem
             self.device = torch.device(device)
@@ -182,17 +187,17 @@ def test_shared_memory_rows_need_gluon_an_nvidia_gpu_and_16_byte_groups(monkeypa
     monkeypatch.setattr(m, "_interpreting", lambda: False)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
-    assert m._smem_rows_run(Rows(), Rows())
-    assert not m._smem_rows_run(Rows(n=32767), Rows(n=32767))  # a last group of 7 elements
-    assert not m._smem_rows_run(Rows(), Rows(stride=32772))  # rows 8 bytes apart from 16
-    assert not m._smem_rows_run(Rows(ptr=(1 << 20) + 8), Rows())  # misaligned start
-    assert not m._smem_rows_run(Rows(elem=4), Rows(elem=4))
-    assert not m._smem_rows_run(Rows(device="cpu"), Rows(device="cpu"))
+    assert m._smem_team_run(Rows(), Rows())
+    assert not m._smem_team_run(Rows(n=32767), Rows(n=32767))  # a last group of 7 elements
+    assert not m._smem_team_run(Rows(), Rows(stride=32772))  # rows 8 bytes apart from 16
+    assert not m._smem_team_run(Rows(ptr=(1 << 20) + 8), Rows())  # misaligned start
+    assert not m._smem_team_run(Rows(elem=4), Rows(elem=4))
+    assert not m._smem_team_run(Rows(device="cpu"), Rows(device="cpu"))
     monkeypatch.setattr(torch.version, "hip", "6.2")
-    assert not m._smem_rows_run(Rows(), Rows())  # AMD: no cp.async
+    assert not m._smem_team_run(Rows(), Rows())  # AMD: no cp.async
     monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert not m._smem_rows_run(Rows(), Rows())  # before Ampere: no cp.async
+    assert not m._smem_team_run(Rows(), Rows())  # before Ampere: no cp.async
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])

@@ -18,12 +18,13 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   software-pipelined (num_stages) behind the current one.
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
-  _softmax_smem_rows 16-bit rows over KEEP_16BIT_MAX, up to WHOLE_ROW_MAX, on
-                  NVIDIA GPUs: a persistent program holds its row in shared
-                  memory (Gluon: Triton's language cannot name shared memory),
-                  reduces it as its chunks land, then writes it while refilling
-                  each chunk with its next row; three such programs share an SM
-                  (see SMEM_ROWS).
+  _softmax_smem_team 16-bit rows over KEEP_16BIT_MAX on NVIDIA GPUs: the split
+                  team below, but each program holds its part of two rows in
+                  shared memory (Gluon: Triton's language cannot name shared
+                  memory), copied by cp.async, so that five or six programs
+                  share an SM; and each partial travels as one 64-bit word
+                  that carries its row's iteration, so a program never waits
+                  on a memory fence (see SMEM_TEAM).
   _softmax_split  longer fp32 rows: a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -37,9 +38,11 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   programs are co-resident and the wait cannot deadlock; the
                   spin is bounded anyway (a broken invariant gives wrong
                   output, which the harness catches, never a hang).
-  _softmax_streamed longer 16-bit rows (and every longer row in Triton's
-                  interpreter, which runs programs one after the other, so a
-                  team would wait forever; or P beyond the GPU's capacity): one
+  _softmax_streamed longer 16-bit rows where the shared-memory team cannot run
+                  (AMD, rows not in 16-byte groups, no Gluon), and every longer
+                  row in Triton's interpreter, which runs programs one after
+                  the other, so a team would wait forever; or P beyond the
+                  GPU's capacity: one
                   program per row, an online max/sum pass over the row in
                   pipelined chunks, then a second pass that re-reads it and
                   writes: 1.5x the minimal traffic, yet faster than the team in
@@ -89,14 +92,16 @@ WHOLE_ROW_WARPS = 16
 # ~115 (two programs an SM instead of one) and 87.1 -> 92.3% of copy in fp16, 90.1 -> 91.6% in bf16; at
 # 32768 it still held one program an SM (88 registers) and read 71% against 72-74%.
 KEEP_16BIT_MAX = 16384
-# 16-bit rows over KEEP_16BIT_MAX, up to WHOLE_ROW_MAX, go to _softmax_smem_rows on NVIDIA GPUs (Gluon):
-# CHUNK-element chunks, num_warps warps, PROGRAMS_PER_SM persistent programs an SM (a 64 KB row each).
-# On the H200 (experiments/sweep-h200-2026-12-01/session10-reduce-once/smem-rows/) at 4096x32768 it read
-# 82.1 / 83.0% of copy in bf16 / fp16 against 73.2 / 75.4% for _softmax_row in the same process; one
-# program an SM (8 or 16 warps) read 56-69%, so the programs that share an SM carry the gain. At 65536
-# (128 KB a row, one program an SM) it read 65-68% against 62% for the streamed kernel; at 16384, 88%
-# against the whole row's 94%.
-SMEM_ROWS = {"CHUNK": 4096, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+# 16-bit rows over KEEP_16BIT_MAX go to _softmax_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
+# CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM (as many as fit). On the H200
+# (experiments/sweep-h200-2026-12-01/session11-smem/team-stamped/, bf16) it read 86.1 / 85.9 / 79.3% of
+# copy at rows of 65536 / 131072 / 262144, where the streamed kernel read 62.7 / 58.9 / 54.9%, and 86.0%
+# at 4096x32768 against 82.0% for a whole row in shared memory a program and 73% for one in registers.
+# The same team with _softmax_split's exchange (partials, then a flag released after them, whose fence
+# waits for the program's outstanding stores) read 73.0-75.1% (team/); with three programs an SM
+# (16384-element parts, or 8 warps) 67-78%, with one 34-39%: programs sharing an SM carry it.
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6}
+UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
 # them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
@@ -159,47 +164,115 @@ def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, KEE
 
 if gluon is not None:
     @gluon.jit
-    def _softmax_smem_rows(x_ptr, y_ptr, M, N, stride_x, stride_y, CHUNK: gl.constexpr, NCH: gl.constexpr):
-        # Rows pid, pid + nprog, ...; shared memory holds one row as NCH chunks of CHUNK elements. A
-        # chunk's copy is one commit group; groups complete in order, so after wait_group(NCH - 1 - c)
-        # chunks 0..c of this thread have landed, and a barrier makes every thread's copies visible.
-        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
-        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [NCH, CHUNK],
-                                        gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        offs = gl.arange(0, CHUNK, layout)
-        pid = gl.program_id(0)
-        nprog = gl.num_programs(0)
-        first = x_ptr + pid.to(gl.int64) * stride_x
+    def _part_max_sum(buf, first: gl.constexpr, offs, ok_row, N, NCH: gl.constexpr, CHUNK: gl.constexpr,
+                      layout: gl.constexpr):
+        # (max, sum of exp(x - max)) of the part held in buf's chunks first .. first + NCH - 1
+        m = gl.max(gl.full([CHUNK], -float("inf"), gl.float32, layout), axis=0)
+        s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
         for c in gl.static_range(NCH):
             cols = c * CHUNK + offs
-            copy_to_shared(buf.index(c), first + cols, mask=(cols < N) & (pid < M))
-            cp.commit_group()
-        for row in range(pid, M, nprog):
-            # the row's max and sum, a chunk at a time as the chunks land
-            m = gl.max(gl.full([CHUNK], -float("inf"), gl.float32, layout), axis=0)
-            s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+            x = gl.where((cols < N) & ok_row, buf.index(first + c).load(layout).to(gl.float32), -float("inf"))
+            new_m = gl.maximum(m, gl.max(x, axis=0))
+            safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # chunks of only -inf so far
+            s = s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((x - safe) * LOG2E), axis=0)
+            m = new_m
+        return m, s
+
+    @gluon.jit
+    def _publish(words, team, part, it, m, s, P: gl.constexpr):
+        # This program's partial of the row of iteration `it` as one 64-bit word: m's bits, then s's with
+        # their low 8 bits replaced by it % 128 (s keeps 15 of its 23 mantissa bits: 3e-5 relative, under
+        # a 16-bit output's rounding). The word is its own flag, so no fence orders it behind this
+        # program's outstanding stores. Buffer it % 4: a program runs at most two rows ahead of a sibling.
+        lo = (s.to(gl.int32, bitcast=True) & 0x7FFFFF00) | (it & 0x7F)
+        word = (m.to(gl.int32, bitcast=True).to(gl.int64) << 32) | lo.to(gl.int64)
+        gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
+
+    @gluon.jit
+    def _gather(words, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr):
+        # Every sibling's (max, sum) of the row of iteration `it`, once all words carry its stamp.
+        ok = slots < P
+        at = words + (team * 4 + it % 4) * P + slots
+        w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+        spins = 0
+        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
+                & (spins < SPIN):
+            w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+            spins += 1
+        pm = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
+        ps = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        return pm, ps
+
+    @gluon.jit
+    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
+                           CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
+                           SPIN: gl.constexpr):
+        # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
+        # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
+        # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
+        # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
+        # has read is refilled with row i+2.
+        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+        slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
+                                        gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        pid = gl.program_id(0)
+        G = gl.num_programs(0)
+        team = pid // P
+        part = pid % P
+        n_teams = G // P
+        offs = part * (NCH * CHUNK) + gl.arange(0, CHUNK, layout)
+        slots = gl.arange(0, P_POW2, slot_layout)
+        zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+
+        for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
+            r = team + h * n_teams
+            src = x_ptr + r.to(gl.int64) * stride_x
             for c in gl.static_range(NCH):
-                cp.wait_group(NCH - 1 - c)
-                cta_barrier()
                 cols = c * CHUNK + offs
-                x = gl.where(cols < N, buf.index(c).load(layout).to(gl.float32), -float("inf"))
-                new_m = gl.maximum(m, gl.max(x, axis=0))
-                safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # chunks of only -inf so far
-                s = s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((x - safe) * LOG2E), axis=0)
-                m = new_m
-            shift = m * LOG2E + gl.log2(s)
-            # write the row; each chunk, once every warp has read it, takes the next row's chunk
-            nxt = row + nprog
-            nxt_row = x_ptr + nxt.to(gl.int64) * stride_x
-            y_row = y_ptr + row.to(gl.int64) * stride_y
-            for c in gl.static_range(NCH):
-                cols = c * CHUNK + offs
-                x = buf.index(c).load(layout).to(gl.float32)
-                cta_barrier()
-                copy_to_shared(buf.index(c), nxt_row + cols, mask=(cols < N) & (nxt < M))
+                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < N) & (r < M))
                 cp.commit_group()
-                gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=cols < N)
+        cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
+        cta_barrier()  # every thread's copies, not only this one's
+        m, s = _part_max_sum(buf, 0, offs, team < M, N, NCH, CHUNK, layout)
+        _publish(words, team, part, 0, m, s, P)
+
+        # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
+        # compile a runtime index here)
+        it = 0
+        for pair in range(team, M, 2 * n_teams):
+            for half in gl.static_range(2):
+                row = pair + half * n_teams
+                if row < M:
+                    nxt = row + n_teams
+                    cp.wait_group(0)  # the next row's groups are the only ones outstanding
+                    cta_barrier()
+                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, N, NCH, CHUNK, layout)
+                    _publish(words, team, part, it + 1, mn, sn, P)
+                    pm, ps = _gather(words, team, it, slots, zeros, P, SPIN)
+                    gm = gl.max(pm, axis=0)
+                    shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
+                    ahead = row + 2 * n_teams
+                    src = x_ptr + ahead.to(gl.int64) * stride_x
+                    y_row = y_ptr + row.to(gl.int64) * stride_y
+                    for c in gl.static_range(NCH):
+                        cols = c * CHUNK + offs
+                        x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                        cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < N) & (ahead < M))
+                        cp.commit_group()
+                        gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                 mask=cols < N)
+                    it += 1
         cp.wait_group(0)
+        # unstamp the team's words for the next launch: the last program of the team to get here knows
+        # that all P have left their waits
+        done = gl.atomic_add(exits + team, 1, sem="acq_rel")
+        if done == P - 1:
+            for k in gl.static_range(4):
+                gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                               mask=slots < P, sem="relaxed")
+            gl.atomic_xchg(exits + team, 0, sem="release")
 
 
 @triton.jit
@@ -311,6 +384,7 @@ def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
 
 _OCCUPANCY = {}
 _WORKSPACE = {}
+_TEAM_WORDS = {}
 
 
 def _interpreting() -> bool:
@@ -396,11 +470,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
-    if N > KEEP_16BIT_MAX and N <= WHOLE_ROW_MAX and _smem_rows_run(x2, y2):
-        sr = SMEM_ROWS
-        _softmax_smem_rows[(min(M, sms * sr["PROGRAMS_PER_SM"]),)](
-            x2, y2, M, N, x2.stride(0), y2.stride(0), CHUNK=sr["CHUNK"], NCH=triton.cdiv(N, sr["CHUNK"]),
-            num_warps=sr["num_warps"])
+    if N > KEEP_16BIT_MAX and _smem_team_run(x2, y2) and _launch_smem_team(x2, y2, M, N, sms):
         return y
 
     if N <= WHOLE_ROW_MAX:
@@ -423,8 +493,8 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
     return y
 
 
-def _smem_rows_run(x2, y2) -> bool:
-    """Whether _softmax_smem_rows can take these rows: Gluon present, an NVIDIA GPU with cp.async
+def _smem_team_run(x2, y2) -> bool:
+    """Whether _softmax_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
     (sm_80 and newer), not the interpreter, 16-bit rows whose every 8-element group (16 bytes, one
     copy) is aligned."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
@@ -432,6 +502,33 @@ def _smem_rows_run(x2, y2) -> bool:
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
     return all(t.shape[-1] % 8 == 0 and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+
+
+def _launch_smem_team(x2, y2, M, N, sms) -> bool:
+    """Launch _softmax_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
+    not even one team of P programs fits the GPU at once."""
+    st = SMEM_TEAM
+    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
+    words, exits = _team_words(x2.device, sms * 32)
+    args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN}
+    occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
+    teams = min(M, (sms * occ) // P)
+    if teams < 1:
+        return False
+    _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    return True
+
+
+def _team_words(device, n_programs: int):
+    """The shared-memory team's 64-bit partials (4 a program), unstamped, and its exit counters
+    (zero); the kernel leaves both as it found them, so no memset per launch."""
+    words, exits = _TEAM_WORDS.get(device, (None, None))
+    if words is None or exits.numel() < n_programs:
+        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
+        _TEAM_WORDS[device] = (words, exits)
+    return words, exits
 
 
 def _launch_streamed(x2, y2, M, N):
