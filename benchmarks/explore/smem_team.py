@@ -187,6 +187,119 @@ def _softmax_smem_team(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
         gl.atomic_xchg(exit_ptr, 0, sem="release")
 
 
+@gluon.jit
+def _norm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
+                    CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
+                    SPIN: gl.constexpr, LAYERNORM: gl.constexpr, W_SMEM: gl.constexpr):
+    # _softmax_smem_team (stamped) for rmsnorm (a part's sum of squares) or layernorm (a part's mean and
+    # M2, taken in two passes over shared memory, combined by Chan's formula). W_SMEM: this program's
+    # part of w (and b) is copied into shared memory once; else it is read from global memory (L2) with
+    # every output chunk.
+    layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+    slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    smem: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    PART: gl.constexpr = NCH * CHUNK
+    buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK], smem)
+    pid = gl.program_id(0)
+    G = gl.num_programs(0)
+    team = pid // P
+    part = pid % P
+    n_teams = G // P
+    offs = part * PART + gl.arange(0, CHUNK, layout)
+    slots = gl.arange(0, P_POW2, slot_layout)
+    zeros = gl.zeros([P_POW2], gl.int32, slot_layout)
+    n_part = gl.minimum(N - part * PART, PART).to(gl.float32)
+    n_slots = gl.minimum(gl.maximum(N - slots * PART, 0), PART).to(gl.float32)
+    if W_SMEM:  # copied first, so the rows' wait_group counts hold
+        wbuf = gl.allocate_shared_memory(w_ptr.dtype.element_ty, [NCH + NCH * LAYERNORM, CHUNK], smem)
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            copy_to_shared(wbuf.index(c), w_ptr + cols, mask=cols < N)
+            if LAYERNORM:
+                copy_to_shared(wbuf.index(NCH + c), b_ptr + cols, mask=cols < N)
+            cp.commit_group()
+    for h in gl.static_range(2):
+        r = team + h * n_teams
+        src = x_ptr + r.to(gl.int64) * stride_x
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < N) & (r < M))
+            cp.commit_group()
+    cp.wait_group(NCH)
+    cta_barrier()
+    a, q = _part_stats(buf, 0, offs, N, n_part, NCH, CHUNK, layout, LAYERNORM)
+    _publish(words, exits, team, part, 0, a, q, P, True)
+    it = 0
+    for pair in range(team, M, 2 * n_teams):
+        for half in gl.static_range(2):
+            row = pair + half * n_teams
+            if row < M:
+                cp.wait_group(0)
+                cta_barrier()
+                an, qn = _part_stats(buf, (1 - half) * NCH, offs, N, n_part, NCH, CHUNK, layout, LAYERNORM)
+                _publish(words, exits, team, part, it + 1, an, qn, P, True)
+                pa, pq = _gather(words, exits, team, it, slots, zeros, P, SPIN, True)
+                if LAYERNORM:
+                    mean = gl.sum(n_slots * pa, axis=0) / N
+                    d = gl.where(slots < P, pa - mean, 0.0)
+                    rstd = 1.0 / gl.sqrt((gl.sum(pq, axis=0) + gl.sum(n_slots * d * d, axis=0)) / N + eps)
+                else:
+                    mean = 0.0
+                    rstd = 1.0 / gl.sqrt(gl.sum(pa, axis=0) / N + eps)
+                ahead = row + 2 * n_teams
+                src = x_ptr + ahead.to(gl.int64) * stride_x
+                y_row = y_ptr + row.to(gl.int64) * stride_y
+                for c in gl.static_range(NCH):
+                    cols = c * CHUNK + offs
+                    ok = cols < N
+                    if W_SMEM:
+                        w = wbuf.index(c).load(layout).to(gl.float32)
+                    else:
+                        w = gl.load(w_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+                    x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                    cta_barrier()
+                    copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
+                    cp.commit_group()
+                    y = (x - mean) * rstd * w
+                    if LAYERNORM:
+                        if W_SMEM:
+                            y += wbuf.index(NCH + c).load(layout).to(gl.float32)
+                        else:
+                            y += gl.load(b_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+                    gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+                it += 1
+    cp.wait_group(0)
+    done = gl.atomic_add(exits + G + team, 1, sem="acq_rel")
+    if done == P - 1:
+        for k in gl.static_range(4):
+            gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                           mask=slots < P, sem="relaxed")
+        gl.atomic_xchg(exits + G + team, 0, sem="release")
+
+
+@gluon.jit
+def _part_stats(buf, first, offs, N, n_part, NCH: gl.constexpr, CHUNK: gl.constexpr, layout: gl.constexpr,
+                LAYERNORM: gl.constexpr):
+    # rmsnorm: (sum of squares, 0); layernorm: (mean, M2) of the part in buf's chunks first ..
+    a = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+    for c in gl.static_range(NCH):
+        cols = c * CHUNK + offs
+        x = gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32), 0.0)
+        if LAYERNORM:
+            a += gl.sum(x, axis=0)
+        else:
+            a += gl.sum(x * x, axis=0)
+    q = a * 0.0
+    if LAYERNORM:
+        a = a / n_part
+        cta_barrier()  # read the chunks again rather than hold them in registers from the first pass
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            d = gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32) - a, 0.0)
+            q += gl.sum(d * d, axis=0)
+    return a, q
+
+
 _STAMPED_WORDS = {}
 
 
@@ -210,6 +323,23 @@ def launch(S, x, y, chunk: int, nch: int, warps: int, programs_per_sm: int, stam
     return occ
 
 
+def launch_norm(S, x, w, b, y, eps, chunk: int, nch: int, warps: int, programs_per_sm: int, w_smem: bool):
+    """rmsnorm (b None) or layernorm of x into y by the stamped shared-memory team."""
+    M, N = x.shape
+    P = triton.cdiv(N, chunk * nch)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    _, sync = S._sync_buffers(x.device, sms * 32)
+    if x.device not in _STAMPED_WORDS:
+        _STAMPED_WORDS[x.device] = torch.full((sms * 32 * 4,), UNSTAMPED.value, dtype=torch.int64, device=x.device)
+    args = (x, w, w if b is None else b, y, _STAMPED_WORDS[x.device], sync, M, N, x.stride(0), y.stride(0), eps)
+    consts = {"CHUNK": chunk, "NCH": nch, "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
+              "LAYERNORM": b is not None, "W_SMEM": w_smem}
+    occ = min(programs_per_sm, S._programs_per_sm(_norm_smem_team, args, consts, warps, 1, x.device))
+    teams = min(M, (sms * occ) // P)
+    _norm_smem_team[(teams * P,)](*args, **consts, num_warps=warps)
+    return occ
+
+
 def compile_only():
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -223,8 +353,20 @@ def compile_only():
                              attrs={(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6, 7)})
         k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
         ptx = k.asm["ptx"]
-        print(chunk, nch, warps, P, "stamped" if stamped else "flags", "shared", k.metadata.shared, "cp.async", ptx.count("cp.async.cg") +
-              ptx.count("cp.async.ca"), "atom", ptx.count("atom."), "bar.sync", ptx.count("bar.sync"))
+        print("softmax", chunk, nch, warps, P, "stamped" if stamped else "flags", "shared", k.metadata.shared,
+              "cp.async", ptx.count("cp.async.cg") + ptx.count("cp.async.ca"), "atom", ptx.count("atom."))
+    for layernorm, w_smem in ((False, False), (False, True), (True, False), (True, True)):
+        sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "words": "*i64",
+               "exits": "*i32", "M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32", "eps": "fp32"}
+        consts = {"CHUNK": 4096, "NCH": 2, "P": 8, "P_POW2": 8, "SPIN": MAX_SPIN, "LAYERNORM": layernorm,
+                  "W_SMEM": w_smem}
+        src = GluonASTSource(fn=_norm_smem_team, signature={**sig, **{k: "constexpr" for k in consts}},
+                             constexprs=consts,
+                             attrs={(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 4, 5, 7, 8, 9)})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        ptx = k.asm["ptx"]
+        print("layernorm" if layernorm else "rmsnorm", "w in shared memory" if w_smem else "w from L2", "shared",
+              k.metadata.shared, "cp.async", ptx.count("cp.async.cg") + ptx.count("cp.async.ca"))
 
 
 SHAPES = [(2048, 65536), (1024, 131072), (512, 262144), (4096, 32768)]
@@ -234,12 +376,16 @@ VARIANTS = [(4096, 2, 4, 6, False), (4096, 2, 4, 6, True), (4096, 4, 8, 3, True)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+NORM_VARIANTS = [(4096, 2, 4, 6, False), (4096, 1, 4, 8, False), (4096, 1, 4, 8, True), (2048, 2, 4, 8, False)]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--compile-only", action="store_true")
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument("--dtypes", default="bf16,fp16")
+    p.add_argument("--kernels", default="softmax", help="softmax,rmsnorm,layernorm")
     args = p.parse_args()
     if args.compile_only:
         compile_only()
@@ -252,33 +398,54 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     timer = Timer(repeats=3, warmup_ms=10, rewarm_ms=5, rep_ms=15)
     copy = device.measured_copy_gbps(refresh=True)
-    S = templates.load("softmax")
+    S, R, L = templates.load("softmax"), templates.load("rmsnorm"), templates.load("layernorm")
     results = {"copy_gbps_start": copy, "device": device.detect(), "torch": torch.__version__,
                "triton": triton.__version__, "rows": []}
     print(f"copy {copy:.0f} GB/s", flush=True)
     torch.manual_seed(0)
-    for dtype in [DTYPES[d] for d in args.dtypes.split(",")]:
-        for M, N in SHAPES:
-            x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
-            x[1, :100] = -float("inf")
-            x[2, N // 2:] = -float("inf")  # a whole part of -inf on some team member
-            y = torch.empty_like(x)
-            ref = torch.softmax(x.float(), -1)
-            variants = [("today", lambda y: S.softmax(x, out=y)), ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
-            variants += [(f"team {c}x{n}/{w}/{pps}{' stamped' if st else ''}",
-                          lambda y, c=c, n=n, w=w, pps=pps, st=st: launch(S, x, y, c, n, w, pps, st))
-                         for c, n, w, pps, st in VARIANTS]
-            for name, run in variants:
-                if time.time() - started > args.budget_s:
-                    break
-                row = {"kernel": "softmax", "shape": [M, N], "dtype": str(dtype), "variant": name}
-                templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
-                if name.startswith("team") and "error" not in row:
-                    row["programs_per_sm"] = run(y)
-                results["rows"].append(row)
-                pps = f" ({row['programs_per_sm']} an SM)" if "programs_per_sm" in row else ""
-                print(f"softmax {M}x{N} {str(dtype)[6:]} {name}{pps}: {templates.figure(row)}", flush=True)
-            (out / "smem_team.json").write_text(json.dumps(results, indent=1))
+    for kernel in args.kernels.split(","):
+        for dtype in [DTYPES[d] for d in args.dtypes.split(",")]:
+            for M, N in SHAPES:
+                x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
+                y = torch.empty_like(x)
+                w_, b_ = torch.rand(N, device="cuda").to(dtype) + 0.5, torch.randn(N, device="cuda").to(dtype)
+                if kernel == "softmax":
+                    x[1, :100] = -float("inf")
+                    x[2, N // 2:] = -float("inf")  # a whole part of -inf on some team member
+                    ref = torch.softmax(x.float(), -1)
+                    variants = [("today", lambda y: S.softmax(x, out=y)),
+                                ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
+                    variants += [(f"team {c}x{n}/{w}/{pps}{' stamped' if st else ''}",
+                                  lambda y, c=c, n=n, w=w, pps=pps, st=st: launch(S, x, y, c, n, w, pps, st))
+                                 for c, n, w, pps, st in VARIANTS]
+                elif kernel == "rmsnorm":
+                    ref = R.rmsnorm_ref(x, w_).float()
+                    variants = [("today", lambda y: R.rmsnorm(x, w_, out=y)),
+                                ("torch", lambda y: y.copy_(torch.nn.functional.rms_norm(x, (N,), w_, R.EPS)))]
+                    variants += [(f"team {c}x{n}/{w}/{pps}{' w-smem' if ws else ''}",
+                                  lambda y, c=c, n=n, w=w, pps=pps, ws=ws: launch_norm(S, x, w_, None, y, R.EPS, c, n, w,
+                                                                                     pps, ws))
+                                 for c, n, w, pps, ws in NORM_VARIANTS]
+                else:
+                    x += 100  # a mean far from 0: the variance must not cancel
+                    ref = L.layernorm_ref(x, w_, b_).float()
+                    variants = [("today", lambda y: L.layernorm(x, w_, b_, out=y)),
+                                ("torch", lambda y: y.copy_(torch.nn.functional.layer_norm(x, (N,), w_, b_, L.EPS)))]
+                    variants += [(f"team {c}x{n}/{w}/{pps}{' w-smem' if ws else ''}",
+                                  lambda y, c=c, n=n, w=w, pps=pps, ws=ws: launch_norm(S, x, w_, b_, y, L.EPS, c, n, w,
+                                                                                     pps, ws))
+                                 for c, n, w, pps, ws in NORM_VARIANTS]
+                for name, run in variants:
+                    if time.time() - started > args.budget_s:
+                        break
+                    row = {"kernel": kernel, "shape": [M, N], "dtype": str(dtype), "variant": name}
+                    templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
+                    if name.startswith("team") and "error" not in row:
+                        row["programs_per_sm"] = run(y)
+                    results["rows"].append(row)
+                    pps = f" ({row['programs_per_sm']} an SM)" if "programs_per_sm" in row else ""
+                    print(f"{kernel} {M}x{N} {str(dtype)[6:]} {name}{pps}: {templates.figure(row)}", flush=True)
+                (out / "smem_team.json").write_text(json.dumps(results, indent=1))
     print(f"done in {time.time() - started:.0f} s", flush=True)
 
 

@@ -165,8 +165,36 @@ def test_softmax_16bit_rows_over_16384_go_to_the_shared_memory_team(monkeypatch,
         torch.testing.assert_close(y.float(), m.softmax_ref(x).float(), rtol=2e-2, atol=1e-3)
 
 
-def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeypatch):
-    m = _template("softmax")
+@pytest.mark.parametrize("dtype, N, launch", [
+    (torch.bfloat16, 600, ((10,), 64, 2, 5, 4)),  # over WHOLE_ROW_MAX: 2 teams of 5 fit 4 SMs x 3
+    (torch.float16, 513, ((10,), 64, 2, 5, 4)),  # one element over
+    (torch.bfloat16, 512, None),  # up to WHOLE_ROW_MAX: the whole row
+    (torch.float32, 600, None),  # fp32: the split team (streamed in the interpreter)
+    (torch.bfloat16, 1700, None),  # P = 14 programs do not fit 12 at once: streamed
+])
+def test_rmsnorm_16bit_rows_over_32768_go_to_the_shared_memory_team(monkeypatch, dtype, N, launch):
+    m = _template("rmsnorm")
+    m.WHOLE_ROW_MAX = 512
+    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append((grid, kw["CHUNK"], kw["NCH"], kw["P"], kw["num_warps"]))
+
+    monkeypatch.setattr(m, "_rmsnorm_smem_team", Recorder(), raising=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)
+    x, w = torch.randn(20, N).to(dtype), (torch.rand(N) + 0.5).to(dtype)
+    y = m.rmsnorm(x, w, config={"BLOCK_SIZE": 64})
+    assert launched == ([launch] if launch else [])
+    if not launch:
+        torch.testing.assert_close(y.float(), m.rmsnorm_ref(x, w).float(), rtol=2e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
+def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeypatch, name):
+    m = _template(name)
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
 
@@ -189,7 +217,9 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
     monkeypatch.setattr(torch.version, "hip", None)
     assert m._smem_team_run(Rows(), Rows())
     assert not m._smem_team_run(Rows(n=32767), Rows(n=32767))  # a last group of 7 elements
+    assert not m._smem_team_run(Rows(n=32776), Rows(n=32776))  # 8 mod 16: Triton cannot prove the groups
     assert not m._smem_team_run(Rows(), Rows(stride=32772))  # rows 8 bytes apart from 16
+    assert not m._smem_team_run(Rows(), Rows(stride=32776))  # rows 16 bytes apart, not 32
     assert not m._smem_team_run(Rows(ptr=(1 << 20) + 8), Rows())  # misaligned start
     assert not m._smem_team_run(Rows(elem=4), Rows(elem=4))
     assert not m._smem_team_run(Rows(device="cpu"), Rows(device="cpu"))

@@ -17,12 +17,18 @@ Same structure as the softmax template:
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop (32 warps for rows over 32 KB,
                     w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
+  _layernorm_smem_team 16-bit rows over SMEM_TEAM_ABOVE on NVIDIA GPUs: the split
+                    team, each program's part of two rows in shared memory
+                    (Gluon, cp.async), up to six programs an SM, each part's
+                    (mean, M2) one 64-bit word that carries its row's iteration
+                    (the softmax template's _softmax_smem_team; see SMEM_TEAM).
   _layernorm_split  longer fp32 rows: the row over P co-resident programs that
                     exchange (mean, M2) once per row, as the softmax template's
                     _softmax_split exchanges (max, sum): one read, one write
                     (see SPLIT for the figures).
-  _layernorm_streamed longer 16-bit rows (and every longer row in Triton's
-                    interpreter, where a team would wait forever): one program
+  _layernorm_streamed longer 16-bit rows the shared-memory team cannot take (and
+                    every longer row in Triton's interpreter, where a team would
+                    wait forever): one program
                     per row, chunks' (mean, M2) merged over pipelined chunks,
                     then a second pass that re-reads: 1.5x traffic, yet faster
                     than the team in 16 bits (see STREAMED for the figures).
@@ -33,6 +39,16 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+try:  # Gluon is experimental: absent from older Tritons, renamed between releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+
+    copy_to_shared = getattr(cp, "async_load", None) or cp.async_copy_global_to_shared  # async_load from 3.9
+    cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # barrier from 3.9
+except (ImportError, AttributeError):
+    gluon = None
 
 CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 0}
 CONFIG_SPACE = {
@@ -75,6 +91,16 @@ STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
 # served them) read 65.7 / 61.3 / 60.7% and the team on CONFIG's 4096 and 4 warps (deleted for losing
 # to the streamed kernel, commit 01227bd) 60.8 / 61.1 / 56.9%. In bf16 every team setting read 33-53%.
 SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
+# 16-bit rows over SMEM_TEAM_ABOVE go to _layernorm_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks
+# of CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM. On the H200
+# (experiments/sweep-h200-2026-12-01/session11-smem/team-norms/, bf16) it read 69.8 / 67.9 / 70.3% of
+# copy at rows of 65536 / 131072 / 262144 against the streamed kernel's 66.0 / 61.3 / 60.1%, on four
+# programs an SM: 106 registers a thread (Triton 3.9 for sm_90), as the compiler kept the part's first
+# pass in registers for the second. A barrier between the passes makes it read shared memory again:
+# 80 registers, six programs an SM.
+SMEM_TEAM_ABOVE = WHOLE_ROW_MAX
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6}
+UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # 16-bit rows of more than 2048 elements, up to BLOCK_SIZE, take ROW_PIPELINED instead of CONFIG: a
 # persistent grid whose loop prefetches the next tile (num_stages) while this one reduces. Such a row
@@ -198,6 +224,127 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
         tl.atomic_xchg(exit_ptr, 0, sem="release")
 
 
+if gluon is not None:
+    @gluon.jit
+    def _publish(words, team, part, it, mean, m2, P: gl.constexpr):
+        # This program's (mean, M2) of the row of iteration `it` as one 64-bit word: mean's bits, then
+        # M2's (>= 0) with their low 8 bits replaced by it % 128 (M2 keeps 15 of its 23 mantissa bits:
+        # 3e-5 relative, under a 16-bit output's rounding). The word is its own flag: no fence orders it
+        # behind this program's outstanding stores. Buffer it % 4: a program runs at most two rows ahead
+        # of a sibling.
+        lo = (m2.to(gl.int32, bitcast=True) & 0x7FFFFF00) | (it & 0x7F)
+        word = (mean.to(gl.int32, bitcast=True).to(gl.int64) << 32) | lo.to(gl.int64)
+        gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
+
+    @gluon.jit
+    def _gather(words, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr):
+        # Every sibling's (mean, M2) of the row of iteration `it`, once all words carry its stamp.
+        ok = slots < P
+        at = words + (team * 4 + it % 4) * P + slots
+        w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+        spins = 0
+        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
+                & (spins < SPIN):
+            w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+            spins += 1
+        means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        m2s = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        return means, m2s
+
+    @gluon.jit
+    def _part_mean_m2(buf, first: gl.constexpr, offs, N, n_part, NCH: gl.constexpr, CHUNK: gl.constexpr,
+                      layout: gl.constexpr):
+        # The part's mean, then its M2 around that mean: two passes over shared memory
+        s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            s += gl.sum(gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32), 0.0), axis=0)
+        mean = s / n_part
+        cta_barrier()  # read the chunks again rather than hold the first pass in registers (see SMEM_TEAM)
+        m2 = s * 0.0
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            d = gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32) - mean, 0.0)
+            m2 += gl.sum(d * d, axis=0)
+        return mean, m2
+
+    @gluon.jit
+    def _layernorm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
+                             CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
+                             SPIN: gl.constexpr):
+        # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
+        # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
+        # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
+        # the wait for row i's siblings, whose P pairs combine by Chan's formula; while it writes row i,
+        # each chunk it has read is refilled with row i+2. w and b come from global memory (L2).
+        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+        slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        PART: gl.constexpr = NCH * CHUNK
+        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
+                                        gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        pid = gl.program_id(0)
+        G = gl.num_programs(0)
+        team = pid // P
+        part = pid % P
+        n_teams = G // P
+        offs = part * PART + gl.arange(0, CHUNK, layout)
+        slots = gl.arange(0, P_POW2, slot_layout)
+        zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+        n_part = gl.minimum(N - part * PART, PART).to(gl.float32)  # the last part may be short
+        n_parts = gl.minimum(gl.maximum(N - slots * PART, 0), PART).to(gl.float32)
+
+        for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
+            r = team + h * n_teams
+            src = x_ptr + r.to(gl.int64) * stride_x
+            for c in gl.static_range(NCH):
+                cols = c * CHUNK + offs
+                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < N) & (r < M))
+                cp.commit_group()
+        cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
+        cta_barrier()  # every thread's copies, not only this one's
+        mean, m2 = _part_mean_m2(buf, 0, offs, N, n_part, NCH, CHUNK, layout)
+        _publish(words, team, part, 0, mean, m2, P)
+
+        # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
+        # compile a runtime index here)
+        it = 0
+        for pair in range(team, M, 2 * n_teams):
+            for half in gl.static_range(2):
+                row = pair + half * n_teams
+                if row < M:
+                    cp.wait_group(0)  # the next row's groups are the only ones outstanding
+                    cta_barrier()
+                    mean, m2 = _part_mean_m2(buf, (1 - half) * NCH, offs, N, n_part, NCH, CHUNK, layout)
+                    _publish(words, team, part, it + 1, mean, m2, P)
+                    means, m2s = _gather(words, team, it, slots, zeros, P, SPIN)
+                    row_mean = gl.sum(n_parts * means, axis=0) / N
+                    d = means - row_mean  # slots past P: n_parts is 0 there, so their terms vanish
+                    rstd = 1.0 / gl.sqrt((gl.sum(m2s, axis=0) + gl.sum(n_parts * d * d, axis=0)) / N + eps)
+                    ahead = row + 2 * n_teams
+                    src = x_ptr + ahead.to(gl.int64) * stride_x
+                    y_row = y_ptr + row.to(gl.int64) * stride_y
+                    for c in gl.static_range(NCH):
+                        cols = c * CHUNK + offs
+                        ok = cols < N
+                        w = gl.load(w_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+                        b = gl.load(b_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+                        x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                        cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
+                        cp.commit_group()
+                        gl.store(y_row + cols, ((x - row_mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+                    it += 1
+        cp.wait_group(0)
+        # unstamp the team's words for the next launch: the last program of the team to get here knows
+        # that all P have left their waits
+        done = gl.atomic_add(exits + team, 1, sem="acq_rel")
+        if done == P - 1:
+            for k in gl.static_range(4):
+                gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                               mask=slots < P, sem="relaxed")
+            gl.atomic_xchg(exits + team, 0, sem="release")
+
+
 @triton.jit
 def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps,
                         BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
@@ -243,6 +390,7 @@ def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps,
 
 _OCCUPANCY = {}
 _WORKSPACE = {}
+_TEAM_WORDS = {}
 
 
 def _interpreting() -> bool:
@@ -322,6 +470,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y
+    if N > SMEM_TEAM_ABOVE and _smem_team_run(x2, y2) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
+        return y
     if N <= WHOLE_ROW_MAX:
         row_bytes = N * x.element_size()
         _layernorm_row[(M,)](x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
@@ -340,6 +490,47 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
             return y
     _launch_streamed(x2, w, b, y2, M, N, eps)
     return y
+
+
+def _smem_team_run(x2, y2) -> bool:
+    """Whether _layernorm_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
+    (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
+    sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
+    8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
+    whose mask or stride Triton cannot prove 8-aligned fails to compile."""
+    if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
+        return False
+    if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
+        return False
+    return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+
+
+def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
+    """Launch _layernorm_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
+    not even one team of P programs fits the GPU at once."""
+    st = SMEM_TEAM
+    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
+    words, exits = _team_words(x2.device, sms * 32)
+    args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN}
+    occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1,
+                                                      x2.device))
+    teams = min(M, (sms * occ) // P)
+    if teams < 1:
+        return False
+    _layernorm_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    return True
+
+
+def _team_words(device, n_programs: int):
+    """The shared-memory team's 64-bit partials (4 a program), unstamped, and its exit counters
+    (zero); the kernel leaves both as it found them, so no memset per launch."""
+    words, exits = _TEAM_WORDS.get(device, (None, None))
+    if words is None or exits.numel() < n_programs:
+        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
+        _TEAM_WORDS[device] = (words, exits)
+    return words, exits
 
 
 def _launch_streamed(x2, w, b, y2, M, N, eps):

@@ -11,12 +11,17 @@ Same structure as the softmax template (see its docstring):
                   per program, persistent grid: one read, one write.
   _rmsnorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop.
+  _rmsnorm_smem_team 16-bit rows over WHOLE_ROW_MAX on NVIDIA GPUs: the split
+                  team, each program's part of two rows in shared memory (Gluon,
+                  cp.async), up to six programs an SM, each partial one 64-bit
+                  word that carries its row's iteration (the softmax template's
+                  _softmax_smem_team; see SMEM_TEAM).
   _rmsnorm_split  longer fp32 rows, and 16-bit ones over 65536, split over P
                   co-resident programs that exchange their partial sum of
                   squares through a tiny global workspace (atomic counter,
                   bounded spin): one read, one write.
-  _rmsnorm_streamed 16-bit rows of 32769-65536 (and any in the interpreter; P beyond
-                  capacity): a persistent grid whose programs loop over rows;
+  _rmsnorm_streamed 16-bit rows of 32769-65536 that the shared-memory team cannot
+                  take (and any in the interpreter; P beyond capacity): a persistent grid whose programs loop over rows;
                   per row the sum of squares over pipelined chunks, then a
                   second pass that re-reads: 1.5x traffic, yet faster than the
                   team there (see STREAMED).
@@ -27,6 +32,16 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+try:  # Gluon is experimental: absent from older Tritons, renamed between releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+
+    copy_to_shared = getattr(cp, "async_load", None) or cp.async_copy_global_to_shared  # async_load from 3.9
+    cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # barrier from 3.9
+except (ImportError, AttributeError):
+    gluon = None
 
 CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 0}
 CONFIG_SPACE = {
@@ -67,6 +82,14 @@ STREAMED = {"BLOCK_N": 16384, "num_warps": 16, "num_stages": 3, "PROGRAMS_PER_SM
 # warps in the same process; at 131072 they read 81.6 / 62.5% against 81.2 / 67.6%, hence the limit.
 SPLIT_LONG_ABOVE = 131072
 SPLIT_LONG = {"BLOCK_N": 8192, "num_warps": 8}
+# 16-bit rows over WHOLE_ROW_MAX go to _rmsnorm_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
+# CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM. On the H200
+# (experiments/sweep-h200-2026-12-01/session11-smem/team-norms/, bf16) it read 88.4 / 88.3 / 89.2% of copy
+# at rows of 65536 / 131072 / 262144, where the streamed kernel and the register team read 73.9 / 68.1 /
+# 64.4%. At 4096x32768 it read 88.2% against the whole row's 90.9%, so rows up to WHOLE_ROW_MAX keep the
+# whole row. w held in shared memory too read within a point (88.1-89.8%, four programs an SM).
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6}
+UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 
 
 def rmsnorm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -151,6 +174,107 @@ def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride
         tl.atomic_xchg(exit_ptr, 0, sem="release")
 
 
+if gluon is not None:
+    @gluon.jit
+    def _publish(words, team, part, it, sumsq, P: gl.constexpr):
+        # This program's sum of squares of the row of iteration `it` as one 64-bit word: its bits, then
+        # the stamp it % 128. The word is its own flag: no fence orders it behind this program's
+        # outstanding stores. Buffer it % 4: a program runs at most two rows ahead of a sibling.
+        word = (sumsq.to(gl.int32, bitcast=True).to(gl.int64) << 32) | (it & 0x7F)
+        gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
+
+    @gluon.jit
+    def _gather(words, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr):
+        # The row's sum of squares, once every sibling's word carries the stamp of iteration `it`.
+        ok = slots < P
+        at = words + (team * 4 + it % 4) * P + slots
+        w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+        spins = 0
+        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
+                & (spins < SPIN):
+            w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+            spins += 1
+        return gl.sum(gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0), axis=0)
+
+    @gluon.jit
+    def _part_sumsq(buf, first: gl.constexpr, offs, N, NCH: gl.constexpr, CHUNK: gl.constexpr,
+                    layout: gl.constexpr):
+        acc = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            x = gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32), 0.0)
+            acc += gl.sum(x * x, axis=0)
+        return acc
+
+    @gluon.jit
+    def _rmsnorm_smem_team(x_ptr, w_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
+                           CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
+                           SPIN: gl.constexpr):
+        # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
+        # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
+        # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's partial goes out before the
+        # wait for row i's siblings; while it writes row i, each chunk it has read is refilled with row
+        # i+2. w comes from global memory (L2) with each output chunk.
+        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+        slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
+                                        gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        pid = gl.program_id(0)
+        G = gl.num_programs(0)
+        team = pid // P
+        part = pid % P
+        n_teams = G // P
+        offs = part * (NCH * CHUNK) + gl.arange(0, CHUNK, layout)
+        slots = gl.arange(0, P_POW2, slot_layout)
+        zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+
+        for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
+            r = team + h * n_teams
+            src = x_ptr + r.to(gl.int64) * stride_x
+            for c in gl.static_range(NCH):
+                cols = c * CHUNK + offs
+                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < N) & (r < M))
+                cp.commit_group()
+        cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
+        cta_barrier()  # every thread's copies, not only this one's
+        _publish(words, team, part, 0, _part_sumsq(buf, 0, offs, N, NCH, CHUNK, layout), P)
+
+        # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
+        # compile a runtime index here)
+        it = 0
+        for pair in range(team, M, 2 * n_teams):
+            for half in gl.static_range(2):
+                row = pair + half * n_teams
+                if row < M:
+                    cp.wait_group(0)  # the next row's groups are the only ones outstanding
+                    cta_barrier()
+                    _publish(words, team, part, it + 1, _part_sumsq(buf, (1 - half) * NCH, offs, N, NCH, CHUNK,
+                                                                    layout), P)
+                    rstd = 1.0 / gl.sqrt(_gather(words, team, it, slots, zeros, P, SPIN) / N + eps)
+                    ahead = row + 2 * n_teams
+                    src = x_ptr + ahead.to(gl.int64) * stride_x
+                    y_row = y_ptr + row.to(gl.int64) * stride_y
+                    for c in gl.static_range(NCH):
+                        cols = c * CHUNK + offs
+                        ok = cols < N
+                        w = gl.load(w_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+                        x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                        cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
+                        cp.commit_group()
+                        gl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
+                    it += 1
+        cp.wait_group(0)
+        # unstamp the team's words for the next launch: the last program of the team to get here knows
+        # that all P have left their waits
+        done = gl.atomic_add(exits + team, 1, sem="acq_rel")
+        if done == P - 1:
+            for k in gl.static_range(4):
+                gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                               mask=slots < P, sem="relaxed")
+            gl.atomic_xchg(exits + team, 0, sem="release")
+
+
 @triton.jit
 def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
                       BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
@@ -184,6 +308,7 @@ def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 
 _OCCUPANCY = {}
 _WORKSPACE = {}
+_TEAM_WORDS = {}
 
 
 def _interpreting() -> bool:
@@ -262,6 +387,8 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
         return y
+    if _smem_team_run(x2, y2) and _launch_smem_team(x2, w, y2, M, N, eps, sms):
+        return y
     if (x.element_size() == 4 or N > STREAMED_16BIT_MAX) and not _interpreting():
         if N > SPLIT_LONG_ABOVE:  # the team's own chunk and warps instead of CONFIG's
             block, num_warps = SPLIT_LONG["BLOCK_N"], SPLIT_LONG["num_warps"]
@@ -275,6 +402,46 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
             return y
     _launch_streamed(x2, w, y2, M, N, eps)
     return y
+
+
+def _smem_team_run(x2, y2) -> bool:
+    """Whether _rmsnorm_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
+    (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
+    sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
+    8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
+    whose mask or stride Triton cannot prove 8-aligned fails to compile."""
+    if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
+        return False
+    if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
+        return False
+    return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+
+
+def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
+    """Launch _rmsnorm_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
+    not even one team of P programs fits the GPU at once."""
+    st = SMEM_TEAM
+    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
+    words, exits = _team_words(x2.device, sms * 32)
+    args = (x2, w, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN}
+    occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_rmsnorm_smem_team, args, consts, st["num_warps"], 1, x2.device))
+    teams = min(M, (sms * occ) // P)
+    if teams < 1:
+        return False
+    _rmsnorm_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    return True
+
+
+def _team_words(device, n_programs: int):
+    """The shared-memory team's 64-bit partials (4 a program), unstamped, and its exit counters
+    (zero); the kernel leaves both as it found them, so no memset per launch."""
+    words, exits = _TEAM_WORDS.get(device, (None, None))
+    if words is None or exits.numel() < n_programs:
+        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
+        _TEAM_WORDS[device] = (words, exits)
+    return words, exits
 
 
 def _launch_streamed(x2, w, y2, M, N, eps):

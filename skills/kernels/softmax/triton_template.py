@@ -495,13 +495,15 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 
 def _smem_team_run(x2, y2) -> bool:
     """Whether _softmax_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
-    (sm_80 and newer), not the interpreter, 16-bit rows whose every 8-element group (16 bytes, one
-    copy) is aligned."""
+    (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
+    sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
+    8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
+    whose mask or stride Triton cannot prove 8-aligned fails to compile."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
         return False
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
-    return all(t.shape[-1] % 8 == 0 and t.stride(0) % 8 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+    return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
 
 
 def _launch_smem_team(x2, y2, M, N, sms) -> bool:
