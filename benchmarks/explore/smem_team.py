@@ -376,6 +376,20 @@ VARIANTS = [(4096, 2, 4, 6, False), (4096, 2, 4, 6, True), (4096, 4, 8, 3, True)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+TEMPLATE_VARIANTS = [(4096, 2, 4, 6), (4096, 1, 4, 8), (4096, 1, 4, 6), (2048, 2, 4, 8), (2048, 1, 4, 8)]
+
+
+def with_team(template, setting: dict, run):
+    """run() with the template's shared-memory team on `setting` and taking rows over 16384; restored
+    after. Returns nothing: the template reads its own programs an SM."""
+    saved = template.SMEM_TEAM, template.SMEM_TEAM_ABOVE
+    template.SMEM_TEAM, template.SMEM_TEAM_ABOVE = setting, 16384
+    try:
+        run()
+    finally:
+        template.SMEM_TEAM, template.SMEM_TEAM_ABOVE = saved
+
+
 NORM_VARIANTS = [(4096, 2, 4, 6, False), (4096, 1, 4, 8, False), (4096, 1, 4, 8, True), (2048, 2, 4, 8, False)]
 
 
@@ -431,10 +445,12 @@ def main():
                     ref = L.layernorm_ref(x, w_, b_).float()
                     variants = [("today", lambda y: L.layernorm(x, w_, b_, out=y)),
                                 ("torch", lambda y: y.copy_(torch.nn.functional.layer_norm(x, (N,), w_, b_, L.EPS)))]
-                    variants += [(f"team {c}x{n}/{w}/{pps}{' w-smem' if ws else ''}",
-                                  lambda y, c=c, n=n, w=w, pps=pps, ws=ws: launch_norm(S, x, w_, b_, y, L.EPS, c, n, w,
-                                                                                     pps, ws))
-                                 for c, n, w, pps, ws in NORM_VARIANTS]
+                    # the template's own team on other settings, and on rows of 32768 too
+                    variants += [(f"template team {c}x{n}/{w}/{pps}",
+                                  lambda y, c=c, n=n, w=w, pps=pps: with_team(L, {"CHUNK": c, "NCH": n, "num_warps": w,
+                                                                                  "PROGRAMS_PER_SM": pps},
+                                                                              lambda: L.layernorm(x, w_, b_, out=y)))
+                                 for c, n, w, pps in TEMPLATE_VARIANTS]
                 for name, run in variants:
                     if time.time() - started > args.budget_s:
                         break

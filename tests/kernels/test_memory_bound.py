@@ -134,65 +134,62 @@ def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, 
     assert launched == []  # 16-bit rows of this length take the streamed kernel
 
 
-@pytest.mark.parametrize("dtype, N, launch", [
-    # (grid, CHUNK, NCH, P, num_warps) of the shared-memory team's launch, the templates' bounds scaled down
-    (torch.bfloat16, 300, ((12,), 64, 2, 3, 4)),  # over KEEP_16BIT_MAX: 4 teams of 3 (4 SMs x 3 an SM)
-    (torch.float16, 129, ((12,), 64, 2, 2, 4)),  # one element over
-    (torch.bfloat16, 1000, ((8,), 64, 2, 8, 4)),  # over WHOLE_ROW_MAX too: one team of 8 fits 12 programs
-    (torch.bfloat16, 128, None),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
-    (torch.float32, 300, None),  # fp32: the whole row
-    (torch.bfloat16, 1700, None),  # P = 14 programs do not fit 12 at once: streamed
+# Each template's bounds scaled down (the attributes set), and how to call it and its reference.
+SMEM_TEAM_TEMPLATES = {
+    "softmax": ({"KEEP_16BIT_MAX": 128, "WHOLE_ROW_MAX": 512},
+                lambda m, x, w, b, cfg: m.softmax(x, config=cfg), lambda m, x, w, b: m.softmax_ref(x)),
+    "rmsnorm": ({"WHOLE_ROW_MAX": 512},
+                lambda m, x, w, b, cfg: m.rmsnorm(x, w, config=cfg), lambda m, x, w, b: m.rmsnorm_ref(x, w)),
+    "layernorm": ({"SMEM_TEAM_ABOVE": 128, "WHOLE_ROW_MAX": 512},
+                  lambda m, x, w, b, cfg: m.layernorm(x, w, b, config=cfg),
+                  lambda m, x, w, b: m.layernorm_ref(x, w, b)),
+}
+
+
+@pytest.mark.parametrize("name, dtype, N, launch", [
+    # (grid, P) of the shared-memory team's launch: parts of 2 x 64 elements, 4 SMs in the interpreter
+    # x 3 programs an SM = 12 programs at once
+    ("softmax", torch.bfloat16, 300, ((12,), 3)),  # over KEEP_16BIT_MAX: 4 teams of 3
+    ("softmax", torch.float16, 129, ((12,), 2)),  # one element over
+    ("softmax", torch.bfloat16, 1000, ((8,), 8)),  # over WHOLE_ROW_MAX too: one team of 8
+    ("softmax", torch.bfloat16, 128, None),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
+    ("rmsnorm", torch.bfloat16, 600, ((10,), 5)),  # over WHOLE_ROW_MAX: 2 teams of 5
+    ("rmsnorm", torch.float16, 513, ((10,), 5)),  # one element over
+    ("rmsnorm", torch.bfloat16, 512, None),  # up to WHOLE_ROW_MAX: the whole row
+    ("layernorm", torch.bfloat16, 300, ((12,), 3)),  # over SMEM_TEAM_ABOVE
+    ("layernorm", torch.float16, 129, ((12,), 2)),
+    ("layernorm", torch.bfloat16, 128, None),  # up to SMEM_TEAM_ABOVE: the whole row
+    *[(name, torch.float32, 600, None) for name in SMEM_TEAM_TEMPLATES],  # fp32: never the team
+    *[(name, torch.bfloat16, 1700, None) for name in SMEM_TEAM_TEMPLATES],  # P = 14 does not fit 12: streamed
 ])
-def test_softmax_16bit_rows_over_16384_go_to_the_shared_memory_team(monkeypatch, dtype, N, launch):
-    # The Gluon kernel itself runs on a GPU only (the sweep checks it); a row it cannot take is computed
+def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, N, launch):
+    # The Gluon kernels run on a GPU only (the sweep checks them); a row they do not take is computed
     # by another kernel, here in the interpreter, and checked.
-    m = _template("softmax")
-    m.KEEP_16BIT_MAX, m.WHOLE_ROW_MAX = 128, 512
+    m = _template(name)
+    bounds, call, ref = SMEM_TEAM_TEMPLATES[name]
+    for attr, value in bounds.items():
+        setattr(m, attr, value)
     m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
     launched = []
 
     class Recorder:
         def __getitem__(self, grid):
-            return lambda *args, **kw: launched.append((grid, kw["CHUNK"], kw["NCH"], kw["P"], kw["num_warps"]))
+            def record(*args, **kw):
+                assert (kw["CHUNK"], kw["NCH"], kw["num_warps"]) == (64, 2, 4)
+                launched.append((grid, kw["P"]))
+            return record
 
-    monkeypatch.setattr(m, "_softmax_smem_team", Recorder(), raising=False)
-    monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2: x2.element_size() == 2)
+    monkeypatch.setattr(m, f"_{name}_smem_team", Recorder(), raising=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2, *wb: x2.element_size() == 2)
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
-    x = torch.randn(20, N).to(dtype)
-    y = m.softmax(x, config={"BLOCK_SIZE": 64})
+    x, w, b = torch.randn(20, N).to(dtype), (torch.rand(N) + 0.5).to(dtype), torch.randn(N).to(dtype)
+    y = call(m, x, w, b, {"BLOCK_SIZE": 64})
     assert launched == ([launch] if launch else [])
     if not launch:
-        torch.testing.assert_close(y.float(), m.softmax_ref(x).float(), rtol=2e-2, atol=1e-3)
+        torch.testing.assert_close(y.float(), ref(m, x, w, b).float(), rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("dtype, N, launch", [
-    (torch.bfloat16, 600, ((10,), 64, 2, 5, 4)),  # over WHOLE_ROW_MAX: 2 teams of 5 fit 4 SMs x 3
-    (torch.float16, 513, ((10,), 64, 2, 5, 4)),  # one element over
-    (torch.bfloat16, 512, None),  # up to WHOLE_ROW_MAX: the whole row
-    (torch.float32, 600, None),  # fp32: the split team (streamed in the interpreter)
-    (torch.bfloat16, 1700, None),  # P = 14 programs do not fit 12 at once: streamed
-])
-def test_rmsnorm_16bit_rows_over_32768_go_to_the_shared_memory_team(monkeypatch, dtype, N, launch):
-    m = _template("rmsnorm")
-    m.WHOLE_ROW_MAX = 512
-    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
-    launched = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: launched.append((grid, kw["CHUNK"], kw["NCH"], kw["P"], kw["num_warps"]))
-
-    monkeypatch.setattr(m, "_rmsnorm_smem_team", Recorder(), raising=False)
-    monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2: x2.element_size() == 2)
-    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)
-    x, w = torch.randn(20, N).to(dtype), (torch.rand(N) + 0.5).to(dtype)
-    y = m.rmsnorm(x, w, config={"BLOCK_SIZE": 64})
-    assert launched == ([launch] if launch else [])
-    if not launch:
-        torch.testing.assert_close(y.float(), m.rmsnorm_ref(x, w).float(), rtol=2e-2, atol=1e-2)
-
-
-@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
+@pytest.mark.parametrize("name", list(SMEM_TEAM_TEMPLATES))
 def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeypatch, name):
     m = _template(name)
     if m.gluon is None:
@@ -212,22 +209,29 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
         def element_size(self):
             return self._elem
 
+    def run(x2, y2):  # layernorm's team copies w and b too: aligned here, misaligned below
+        return m._smem_team_run(x2, y2, Rows(), Rows()) if name == "layernorm" else m._smem_team_run(x2, y2)
+
     monkeypatch.setattr(m, "_interpreting", lambda: False)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
-    assert m._smem_team_run(Rows(), Rows())
-    assert not m._smem_team_run(Rows(n=32767), Rows(n=32767))  # a last group of 7 elements
-    assert not m._smem_team_run(Rows(n=32776), Rows(n=32776))  # 8 mod 16: Triton cannot prove the groups
-    assert not m._smem_team_run(Rows(), Rows(stride=32772))  # rows 8 bytes apart from 16
-    assert not m._smem_team_run(Rows(), Rows(stride=32776))  # rows 16 bytes apart, not 32
-    assert not m._smem_team_run(Rows(ptr=(1 << 20) + 8), Rows())  # misaligned start
-    assert not m._smem_team_run(Rows(elem=4), Rows(elem=4))
-    assert not m._smem_team_run(Rows(device="cpu"), Rows(device="cpu"))
+    assert run(Rows(), Rows())
+    assert not run(Rows(n=32767), Rows(n=32767))  # a last group of 7 elements
+    assert not run(Rows(n=32776), Rows(n=32776))  # 8 mod 16: Triton cannot prove the groups
+    assert not run(Rows(), Rows(stride=32772))  # rows 8 bytes apart from 16
+    assert not run(Rows(), Rows(stride=32776))  # rows 16 bytes apart, not 32
+    assert not run(Rows(ptr=(1 << 20) + 8), Rows())  # misaligned start
+    assert not run(Rows(elem=4), Rows(elem=4))
+    assert not run(Rows(device="cpu"), Rows(device="cpu"))
     monkeypatch.setattr(torch.version, "hip", "6.2")
-    assert not m._smem_team_run(Rows(), Rows())  # AMD: no cp.async
+    assert not run(Rows(), Rows())  # AMD: no cp.async
     monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert not m._smem_team_run(Rows(), Rows())  # before Ampere: no cp.async
+    assert not run(Rows(), Rows())  # before Ampere: no cp.async
+    if name == "layernorm":
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+        assert not m._smem_team_run(Rows(), Rows(), Rows(ptr=(1 << 20) + 4), Rows())  # w 4 bytes off
+        assert not m._smem_team_run(Rows(), Rows(), Rows(), Rows(ptr=(1 << 20) + 2))  # b 2 bytes off
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])

@@ -92,14 +92,20 @@ STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
 # to the streamed kernel, commit 01227bd) 60.8 / 61.1 / 56.9%. In bf16 every team setting read 33-53%.
 SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
 # 16-bit rows over SMEM_TEAM_ABOVE go to _layernorm_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks
-# of CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM. On the H200
-# (experiments/sweep-h200-2026-12-01/session11-smem/team-norms/, bf16) it read 69.8 / 67.9 / 70.3% of
-# copy at rows of 65536 / 131072 / 262144 against the streamed kernel's 66.0 / 61.3 / 60.1%, on four
-# programs an SM: 106 registers a thread (Triton 3.9 for sm_90), as the compiler kept the part's first
-# pass in registers for the second. A barrier between the passes makes it read shared memory again:
-# 80 registers, six programs an SM.
-SMEM_TEAM_ABOVE = WHOLE_ROW_MAX
-SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6}
+# of CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM, each part's w and b held in
+# shared memory beside two rows of x. On the H200 (experiments/sweep-h200-2026-12-01/session11-smem/
+# sweep-layernorm-final/) it read 81.4 / 84.3% of copy in bf16 / fp16 at 4096x32768 (the whole row:
+# 77.1 / 79.0), 80.1-80.4 / 83.1-83.5% at 65536-131072 and 74.6 / 77.0% at 262144 (the streamed kernel:
+# 60-66%). Measured on the way (session11-smem/team-norms, layernorm-one-pass, layernorm-w-smem):
+# - w and b read from L2 with every output chunk, 8192-element parts, four to five programs an SM:
+#   76.7-77.3 / 80.6-81.5% at 65536-262144; 72.6-74.0% at 32768, under the whole row.
+# - the same with each chunk's (mean, M2) merged in one pass and w and b loaded after the refill (fewer
+#   registers on paper): 69.8-71.6%. The loads' latency, no longer hidden, cost more than the
+#   registers saved.
+# - w and b in shared memory on 8192-element parts: 64 KB a program, three an SM: 69.8-72.7%. On
+#   4096-element parts: 32 KB, six an SM, as above; 2048-element parts read 57-69%.
+SMEM_TEAM_ABOVE = 16384
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8}
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # 16-bit rows of more than 2048 elements, up to BLOCK_SIZE, take ROW_PIPELINED instead of CONFIG: a
@@ -276,7 +282,7 @@ if gluon is not None:
         # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
         # the wait for row i's siblings, whose P pairs combine by Chan's formula; while it writes row i,
-        # each chunk it has read is refilled with row i+2. w and b come from global memory (L2).
+        # each chunk it has read is refilled with row i+2. The part's w and b stay in shared memory.
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         PART: gl.constexpr = NCH * CHUNK
@@ -293,6 +299,15 @@ if gluon is not None:
         n_part = gl.minimum(N - part * PART, PART).to(gl.float32)  # the last part may be short
         n_parts = gl.minimum(gl.maximum(N - slots * PART, 0), PART).to(gl.float32)
 
+        # this program's part of w and b, for every row: copied first, so that the rows' wait_group
+        # counts below cover it
+        w_part = gl.allocate_shared_memory(w_ptr.dtype.element_ty, [NCH, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        b_part = gl.allocate_shared_memory(b_ptr.dtype.element_ty, [NCH, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            copy_to_shared(w_part.index(c), w_ptr + cols, mask=cols < N)
+            copy_to_shared(b_part.index(c), b_ptr + cols, mask=cols < N)
+            cp.commit_group()
         for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
             r = team + h * n_teams
             src = x_ptr + r.to(gl.int64) * stride_x
@@ -326,12 +341,12 @@ if gluon is not None:
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
                         ok = cols < N
-                        w = gl.load(w_ptr + cols, mask=ok, other=0.0).to(gl.float32)
-                        b = gl.load(b_ptr + cols, mask=ok, other=0.0).to(gl.float32)
                         x = buf.index(half * NCH + c).load(layout).to(gl.float32)
                         cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
                         copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
                         cp.commit_group()
+                        w = w_part.index(c).load(layout).to(gl.float32)
+                        b = b_part.index(c).load(layout).to(gl.float32)
                         gl.store(y_row + cols, ((x - row_mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
                     it += 1
         cp.wait_group(0)
@@ -470,7 +485,7 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y
-    if N > SMEM_TEAM_ABOVE and _smem_team_run(x2, y2) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
+    if N > SMEM_TEAM_ABOVE and _smem_team_run(x2, y2, w, b) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
         return y
     if N <= WHOLE_ROW_MAX:
         row_bytes = N * x.element_size()
@@ -492,17 +507,18 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     return y
 
 
-def _smem_team_run(x2, y2) -> bool:
+def _smem_team_run(x2, y2, w, b) -> bool:
     """Whether _layernorm_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
     (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
     sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
     8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
-    whose mask or stride Triton cannot prove 8-aligned fails to compile."""
+    whose mask or stride Triton cannot prove 8-aligned fails to compile. w and b start on 16 bytes."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
         return False
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
-    return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+    rows_aligned = all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+    return rows_aligned and w.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0  # w and b are copied too
 
 
 def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
