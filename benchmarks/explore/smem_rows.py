@@ -15,8 +15,11 @@ Measured (experiments/sweep-h200-2026-12-01/session10-reduce-once/smem-rows/): 8
 4096x32768 bf16 / fp16 on 4096-element chunks, 4 warps, 3 programs an SM (today 73.2 / 75.4%);
 65-68% at 2048x65536, where a 128 KB row leaves one program an SM (today 62%).
 
-_layernorm_smem_rows is the same design for layernorm (16-bit rows of 32768: 77-79% of copy on the
-whole row in registers). It compiles for sm_90 here (--compile-only) and has not run on a GPU yet.
+_layernorm_smem_rows is the same design for layernorm: 20-70% of copy on the H200 (session11-smem/call1),
+below the whole row's 77-79%, with w and b read from global memory in the write loop.
+
+The softmax template took this design for 16-bit rows of 16385-32768 (b54f46d: 81.5 / 83.0% at
+4096x32768), then replaced it with the shared-memory team of benchmarks/explore/smem_team.py (86%).
 
 Triton's language cannot name shared memory; Gluon (triton.experimental.gluon) can. Gluon does not run in
 Triton's interpreter, so this kernel is GPU-only. --compile-only compiles it for sm_90 here (no GPU).
@@ -179,7 +182,7 @@ def main():
     p.add_argument("--out", default=".")
     p.add_argument("--compile-only", action="store_true")
     p.add_argument("--budget-s", type=float, default=150.0)
-    p.add_argument("--kernels", default="softmax", help="softmax,layernorm (layernorm: not yet run on a GPU)")
+    p.add_argument("--kernels", default="softmax", help="softmax,layernorm")
     args = p.parse_args()
     if args.compile_only:
         compile_only()

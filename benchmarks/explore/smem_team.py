@@ -1,7 +1,8 @@
 """Issue 15: 16-bit rows of 65536-262144 split over a team of programs that hold their parts in shared
 memory (Gluon).
 
-    python benchmarks/explore/smem_team.py [--out DIR] [--compile-only] [--budget-s S]
+    python benchmarks/explore/smem_team.py [--out DIR] [--kernels softmax,rmsnorm,layernorm] [--dtypes bf16,fp16]
+                                           [--compile-only] [--budget-s S]
 
 Today these rows read 55-62% of copy (softmax), streamed twice through one program a row. The fp32 team
 (_softmax_split: P co-resident programs a row, each holding a 4096-element part in registers, exchanging
@@ -14,7 +15,16 @@ Hypothesis: the team with its parts in shared memory, two rows deep (the next ro
 team waits for its siblings' partials), reads the row once and keeps the copy engine busy. Prediction:
 75-85% of copy at 2048x65536, 1024x131072 and 512x262144 in bf16 and fp16, +15 points or more on today.
 
-Every program of a team must be resident at once (a sibling spins on the others' flags), so the grid is
+Measured (experiments/sweep-h200-2026-12-01/session11-smem/, its README has every call):
+- with _softmax_split's exchange (partials, then a flag released after them): 73-75% on five or six
+  programs an SM; the release waits for the program's earlier stores.
+- STAMPED (each partial one 64-bit word carrying its iteration, relaxed atomics, no fence): 86.1 /
+  85.9 / 79.3% at 65536 / 131072 / 262144 bf16, 86.0% at 4096x32768. The templates now hold this
+  design (_softmax_smem_team, _rmsnorm_smem_team, _layernorm_smem_team).
+- rmsnorm / layernorm (_norm_smem_team, --kernels rmsnorm,layernorm): 88-90% / 68-76%; layernorm's
+  TEMPLATE_VARIANTS run the template's own team on other settings (with_team).
+
+Every program of a team must be resident at once (a sibling spins on the others' words), so the grid is
 at most the programs that fit the SMs (the template's _programs_per_sm, from the compiled kernel's
 registers and shared memory); a wait gives up after MAX_SPIN polls, so a broken protocol shows as a
 wrong output, not a hang. Outputs are checked against an fp32 torch reference before timing.
