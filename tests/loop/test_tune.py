@@ -136,12 +136,17 @@ def test_tests_left_running_by_a_killed_parallel_tune_are_stopped(landscape, tmp
     landscape.ok("start", "fake")
     (landscape.root / KERNEL).write_text(LANDSCAPE.replace('MODE = "ok"', 'MODE = "hang"'))
     landscape.git("commit", "-qam", "every proposal now hangs")
-    proc = subprocess.Popen([sys.executable, "-m", "kgit", "tune", "--gpus", "0,1"], cwd=landscape.root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    output = tmp_path / "tune.out"
+    with output.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kgit", "tune", "--gpus", "0,1"], cwd=landscape.root,
+                                stdout=out, stderr=subprocess.STDOUT)
     running = landscape.root / ".git/kgit/running"
     deadline = time.monotonic() + 30
     while not (running.is_dir() and len(os.listdir(running)) == 2):
-        assert time.monotonic() < deadline, "the two tests never started"
+        # a rare CI failure here left no clue: say what tune printed and whether it still runs
+        assert time.monotonic() < deadline, (f"the two tests never started (tune exit code {proc.poll()}, "
+                                             f"running {os.listdir(running) if running.is_dir() else None}): "
+                                             f"{output.read_text()[-2000:]}")
         time.sleep(0.05)
     pids = [int(name) for name in os.listdir(running)]
     proc.send_signal(signal.SIGKILL)
