@@ -10,7 +10,7 @@ Minimal traffic: read x once, write y once (2 * M * N * elem bytes). About 4
 flops per element, so it is memory-bound on every GPU: the goal is the
 device-copy bandwidth.
 
-Four kernels, one launcher that picks between them (see `softmax`):
+Five kernels, one launcher that picks between them (see `softmax`):
   _softmax_rows   rows of at most BLOCK_SIZE elements: a tile of whole rows
                   (ROWS x BLOCK_N = BLOCK_SIZE elements) lives in registers;
                   one read, one write. Persistent grid (one wave of programs
@@ -39,7 +39,7 @@ Four kernels, one launcher that picks between them (see `softmax`):
                   spin is bounded anyway (a broken invariant gives wrong
                   output, which the harness catches, never a hang).
   _softmax_streamed longer 16-bit rows where the shared-memory team cannot run
-                  (AMD, rows not in 16-byte groups, no Gluon), and every longer
+                  (AMD, rows not in 16-element groups, no Gluon), and every longer
                   row in Triton's interpreter, which runs programs one after
                   the other, so a team would wait forever; or P beyond the
                   GPU's capacity: one
