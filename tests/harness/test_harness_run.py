@@ -1,7 +1,17 @@
 """The test's command line: what is checked and timed, and the end-to-end JSON."""
 
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
 from kgit import harness
 from kgit.harness.run import check_plan, main, time_plan
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 PLAN = harness.Plan(check_shapes=[(1,), (2,), (3,), (4,)], extreme_shapes=[(5,), (6,)],
                     time_shapes=[(10,), (20,), (30,), (40,), (50,)], dtypes=("fp32", "bf16"),
@@ -59,3 +69,57 @@ def test_a_timing_only_run_skips_the_checks_but_still_verifies_what_it_timed(sof
     assert wrong["correctness"] is False and wrong["errors"][0]["case"] == "timing"
     monkeypatch.setenv("KGIT_TIMING_ONLY", "0")  # any other value: a full run
     assert main(softmax_spec(lambda i, o: softmax_t.softmax(i[0], out=o[0])), ["--json", "--repeats", "2"])["checks"] == 3
+
+
+A_TEST_RUN_BY_HAND = '''
+import torch
+import triton
+import triton.language as tl
+
+from kgit import harness
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def double(x, out):
+    _double[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+
+
+SPEC = harness.Spec(
+    name="double", metric="gbps",
+    make_inputs=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case),),
+    make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
+    kernel=lambda inputs, outputs: double(inputs[0], outputs[0]),
+    reference=lambda inputs: (inputs[0].double() * 2,),
+    gpu=harness.Plan(check_shapes=[(3, 100)], time_shapes=[(1024, 1024)]),
+    interpreter=harness.Plan(check_shapes=[(3, 100)], time_shapes=[(8, 64)], dtypes=("fp32",)),
+)
+if __name__ == "__main__":
+    harness.main(SPEC)
+'''
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: the test runs on it")
+@pytest.mark.parametrize("interpret", [None, "0"])
+def test_a_test_run_by_hand_without_a_gpu_runs_in_the_interpreter(tmp_path, interpret):
+    # As kgit init's hint says: `python test_x.py --check-only`, no TRITON_INTERPRET. Triton would find
+    # no driver and fail every check; the harness starts the test again in the interpreter and says so.
+    # Set to 0 by the user, TRITON_INTERPRET is left alone (and Triton fails, as asked).
+    (tmp_path / "test_double.py").write_text(A_TEST_RUN_BY_HAND)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret is not None:
+        env["TRITON_INTERPRET"] = interpret
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "test_double.py", "--check-only", "--json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if interpret is None:
+        assert "no GPU found: running again in Triton's interpreter" in proc.stderr
+        assert result["backend"] == "interpreter" and result["status"] == "pass" and result["checks"] == 1
+    else:
+        assert "running again" not in proc.stderr
+        assert result["status"] == "fail"
