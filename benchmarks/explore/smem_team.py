@@ -89,17 +89,29 @@ def _publish(ws_ptr, flag_ptr, team, part, it, m, s, P: gl.constexpr, STAMPED: g
 
 
 @gluon.jit
+def _poll(words, ok, zeros, STAMPED: gl.constexpr):
+    # STAMPED 1: relaxed atomics, which L2 serializes; 2: volatile loads (a 64-bit aligned load is
+    # single-copy atomic). Not yet run on a GPU: every program polls all P words a row, P^2 reads a
+    # row in all, 4096 at 262144 on 4096-element parts, where the teams read least.
+    if STAMPED == 2:
+        w = gl.load(words, mask=ok, volatile=True)
+    else:
+        w = gl.atomic_add(words, zeros.to(gl.int64), mask=ok, sem="relaxed")
+    return w
+
+
+@gluon.jit
 def _gather(ws_ptr, flag_ptr, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr,
             STAMPED: gl.constexpr):
     # Every sibling's partial of the row of iteration `it`, once all have published it.
     slot_ok = slots < P
     if STAMPED:
         words = ws_ptr + (team * 4 + it % 4) * P + slots
-        w = gl.atomic_add(words, zeros.to(gl.int64), mask=slot_ok, sem="relaxed")
+        w = _poll(words, slot_ok, zeros, STAMPED)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
-            w = gl.atomic_add(words, zeros.to(gl.int64), mask=slot_ok, sem="relaxed")
+            w = _poll(words, slot_ok, zeros, STAMPED)
             spins += 1
         pm = gl.where(slot_ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
         ps = gl.where(slot_ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
@@ -313,9 +325,9 @@ def _part_stats(buf, first, offs, N, n_part, NCH: gl.constexpr, CHUNK: gl.conste
 _STAMPED_WORDS = {}
 
 
-def launch(S, x, y, chunk: int, nch: int, warps: int, programs_per_sm: int, stamped: bool):
-    """softmax of x into y by the shared-memory team; S is the softmax template (its workspace and its
-    occupancy count). Returns the programs an SM it ran."""
+def launch(S, x, y, chunk: int, nch: int, warps: int, programs_per_sm: int, stamped: int):
+    """softmax of x into y by the shared-memory team (stamped: the exchange, as VARIANTS says); S is the
+    softmax template (its workspace and its occupancy count). Returns the programs an SM it ran."""
     M, N = x.shape
     P = triton.cdiv(N, chunk * nch)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
@@ -354,7 +366,8 @@ def compile_only():
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    for chunk, nch, warps, P, stamped in ((4096, 4, 4, 4, False), (4096, 2, 4, 16, True), (4096, 2, 8, 8, True)):
+    for chunk, nch, warps, P, stamped in ((4096, 4, 4, 4, 0), (4096, 2, 4, 16, 1), (4096, 2, 8, 8, 1),
+                                          (4096, 1, 4, 64, 2)):
         sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*i64" if stamped else "*fp32", "flag_ptr": "*i32",
                "M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32"}
         consts = {"CHUNK": chunk, "NCH": nch, "P": P, "P_POW2": P, "SPIN": MAX_SPIN, "STAMPED": stamped}
@@ -363,7 +376,8 @@ def compile_only():
                              attrs={(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6, 7)})
         k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
         ptx = k.asm["ptx"]
-        print("softmax", chunk, nch, warps, P, "stamped" if stamped else "flags", "shared", k.metadata.shared,
+        print("softmax", chunk, nch, warps, P, ["flags", "stamped", "stamped, loads"][stamped], "shared",
+              k.metadata.shared,
               "cp.async", ptx.count("cp.async.cg") + ptx.count("cp.async.ca"), "atom", ptx.count("atom."))
     for layernorm, w_smem in ((False, False), (False, True), (True, False), (True, True)):
         sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "words": "*i64",
@@ -380,9 +394,11 @@ def compile_only():
 
 
 SHAPES = [(2048, 65536), (1024, 131072), (512, 262144), (4096, 32768)]
-# (chunk, chunks a part, warps, programs an SM asked for (the occupancy may allow fewer), stamped words)
-VARIANTS = [(4096, 2, 4, 6, False), (4096, 2, 4, 6, True), (4096, 4, 8, 3, True), (2048, 4, 4, 6, True),
-            (4096, 2, 8, 3, True), (4096, 4, 4, 3, True), (2048, 2, 4, 8, True), (4096, 1, 4, 8, True)]
+# (chunk, chunks a part, warps, programs an SM asked for, exchange: 0 flags, 1 stamped words polled by
+# atomics, 2 by volatile loads)
+VARIANTS = [(4096, 2, 4, 6, 0), (4096, 2, 4, 6, 1), (4096, 4, 8, 3, 1), (2048, 4, 4, 6, 1),
+            (4096, 2, 8, 3, 1), (4096, 4, 4, 3, 1), (2048, 2, 4, 8, 1), (4096, 1, 4, 8, 1),
+            (4096, 2, 4, 6, 2), (4096, 1, 4, 8, 2), (2048, 2, 4, 8, 2)]
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -439,7 +455,7 @@ def main():
                     ref = torch.softmax(x.float(), -1)
                     variants = [("today", lambda y: S.softmax(x, out=y)),
                                 ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
-                    variants += [(f"team {c}x{n}/{w}/{pps}{' stamped' if st else ''}",
+                    variants += [(f"team {c}x{n}/{w}/{pps}{['', ' stamped', ' stamped, loads'][st]}",
                                   lambda y, c=c, n=n, w=w, pps=pps, st=st: launch(S, x, y, c, n, w, pps, st))
                                  for c, n, w, pps, st in VARIANTS]
                 elif kernel == "rmsnorm":

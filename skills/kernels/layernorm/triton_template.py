@@ -301,8 +301,10 @@ if gluon is not None:
 
         # this program's part of w and b, for every row: copied first, so that the rows' wait_group
         # counts below cover it
-        w_part = gl.allocate_shared_memory(w_ptr.dtype.element_ty, [NCH, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        b_part = gl.allocate_shared_memory(b_ptr.dtype.element_ty, [NCH, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        w_part = gl.allocate_shared_memory(w_ptr.dtype.element_ty, [NCH, CHUNK],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        b_part = gl.allocate_shared_memory(b_ptr.dtype.element_ty, [NCH, CHUNK],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
         for c in gl.static_range(NCH):
             cols = c * CHUNK + offs
             copy_to_shared(w_part.index(c), w_ptr + cols, mask=cols < N)
