@@ -16,12 +16,14 @@ Same structure as the softmax template (see its docstring):
                   cp.async), up to six programs an SM, each partial one 64-bit
                   word that carries its row's iteration (the softmax template's
                   _softmax_smem_team; see SMEM_TEAM).
-  _rmsnorm_split  longer fp32 rows, and 16-bit ones over 65536, split over P
+  _rmsnorm_split  longer fp32 rows, and 16-bit ones over 65536 the shared-memory
+                  team cannot take, split over P
                   co-resident programs that exchange their partial sum of
                   squares through a tiny global workspace (atomic counter,
                   bounded spin): one read, one write.
   _rmsnorm_streamed 16-bit rows of 32769-65536 that the shared-memory team cannot
-                  take (and any in the interpreter; P beyond capacity): a persistent grid whose programs loop over rows;
+                  take (and any in the interpreter; P beyond capacity): a
+                  persistent grid whose programs loop over rows;
                   per row the sum of squares over pipelined chunks, then a
                   second pass that re-reads: 1.5x traffic, yet faster than the
                   team there (see STREAMED).
