@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -187,6 +188,38 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
     assert launched == ([launch] if launch else [])
     if not launch:
         torch.testing.assert_close(y.float(), ref(m, x, w, b).float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("name", list(SMEM_TEAM_TEMPLATES))
+def test_a_team_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, name):
+    # Gluon's API moves between Triton releases: on a Triton the team does not compile with, its rows
+    # go to the other kernels (computed here in the interpreter and checked), with one warning.
+    m = _template(name)
+    bounds, call, ref = SMEM_TEAM_TEMPLATES[name]
+    for attr, value in bounds.items():
+        setattr(m, attr, value)
+    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+    attempts = []
+
+    class NoCompile:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                attempts.append(grid)
+                raise RuntimeError("PassManager::run failed\nerror: no such op in this Triton")
+            return launch
+
+    monkeypatch.setattr(m, f"_{name}_smem_team", NoCompile(), raising=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2, *wb: True)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    x, w, b = torch.randn(20, 600).to(torch.bfloat16), (torch.rand(600) + 0.5).to(torch.bfloat16), torch.randn(600)
+    b = b.to(torch.bfloat16)
+    with pytest.warns(UserWarning, match=r"does not run with Triton .*RuntimeError: error: no such op"):
+        y = call(m, x, w, b, {"BLOCK_SIZE": 64})
+    torch.testing.assert_close(y.float(), ref(m, x, w, b).float(), rtol=2e-2, atol=2e-2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        call(m, x, w, b, {"BLOCK_SIZE": 64})
+    assert len(attempts) == 1  # not tried again on this device
 
 
 @pytest.mark.parametrize("name", list(SMEM_TEAM_TEMPLATES))

@@ -30,6 +30,7 @@ Same structure as the softmax template (see its docstring):
 """
 
 import os
+import warnings
 
 import torch
 import triton
@@ -311,6 +312,7 @@ def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 _OCCUPANCY = {}
 _WORKSPACE = {}
 _TEAM_WORDS = {}
+_TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
 
 def _interpreting() -> bool:
@@ -421,7 +423,10 @@ def _smem_team_run(x2, y2) -> bool:
 
 def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
     """Launch _rmsnorm_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
-    not even one team of P programs fits the GPU at once."""
+    not even one team of P programs fits the GPU at once, or when it failed to compile or launch on this
+    device before (_TEAM_FAILED)."""
+    if x2.device in _TEAM_FAILED:
+        return False
     st = SMEM_TEAM
     P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
@@ -431,7 +436,14 @@ def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
-    _rmsnorm_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    try:
+        _rmsnorm_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
+        lines = str(e).strip().splitlines()
+        _TEAM_FAILED[x2.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"rmsnorm: the shared-memory team does not run with Triton {triton.__version__} here "
+                      f"({_TEAM_FAILED[x2.device]}); other kernels take its rows")
+        return False
     return True
 
 

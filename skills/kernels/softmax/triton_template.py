@@ -55,6 +55,7 @@ Tunables (a tuner rewrites CONFIG with ast: keep it a literal):
 """
 
 import os
+import warnings
 
 import torch
 import triton
@@ -385,6 +386,7 @@ def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
 _OCCUPANCY = {}
 _WORKSPACE = {}
 _TEAM_WORDS = {}
+_TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
 
 def _interpreting() -> bool:
@@ -508,7 +510,10 @@ def _smem_team_run(x2, y2) -> bool:
 
 def _launch_smem_team(x2, y2, M, N, sms) -> bool:
     """Launch _softmax_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
-    not even one team of P programs fits the GPU at once."""
+    not even one team of P programs fits the GPU at once, or when it failed to compile or launch on this
+    device before (_TEAM_FAILED)."""
+    if x2.device in _TEAM_FAILED:
+        return False
     st = SMEM_TEAM
     P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
@@ -518,7 +523,14 @@ def _launch_smem_team(x2, y2, M, N, sms) -> bool:
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
-    _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    try:
+        _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+    except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
+        lines = str(e).strip().splitlines()
+        _TEAM_FAILED[x2.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"softmax: the shared-memory team does not run with Triton {triton.__version__} here "
+                      f"({_TEAM_FAILED[x2.device]}); other kernels take its rows")
+        return False
     return True
 
 
