@@ -128,10 +128,14 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
                         "push to a repository, or write the records to a new bundle with 'git bundle create "
                         "FILE --branches=opt/* --tags=best/* refs/notes/kgit'")
     tips = {ref[len(refs.BRANCHES):]: sha for ref, sha in read.refs_under(repo, refs.BRANCHES).items()}
-    hooks.check_tips(repo, tips, notes.read_notes(repo).by_commit, from_hook=False)
+    by_commit = notes.read_notes(repo).by_commit
+    hooks.check_tips(repo, tips, by_commit, from_hook=False)
     fetch(repo, remote)
+    before = read.rev(repo, refs.NOTES_REF)
     added = merge_notes(repo, remote)
     done = [f"records: {added} new from {remote} merged first"] if added else []
+    if read.rev(repo, refs.NOTES_REF) != before:
+        by_commit = notes.read_notes(repo).by_commit  # the merged records: what the push sends
 
     refspecs, pushed_tips = [], []
     for kernel, tip in sorted(tips.items()):
@@ -150,7 +154,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     attempts = _attempt_refspecs(repo, remote)
     notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha:
-        notes_sha, held = _outgoing_notes(repo, remote, notes_sha,
+        notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit,
                                           pushed_tips + [spec.split(":", 1)[0] for spec in attempts])
         refspecs.append(f"{notes_sha}:{refs.NOTES_REF}")
         if held:
@@ -175,11 +179,11 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
              if not t.startswith(refs.ATTEMPTS)]
     attempts = len(pushed) - len(names)
     done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
-    rows = hooks.summary(notes.read_notes(repo).by_commit, sorted(tips))
+    rows = hooks.summary(by_commit, sorted(tips))
     return rows, done
 
 
-def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, revs: list[str]) -> tuple[str, int]:
+def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, by_commit: dict, revs: list[str]) -> tuple[str, int]:
     """The notes commit to push (notes_sha, refs/notes/kgit's, or one without some records), and how many of
     this clone's records it leaves out.
 
@@ -188,7 +192,6 @@ def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, revs: list[str]) ->
     every note qualifies, that is refs/notes/kgit itself; else a commit on top of the remote's notes that
     adds the rest (refs/kgit/outgoing-notes), and refs/notes/kgit keeps every record here.
     """
-    by_commit = notes.read_notes(repo).by_commit
     snapshot = refs.remote_snapshot(remote, "")
     shared = read.reachable_from(repo, set(by_commit), [*revs, f"--glob={refs.remote_branch_ref(remote, '*')}",
                                                         f"--glob={snapshot}attempts/*", f"--glob={snapshot}best/*"])
