@@ -125,4 +125,3 @@ def _interpret_where_no_gpu() -> None:
     print("kgit harness: no GPU found: running again in Triton's interpreter (TRITON_INTERPRET=1); "
           "timings are CPU timings", file=sys.stderr, flush=True)
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, "TRITON_INTERPRET": "1"})
-

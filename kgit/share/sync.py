@@ -134,7 +134,8 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     before = read.rev(repo, refs.NOTES_REF)
     added = merge_notes(repo, remote)
     done = [f"records: {added} new from {remote} merged first"] if added else []
-    if read.rev(repo, refs.NOTES_REF) != before:
+    notes_sha = read.rev(repo, refs.NOTES_REF)
+    if notes_sha != before:
         by_commit = notes.read_notes(repo).by_commit  # the merged records: what the push sends
 
     refspecs, pushed_tips = [], []
@@ -152,7 +153,6 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
         elif best:
             done.append(f"{tag}: not pushed, it points off {branch}: 'kgit doctor --fix' moves it")
     attempts = _attempt_refspecs(repo, remote)
-    notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha:
         notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit,
                                           pushed_tips + [spec.split(":", 1)[0] for spec in attempts])
