@@ -187,18 +187,9 @@ def main():
     if args.compile_only:
         compile_only()
         return
-    from kgit.harness import device
-    from kgit.harness.timing import Timer
-
     started = time.time()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    timer = Timer(repeats=3, warmup_ms=10, rewarm_ms=5, rep_ms=15)
-    copy = device.measured_copy_gbps(refresh=True)
+    out, timer, copy, results = templates.begin(args.out)
     S, L = templates.load("softmax"), templates.load("layernorm")
-    results = {"copy_gbps_start": copy, "device": device.detect(), "torch": torch.__version__,
-               "triton": triton.__version__, "rows": []}
-    print(f"copy {copy:.0f} GB/s", flush=True)
     torch.manual_seed(0)
     for kernel in args.kernels.split(","):
         for dtype in (torch.bfloat16, torch.float16):

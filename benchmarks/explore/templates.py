@@ -1,5 +1,6 @@
-"""What the exploration scripts beside this file share: a kernel's template imported by path, the
-host's time per call of a launch, and one variant's check-then-time."""
+"""What the exploration scripts beside this file share: a kernel's template imported by path, a run's
+start (its folder, timer, copy bandwidth and results header), the host's time per call of a launch,
+and one variant's check-then-time."""
 
 import importlib.util
 import statistics
@@ -17,6 +18,25 @@ def load(kernel: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def begin(out_dir: str):
+    """A GPU exploration run's start: its output folder (made), the timer every variant is timed with,
+    the device copy bandwidth measured now (GB/s), and the results it writes, machine and versions
+    first, its rows to come."""
+    import torch
+    import triton
+
+    from kgit.harness import device
+    from kgit.harness.timing import Timer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    copy = device.measured_copy_gbps(refresh=True)
+    results = {"copy_gbps_start": copy, "device": device.detect(), "torch": torch.__version__,
+               "triton": triton.__version__, "rows": []}
+    print(f"copy {copy:.0f} GB/s", flush=True)
+    return out, Timer(repeats=3, warmup_ms=10, rewarm_ms=5, rep_ms=15), copy, results
 
 
 def host_us_per_call(fn, calls: int = 200) -> float:
