@@ -147,6 +147,17 @@ SMEM_TEAM_TEMPLATES = {
 }
 
 
+def _scaled_down_team_template(name):
+    """The template with its bounds scaled down and a team on parts of 2 x 64 elements, 4 warps, up to
+    3 programs an SM; how to call it, and its reference."""
+    m = _template(name)
+    bounds, call, ref = SMEM_TEAM_TEMPLATES[name]
+    for attr, value in bounds.items():
+        setattr(m, attr, value)
+    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+    return m, call, ref
+
+
 @pytest.mark.parametrize("name, dtype, N, launch", [
     # (grid, P) of the shared-memory team's launch: parts of 2 x 64 elements, 4 SMs in the interpreter
     # x 3 programs an SM = 12 programs at once
@@ -166,11 +177,7 @@ SMEM_TEAM_TEMPLATES = {
 def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, N, launch):
     # The Gluon kernels run on a GPU only (the sweep checks them); a row they do not take is computed
     # by another kernel, here in the interpreter, and checked.
-    m = _template(name)
-    bounds, call, ref = SMEM_TEAM_TEMPLATES[name]
-    for attr, value in bounds.items():
-        setattr(m, attr, value)
-    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+    m, call, ref = _scaled_down_team_template(name)
     launched = []
 
     class Recorder:
@@ -194,11 +201,7 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
 def test_a_team_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, name):
     # Gluon's API moves between Triton releases: on a Triton the team does not compile with, its rows
     # go to the other kernels (computed here in the interpreter and checked), with one warning.
-    m = _template(name)
-    bounds, call, ref = SMEM_TEAM_TEMPLATES[name]
-    for attr, value in bounds.items():
-        setattr(m, attr, value)
-    m.SMEM_TEAM = {"CHUNK": 64, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 3}
+    m, call, ref = _scaled_down_team_template(name)
     attempts = []
 
     class NoCompile:
