@@ -96,7 +96,15 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bool) -> dict:
+def save(out: Path, report: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.md").write_text(markdown(report))
+    (out / "sweep.json").write_text(json.dumps(report, indent=1))
+
+
+def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bool, out: Path | None = None) -> dict:
+    """The report; with `out`, also saved there after each kernel, so that a run cut short by a
+    time limit keeps the kernels it finished (the end copy bandwidth then reads "-")."""
     import torch
     import triton
 
@@ -107,8 +115,10 @@ def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bo
     info = device.detect()
     machine = {"gpu": info["name"], "backend": info["backend"], "cpu_timing": not device.on_gpu(),
                "torch": torch.__version__, "triton": triton.__version__, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-               "repeats": timer.repeats, "copy_gbps_start": device.measured_copy_gbps(refresh=True)}
+               "repeats": timer.repeats, "copy_gbps_start": device.measured_copy_gbps(refresh=True),
+               "copy_gbps_end": None}
     rows, results = [], {}
+    report = {"machine": machine, "columns": COLUMNS, "rows": rows, "results": results}
     for name in kernels or list(tests):
         spec = load_spec(tests[name])
         if name in sets:  # the template load_spec just imported: its CONFIG, for this run only
@@ -119,8 +129,12 @@ def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bo
         results[name] = result
         rows += rows_of(name, spec.metric, result)
         print(f"# {name}: {result['status']} in {result['wall_s']} s", flush=True)
+        if out:
+            save(out, report)
     machine["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)
-    return {"machine": machine, "columns": COLUMNS, "rows": rows, "results": results}
+    if out:
+        save(out, report)
+    return report
 
 
 def main(argv=None) -> int:
@@ -132,14 +146,9 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="the tests' --quick (fewer checks and shapes, no torch)")
     args = p.parse_args(argv)
     kernels = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
-    report = sweep(kernels, parse_sets(args.set), harness.Timer(repeats=args.repeats), args.quick)
-    text = markdown(report)
-    print(text)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "sweep.md").write_text(text)
-        (out / "sweep.json").write_text(json.dumps(report, indent=1))
+    report = sweep(kernels, parse_sets(args.set), harness.Timer(repeats=args.repeats), args.quick,
+                   Path(args.out) if args.out else None)
+    print(markdown(report))
     return 0 if all(r["status"] == "pass" for r in report["results"].values()) else 1
 
 

@@ -62,3 +62,24 @@ def test_the_table_names_the_measured_copy_bandwidth_of_a_gpu_run():
                "copy_gbps_start": 4216.4, "copy_gbps_end": 4219.6, "repeats": 3, "cpu_timing": False}
     text = _sweep_module().markdown({"machine": machine, "rows": []})
     assert "measured copy 4216 GB/s at the start, 4220 at the end." in text
+
+
+def test_a_sweep_cut_short_keeps_the_kernels_it_finished(tmp_path, monkeypatch):
+    module = _sweep_module()
+    finished = {"status": "pass", "cpu_timing": True, "shapes": []}
+
+    def run(spec, **kwargs):
+        if spec.name == "gemm":
+            raise KeyboardInterrupt  # what a time limit's signal does in the middle of the second kernel
+        return finished
+
+    monkeypatch.setattr(module.harness, "run", run)
+    monkeypatch.setattr(module.device, "measured_copy_gbps", lambda refresh=False: 4200.0)
+    try:
+        module.sweep(["softmax", "gemm"], {}, module.harness.Timer(repeats=1), quick=True, out=tmp_path)
+    except KeyboardInterrupt:
+        pass
+    saved = json.loads((tmp_path / "sweep.json").read_text())
+    assert list(saved["results"]) == ["softmax"]
+    assert saved["machine"]["copy_gbps_end"] is None
+    assert "at the start, - at the end" in (tmp_path / "sweep.md").read_text()
