@@ -13,7 +13,7 @@ budget=${1:-400}
 left() { echo $((budget - SECONDS)); }
 while read -r kernel shape dtype; do
   [ "$(left)" -gt 10 ] || { echo "$kernel: no time left" >> "$res/index.txt"; continue; }
-  report="$res/$kernel.txt"
+  report="$res/$kernel-${shape// /_}-$dtype.txt"
   timeout "$(left)" ncu --clock-control none --nvtx --nvtx-include "profiled/" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats --section ComputeWorkloadAnalysis \

@@ -426,7 +426,11 @@ def main():
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument("--dtypes", default="bf16,fp16")
     p.add_argument("--kernels", default="softmax", help="softmax,rmsnorm,layernorm")
+    p.add_argument("--exchanges", default="0,1,2", help="the softmax variants with these exchanges only")
+    p.add_argument("--shapes", help="MxN,... (default: all of SHAPES)")
     args = p.parse_args()
+    exchanges = {int(e) for e in args.exchanges.split(",")}
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
     if args.compile_only:
         compile_only()
         return
@@ -436,7 +440,7 @@ def main():
     torch.manual_seed(0)
     for kernel in args.kernels.split(","):
         for dtype in [DTYPES[d] for d in args.dtypes.split(",")]:
-            for M, N in SHAPES:
+            for M, N in shapes:
                 x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
                 y = torch.empty_like(x)
                 w_, b_ = torch.rand(N, device="cuda").to(dtype) + 0.5, torch.randn(N, device="cuda").to(dtype)
@@ -448,7 +452,7 @@ def main():
                                 ("torch", lambda y: y.copy_(torch.softmax(x, -1)))]
                     variants += [(f"team {c}x{n}/{w}/{pps}{['', ' stamped', ' stamped, loads'][st]}",
                                   lambda y, c=c, n=n, w=w, pps=pps, st=st: launch(S, x, y, c, n, w, pps, st))
-                                 for c, n, w, pps, st in VARIANTS]
+                                 for c, n, w, pps, st in VARIANTS if st in exchanges]
                 elif kernel == "rmsnorm":
                     ref = R.rmsnorm_ref(x, w_).float()
                     variants = [("today", lambda y: R.rmsnorm(x, w_, out=y)),
