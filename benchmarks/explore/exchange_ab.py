@@ -1,7 +1,10 @@
 """Issue 15: the fp32 split teams' exchange, flags (a git revision's templates) against stamped words
 (this checkout's), in one process, alternated, twice.
 
-    python benchmarks/explore/exchange_ab.py --rev REV [--out DIR] [--kernels softmax,rmsnorm,layernorm]
+    python benchmarks/explore/exchange_ab.py --flags DIR [--out DIR] [--kernels softmax,rmsnorm,layernorm]
+
+DIR holds the flagged templates as <kernel>.py (`git show 4465263:skills/kernels/softmax/triton_template.py`
+and so on: the device machine's copy of the checkout has no git history).
 
 Why: the templates' sweep with stamped words (experiments/sweep-h200-session12/norms/) read rmsnorm
 +6.6 to +10.9 points of copy at fp32 rows of 65536-262144, but softmax -10.1 at 262144 and layernorm
@@ -16,9 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,13 +32,8 @@ import templates  # noqa: E402  (beside this file)
 SHAPES = [(2048, 65536), (1024, 131072), (512, 262144)]
 
 
-def load_at(rev: str, kernel: str):
-    """The kernel's template as it was at git revision `rev`."""
-    text = subprocess.run(["git", "show", f"{rev}:skills/kernels/{kernel}/triton_template.py"], cwd=ROOT,
-                          check=True, capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / f"{kernel}_at_rev.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"{kernel}_at_rev", path)
+def load_flagged(folder: str, kernel: str):
+    spec = importlib.util.spec_from_file_location(f"{kernel}_flagged", Path(folder) / f"{kernel}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -53,7 +49,7 @@ def call(kernel: str, module, x, w, b):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--rev", required=True, help="the revision whose templates exchange by flags")
+    p.add_argument("--flags", required=True, help="a folder of the templates that exchange by flags")
     p.add_argument("--out", default=".")
     p.add_argument("--kernels", default="softmax,rmsnorm,layernorm")
     args = p.parse_args()
@@ -61,7 +57,7 @@ def main():
     out, timer, copy, results = templates.begin(args.out)
     torch.manual_seed(0)
     for kernel in args.kernels.split(","):
-        versions = {"flags": load_at(args.rev, kernel), "stamped": templates.load(kernel)}
+        versions = {"flags": load_flagged(args.flags, kernel), "stamped": templates.load(kernel)}
         for M, N in SHAPES:
             x = torch.randn(M, N, device="cuda") * 3
             w, b = torch.rand(N, device="cuda") + 0.5, torch.randn(N, device="cuda")

@@ -130,51 +130,65 @@ def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.co
 
 
 @triton.jit
-def _rmsnorm_split(x_ptr, w_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y, eps,
+def _stamp(words, at, value, it):
+    # fp32 `value` of the row of iteration `it` as one 64-bit word: its bits high, the stamp it % 128
+    # low. The word is its own flag: no fence orders it behind the program's outstanding stores.
+    tl.atomic_xchg(words + at, (value.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (it & 0x7F), sem="relaxed")
+
+
+@triton.jit
+def _stamped(words, at, slots, it, P: tl.constexpr, SPIN: tl.constexpr):
+    # The fp32 values at words + at[slot] (slot < P), once every one carries the stamp of iteration `it`.
+    ok = slots < P
+    w = tl.atomic_add(words + at, 0, mask=ok, sem="relaxed")
+    spins = 0
+    while (tl.min(((w & 0xFF) == (it & 0x7F)) | (slots >= P), axis=0) == 0) & (spins < SPIN):
+        w = tl.atomic_add(words + at, 0, mask=ok, sem="relaxed")
+        spins += 1
+    return (w >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _unstamp(words, exits, team, slots, WORDS: tl.constexpr, P: tl.constexpr):
+    # The last program of the team to leave (so all P have left their waits) unstamps the team's WORDS * P
+    # words and zeroes its exit counter: the next launch finds them as the launcher made them.
+    done = tl.atomic_add(exits + team, 1, sem="acq_rel")
+    if done == P - 1:
+        for k in tl.static_range(WORDS):
+            tl.atomic_xchg(words + (team * WORDS + k) * P + slots, tl.full(slots.shape, UNSTAMPED, tl.int64),
+                           mask=slots < P, sem="relaxed")
+        tl.atomic_xchg(exits + team, 0, sem="release")
+
+
+@triton.jit
+def _rmsnorm_split(x_ptr, w_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
                    BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
-    # The exchange protocol of the softmax template's _softmax_split: publish
-    # row i+1's partial (flag = i + 2) before waiting for the siblings' row-i
-    # partials (flags >= i + 1); 4 buffers of partials, indexed by iteration % 4.
+    # The exchange of the softmax template's _softmax_split: publish row i+1's
+    # partial sum of squares (one stamped word) before waiting for the siblings'
+    # row-i partials; 4 buffers of partials, indexed by iteration % 4.
     pid = tl.program_id(0)
-    G = tl.num_programs(0)
     team = pid // P
     part = pid % P
-    n_teams = G // P
+    n_teams = tl.num_programs(0) // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
     w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)  # this program's chunk of w, for every row
     slots = tl.arange(0, P_POW2)
-    slot_ok = slots < P
-    my_flag = flag_ptr + pid
-    team_flags = flag_ptr + team * P + slots
-    exit_ptr = flag_ptr + G + team
 
     xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
-    tl.store(ws_ptr + team * 4 * P + part, tl.sum(xf * xf, axis=0))
-    tl.debug_barrier()
-    tl.atomic_xchg(my_flag, 1, sem="release")
+    _stamp(words, team * 4 * P + part, tl.sum(xf * xf, axis=0), 0)
     it = 0
     for row in range(team, M, n_teams):
-        nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M), other=0.0).to(tl.float32)
-        tl.store(ws_ptr + (team * 4 + (it + 1) % 4) * P + part, tl.sum(xn * xn, axis=0))
-        tl.debug_barrier()
-        tl.atomic_xchg(my_flag, it + 2, sem="release")
-        f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
-        spins = 0
-        while (tl.min(f, axis=0) < it + 1) & (spins < MAX_SPIN):
-            f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
-            spins += 1
-        tl.debug_barrier()
-        sumsq = tl.sum(tl.load(ws_ptr + (team * 4 + it % 4) * P + slots, mask=slot_ok, other=0.0, volatile=True), axis=0)
+        nxt = tl.minimum(row + n_teams, M - 1)  # past the last row: that row again, published, unused
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+        _stamp(words, (team * 4 + (it + 1) % 4) * P + part, tl.sum(xn * xn, axis=0), it + 1)
+        parts = _stamped(words, (team * 4 + it % 4) * P + slots, slots, it, P, MAX_SPIN)
+        sumsq = tl.sum(tl.where(slots < P, parts, 0.0), axis=0)
         rstd = 1.0 / tl.sqrt(sumsq / N + eps)
         tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols, (xf * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
-    done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
-    if done == P - 1:
-        tl.atomic_xchg(team_flags, tl.zeros([P_POW2], tl.int32), mask=slot_ok, sem="relaxed")
-        tl.atomic_xchg(exit_ptr, 0, sem="release")
+    _unstamp(words, exits, team, slots, 4, P)
 
 
 if gluon is not None:
@@ -310,7 +324,6 @@ def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 # launcher (occupancy and workspace helpers as in the softmax template)
 
 _OCCUPANCY = {}
-_WORKSPACE = {}
 _TEAM_WORDS = {}
 _TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
@@ -354,15 +367,6 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
     return min(tiles, sms * occ) if int(cfg.get("PERSISTENT", 1)) else tiles
 
 
-def _sync_buffers(device, n_programs: int):
-    ws, sync = _WORKSPACE.get(device, (None, None))
-    if ws is None or ws.numel() < 8 * n_programs:
-        ws = torch.empty(8 * max(n_programs, 4096), device=device, dtype=torch.float32)
-        sync = torch.zeros(2 * max(n_programs, 4096), device=device, dtype=torch.int32)
-        _WORKSPACE[device] = (ws, sync)
-    return ws, sync
-
-
 def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, eps: float = EPS,
             config: dict | None = None) -> torch.Tensor:
     cfg = dict(CONFIG, **(config or {}))
@@ -397,8 +401,8 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         if N > SPLIT_LONG_ABOVE:  # the team's own chunk and warps instead of CONFIG's
             block, num_warps = SPLIT_LONG["BLOCK_N"], SPLIT_LONG["num_warps"]
             P = triton.cdiv(N, block)
-        ws, sync = _sync_buffers(dev, sms * 32)
-        args = (x2, w, y2, ws, sync, M, N, x2.stride(0), y2.stride(0), eps)
+        words, exits = _team_words(dev, sms * 32)
+        args = (x2, w, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block, "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
         teams = min(M, (sms * _programs_per_sm(_rmsnorm_split, args, consts, num_warps, 1, dev)) // P)
         if teams >= 1:
@@ -448,11 +452,12 @@ def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
 
 
 def _team_words(device, n_programs: int):
-    """The shared-memory team's 64-bit partials (4 a program), unstamped, and its exit counters
-    (zero); the kernel leaves both as it found them, so no memset per launch."""
+    """The teams' 64-bit words, unstamped (8 a program: the split teams publish two values a partial in
+    4 buffers, the shared-memory team one word a partial), and their exit counters (zero); the kernels
+    leave both as they found them, so no memset per launch."""
     words, exits = _TEAM_WORDS.get(device, (None, None))
     if words is None or exits.numel() < n_programs:
-        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
         exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
         _TEAM_WORDS[device] = (words, exits)
     return words, exits

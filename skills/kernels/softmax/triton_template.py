@@ -114,7 +114,12 @@ STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 # / 262144, where CONFIG's 4 warps (which the team used before) read 77.9 / 76.6 / 72.5% in the same
 # process; chunks of 8192-16384 on 8-32 warps read 50-78%. In 16 bits every chunk and warp count stayed
 # under the streamed kernel (35-56% against 55-63%).
-SPLIT = {"BLOCK_N": 4096, "num_warps": 8}
+# maxnreg: 64 registers a thread, so that four programs of 8 warps share an SM. With stamped words
+# (session 12) Triton 3.6 gave the kernel 75 registers, three programs an SM, and at 512x262144 six teams
+# of 64 instead of eight: 68.3% of copy against the flagged team's 78.4% in the same process, while at
+# 65536 / 131072 the stamped words read 85.2 / 84.8% against 82.2 / 81.0%
+# (experiments/sweep-h200-session12/exchange-ab/).
+SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -277,72 +282,82 @@ if gluon is not None:
 
 
 @triton.jit
-def _softmax_split(x_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_x, stride_y,
+def _stamp(words, at, value, it):
+    # fp32 `value` of the row of iteration `it` as one 64-bit word: its bits high, the stamp it % 128
+    # low. The word is its own flag: no fence orders it behind the program's outstanding stores.
+    tl.atomic_xchg(words + at, (value.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (it & 0x7F), sem="relaxed")
+
+
+@triton.jit
+def _stamped(words, at, slots, it, P: tl.constexpr, SPIN: tl.constexpr):
+    # The fp32 values at words + at[slot] (slot < P), once every one carries the stamp of iteration `it`.
+    ok = slots < P
+    w = tl.atomic_add(words + at, 0, mask=ok, sem="relaxed")
+    spins = 0
+    while (tl.min(((w & 0xFF) == (it & 0x7F)) | (slots >= P), axis=0) == 0) & (spins < SPIN):
+        w = tl.atomic_add(words + at, 0, mask=ok, sem="relaxed")
+        spins += 1
+    return (w >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _unstamp(words, exits, team, slots, WORDS: tl.constexpr, P: tl.constexpr):
+    # The last program of the team to leave (so all P have left their waits) unstamps the team's WORDS * P
+    # words and zeroes its exit counter: the next launch finds them as the launcher made them.
+    done = tl.atomic_add(exits + team, 1, sem="acq_rel")
+    if done == P - 1:
+        for k in tl.static_range(WORDS):
+            tl.atomic_xchg(words + (team * WORDS + k) * P + slots, tl.full(slots.shape, UNSTAMPED, tl.int64),
+                           mask=slots < P, sem="relaxed")
+        tl.atomic_xchg(exits + team, 0, sem="release")
+
+
+@triton.jit
+def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
                    BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
     # Program `part` of team `team` owns columns [part*BLOCK_N, (part+1)*BLOCK_N)
     # of rows team, team + n_teams, ... Per row it publishes its partial
-    # (max, sum) and a flag = 1 + the row's iteration index. The exchange is
+    # (max, sum) as two stamped words (_stamp). The exchange is
     # software-pipelined: a program publishes row i+1's partial BEFORE it waits
     # for its siblings' row-i partials, so the wait overlaps a whole chunk load.
     # A program can then be up to 3 rows ahead of a sibling that is still
     # reading, hence 4 buffers of partials (indexed by iteration % 4).
     pid = tl.program_id(0)
-    G = tl.num_programs(0)
     team = pid // P
     part = pid % P
-    n_teams = G // P
+    n_teams = tl.num_programs(0) // P
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
     slots = tl.arange(0, P_POW2)
-    slot_ok = slots < P
-    my_flag = flag_ptr + pid
-    team_flags = flag_ptr + team * P + slots
-    exit_ptr = flag_ptr + G + team
 
     # row `team` (< M: the launcher never makes more teams than rows)
     xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
     m = tl.max(xf, axis=0)
-    s = tl.sum(tl.exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0)
-    tl.store(ws_ptr + (team * 4 * P + part) * 2, m)
-    tl.store(ws_ptr + (team * 4 * P + part) * 2 + 1, s)
-    tl.debug_barrier()  # every thread's stores happen before the release below
-    tl.atomic_xchg(my_flag, 1, sem="release")
+    _stamp(words, team * 8 * P + part, m, 0)
+    _stamp(words, (team * 8 + 1) * P + part, tl.sum(tl.exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0), 0)
 
     it = 0
     for row in range(team, M, n_teams):
-        # next row: load, reduce, publish (a row past M publishes (-inf, 0), unused)
-        nxt = row + n_teams
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok & (nxt < M),
+        # next row: load, reduce, publish
+        nxt = tl.minimum(row + n_teams, M - 1)  # past the last row: that row again, published, unused
+        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok,
                      other=-float("inf")).to(tl.float32)
         mn = tl.max(xn, axis=0)
         sn = tl.sum(tl.exp(xn - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # a chunk of only -inf: 0
-        nbuf = ws_ptr + ((team * 4 + (it + 1) % 4) * P + part) * 2
-        tl.store(nbuf, mn)
-        tl.store(nbuf + 1, sn)
-        tl.debug_barrier()
-        tl.atomic_xchg(my_flag, it + 2, sem="release")
-        # this row: wait until every sibling has published it (flags >= it + 1)
-        f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
-        spins = 0
-        while (tl.min(f, axis=0) < it + 1) & (spins < MAX_SPIN):
-            f = tl.where(slot_ok, tl.atomic_add(team_flags, 0, mask=slot_ok, sem="acquire"), it + 1)
-            spins += 1
-        tl.debug_barrier()
-        buf = ws_ptr + (team * 4 + it % 4) * P * 2
-        pm = tl.load(buf + slots * 2, mask=slot_ok, other=-float("inf"), volatile=True)
-        ps = tl.load(buf + slots * 2 + 1, mask=slot_ok, other=0.0, volatile=True)
+        nbuf = (team * 4 + (it + 1) % 4) * 2
+        _stamp(words, nbuf * P + part, mn, it + 1)
+        _stamp(words, (nbuf + 1) * P + part, sn, it + 1)
+        # this row: every sibling's (max, sum), once published
+        buf = (team * 4 + it % 4) * 2
+        pm = tl.where(slots < P, _stamped(words, buf * P + slots, slots, it, P, MAX_SPIN), -float("inf"))
+        ps = tl.where(slots < P, _stamped(words, (buf + 1) * P + slots, slots, it, P, MAX_SPIN), 0.0)
         gm = tl.max(pm, axis=0)
         inv = 1.0 / tl.sum(ps * tl.exp(pm - gm), axis=0)
         tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols,
                  (tl.exp(xf - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
         xf = xn
         it += 1
-    # leave the flags at zero for the next launch: the last program of the
-    # team to get here knows that all P have left their waits
-    done = tl.atomic_add(exit_ptr, 1, sem="acq_rel")
-    if done == P - 1:
-        tl.atomic_xchg(team_flags, tl.zeros([P_POW2], tl.int32), mask=slot_ok, sem="relaxed")
-        tl.atomic_xchg(exit_ptr, 0, sem="release")
+    _unstamp(words, exits, team, slots, 8, P)
 
 
 @triton.jit
@@ -384,7 +399,6 @@ def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
 # launcher
 
 _OCCUPANCY = {}
-_WORKSPACE = {}
 _TEAM_WORDS = {}
 _TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
@@ -434,18 +448,6 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
     return min(tiles, sms * occ) if int(cfg.get("PERSISTENT", 1)) else tiles
 
 
-def _sync_buffers(device, n_programs: int):
-    """Workspace for the split kernel: 4 buffers of (max, sum) per program, and
-    flags/counters that the kernel leaves at zero when it exits (so no memset
-    per launch)."""
-    ws, sync = _WORKSPACE.get(device, (None, None))
-    if ws is None or ws.numel() < 8 * n_programs:
-        ws = torch.empty(8 * max(n_programs, 4096), device=device, dtype=torch.float32)
-        sync = torch.zeros(2 * max(n_programs, 4096), device=device, dtype=torch.int32)
-        _WORKSPACE[device] = (ws, sync)
-    return ws, sync
-
-
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D (or flattened) tensor."""
     cfg = dict(CONFIG, **(config or {}))
@@ -481,10 +483,11 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         return y
 
     if x.element_size() == 4 and not _interpreting():
-        ws, sync = _sync_buffers(dev, sms * 32)
-        args = (x2, y2, ws, sync, M, N, x2.stride(0), y2.stride(0))
+        words, exits = _team_words(dev, sms * 32)
+        args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
         P = triton.cdiv(N, SPLIT["BLOCK_N"])
-        consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN}
+        consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN,
+                  "maxnreg": SPLIT["maxnreg"]}
         occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, dev)
         teams = min(M, (sms * occ) // P)
         if teams >= 1:
@@ -535,11 +538,12 @@ def _launch_smem_team(x2, y2, M, N, sms) -> bool:
 
 
 def _team_words(device, n_programs: int):
-    """The shared-memory team's 64-bit partials (4 a program), unstamped, and its exit counters
-    (zero); the kernel leaves both as it found them, so no memset per launch."""
+    """The teams' 64-bit words, unstamped (8 a program: the split teams publish two values a partial in
+    4 buffers, the shared-memory team one word a partial), and their exit counters (zero); the kernels
+    leave both as they found them, so no memset per launch."""
     words, exits = _TEAM_WORDS.get(device, (None, None))
     if words is None or exits.numel() < n_programs:
-        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
         exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
         _TEAM_WORDS[device] = (words, exits)
     return words, exits
