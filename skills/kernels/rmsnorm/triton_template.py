@@ -19,8 +19,9 @@ Same structure as the softmax template (see its docstring):
   _rmsnorm_split  longer fp32 rows, and 16-bit ones over 65536 the shared-memory
                   team cannot take, split over P
                   co-resident programs that exchange their partial sum of
-                  squares through a tiny global workspace (atomic counter,
-                  bounded spin): one read, one write.
+                  squares through a tiny global workspace, one stamped word
+                  each (as the shared-memory team; bounded spin): one read,
+                  one write.
   _rmsnorm_streamed 16-bit rows of 32769-65536 that the shared-memory team cannot
                   take (and any in the interpreter; P beyond capacity): a
                   persistent grid whose programs loop over rows;

@@ -22,16 +22,17 @@ Five kernels, one launcher that picks between them (see `softmax`):
                   team below, but each program holds its part of two rows in
                   shared memory (Gluon: Triton's language cannot name shared
                   memory), copied by cp.async, so that five or six programs
-                  share an SM; and each partial travels as one 64-bit word
-                  that carries its row's iteration, so a program never waits
-                  on a memory fence (see SMEM_TEAM).
+                  share an SM; and its partial (max, sum) travels as one
+                  64-bit word (see SMEM_TEAM).
   _softmax_split  longer fp32 rows: a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
-                  sum) to a small global workspace with a flag (release
-                  atomic), waits (acquire) until its P-1 siblings' flags say
-                  they have too, combines the P partials and writes its
-                  chunk -- pipelined one row ahead, so the wait overlaps the
+                  sum) to a small global workspace as stamped words (each
+                  value with its row's iteration in the word's low bits, so
+                  the word is its own flag and no memory fence orders it
+                  behind the program's stores), waits until its P-1 siblings'
+                  words carry the row's stamp, combines the P partials and
+                  writes its chunk -- pipelined one row ahead, so the wait overlaps the
                   next row's load: still one read and one write, where a
                   looped online softmax must read the row twice. The grid never
                   exceeds what fits on the GPU at once, so every team's
@@ -98,7 +99,7 @@ KEEP_16BIT_MAX = 16384
 # (experiments/sweep-h200-2026-12-01/session11-smem/team-stamped/, bf16) it read 86.1 / 85.9 / 79.3% of
 # copy at rows of 65536 / 131072 / 262144, where the streamed kernel read 62.7 / 58.9 / 54.9%, and 86.0%
 # at 4096x32768 against 82.0% for a whole row in shared memory a program and 73% for one in registers.
-# The same team with _softmax_split's exchange (partials, then a flag released after them, whose fence
+# The same team with the split teams' old exchange (partials, then a flag released after them, whose fence
 # waits for the program's outstanding stores) read 73.0-75.1% (team/); with three programs an SM
 # (16384-element parts, or 8 warps) 67-78%, with one 34-39%: programs sharing an SM carry it.
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6}
