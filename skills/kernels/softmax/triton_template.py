@@ -102,7 +102,11 @@ KEEP_16BIT_MAX = 16384
 # The same team with the split teams' old exchange (partials, then a flag released after them, whose fence
 # waits for the program's outstanding stores) read 73.0-75.1% (team/); with three programs an SM
 # (16384-element parts, or 8 warps) 67-78%, with one 34-39%: programs sharing an SM carry it.
-SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6}
+# maxnreg: at most 96 registers a thread. Uncapped, Triton 3.6 gave the team 127 at rows of 262144 (P = 32:
+# the gather of 32 words), four programs an SM, 79.5% of copy; capped at 96, five an SM and 85.7%, with
+# the rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at
+# the others (experiments/sweep-h200-session12/team-registers/).
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
@@ -522,7 +526,8 @@ def _launch_smem_team(x2, y2, M, N, sms) -> bool:
     P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN}
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
+              "maxnreg": st["maxnreg"]}
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
     teams = min(M, (sms * occ) // P)
     if teams < 1:
