@@ -70,10 +70,8 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
-            contract = ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
-                        "{\"correctness\": true, \"time_ms\": 0.12}: README.md, 'The test contract'"
-                        if result.reason == "no JSON object on stdout" else None)
-            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}", contract)
+            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}",
+                            _baseline_hint(result.reason))
         measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
         record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
                                    measured, environment)
@@ -250,3 +248,16 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
             f"put the rest back with git restore -- {' '.join(others)} (or git stash push -- "
             f"{' '.join(others)} to keep it aside)")
     return changed
+
+
+def _baseline_hint(reason: str | None) -> str | None:
+    """What to do about a baseline that failed for the way its test reports, not for its kernel."""
+    if reason == "no JSON object on stdout":
+        return ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
+                "{\"correctness\": true, \"time_ms\": 0.12}: README.md, 'The test contract'")
+    if reason and reason.startswith("invalid metric") and reason.endswith((" = 0", " = 0.0")):
+        # a test that rounds its figure (round(gbps, 2)) prints 0 for a slow run, a CPU one above all
+        return ("the figure is 0, as a test prints one it rounded away: name another figure with 'metric' "
+                "in kgit.yaml (a latency with 'better: lower'), or print more digits")
+    return None
+

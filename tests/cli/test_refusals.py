@@ -209,3 +209,11 @@ def test_with_the_records_deleted_every_command_says_the_same_and_report_deletes
     started.git("checkout", "-q", "main")
     started.git("branch", "-D", "opt/fake")
     assert started.ok("start", "fake", "--json").json()["status"] == "BASELINE"
+
+
+def test_start_when_the_test_rounds_its_figure_to_zero_says_how_to_name_another(ws):
+    ws.set_kernel(METRIC=0.0)
+    ws.git("commit", "-qam", "a figure rounded away")
+    message = ws.refused("start", "fake")
+    assert "baseline failed (invalid metric: gbps = 0.0); nothing was changed." in message
+    assert "name another figure with 'metric' in kgit.yaml (a latency with 'better: lower')" in message
