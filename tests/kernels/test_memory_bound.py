@@ -322,6 +322,9 @@ def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name):
         x[5, :20] = -float("inf")
     y = torch.full_like(x, float("nan"))
     words, exits = m._team_words(x.device, teams)
+    # a team writes words (team * 4 + iteration % 4) * values a partial * P + part: softmax two values
+    # (max, sum), rmsnorm one
+    assert words.numel() == {"softmax": 8, "rmsnorm": 4}[name] * teams and exits.numel() == teams
     words.fill_(m.UNSTAMPED.value)
     rows = (M, N, x.stride(0), y.stride(0))
     args = (x, y, words, exits, *rows) if name == "softmax" else (x, w, y, words, exits, *rows, m.EPS)

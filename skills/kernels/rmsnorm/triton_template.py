@@ -453,12 +453,11 @@ def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
 
 
 def _team_words(device, n_programs: int):
-    """The teams' 64-bit words, unstamped (8 a program: the split teams publish two values a partial in
-    4 buffers, the shared-memory team one word a partial), and their exit counters (zero); the kernels
-    leave both as they found them, so no memset per launch."""
+    """The teams' 64-bit partials (4 a program: one word a partial, 4 buffers), unstamped, and their
+    exit counters (zero); the kernels leave both as they found them, so no memset per launch."""
     words, exits = _TEAM_WORDS.get(device, (None, None))
     if words is None or exits.numel() < n_programs:
-        words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
         exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
         _TEAM_WORDS[device] = (words, exits)
     return words, exits
