@@ -316,7 +316,7 @@ def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name):
     # stamped words, through 4 buffers and more than 128 rows (the stamp is the iteration % 128), and
     # the last to leave unstamps them. Waiting on siblings' stamps is checked on a GPU, by the sweep.
     m = _template(name)
-    M, N, block, teams = 300, 50, 64, 2
+    M, N, block, teams = 133, 50, 64, 1
     x, w = torch.randn(M, N) * 3, torch.rand(N) + 0.5
     if name == "softmax":
         x[5, :20] = -float("inf")
