@@ -260,4 +260,3 @@ def _baseline_hint(reason: str | None) -> str | None:
         return ("the figure is 0, as a test prints one it rounded away: name another figure with 'metric' "
                 "in kgit.yaml (a latency with 'better: lower'), or print more digits")
     return None
-

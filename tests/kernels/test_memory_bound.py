@@ -272,7 +272,7 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
         assert not m._smem_team_run(Rows(), Rows(), Rows(), Rows(ptr=(1 << 20) + 2))  # b 2 bytes off
 
 
-@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])
 def test_streamed_kernel_reads_rows_in_chunks(name):
     # Rows over WHOLE_ROW_MAX take the streamed kernel in the interpreter (as 16-bit ones do on a GPU).
     # 300 columns in chunks of 64: four full chunks and a ragged one. The
