@@ -345,8 +345,10 @@ def launch(S, x, y, chunk: int, nch: int, warps: int, programs_per_sm: int, stam
     return occ
 
 
-def launch_norm(S, x, w, b, y, eps, chunk: int, nch: int, warps: int, programs_per_sm: int, w_smem: bool):
-    """rmsnorm (b None) or layernorm of x into y by the stamped shared-memory team."""
+def launch_norm(S, x, w, b, y, eps, chunk: int, nch: int, warps: int, programs_per_sm: int, w_smem: bool,
+                maxnreg: int | None = None):
+    """rmsnorm (b None) or layernorm of x into y by the stamped shared-memory team (at most maxnreg
+    registers a thread). Returns the programs an SM it ran."""
     M, N = x.shape
     P = triton.cdiv(N, chunk * nch)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
@@ -355,7 +357,7 @@ def launch_norm(S, x, w, b, y, eps, chunk: int, nch: int, warps: int, programs_p
         _STAMPED_WORDS[x.device] = torch.full((sms * 32 * 4,), UNSTAMPED.value, dtype=torch.int64, device=x.device)
     args = (x, w, w if b is None else b, y, _STAMPED_WORDS[x.device], sync, M, N, x.stride(0), y.stride(0), eps)
     consts = {"CHUNK": chunk, "NCH": nch, "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "LAYERNORM": b is not None, "W_SMEM": w_smem}
+              "LAYERNORM": b is not None, "W_SMEM": w_smem, "maxnreg": maxnreg}
     occ = min(programs_per_sm, S._programs_per_sm(_norm_smem_team, args, consts, warps, 1, x.device))
     teams = min(M, (sms * occ) // P)
     _norm_smem_team[(teams * P,)](*args, **consts, num_warps=warps)
