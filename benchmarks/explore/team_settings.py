@@ -2,7 +2,17 @@
 bar 90), on other settings of the template's own shared-memory team; and layernorm's fp32 rows of 32768
 (89.9%, bar 90) measured again beside torch.
 
-    python benchmarks/explore/team_settings.py [--out DIR] [--budget-s S] [--layernorm-16bit]
+    python benchmarks/explore/team_settings.py [--out DIR] [--budget-s S] [--layernorm-16bit | --pipelined-rows]
+
+Call 3 (--pipelined-rows). Softmax's fp32 rows of 32768 read 96.5% on one program an SM holding a
+128 KB row; its 16-bit rows (64 KB) read 85-87% on the team and 71-74% on one program a row in
+registers (one program an SM, 64 KB in flight). The row-tile kernel's loop over rows, software-pipelined
+by Triton (num_stages: the next rows' loads become cp.async copies into shared memory, 64 KB a stage),
+keeps two or three rows in flight on one program an SM. Compiled for sm_90 by Triton 3.9: softmax
+99-101 registers on 16 warps, 56-60 on 32, 64-128 KB of shared memory; layernorm spills (64 registers,
+240-384 bytes of stack), as it holds w and b too. Hypothesis: bytes in flight, not the exchange, hold
+the 16-bit rows of 32768 down. Prediction: softmax 90-95% on 3 stages, layernorm under its team (it
+spills).
 
 Call 2 (--layernorm-16bit). Layernorm's 16-bit team reads 80-83% at rows of 65536-131072, 75-78% at
 262144 and 81-84% at 32768, where rmsnorm's reads 88-92%. The two differ in what a program holds:
@@ -32,6 +42,7 @@ import time
 from pathlib import Path
 
 import torch
+import triton
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -76,11 +87,54 @@ def layernorm_cases(L):
     return cases
 
 
+# (num_warps, num_stages) of the row-tile kernels, one 32768-element row a tile, a persistent grid
+PIPELINED = {"softmax": [(16, 1), (16, 2), (16, 3), (16, 4), (32, 2), (32, 3)],
+             "layernorm": [(32, 1), (32, 2), (32, 3), (16, 3)]}
+
+
+def pipelined_rows(template, kernel, args, M, N, warps, stages):
+    """The template's row-tile kernel (`kernel`, args up to the strides and eps) on one row a tile and
+    `stages` pipeline stages, as many programs as fit the SMs, each looping over rows."""
+    consts = {"BLOCK_N": triton.next_power_of_2(N), "ROWS": 1, "NUM_STAGES": stages}
+    dev = args[0].device
+    occ = template._programs_per_sm(kernel, args, consts, warps, stages, dev)
+    grid = template._rows_grid(M, 1, template._sm_count(dev), occ, {"PERSISTENT": 1})
+    kernel[(grid,)](*args, **consts, num_warps=warps, num_stages=stages)
+    return occ
+
+
+def pipelined_cases(S, L):
+    """Call 3's cases at 4096x32768: softmax in bf16 and fp16, layernorm in bf16."""
+    M, N = 4096, 32768
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16):
+        x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
+        variants = [("today", lambda y, x=x: S.softmax(x, out=y)),
+                    ("torch", lambda y, x=x: y.copy_(torch.softmax(x, -1)))]
+        variants += [(f"rows pipelined {w} warps {st} stages",
+                      lambda y, x=x, w=w, st=st: pipelined_rows(S, S._softmax_rows,
+                                                                (x, y, M, N, x.stride(0), y.stride(0)), M, N, w, st))
+                     for w, st in PIPELINED["softmax"]]
+        cases.append(("softmax", x, torch.softmax(x.float(), -1), variants))
+    x = (torch.randn(M, N, device="cuda") * 3 + 100).to(torch.bfloat16)
+    w_, b_ = (torch.rand(N, device="cuda") + 0.5).to(x.dtype), torch.randn(N, device="cuda").to(x.dtype)
+    variants = [("today", lambda y: L.layernorm(x, w_, b_, out=y)),
+                ("torch", lambda y: y.copy_(torch.nn.functional.layer_norm(x, (N,), w_, b_, L.EPS)))]
+    variants += [(f"rows pipelined {w} warps {st} stages",
+                  lambda y, w=w, st=st: pipelined_rows(L, L._layernorm_rows,
+                                                       (x, w_, b_, y, M, N, x.stride(0), y.stride(0), L.EPS),
+                                                       M, N, w, st))
+                 for w, st in PIPELINED["layernorm"]]
+    cases.append(("layernorm", x, L.layernorm_ref(x, w_, b_).float(), variants))
+    return cases
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument("--layernorm-16bit", action="store_true", help="call 2: layernorm's 16-bit team settings")
+    p.add_argument("--pipelined-rows", action="store_true", help="call 3: the row-tile kernels, pipelined")
     args = p.parse_args()
     started = time.time()
     out, timer, copy, results = templates.begin(args.out)
@@ -88,6 +142,9 @@ def main():
     torch.manual_seed(0)
     if args.layernorm_16bit:
         run_cases(layernorm_cases(L), started, args.budget_s, out, timer, copy, results)
+        return
+    if args.pipelined_rows:
+        run_cases(pipelined_cases(S, L), started, args.budget_s, out, timer, copy, results)
         return
     M, N = 4096, 32768
     cases = []
@@ -122,7 +179,7 @@ def run_cases(cases, started, budget_s, out, timer, copy, results):
                 break
             row = {"kernel": kernel, "shape": [M, N], "dtype": str(x.dtype), "variant": name}
             templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
-            if name.startswith("w,b") and "error" not in row:
+            if name.startswith(("w,b", "rows")) and "error" not in row:
                 row["programs_per_sm"] = run(y)
             results["rows"].append(row)
             pps = f" ({row['programs_per_sm']} an SM)" if "programs_per_sm" in row else ""

@@ -272,6 +272,71 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
         assert not m._smem_team_run(Rows(), Rows(), Rows(), Rows(ptr=(1 << 20) + 2))  # b 2 bytes off
 
 
+@pytest.mark.parametrize("dtype, N, stages, pipelined", [
+    # softmax's bounds scaled down: KEEP_16BIT_MAX 128, WHOLE_ROW_MAX 512
+    (torch.bfloat16, 300, 4, True),
+    (torch.float16, 129, 3, True),  # one element over KEEP_16BIT_MAX, the fewest stages that pay
+    (torch.bfloat16, 512, 4, True),  # WHOLE_ROW_MAX itself
+    (torch.bfloat16, 128, 4, False),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
+    (torch.bfloat16, 513, 4, False),  # over WHOLE_ROW_MAX: the team or the streamed kernel
+    (torch.float32, 300, 4, False),  # fp32 rows: the whole row
+    (torch.bfloat16, 300, 0, False),  # no room for MIN_PIPELINED_STAGES: the team
+])
+def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch, dtype, N, stages, pipelined):
+    # The row loop runs here in the interpreter (which ignores the stages) and is checked.
+    m = _template("softmax")
+    m.KEEP_16BIT_MAX, m.WHOLE_ROW_MAX = 128, 512
+    launched, asked = [], []
+    real = m._softmax_rows
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                launched.append((grid, kw["BLOCK_N"], kw["ROWS"], kw["NUM_STAGES"], kw["num_warps"], kw["num_stages"]))
+                real[grid](*args, **kw)
+            return launch
+
+    monkeypatch.setattr(m, "_softmax_rows", Recorder())
+    monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: asked.append(row_bytes) or stages)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 1)
+    x = torch.randn(20, N).to(dtype)
+    y = m.softmax(x, config={"BLOCK_SIZE": 64})
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+    if pipelined:  # 4 "SMs" in the interpreter x 1 program an SM; the row padded to a power of 2
+        block_n = 256 if N <= 256 else 512
+        assert launched == [((4,), block_n, 1, stages, 16, stages)]
+        assert asked == [block_n * 2]
+    else:
+        assert launched == []
+
+
+def test_pipelined_stages_fit_the_gpus_shared_memory(monkeypatch):
+    m = _template("softmax")
+    props = {}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: type("P", (), props)())
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
+    gpu, row = torch.device("cuda"), 65536  # a 16-bit row of 32768
+    for smem, stages in [(232448, 4), (166912, 3), (2 * row + 1024, 3), (2 * row + 1023, 0),
+                          (3 * row + 1023, 3), (101376, 0)]:
+        props.update(shared_memory_per_block_optin=smem, shared_memory_per_block=49152)  # H200, A100, ..., 99 KB
+        assert m._pipelined_stages(gpu, row) == stages, smem
+    assert m._pipelined_stages(gpu, row // 2) == 4  # PIPELINED_ROWS's, where more would fit
+    props.pop("shared_memory_per_block_optin")
+    assert m._pipelined_stages(gpu, 16384) == 3  # no opt-in figure: the per-block 48 KB
+    props.update(shared_memory_per_block_optin=232448)
+    assert m._pipelined_stages(torch.device("cpu"), row) == 0
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert m._pipelined_stages(gpu, row) == 0  # no cp.async before Ampere
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert m._pipelined_stages(gpu, row) == 0
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(m, "_interpreting", lambda: True)
+    assert m._pipelined_stages(gpu, row) == 0
+
+
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])
 def test_streamed_kernel_reads_rows_in_chunks(name):
     # Rows over WHOLE_ROW_MAX take the streamed kernel in the interpreter (as 16-bit ones do on a GPU).

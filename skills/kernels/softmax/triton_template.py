@@ -16,6 +16,9 @@ Five kernels, one launcher that picks between them (see `softmax`):
                   one read, one write. Persistent grid (one wave of programs
                   that loop over tiles) so loads of the next tile are
                   software-pipelined (num_stages) behind the current one.
+                  Also 16-bit rows over KEEP_16BIT_MAX up to WHOLE_ROW_MAX on
+                  NVIDIA GPUs, one row a tile, pipelined in shared memory (see
+                  PIPELINED_ROWS).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
   _softmax_smem_team 16-bit rows over KEEP_16BIT_MAX on NVIDIA GPUs: the split
@@ -107,6 +110,16 @@ KEEP_16BIT_MAX = 16384
 # the rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at
 # the others (experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
+# 16-bit rows over KEEP_16BIT_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
+# persistent grid and num_stages pipeline stages, where the GPU's shared memory holds at least
+# MIN_PIPELINED_STAGES of them (a stage is one row; _pipelined_stages): Triton turns the next rows' loads
+# into cp.async copies into shared memory, so an SM has two or three rows in flight behind the one it
+# reduces. On the H200 at 4096x32768 (experiments/sweep-h200-session13/call3/) 4 stages on 16 warps read
+# 89.1 / 88.1% of copy in bf16 / fp16, where the shared-memory team read 85.6 / 84.9% in the same process
+# (eight team settings: 83-87%, call1/) and the whole row in registers 73%; 3 stages 89.1 / 87.2%, and
+# 2 stages 64-68%, under the unpipelined loop's 73%: hence the minimum of 3.
+PIPELINED_ROWS = {"num_warps": 16, "num_stages": 4}
+MIN_PIPELINED_STAGES = 3
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
@@ -479,6 +492,16 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
+    if KEEP_16BIT_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2:
+        stages = _pipelined_stages(dev, triton.next_power_of_2(N) * x.element_size())
+        if stages:
+            args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
+            consts = {"BLOCK_N": triton.next_power_of_2(N), "ROWS": 1, "NUM_STAGES": stages}
+            warps = PIPELINED_ROWS["num_warps"]
+            occ = _programs_per_sm(_softmax_rows, args, consts, warps, stages, dev)
+            _softmax_rows[(min(M, sms * occ),)](*args, **consts, num_warps=warps, num_stages=stages)
+            return y
+
     if N > KEEP_16BIT_MAX and _smem_team_run(x2, y2) and _launch_smem_team(x2, y2, M, N, sms):
         return y
 
@@ -501,6 +524,19 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 
     _launch_streamed(x2, y2, M, N)
     return y
+
+
+def _pipelined_stages(device, row_bytes: int) -> int:
+    """PIPELINED_ROWS's stages, or as many as this GPU's shared memory a program holds (Triton keeps
+    stages - 1 rows of row_bytes there, beside a little scratch); 0 when that is under
+    MIN_PIPELINED_STAGES, off NVIDIA GPUs with cp.async (sm_80 and newer: the pipeline's copies) and in
+    the interpreter (which has no pipeline)."""
+    if device.type != "cuda" or torch.version.hip or _interpreting() or torch.cuda.get_device_capability(device)[0] < 8:
+        return 0
+    props = torch.cuda.get_device_properties(device)
+    smem = getattr(props, "shared_memory_per_block_optin", props.shared_memory_per_block)
+    stages = min(PIPELINED_ROWS["num_stages"], 1 + (smem - 1024) // row_bytes)
+    return stages if stages >= MIN_PIPELINED_STAGES else 0
 
 
 def _smem_team_run(x2, y2) -> bool:
