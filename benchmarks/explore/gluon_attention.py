@@ -1,0 +1,576 @@
+"""Flash attention forward on Hopper in Gluon, FlashAttention-3 style: a TMA producer warp, consumer
+warpgroups on async wgmma, warp-specialized with gl.warp_specialize.
+
+    python benchmarks/explore/gluon_attention.py --out DIR [--variants a,b] [--shapes S,S] [--budget-s N]
+    python benchmarks/explore/gluon_attention.py --compile-only [--variants a,b]
+
+Not yet run on a GPU. Written for the H200 (sm_90, triton 3.6.0); --compile-only builds every variant for
+sm_90 without a GPU and prints its registers, spills and shared memory. On the device, in one call:
+
+    python benchmarks/explore/gluon_attention.py --out DIR --budget-s 200
+
+--compile-only under triton 3.6.0 (sm_90, ptxas 12.8), every variant at bf16/fp16, causal or not, D 128
+and 64: no spills, no ptxas warning (no wgmma serialized); .maxnreg 168 at launch (384 threads), then
+setmaxnreg gives each consumer warpgroup 240 registers and the loader's 24. Shared memory at D128:
+164 KB with 2 K/V stages, 230 KB with 3 (of 227 KB usable, 232448 B); 82 / 115 KB at D64. A compile
+takes 1-5 s a (variant, dtype, causal, D).
+
+Why: the template (skills/kernels/flash-attention/triton_template.py) reaches 476-514 TFLOP/s at B4 H16
+S4096-16384 D128 bf16 non-causal on the H200; torch's default scaled_dot_product_attention (cuDNN)
+609-644. cuDNN runs three warpgroups a program (one producer on TMA, two consumers on wgmma + softmax);
+the template's 8 warps (128x128 tiles) load, multiply and exponentiate in turn. Triton's automatic
+warp specialization is Blackwell-only, so the split is written by hand here.
+
+Hypothesis: a producer warp feeding a K/V ring through mbarriers, consumers whose wgmma run async (with
+FA3's overlap of the next S = Q K^T under this block's softmax) and the consumers' register budget
+raised to 240 by setmaxnreg lift D128 non-causal from ~500 to >= 600 TFLOP/s.
+Prediction: the *_overlap variants reach 580-640 TFLOP/s at D128 non-causal S >= 4096 (bf16 and fp16)
+and >= 520 causal; the plain ones (no overlap) land near the template (480-530), since the exponentials
+then still stall the tensor cores.
+
+Variants (all: BLOCK_M 128 query rows a program, BLOCK_N 128 keys a step, grid (S/128, B*H), a 1-warp
+TMA loader partition; K and V each in a ring of NUM_BUFFERS shared-memory stages with ready/empty
+mbarriers):
+  ws8            one consumer partition of 8 warps (two warpgroups, 64 rows each, in step: every
+                 mbarrier arrive synchronizes the partition); S_j, softmax, P_j V_j in turn.
+  ws8_overlap    the same partition, FA3's intra-warpgroup pipeline: S_j = Q K_j^T and P_{j-1} V_{j-1}
+                 issued back to back, softmax of S_j under the P V wgmma.
+  ws2x4          two consumer partitions of 4 warps (one warpgroup, 64 query rows each) that run
+                 independently (FA3's layout: one's softmax can hide under the other's wgmma).
+  ws2x4_overlap  two independent consumers, each with the intra-warpgroup pipeline.
+  ws2x4_overlap_b3  the latter with 3 K/V stages instead of 2.
+
+Each case: fresh randn inputs, output poisoned with NaN, max abs error against torch's
+scaled_dot_product_attention in fp32 (< 2e-2), then triton.testing.do_bench (warmup 25, rep 100, the
+median and the min-max spread) for each variant, the template (flash_attention) and torch's default
+SDPA. Rows print as they finish and DIR/gluon_attention.json is rewritten after each row; cases start
+until --budget-s has passed (bf16 D128 non-causal first), and a watchdog ends the run when no row has
+finished for --hang-s (a kernel waiting on a barrier that never completes would otherwise spin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import templates  # noqa: E402  (beside this file)
+
+# triton 3.6 (the device) names the TMA copies async_copy_global_to_shared / async_copy_shared_to_global;
+# later releases renamed them async_load / async_store (the store's old name is gone there)
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+LOG2E = 1.4426950408889634
+BLOCK_M = 128
+BLOCK_N = 128
+
+# name: (consumer partitions, warps each, intra-warpgroup overlap, K/V stages)
+VARIANTS = {
+    "ws8": (1, 8, False, 2),
+    "ws8_overlap": (1, 8, True, 2),
+    "ws2x4": (2, 4, False, 2),
+    "ws2x4_overlap": (2, 4, True, 2),
+    "ws2x4_overlap_b3": (2, 4, True, 3),
+}
+# setmaxnreg requests. The loader warp issues TMA copies and waits on barriers: 24 registers is FA3's
+# producer figure. Triton pads the worker warps to whole warpgroups (padding warps get 16) and hands the
+# default partition what is left of 64K; a worker consumer asks for the same 240 it would be left.
+LOADER_REGS = 24
+CONSUMER_REGS = 240
+
+
+# --------------------------------------------------------------------------------------------------
+# kernel
+# --------------------------------------------------------------------------------------------------
+@gluon.jit
+def _tile(S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # This program's query block, its head's first row in the (B*H*S, D) views, and how many key blocks
+    # it visits: all of them, or (causal) those up to and including the diagonal, the last
+    # BLOCK_M / BLOCK_N of which need a mask. Causal launches the heaviest query blocks first so the
+    # grid's tail is short work.
+    start_m = gl.program_id(0)
+    if CAUSAL:
+        start_m = gl.num_programs(0) - 1 - start_m
+        n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
+        n_unmasked = start_m * (BLOCK_M // BLOCK_N)
+    else:
+        n_blocks = S // BLOCK_N
+        n_unmasked = n_blocks
+    row0 = gl.program_id(1) * S
+    return start_m, row0, n_blocks, n_unmasked
+
+
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, S,
+            BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+            NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    # The producer: Q once (one tile per consumer, one barrier), then K_j and V_j in the order the
+    # consumers use them, each into the next stage of its ring once the consumers have released it.
+    start_m, row0, n_blocks, n_unmasked = _tile(S, BLOCK_M, BLOCK_N, CAUSAL)
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
+    for c in gl.static_range(NUM_CONSUMERS):
+        _tma_load(q_desc, [row0 + start_m * BLOCK_M + c * M_PER, 0], q_bar, q_smem.index(c))
+    for j in range(n_blocks):
+        buf = j % NUM_BUFFERS
+        # A fresh mbarrier is in phase 0 and counts its (never run) phase "1" as complete, so waiting for
+        # parity 1 passes at once: the first lap over the ring finds every stage free. Each later lap
+        # waits for the consumers' release one lap earlier, whose parity alternates 0, 1, 0, ...
+        free_parity = ((j // NUM_BUFFERS) & 1) ^ 1
+        mbarrier.wait(k_empty.index(buf), free_parity)
+        # expect = one arrive plus the byte count the copy will complete (ready barriers count 1)
+        mbarrier.expect(k_ready.index(buf), k_desc.block_type.nbytes)
+        _tma_load(k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(buf), k_smem.index(buf))
+        mbarrier.wait(v_empty.index(buf), free_parity)
+        mbarrier.expect(v_ready.index(buf), v_desc.block_type.nbytes)
+        _tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(buf), v_smem.index(buf))
+
+
+@gluon.jit
+def _qk(q, k_smem, k_ready, j, s_layout: gl.constexpr, M_PER: gl.constexpr, BLOCK_N: gl.constexpr,
+        NUM_BUFFERS: gl.constexpr):
+    # Issue S_j = Q K_j^T (async) once K_j has landed. K's stage is [BLOCK_N, D] with D contiguous; the
+    # transposed view makes it wgmma's [D, BLOCK_N] B operand without moving data.
+    buf = j % NUM_BUFFERS
+    mbarrier.wait(k_ready.index(buf), (j // NUM_BUFFERS) & 1)
+    zero = gl.zeros([M_PER, BLOCK_N], gl.float32, s_layout)
+    return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), zero, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, j, q_row, qk_scale, s_layout: gl.constexpr, M_PER: gl.constexpr,
+                  BLOCK_N: gl.constexpr, MASK: gl.constexpr):
+    # The online-softmax update for raw scores s of key block j (fp32, log2 units: qk_scale holds
+    # log2 e). Returns p = exp2(s * scale - m_new), alpha = exp2(m_old - m_new) for the accumulator,
+    # and the new running max and sum.
+    if MASK:
+        offs_m = q_row + gl.arange(0, M_PER, layout=gl.SliceLayout(1, s_layout))
+        offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = gl.expand_dims(offs_m, 1) >= gl.expand_dims(offs_n, 0)
+        s = gl.where(keep, s, gl.full([M_PER, BLOCK_N], float("-inf"), gl.float32, s_layout))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _plain_block(acc, m_i, l_i, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, q_row, qk_scale,
+                 s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M_PER: gl.constexpr,
+                 BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
+    # One key block without overlap: S_j, wait, softmax, P_j V_j, wait. Each stage is released as soon
+    # as the wgmma that read it has completed (the wait precedes the arrive; arrive synchronizes the
+    # partition first, so every warpgroup of it has waited).
+    buf = j % NUM_BUFFERS
+    s = _qk(q, k_smem, k_ready, j, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
+    s = warpgroup_mma_wait(0, deps=(s, ))
+    mbarrier.arrive(k_empty.index(buf))
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j, q_row, qk_scale, s_layout, M_PER, BLOCK_N, MASK)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+    # P goes to the second wgmma from registers: the accumulator layout already holds, per thread, the
+    # elements the A-operand layout (k_width 2 for 16-bit) wants, so this conversion moves nothing.
+    p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+    mbarrier.wait(v_ready.index(buf), (j // NUM_BUFFERS) & 1)
+    acc = warpgroup_mma(p16, v_smem.index(buf), acc, is_async=True)
+    acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+    mbarrier.arrive(v_empty.index(buf))
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, q_row,
+                   qk_scale, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
+                   M_PER: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
+    # FA3's intra-warpgroup pipeline, step j >= 1. On entry p16 = P_{j-1} (made with the running max
+    # m_{j-1}), acc holds blocks < j-1 under m_{j-1}, l_i blocks <= j-1. The tensor cores run S_j then
+    # P_{j-1} V_{j-1} back to back while this warpgroup does softmax(S_j) under the second.
+    kbuf = j % NUM_BUFFERS
+    vbuf = (j - 1) % NUM_BUFFERS
+    s = _qk(q, k_smem, k_ready, j, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
+    mbarrier.wait(v_ready.index(vbuf), ((j - 1) // NUM_BUFFERS) & 1)
+    acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+    # wgmma groups complete in order: with one left outstanding, the older one (S_j) is done
+    s = warpgroup_mma_wait(1, deps=(s, ))
+    mbarrier.arrive(k_empty.index(kbuf))
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j, q_row, qk_scale, s_layout, M_PER, BLOCK_N, MASK)
+    # P_j to 16 bits before waiting: 32 registers live across the wait instead of p's 64
+    p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+    acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+    mbarrier.arrive(v_empty.index(vbuf))
+    # acc now holds blocks <= j-1 under m_{j-1}: rescale to m_j, ready for P_j V_j next step
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+    return acc, m_i, l_i, p16_next
+
+
+@gluon.jit
+def _consumer(q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+              C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+              NUM_CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr, OVERLAP: gl.constexpr,
+              CAUSAL: gl.constexpr):
+    # Consumer C of NUM_CONSUMERS: query rows [C * M_PER, (C + 1) * M_PER) of this program's block, on
+    # CONSUMER_WARPS warps (4 = one warpgroup of 64 rows, 8 = two warpgroups, 64 rows each).
+    start_m, row0, n_blocks, n_unmasked = _tile(S, BLOCK_M, BLOCK_N, CAUSAL)
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+    # wgmma accumulators: m16 per warp, the warps stacked along M (each warpgroup owns 64 whole rows, so
+    # row max and sum stay inside a warp), one instruction covering the tile's whole N; k = 16 for 16-bit.
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    q_row = start_m * BLOCK_M + C * M_PER        # first query row of this consumer, within the head
+    q = q_smem.index(C)
+    mbarrier.wait(q_bar, 0)
+    acc = gl.zeros([M_PER, HEAD_DIM], gl.float32, o_layout)
+    if OVERLAP:
+        # prologue: block 0 alone. Causal masks it always: the mask keeps every score of a block left of
+        # the diagonal, so it is only wasted work there, and block 0 is the diagonal for query block 0.
+        s = _qk(q, k_smem, k_ready, 0, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
+        s = warpgroup_mma_wait(0, deps=(s, ))
+        mbarrier.arrive(k_empty.index(0))
+        m_i = gl.full([M_PER], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([M_PER], gl.float32, row_layout)
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M_PER, BLOCK_N, CAUSAL)
+        p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+        for j in range(1, n_unmasked):
+            acc, m_i, l_i, p16 = _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M_PER,
+                                                BLOCK_N, NUM_BUFFERS, False)
+        for j in range(gl.maximum(n_unmasked, 1), n_blocks):
+            acc, m_i, l_i, p16 = _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M_PER,
+                                                BLOCK_N, NUM_BUFFERS, True)
+        # epilogue: the last block's P V
+        last = n_blocks - 1
+        vbuf = last % NUM_BUFFERS
+        mbarrier.wait(v_ready.index(vbuf), (last // NUM_BUFFERS) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(vbuf))
+    else:
+        m_i = gl.full([M_PER], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([M_PER], gl.float32, row_layout)
+        for j in range(0, n_unmasked):
+            acc, m_i, l_i = _plain_block(acc, m_i, l_i, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j,
+                                         q_row, qk_scale, s_layout, o_layout, p_layout, M_PER, BLOCK_N,
+                                         NUM_BUFFERS, False)
+        for j in range(n_unmasked, n_blocks):
+            acc, m_i, l_i = _plain_block(acc, m_i, l_i, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j,
+                                         q_row, qk_scale, s_layout, o_layout, p_layout, M_PER, BLOCK_N,
+                                         NUM_BUFFERS, True)
+
+    # O = acc / l, through Q's own shared-memory tile (every wgmma that read Q has been waited for) and
+    # a TMA store. Every row has at least its diagonal key, so l > 0.
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
+    q.store(out)
+    fence_async_shared()
+    _tma_store(o_desc, [row0 + q_row, 0], q)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                NUM_BUFFERS: gl.constexpr, NUM_CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
+                OVERLAP: gl.constexpr, CAUSAL: gl.constexpr, LOADER_REGS: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr):
+    # q/o descriptors: blocks [BLOCK_M / NUM_CONSUMERS, D]; k/v: [BLOCK_N, D]; all over (B*H*S, D) views
+    # (S a multiple of the tiles, so no tile crosses a head).
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    # ready: the loader's expect (one arrive) + the copy's bytes; empty: one arrive per consumer
+    # partition (an arrive is one thread's, after the partition synchronizes)
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
+
+    if NUM_CONSUMERS == 1:
+        gl.warp_specialize([
+            (_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 0,
+                         BLOCK_M, BLOCK_N, NUM_BUFFERS, 1, CONSUMER_WARPS, OVERLAP, CAUSAL)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, S,
+                       BLOCK_M, BLOCK_N, NUM_BUFFERS, 1, CAUSAL)),
+        ], [1], [LOADER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 0,
+                         BLOCK_M, BLOCK_N, NUM_BUFFERS, 2, CONSUMER_WARPS, OVERLAP, CAUSAL)),
+            (_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 1,
+                         BLOCK_M, BLOCK_N, NUM_BUFFERS, 2, CONSUMER_WARPS, OVERLAP, CAUSAL)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, S,
+                       BLOCK_M, BLOCK_N, NUM_BUFFERS, 2, CAUSAL)),
+        ], [CONSUMER_WARPS, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+# --------------------------------------------------------------------------------------------------
+# launcher
+# --------------------------------------------------------------------------------------------------
+GL_DTYPE = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+def _launch_args(q, k, v, o, causal, variant):
+    """The kernel's arguments, constexprs and num_warps for one variant (host descriptors included)."""
+    consumers, warps, overlap, buffers = VARIANTS[variant]
+    B, H, S, D = q.shape
+    if S % BLOCK_M or S % BLOCK_N or D not in (64, 128) or q.dtype not in GL_DTYPE:
+        raise ValueError(f"unsupported: S={S} (a multiple of {BLOCK_M}), D={D} (64 or 128), {q.dtype}")
+    gdt = GL_DTYPE[q.dtype]
+    m_per = BLOCK_M // consumers
+
+    def desc(t, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([rows, D], gdt)
+        return TensorDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
+
+    args = [desc(q, m_per), desc(k, BLOCK_N), desc(v, BLOCK_N), desc(o, m_per), S, LOG2E / math.sqrt(D)]
+    consts = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, NUM_BUFFERS=buffers, NUM_CONSUMERS=consumers,
+                  CONSUMER_WARPS=warps, OVERLAP=overlap, CAUSAL=causal, LOADER_REGS=LOADER_REGS,
+                  CONSUMER_REGS=CONSUMER_REGS)
+    # the kernel's own warps are the default partition, i.e. the first consumer
+    return args, consts, warps
+
+
+def gluon_attention(q, k, v, causal=False, variant="ws2x4_overlap", out=None):
+    """Forward attention; q, k, v (B, H, S, D) contiguous bf16/fp16, S % 128 == 0, D in {64, 128}."""
+    assert q.shape == k.shape == v.shape and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+    o = out if out is not None else torch.empty_like(q)
+    args, consts, warps = _launch_args(q, k, v, o, causal, variant)
+    B, H, S, _ = q.shape
+    attn_fwd_ws[(S // BLOCK_M, B * H)](*args, **consts, num_warps=warps)
+    return o
+
+
+# --------------------------------------------------------------------------------------------------
+# compile-only: sm_90 without a GPU
+# --------------------------------------------------------------------------------------------------
+def compile_variant(variant, dtype, causal, D):
+    """Compile one variant for sm_90 from host stand-ins (CPU tensors: descriptors only need their
+    shapes); returns the compiled kernel."""
+    from triton.backends.compiler import BaseBackend, GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import native_specialize_impl
+
+    B, H, S = 1, 2, 1024
+    q, k, v, o = (torch.empty(B, H, S, D, dtype=dtype) for _ in range(4))
+    args, consts, warps = _launch_args(q, k, v, o, causal, variant)
+    names = attn_fwd_ws.arg_names
+    signature, attrs = {}, {}
+    for i, (name, arg) in enumerate(zip(names, args)):
+        ty, spec = native_specialize_impl(BaseBackend, arg, False, True, True)
+        signature[name] = ty
+        if spec == "D":
+            attrs[(i, )] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    src = GluonASTSource(fn=attn_fwd_ws, signature=signature, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def resource_usage(kernel):
+    """ptxas -v on the kernel's PTX: its registers, spill bytes and any warning (a wgmma serialized for
+    want of registers is one), plus the shared memory from the compiled metadata. The registers are the
+    launch figure (the warp-specialize pass sets .maxnreg); each partition's budget is its setmaxnreg."""
+    import re
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(90).path   # the ptxas triton itself compiles sm_90 with
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "k.ptx"
+        ptx.write_text(kernel.asm["ptx"])
+        log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(ptx), "-o", str(Path(tmp) / "k.cubin")],
+                             capture_output=True, text=True)
+    text = log.stdout + log.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    warnings = [ln.strip() for ln in text.splitlines() if "warning" in ln.lower() or "error" in ln.lower()]
+    setmaxnreg = sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
+                                                     kernel.asm["ptx"])})
+    return dict(regs=int(regs.group(1)) if regs else None,
+                spill_bytes=sum(map(int, spills.groups())) if spills else None,
+                smem=kernel.metadata.shared, setmaxnreg=setmaxnreg, ptxas_warnings=warnings)
+
+
+def compile_only(variants):
+    for name in variants:
+        for dtype, causal, D in [(torch.bfloat16, False, 128), (torch.bfloat16, True, 128), (torch.float16, False, 128),
+                                 (torch.bfloat16, False, 64)]:
+            tag = f"{name:18s} {str(dtype)[6:]:8s} causal={causal!s:5s} D={D:3d}"
+            try:
+                t0 = time.time()
+                kernel = compile_variant(name, dtype, causal, D)
+                seconds = time.time() - t0
+                u = resource_usage(kernel)
+                print(f"{tag}: regs {u['regs']} spills {u['spill_bytes']} B smem {u['smem']} B "
+                      f"setmaxnreg {u['setmaxnreg']} compile {seconds:.1f} s"
+                      + (f" WARNINGS {u['ptxas_warnings']}" if u["ptxas_warnings"] else ""), flush=True)
+            except Exception as e:  # one variant's failure is a result, the others go on
+                print(f"{tag}: ERROR {_last_lines(e)}", flush=True)
+
+
+def _last_lines(e, n=4):
+    """An exception's message for a results row: a Triton compile error's innermost cause (what went
+    wrong) and the last lines of the outermost (where)."""
+    inner = e
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    where = " | ".join(lines[-n:])
+    what = f"{type(inner).__name__}: {str(inner).strip()[:600]}"
+    return what if inner is e else f"{what} || {where}"
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU harness
+# --------------------------------------------------------------------------------------------------
+def bench(fn):
+    """do_bench's every sample (warmup 25 ms, rep 100 ms): (median ms, min-max spread % of the median)."""
+    times = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all")
+    med = statistics.median(times)
+    return med, 100 * (max(times) - min(times)) / med
+
+
+def run_case(B, H, S, D, dtype, causal, variants, template, results, out_path):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype) for _ in range(3))
+    # fp32 reference; pinned to the memory-efficient backend, which takes fp32 without materializing the
+    # S x S scores (the math fallback would need 4*16*16384^2*4 B = 64 GiB at S 16384)
+    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+        ref = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
+    flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
+    case = dict(B=B, H=H, S=S, D=D, dtype=str(dtype)[6:], causal=causal)
+    label = f"B{B} H{H} S{S} D{D} {case['dtype']} {'causal' if causal else 'full'}"
+    base = {}
+
+    def row_for(name, run):
+        # run(o) computes into o where it can and returns the output; o starts as NaN so that rows it
+        # never wrote fail the check. Each row is printed and saved as soon as it is done: a kernel that
+        # hangs loses only itself (the watchdog ends the run).
+        row = dict(case, variant=name)
+        try:
+            o = torch.full_like(q, float("nan"))
+            t0 = time.time()
+            res = run(o)
+            torch.cuda.synchronize()
+            row["first_call_s"] = round(time.time() - t0, 2)       # compile (or autotune) included
+            err = (res.float() - ref).abs().max().item()
+            row["max_abs_err"] = err
+            if not err < 2e-2:                                      # NaN fails too
+                row["error"] = f"wrong output: max abs error {err:.3g}"
+            else:
+                ms, spread = bench(lambda: run(o))
+                row.update(ms=ms, tflops=flops / ms * 1e-9, spread_pct=spread)
+                if name == "torch_sdpa" or "tflops" in base:
+                    row["vs_sdpa"] = row["tflops"] / base.get("tflops", row["tflops"])
+        except Exception as e:  # a variant that does not compile or launch is a result too
+            row["error"] = _last_lines(e)
+        if "error" in row:
+            print(f"{label} {name:18s} ERROR {row['error']}", flush=True)
+        else:
+            print(f"{label} {name:18s} {row['tflops']:6.1f} TFLOP/s  {row['ms']:.3f} ms  ±{row['spread_pct']:.1f}%  "
+                  f"x{row.get('vs_sdpa', float('nan')):.3f} of sdpa  err {row['max_abs_err']:.2e}  "
+                  f"first call {row['first_call_s']} s", flush=True)
+        results["rows"].append(row)
+        out_path.write_text(json.dumps(results, indent=1))
+        PROGRESS[0] = time.time()
+        return row
+
+    # torch's default backend choice (cuDNN on the H200), timed without a copy into o
+    base.update(row_for("torch_sdpa", lambda o: sdpa(q, k, v, is_causal=causal)))
+    row_for("template", lambda o: template.flash_attention(q, k, v, causal=causal, out=o))
+    for name in variants:
+        row_for(name, lambda o, name=name: gluon_attention(q, k, v, causal=causal, variant=name, out=o))
+
+
+PROGRESS = [time.time()]   # when the last row finished (the watchdog reads it)
+
+
+def start_watchdog(hang_s):
+    """End the process when no row has finished for hang_s seconds: a kernel whose barriers never
+    complete spins forever, and the rows done so far are already on disk."""
+    import os
+    import threading
+
+    def watch():
+        while True:
+            time.sleep(5)
+            if time.time() - PROGRESS[0] > hang_s:
+                print(f"no row finished in {hang_s:.0f} s (a hung kernel?): exiting", flush=True)
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=".")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    p.add_argument("--shapes", default="4096,8192,16384", help="sequence lengths S (B4 H16)")
+    p.add_argument("--budget-s", type=float, default=200.0, help="start no new case after this many seconds")
+    p.add_argument("--hang-s", type=float, default=120.0, help="exit when no row finishes for this long")
+    p.add_argument("--compile-only", action="store_true")
+    args = p.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variants {unknown}")
+    if args.compile_only:
+        compile_only(variants)
+        return
+
+    started = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    out_path = out / "gluon_attention.json"
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "rows": []}
+    template = templates.load("flash-attention")
+    PROGRESS[0] = time.time()
+    start_watchdog(args.hang_s)
+    seqs = [int(s) for s in args.shapes.split(",") if s]
+    # the headline first (bf16, D128, non-causal), so a cut-short run still answers it
+    cases = [(S, 128, torch.bfloat16, False) for S in seqs] + [(S, 128, torch.bfloat16, True) for S in seqs]
+    cases += [(S, 128, torch.float16, c) for c in (False, True) for S in seqs]
+    cases += [(4096, 64, torch.bfloat16, c) for c in (False, True)]
+    for S, D, dtype, causal in cases:
+        if time.time() - started > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s spent: skipping S{S} D{D} {dtype} causal={causal} and later",
+                  flush=True)
+            break
+        run_case(4, 16, S, D, dtype, causal, variants, template, results, out_path)
+    print(f"done in {time.time() - started:.0f} s; rows in {out_path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
