@@ -7,9 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import warnings
 
 import pytest
 import torch
+import triton
 
 from kgit.harness.tolerance import NORM, compare
 
@@ -108,6 +111,132 @@ def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
         g.gemm(a, b, out=c, config=config)
         assert compare(c, a @ b, NORM["fp32"]) is None
         assert g.last_config == {**g.CONFIG, **config}
+
+
+class _Tensor:
+    """What _gluon_runs reads of q."""
+
+    def __init__(self, S=1024, D=128, dtype=torch.bfloat16, device="cuda"):
+        self.shape, self.dtype, self.device = (2, 4, S, D), dtype, torch.device(device)
+
+
+def test_attention_takes_the_gluon_kernel_on_hopper_16bit_tiled_shapes(monkeypatch):
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert fa._gluon_runs(_Tensor()) and fa._gluon_runs(_Tensor(S=128, D=64, dtype=torch.float16))
+    assert not fa._gluon_runs(_Tensor(S=1000))  # not a multiple of the 128-row tiles
+    assert not fa._gluon_runs(_Tensor(S=1088))  # a multiple of 64 only
+    assert not fa._gluon_runs(_Tensor(D=32))
+    assert not fa._gluon_runs(_Tensor(dtype=torch.float32))
+    assert not fa._gluon_runs(_Tensor(device="cpu"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not fa._gluon_runs(_Tensor())  # Gluon has no interpreter
+    monkeypatch.delenv("TRITON_INTERPRET")
+    for capability in [(8, 0), (10, 0)]:  # wgmma is Hopper's alone
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert not fa._gluon_runs(_Tensor())
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert not fa._gluon_runs(_Tensor())
+    monkeypatch.setattr(torch.version, "hip", None)
+    fa._GLUON_FAILED[torch.device("cuda")] = "RuntimeError: no such op"
+    assert not fa._gluon_runs(_Tensor())  # failed here before: not tried again
+
+
+@pytest.mark.parametrize("causal, config, buffers", [(False, {}, 2), (True, {"NUM_BUFFERS": 3}, 3)])
+def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, causal, config, buffers):
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = []
+
+    class Recorder:  # Gluon kernels run on a GPU only
+        def __getitem__(self, grid):
+            def launch(q_desc, k_desc, v_desc, o_desc, S, qk_scale, **kw):
+                launched.append((grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)], S, qk_scale,
+                                 kw["NUM_BUFFERS"], kw["CAUSAL"], kw["num_warps"]))
+            return launch
+
+    monkeypatch.setattr(fa, "_attn_fwd_ws", Recorder())
+    monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
+    q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
+    fa.flash_attention(q, k, v, causal=causal, config=config)
+    scale = fa.LOG2E / 8  # log2(e) / sqrt(D)
+    assert launched == [((2, 3), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, scale, buffers, causal, 4)]
+    assert fa.last_config["GLUON"] == 1
+    launched.clear()
+    o = fa.flash_attention(q.float(), k.float(), v.float(), causal=causal, config={**config, "GLUON": 0})
+    assert launched == [] and fa.last_config["GLUON"] == 0  # the Triton kernel, here in the interpreter
+    assert compare(o, fa.reference(q, k, v, causal), NORM["fp32"]) is None
+
+
+def test_a_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch):
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    attempts = []
+
+    class NoCompile:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                attempts.append(grid)
+                raise RuntimeError("PassManager::run failed\nerror: no such op in this Triton")
+            return launch
+
+    monkeypatch.setattr(fa, "_attn_fwd_ws", NoCompile())
+    monkeypatch.setattr(fa, "_gluon_runs", lambda q: q.device not in fa._GLUON_FAILED)
+    q, k, v = (torch.randn(1, 2, 128, 16).half() for _ in range(3))
+    with pytest.warns(UserWarning, match=r"Gluon kernel does not run with Triton .*RuntimeError: error: no such op"):
+        o = fa.flash_attention(q, k, v, causal=True)
+    assert compare(o.float(), fa.reference(q, k, v, True), NORM["fp16"]) is None
+    assert fa.last_config["GLUON"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        fa.flash_attention(q, k, v)
+    assert len(attempts) == 1  # not tried again on this device
+
+
+@pytest.mark.parametrize("dtype, causal, D, buffers", [("bf16", False, 128, 2), ("fp16", True, 64, 3)])
+def test_gluon_kernel_compiles_for_hopper_without_spilling(dtype, causal, D, buffers):
+    """Gluon has no interpreter: compile _attn_fwd_ws for sm_90 here (no GPU needed), as the launcher
+    would, and read its registers. The H200's Triton 3.6 gave the same 168 registers and no stack."""
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    from triton.backends.compiler import BaseBackend, GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import native_specialize_impl
+
+    B, H, S = 1, 2, 1024
+    torch_dtype, gl_dtype = {"bf16": (torch.bfloat16, fa.gl.bfloat16), "fp16": (torch.float16, fa.gl.float16)}[dtype]
+    q, k, v, o = (torch.empty(B * H * S, D, dtype=torch_dtype) for _ in range(4))
+
+    def desc(t, rows):
+        layout = fa.gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype)
+        return fa.GluonDescriptor(t, [B * H * S, D], [D, 1], [rows, D], layout)
+
+    args = [desc(q, 64), desc(k, 128), desc(v, 128), desc(o, 64), S, 0.1]
+    consts = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=buffers, CAUSAL=causal, LOADER_REGS=fa.WS_LOADER_REGS,
+                  CONSUMER_REGS=fa.WS_CONSUMER_REGS)
+    signature, attrs = {}, {}
+    for i, (name, arg) in enumerate(zip(fa._attn_fwd_ws.arg_names, args)):
+        signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
+        if specialization == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    src = GluonASTSource(fn=fa._attn_fwd_ws, signature=signature, constexprs=consts, attrs=attrs)
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    assert kernel.metadata.shared <= 232448  # the H100 / H200's shared memory a block
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    assert "STACK:0 " in usage.stdout and "LOCAL:0 " in usage.stdout, usage.stdout  # no spill
 
 
 def test_attention_small_key_blocks():

@@ -21,27 +21,63 @@ heaviest (last) query blocks are launched first so the tail of the grid is the s
 
 Hopper: Q/K/V/O tiles come through TMA descriptors (made on the host: TensorDescriptor) when S is a
 multiple of the tiles; otherwise (and on AMD) masked pointer loads do the same work.
+
+Hopper, 16-bit, D of 64 or 128, S a multiple of 128 (GLUON): _attn_fwd_ws, the same math written in
+Gluon as FlashAttention-3 runs it, warp-specialized. A program's 128 query rows are split between two
+consumer warpgroups of 64 rows each; a one-warp loader partition streams K and V blocks by TMA into
+rings of NUM_BUFFERS shared-memory stages, each stage guarded by a "ready" mbarrier (the copy's bytes
+landed) and an "empty" one (both consumers are done with it). Each consumer overlaps its own work
+(FA3's intra-warpgroup pipeline): it issues S_j = Q K_j^T and P_{j-1} V_{j-1} as asynchronous wgmma
+back to back and computes softmax(S_j) while the second runs; P goes from registers straight into the
+second wgmma. The two consumers run independently, so one's exponentials hide under the other's
+matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
+exponentiates in turn (see SKILL.md for the figures).
 """
 
 import functools
 import math
+import os
+import warnings
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "AUTOTUNE": 1}
+try:  # Gluon is experimental: absent from older Tritons, renamed between releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                                  warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # async_load from 3.9
+    tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+except (ImportError, AttributeError):
+    gluon = None
+
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "GLUON": 1, "NUM_BUFFERS": 2,
+          "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
-                "AUTOTUNE": [0, 1]}
-# Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape. From the
-# H200 exploration (experiments/compute-bound/explore.log): 128x128/8 warps led for D=128 non-causal
-# at long S, 64x64/4 warps (one warpgroup) for D=128 causal and S=4096, 128x64 and 128x128 with
-# 4 warps for D=64.
+                "GLUON": [0, 1], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
+# GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
+# fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
+# kernel's. On the H200 (experiments/sweep-h200-session13/call5-attention/), B4 H16 D128, bf16, S 4096 / 8192 /
+# 16384: 662 / 604 / 633 TFLOP/s non-causal with 2 stages, 639 / 612 / 662 with 3, where torch's default
+# SDPA read 612 / 614 / 629 and the Triton kernel 486 / 491 / 520; causal 559 / 587 / 546 and 556 / 577
+# / 618 (SDPA 530 / 562 / 579). The same kernel without the intra-warpgroup overlap read 534-563
+# non-causal, with one 8-warp consumer (both warpgroups in step) 488-521.
+# Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape. The Triton
+# kernel's from the H200 exploration (experiments/compute-bound/explore.log): 128x128/8 warps led for
+# D=128 non-causal at long S, 64x64/4 warps (one warpgroup) for D=128 causal and S=4096, 128x64 and
+# 128x128 with 4 warps for D=64 (and D=64 causal, where it read 0.93x SDPA against the Gluon kernel's
+# 0.90x). Gluon candidates are skipped where the Gluon kernel does not run.
 AUTOTUNE_CONFIGS = [
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
+    {"NUM_BUFFERS": 3},
+    {"GLUON": 0},
+    {"GLUON": 0, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+    {"GLUON": 0, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+    {"GLUON": 0, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
 ]
 
 LOG2E = 1.4426950408889634
@@ -123,9 +159,189 @@ def attn_fwd_kernel(q_src, k_src, v_src, o_src, S, BH, qk_scale,
 
 
 # --------------------------------------------------------------------------------------------------
+# Hopper: the warp-specialized kernel (Gluon)
+# --------------------------------------------------------------------------------------------------
+WS_BLOCK_M = 128  # query rows a program: two consumers of WS_BLOCK_M // 2
+WS_BLOCK_N = 128  # keys a step
+# setmaxnreg budgets a thread: the loader only issues copies and waits (FA3's producer figure); the
+# consumers hold a 64 x D accumulator and a 64 x 128 score tile
+WS_LOADER_REGS = 24
+WS_CONSUMER_REGS = 240
+
+if gluon is not None:
+    @gluon.jit
+    def _ws_tile(S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        # This program's query block, its head's first row in the (B*H*S, D) views, how many key blocks
+        # it visits and how many of those need no mask (causal: the blocks left of the diagonal).
+        start_m = gl.program_id(0)
+        if CAUSAL:
+            start_m = gl.num_programs(0) - 1 - start_m  # longest rows first
+            n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
+            n_unmasked = start_m * (BLOCK_M // BLOCK_N)
+        else:
+            n_blocks = S // BLOCK_N
+            n_unmasked = n_blocks
+        return start_m, gl.program_id(1) * S, n_blocks, n_unmasked
+
+    @gluon.jit
+    def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, S,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+        # The producer: both consumers' Q tiles once, then K_j and V_j in the order the consumers use
+        # them, each into the next stage of its ring once both consumers have released that stage.
+        start_m, row0, n_blocks, n_unmasked = _ws_tile(S, BLOCK_M, BLOCK_N, CAUSAL)
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        for c in gl.static_range(2):
+            tma_load(q_desc, [row0 + start_m * BLOCK_M + c * (BLOCK_M // 2), 0], q_bar, q_smem.index(c))
+        for j in range(n_blocks):
+            buf = j % NUM_BUFFERS
+            # A fresh mbarrier counts its (never run) phase before 0 as complete, so the first lap's
+            # wait for parity 1 passes at once; later laps wait for the release one lap earlier.
+            free = ((j // NUM_BUFFERS) & 1) ^ 1
+            mbarrier.wait(k_empty.index(buf), free)
+            mbarrier.expect(k_ready.index(buf), k_desc.block_type.nbytes)
+            tma_load(k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(buf), k_smem.index(buf))
+            mbarrier.wait(v_empty.index(buf), free)
+            mbarrier.expect(v_ready.index(buf), v_desc.block_type.nbytes)
+            tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(buf), v_smem.index(buf))
+
+    @gluon.jit
+    def _ws_qk(q, k_smem, k_ready, j, s_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr,
+               NUM_BUFFERS: gl.constexpr):
+        # Issue S_j = Q K_j^T (asynchronous) once K_j has landed; the transposed view of K's [BLOCK_N, D]
+        # stage is wgmma's [D, BLOCK_N] operand without moving data.
+        buf = j % NUM_BUFFERS
+        mbarrier.wait(k_ready.index(buf), (j // NUM_BUFFERS) & 1)
+        zero = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
+        return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), zero, use_acc=False, is_async=True)
+
+    @gluon.jit
+    def _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout: gl.constexpr, M: gl.constexpr,
+                    BLOCK_N: gl.constexpr, MASK: gl.constexpr):
+        # The online-softmax step of the module docstring for raw scores s of key block j (log2 units:
+        # qk_scale holds log2 e): p, alpha for the accumulator, the new running max and sum.
+        if MASK:
+            offs_m = q_row + gl.arange(0, M, layout=gl.SliceLayout(1, s_layout))
+            offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            keep = gl.expand_dims(offs_m, 1) >= gl.expand_dims(offs_n, 0)
+            s = gl.where(keep, s, gl.full([M, BLOCK_N], float("-inf"), gl.float32, s_layout))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+        alpha = gl.exp2(m_i - m_new)
+        return p, alpha, m_new, l_i * alpha + gl.sum(p, axis=1)
+
+    @gluon.jit
+    def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, q_row, qk_scale,
+                  s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
+        # Key block j >= 1. On entry p16 = P_{j-1} (under the running max m_{j-1}), acc holds the blocks
+        # before j-1 under m_{j-1}. The tensor cores run S_j, then P_{j-1} V_{j-1}, while this warpgroup
+        # does softmax(S_j) under the second.
+        kbuf = j % NUM_BUFFERS
+        vbuf = (j - 1) % NUM_BUFFERS
+        s = _ws_qk(q, k_smem, k_ready, j, s_layout, M, BLOCK_N, NUM_BUFFERS)
+        mbarrier.wait(v_ready.index(vbuf), ((j - 1) // NUM_BUFFERS) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
+        mbarrier.arrive(k_empty.index(kbuf))
+        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
+        p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
+        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(vbuf))
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)  # to m_j
+        return acc, m_i, l_i, p16_next
+
+    @gluon.jit
+    def _ws_consumer(q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+                     C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                     CAUSAL: gl.constexpr):
+        # Consumer C (one warpgroup): query rows [C * M, (C + 1) * M) of this program's block.
+        start_m, row0, n_blocks, n_unmasked = _ws_tile(S, BLOCK_M, BLOCK_N, CAUSAL)
+        M: gl.constexpr = BLOCK_M // 2
+        HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+        # wgmma accumulators: 16 rows a warp, the 4 warps stacked along M (a row's max and sum stay in
+        # one warp), one instruction across the whole N; P's registers already sit where the A operand
+        # of the second wgmma wants them (k_width 2 for 16 bits), so its conversion moves nothing
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+        q_row = start_m * BLOCK_M + C * M
+        q = q_smem.index(C)
+        mbarrier.wait(q_bar, 0)
+        # block 0 alone: causal masks it always (it is the diagonal of query block 0; elsewhere the mask
+        # keeps every score)
+        s = _ws_qk(q, k_smem, k_ready, 0, s_layout, M, BLOCK_N, NUM_BUFFERS)
+        s = warpgroup_mma_wait(0, deps=(s, ))
+        mbarrier.arrive(k_empty.index(0))
+        m_i = gl.full([M], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([M], gl.float32, row_layout)
+        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
+        p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+        acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
+        for j in range(1, n_unmasked):
+            acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                           v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
+                                           NUM_BUFFERS, False)
+        for j in range(gl.maximum(n_unmasked, 1), n_blocks):
+            acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                           v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
+                                           NUM_BUFFERS, True)
+        last = n_blocks - 1  # the last block's P V
+        vbuf = last % NUM_BUFFERS
+        mbarrier.wait(v_ready.index(vbuf), (last // NUM_BUFFERS) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(vbuf))
+        # O = acc / l (every row has its diagonal key, so l > 0), through Q's own tile, which no wgmma
+        # reads any more, and a TMA store
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        q.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
+        fence_async_shared()
+        tma_store(o_desc, [row0 + q_row, 0], q)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                     NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr, LOADER_REGS: gl.constexpr,
+                     CONSUMER_REGS: gl.constexpr):
+        # Descriptors over the (B*H*S, D) views, S a multiple of the tiles (no tile crosses a head):
+        # q and o in [BLOCK_M / 2, D] blocks, k and v in [BLOCK_N, D].
+        dtype: gl.constexpr = q_desc.dtype
+        q_smem = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        # ready: the loader's expect (one arrive) and the copy's bytes; empty: one arrive per consumer
+        # (Gluon's arrive synchronizes the partition's warps, then one thread arrives)
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(NUM_BUFFERS):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)
+            mbarrier.init(v_empty.index(i), count=2)
+        # the kernel's own 4 warps are consumer 0; the workers: consumer 1 on 4 warps, the loader on 1
+        gl.warp_specialize([
+            (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 0,
+                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 1,
+                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
+                          S, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+# --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
 _TUNED = {}
+_GLUON_FAILED = {}  # device -> why the Gluon kernel did not compile or launch there
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
@@ -136,14 +352,54 @@ def _has_tma(device) -> bool:
     return True  # interpreter: descriptors are emulated
 
 
+def _gluon_runs(q) -> bool:
+    """Whether _attn_fwd_ws can take q's shape here: Gluon present, a Hopper GPU (wgmma is sm_90's
+    alone), not the interpreter (Gluon has none), 16-bit, D of 64 or 128, S a multiple of the tiles, and
+    it has not failed to compile or launch on this device before."""
+    if gluon is None or q.device.type != "cuda" or torch.version.hip or q.device in _GLUON_FAILED:
+        return False
+    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return False
+    S, D = q.shape[-2:]
+    return q.dtype in (torch.float16, torch.bfloat16) and D in (64, 128) and S % WS_BLOCK_M == 0 \
+        and S % WS_BLOCK_N == 0
+
+
+def _launch_gluon(q, k, v, o, causal, num_buffers) -> bool:
+    """Launch _attn_fwd_ws; False (and a warning, once a device) when it does not compile or launch."""
+    B, H, S, D = q.shape
+    gl_dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+
+    def desc(t, rows):  # over the (B*H*S, D) view, in [rows, D] blocks, wgmma's shared-memory layout
+        layout = gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype)
+        return GluonDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
+
+    try:
+        _attn_fwd_ws[(S // WS_BLOCK_M, B * H)](
+            desc(q, WS_BLOCK_M // 2), desc(k, WS_BLOCK_N), desc(v, WS_BLOCK_N), desc(o, WS_BLOCK_M // 2), S,
+            LOG2E / math.sqrt(D), BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, NUM_BUFFERS=num_buffers, CAUSAL=causal,
+            LOADER_REGS=WS_LOADER_REGS, CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
+    except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
+        lines = str(e).strip().splitlines()
+        _GLUON_FAILED[q.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"flash-attention: the Gluon kernel does not run with Triton {triton.__version__} here "
+                      f"({_GLUON_FAILED[q.device]}); the Triton kernel takes its shapes")
+        return False
+    return True
+
+
 def _launch(q, k, v, o, causal, cfg):
+    if cfg["GLUON"] and _gluon_runs(q) and _launch_gluon(q, k, v, o, causal, cfg["NUM_BUFFERS"]):
+        last_config.clear()
+        last_config.update(cfg, USE_TMA=True)
+        return o
     B, H, S, D = q.shape
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     assert BM % BN == 0, "the causal diagonal stage walks BLOCK_M / BLOCK_N key blocks"
     even = S % BM == 0 and S % BN == 0
     use_tma = even and _has_tma(q.device)
     last_config.clear()
-    last_config.update(cfg, USE_TMA=use_tma)
+    last_config.update(cfg, GLUON=0, USE_TMA=use_tma)
     if use_tma:
         # Made on the host and passed as parameters: made in the kernel (tl.make_tensor_descriptor), each
         # program writes and fences its own, which cost gemm 8% at 2048^3 (experiments/gemm-sizes-h200/).
@@ -162,7 +418,10 @@ def _autotune(q, k, v, o, causal):
     key = (tuple(q.shape), q.dtype, causal)
     if key not in _TUNED:
         best, best_ms = None, float("inf")
-        for cfg in [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]:
+        candidates = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
+        if not _gluon_runs(q):  # a Gluon candidate would time the Triton kernel's CONFIG again
+            candidates = [c for c in candidates if not c["GLUON"]]
+        for cfg in candidates:
             try:
                 ms = triton.testing.do_bench(lambda: _launch(q, k, v, o, causal, cfg), warmup=5, rep=20,
                                              return_mode="median")
