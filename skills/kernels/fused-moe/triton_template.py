@@ -16,11 +16,12 @@ How it runs (three steps, no per-expert Python loop, no host synchronization):
      sentinel id (T*k) (a counting sort: per-chunk counts, then offsets). block_expert[b] says which
      expert owns row-block b (-1: past the end; those programs exit at once). Done with ~15 torch ops
      this step cost 0.4 ms of CPU launch time on the H200 machine, more than the small shape's GEMMs.
-  2. gate_up kernel: program (b, n) gathers BLOCK_M token rows of x (pointer loads: the rows are
-     scattered), multiplies them by the gate rows and the up rows of expert block_expert[b]
-     (TMA descriptor loads on Hopper: weights are dense), and writes h = silu(gate) * up for its
-     BLOCK_N columns, in the padded sorted order (one rounding to the input dtype, as every
-     implementation does between the two GEMMs).
+  2. gate_up kernel: program (b, n) takes BLOCK_M token rows of x, multiplies them by the gate rows
+     and the up rows of expert block_expert[b], and writes h = silu(gate) * up for its BLOCK_N
+     columns, in the padded sorted order (one rounding to the input dtype, as every implementation
+     does between the two GEMMs). On Hopper the rows come by TMA from x_sorted, x gathered once into
+     that order by moe_gather_kernel (the rows are scattered in x), and the weights by TMA through a
+     descriptor made on the host; elsewhere each program gathers its rows by pointer loads.
   3. down kernel: h (contiguous rows) @ W2[e]^T, scaled by the pair's routing weight, stored to
      y[pair] (T*k, Hd); then out = y.view(T, k, Hd).sum(1).
 Grouped ordering (GROUP_M row-blocks of one expert per column of weight tiles) keeps a weight tile in
@@ -32,6 +33,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
           "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "AUTOTUNE": 1}
@@ -45,6 +47,8 @@ AUTOTUNE_CONFIGS = [
     {"BLOCK_M": 64, "num_warps": 4},
     {"BLOCK_M": 64, "num_warps": 4, "DOWN_BLOCK_N": 128},
 ]
+# moe_gather_kernel's columns a program: BLOCK_M rows of 128 16-bit elements, 32 KB copied at BLOCK_M 128
+GATHER_BLOCK_D = 128
 
 
 @triton.jit
@@ -138,51 +142,73 @@ def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_
 
 
 @triton.jit
-def moe_gate_up_kernel(x_ptr, w_ptr, h_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, I, num_m_blocks,
+def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, stride_x,
+                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    # x_sorted[r] = x[pair_r // TOP_K] for the rows of the blocks in use, zeros for padding rows;
+    # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b
+    pid_m = tl.program_id(0)
+    if tl.load(block_expert_ptr + pid_m) < 0:
+        return
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pair = tl.load(sorted_ids_ptr + offs_r)
+    valid = pair < n_pairs
+    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HD
+    rows = tl.load(x_ptr + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
+                   mask=valid[:, None] & d_ok[None, :], other=0.0)
+    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows, mask=d_ok[None, :])
+
+
+@triton.jit
+def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, I, num_m_blocks,
                        stride_x, TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
+    # USE_TMA: x_src, w_src are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD) and of
+    # w13's (E * 2I, HD) view. A gate tile past the expert's I rows reads up rows, an up tile past its 2I
+    # the next expert's gate rows (the last expert's: zeros): those columns are never stored. Made in
+    # the kernel instead, a descriptor a program (each written and fenced) cost 9% of this GEMM at the
+    # Mixtral shape (experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src, w_src are x and
+    # w13, and each program gathers its rows.
     pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
     e = tl.load(block_expert_ptr + pid_m)
     if e < 0:
         return
     offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    pair = tl.load(sorted_ids_ptr + offs_r)
-    valid = pair < n_pairs
-    tok = (pair // TOP_K).to(tl.int64)
     offs_k = tl.arange(0, BLOCK_K)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    x_ptrs = x_ptr + tok[:, None] * stride_x + offs_k[None, :]
     gate_row = e * 2 * I + pid_n * BLOCK_N                           # first gate row of this tile in (E*2I, HD)
-    if USE_TMA:
-        # rows past this expert's 2I read as zero; gate rows past I read up rows: those columns are not stored
-        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[(e + 1) * 2 * I, HD], strides=[HD, 1],
-                                           block_shape=[BLOCK_N, BLOCK_K])
-    else:
-        wg_ptrs = w_ptr + (gate_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * HD + offs_k[None, :]
+    if not USE_TMA:
+        pair = tl.load(sorted_ids_ptr + offs_r)
+        valid = pair < n_pairs
+        x_ptrs = x_src + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_k[None, :]
+        wg_ptrs = w_src + (gate_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * HD + offs_k[None, :]
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, HD, BLOCK_K):
-        a = tl.load(x_ptrs, mask=valid[:, None] & (offs_k[None, :] + k0 < HD), other=0.0)
         if USE_TMA:
-            wg = w_desc.load([gate_row, k0])
-            wu = w_desc.load([gate_row + I, k0])
+            a = x_src.load([pid_m * BLOCK_M, k0])
+            wg = w_src.load([gate_row, k0])
+            wu = w_src.load([gate_row + I, k0])
         else:
+            a = tl.load(x_ptrs, mask=valid[:, None] & (offs_k[None, :] + k0 < HD), other=0.0)
             wmask = (offs_n[:, None] < I) & (offs_k[None, :] + k0 < HD)
             wg = tl.load(wg_ptrs, mask=wmask, other=0.0)
             wu = tl.load(wg_ptrs + I * HD, mask=wmask, other=0.0)
             wg_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
         acc_g = tl.dot(a, tl.trans(wg), acc_g)
         acc_u = tl.dot(a, tl.trans(wu), acc_u)
-        x_ptrs += BLOCK_K
     h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u                        # silu(gate) * up, fp32
     h_ptrs = h_ptr + offs_r.to(tl.int64)[:, None] * I + offs_n[None, :]
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=offs_n[None, :] < I)
 
 
 @triton.jit
-def moe_down_kernel(h_ptr, w_ptr, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_w_ptr, n_pairs, HD, I,
+def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_w_ptr, n_pairs, HD, I,
                     num_m_blocks, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
+    # USE_TMA: h_src, w_src are host-made descriptors of h and of w2's (E * HD, I) view (a tile past the
+    # expert's HD rows reads the next expert's: those columns are never stored); else h and w2.
     pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(HD, BLOCK_N), GROUP_M)
     e = tl.load(block_expert_ptr + pid_m)
     if e < 0:
@@ -191,19 +217,14 @@ def moe_down_kernel(h_ptr, w_ptr, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     w_row = e * HD + pid_n * BLOCK_N                                  # first row of this tile in (E*HD, I)
-    if USE_TMA:
-        h_desc = tl.make_tensor_descriptor(h_ptr, shape=[num_m_blocks * BLOCK_M, I], strides=[I, 1],
-                                           block_shape=[BLOCK_M, BLOCK_K])
-        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[(e + 1) * HD, I], strides=[I, 1],
-                                           block_shape=[BLOCK_N, BLOCK_K])
-    else:
-        h_ptrs = h_ptr + offs_r.to(tl.int64)[:, None] * I + offs_k[None, :]
-        w_ptrs = w_ptr + (w_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * I + offs_k[None, :]
+    if not USE_TMA:
+        h_ptrs = h_src + offs_r.to(tl.int64)[:, None] * I + offs_k[None, :]
+        w_ptrs = w_src + (w_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * I + offs_k[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, I, BLOCK_K):
         if USE_TMA:
-            a = h_desc.load([pid_m * BLOCK_M, k0])
-            w = w_desc.load([w_row, k0])
+            a = h_src.load([pid_m * BLOCK_M, k0])
+            w = w_src.load([w_row, k0])
         else:
             kmask = offs_k[None, :] + k0 < I
             a = tl.load(h_ptrs, mask=kmask, other=0.0)
@@ -222,7 +243,6 @@ def moe_down_kernel(h_ptr, w_ptr, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
-_ALLOCATOR_SET = False
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
@@ -272,29 +292,36 @@ def _tma_ok(*tensors):
 
 
 def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
-    global _ALLOCATOR_SET
     T, HD = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
     block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    dbn = cfg["DOWN_BLOCK_N"]
     weights, sorted_ids, block_expert, num_m_blocks = route_and_align(router_logits, top_k, block_m,
                                                                       cfg["ROUTE_BLOCK_T"])
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
-    if tma and not _ALLOCATOR_SET:
-        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=x.device))
-        _ALLOCATOR_SET = True
     last_config.clear()
     last_config.update(cfg, USE_TMA=tma)
+    if tma:
+        x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
+        moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
+            x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
+            BLOCK_D=GATHER_BLOCK_D, num_warps=4)
+        x_src = TensorDescriptor.from_tensor(x_sorted, [block_m, bk])
+        w13_src = TensorDescriptor.from_tensor(w13.view(E * I2, HD), [bn, bk])
+        h_src = TensorDescriptor.from_tensor(h, [block_m, bk])
+        w2_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
+    else:
+        x_src, w13_src, h_src, w2_src = x, w13, h, w2
     moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
-        x, w13, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
+        x_src, w13_src, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
         TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    dbn = cfg["DOWN_BLOCK_N"]
     moe_down_kernel[(num_m_blocks * triton.cdiv(HD, dbn),)](
-        h, w2, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
+        h_src, w2_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
         BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
         num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     torch.sum(y.view(T, top_k, HD), dim=1, out=out)                   # the k expert outputs of a token
