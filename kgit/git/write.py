@@ -6,6 +6,7 @@ uncommitted edit: a reset saves the edits in a commit object first (move_head).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,14 +154,26 @@ def _blob(repo: Repo, commit: str, path: str) -> bytes | None:
         return None
 
 
+# `git worktree add` and `prune` read and write .git/worktrees/ with no lock of their own: a prune that
+# meets a sibling's half-made entry fails ("failed to read .git/worktrees/<name>/commondir"). kgit tune
+# adds and removes one worktree a GPU from threads at once, so they take turns here.
+_WORKTREES = threading.Lock()
+
+
 def add_worktree(repo: Repo, path: Path, commit: str) -> None:
     """A detached checkout of commit at path: the user's own working tree is not touched."""
-    if path.exists():  # left by a killed run
-        remove_worktree(repo, path)
-    git(repo, "worktree", "add", "--quiet", "--detach", "--end-of-options", str(path), commit)
+    with _WORKTREES:
+        if path.exists():  # left by a killed run
+            _remove_worktree(repo, path)
+        git(repo, "worktree", "add", "--quiet", "--detach", "--end-of-options", str(path), commit)
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:
+    with _WORKTREES:
+        _remove_worktree(repo, path)
+
+
+def _remove_worktree(repo: Repo, path: Path) -> None:
     try:
         git(repo, "worktree", "remove", "--force", str(path))
     finally:

@@ -100,3 +100,24 @@ def test_write_notes_sets_many_in_one_commit(ws, repo):
     assert json.loads(ws.git("notes", "--ref=refs/notes/kgit", "show", other))["iteration"] == 2
     write.remove_notes(repo, [head, other])
     assert ws.git("notes", "--ref=refs/notes/kgit", "list") == ""
+
+
+def test_worktrees_added_and_removed_from_several_threads_at_once(ws, repo):
+    # kgit tune tests one proposal a GPU at once, each in its own worktree; `git worktree add` and the
+    # prune after a removal read and write .git/worktrees/ with no lock of their own. A prune that read
+    # a sibling's half-made entry failed ("failed to read .git/worktrees/best-0/commondir") once
+    # under load.
+    from concurrent.futures import ThreadPoolExecutor
+
+    head = ws.git("rev-parse", "HEAD")
+
+    def churn(i):
+        for n in range(20):
+            path = repo.kgit_dir / "worktrees" / f"t{i}-{n}"
+            write.add_worktree(repo, path, head)
+            assert (path / KERNEL).exists()
+            write.remove_worktree(repo, path)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(churn, range(4)))
+    assert ws.git("worktree", "list").count("\n") == 0  # only the main one is left
