@@ -13,7 +13,7 @@ reduced to their geometric mean). Without it, kgit takes a top-level gbps or tfl
 *_gbps or *_tflops field of the items of a top-level list that is not a reference's (torch, pytorch,
 reference), e.g. the collection's {"benchmarks": [{"triton_tflops": 642.1, "pytorch_tflops": 695.9}]}.
 Either way the record says which figure it used. A result with correctness false is a wrong result,
-whatever the exit status.
+whatever the exit status; "correct" is read as "correctness" where a test prints that instead.
 
 A figure printed rounded (642.1, 0.02) hides any change smaller than half its last digit, and runs
 that print the same rounded number show no noise at all. The rounding is no random noise that more
@@ -31,6 +31,8 @@ import re
 from dataclasses import dataclass
 
 REFERENCES = re.compile(r"^(torch|pytorch|reference|ref|baseline|cublas)_")
+# The names a test's verdict goes by: the contract's, and the one other collections' tests print
+VERDICTS = ("correctness", "correct")
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def from_output(stdout: str, failure: str | None, preferred_metric: str | None, 
                 output_tail: str) -> TestResult:
     """The result of a test run from what it printed and how it ended (failure: None when exit 0)."""
     payload = last_json_object(stdout)
-    if failure and failure.startswith("crashed: exit status") and payload and payload.get("correctness") is False:
+    if failure and failure.startswith("crashed: exit status") and payload and verdict(payload) is False:
         failure = None  # a wrong result, reported as such, then exit 1 (as the collection's tests do)
     if failure is None and payload is None:
         failure = "no JSON object on stdout"
@@ -76,9 +78,11 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
     def failed(reason: str) -> TestResult:
         return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
 
-    correctness = payload.get("correctness")
+    correctness = verdict(payload)
     if not isinstance(correctness, bool):
-        return failed("invalid JSON: 'correctness' must be true or false")
+        found = next((f"{name} = {json.dumps(payload[name])}" for name in VERDICTS if name in payload), None)
+        return failed(f"invalid JSON: {found}: the verdict must be true or false" if found else
+                      "invalid JSON: no verdict: print \"correctness\": true or false (or \"correct\")")
     if not correctness or payload.get("status") == "fail":
         reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
         return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
@@ -94,6 +98,12 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
         return failed(f"invalid JSON: spread_pct = {spread!r}")
     return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail, figure,
                       rounding)
+
+
+def verdict(payload: dict):
+    """The test's correctness verdict as it printed it (a bool unless the test is broken), under the
+    first of VERDICTS it used; None when it printed none."""
+    return next((payload[name] for name in VERDICTS if name in payload), None)
 
 
 def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None, float] | str:

@@ -110,3 +110,23 @@ def test_a_collection_style_test_runs_the_loop_unchanged(ws):
     (ws.root / KERNEL).write_text((ws.root / KERNEL).read_text() + "EXIT_ON_WRONG = True\n")
     record = ws.ok("step", "-m", "wrong", "--json").json()
     assert record["status"] == "FAILED" and record["correctness"] is False and record["reason"].startswith("correctness")
+
+
+@pytest.mark.parametrize("payload, passed, reason", [
+    ({"correct": True, "gbps": 10.0}, True, None),  # other collections' name for the verdict
+    ({"correct": False, "gbps": 10.0}, False, "correctness: the test reports incorrect results"),
+    ({"correctness": False, "correct": True, "gbps": 10.0}, False,  # the contract's name wins
+     "correctness: the test reports incorrect results"),
+    ({"correct": "yes", "gbps": 10.0}, False, 'invalid JSON: correct = "yes": the verdict must be true or false'),
+    ({"correctness": 1, "gbps": 10.0}, False, "invalid JSON: correctness = 1: the verdict must be true or false"),
+    ({"gbps": 10.0}, False, 'invalid JSON: no verdict: print "correctness": true or false (or "correct")'),
+])
+def test_the_verdict_is_read_under_either_name_and_never_guessed(payload, passed, reason):
+    result = validate(payload, None, 1.0, "")
+    assert result.passed is passed and result.reason == reason
+    assert result.value == (10.0 if passed else None)
+
+
+def test_a_wrong_result_printed_as_correct_false_then_exit_1_is_a_wrong_result():
+    result = from_output('{"correct": false, "gbps": 3.0}\n', "crashed: exit status 1", None, 1.0, "")
+    assert result.ok and not result.correctness  # not a crash: the test ran and said its result is wrong
