@@ -77,7 +77,7 @@ _KEY_TYPES = {
     "kernel_path": ((str,), "a path"),
     "test_path": ((str,), "a path"),
     "target_metric": ((str,), "gbps or tflops"),
-    "metric": ((str,), "a dotted path to a number in the test's JSON, such as benchmarks.triton_tflops"),
+    "metric": ((str,), "a dotted path to a number in the test's JSON, such as benchmarks.triton_tflops or GB/s"),
     "better": ((str,), "higher or lower"),
     "target_value": ((int, float), "a number"),
     "target_pct_of_peak": ((int, float), "a fraction between 0 and 1"),
@@ -173,7 +173,7 @@ def _check_value(key: str, value, where: str) -> None:
         (isinstance(value, float) and not math.isfinite(value))  # .nan and .inf are YAML floats too
         or (key == "target_metric" and value not in METRICS)
         or (key == "better" and value not in ("higher", "lower"))
-        or (key == "metric" and not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", value))
+        or (key == "metric" and not re.fullmatch(r"[^.\s]+([ .][^.\s]+)*", value))
         or (key == "gpu" and value not in GPU_CHOICES)
         or (key == "target_pct_of_peak" and not 0 < value <= 1)
         or (key in ("target_value", "test_timeout_s") and not value > 0)

@@ -32,12 +32,20 @@ def write_config(ws, text):
     ("fake:\n  target_value: .inf\n", "target_value must be a number"),
     ("fake:\n  metric: benchmarks..tflops\n", "metric must be a dotted path"),
     ("fake:\n  metric: 3\n", "metric must be a dotted path"),
+    ("fake:\n  metric: '.gbps'\n", "metric must be a dotted path"),
+    ("fake:\n  metric: 'GB/s '\n", "metric must be a dotted path"),
     ("report_path: notes.txt\n", "report_path must be the path of a .md file"),
     ("report_path: ../../outside.md\n", "report_path '../../outside.md' lies outside the repository"),
 ])
 def test_config_errors(ws, text, named):
     write_config(ws, text)
     assert named in ws.refused("start", "fake")
+
+
+def test_a_metric_named_as_other_tests_print_it_passes_the_check(ws):
+    # "GB/s" is a field name, not a path of two: the config accepts it and the test's JSON is searched
+    write_config(ws, "fake:\n  metric: GB/s\n")
+    assert "kgit: baseline failed (invalid JSON: no number at GB/s)" in ws.refused("start", "fake")
 
 
 def test_explicit_paths(ws):

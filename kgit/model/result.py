@@ -122,6 +122,9 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
             if not _is_number(value):
                 return f"invalid metric: {name} = {value!r}"
             return name, float(value), None, _rounding([value])
+    spelled = [key for key in payload if unit_of(key) and re.fullmatch(r"[^a-z]*(gb|tflop)[^a-z]*s", key.lower())]
+    if len(spelled) == 1 and _is_number(payload[spelled[0]]):  # "GB/s", "TFLOP/s", "TFLOPS"
+        return spelled[0], float(payload[spelled[0]]), spelled[0], _rounding([payload[spelled[0]]])
     for key, items in payload.items():
         if not (isinstance(items, list) and items and all(isinstance(item, dict) for item in items)):
             continue
@@ -133,9 +136,10 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
 
 
 def unit_of(metric: str | None) -> str | None:
-    """"gbps" or "tflops" for a figure named so ("benchmarks.triton_tflops" too), else None."""
-    match = re.search(r"(gbps|tflops)$", metric or "")
-    return match.group(1) if match else None
+    """"gbps" or "tflops" for a figure named so ("benchmarks.triton_tflops", "GB/s", "TFLOP/s" too),
+    else None."""
+    last = re.sub(r"[^a-z]", "", (metric or "").rsplit(".", 1)[-1].lower())
+    return "gbps" if last.endswith(("gbps", "gbs")) else "tflops" if last.endswith("tflops") else None
 
 
 def _at(node, keys: list[str]) -> list:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kgit.model.result import from_output, last_json_object, validate
+from kgit.model.result import from_output, last_json_object, unit_of, validate
 from workspace import KERNEL
 
 
@@ -130,3 +130,28 @@ def test_the_verdict_is_read_under_either_name_and_never_guessed(payload, passed
 def test_a_wrong_result_printed_as_correct_false_then_exit_1_is_a_wrong_result():
     result = from_output('{"correct": false, "gbps": 3.0}\n', "crashed: exit status 1", None, 1.0, "")
     assert result.ok and not result.correctness  # not a crash: the test ran and said its result is wrong
+
+
+@pytest.mark.parametrize("payload, metric, value, figure", [
+    ({"correct": True, "ms": 0.5, "GB/s": 812.5}, "GB/s", 812.5, "GB/s"),  # as other teams print it
+    ({"correctness": True, "TFLOP/s": 640.0}, "TFLOP/s", 640.0, "TFLOP/s"),
+    ({"correctness": True, "TFLOPS": 640.0, "gbps": 3.0}, "gbps", 3.0, None),  # the contract's name first
+])
+def test_a_figure_spelled_with_its_unit_is_found(payload, metric, value, figure):
+    result = validate(payload, None, 1.0, "")
+    assert (result.metric, result.value, result.figure) == (metric, value, figure)
+
+
+def test_two_figures_spelled_with_units_are_not_guessed_between():
+    result = validate({"correctness": True, "GB/s": 1.0, "TFLOP/s": 2.0}, None, 1.0, "")
+    assert result.reason.startswith("invalid JSON: no gbps or tflops field")
+    assert validate({"correctness": True, "GB/s": 1.0, "TFLOP/s": 2.0}, "TFLOP/s", 1.0, "").value == 2.0
+
+
+@pytest.mark.parametrize("name, unit", [
+    ("gbps", "gbps"), ("GB/s", "gbps"), ("benchmarks.triton_gbps", "gbps"), ("tflops", "tflops"),
+    ("TFLOP/s", "tflops"), ("results.TFLOPS", "tflops"), ("latency_us", None), ("avg_vs_pytorch", None),
+    ("TB/s", None), (None, None),
+])
+def test_the_unit_of_a_figure_is_read_from_its_name(name, unit):
+    assert unit_of(name) == unit
