@@ -106,7 +106,7 @@ SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
 # - w and b in shared memory on 8192-element parts: 64 KB a program, three an SM: 69.8-72.7%. On
 #   4096-element parts: 32 KB, six an SM, as above; 2048-element parts read 57-69%.
 SMEM_TEAM_ABOVE = 16384
-SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "maxnreg": None}
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8}
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # 16-bit rows of more than 2048 elements, up to BLOCK_SIZE, take ROW_PIPELINED instead of CONFIG: a
@@ -535,8 +535,7 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "maxnreg": st["maxnreg"]}
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN}
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1,
                                                       x2.device))
     teams = min(M, (sms * occ) // P)
