@@ -39,8 +39,8 @@ Prediction (bf16 and fp16 alike): the 128x256 variants 0.97-1.03x cuBLAS at 4096
 64x128 variant (128 tiles) reaches 0.92-1.00x, the 128x128 ones 0.6-0.8x. Two independent 4-warp
 consumers (ws2x4) beat one 8-warp partition (ws8) by a few percent, as in attention, since neither
 waits for the other's wgmma before it releases a stage or stores its rows. The host's launch path
-(~20-40 us of Python and argument packing a call) is in the timings (every call goes through the JIT);
-it can bound 1024^3 (a ~6 us kernel) if do_bench's L2 clear does not hide it.
+(~20-40 us of Python and argument packing a call) is kept out of the timings by launching a cached
+compiled kernel; it can still bound 1024^3 (a ~6 us kernel) if do_bench's L2 clear does not hide it.
 
 Variants (VARIANTS below; all: BLOCK_K 64, GROUP_M 8, a 1-warp TMA loader partition, A and B tiles in
 a ring of NUM_STAGES stages with ready/empty mbarriers, min(#SMs, #tiles) programs each looping over
@@ -309,14 +309,26 @@ def _launch_args(a, b, c, variant, num_sms):
     return args, (min(num_sms, tiles), ), options
 
 
+_PLANS = {}  # (variant, the tensors' shapes, dtype and addresses) -> (compiled kernel, grid, positional args)
+
+
 def gluon_gemm(a, b, variant, out=None):
-    """C = A @ B with one variant, launched through the JIT every call. (A first version launched the
-    compiled kernel directly after the first call; on the H200's Triton 3.6 that raised IndexError for
-    every variant, experiments/sweep-h200-session13/call11-gemm/first-try.log.)"""
+    """C = A @ B with one variant. The first call of a (variant, tensors) goes through the JIT (compiles
+    and launches); later calls launch the compiled kernel with the arguments kept from the first, so the
+    timings hold the kernel rather than ~20-40 us of Python argument binding a call."""
     c = out if out is not None else torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
-    num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    args, grid, options = _launch_args(a, b, c, variant, num_sms)
-    gemm_ws_kernel[grid](**args, **options)
+    key = (variant, a.shape, b.shape, a.dtype, a.data_ptr(), b.data_ptr(), c.data_ptr())
+    plan = _PLANS.get(key)
+    if plan is None:
+        num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+        args, grid, options = _launch_args(a, b, c, variant, num_sms)
+        kernel = gemm_ws_kernel[grid](**args, **options)
+        # a compiled kernel's launcher reads grid[0..2]: a 1-tuple raised IndexError on every variant
+        # (experiments/sweep-h200-session13/call11-gemm/first-try.log)
+        _PLANS[key] = (kernel, (grid[0], 1, 1), [args[name] for name in gemm_ws_kernel.arg_names])
+    else:
+        kernel, grid, positional = plan
+        kernel[grid](*positional)
     return c
 
 
@@ -467,6 +479,7 @@ def run_case(M, N, K, dtype, variants, template, results, out_path):
     row_for("template", lambda c: template.gemm(a, b, out=c))
     for name in variants:
         row_for(name, lambda c, name=name: gluon_gemm(a, b, name, out=c))
+    _PLANS.clear()  # the plans hold this case's tensors (their descriptors) and addresses
 
 
 def summarize(results):
