@@ -54,9 +54,7 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -394,31 +392,6 @@ def compile_variant(variant, dtype, causal, D):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
 
 
-def resource_usage(kernel):
-    """ptxas -v on the kernel's PTX: its registers, spill bytes and any warning (a wgmma serialized for
-    want of registers is one), plus the shared memory from the compiled metadata. The registers are the
-    launch figure (the warp-specialize pass sets .maxnreg); each partition's budget is its setmaxnreg."""
-    import re
-
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    ptxas = get_ptxas(90).path   # the ptxas triton itself compiles sm_90 with
-    with tempfile.TemporaryDirectory() as tmp:
-        ptx = Path(tmp) / "k.ptx"
-        ptx.write_text(kernel.asm["ptx"])
-        log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(ptx), "-o", str(Path(tmp) / "k.cubin")],
-                             capture_output=True, text=True)
-    text = log.stdout + log.stderr
-    regs = re.search(r"Used (\d+) registers", text)
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
-    warnings = [ln.strip() for ln in text.splitlines() if "warning" in ln.lower() or "error" in ln.lower()]
-    setmaxnreg = sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
-                                                     kernel.asm["ptx"])})
-    return dict(regs=int(regs.group(1)) if regs else None,
-                spill_bytes=sum(map(int, spills.groups())) if spills else None,
-                smem=kernel.metadata.shared, setmaxnreg=setmaxnreg, ptxas_warnings=warnings)
-
-
 def compile_only(variants):
     for name in variants:
         for dtype, causal, D in [(torch.bfloat16, False, 128), (torch.bfloat16, True, 128), (torch.float16, False, 128),
@@ -428,24 +401,12 @@ def compile_only(variants):
                 t0 = time.time()
                 kernel = compile_variant(name, dtype, causal, D)
                 seconds = time.time() - t0
-                u = resource_usage(kernel)
+                u = templates.resource_usage(kernel)
                 print(f"{tag}: regs {u['regs']} spills {u['spill_bytes']} B smem {u['smem']} B "
                       f"setmaxnreg {u['setmaxnreg']} compile {seconds:.1f} s"
                       + (f" WARNINGS {u['ptxas_warnings']}" if u["ptxas_warnings"] else ""), flush=True)
             except Exception as e:  # one variant's failure is a result, the others go on
-                print(f"{tag}: ERROR {_last_lines(e)}", flush=True)
-
-
-def _last_lines(e, n=4):
-    """An exception's message for a results row: a Triton compile error's innermost cause (what went
-    wrong) and the last lines of the outermost (where)."""
-    inner = e
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    where = " | ".join(lines[-n:])
-    what = f"{type(inner).__name__}: {str(inner).strip()[:600]}"
-    return what if inner is e else f"{what} || {where}"
+                print(f"{tag}: ERROR {templates.last_lines(e)}", flush=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -494,7 +455,7 @@ def run_case(B, H, S, D, dtype, causal, variants, template, results, out_path):
                 if name == "torch_sdpa" or "tflops" in base:
                     row["vs_sdpa"] = row["tflops"] / base.get("tflops", row["tflops"])
         except Exception as e:  # a variant that does not compile or launch is a result too
-            row["error"] = _last_lines(e)
+            row["error"] = templates.last_lines(e)
         if "error" in row:
             print(f"{label} {name:18s} ERROR {row['error']}", flush=True)
         else:
@@ -503,7 +464,7 @@ def run_case(B, H, S, D, dtype, causal, variants, template, results, out_path):
                   f"first call {row['first_call_s']} s", flush=True)
         results["rows"].append(row)
         out_path.write_text(json.dumps(results, indent=1))
-        PROGRESS[0] = time.time()
+        templates.row_done()
         return row
 
     # torch's default backend choice (cuDNN on the H200), timed without a copy into o
@@ -511,25 +472,6 @@ def run_case(B, H, S, D, dtype, causal, variants, template, results, out_path):
     row_for("template", lambda o: template.flash_attention(q, k, v, causal=causal, out=o))
     for name in variants:
         row_for(name, lambda o, name=name: gluon_attention(q, k, v, causal=causal, variant=name, out=o))
-
-
-PROGRESS = [time.time()]   # when the last row finished (the watchdog reads it)
-
-
-def start_watchdog(hang_s):
-    """End the process when no row has finished for hang_s seconds: a kernel whose barriers never
-    complete spins forever, and the rows done so far are already on disk."""
-    import os
-    import threading
-
-    def watch():
-        while True:
-            time.sleep(5)
-            if time.time() - PROGRESS[0] > hang_s:
-                print(f"no row finished in {hang_s:.0f} s (a hung kernel?): exiting", flush=True)
-                os._exit(3)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def main():
@@ -556,8 +498,7 @@ def main():
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                "rows": []}
     template = templates.load("flash-attention")
-    PROGRESS[0] = time.time()
-    start_watchdog(args.hang_s)
+    templates.start_watchdog(args.hang_s)
     seqs = [int(s) for s in args.shapes.split(",") if s]
     # the headline first (bf16, D128, non-causal), so a cut-short run still answers it
     cases = [(S, 128, torch.bfloat16, False) for S in seqs] + [(S, 128, torch.bfloat16, True) for S in seqs]

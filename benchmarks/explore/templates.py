@@ -1,9 +1,15 @@
 """What the exploration scripts beside this file share: a kernel's template imported by path, a run's
 start (its folder, timer, copy bandwidth and results header), the host's time per call of a launch,
-and one variant's check-then-time."""
+one variant's check-then-time; for the Gluon scripts, a compiled kernel's resources, an exception's
+message for a results row, and a watchdog for kernels that hang."""
 
 import importlib.util
+import os
+import re
 import statistics
+import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,3 +96,61 @@ def figure(row: dict) -> str:
         return row["error"]
     pct = f"{row['pct_of_copy']:.1f}% " if "pct_of_copy" in row else ""
     return f"{row['gbps']:.0f} GB/s {pct}±{row['spread_pct']:.1f}%"
+
+
+def resource_usage(kernel):
+    """ptxas -v on the kernel's PTX: its registers, spill bytes and any warning (a wgmma serialized for
+    want of registers is one), plus the shared memory from the compiled metadata. The registers are the
+    launch figure (the warp-specialize pass sets .maxnreg); each partition's budget is its setmaxnreg."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(90).path  # the ptxas triton itself compiles sm_90 with
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "k.ptx"
+        ptx.write_text(kernel.asm["ptx"])
+        log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(ptx), "-o", str(Path(tmp) / "k.cubin")],
+                             capture_output=True, text=True)
+    text = log.stdout + log.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    warnings = [ln.strip() for ln in text.splitlines() if "warning" in ln.lower() or "error" in ln.lower()]
+    setmaxnreg = sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
+                                                     kernel.asm["ptx"])})
+    return dict(regs=int(regs.group(1)) if regs else None,
+                spill_bytes=sum(map(int, spills.groups())) if spills else None,
+                smem=kernel.metadata.shared, setmaxnreg=setmaxnreg, ptxas_warnings=warnings)
+
+
+def last_lines(e, n=4):
+    """An exception's message for a results row: a Triton compile error's innermost cause (what went
+    wrong) and the last lines of the outermost (where)."""
+    inner = e
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    where = " | ".join(lines[-n:])
+    what = f"{type(inner).__name__}: {str(inner).strip()[:600]}"
+    return what if inner is e else f"{what} || {where}"
+
+
+_LAST_ROW = [time.time()]  # when the last row finished (the watchdog reads it)
+
+
+def row_done():
+    """Tell the watchdog a row has finished."""
+    _LAST_ROW[0] = time.time()
+
+
+def start_watchdog(hang_s):
+    """End the process when no row has finished for hang_s seconds (row_done): a kernel whose barriers
+    never complete spins forever, and the rows done so far are already on disk."""
+    row_done()
+
+    def watch():
+        while True:
+            time.sleep(5)
+            if time.time() - _LAST_ROW[0] > hang_s:
+                print(f"no row finished in {hang_s:.0f} s (a hung kernel?): exiting", flush=True)
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
