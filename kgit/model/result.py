@@ -65,7 +65,8 @@ def from_output(stdout: str, failure: str | None, preferred_metric: str | None, 
                 output_tail: str) -> TestResult:
     """The result of a test run from what it printed and how it ended (failure: None when exit 0)."""
     payload = last_json_object(stdout)
-    if failure and failure.startswith("crashed: exit status") and payload and verdict(payload) is False:
+    wrong = payload is not None and payload.get(_verdict_name(payload)) is False
+    if failure and failure.startswith("crashed: exit status") and wrong:
         failure = None  # a wrong result, reported as such, then exit 1 (as the collection's tests do)
     if failure is None and payload is None:
         failure = "no JSON object on stdout"
@@ -78,11 +79,11 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
     def failed(reason: str) -> TestResult:
         return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
 
-    correctness = verdict(payload)
+    name = _verdict_name(payload)
+    correctness = payload.get(name)
     if not isinstance(correctness, bool):
-        found = next((f"{name} = {json.dumps(payload[name])}" for name in VERDICTS if name in payload), None)
-        return failed(f"invalid JSON: {found}: the verdict must be true or false" if found else
-                      "invalid JSON: no verdict: print \"correctness\": true or false (or \"correct\")")
+        return failed(f"invalid JSON: {name} = {json.dumps(correctness)}: the verdict must be true or false" if name
+                      else "invalid JSON: no verdict: print \"correctness\": true or false (or \"correct\")")
     if not correctness or payload.get("status") == "fail":
         reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
         return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
@@ -100,10 +101,9 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
                       rounding)
 
 
-def verdict(payload: dict):
-    """The test's correctness verdict as it printed it (a bool unless the test is broken), under the
-    first of VERDICTS it used; None when it printed none."""
-    return next((payload[name] for name in VERDICTS if name in payload), None)
+def _verdict_name(payload: dict) -> str | None:
+    """The first of VERDICTS the test printed its correctness verdict under; None when it printed none."""
+    return next((name for name in VERDICTS if name in payload), None)
 
 
 def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None, float] | str:
@@ -122,7 +122,7 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
             if not _is_number(value):
                 return f"invalid metric: {name} = {value!r}"
             return name, float(value), None, _rounding([value])
-    spelled = [key for key in payload if unit_of(key) and re.fullmatch(r"[^a-z]*(gb|tflop)[^a-z]*s", key.lower())]
+    spelled = [key for key in payload if re.fullmatch(r"[^a-z]*(gb|tflop)[^a-z]*s", key.lower())]
     if len(spelled) == 1 and _is_number(payload[spelled[0]]):  # "GB/s", "TFLOP/s", "TFLOPS"
         return spelled[0], float(payload[spelled[0]]), spelled[0], _rounding([payload[spelled[0]]])
     for key, items in payload.items():
