@@ -51,6 +51,7 @@ finished for --hang-s (a kernel waiting on a barrier that never completes would 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -85,7 +86,14 @@ VARIANTS = {
     "ws2x4": (2, 4, False, 2),
     "ws2x4_overlap": (2, 4, True, 2),
     "ws2x4_overlap_b3": (2, 4, True, 3),
+    "persist2x4_overlap": (2, 4, True, 2),
+    "persist2x4_overlap_b3": (2, 4, True, 3),
+    "persist2x4_overlap_rs": (2, 4, True, 2),
 }
+# the persistent variants (attn_fwd_persist) and how each writes O: False through a shared-memory staging
+# tile per consumer and a TMA store, True straight from registers (3 stages leave no shared memory for
+# staging at D128; _rs is the 2-stage control for that store)
+PERSISTENT = {"persist2x4_overlap": False, "persist2x4_overlap_b3": True, "persist2x4_overlap_rs": True}
 # setmaxnreg requests. The loader warp issues TMA copies and waits on barriers: 24 registers is FA3's
 # producer figure. Triton pads the worker warps to whole warpgroups (padding warps get 16) and hands the
 # default partition what is left of 64K; a worker consumer asks for the same 240 it would be left.
@@ -193,20 +201,26 @@ def _plain_block(acc, m_i, l_i, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_
 
 
 @gluon.jit
-def _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, q_row,
+def _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row,
                    qk_scale, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
-                   M_PER: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
+                   M_PER: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr,
+                   q_empty=None):
     # FA3's intra-warpgroup pipeline, step j >= 1. On entry p16 = P_{j-1} (made with the running max
     # m_{j-1}), acc holds blocks < j-1 under m_{j-1}, l_i blocks <= j-1. The tensor cores run S_j then
     # P_{j-1} V_{j-1} back to back while this warpgroup does softmax(S_j) under the second.
-    kbuf = j % NUM_BUFFERS
-    vbuf = (j - 1) % NUM_BUFFERS
-    s = _qk(q, k_smem, k_ready, j, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
-    mbarrier.wait(v_ready.index(vbuf), ((j - 1) // NUM_BUFFERS) & 1)
+    # j is the key block (the mask's), g the K/V ring counter of block j: j itself for one tile a
+    # program; the persistent kernel's counter runs on across tiles. q_empty (persistent, last block
+    # only): S_j is this tile's last read of Q, so Q's tile is handed back as soon as S_j is done.
+    kbuf = g % NUM_BUFFERS
+    vbuf = (g - 1) % NUM_BUFFERS
+    s = _qk(q, k_smem, k_ready, g, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
+    mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
     acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
     # wgmma groups complete in order: with one left outstanding, the older one (S_j) is done
     s = warpgroup_mma_wait(1, deps=(s, ))
     mbarrier.arrive(k_empty.index(kbuf))
+    if q_empty is not None:
+        mbarrier.arrive(q_empty)
     p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j, q_row, qk_scale, s_layout, M_PER, BLOCK_N, MASK)
     # P_j to 16 bits before waiting: 32 registers live across the wait instead of p's 64
     p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)
@@ -252,11 +266,11 @@ def _consumer(q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
         p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
         for j in range(1, n_unmasked):
             acc, m_i, l_i, p16 = _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M_PER,
+                                                v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M_PER,
                                                 BLOCK_N, NUM_BUFFERS, False)
         for j in range(gl.maximum(n_unmasked, 1), n_blocks):
             acc, m_i, l_i, p16 = _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M_PER,
+                                                v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M_PER,
                                                 BLOCK_N, NUM_BUFFERS, True)
         # epilogue: the last block's P V
         last = n_blocks - 1
@@ -331,13 +345,228 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constex
 
 
 # --------------------------------------------------------------------------------------------------
+# persistent kernel: min(#SMs, tiles) programs, each looping over tiles
+# --------------------------------------------------------------------------------------------------
+@gluon.jit
+def _persist_waves(S, BH, BLOCK_M: gl.constexpr):
+    # Tiles go out in waves of nprog, wave w being tiles [w * nprog, (w + 1) * nprog). Odd waves run
+    # right to left ("snake"): with causal's heaviest-first order the program that got a wave's longest
+    # tile gets the next wave's shortest, which balances the programs' sums (a static deal, unlike the
+    # hardware's dynamic one for a grid of tiles). This program's waves: the full ones, plus the last,
+    # partial one if its position there is below what is left over.
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    n_tiles = (S // BLOCK_M) * BH
+    n_full = n_tiles // nprog
+    pos = pid + (n_full % 2) * (nprog - 1 - 2 * pid)
+    return n_full + (pos < n_tiles % nprog).to(gl.int32)
+
+
+@gluon.jit
+def _persist_tile(w, S, BH, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # This program's tile of wave w: its query block, its head's first row in the (B*H*S, D) views and
+    # its key blocks (all, or causal: those up to the diagonal, the last one masked). Loader and both
+    # consumers call this with the same w, so they walk the same tiles. Non-causal tiles run head by
+    # head (as the grid of _tile does: the tiles running at once share few heads' K and V in L2);
+    # causal runs the heaviest query blocks (largest start_m) first across all heads, so the
+    # round-robin deals long work first and the grid's tail is short tiles.
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    t = w * nprog + pid + (w % 2) * (nprog - 1 - 2 * pid)
+    n_m = S // BLOCK_M
+    if CAUSAL:
+        start_m = n_m - 1 - t // BH
+        head = t % BH
+        n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
+    else:
+        start_m = t % n_m
+        head = t // n_m
+        n_blocks = S // BLOCK_N
+    return start_m, head * S, n_blocks
+
+
+@gluon.jit
+def _load_stage(desc, smem, ready, empty, g, row, NUM_BUFFERS: gl.constexpr):
+    # One K or V block into stage g % NUM_BUFFERS of its ring, g being the block's place in the stream
+    # of all this program's blocks (tile after tile). Lap g // NUM_BUFFERS over the ring waits for the
+    # consumers' release of lap - 1 (count 2: both consumers), i.e. for phase lap - 1 of the empty
+    # barrier to have completed: parity ((lap - 1) & 1) = (lap & 1) ^ 1. Lap 0 waits parity 1, which a
+    # fresh barrier (phase 0 pending) counts as done, so the first lap passes at once.
+    buf = g % NUM_BUFFERS
+    mbarrier.wait(empty.index(buf), ((g // NUM_BUFFERS) & 1) ^ 1)
+    # ready barriers count 1: the expect's arrive, then the phase completes with the copy's bytes
+    mbarrier.expect(ready.index(buf), desc.block_type.nbytes)
+    _tma_load(desc, [row, 0], ready.index(buf), smem.index(buf))
+
+
+@gluon.jit
+def _persist_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                    v_empty, S, BH, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                    NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    # The producer over all of this program's tiles: one stream of K/V blocks whose counter g runs on
+    # across tiles (the consumers count the same way), and per tile one Q tile per consumer.
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    n_waves = _persist_waves(S, BH, BLOCK_M)
+    g = 0
+    for w in range(n_waves):
+        start_m, row0, n_blocks = _persist_tile(w, S, BH, BLOCK_M, BLOCK_N, CAUSAL)
+        # K_0 before Q: its stage was released by the previous tile's second-to-last S (2 stages), Q's
+        # only by the last, so this order issues each copy as early as its stage allows.
+        _load_stage(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
+        for c in gl.static_range(NUM_CONSUMERS):
+            # Q of tile w into consumer c's buffer once c has released tile w - 1's (its last Q K^T has
+            # completed): q_empty[c] (count 1) completes phase w - 1 then, so wait parity ((w - 1) & 1)
+            # = (w & 1) ^ 1; tile 0 waits parity 1 and passes on the fresh barrier. q_ready[c] (count 1:
+            # the expect, then the bytes) completes phase w when Q of tile w has landed.
+            mbarrier.wait(q_empty.index(c), (w & 1) ^ 1)
+            mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+            _tma_load(q_desc, [row0 + start_m * BLOCK_M + c * M_PER, 0], q_ready.index(c), q_smem.index(c))
+        _load_stage(v_desc, v_smem, v_ready, v_empty, g, row0, NUM_BUFFERS)
+        for j in range(1, n_blocks):
+            _load_stage(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+            _load_stage(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+        g += n_blocks
+
+
+@gluon.jit
+def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, o_desc,
+                      o_ptr, S, BH, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                      NUM_BUFFERS: gl.constexpr, NUM_CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
+                      CAUSAL: gl.constexpr, O_FROM_REGS: gl.constexpr):
+    # Consumer C (one warpgroup, M_PER = 64 query rows of each tile), FA3's intra-warpgroup pipeline as
+    # in _consumer, over all of this program's tiles. Block j of a tile is K/V ring counter g + j; its
+    # ready barriers are waited with parity ((g + j) // NUM_BUFFERS) & 1 and released as in _consumer.
+    # With BLOCK_M == BLOCK_N the only masked block of a causal tile is its last, the diagonal.
+    gl.static_assert(BLOCK_M == BLOCK_N)
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    q = q_smem.index(C)
+    q_rdy = q_ready.index(C)
+    q_emp = q_empty.index(C)
+
+    n_waves = _persist_waves(S, BH, BLOCK_M)
+    g = 0
+    for w in range(n_waves):
+        start_m, row0, n_blocks = _persist_tile(w, S, BH, BLOCK_M, BLOCK_N, CAUSAL)
+        q_row = start_m * BLOCK_M + C * M_PER
+        # Q of tile w: phase w of q_ready (see _persist_loader)
+        mbarrier.wait(q_rdy, w & 1)
+        acc = gl.zeros([M_PER, HEAD_DIM], gl.float32, o_layout)
+        # prologue: block 0 alone (masked if causal, as in _consumer). A tile of one key block (causal's
+        # query block 0) has just done its last Q K^T: Q goes back here.
+        s = _qk(q, k_smem, k_ready, g, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
+        s = warpgroup_mma_wait(0, deps=(s, ))
+        mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
+        mbarrier.arrive(q_emp, pred=n_blocks == 1)
+        m_i = gl.full([M_PER], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([M_PER], gl.float32, row_layout)
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M_PER, BLOCK_N, CAUSAL)
+        p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+        for j in range(1, n_blocks - 1):
+            acc, m_i, l_i, p16 = _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
+                                                M_PER, BLOCK_N, NUM_BUFFERS, False)
+        # the last block out of the loop: it hands Q back right after its S (the next tile's Q then
+        # loads under this block's softmax, the last P V and the epilogue), with no extra arrive (and
+        # the partition barrier it takes) in every step of the loop
+        if n_blocks > 1:
+            acc, m_i, l_i, p16 = _overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
+                                                o_layout, p_layout, M_PER, BLOCK_N, NUM_BUFFERS, CAUSAL, q_emp)
+        # the last block's P V
+        g_last = g + n_blocks - 1
+        vbuf = g_last % NUM_BUFFERS
+        mbarrier.wait(v_ready.index(vbuf), (g_last // NUM_BUFFERS) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(vbuf))
+
+        # O = acc / l (every row has its diagonal key, so l > 0); not through Q's tile, which by now may
+        # hold the next tile's Q.
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
+        if O_FROM_REGS:
+            # straight from the accumulator layout: each thread stores 2 adjacent elements (4 B) of a
+            # row, a warp's store 16 B of each of 8 rows; no shared memory (none left with 3 stages)
+            offs_m = gl.arange(0, M_PER, layout=gl.SliceLayout(1, o_layout))
+            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            o_tile_ptr = o_ptr + (row0 + q_row).to(gl.int64) * HEAD_DIM
+            gl.store(o_tile_ptr + gl.expand_dims(offs_m, 1) * HEAD_DIM + gl.expand_dims(offs_d, 0), out)
+        else:
+            # through this consumer's own staging tile and a TMA store. The store issued from it one tile
+            # ago must have finished reading it: store_wait(0) waits for the issuing thread's bulk groups
+            # and is followed by a barrier of the partition (Triton's lowering), so no thread writes early.
+            # That store had a whole tile to drain, so the wait costs nothing in practice.
+            o_tile = o_smem.index(C)
+            tma.store_wait(0)
+            o_tile.store(out)
+            fence_async_shared()
+            _tma_store(o_desc, [row0 + q_row, 0], o_tile)
+        g += n_blocks
+    if not O_FROM_REGS:
+        tma.store_wait(0)
+
+
+@gluon.jit
+def attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, BH, qk_scale, BLOCK_M: gl.constexpr,
+                     BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+                     CONSUMER_WARPS: gl.constexpr, CAUSAL: gl.constexpr, O_FROM_REGS: gl.constexpr,
+                     LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # Descriptors as attn_fwd_ws's; o_ptr is O's base (the stores from registers); BH = B * H. Grid
+    # (min(#SMs, tiles), ): each program walks the tiles of _persist_tile. Two consumers of one
+    # warpgroup each, with the intra-warpgroup overlap.
+    gl.static_assert(NUM_CONSUMERS == 2)
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    if O_FROM_REGS:
+        o_smem = q_smem  # unused: a stand-in for the argument
+    else:
+        o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
+    # per consumer: q_ready (the loader's expect + Q's bytes) and q_empty (the consumer's one arrive,
+    # one thread's after the partition synchronizes); K/V rings as in attn_fwd_ws
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.init(q_ready.index(c), count=1)
+        mbarrier.init(q_empty.index(c), count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
+
+    gl.warp_specialize([
+        (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                             o_desc, o_ptr, S, BH, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS,
+                             CONSUMER_WARPS, CAUSAL, O_FROM_REGS)),
+        (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                             o_desc, o_ptr, S, BH, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS,
+                             CONSUMER_WARPS, CAUSAL, O_FROM_REGS)),
+        (_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
+                           v_ready, v_empty, S, BH, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+    ], [CONSUMER_WARPS, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+# --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
 GL_DTYPE = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
 def _launch_args(q, k, v, o, causal, variant):
-    """The kernel's arguments, constexprs and num_warps for one variant (host descriptors included)."""
+    """The kernel, its arguments, constexprs and num_warps for one variant (host descriptors included)."""
     consumers, warps, overlap, buffers = VARIANTS[variant]
     B, H, S, D = q.shape
     if S % BLOCK_M or S % BLOCK_N or D not in (64, 128) or q.dtype not in GL_DTYPE:
@@ -349,21 +578,39 @@ def _launch_args(q, k, v, o, causal, variant):
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], gdt)
         return TensorDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
 
-    args = [desc(q, m_per), desc(k, BLOCK_N), desc(v, BLOCK_N), desc(o, m_per), S, LOG2E / math.sqrt(D)]
+    descs = [desc(q, m_per), desc(k, BLOCK_N), desc(v, BLOCK_N), desc(o, m_per)]
+    if variant in PERSISTENT:
+        args = descs + [o, S, B * H, LOG2E / math.sqrt(D)]
+        consts = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, NUM_BUFFERS=buffers, NUM_CONSUMERS=consumers,
+                      CONSUMER_WARPS=warps, CAUSAL=causal, O_FROM_REGS=PERSISTENT[variant], LOADER_REGS=LOADER_REGS,
+                      CONSUMER_REGS=CONSUMER_REGS)
+        return attn_fwd_persist, args, consts, warps
+    args = descs + [S, LOG2E / math.sqrt(D)]
     consts = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, NUM_BUFFERS=buffers, NUM_CONSUMERS=consumers,
                   CONSUMER_WARPS=warps, OVERLAP=overlap, CAUSAL=causal, LOADER_REGS=LOADER_REGS,
                   CONSUMER_REGS=CONSUMER_REGS)
     # the kernel's own warps are the default partition, i.e. the first consumer
-    return args, consts, warps
+    return attn_fwd_ws, args, consts, warps
+
+
+@functools.lru_cache
+def _sm_count(device_index):
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def gluon_attention(q, k, v, causal=False, variant="ws2x4_overlap", out=None):
     """Forward attention; q, k, v (B, H, S, D) contiguous bf16/fp16, S % 128 == 0, D in {64, 128}."""
     assert q.shape == k.shape == v.shape and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
     o = out if out is not None else torch.empty_like(q)
-    args, consts, warps = _launch_args(q, k, v, o, causal, variant)
+    kernel, args, consts, warps = _launch_args(q, k, v, o, causal, variant)
     B, H, S, _ = q.shape
-    attn_fwd_ws[(S // BLOCK_M, B * H)](*args, **consts, num_warps=warps)
+    if variant in PERSISTENT:
+        # one program an SM (their shared memory allows one), or one a tile when there are fewer tiles
+        grid = (min(_sm_count(q.device.index if q.device.index is not None else torch.cuda.current_device()),
+                    (S // BLOCK_M) * B * H), )
+    else:
+        grid = (S // BLOCK_M, B * H)
+    kernel[grid](*args, **consts, num_warps=warps)
     return o
 
 
@@ -379,8 +626,8 @@ def compile_variant(variant, dtype, causal, D):
 
     B, H, S = 1, 2, 1024
     q, k, v, o = (torch.empty(B, H, S, D, dtype=dtype) for _ in range(4))
-    args, consts, warps = _launch_args(q, k, v, o, causal, variant)
-    names = attn_fwd_ws.arg_names
+    kernel, args, consts, warps = _launch_args(q, k, v, o, causal, variant)
+    names = kernel.arg_names
     signature, attrs = {}, {}
     for i, (name, arg) in enumerate(zip(names, args)):
         ty, spec = native_specialize_impl(BaseBackend, arg, False, True, True)
@@ -388,7 +635,7 @@ def compile_variant(variant, dtype, causal, D):
         if spec == "D":
             attrs[(i, )] = [["tt.divisibility", 16]]
     signature.update({name: "constexpr" for name in consts})
-    src = GluonASTSource(fn=attn_fwd_ws, signature=signature, constexprs=consts, attrs=attrs)
+    src = GluonASTSource(fn=kernel, signature=signature, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
 
 

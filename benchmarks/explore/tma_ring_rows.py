@@ -35,9 +35,10 @@ the copies off the compute warps moves softmax by nothing (within the 0.5-1 poin
 and the TMA store, which holds a buffer until the store has read it (one row fewer in flight), loses
 1-2 points. The ring holds two to three rows in flight an SM, far above what the latency needs
 (about 32 KB an SM at 4.3 TB/s and a microsecond), so bytes in flight are not the ceiling either. What is
-left is the work a row costs one program an SM (about 400 instructions a thread, about 40% of the row's
-memory time at 16 bits, 20% at fp32, whose rows of 32768 read 96.5%): a second program an SM to overlap it
-needs registers or shared memory that a 64 KB row does not leave.
+left, as a suspect not yet measured, is the work a row costs one program an SM: the same instructions a
+row whatever the dtype, which a 16-bit row's 128 KB of traffic hides less well than an fp32 row's 256 KB
+(fp32 rows of 32768 read 96.5%). A second program an SM to overlap it needs registers or shared memory
+that a 64 KB row does not leave; an instruction-level profile of the whole variant would test it.
 
 Each variant is checked against an fp32 torch reference, then timed with templates' timer (medians, the
 spread, % of the copy measured at the start), in one process beside the template.
