@@ -111,6 +111,34 @@ def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
         assert g.last_config == {**g.CONFIG, **config}
 
 
+@pytest.mark.parametrize("kernel", ["fused-moe", "flash-attention"])
+def test_autotune_runs_every_candidate_before_timing_and_times_them_twice(kernel, monkeypatch):
+    """A session's first timing runs before the GPU's clocks rise and reads slow: the candidate timed
+    first must not lose to a slower one for that. A candidate that does not run is dropped; when none
+    runs, CONFIG stays."""
+    t = _template(kernel)
+    true_ms = {"config": 1.0, "slower": 1.1, "slowest": 3.0}
+    ran, timed = [], []
+
+    def run(cfg):
+        if cfg["name"] == "broken":
+            raise RuntimeError("out of shared memory")
+        ran.append(cfg["name"])
+
+    def do_bench(fn, warmup, rep, return_mode):
+        fn()
+        timed.append(ran[-1])
+        cold = 1.3 if len(timed) == 1 else 1.0  # the first timing of the session, on cold clocks
+        return true_ms[ran[-1]] * cold
+
+    monkeypatch.setattr(t.triton.testing, "do_bench", do_bench)
+    candidates = [{"name": n} for n in ("config", "broken", "slower", "slowest")]
+    assert t._fastest(run, candidates) == {"name": "config"}
+    assert ran[:3] == ["config", "slower", "slowest"]          # each ran once before the first timing
+    assert timed == ["config", "slower", "slowest"] * 2
+    assert t._fastest(run, [{"name": "broken"}]) == t.CONFIG
+
+
 class _Tensor:
     """What _gluon_runs reads of q."""
 

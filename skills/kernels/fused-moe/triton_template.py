@@ -332,17 +332,32 @@ def _autotune(args, out, use_tma):
     x, w13, w2, logits, top_k = args
     key = (tuple(x.shape), tuple(w13.shape), top_k, x.dtype)
     if key not in _TUNED:
-        best, best_ms = None, float("inf")
-        for cfg in [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]:
-            try:
-                ms = triton.testing.do_bench(lambda: _launch(*args, out, cfg, use_tma), warmup=5, rep=30,
-                                             return_mode="median")
-            except Exception:  # does not fit (shared memory): skip
-                continue
-            if ms < best_ms:
-                best, best_ms = cfg, ms
-        _TUNED[key] = best or dict(CONFIG)
+        candidates = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
+        _TUNED[key] = _fastest(lambda cfg: _launch(*args, out, cfg, use_tma), candidates)
     return _TUNED[key]
+
+
+def _fastest(run, candidates):
+    """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
+    timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
+    each keeping its better median. Timed once each in turn, the first candidate ran before the GPU's
+    clocks had risen: at the Mixtral shape CONFIG lost to a tile 7% slower
+    (experiments/sweep-h200-session14/call2-moe/)."""
+    runnable = []
+    for cfg in candidates:
+        try:
+            run(cfg)
+        except Exception:  # does not fit (shared memory): skip
+            continue
+        runnable.append(cfg)
+    if not runnable:
+        return dict(CONFIG)
+    best_ms = [float("inf")] * len(runnable)
+    for _ in range(2):
+        for i, cfg in enumerate(runnable):
+            ms = triton.testing.do_bench(lambda: run(cfg), warmup=5, rep=30, return_mode="median")
+            best_ms[i] = min(best_ms[i], ms)
+    return runnable[best_ms.index(min(best_ms))]
 
 
 def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):
