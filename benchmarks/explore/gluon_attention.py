@@ -4,8 +4,9 @@ warpgroups on async wgmma, warp-specialized with gl.warp_specialize.
     python benchmarks/explore/gluon_attention.py --out DIR [--variants a,b] [--shapes S,S] [--budget-s N]
     python benchmarks/explore/gluon_attention.py --compile-only [--variants a,b]
 
-Not yet run on a GPU. Written for the H200 (sm_90, triton 3.6.0); --compile-only builds every variant for
-sm_90 without a GPU and prints its registers, spills and shared memory. On the device, in one call:
+Written for the H200 (sm_90, triton 3.6.0) and run there in session 13 (experiments/sweep-h200-session13,
+call 5); the persistent variants are not yet run on a GPU. --compile-only builds every variant for sm_90
+without a GPU and prints its registers, spills and shared memory. On the device, in one call:
 
     python benchmarks/explore/gluon_attention.py --out DIR --budget-s 200
 
@@ -13,7 +14,10 @@ sm_90 without a GPU and prints its registers, spills and shared memory. On the d
 and 64: no spills, no ptxas warning (no wgmma serialized); .maxnreg 168 at launch (384 threads), then
 setmaxnreg gives each consumer warpgroup 240 registers and the loader's 24. Shared memory at D128:
 164 KB with 2 K/V stages, 230 KB with 3 (of 227 KB usable, 232448 B); 82 / 115 KB at D64. A compile
-takes 1-5 s a (variant, dtype, causal, D).
+takes 1-5 s a (variant, dtype, causal, D). The persistent variants (below), compiled at all 16 of bf16/fp16 x
+causal or not x D 128/64: the same (168 at launch, setmaxnreg 240 / 24, no spills, no warning); shared
+memory 196936 B (persist2x4_overlap: + 2 x 16 KB O staging), 229752 B (_b3) and 164152 B (_rs) at D128,
+98632 / 115064 / 82232 B at D64. The older variants' PTX is unchanged by their addition.
 
 Why: the template (skills/kernels/flash-attention/triton_template.py) reaches 476-514 TFLOP/s at B4 H16
 S4096-16384 D128 bf16 non-causal on the H200; torch's default scaled_dot_product_attention (cuDNN)
@@ -39,6 +43,28 @@ mbarriers):
                  independently (FA3's layout: one's softmax can hide under the other's wgmma).
   ws2x4_overlap  two independent consumers, each with the intra-warpgroup pipeline.
   ws2x4_overlap_b3  the latter with 3 K/V stages instead of 2.
+
+Persistent variants (attn_fwd_persist): ws2x4_overlap's loader and two overlapped consumers, but a grid of
+min(#SMs, tiles) programs, each walking tiles pid, pid + nprog, ... of the (S/128) * B*H (odd waves right to
+left, which evens out the programs' sums). Non-causal tiles go head by head; causal ones heaviest query block
+first across all heads. The K/V ring's counter runs on across tiles (loader and consumers count alike), each
+consumer's Q tile has its own ready/empty barrier pair and is handed back right after the tile's last
+Q K^T, so the loader brings the next tile's first K, Q and first V in under the last softmax, P V and
+epilogue; O leaves through its own staging tile or from registers, never through Q's.
+  persist2x4_overlap     2 K/V stages; O through a staging tile per consumer and a TMA store.
+  persist2x4_overlap_b3  3 K/V stages; O stored straight from registers (3 stages leave no shared memory
+                         for staging at D128).
+  persist2x4_overlap_rs  2 K/V stages, O from registers: the control that separates _b3's store from its
+                         third stage.
+Hypothesis: with one tile a program, every tile waits for its Q and first K/V before its first wgmma and
+leaves the tensor cores idle through its epilogue. That is worth most where tiles are short: S1024 (8 key
+blocks a tile) and causal (tiles of 1 to S/128 blocks). On the H200, bf16 B4 H16, the flash-attention
+template running ws2x4_overlap (2 or 3 stages, autotuned; session 13 call 6) measured 569 TFLOP/s at D128
+S1024 non-causal (0.94x torch's SDPA, cuDNN, which runs 132 persistent programs), 632-665 at S 2048-16384
+(1.02-1.04x); causal 393 at S1024 (0.91x) and 509 at 2048 (0.99x); D64 0.94-0.98x non-causal, 0.88-0.94x
+causal. A persistent program overlaps tile t+1's loads with tile t's tail.
+Prediction (against ws2x4_overlap in the same run): persist2x4_overlap +4-7% at S1024 D128 non-causal,
++3-6% causal (S 1024-2048), +0-2% at S >= 4096 non-causal.
 
 Each case: fresh randn inputs, output poisoned with NaN, max abs error against torch's
 scaled_dot_product_attention in fp32 (< 2e-2), then triton.testing.do_bench (warmup 25, rep 100, the
@@ -594,8 +620,8 @@ def _launch_args(q, k, v, o, causal, variant):
 
 
 @functools.lru_cache
-def _sm_count(device_index):
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+def _sm_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def gluon_attention(q, k, v, causal=False, variant="ws2x4_overlap", out=None):
@@ -606,8 +632,7 @@ def gluon_attention(q, k, v, causal=False, variant="ws2x4_overlap", out=None):
     B, H, S, _ = q.shape
     if variant in PERSISTENT:
         # one program an SM (their shared memory allows one), or one a tile when there are fewer tiles
-        grid = (min(_sm_count(q.device.index if q.device.index is not None else torch.cuda.current_device()),
-                    (S // BLOCK_M) * B * H), )
+        grid = (min(_sm_count(q.device), (S // BLOCK_M) * B * H), )
     else:
         grid = (S // BLOCK_M, B * H)
     kernel[grid](*args, **consts, num_warps=warps)
