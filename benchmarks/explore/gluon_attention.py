@@ -393,20 +393,21 @@ def _persist_tile(w, S, BH, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL
     # This program's tile of wave w: its query block, its head's first row in the (B*H*S, D) views and
     # its key blocks (all, or causal: those up to the diagonal, the last one masked). Loader and both
     # consumers call this with the same w, so they walk the same tiles. Non-causal tiles run head by
-    # head (as the grid of _tile does: the tiles running at once share few heads' K and V in L2);
-    # causal runs the heaviest query blocks (largest start_m) first across all heads, so the
-    # round-robin deals long work first and the grid's tail is short tiles.
+    # head (as the grid of _tile does: the tiles running at once share few heads' K and V in L2), and so
+    # does causal, each head's heaviest query blocks (largest start_m) first. Causal heaviest-first
+    # across all heads (start_m = n_m - 1 - t // BH) read 8-10% under the one-tile grid at S 4096
+    # (session 14, call 4): 132 tiles at once over as many heads, whose K and V (2 MB a head at D128)
+    # overflow the L2.
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     t = w * nprog + pid + (w % 2) * (nprog - 1 - 2 * pid)
     n_m = S // BLOCK_M
+    head = t // n_m
     if CAUSAL:
-        start_m = n_m - 1 - t // BH
-        head = t % BH
+        start_m = n_m - 1 - t % n_m
         n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
     else:
         start_m = t % n_m
-        head = t // n_m
         n_blocks = S // BLOCK_N
     return start_m, head * S, n_blocks
 
@@ -750,7 +751,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=".")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
-    p.add_argument("--shapes", default="4096,8192,16384", help="sequence lengths S (B4 H16)")
+    p.add_argument("--shapes", default="4096,8192,16384", help="sequence lengths S")
+    p.add_argument("--batch", default="4", help="B, one for all S or one an S (comma-separated); H is 16")
     p.add_argument("--budget-s", type=float, default=200.0, help="start no new case after this many seconds")
     p.add_argument("--hang-s", type=float, default=120.0, help="exit when no row finishes for this long")
     p.add_argument("--compile-only", action="store_true")
@@ -772,6 +774,8 @@ def main():
     template = templates.load("flash-attention")
     templates.start_watchdog(args.hang_s)
     seqs = [int(s) for s in args.shapes.split(",") if s]
+    batches = [int(b) for b in args.batch.split(",") if b]
+    batch = dict(zip(seqs, batches if len(batches) == len(seqs) else batches[:1] * len(seqs)))
     # the headline first (bf16, D128, non-causal), so a cut-short run still answers it
     cases = [(S, 128, torch.bfloat16, False) for S in seqs] + [(S, 128, torch.bfloat16, True) for S in seqs]
     cases += [(S, 128, torch.float16, c) for c in (False, True) for S in seqs]
@@ -781,7 +785,7 @@ def main():
             print(f"budget of {args.budget_s:.0f} s spent: skipping S{S} D{D} {dtype} causal={causal} and later",
                   flush=True)
             break
-        run_case(4, 16, S, D, dtype, causal, variants, template, results, out_path)
+        run_case(batch.get(S, batches[0]), 16, S, D, dtype, causal, variants, template, results, out_path)
     print(f"done in {time.time() - started:.0f} s; rows in {out_path}", flush=True)
 
 

@@ -79,7 +79,10 @@ VARIANTS = {
     "layernorm_chunked": ("layernorm", 16, 3, 4, False),
     "layernorm_chunked_tma": ("layernorm", 16, 3, 4, True),
     "layernorm_chunked8_tma": ("layernorm", 8, 3, 4, True),
+    "copy_whole": ("copy", 16, 3, 0, False),
+    "copy_tma": ("copy", 16, 3, 0, True),
 }
+KINDS = ("softmax", "layernorm", "copy")
 
 
 @gluon.jit
@@ -174,7 +177,7 @@ def _layernorm_tile(buf, y_ptr, w_ptr, b_ptr, row, N, eps, ROWS: gl.constexpr, C
 
 
 @gluon.jit
-def _compute(ring, ready, empty, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, LAYERNORM: gl.constexpr,
+def _compute(ring, ready, empty, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, KIND: gl.constexpr,
              NUM_BUFFERS: gl.constexpr, NCHUNK: gl.constexpr, TMA_STORE: gl.constexpr,
              WARPS: gl.constexpr):
     ROWS: gl.constexpr = y_desc.block_type.shape[0]
@@ -187,13 +190,19 @@ def _compute(ring, ready, empty, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, LAYERNO
         buf = i % NUM_BUFFERS
         mbarrier.wait(ready.index(buf), (i // NUM_BUFFERS) & 1)
         tile = ring.index(buf)
-        if NCHUNK == 0:
+        if KIND == 2:
+            # the control: the row out as it came in, through registers or straight from its buffer
+            if not TMA_STORE:
+                x = tile.load(layout)
+                mbarrier.arrive(empty.index(buf))
+                gl.store(y_ptr + row.to(gl.int64) * N + _row_offsets(ROWS, C, layout), x)
+        elif NCHUNK == 0:
             # the whole row into registers: its buffer is free at once unless the output goes back into it
             x = tile.load(layout).to(gl.float32)
             if not TMA_STORE:
                 mbarrier.arrive(empty.index(buf))
             _softmax_regs(x, tile, y_ptr, row, N, ROWS, C, TMA_STORE, layout)
-        elif LAYERNORM:
+        elif KIND == 1:
             _layernorm_tile(tile, y_ptr, w_ptr, b_ptr, row, N, eps, ROWS, C, NCHUNK, TMA_STORE, layout)
         else:
             _softmax_tile(tile, y_ptr, row, N, ROWS, C, NCHUNK, TMA_STORE, layout)
@@ -212,7 +221,7 @@ def _compute(ring, ready, empty, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, LAYERNO
 
 
 @gluon.jit
-def ring_rows(x_desc, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, LAYERNORM: gl.constexpr,
+def ring_rows(x_desc, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, KIND: gl.constexpr,
               NUM_BUFFERS: gl.constexpr, NCHUNK: gl.constexpr, TMA_STORE: gl.constexpr,
               WARPS: gl.constexpr, LOADER_REGS: gl.constexpr):
     ring = gl.allocate_shared_memory(x_desc.dtype, [NUM_BUFFERS] + x_desc.block_type.shape, x_desc.layout)
@@ -222,7 +231,7 @@ def ring_rows(x_desc, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, LAYERNORM: gl.cons
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     gl.warp_specialize([
-        (_compute, (ring, ready, empty, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, LAYERNORM, NUM_BUFFERS, NCHUNK,
+        (_compute, (ring, ready, empty, y_desc, y_ptr, w_ptr, b_ptr, M, N, eps, KIND, NUM_BUFFERS, NCHUNK,
                     TMA_STORE, WARPS)),
         (_loader, (x_desc, ring, ready, empty, M, NUM_BUFFERS)),
     ], [1], [LOADER_REGS])
@@ -243,7 +252,7 @@ def _launch_args(x, y, w, b, variant, eps=1e-5):
         return TensorDescriptor(t.view(rows * box[0], COLS), [rows * box[0], COLS], [COLS, 1], box, layout)
 
     args = [desc(x), desc(y), y, w if w is not None else y, b if b is not None else y, rows, n, eps]
-    consts = dict(LAYERNORM=kernel == "layernorm", NUM_BUFFERS=buffers, NCHUNK=nchunk, TMA_STORE=tma_store,
+    consts = dict(KIND=KINDS.index(kernel), NUM_BUFFERS=buffers, NCHUNK=nchunk, TMA_STORE=tma_store,
                   WARPS=warps, LOADER_REGS=LOADER_REGS)
     return args, consts, warps
 
@@ -302,33 +311,38 @@ def main():
     started = time.time()
     softmax, layernorm = templates.load("softmax"), templates.load("layernorm")
     torch.manual_seed(0)
-    for kernel in ("softmax", "layernorm"):
-        for dtype in (torch.bfloat16, torch.float16):
-            if time.time() - started > args.budget_s:
-                print(f"budget spent: skipping {kernel} {dtype} and later", flush=True)
-                break
-            if kernel == "softmax":
-                x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
-                w = b = None
-                ref = torch.softmax(x.float(), -1)
-                today = (lambda y, x=x: softmax.softmax(x, out=y))
-            else:
-                x = (torch.randn(M, N, device="cuda") * 3 + 100).to(dtype)  # a mean far from 0
-                w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
-                b = torch.randn(N, device="cuda").to(dtype)
-                ref = torch.nn.functional.layer_norm(x.float(), (N, ), w.float(), b.float(), 1e-5)
-                today = (lambda y, x=x, w=w, b=b: layernorm.layernorm(x, w, b, out=y))
-            runs = [("template", today)]
-            runs += [(v, lambda y, x=x, w=w, b=b, v=v: ring_rows_run(x, y, v, w, b))
-                     for v in variants if VARIANTS[v][0] == kernel]
-            y = torch.empty_like(x)
-            for name, run in runs:
-                row = {"kernel": kernel, "shape": [M, N], "dtype": str(dtype)[6:], "variant": name}
-                templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
-                results["rows"].append(row)
-                print(f"{kernel} {M}x{N} {str(dtype)[6:]} {name}: {templates.figure(row)}", flush=True)
-                (out / "tma_ring_rows.json").write_text(json.dumps(results, indent=1))
-                templates.row_done()
+    cases = [(k, d) for k in ("copy", "softmax", "layernorm") for d in (torch.bfloat16, torch.float16)]
+    cases.append(("softmax", torch.float32))  # the control: the same rows at twice the bytes
+    for kernel, dtype in cases:
+        if time.time() - started > args.budget_s:
+            print(f"budget spent: skipping {kernel} {dtype} and later", flush=True)
+            break
+        w = b = None
+        if kernel == "copy":
+            x = torch.randn(M, N, device="cuda").to(dtype)
+            ref = x.float()
+            today = (lambda y, x=x: y.copy_(x))
+        elif kernel == "softmax":
+            x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
+            ref = torch.softmax(x.float(), -1)
+            today = (lambda y, x=x: softmax.softmax(x, out=y))
+        else:
+            x = (torch.randn(M, N, device="cuda") * 3 + 100).to(dtype)  # a mean far from 0
+            w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
+            b = torch.randn(N, device="cuda").to(dtype)
+            ref = torch.nn.functional.layer_norm(x.float(), (N, ), w.float(), b.float(), 1e-5)
+            today = (lambda y, x=x, w=w, b=b: layernorm.layernorm(x, w, b, out=y))
+        runs = [("torch copy_" if kernel == "copy" else "template", today)]
+        runs += [(v, lambda y, x=x, w=w, b=b, v=v: ring_rows_run(x, y, v, w, b))
+                 for v in variants if VARIANTS[v][0] == kernel and dtype in GL_DTYPE]
+        y = torch.empty_like(x)
+        for name, run in runs:
+            row = {"kernel": kernel, "shape": [M, N], "dtype": str(dtype)[6:], "variant": name}
+            templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy, True)
+            results["rows"].append(row)
+            print(f"{kernel} {M}x{N} {str(dtype)[6:]} {name}: {templates.figure(row)}", flush=True)
+            (out / "tma_ring_rows.json").write_text(json.dumps(results, indent=1))
+            templates.row_done()
     print(f"done in {time.time() - started:.0f} s", flush=True)
 
 
