@@ -200,6 +200,38 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, causal, co
     assert compare(o, fa.reference(q, k, v, causal), NORM["fp32"]) is None
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, causal):
+    """GLUON 2: a grid of min(SMs, tiles) programs, told how many tiles there are, on PERSISTENT_BUFFERS
+    stages whatever NUM_BUFFERS says (a third does not fit beside O's staging tiles)."""
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(q_desc, k_desc, v_desc, o_desc, S, n_tiles, qk_scale, **kw):
+                launched.append((grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)], S, n_tiles,
+                                 kw["NUM_BUFFERS"], kw["CAUSAL"]))
+            return launch
+
+    class Properties:
+        multi_processor_count = 4
+
+    monkeypatch.setattr(fa, "_attn_fwd_persist", Recorder())
+    monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
+    q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
+    fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
+    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, 6, 2, causal)]  # 6 tiles, 4 SMs
+    assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
+    launched.clear()
+    q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
+    fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2})
+    assert launched[0][0] == (2,)  # 2 tiles: a program each
+
+
 def test_a_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch):
     fa = _template("flash-attention")
     if fa.gluon is None:
@@ -240,33 +272,37 @@ spec = importlib.util.spec_from_file_location("fa", sys.argv[1])
 fa = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fa)
 B, H, S = 1, 2, 1024
-for dtype, causal, D, buffers in [("bf16", False, 128, 2), ("fp16", True, 64, 3)]:
+for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
+                                         ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 2)]:
     torch_dtype, gl_dtype = {"bf16": (torch.bfloat16, fa.gl.bfloat16), "fp16": (torch.float16, fa.gl.float16)}[dtype]
     descs = [fa.GluonDescriptor(torch.empty(B * H * S, D, dtype=torch_dtype), [B * H * S, D], [D, 1], [rows, D],
                                 fa.gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype))
              for rows in (64, 128, 128, 64)]
     consts = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=buffers, CAUSAL=causal, LOADER_REGS=fa.WS_LOADER_REGS,
                   CONSUMER_REGS=fa.WS_CONSUMER_REGS)
+    fn, scalars = (fa._attn_fwd_ws, [S, 0.1]) if which == "ws" else (fa._attn_fwd_persist, [S, 16, 0.1])
     signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(fa._attn_fwd_ws.arg_names, descs + [S, 0.1])):
+    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + scalars)):
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
         if specialization == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
     signature.update({name: "constexpr" for name in consts})
-    src = GluonASTSource(fn=fa._attn_fwd_ws, signature=signature, constexprs=consts, attrs=attrs)
+    src = GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.asm["cubin"])
         cubin.flush()
         usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
-    print(json.dumps({"case": [dtype, causal, D, buffers], "shared": kernel.metadata.shared, "usage": usage.stdout}))
+    print(json.dumps({"case": [which, dtype, causal, D, buffers], "shared": kernel.metadata.shared,
+                      "usage": usage.stdout}))
 """
 
 
 def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
-    """Gluon has no interpreter: compile _attn_fwd_ws for sm_90 here (no GPU needed) and read its
-    registers. The H200's Triton 3.6 gave the same 168 registers a thread and no stack."""
+    """Gluon has no interpreter: compile _attn_fwd_ws and _attn_fwd_persist for sm_90 here (no GPU
+    needed) and read their registers. The H200's Triton 3.6 gave the same 168 registers a thread and no
+    stack."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -276,7 +312,8 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert [c["case"] for c in cases] == [["bf16", False, 128, 2], ["fp16", True, 64, 3]]
+    assert [c["case"] for c in cases] == [["ws", "bf16", False, 128, 2], ["ws", "fp16", True, 64, 3],
+                                          ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 2]]
     for case in cases:
         assert case["shared"] <= 232448, case  # the H100 / H200's shared memory a block
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case  # no spill

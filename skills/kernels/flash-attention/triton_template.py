@@ -31,7 +31,9 @@ landed) and an "empty" one (both consumers are done with it). Each consumer over
 back to back and computes softmax(S_j) while the second runs; P goes from registers straight into the
 second wgmma. The two consumers run independently, so one's exponentials hide under the other's
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
-exponentiates in turn (see SKILL.md for the figures).
+exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
+persistent grid (one program an SM walking its tiles), which pays where tiles are short (S 1024-2048,
+causal, head dim 64 causal) and not at long ones: AUTOTUNE picks per shape.
 """
 
 import functools
@@ -59,7 +61,7 @@ except (ImportError, AttributeError):
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "GLUON": 1, "NUM_BUFFERS": 2,
           "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
-                "GLUON": [0, 1], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
+                "GLUON": [0, 1, 2], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
 # kernel's. On the H200 (experiments/sweep-h200-session13/call5-attention/), B4 H16 D128, bf16, S 4096 / 8192 /
@@ -67,6 +69,13 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
 # SDPA read 612 / 614 / 629 and the Triton kernel 486 / 491 / 520; causal 559 / 587 / 546 and 556 / 577
 # / 618 (SDPA 530 / 562 / 579). The same kernel without the intra-warpgroup overlap read 534-563
 # non-causal, with one 8-warp consumer (both warpgroups in step) 488-521.
+# GLUON: 2 runs the same partitions persistently (_attn_fwd_persist: one program an SM walking its tiles,
+# the next tile's Q and first K/V loading under this one's tail; always PERSISTENT_BUFFERS stages). It
+# wins where tiles are short and loses at long ones, so AUTOTUNE times both. On the H200
+# (experiments/sweep-h200-session14/call5-attention-head-major/), bf16, against GLUON 1 in the same run:
+# D128 S1024 (B16) 613 against 557 TFLOP/s (SDPA 611), causal 458 against 392 (SDPA 434), causal S2048
+# 516 against 464, D64 causal S4096 418 against 366 (SDPA 415); but S8192 625 against 660, D64 S4096
+# 412 against 462.
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape. The Triton
 # kernel's from the H200 exploration (experiments/compute-bound/explore.log): 128x128/8 warps led for
 # D=128 non-causal at long S, 64x64/4 warps (one warpgroup) for D=128 causal and S=4096, 128x64 and
@@ -74,6 +83,7 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
 # 0.90x). Gluon candidates are skipped where the Gluon kernel does not run.
 AUTOTUNE_CONFIGS = [
     {"NUM_BUFFERS": 3},
+    {"GLUON": 2},
     {"GLUON": 0},
     {"GLUON": 0, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
     {"GLUON": 0, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
@@ -167,6 +177,8 @@ WS_BLOCK_N = 128  # keys a step
 # consumers hold a 64 x D accumulator and a 64 x 128 score tile
 WS_LOADER_REGS = 24
 WS_CONSUMER_REGS = 240
+# the persistent kernel's K/V stages: a third and O's staging tiles do not fit in shared memory at D 128
+PERSISTENT_BUFFERS = 2
 
 if gluon is not None:
     @gluon.jit
@@ -205,12 +217,13 @@ if gluon is not None:
             tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(buf), v_smem.index(buf))
 
     @gluon.jit
-    def _ws_qk(q, k_smem, k_ready, j, s_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr,
+    def _ws_qk(q, k_smem, k_ready, g, s_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr,
                NUM_BUFFERS: gl.constexpr):
-        # Issue S_j = Q K_j^T (asynchronous) once K_j has landed; the transposed view of K's [BLOCK_N, D]
-        # stage is wgmma's [D, BLOCK_N] operand without moving data.
-        buf = j % NUM_BUFFERS
-        mbarrier.wait(k_ready.index(buf), (j // NUM_BUFFERS) & 1)
+        # Issue S = Q K^T (asynchronous) once the K block the ring counter g names has landed (g is the key
+        # block's index for one tile a program; the persistent kernel's runs on across its tiles). The
+        # transposed view of K's [BLOCK_N, D] stage is wgmma's [D, BLOCK_N] operand without moving data.
+        buf = g % NUM_BUFFERS
+        mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
         zero = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
         return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), zero, use_acc=False, is_async=True)
 
@@ -230,19 +243,22 @@ if gluon is not None:
         return p, alpha, m_new, l_i * alpha + gl.sum(p, axis=1)
 
     @gluon.jit
-    def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, q_row, qk_scale,
+    def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
-                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
-        # Key block j >= 1. On entry p16 = P_{j-1} (under the running max m_{j-1}), acc holds the blocks
-        # before j-1 under m_{j-1}. The tensor cores run S_j, then P_{j-1} V_{j-1}, while this warpgroup
-        # does softmax(S_j) under the second.
-        kbuf = j % NUM_BUFFERS
-        vbuf = (j - 1) % NUM_BUFFERS
-        s = _ws_qk(q, k_smem, k_ready, j, s_layout, M, BLOCK_N, NUM_BUFFERS)
-        mbarrier.wait(v_ready.index(vbuf), ((j - 1) // NUM_BUFFERS) & 1)
+                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None):
+        # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
+        # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
+        # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (the
+        # persistent kernel's last block of a tile): S_j was Q's last use, so Q's tile goes back at once.
+        kbuf = g % NUM_BUFFERS
+        vbuf = (g - 1) % NUM_BUFFERS
+        s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+        mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
         mbarrier.arrive(k_empty.index(kbuf))
+        if q_empty is not None:
+            mbarrier.arrive(q_empty)
         p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
         p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
         acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
@@ -283,11 +299,11 @@ if gluon is not None:
         acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
         for j in range(1, n_unmasked):
             acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                           v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
+                                           v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
                                            NUM_BUFFERS, False)
         for j in range(gl.maximum(n_unmasked, 1), n_blocks):
             acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                           v_empty, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
+                                           v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
                                            NUM_BUFFERS, True)
         last = n_blocks - 1  # the last block's P V
         vbuf = last % NUM_BUFFERS
@@ -337,6 +353,166 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
+    @gluon.jit
+    def _persist_waves(n_tiles):
+        # This program's tiles: wave w holds tiles [w * P, (w + 1) * P) of P programs, odd waves dealt
+        # right to left so that who drew a wave's longest causal tile draws the next wave's shortest.
+        # All full waves, and the last, partial one if this program's place in it is below what is left.
+        pid = gl.program_id(0)
+        nprog = gl.num_programs(0)
+        n_full = n_tiles // nprog
+        place = pid + (n_full % 2) * (nprog - 1 - 2 * pid)
+        return n_full + (place < n_tiles % nprog).to(gl.int32)
+
+    @gluon.jit
+    def _persist_tile(w, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        # Wave w's tile of this program: its query block, its head's first row in the (B*H*S, D) views
+        # and its key blocks. Tiles go head by head, as the one-tile grid's do, so the tiles running at
+        # once share a few heads' K and V in L2 (causal across all heads, heaviest first, read 10% less
+        # at S 4096: experiments/sweep-h200-session14/call4-attention-persistent/); causal takes each
+        # head's heaviest query blocks first.
+        pid = gl.program_id(0)
+        nprog = gl.num_programs(0)
+        t = w * nprog + pid + (w % 2) * (nprog - 1 - 2 * pid)
+        n_m = S // BLOCK_M
+        if CAUSAL:
+            start_m = n_m - 1 - t % n_m
+            n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
+        else:
+            start_m = t % n_m
+            n_blocks = S // BLOCK_N
+        return start_m, (t // n_m) * S, n_blocks
+
+    @gluon.jit
+    def _persist_load(desc, smem, ready, empty, g, row, NUM_BUFFERS: gl.constexpr):
+        # K or V block number g of this program's stream into stage g % NUM_BUFFERS, once both consumers
+        # released that stage's previous lap (parity as in _ws_loader, the lap g // NUM_BUFFERS).
+        buf = g % NUM_BUFFERS
+        mbarrier.wait(empty.index(buf), ((g // NUM_BUFFERS) & 1) ^ 1)
+        mbarrier.expect(ready.index(buf), desc.block_type.nbytes)
+        tma_load(desc, [row, 0], ready.index(buf), smem.index(buf))
+
+    @gluon.jit
+    def _persist_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
+                        v_ready, v_empty, S, n_tiles, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                        NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+        # The producer over all of this program's tiles: one stream of K/V blocks whose counter g runs on
+        # across tiles (the consumers count alike), and each tile's Q, a tile per consumer.
+        g = 0
+        for w in range(_persist_waves(n_tiles)):
+            start_m, row0, n_blocks = _persist_tile(w, S, BLOCK_M, BLOCK_N, CAUSAL)
+            # K_0 first: its stage was freed a step before Q's (by the previous tile's next-to-last S)
+            _persist_load(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
+            for c in gl.static_range(2):
+                # Q of tile w once consumer c handed back tile w - 1's: q_empty[c] completes phase w - 1
+                # then, parity (w & 1) ^ 1 (tile 0 passes on the fresh barrier); q_ready[c] completes
+                # phase w when this copy lands
+                mbarrier.wait(q_empty.index(c), (w & 1) ^ 1)
+                mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+                tma_load(q_desc, [row0 + start_m * BLOCK_M + c * (BLOCK_M // 2), 0], q_ready.index(c),
+                         q_smem.index(c))
+            _persist_load(v_desc, v_smem, v_ready, v_empty, g, row0, NUM_BUFFERS)
+            for j in range(1, n_blocks):
+                _persist_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+                _persist_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+            g += n_blocks
+
+    @gluon.jit
+    def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                          o_desc, S, n_tiles, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+        # Consumer C of _ws_consumer over all of this program's tiles; key block j of a tile is ring
+        # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last.
+        gl.static_assert(BLOCK_M == BLOCK_N)
+        M: gl.constexpr = BLOCK_M // 2
+        HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+        q = q_smem.index(C)
+        o_tile = o_smem.index(C)
+        g = 0
+        for w in range(_persist_waves(n_tiles)):
+            start_m, row0, n_blocks = _persist_tile(w, S, BLOCK_M, BLOCK_N, CAUSAL)
+            q_row = start_m * BLOCK_M + C * M
+            mbarrier.wait(q_ready.index(C), w & 1)
+            # block 0 alone (masked if causal, as in _ws_consumer); a tile of one block hands Q back here
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+            s = warpgroup_mma_wait(0, deps=(s, ))
+            mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
+            mbarrier.arrive(q_empty.index(C), pred=n_blocks == 1)
+            m_i = gl.full([M], float("-inf"), gl.float32, row_layout)
+            l_i = gl.zeros([M], gl.float32, row_layout)
+            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
+            p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+            acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
+            for j in range(1, n_blocks - 1):
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                               BLOCK_N, NUM_BUFFERS, False)
+            # the last block apart: Q goes back right after its S, so the next tile's Q loads under this
+            # block's softmax, the last P V and the epilogue, with no arrive in every step of the loop
+            if n_blocks > 1:
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
+                                               o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, CAUSAL,
+                                               q_empty.index(C))
+            last = g + n_blocks - 1  # the last block's P V
+            vbuf = last % NUM_BUFFERS
+            mbarrier.wait(v_ready.index(vbuf), (last // NUM_BUFFERS) & 1)
+            acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+            acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+            mbarrier.arrive(v_empty.index(vbuf))
+            # O through this consumer's own staging tile (Q's may hold the next tile's Q by now), once the
+            # previous tile's store from it has been read out (store_wait, then the partition's barrier)
+            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+            tma.store_wait(0)
+            o_tile.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
+            fence_async_shared()
+            tma_store(o_desc, [row0 + q_row, 0], o_tile)
+            g += n_blocks
+        tma.store_wait(0)
+
+    @gluon.jit
+    def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, S, n_tiles, qk_scale, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
+                          LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+        # _attn_fwd_ws's partitions on a persistent grid of min(SMs, n_tiles) programs, each walking
+        # its tiles (_persist_tile); n_tiles = (S / BLOCK_M) * B * H. Each consumer's Q tile has a
+        # ready/empty barrier pair (counts 1: the loader's expect and bytes; the consumer's arrive), and
+        # O leaves through a staging tile of its own (2 x 16 KB at D 128: 197 KB with 2 K/V stages).
+        dtype: gl.constexpr = q_desc.dtype
+        q_smem = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+        o_smem = gl.allocate_shared_memory(dtype, [2] + o_desc.block_type.shape, o_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+        q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        for c in gl.static_range(2):
+            mbarrier.init(q_ready.index(c), count=1)
+            mbarrier.init(q_empty.index(c), count=1)
+        for i in gl.static_range(NUM_BUFFERS):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)
+            mbarrier.init(v_empty.index(i), count=2)
+        gl.warp_specialize([
+            (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                                 v_empty, o_desc, S, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                                 v_empty, o_desc, S, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
+                               v_ready, v_empty, S, n_tiles, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
@@ -365,8 +541,9 @@ def _gluon_runs(q) -> bool:
         and S % WS_BLOCK_N == 0
 
 
-def _launch_gluon(q, k, v, o, causal, num_buffers) -> bool:
-    """Launch _attn_fwd_ws; False (and a warning, once a device) when it does not compile or launch."""
+def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
+    """Launch _attn_fwd_ws (GLUON 1) or _attn_fwd_persist (GLUON 2); False (and a warning, once a device)
+    when it does not compile or launch."""
     B, H, S, D = q.shape
     gl_dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
 
@@ -374,11 +551,18 @@ def _launch_gluon(q, k, v, o, causal, num_buffers) -> bool:
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype)
         return GluonDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
 
+    descs = (desc(q, WS_BLOCK_M // 2), desc(k, WS_BLOCK_N), desc(v, WS_BLOCK_N), desc(o, WS_BLOCK_M // 2))
+    consts = dict(BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, CAUSAL=causal, LOADER_REGS=WS_LOADER_REGS,
+                  CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
     try:
-        _attn_fwd_ws[(S // WS_BLOCK_M, B * H)](
-            desc(q, WS_BLOCK_M // 2), desc(k, WS_BLOCK_N), desc(v, WS_BLOCK_N), desc(o, WS_BLOCK_M // 2), S,
-            LOG2E / math.sqrt(D), BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, NUM_BUFFERS=num_buffers, CAUSAL=causal,
-            LOADER_REGS=WS_LOADER_REGS, CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
+        if cfg["GLUON"] == 2:
+            n_tiles = S // WS_BLOCK_M * B * H
+            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+            _attn_fwd_persist[(min(sms, n_tiles),)](*descs, S, n_tiles, LOG2E / math.sqrt(D),
+                                                    NUM_BUFFERS=PERSISTENT_BUFFERS, **consts)
+        else:
+            _attn_fwd_ws[(S // WS_BLOCK_M, B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=cfg["NUM_BUFFERS"],
+                                                   **consts)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[q.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -389,9 +573,11 @@ def _launch_gluon(q, k, v, o, causal, num_buffers) -> bool:
 
 
 def _launch(q, k, v, o, causal, cfg):
-    if cfg["GLUON"] and _gluon_runs(q) and _launch_gluon(q, k, v, o, causal, cfg["NUM_BUFFERS"]):
+    if cfg["GLUON"] and _gluon_runs(q) and _launch_gluon(q, k, v, o, causal, cfg):
         last_config.clear()
         last_config.update(cfg, USE_TMA=True)
+        if cfg["GLUON"] == 2:
+            last_config["NUM_BUFFERS"] = PERSISTENT_BUFFERS
         return o
     B, H, S, D = q.shape
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
