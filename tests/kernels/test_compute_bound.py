@@ -111,7 +111,7 @@ def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
         assert g.last_config == {**g.CONFIG, **config}
 
 
-@pytest.mark.parametrize("kernel", ["fused-moe", "flash-attention"])
+@pytest.mark.parametrize("kernel", ["fused-moe", "flash-attention", "gemm"])
 def test_autotune_runs_every_candidate_before_timing_and_times_them_twice(kernel, monkeypatch):
     """A session's first timing runs before the GPU's clocks rise and reads slow: the candidate timed
     first must not lose to a slower one for that. A candidate that does not run is dropped; when none
