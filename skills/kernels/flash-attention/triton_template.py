@@ -267,6 +267,33 @@ if gluon is not None:
         return acc, m_i, l_i, p16_next
 
     @gluon.jit
+    def _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout: gl.constexpr,
+                        p_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                        CAUSAL: gl.constexpr, q_empty=None, q_done=False):
+        # A tile's key block 0 alone (ring counter g): (m, l, P_0) to start the overlapped steps. Causal
+        # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score). q_empty
+        # (persistent): Q goes back here when q_done (a tile of this one block).
+        s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+        s = warpgroup_mma_wait(0, deps=(s, ))
+        mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
+        if q_empty is not None:
+            mbarrier.arrive(q_empty, pred=q_done)
+        m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
+        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
+        return m_i, l_i, gl.convert_layout(p.to(k_smem.dtype), p_layout)
+
+    @gluon.jit
+    def _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g, NUM_BUFFERS: gl.constexpr):
+        # A tile's last block's P V (ring counter g), waited for, its V stage released.
+        vbuf = g % NUM_BUFFERS
+        mbarrier.wait(v_ready.index(vbuf), (g // NUM_BUFFERS) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(vbuf))
+        return acc
+
+    @gluon.jit
     def _ws_consumer(q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
                      C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                      CAUSAL: gl.constexpr):
@@ -282,20 +309,12 @@ if gluon is not None:
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
 
         q_row = start_m * BLOCK_M + C * M
         q = q_smem.index(C)
         mbarrier.wait(q_bar, 0)
-        # block 0 alone: causal masks it always (it is the diagonal of query block 0; elsewhere the mask
-        # keeps every score)
-        s = _ws_qk(q, k_smem, k_ready, 0, s_layout, M, BLOCK_N, NUM_BUFFERS)
-        s = warpgroup_mma_wait(0, deps=(s, ))
-        mbarrier.arrive(k_empty.index(0))
-        m_i = gl.full([M], float("-inf"), gl.float32, row_layout)
-        l_i = gl.zeros([M], gl.float32, row_layout)
-        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
-        p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+        m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                        BLOCK_N, NUM_BUFFERS, CAUSAL)
         acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
         for j in range(1, n_unmasked):
             acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
@@ -305,12 +324,7 @@ if gluon is not None:
             acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                            v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
                                            NUM_BUFFERS, True)
-        last = n_blocks - 1  # the last block's P V
-        vbuf = last % NUM_BUFFERS
-        mbarrier.wait(v_ready.index(vbuf), (last // NUM_BUFFERS) & 1)
-        acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
-        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
-        mbarrier.arrive(v_empty.index(vbuf))
+        acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, n_blocks - 1, NUM_BUFFERS)
         # O = acc / l (every row has its diagonal key, so l > 0), through Q's own tile, which no wgmma
         # reads any more, and a TMA store
         l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
@@ -431,7 +445,6 @@ if gluon is not None:
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
         q = q_smem.index(C)
         o_tile = o_smem.index(C)
         g = 0
@@ -439,15 +452,8 @@ if gluon is not None:
             start_m, row0, n_blocks = _persist_tile(w, S, BLOCK_M, BLOCK_N, CAUSAL)
             q_row = start_m * BLOCK_M + C * M
             mbarrier.wait(q_ready.index(C), w & 1)
-            # block 0 alone (masked if causal, as in _ws_consumer); a tile of one block hands Q back here
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
-            s = warpgroup_mma_wait(0, deps=(s, ))
-            mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
-            mbarrier.arrive(q_empty.index(C), pred=n_blocks == 1)
-            m_i = gl.full([M], float("-inf"), gl.float32, row_layout)
-            l_i = gl.zeros([M], gl.float32, row_layout)
-            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
-            p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout, p_layout, M,
+                                            BLOCK_N, NUM_BUFFERS, CAUSAL, q_empty.index(C), n_blocks == 1)
             acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
             for j in range(1, n_blocks - 1):
                 acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
@@ -460,12 +466,7 @@ if gluon is not None:
                                                v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
                                                o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, CAUSAL,
                                                q_empty.index(C))
-            last = g + n_blocks - 1  # the last block's P V
-            vbuf = last % NUM_BUFFERS
-            mbarrier.wait(v_ready.index(vbuf), (last // NUM_BUFFERS) & 1)
-            acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
-            acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
-            mbarrier.arrive(v_empty.index(vbuf))
+            acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g + n_blocks - 1, NUM_BUFFERS)
             # O through this consumer's own staging tile (Q's may hold the next tile's Q by now), once the
             # previous tile's store from it has been read out (store_wait, then the partition's barrier)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
