@@ -62,6 +62,8 @@ def time_entry(spec: Spec, shape, dtype: str, role: str, timer: Timer, time_torc
              "bytes": nbytes, "flops": flops}
     times = timer.times_ms(lambda: spec.kernel(inputs, outputs), on_gpu)
     entry["ms_repeats"] = times
+    if spec.launched is not None:
+        entry["config"] = dict(spec.launched())
     entry.update(_figures("", times, nbytes, flops))
     if time_torch and spec.torch_impl is not None:
         torch_times = timer.times_ms(lambda: spec.torch_impl(inputs), on_gpu)

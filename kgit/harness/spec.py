@@ -71,6 +71,8 @@ class Spec:
     tolerances: output dtype -> Tolerance; the per-kernel choice between ELEMENTWISE and NORM.
     allowed_torch_ops: aten ops this kernel's launcher may dispatch beyond harness.cheat's list.
     label(shape) -> how a shape reads in tables (default "AxBxC").
+    launched(): the configuration the kernel's latest launch ran (a template's last_config), recorded
+        with each timed shape: which algorithm served it, where a launcher or its autotune chooses.
     """
 
     name: str
@@ -91,6 +93,7 @@ class Spec:
     sample: Callable[[tuple, tuple], tuple] | None = None
     allowed_torch_ops: Sequence[str] = ()
     label: Callable[[tuple], str] | None = None
+    launched: Callable[[], Mapping] | None = None
 
     def __post_init__(self):
         if self.metric not in ("gbps", "tflops"):

@@ -47,6 +47,17 @@ def test_a_test_prints_the_contract(softmax_spec, softmax_t, capsys):
     assert len(result["shapes"][0]["ms_repeats"]) == 2
 
 
+def test_each_timed_shape_records_the_configuration_its_launch_ran(gemm_spec, gemm_t):
+    """A launcher that chooses per shape (AUTOTUNE, a kernel per shape) says what served each timed
+    shape; a spec that cannot say records nothing."""
+    spec = gemm_spec(lambda i, o: gemm_t.gemm(*i, out=o[0], config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}),
+                     launched=lambda: gemm_t.last_config)
+    result = main(spec, ["--json", "--repeats", "2"])
+    assert [s["config"] for s in result["shapes"]] == [{**gemm_t.CONFIG, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}]
+    result = main(gemm_spec(lambda i, o: gemm_t.gemm(*i, out=o[0])), ["--json", "--repeats", "2"])
+    assert "config" not in result["shapes"][0]
+
+
 def test_check_only_and_profile(softmax_spec, softmax_t):
     spec = softmax_spec(lambda i, o: softmax_t.softmax(i[0], out=o[0]))
     checked = main(spec, ["--json", "--check-only"])

@@ -69,6 +69,7 @@ SPEC = harness.Spec(
     # its flash backend alone, as earlier runs compared (on the CPU there is none to pin)
     others={"sdpa_flash": lambda inputs: T.torch_sdpa_flash(*inputs) if inputs[0].is_cuda else sdpa(*inputs)},
     flops=flops,
+    launched=lambda: T.last_config,
     tolerances=harness.NORM,
     label=lambda s: f"B{s[0]} H{s[1]} S{s[2]} D{s[3]}{' causal' if s[4] else ''}",
     gpu=harness.Plan(

@@ -53,6 +53,7 @@ SPEC = harness.Spec(
     torch_name="torch-expert-loop",
     others={"dense": lambda inputs: T.dense_equivalent(inputs[5], inputs[1][0], inputs[6], inputs[2][0])},
     flops=lambda inputs, outputs: 6.0 * inputs[0].shape[0] * inputs[4] * inputs[0].shape[1] * inputs[2].shape[2],
+    launched=lambda: T.last_config,
     nbytes=nbytes,
     allowed_torch_ops=("sum",),  # the launcher adds each token's k expert outputs with torch.sum
     tolerances=harness.NORM,

@@ -34,6 +34,7 @@ SPEC = harness.Spec(
     torch_impl=lambda inputs: T.torch_gemm(*inputs),
     torch_name="torch.matmul",
     flops=lambda inputs, outputs: 2.0 * inputs[0].shape[0] * inputs[1].shape[1] * inputs[0].shape[1],
+    launched=lambda: T.last_config,
     tolerances=harness.NORM,
     gpu=harness.Plan(
         # odd sizes, a row of one, K not a multiple of BLOCK_K
