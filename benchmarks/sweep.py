@@ -26,7 +26,7 @@ from kgit import harness  # noqa: E402
 from kgit.harness import device  # noqa: E402
 
 COLUMNS = ["kernel", "shape", "dtype", "role", "kgit", "torch", "unit", "speedup", "% of copy", "% of peak",
-           "spread %", "torch spread %"]
+           "spread %", "torch spread %", "ran"]
 
 
 def discover(root: Path = ROOT) -> dict[str, Path]:
@@ -66,19 +66,27 @@ def _fmt(value, form=".1f") -> str:
     return "-" if value is None else format(value, form)
 
 
-def rows_of(kernel: str, metric: str, result: dict) -> list[dict]:
+def ran(config: dict | None, base: dict) -> str:
+    """What served a timed shape: the keys of its launch's configuration that differ from the template's
+    CONFIG ("CONFIG" where none does), "-" where the test does not say (Spec.launched)."""
+    if config is None:
+        return "-"
+    return " ".join(f"{k}={v}" for k, v in config.items() if k in base and base[k] != v) or "CONFIG"
+
+
+def rows_of(kernel: str, metric: str, result: dict, base_config: dict | None = None) -> list[dict]:
     """One table row per timed entry; one row saying why when the kernel failed."""
     if result["status"] != "pass":
         return [{"kernel": kernel, "shape": "FAIL", "dtype": "", "role": "", "kgit": result.get("reason", ""),
                  "torch": "", "unit": "", "speedup": "", "% of copy": "", "% of peak": "", "spread %": "",
-                 "torch spread %": ""}]
+                 "torch spread %": "", "ran": ""}]
     unit = "GB/s" if metric == "gbps" else "TFLOP/s"
     figure = ".3g" if result["cpu_timing"] else ".1f"  # interpreter figures are tiny
     return [{"kernel": kernel, "shape": e["label"], "dtype": e["dtype"], "role": e["role"],
              "kgit": _fmt(e[metric], figure), "torch": _fmt(e.get(f"torch_{metric}"), figure), "unit": unit,
              "speedup": _fmt(e.get("speedup"), ".3g"), "% of copy": _fmt(e.get("pct_of_copy")),
              "% of peak": _fmt(e.get("pct_of_peak")), "spread %": _fmt(e["spread_pct"]),
-             "torch spread %": _fmt(e.get("torch_spread_pct"))}
+             "torch spread %": _fmt(e.get("torch_spread_pct")), "ran": ran(e.get("config"), base_config or {})}
             for e in result["shapes"]]
 
 
@@ -121,13 +129,14 @@ def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bo
     report = {"machine": machine, "columns": COLUMNS, "rows": rows, "results": results}
     for name in kernels or list(tests):
         spec = load_spec(tests[name])
-        if name in sets:  # the template load_spec just imported: its CONFIG, for this run only
-            sys.modules["triton_template"].CONFIG.update(sets[name])
+        config = sys.modules["triton_template"].CONFIG  # the template load_spec just imported
+        if name in sets:  # for this run only
+            config.update(sets[name])
         started = time.time()
         result = harness.run(spec, quick=quick, sweep=True, timer=timer)
         result["wall_s"] = round(time.time() - started, 1)
         results[name] = result
-        rows += rows_of(name, spec.metric, result)
+        rows += rows_of(name, spec.metric, result, config)
         print(f"# {name}: {result['status']} in {result['wall_s']} s", flush=True)
         if out:
             save(out, report)

@@ -38,7 +38,7 @@ def test_the_sweep_writes_one_table_of_both_kinds_of_kernel(tmp_path):
     report = json.loads((tmp_path / "sweep.json").read_text())
     columns = report["columns"]
     assert columns == ["kernel", "shape", "dtype", "role", "kgit", "torch", "unit", "speedup", "% of copy",
-                       "% of peak", "spread %", "torch spread %"]
+                       "% of peak", "spread %", "torch spread %", "ran"]
     rows = [(r["kernel"], r["shape"], r["dtype"], r["role"], r["unit"]) for r in report["rows"]]
     assert rows == [("softmax", "8x256", d, "headline", "GB/s") for d in ("fp32", "fp16", "bf16")] + [
         ("gemm", "64x64x64", "fp16", "headline", "TFLOP/s"), ("gemm", "64x64x64", "fp32", "sweep", "TFLOP/s"),
@@ -48,6 +48,8 @@ def test_the_sweep_writes_one_table_of_both_kinds_of_kernel(tmp_path):
         assert float(row["spread %"]) >= 0
         assert row["% of copy"] == row["% of peak"] == "-"  # CPU figures are never compared with a GPU
     assert report["machine"]["cpu_timing"] is True and report["machine"]["repeats"] == 1
+    # gemm says what each launch ran (here CONFIG: the interpreter never autotunes); softmax does not
+    assert [r["ran"] for r in report["rows"]] == ["-"] * 3 + ["CONFIG"] * 4
 
     table = (tmp_path / "sweep.md").read_text().splitlines()
     header = table.index("| " + " | ".join(columns) + " |")
@@ -55,6 +57,15 @@ def test_the_sweep_writes_one_table_of_both_kinds_of_kernel(tmp_path):
     assert len(body) == len(report["rows"])
     assert body[3] == "| " + " | ".join(str(report["rows"][3][c]) for c in columns) + " |"
     assert "Triton interpreter: CPU figures" in "\n".join(table)
+
+
+def test_ran_names_what_a_shape_ran_against_the_templates_config():
+    ran = _sweep_module().ran
+    base = {"GLUON": 1, "NUM_BUFFERS": 2, "BLOCK_M": 128}
+    assert ran({"GLUON": 1, "NUM_BUFFERS": 2, "BLOCK_M": 128, "USE_TMA": True}, base) == "CONFIG"
+    assert ran({"GLUON": 2, "NUM_BUFFERS": 2, "BLOCK_M": 128}, base) == "GLUON=2"
+    assert ran({"GLUON": 0, "NUM_BUFFERS": 2, "BLOCK_M": 64}, base) == "GLUON=0 BLOCK_M=64"
+    assert ran(None, base) == "-"
 
 
 def test_the_table_names_the_measured_copy_bandwidth_of_a_gpu_run():
