@@ -615,7 +615,7 @@ def _fastest(run, candidates):
     """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median: timed once each in turn, the first candidate runs before the GPU's
-    clocks have risen (the fused-MoE template lost 7% to that, experiments/sweep-h200-session14/)."""
+    clocks have risen (the fused-MoE template lost 3-7% to that, experiments/sweep-h200-session14/)."""
     runnable = []
     for cfg in candidates:
         try:

@@ -341,7 +341,7 @@ def _fastest(run, candidates):
     """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median. Timed once each in turn, the first candidate ran before the GPU's
-    clocks had risen: at the Mixtral shape CONFIG lost to a tile 7% slower
+    clocks had risen: at the Mixtral shape CONFIG lost to a tile 3-7% slower
     (experiments/sweep-h200-session14/call2-moe/)."""
     runnable = []
     for cfg in candidates:

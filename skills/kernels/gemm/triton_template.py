@@ -237,7 +237,7 @@ def _fastest(run, candidates):
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median: timed once each in turn, the first candidate ran before the clocks
     rose, and 1024^3 kept a 0.36x configuration (experiments/gemm-sizes-h200/; the fused-MoE template
-    lost 7% the same way, experiments/sweep-h200-session14/)."""
+    lost 3-7% the same way, experiments/sweep-h200-session14/)."""
     runnable = []
     for cfg in candidates:
         try:
