@@ -3,6 +3,7 @@ warpgroups on async wgmma, warp-specialized with gl.warp_specialize.
 
     python benchmarks/explore/gluon_attention.py --out DIR [--variants a,b] [--shapes S,S] [--budget-s N]
     python benchmarks/explore/gluon_attention.py --compile-only [--variants a,b]
+    python benchmarks/explore/gluon_attention.py --out DIR --variants ws2x4_overlap,ws3x4_overlap_d64 [--d64-shapes S,S]
 
 Written for the H200 (sm_90, triton 3.6.0) and run there in session 13 (experiments/sweep-h200-session13,
 call 5); the persistent variants are not yet run on a GPU. --compile-only builds every variant for sm_90
@@ -66,12 +67,47 @@ causal. A persistent program overlaps tile t+1's loads with tile t's tail.
 Prediction (against ws2x4_overlap in the same run): persist2x4_overlap +4-7% at S1024 D128 non-causal,
 +3-6% causal (S 1024-2048), +0-2% at S >= 4096 non-causal.
 
+Head dim 64 (attn_fwd_ws3, attn_fwd_persist3; launched at D 64 only, reported unsupported at 128):
+  ws3x4_overlap_d64       FA3's head-dim-64 tile: BLOCK_M 192 (three consumer warpgroups of 64 rows, each
+                          with the intra-warpgroup overlap), BLOCK_N 128, 2 K/V stages, grid (ceil(S/192), B*H).
+  persist3x4_overlap_d64  the same on min(#SMs, tiles) programs, head by head (causal: heaviest first), Q
+                          handed back after each consumer's last Q K^T, O through a staging tile a consumer.
+S (a power of two) is no multiple of 192, but it is of 64: each consumer's 64 rows lie wholly inside the
+head or wholly past it, so the descriptors stay 2-D over (B*H*S, D) and a consumer past the head neither
+loads Q nor stores O (the loader predicates its copy and its expect). It still waits for and releases every
+K/V block of the tile, since the empty barriers count all three consumers; every release follows the wait
+on that block's ready barrier, which puts it in the right phase. Causal: the tile visits key blocks up to
+ceil(min(192 (start_m + 1), S) / 128); consumer c computes blocks up to its own diagonal q_row // 128 (the
+only one it masks, besides block 0 always) and only releases the tile's later block (at most one). The
+mask is the wgmma's initial accumulator (0 / -inf) rather than a select on the scores: the select,
+applied where S_j, P_{j-1} and acc are all live, spilled 120-216 B at 160 registers. Registers: four
+warpgroups (the loader's padded) share 64K: 3 x 128 x 160 + 128 x 24 = 64512; Triton gives the default
+partition (consumer 0) the remaining 168.
+Hypothesis: at head dim 64 an exponential costs as much as its score's matrix products, so the special-
+function unit and not the tensor cores sets the pace; a third independent consumer gives it more softmax
+to run under the others' wgmma. cuDNN's kernel (3 x 128 threads, tensor pipe 45.8% against the best of
+ours at 40.4%, call 9) and FA3 both use 192 x 128 with three consumers here.
+Prediction (bf16, x the default SDPA in the same run; ws2x4_overlap, persist2x4_overlap and the template
+read 0.92-0.99 non-causal, 0.95-0.98 causal in call 7): ws3x4_overlap_d64 +3-8% over ws2x4_overlap at
+S 4096-16384, i.e. 0.98-1.05x SDPA; at S1024 (B16 H32) only 0.93-1.00x, because a head's sixth tile holds
+64 rows (1152 rows of consumer slots for 1024) and the one-tile grid pays each tile's fill and drain;
+persist3x4_overlap_d64 +3-6% over it at S1024 and causal (short tiles), even at S16384. Causal gains
+less than non-causal: each consumer's diagonal block ends its pipeline and the ragged tiles are the
+heaviest ones.
+--compile-only (triton 3.6.0, sm_90, bf16 and fp16, causal or not, D64): ws3x4_overlap_d64 .maxnreg 128
+at launch (512 threads), setmaxnreg 160 (consumers 1, 2), 168 (consumer 0), 24 (loader), 0 spills,
+90412 B shared memory; persist3x4_overlap_d64 the same, 115052 B, 0 spills non-causal but 152 B of spills
+causal (38 local loads and stores around the diagonal block's mask, once a tile a consumer). The older
+variants' PTX is unchanged by their addition.
+
 Each case: fresh randn inputs, output poisoned with NaN, max abs error against torch's
 scaled_dot_product_attention in fp32 (< 2e-2), then triton.testing.do_bench (warmup 25, rep 100, the
 median and the min-max spread) for each variant, the template (flash_attention) and torch's default
 SDPA. Rows print as they finish and DIR/gluon_attention.json is rewritten after each row; cases start
-until --budget-s has passed (bf16 D128 non-causal first), and a watchdog ends the run when no row has
-finished for --hang-s (a kernel waiting on a barrier that never completes would otherwise spin).
+until --budget-s has passed (bf16 D128 non-causal first; with a *_d64 variant and no --shapes, only bf16 D64
+at S 1024 / 4096 / 16384, B 16 / 4 / 1, H 32, the sweep's rows, non-causal then causal), and a watchdog
+ends the run when no row has finished for --hang-s (a kernel waiting on a barrier that never completes would
+otherwise spin).
 """
 
 from __future__ import annotations
@@ -115,6 +151,8 @@ VARIANTS = {
     "persist2x4_overlap": (2, 4, True, 2),
     "persist2x4_overlap_b3": (2, 4, True, 3),
     "persist2x4_overlap_rs": (2, 4, True, 2),
+    "ws3x4_overlap_d64": (3, 4, True, 2),
+    "persist3x4_overlap_d64": (3, 4, True, 2),
 }
 # the persistent variants (attn_fwd_persist) and how each writes O: False through a shared-memory staging
 # tile per consumer and a TMA store, True straight from registers (3 stages leave no shared memory for
@@ -125,6 +163,11 @@ PERSISTENT = {"persist2x4_overlap": False, "persist2x4_overlap_b3": True, "persi
 # default partition what is left of 64K; a worker consumer asks for the same 240 it would be left.
 LOADER_REGS = 24
 CONSUMER_REGS = 240
+# head dim 64 only (attn_fwd_ws3 / attn_fwd_persist3; the value: persistent): three consumer warpgroups of 64
+# rows, BLOCK_M 192. Four warpgroups (the loader padded to one) share 64K registers: 3 * 128 * R + 128 * 24
+# <= 65536 gives R <= 162, so 160 (setmaxnreg takes multiples of 8; FA3's figure for this shape).
+D64_VARIANTS = {"ws3x4_overlap_d64": False, "persist3x4_overlap_d64": True}
+CONSUMER_REGS_3 = 160
 
 
 # --------------------------------------------------------------------------------------------------
@@ -587,24 +630,389 @@ def attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, BH, qk_scale, BLO
 
 
 # --------------------------------------------------------------------------------------------------
+# head dim 64: three consumer warpgroups, 192-row tiles (ws3x4_overlap_d64, persist3x4_overlap_d64)
+# --------------------------------------------------------------------------------------------------
+@gluon.jit
+def _r3_span(start_m, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, M_PER: gl.constexpr, CAUSAL: gl.constexpr):
+    # A 192-row tile of a head whose S (a multiple of 128, never of 192 at powers of two) may end inside
+    # the tile. S % 64 == 0, so each consumer's 64 rows lie wholly inside the head or wholly past it:
+    # n_live consumers have rows, the rest none. The tile's key blocks: all, or (causal) up to the one
+    # holding its last live row's diagonal, which is ceil(min((start_m + 1) * 192, S) / 128).
+    rows = gl.minimum(S - start_m * BLOCK_M, BLOCK_M)
+    n_live = rows // M_PER
+    if CAUSAL:
+        n_tile = (start_m * BLOCK_M + rows - 1) // BLOCK_N + 1
+    else:
+        n_tile = S // BLOCK_N
+    return n_live, n_tile
+
+
+@gluon.jit
+def _r3_own_blocks(q_row, live, n_tile, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # How many of the tile's key blocks this consumer computes: none past the head; causal, those up to
+    # the block holding its own diagonal, q_row // 128 (its 64 rows, q_row a multiple of 64, sit inside
+    # one key block). That block is the consumer's only one to mask: every earlier block's keys are
+    # below q_row. The tile's later blocks (at most one: a causal tile's first consumer when start_m is
+    # odd, its first two when even) hold only keys above this consumer's rows.
+    if CAUSAL:
+        n_c = q_row // BLOCK_N + 1
+    else:
+        n_c = n_tile
+    return gl.where(live, n_c, 0)
+
+
+@gluon.jit
+def _r3_skip(k_ready, k_empty, v_ready, v_empty, g, NUM_BUFFERS: gl.constexpr):
+    # A ring block this consumer does not compute (its rows past the head, or keys all above its rows):
+    # it still releases the stage, since the empty barriers count all three consumers. It waits for
+    # the block to land first: the loader issued that copy only after the stage's previous phase had
+    # completed, so this arrive counts toward the phase of block g and not of g - NUM_BUFFERS.
+    buf = g % NUM_BUFFERS
+    phase = (g // NUM_BUFFERS) & 1
+    mbarrier.wait(k_ready.index(buf), phase)
+    mbarrier.arrive(k_empty.index(buf))
+    mbarrier.wait(v_ready.index(buf), phase)
+    mbarrier.arrive(v_empty.index(buf))
+
+
+@gluon.jit
+def _r3_qk(q, k_smem, k_ready, g, j, q_row, s_layout: gl.constexpr, M_PER: gl.constexpr, BLOCK_N: gl.constexpr,
+           NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
+    # _qk; a masked block (causal) starts the wgmma from 0 / -inf (key column above the row's limit)
+    # instead of zeros, so the mask costs no registers or instructions after the wgmma, where S_j (64
+    # a thread), P_{j-1} (32) and acc (32) are live. Applying it to the scores afterwards (_softmax_step)
+    # spilled 120-216 B at 160 registers.
+    buf = g % NUM_BUFFERS
+    if MASK:
+        lim = (q_row - j * BLOCK_N) + gl.arange(0, M_PER, layout=gl.SliceLayout(1, s_layout))
+        cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = gl.expand_dims(cols, 0) <= gl.expand_dims(lim, 1)
+        init = gl.where(keep, gl.zeros([M_PER, BLOCK_N], gl.float32, s_layout),
+                        gl.full([M_PER, BLOCK_N], float("-inf"), gl.float32, s_layout))
+        mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
+        return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), init, use_acc=True, is_async=True)
+    else:
+        return _qk(q, k_smem, k_ready, g, s_layout, M_PER, BLOCK_N, NUM_BUFFERS)
+
+
+@gluon.jit
+def _r3_overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row,
+                      qk_scale, q_empty, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
+                      M_PER: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr):
+    # _overlap_block (S_j and P_{j-1} V_{j-1} back to back, softmax(S_j) under the latter) with the mask
+    # of _r3_qk
+    kbuf = g % NUM_BUFFERS
+    vbuf = (g - 1) % NUM_BUFFERS
+    s = _r3_qk(q, k_smem, k_ready, g, j, q_row, s_layout, M_PER, BLOCK_N, NUM_BUFFERS, MASK)
+    mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
+    acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s, ))
+    mbarrier.arrive(k_empty.index(kbuf))
+    if q_empty is not None:
+        mbarrier.arrive(q_empty)
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, j, q_row, qk_scale, s_layout, M_PER, BLOCK_N, False)
+    p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+    acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+    mbarrier.arrive(v_empty.index(vbuf))
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+    return acc, m_i, l_i, p16_next
+
+
+@gluon.jit
+def _r3_run(q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, g, n_c, q_row, qk_scale, q_emp,
+            s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M_PER: gl.constexpr,
+            BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+    # A consumer's n_c >= 1 key blocks, ring counters g .. g + n_c - 1, with the intra-warpgroup overlap
+    # of _consumer (block 0 alone, then S_j under P_{j-1} V_{j-1}, then the last P V). Causal masks block
+    # 0 (as _consumer does) and the last, its diagonal. q_emp (persistent) gets the consumer's arrive
+    # right after its last Q K^T; None for one tile a program.
+    acc = gl.zeros([M_PER, HEAD_DIM], gl.float32, o_layout)
+    s = _r3_qk(q, k_smem, k_ready, g, 0, q_row, s_layout, M_PER, BLOCK_N, NUM_BUFFERS, CAUSAL)
+    s = warpgroup_mma_wait(0, deps=(s, ))
+    mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
+    if q_emp is not None:
+        mbarrier.arrive(q_emp, pred=n_c == 1)
+    m_i = gl.full([M_PER], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([M_PER], gl.float32, gl.SliceLayout(1, s_layout))
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M_PER, BLOCK_N, False)
+    p16 = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+    for j in range(1, n_c - 1):
+        acc, m_i, l_i, p16 = _r3_overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, j, g + j, q_row, qk_scale, None, s_layout, o_layout,
+                                               p_layout, M_PER, BLOCK_N, NUM_BUFFERS, False)
+    if n_c > 1:
+        acc, m_i, l_i, p16 = _r3_overlap_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, n_c - 1, g + n_c - 1, q_row, qk_scale, q_emp, s_layout,
+                                               o_layout, p_layout, M_PER, BLOCK_N, NUM_BUFFERS, CAUSAL)
+    g_last = g + n_c - 1
+    vbuf = g_last % NUM_BUFFERS
+    mbarrier.wait(v_ready.index(vbuf), (g_last // NUM_BUFFERS) & 1)
+    acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+    acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+    mbarrier.arrive(v_empty.index(vbuf))
+    # every computed row has its diagonal key, so l > 0
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    return acc * gl.expand_dims(1.0 / l_o, 1)
+
+
+@gluon.jit
+def _r3_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, S,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+               NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    # One tile a program. Q per live consumer into its own buffer and barrier (a consumer past the head
+    # gets no copy and waits on nothing), then the tile's K/V blocks through the ring as _loader does.
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    start_m = gl.program_id(0)
+    if CAUSAL:
+        start_m = gl.num_programs(0) - 1 - start_m
+    row0 = gl.program_id(1) * S
+    n_live, n_tile = _r3_span(start_m, S, BLOCK_M, BLOCK_N, M_PER, CAUSAL)
+    _load_stage(k_desc, k_smem, k_ready, k_empty, 0, row0, NUM_BUFFERS)
+    for c in gl.static_range(NUM_CONSUMERS):
+        live = c < n_live
+        mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes, pred=live)
+        _tma_load(q_desc, [row0 + start_m * BLOCK_M + c * M_PER, 0], q_ready.index(c), q_smem.index(c), pred=live)
+    _load_stage(v_desc, v_smem, v_ready, v_empty, 0, row0, NUM_BUFFERS)
+    for j in range(1, n_tile):
+        _load_stage(k_desc, k_smem, k_ready, k_empty, j, row0 + j * BLOCK_N, NUM_BUFFERS)
+        _load_stage(v_desc, v_smem, v_ready, v_empty, j, row0 + j * BLOCK_N, NUM_BUFFERS)
+
+
+@gluon.jit
+def _r3_consumer(q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+                 C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                 NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    start_m = gl.program_id(0)
+    if CAUSAL:
+        start_m = gl.num_programs(0) - 1 - start_m
+    row0 = gl.program_id(1) * S
+    n_live, n_tile = _r3_span(start_m, S, BLOCK_M, BLOCK_N, M_PER, CAUSAL)
+    q_row = start_m * BLOCK_M + C * M_PER
+    n_c = _r3_own_blocks(q_row, C < n_live, n_tile, BLOCK_N, CAUSAL)
+    if n_c > 0:
+        q = q_smem.index(C)
+        mbarrier.wait(q_ready.index(C), 0)
+        out = _r3_run(q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, 0, n_c, q_row, qk_scale, None,
+                      s_layout, o_layout, p_layout, M_PER, BLOCK_N, HEAD_DIM, NUM_BUFFERS, CAUSAL)
+        # through Q's own tile (every wgmma that read it has been waited for); only live rows are stored
+        q.store(out.to(o_desc.dtype))
+        fence_async_shared()
+        _tma_store(o_desc, [row0 + q_row, 0], q)
+        tma.store_wait(0)
+    for j in range(n_c, n_tile):
+        _r3_skip(k_ready, k_empty, v_ready, v_empty, j, NUM_BUFFERS)
+
+
+@gluon.jit
+def attn_fwd_ws3(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 NUM_BUFFERS: gl.constexpr, NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
+                 LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # Grid (ceil(S / 192), B*H); descriptors over (B*H*S, D) views, q/o blocks [64, D], k/v [128, D].
+    # Rows past a head are neither loaded nor stored (see _r3_span), so the 2-D views never reach into
+    # the next head.
+    gl.static_assert(NUM_CONSUMERS == 3)
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.init(q_ready.index(c), count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
+    gl.warp_specialize([
+        (_r3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 0,
+                        BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+        (_r3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 1,
+                        BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+        (_r3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 2,
+                        BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+        (_r3_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, S,
+                      BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+    ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
+
+
+@gluon.jit
+def _r3_persist_tile(w, n_m, S, CAUSAL: gl.constexpr):
+    # Wave w's tile of this program (the snake of _persist_waves / _persist_tile), n_m = ceil(S / 192)
+    # tiles a head, head by head; causal takes each head's heaviest query blocks first.
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    t = w * nprog + pid + (w % 2) * (nprog - 1 - 2 * pid)
+    if CAUSAL:
+        start_m = n_m - 1 - t % n_m
+    else:
+        start_m = t % n_m
+    return start_m, (t // n_m) * S
+
+
+@gluon.jit
+def _r3_persist_waves(n_tiles):
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    n_full = n_tiles // nprog
+    pos = pid + (n_full % 2) * (nprog - 1 - 2 * pid)
+    return n_full + (pos < n_tiles % nprog).to(gl.int32)
+
+
+@gluon.jit
+def _r3_persist_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                       v_empty, S, BH, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                       NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    # As _persist_loader, with ragged tiles. Every consumer's q_ready and q_empty go through one phase a
+    # tile, live or not, so both sides count phases by the wave w: for a consumer past the head the
+    # loader completes q_ready's phase with a plain arrive (count 1, no bytes) instead of a copy.
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    n_m = (S + BLOCK_M - 1) // BLOCK_M
+    n_waves = _r3_persist_waves(n_m * BH)
+    g = 0
+    for w in range(n_waves):
+        start_m, row0 = _r3_persist_tile(w, n_m, S, CAUSAL)
+        n_live, n_tile = _r3_span(start_m, S, BLOCK_M, BLOCK_N, M_PER, CAUSAL)
+        _load_stage(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
+        for c in gl.static_range(NUM_CONSUMERS):
+            live = c < n_live
+            mbarrier.wait(q_empty.index(c), (w & 1) ^ 1)
+            mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes, pred=live)
+            _tma_load(q_desc, [row0 + start_m * BLOCK_M + c * M_PER, 0], q_ready.index(c), q_smem.index(c),
+                      pred=live)
+            mbarrier.arrive(q_ready.index(c), pred=c >= n_live)
+        _load_stage(v_desc, v_smem, v_ready, v_empty, g, row0, NUM_BUFFERS)
+        for j in range(1, n_tile):
+            _load_stage(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+            _load_stage(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+        g += n_tile
+
+
+@gluon.jit
+def _r3_persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, o_desc,
+                         S, BH, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                         NUM_BUFFERS: gl.constexpr, NUM_CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+    HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q = q_smem.index(C)
+    q_rdy = q_ready.index(C)
+    q_emp = q_empty.index(C)
+    o_tile = o_smem.index(C)
+    n_m = (S + BLOCK_M - 1) // BLOCK_M
+    n_waves = _r3_persist_waves(n_m * BH)
+    g = 0
+    for w in range(n_waves):
+        start_m, row0 = _r3_persist_tile(w, n_m, S, CAUSAL)
+        n_live, n_tile = _r3_span(start_m, S, BLOCK_M, BLOCK_N, M_PER, CAUSAL)
+        q_row = start_m * BLOCK_M + C * M_PER
+        n_c = _r3_own_blocks(q_row, C < n_live, n_tile, BLOCK_N, CAUSAL)
+        # phase w of q_ready, live or not: a consumer that handed back its Q without waiting could run
+        # two phases of q_empty ahead of the loader, whose parity wait would then read as not done
+        mbarrier.wait(q_rdy, w & 1)
+        if n_c > 0:
+            out = _r3_run(q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, g, n_c, q_row, qk_scale, q_emp,
+                          s_layout, o_layout, p_layout, M_PER, BLOCK_N, HEAD_DIM, NUM_BUFFERS, CAUSAL)
+            # O through this consumer's staging tile (Q's may hold the next tile's Q by now); the store
+            # issued from it a tile ago must have finished reading it
+            tma.store_wait(0)
+            o_tile.store(out.to(o_desc.dtype))
+            fence_async_shared()
+            _tma_store(o_desc, [row0 + q_row, 0], o_tile)
+        else:
+            mbarrier.arrive(q_emp)
+        for j in range(n_c, n_tile):
+            _r3_skip(k_ready, k_empty, v_ready, v_empty, g + j, NUM_BUFFERS)
+        g += n_tile
+    tma.store_wait(0)
+
+
+@gluon.jit
+def attn_fwd_persist3(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, BLOCK_M: gl.constexpr,
+                      BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+                      CAUSAL: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # Grid (min(#SMs, ceil(S / 192) * B*H), ); descriptors as attn_fwd_ws3's.
+    gl.static_assert(NUM_CONSUMERS == 3)
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.init(q_ready.index(c), count=1)
+        mbarrier.init(q_empty.index(c), count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
+    gl.warp_specialize([
+        (_r3_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                                o_desc, S, BH, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+        (_r3_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                                o_desc, S, BH, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+        (_r3_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                                o_desc, S, BH, qk_scale, 2, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+        (_r3_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
+                              v_ready, v_empty, S, BH, BLOCK_M, BLOCK_N, NUM_BUFFERS, NUM_CONSUMERS, CAUSAL)),
+    ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
+
+
+# --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
 GL_DTYPE = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+def _block_m(variant):
+    return 64 * VARIANTS[variant][0] if variant in D64_VARIANTS else BLOCK_M
 
 
 def _launch_args(q, k, v, o, causal, variant):
     """The kernel, its arguments, constexprs and num_warps for one variant (host descriptors included)."""
     consumers, warps, overlap, buffers = VARIANTS[variant]
     B, H, S, D = q.shape
-    if S % BLOCK_M or S % BLOCK_N or D not in (64, 128) or q.dtype not in GL_DTYPE:
-        raise ValueError(f"unsupported: S={S} (a multiple of {BLOCK_M}), D={D} (64 or 128), {q.dtype}")
-    gdt = GL_DTYPE[q.dtype]
-    m_per = BLOCK_M // consumers
+    gdt = GL_DTYPE.get(q.dtype)
 
     def desc(t, rows):
         layout = gl.NVMMASharedLayout.get_default_for([rows, D], gdt)
         return TensorDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
 
+    if variant in D64_VARIANTS:
+        # S a multiple of 128 (K/V blocks never cross a head) but not of 192: the kernel's last tile of
+        # a head has one or two consumers with rows, which load and store only those (S % 64 == 0)
+        if S % BLOCK_N or D != 64 or gdt is None:
+            raise ValueError(f"unsupported: {variant} takes head dim 64 only, S a multiple of {BLOCK_N}, 16-bit; "
+                             f"got S={S}, D={D}, {q.dtype}")
+        descs = [desc(q, 64), desc(k, BLOCK_N), desc(v, BLOCK_N), desc(o, 64)]
+        consts = dict(BLOCK_M=_block_m(variant), BLOCK_N=BLOCK_N, NUM_BUFFERS=buffers, NUM_CONSUMERS=consumers,
+                      CAUSAL=causal, LOADER_REGS=LOADER_REGS, CONSUMER_REGS=CONSUMER_REGS_3)
+        if D64_VARIANTS[variant]:
+            return attn_fwd_persist3, descs + [S, B * H, LOG2E / math.sqrt(D)], consts, warps
+        return attn_fwd_ws3, descs + [S, LOG2E / math.sqrt(D)], consts, warps
+    if S % BLOCK_M or S % BLOCK_N or D not in (64, 128) or q.dtype not in GL_DTYPE:
+        raise ValueError(f"unsupported: S={S} (a multiple of {BLOCK_M}), D={D} (64 or 128), {q.dtype}")
+    m_per = BLOCK_M // consumers
     descs = [desc(q, m_per), desc(k, BLOCK_N), desc(v, BLOCK_N), desc(o, m_per)]
     if variant in PERSISTENT:
         args = descs + [o, S, B * H, LOG2E / math.sqrt(D)]
@@ -631,11 +1039,12 @@ def gluon_attention(q, k, v, causal=False, variant="ws2x4_overlap", out=None):
     o = out if out is not None else torch.empty_like(q)
     kernel, args, consts, warps = _launch_args(q, k, v, o, causal, variant)
     B, H, S, _ = q.shape
-    if variant in PERSISTENT:
+    n_m = triton.cdiv(S, _block_m(variant))
+    if variant in PERSISTENT or D64_VARIANTS.get(variant):
         # one program an SM (their shared memory allows one), or one a tile when there are fewer tiles
-        grid = (min(_sm_count(q.device), (S // BLOCK_M) * B * H), )
+        grid = (min(_sm_count(q.device), n_m * B * H), )
     else:
-        grid = (S // BLOCK_M, B * H)
+        grid = (n_m, B * H)
     kernel[grid](*args, **consts, num_warps=warps)
     return o
 
@@ -666,10 +1075,16 @@ def compile_variant(variant, dtype, causal, D):
 
 
 def compile_only(variants):
+    cases = [(torch.bfloat16, False, 128), (torch.bfloat16, True, 128), (torch.float16, False, 128),
+             (torch.bfloat16, False, 64)]
+    if any(name in D64_VARIANTS for name in variants):
+        cases += [(torch.bfloat16, True, 64), (torch.float16, False, 64), (torch.float16, True, 64)]
     for name in variants:
-        for dtype, causal, D in [(torch.bfloat16, False, 128), (torch.bfloat16, True, 128), (torch.float16, False, 128),
-                                 (torch.bfloat16, False, 64)]:
-            tag = f"{name:18s} {str(dtype)[6:]:8s} causal={causal!s:5s} D={D:3d}"
+        for dtype, causal, D in cases:
+            tag = f"{name:22s} {str(dtype)[6:]:8s} causal={causal!s:5s} D={D:3d}"
+            if name in D64_VARIANTS and D != 64:
+                print(f"{tag}: unsupported (head dim 64 only)", flush=True)
+                continue
             try:
                 t0 = time.time()
                 kernel = compile_variant(name, dtype, causal, D)
@@ -744,6 +1159,8 @@ def run_case(B, H, S, D, dtype, causal, variants, template, results, out_path):
     base.update(row_for("torch_sdpa", lambda o: sdpa(q, k, v, is_causal=causal)))
     row_for("template", lambda o: template.flash_attention(q, k, v, causal=causal, out=o))
     for name in variants:
+        if name in D64_VARIANTS and D != 64:
+            continue
         row_for(name, lambda o, name=name: gluon_attention(q, k, v, causal=causal, variant=name, out=o))
 
 
@@ -751,8 +1168,17 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=".")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
-    p.add_argument("--shapes", default="4096,8192,16384", help="sequence lengths S")
+    p.add_argument("--shapes", default=None,
+                   help="sequence lengths S at head dim 128 (default 4096,8192,16384; none when a *_d64 variant is "
+                        "asked for); '' for none")
     p.add_argument("--batch", default="4", help="B, one for all S or one an S (comma-separated); H is 16")
+    p.add_argument("--d64-shapes", default=None,
+                   help="sequence lengths S at head dim 64, bf16, non-causal then causal (default 4096; "
+                        "1024,4096,16384 when a *_d64 variant is asked for, the sweep's shapes)")
+    p.add_argument("--d64-batch", default=None, help="B for --d64-shapes, one or one an S (default 4; 16,4,1 "
+                                                      "with a *_d64 variant)")
+    p.add_argument("--d64-heads", type=int, default=None, help="H at head dim 64 (default 16; 32 with a *_d64 "
+                                                                "variant, as the sweep)")
     p.add_argument("--budget-s", type=float, default=200.0, help="start no new case after this many seconds")
     p.add_argument("--hang-s", type=float, default=120.0, help="exit when no row finishes for this long")
     p.add_argument("--compile-only", action="store_true")
@@ -773,19 +1199,27 @@ def main():
                "rows": []}
     template = templates.load("flash-attention")
     templates.start_watchdog(args.hang_s)
-    seqs = [int(s) for s in args.shapes.split(",") if s]
-    batches = [int(b) for b in args.batch.split(",") if b]
-    batch = dict(zip(seqs, batches if len(batches) == len(seqs) else batches[:1] * len(seqs)))
-    # the headline first (bf16, D128, non-causal), so a cut-short run still answers it
-    cases = [(S, 128, torch.bfloat16, False) for S in seqs] + [(S, 128, torch.bfloat16, True) for S in seqs]
-    cases += [(S, 128, torch.float16, c) for c in (False, True) for S in seqs]
-    cases += [(4096, 64, torch.bfloat16, c) for c in (False, True)]
-    for S, D, dtype, causal in cases:
+    d64 = any(v in D64_VARIANTS for v in variants)
+
+    def per_seq(shapes, batches):
+        seqs = [int(s) for s in shapes.split(",") if s]
+        bs = [int(b) for b in batches.split(",") if b]
+        return list(zip(seqs, bs if len(bs) == len(seqs) else bs[:1] * len(seqs)))
+
+    d128 = per_seq(args.shapes if args.shapes is not None else ("" if d64 else "4096,8192,16384"), args.batch)
+    d64_cases = per_seq(args.d64_shapes or ("1024,4096,16384" if d64 else "4096"),
+                        args.d64_batch or ("16,4,1" if d64 else "4"))
+    d64_heads = args.d64_heads or (32 if d64 else 16)
+    # the headline first (bf16, D128, non-causal), so a cut-short run still answers it; (B, H, S, D, ...)
+    cases = [(B, 16, S, 128, torch.bfloat16, c) for c in (False, True) for S, B in d128]
+    cases += [(B, 16, S, 128, torch.float16, c) for c in (False, True) for S, B in d128]
+    cases += [(B, d64_heads, S, 64, torch.bfloat16, c) for c in (False, True) for S, B in d64_cases]
+    for B, H, S, D, dtype, causal in cases:
         if time.time() - started > args.budget_s:
-            print(f"budget of {args.budget_s:.0f} s spent: skipping S{S} D{D} {dtype} causal={causal} and later",
-                  flush=True)
+            print(f"budget of {args.budget_s:.0f} s spent: skipping B{B} H{H} S{S} D{D} {dtype} causal={causal} "
+                  "and later", flush=True)
             break
-        run_case(batch.get(S, batches[0]), 16, S, D, dtype, causal, variants, template, results, out_path)
+        run_case(B, H, S, D, dtype, causal, variants, template, results, out_path)
     print(f"done in {time.time() - started:.0f} s; rows in {out_path}", flush=True)
 
 
