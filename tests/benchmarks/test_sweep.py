@@ -68,6 +68,14 @@ def test_ran_names_what_a_shape_ran_against_the_templates_config():
     assert ran(None, base) == "-"
 
 
+def test_a_failed_kernel_is_one_row_saying_why():
+    module = _sweep_module()
+    rows = module.rows_of("softmax", "gbps", {"status": "fail", "reason": "wrong output at 8x256"})
+    assert rows == [{**dict.fromkeys(module.COLUMNS, ""), "kernel": "softmax", "shape": "FAIL",
+                     "kgit": "wrong output at 8x256"}]
+    assert list(rows[0]) == module.COLUMNS
+
+
 def test_the_table_names_the_measured_copy_bandwidth_of_a_gpu_run():
     machine = {"gpu": "NVIDIA H200", "time": "2026-11-30 22:00 UTC", "torch": "2.11", "triton": "3.6",
                "copy_gbps_start": 4216.4, "copy_gbps_end": 4219.6, "repeats": 3, "cpu_timing": False}

@@ -89,8 +89,9 @@ def test_start_with_uncommitted_changes(ws):
 
 
 def test_start_an_unknown_kernel(ws):
-    assert "no kernel 'nope'" in ws.refused("start", "nope")
-    assert "name its kernel_path and test_path there, or run: kgit init nope --kernel PATH" in ws.refused("start", "nope")
+    refusal = ws.refused("start", "nope")
+    assert "no kernel 'nope'" in refusal
+    assert "name its kernel_path and test_path there, or run: kgit init nope --kernel PATH" in refusal
 
 
 def test_start_with_an_untracked_kernel(ws):
