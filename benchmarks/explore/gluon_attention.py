@@ -1055,23 +1055,10 @@ def gluon_attention(q, k, v, causal=False, variant="ws2x4_overlap", out=None):
 def compile_variant(variant, dtype, causal, D):
     """Compile one variant for sm_90 from host stand-ins (CPU tensors: descriptors only need their
     shapes); returns the compiled kernel."""
-    from triton.backends.compiler import BaseBackend, GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import native_specialize_impl
-
     B, H, S = 1, 2, 1024
     q, k, v, o = (torch.empty(B, H, S, D, dtype=dtype) for _ in range(4))
     kernel, args, consts, warps = _launch_args(q, k, v, o, causal, variant)
-    names = kernel.arg_names
-    signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(names, args)):
-        ty, spec = native_specialize_impl(BaseBackend, arg, False, True, True)
-        signature[name] = ty
-        if spec == "D":
-            attrs[(i, )] = [["tt.divisibility", 16]]
-    signature.update({name: "constexpr" for name in consts})
-    src = GluonASTSource(fn=kernel, signature=signature, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    return templates.compile_sm90(kernel, args, consts, {"num_warps": warps})
 
 
 def compile_only(variants):

@@ -335,26 +335,12 @@ def gluon_gemm(a, b, variant, out=None):
 def compile_variant(variant, dtype, shape=(4096, 4096, 4096)):
     """Compile one variant for sm_90 from host stand-ins (CPU tensors: descriptors only need their
     shapes and strides) of an (M, N, K) problem; returns the compiled kernel."""
-    from triton.backends.compiler import BaseBackend, GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import native_specialize_impl
-
     M, N, K = shape
     a, b, c = torch.empty(M, K, dtype=dtype), torch.empty(K, N, dtype=dtype), torch.empty(M, N, dtype=dtype)
     args, _, options = _launch_args(a, b, c, variant, NUM_SMS_OFFLINE)
-    signature, attrs, consts = {}, {}, {}
-    for i, name in enumerate(gemm_ws_kernel.arg_names):
-        param = gemm_ws_kernel.params[i]
-        if param.is_constexpr:
-            signature[name] = "constexpr"
-            consts[name] = args[name]
-            continue
-        ty, spec = native_specialize_impl(BaseBackend, args[name], False, True, True)
-        signature[name] = ty
-        if spec == "D":
-            attrs[(i, )] = [["tt.divisibility", 16]]
-    src = GluonASTSource(fn=gemm_ws_kernel, signature=signature, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    constexpr = {name for name, param in zip(gemm_ws_kernel.arg_names, gemm_ws_kernel.params) if param.is_constexpr}
+    return templates.compile_sm90(gemm_ws_kernel, [value for name, value in args.items() if name not in constexpr],
+                                  {name: value for name, value in args.items() if name in constexpr}, options)
 
 
 def compile_only(variants):

@@ -415,20 +415,8 @@ def check_cpu():
 def compile_spec(spec):
     """Compile one launch spec for sm_90 (its tensors may be small CPU stand-ins: a descriptor's type is
     its dtype and block; the integer arguments, given at the Mixtral values, set the divisibility hints)."""
-    from triton.backends.compiler import BaseBackend, GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import native_specialize_impl
-
     kernel, _, args, consts, options = spec
-    signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(kernel.arg_names, args)):
-        ty, key = native_specialize_impl(BaseBackend, arg, False, True, True)
-        signature[name] = ty
-        if key == "D":
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    signature.update({name: "constexpr" for name in consts})
-    src = ASTSource(fn=kernel, signature=signature, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    return templates.compile_sm90(kernel, args, consts, options)
 
 
 def for_depth(ttgir):

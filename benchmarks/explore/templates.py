@@ -1,7 +1,8 @@
 """What the exploration scripts beside this file share: a kernel's template imported by path, a run's
 start (its folder, timer, copy bandwidth and results header), the host's time per call of a launch,
-one variant's check-then-time; for the Gluon scripts, a compiled kernel's resources, an exception's
-message for a results row, and a watchdog for kernels that hang."""
+one variant's check-then-time; for the scripts that compile for Hopper offline, the compile and the
+compiled kernel's resources; an exception's message for a results row, and a watchdog for kernels that
+hang."""
 
 import importlib.util
 import os
@@ -96,6 +97,27 @@ def figure(row: dict) -> str:
         return row["error"]
     pct = f"{row['pct_of_copy']:.1f}% " if "pct_of_copy" in row else ""
     return f"{row['gbps']:.0f} GB/s {pct}±{row['spread_pct']:.1f}%"
+
+
+def compile_sm90(kernel, args, constexprs: dict, options: dict):
+    """Compile a @triton.jit or @gluon.jit kernel for sm_90 (Hopper) without a GPU, from the arguments a
+    launch would pass before its constexprs (CPU stand-ins will do: a descriptor's type is its dtype and
+    block, an integer's value sets its divisibility hint); returns the compiled kernel."""
+    import triton
+    from triton.backends.compiler import BaseBackend, GPUTarget
+    from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+    from triton.runtime.jit import native_specialize_impl
+
+    signature, attrs = {}, {}
+    for i, (name, arg) in enumerate(zip(kernel.arg_names, args)):
+        signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
+        if specialization == "D":
+            attrs[(i, )] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in constexprs})
+    source = GluonASTSource if isinstance(kernel, GluonJITFunction) else ASTSource
+    src = source(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def resource_usage(kernel):

@@ -53,7 +53,6 @@ import time
 from pathlib import Path
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
@@ -265,26 +264,14 @@ def ring_rows_run(x, y, variant, w=None, b=None):
 
 
 def compile_only(variants):
-    from triton.backends.compiler import BaseBackend, GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import native_specialize_impl
-
     for name in variants:
         for dtype in (torch.bfloat16, torch.float16):
             x, y = (torch.empty(64, N, dtype=dtype) for _ in range(2))
             w, b = (torch.empty(N, dtype=dtype) for _ in range(2))
             args, consts, warps = _launch_args(x, y, w, b, name)
-            signature, attrs = {}, {}
-            for i, (arg_name, arg) in enumerate(zip(ring_rows.arg_names, args)):
-                ty, spec = native_specialize_impl(BaseBackend, arg, False, True, True)
-                signature[arg_name] = ty
-                if spec == "D":
-                    attrs[(i, )] = [["tt.divisibility", 16]]
-            signature.update({k: "constexpr" for k in consts})
             tag = f"{name:24s} {str(dtype)[6:]:8s}"
             try:
-                src = GluonASTSource(fn=ring_rows, signature=signature, constexprs=consts, attrs=attrs)
-                kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+                kernel = templates.compile_sm90(ring_rows, args, consts, {"num_warps": warps})
                 u = templates.resource_usage(kernel)
                 waits = sorted({line.split()[0] for line in kernel.asm["ptx"].splitlines() if "bulk.wait_group" in line})
                 print(f"{tag}: regs {u['regs']} spills {u['spill_bytes']} B smem {u['smem']} B "
