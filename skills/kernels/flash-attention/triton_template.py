@@ -33,7 +33,8 @@ second wgmma. The two consumers run independently, so one's exponentials hide un
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
 exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
 persistent grid (one program an SM walking its tiles), which pays where tiles are short (S 1024-2048,
-causal, head dim 64 causal) and not at long ones: AUTOTUNE picks per shape.
+causal, head dim 64 causal) and not at long ones; _attn_fwd_ws3 is FlashAttention-3's head-dim-64 tile,
+192 query rows on three consumers, which pays at long S. AUTOTUNE picks per shape.
 """
 
 import functools
@@ -61,7 +62,7 @@ except (ImportError, AttributeError):
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "GLUON": 1, "NUM_BUFFERS": 2,
           "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
-                "GLUON": [0, 1, 2], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
+                "GLUON": [0, 1, 2, 3], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
 # kernel's. On the H200 (experiments/sweep-h200-session13/call5-attention/), B4 H16 D128, bf16, S 4096 / 8192 /
@@ -76,6 +77,11 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
 # D128 S1024 (B16) 613 against 557 TFLOP/s (SDPA 611), causal 458 against 392 (SDPA 434), causal S2048
 # 516 against 464, D64 causal S4096 418 against 366 (SDPA 415); but S8192 625 against 660, D64 S4096
 # 412 against 462.
+# GLUON: 3 runs FlashAttention-3's head-dim-64 tile (_attn_fwd_ws3: 192 query rows on three consumers, 2
+# stages; other head dims run GLUON 1). On the H200 (experiments/sweep-h200-session15/call1-explore/), bf16
+# B16/4/1 H32 D64, x the default SDPA in the same run, against the template of then (GLUON 0-2, autotuned):
+# S16384 1.081 against 1.004, causal 1.033 against 0.960; S4096 0.988 against 0.978, causal 0.952 against
+# 0.977; S1024 0.931 against 0.882, causal 0.744 against 0.952.
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape. The Triton
 # kernel's from the H200 exploration (experiments/compute-bound/explore.log): 128x128/8 warps led for
 # D=128 non-causal at long S, 64x64/4 warps (one warpgroup) for D=128 causal and S=4096, 128x64 and
@@ -84,6 +90,7 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
 AUTOTUNE_CONFIGS = [
     {"NUM_BUFFERS": 3},
     {"GLUON": 2},
+    {"GLUON": 3},
     {"GLUON": 0},
     {"GLUON": 0, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
     {"GLUON": 0, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
@@ -179,6 +186,10 @@ WS_LOADER_REGS = 24
 WS_CONSUMER_REGS = 240
 # the persistent kernel's K/V stages: a third and O's staging tiles do not fit in shared memory at D 128
 PERSISTENT_BUFFERS = 2
+# GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
+# 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
+WS3_BLOCK_M = 192
+WS3_CONSUMER_REGS = 160
 
 if gluon is not None:
     @gluon.jit
@@ -218,11 +229,21 @@ if gluon is not None:
 
     @gluon.jit
     def _ws_qk(q, k_smem, k_ready, g, s_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr,
-               NUM_BUFFERS: gl.constexpr):
+               NUM_BUFFERS: gl.constexpr, diag=None):
         # Issue S = Q K^T (asynchronous) once the K block the ring counter g names has landed (g is the key
         # block's index for one tile a program; the persistent kernel's runs on across its tiles). The
         # transposed view of K's [BLOCK_N, D] stage is wgmma's [D, BLOCK_N] operand without moving data.
+        # diag (q_row - the block's first key): the causal mask as S's initial value instead, 0 where key
+        # column c <= diag + row r and -inf above, which costs no registers after the wgmma.
         buf = g % NUM_BUFFERS
+        if diag is not None:
+            last_key = diag + gl.arange(0, M, layout=gl.SliceLayout(1, s_layout))
+            cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            keep = gl.expand_dims(cols, 0) <= gl.expand_dims(last_key, 1)
+            init = gl.where(keep, gl.zeros([M, BLOCK_N], gl.float32, s_layout),
+                            gl.full([M, BLOCK_N], float("-inf"), gl.float32, s_layout))
+            mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
+            return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), init, use_acc=True, is_async=True)
         mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
         zero = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
         return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), zero, use_acc=False, is_async=True)
@@ -245,14 +266,19 @@ if gluon is not None:
     @gluon.jit
     def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
-                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None):
+                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None,
+                  MASK_INIT: gl.constexpr = False):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (the
         # persistent kernel's last block of a tile): S_j was Q's last use, so Q's tile goes back at once.
+        # The causal mask goes on the scores (MASK) or into S's initial value (MASK_INIT, _ws_qk's diag).
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
-        s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+        if MASK_INIT:
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
+        else:
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
         mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
@@ -269,11 +295,15 @@ if gluon is not None:
     @gluon.jit
     def _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout: gl.constexpr,
                         p_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                        CAUSAL: gl.constexpr, q_empty=None, q_done=False):
+                        CAUSAL: gl.constexpr, q_empty=None, q_done=False, MASK_INIT: gl.constexpr = False):
         # A tile's key block 0 alone (ring counter g): (m, l, P_0) to start the overlapped steps. Causal
-        # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score). q_empty
-        # (persistent): Q goes back here when q_done (a tile of this one block).
-        s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+        # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score): on the
+        # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes
+        # back here when q_done (a tile of this one block).
+        if MASK_INIT:
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row)
+        else:
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
         s = warpgroup_mma_wait(0, deps=(s, ))
         mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
         if q_empty is not None:
@@ -398,7 +428,7 @@ if gluon is not None:
         return start_m, (t // n_m) * S, n_blocks
 
     @gluon.jit
-    def _persist_load(desc, smem, ready, empty, g, row, NUM_BUFFERS: gl.constexpr):
+    def _ring_load(desc, smem, ready, empty, g, row, NUM_BUFFERS: gl.constexpr):
         # K or V block number g of this program's stream into stage g % NUM_BUFFERS, once both consumers
         # released that stage's previous lap (parity as in _ws_loader, the lap g // NUM_BUFFERS).
         buf = g % NUM_BUFFERS
@@ -416,7 +446,7 @@ if gluon is not None:
         for w in range(_persist_waves(n_tiles)):
             start_m, row0, n_blocks = _persist_tile(w, S, BLOCK_M, BLOCK_N, CAUSAL)
             # K_0 first: its stage was freed a step before Q's (by the previous tile's next-to-last S)
-            _persist_load(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
+            _ring_load(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
             for c in gl.static_range(2):
                 # Q of tile w once consumer c handed back tile w - 1's: q_empty[c] completes phase w - 1
                 # then, parity (w & 1) ^ 1 (tile 0 passes on the fresh barrier); q_ready[c] completes
@@ -425,10 +455,10 @@ if gluon is not None:
                 mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
                 tma_load(q_desc, [row0 + start_m * BLOCK_M + c * (BLOCK_M // 2), 0], q_ready.index(c),
                          q_smem.index(c))
-            _persist_load(v_desc, v_smem, v_ready, v_empty, g, row0, NUM_BUFFERS)
+            _ring_load(v_desc, v_smem, v_ready, v_empty, g, row0, NUM_BUFFERS)
             for j in range(1, n_blocks):
-                _persist_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
-                _persist_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+                _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+                _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
             g += n_blocks
 
     @gluon.jit
@@ -514,6 +544,135 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
+    # Head dim 64: FlashAttention-3's tile for it, 192 query rows on three consumer warpgroups of 64 rows
+    # (GLUON 3). At head dim 64 an exponential costs about as much as its score's matrix products, so the
+    # special-function unit paces the kernel; a third consumer gives it more softmax to run under the
+    # others' wgmma (cuDNN's kernel, what torch's SDPA runs there, has three as well). S (a multiple of 128)
+    # is a multiple of 64 but not of 192: a head's last tile may end inside the program's rows, and each
+    # consumer's 64 rows lie wholly inside the head or wholly past it.
+    @gluon.jit
+    def _ws3_span(start_m, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        # How many consumers have rows in this tile, and its key blocks: all, or (causal) up to the block
+        # holding its last row's diagonal.
+        rows = gl.minimum(S - start_m * BLOCK_M, BLOCK_M)
+        if CAUSAL:
+            n_tile = (start_m * BLOCK_M + rows - 1) // BLOCK_N + 1
+        else:
+            n_tile = S // BLOCK_N
+        return rows // (BLOCK_M // 3), n_tile
+
+    @gluon.jit
+    def _ws3_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, S,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+        # K_0, then each consumer's Q (none for a consumer past the head: no copy, and it waits on
+        # nothing), then the tile's K and V blocks through the ring.
+        start_m = gl.program_id(0)
+        if CAUSAL:
+            start_m = gl.num_programs(0) - 1 - start_m  # longest rows first
+        row0 = gl.program_id(1) * S
+        n_live, n_tile = _ws3_span(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
+        _ring_load(k_desc, k_smem, k_ready, k_empty, 0, row0, NUM_BUFFERS)
+        for c in gl.static_range(3):
+            live = c < n_live
+            mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes, pred=live)
+            tma_load(q_desc, [row0 + start_m * BLOCK_M + c * (BLOCK_M // 3), 0], q_ready.index(c), q_smem.index(c),
+                     pred=live)
+        _ring_load(v_desc, v_smem, v_ready, v_empty, 0, row0, NUM_BUFFERS)
+        for j in range(1, n_tile):
+            _ring_load(k_desc, k_smem, k_ready, k_empty, j, row0 + j * BLOCK_N, NUM_BUFFERS)
+            _ring_load(v_desc, v_smem, v_ready, v_empty, j, row0 + j * BLOCK_N, NUM_BUFFERS)
+
+    @gluon.jit
+    def _ws3_consumer(q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+                      C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                      CAUSAL: gl.constexpr):
+        # Consumer C: _ws_consumer's steps on its 64 rows, over its own key blocks: none past the head;
+        # causal, those up to the block holding its diagonal (q_row // BLOCK_N, its only masked block
+        # besides block 0), since its 64 rows sit inside one key block. It still releases every later
+        # block of the tile (the empty barriers count three consumers), once that block has landed: the
+        # loader issued it only after the stage's previous lap completed, so the arrive counts toward
+        # this lap. The mask goes into S's initial value: on the scores, where S_j, P_{j-1} and acc are
+        # all live, it spilled 120-216 B at these 160 registers (benchmarks/explore/gluon_attention.py).
+        M: gl.constexpr = BLOCK_M // 3
+        HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        start_m = gl.program_id(0)
+        if CAUSAL:
+            start_m = gl.num_programs(0) - 1 - start_m
+        row0 = gl.program_id(1) * S
+        n_live, n_tile = _ws3_span(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
+        q_row = start_m * BLOCK_M + C * M
+        if CAUSAL:
+            n_own = q_row // BLOCK_N + 1
+        else:
+            n_own = n_tile
+        n_own = gl.where(C < n_live, n_own, 0)
+        if n_own > 0:
+            q = q_smem.index(C)
+            mbarrier.wait(q_ready.index(C), 0)
+            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                            BLOCK_N, NUM_BUFFERS, False, MASK_INIT=CAUSAL)
+            acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
+            for j in range(1, n_own - 1):
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                               BLOCK_N, NUM_BUFFERS, False)
+            if n_own > 1:
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, n_own - 1, n_own - 1, q_row, qk_scale, s_layout, o_layout,
+                                               p_layout, M, BLOCK_N, NUM_BUFFERS, False, MASK_INIT=CAUSAL)
+            acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, n_own - 1, NUM_BUFFERS)
+            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+            q.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
+            fence_async_shared()
+            tma_store(o_desc, [row0 + q_row, 0], q)
+            tma.store_wait(0)
+        for j in range(n_own, n_tile):
+            buf = j % NUM_BUFFERS
+            lap = (j // NUM_BUFFERS) & 1
+            mbarrier.wait(k_ready.index(buf), lap)
+            mbarrier.arrive(k_empty.index(buf))
+            mbarrier.wait(v_ready.index(buf), lap)
+            mbarrier.arrive(v_empty.index(buf))
+
+    @gluon.jit
+    def _attn_fwd_ws3(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                      NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr, LOADER_REGS: gl.constexpr,
+                      CONSUMER_REGS: gl.constexpr):
+        # Grid (ceil(S / 192), B*H); descriptors over the (B*H*S, D) views, q and o in [64, D] blocks, k and
+        # v in [BLOCK_N, D]. Rows past a head are neither loaded nor stored, so no tile reaches the next head.
+        dtype: gl.constexpr = q_desc.dtype
+        q_smem = gl.allocate_shared_memory(dtype, [3] + q_desc.block_type.shape, q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+        q_ready = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        for c in gl.static_range(3):
+            mbarrier.init(q_ready.index(c), count=1)
+        for i in gl.static_range(NUM_BUFFERS):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=3)
+            mbarrier.init(v_empty.index(i), count=3)
+        gl.warp_specialize([
+            (_ws3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+                             0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_ws3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+                             1, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_ws3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+                             2, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_ws3_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                           v_empty, S, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
+
+
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
@@ -543,8 +702,9 @@ def _gluon_runs(q) -> bool:
 
 
 def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
-    """Launch _attn_fwd_ws (GLUON 1) or _attn_fwd_persist (GLUON 2); False (and a warning, once a device)
-    when it does not compile or launch."""
+    """Launch _attn_fwd_ws (GLUON 1), _attn_fwd_persist (GLUON 2) or _attn_fwd_ws3 (GLUON 3, head dim 64:
+    _launch gives other head dims GLUON 1); False (and a warning, once a device) when it does not compile
+    or launch."""
     B, H, S, D = q.shape
     gl_dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
 
@@ -556,7 +716,11 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
     consts = dict(BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, CAUSAL=causal, LOADER_REGS=WS_LOADER_REGS,
                   CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
     try:
-        if cfg["GLUON"] == 2:
+        if cfg["GLUON"] == 3:
+            _attn_fwd_ws3[(triton.cdiv(S, WS3_BLOCK_M), B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=2,
+                                                                 **{**consts, "BLOCK_M": WS3_BLOCK_M,
+                                                                    "CONSUMER_REGS": WS3_CONSUMER_REGS})
+        elif cfg["GLUON"] == 2:
             n_tiles = S // WS_BLOCK_M * B * H
             sms = torch.cuda.get_device_properties(q.device).multi_processor_count
             _attn_fwd_persist[(min(sms, n_tiles),)](*descs, S, n_tiles, LOG2E / math.sqrt(D),
@@ -574,11 +738,15 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
 
 
 def _launch(q, k, v, o, causal, cfg):
+    if cfg["GLUON"] == 3 and q.shape[-1] != 64:
+        cfg = {**cfg, "GLUON": 1}  # the three-consumer tile is head dim 64's
     if cfg["GLUON"] and _gluon_runs(q) and _launch_gluon(q, k, v, o, causal, cfg):
         last_config.clear()
         last_config.update(cfg, USE_TMA=True)
         if cfg["GLUON"] == 2:
             last_config["NUM_BUFFERS"] = PERSISTENT_BUFFERS
+        if cfg["GLUON"] == 3:
+            last_config.update(BLOCK_M=WS3_BLOCK_M, NUM_BUFFERS=2)
         return o
     B, H, S, D = q.shape
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
@@ -607,6 +775,8 @@ def _autotune(q, k, v, o, causal):
         candidates = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
         if not _gluon_runs(q):  # a Gluon candidate would time the Triton kernel's CONFIG again
             candidates = [c for c in candidates if not c["GLUON"]]
+        if q.shape[-1] != 64:  # GLUON 3 would time GLUON 1 again
+            candidates = [c for c in candidates if c["GLUON"] != 3]
         _TUNED[key] = _fastest(lambda cfg: _launch(q, k, v, o, causal, cfg), candidates)
     return _TUNED[key]
 
