@@ -16,10 +16,6 @@ launch (split) or tail branch (mixed) is skipped fails the h and y checks (NaN).
 sm_90, bf16 and fp16 alike): no spills; registers / shared memory: 128-row gate/up and down 174 / 196640 B,
 64-row tail gate/up 90 (8 warps) or 168 (4 warps) / 163872, down 91 / 179 / 163872, mixed gate/up and
 down 174 / 196640 (the two branches' rings share the space; both loops are pipelined, 4 stages).
-Adopted in the template (CONFIG TAIL_M 64: gate/up as mixed, down as split_w4_last, one alignment kernel;
-not yet timed there);
---compile-only compiles its kernels too: gate/up and the down GEMM's full blocks 174 / 196640, its tails
-179 / 163872, no spills.
 
 Why: at the Mixtral shape (T 4096, E 8, top 2, hidden 4096, intermediate 14336) on the H200 the layer reads
 0.847 of a dense GEMM pair of the same work (experiments/sweep-h200-session14, call 8; the bar is 0.90).
@@ -391,26 +387,25 @@ def moe_down_mixed(h_desc, h_desc_t, w_desc, y_ptr, sorted_ids_ptr, block_expert
 # launch specs: lists of (kernel, grid, args, constexprs, options), run in order on one stream
 # --------------------------------------------------------------------------------------------------
 def template_up_spec(xs, w13, h, sorted_ids, block_expert, n_pairs, nb, top_k, tiles, rows, warps):
-    """The template's moe_gate_up_kernel, TMA path, over nb blocks of `rows` rows (descriptors made once), in
-    its layout without tail tiles (TAIL_M 0, given: an offline compile does not apply the default)."""
+    """The template's moe_gate_up_kernel, TMA path, over nb blocks of `rows` rows (descriptors made once)."""
     E, I2, HD = w13.shape
     bn, bk = tiles["BLOCK_N"], tiles["BLOCK_K"]
     x_src = TensorDescriptor.from_tensor(xs, [rows, bk])
     w_src = TensorDescriptor.from_tensor(w13.view(E * I2, HD), [bn, bk])
     args = (x_src, w_src, h, sorted_ids, block_expert, n_pairs, HD, I2 // 2, nb, HD)
-    consts = dict(TOP_K=top_k, BLOCK_M=rows, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=tiles["GROUP_M"], USE_TMA=True, TAIL_M=0)
+    consts = dict(TOP_K=top_k, BLOCK_M=rows, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=tiles["GROUP_M"], USE_TMA=True)
     return (MOE.moe_gate_up_kernel, (nb * triton.cdiv(I2 // 2, bn),), args, consts,
             dict(num_warps=warps, num_stages=tiles["num_stages"]))
 
 
 def template_down_spec(h, w2, y, sorted_ids, block_expert, weights, n_pairs, nb, tiles, rows, warps):
-    """The template's moe_down_kernel, TMA path, TAIL_M 0."""
+    """The template's moe_down_kernel, TMA path."""
     E, HD, I = w2.shape
     dbn, bk = tiles["DOWN_BLOCK_N"], tiles["BLOCK_K"]
     h_src = TensorDescriptor.from_tensor(h, [rows, bk])
     w_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
     args = (h_src, w_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, nb)
-    consts = dict(BLOCK_M=rows, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=tiles["GROUP_M"], USE_TMA=True, TAIL_M=0)
+    consts = dict(BLOCK_M=rows, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=tiles["GROUP_M"], USE_TMA=True)
     return (MOE.moe_down_kernel, (nb * triton.cdiv(HD, dbn),), args, consts,
             dict(num_warps=warps, num_stages=tiles["down_stages"]))
 
@@ -676,32 +671,6 @@ def compile_spec(spec):
     return templates.compile_sm90(kernel, args, consts, options)
 
 
-def by_name(kernel, options, **values):
-    """A compile spec from all of a kernel's arguments by name: the template's tail-layout arguments come
-    after its constexprs, and compile_sm90 takes the arguments in order."""
-    consts = {p.name: values[p.name] for p in kernel.params if p.is_constexpr}
-    return kernel, None, tuple(values[n] for n in kernel.arg_names), consts, options
-
-
-def template_tail_specs(xs, w13, h, w2, y, i32, wts, nb, tiles):
-    """The template's kernels as its launcher runs them with CONFIG's TAIL_M: gate/up on both heights in one
-    launch, down over the full blocks and then over the tail list on TAIL_DOWN_WARPS."""
-    T, E, K, HD, I = MIXTRAL
-    bm, tm, bk, dbn = tiles["BLOCK_M"], tiles["TAIL_M"], tiles["BLOCK_K"], tiles["DOWN_BLOCK_N"]
-    desc = TensorDescriptor.from_tensor
-    common = dict(sorted_ids_ptr=i32, block_expert_ptr=i32, block_start_ptr=i32, block_rows_ptr=i32, n_pairs=T * K,
-                  HD=HD, I=I, num_m_blocks=nb, BLOCK_K=bk, GROUP_M=tiles["GROUP_M"], USE_TMA=True, TAIL_M=tm)
-    up = by_name(MOE.moe_gate_up_kernel, dict(num_warps=tiles["num_warps"], num_stages=tiles["num_stages"]),
-                 x_src=desc(xs, [bm, bk]), x_tail_src=desc(xs, [tm, bk]), w_src=desc(w13.flatten(0, 1), [tiles["BLOCK_N"], bk]),
-                 h_ptr=h, stride_x=HD, TOP_K=K, BLOCK_M=bm, BLOCK_N=tiles["BLOCK_N"], **common)
-    downs = [by_name(MOE.moe_down_kernel, dict(num_warps=warps, num_stages=tiles["down_stages"]),
-                     h_src=desc(h, [rows, bk]), w_src=desc(w2.flatten(0, 1), [dbn, bk]), y_ptr=y, topk_w_ptr=wts,
-                     BLOCK_M=rows, BLOCK_N=dbn, **common)
-             for rows, warps in ((bm, tiles["num_warps"]), (tm, MOE.TAIL_DOWN_WARPS))]
-    return [("template TAIL_M gate/up", up), ("template TAIL_M down full blocks", downs[0]),
-            (f"template TAIL_M down tails w{MOE.TAIL_DOWN_WARPS}", downs[1])]
-
-
 def compile_only():
     T, E, K, HD, I = MIXTRAL
     tiles = GPU_TILES
@@ -748,7 +717,6 @@ def compile_only():
                          BLOCK_P=max(16, min(256, 8192 // e_pad)), BLOCK_C=16, MIXED=mixed), dict(num_warps=4))))
         specs.append(("gather mixed", (moe_gather_rows_kernel, None, (xs, xs, i32, i32, n_pairs, HD, HD),
                                        dict(TOP_K=K, BLOCK_R=tm, BLOCK_D=MOE.GATHER_BLOCK_D), dict(num_warps=4))))
-        specs += template_tail_specs(xs, w13, h, w2, y, i32, wts, nb, tiles)
         for name, spec in specs:
             try:
                 t0 = time.time()

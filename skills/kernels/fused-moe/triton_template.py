@@ -16,19 +16,14 @@ How it runs (three steps, no per-expert Python loop, no host synchronization):
      sentinel id (T*k) (a counting sort: per-chunk counts, then offsets). block_expert[b] says which
      expert owns row-block b (-1: past the end; those programs exit at once). Done with ~15 torch ops
      this step cost 0.4 ms of CPU launch time on the H200 machine, more than the small shape's GEMMs.
-     With tail tiles (CONFIG TAIL_M > 0), an expert's last rest of at most TAIL_M rows is padded to
-     TAIL_M rows only, on a TAIL_M-row block; the block list then gives each block's first row and
-     height too, and the tail blocks again in a list of their own after it.
   2. gate_up kernel: program (b, n) takes BLOCK_M token rows of x, multiplies them by the gate rows
      and the up rows of expert block_expert[b], and writes h = silu(gate) * up for its BLOCK_N
      columns, in the padded sorted order (one rounding to the input dtype, as every implementation
      does between the two GEMMs). On Hopper the rows come by TMA from x_sorted, x gathered once into
      that order by moe_gather_kernel (the rows are scattered in x), and the weights by TMA through a
-     descriptor made on the host; elsewhere each program gathers its rows by pointer loads. One
-     launch runs both heights (a branch each), a tail beside its expert's full blocks.
+     descriptor made on the host; elsewhere each program gathers its rows by pointer loads.
   3. down kernel: h (contiguous rows) @ W2[e]^T, scaled by the pair's routing weight, stored to
-     y[pair] (T*k, Hd); then out = y.view(T, k, Hd).sum(1). With tail tiles, one launch runs the
-     BLOCK_M-row blocks and a second, after it, the tail list.
+     y[pair] (T*k, Hd); then out = y.view(T, k, Hd).sum(1).
 Grouped ordering (GROUP_M row-blocks of one expert per column of weight tiles) keeps a weight tile in
 L2 while the expert's row-blocks use it: each weight byte is read from DRAM about once.
 """
@@ -40,28 +35,20 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-# TAIL_M: an expert's last rest of at most TAIL_M rows runs on a TAIL_M-row tile (0: every block BLOCK_M
-# rows; a TAIL_M of BLOCK_M or more is 0). At Mixtral's shape it halved the padding rows (6.25% -> 2.34%
-# in bf16, 4.69% -> 2.34% in fp16: experiments/sweep-h200-session15/call1-explore/).
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
-          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "TAIL_M": 64, "AUTOTUNE": 1}
+          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128], "GROUP_M": [1, 4, 8, 16],
                 "num_warps": [4, 8], "num_stages": [2, 3, 4, 5], "DOWN_BLOCK_N": [64, 128, 256],
-                "DOWN_num_stages": [2, 3, 4, 5], "ROUTE_BLOCK_T": [32, 64, 128], "TAIL_M": [0, 64], "AUTOTUNE": [0, 1]}
+                "DOWN_num_stages": [2, 3, 4, 5], "ROUTE_BLOCK_T": [32, 64, 128], "AUTOTUNE": [0, 1]}
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG), timed once per shape. Few rows
-# per expert favour smaller row blocks (less padding); the down GEMM's N tile trades reuse for programs;
-# TAIL_M 0 keeps the layout without tail tiles in reach where they lose (measured at Mixtral's shape only).
+# per expert favour smaller row blocks (less padding); the down GEMM's N tile trades reuse for programs.
 AUTOTUNE_CONFIGS = [
     {"DOWN_BLOCK_N": 128},
-    {"TAIL_M": 0},
     {"BLOCK_M": 64, "num_warps": 4},
     {"BLOCK_M": 64, "num_warps": 4, "DOWN_BLOCK_N": 128},
 ]
 # moe_gather_kernel's columns a program: BLOCK_M rows of 128 16-bit elements, 32 KB copied at BLOCK_M 128
 GATHER_BLOCK_D = 128
-# warps of the down GEMM's tail launch (TAIL_M-row tiles): 4 and 8 ran alike, 0.888 / 0.890 of a dense
-# GEMM in bf16, 0.917 / 0.914 in fp16 (experiments/sweep-h200-session15/call1-explore/)
-TAIL_DOWN_WARPS = 4
 
 
 @triton.jit
@@ -112,15 +99,12 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, chunk_counts_pt
 
 
 @triton.jit
-def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_expert_ptr, block_start_ptr,
-                     block_rows_ptr, n_pairs, E, num_chunks, num_m_blocks, E_PAD: tl.constexpr,
-                     PAIRS_PER_CHUNK: tl.constexpr, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr,
-                     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, E,
+                     num_chunks, num_m_blocks, E_PAD: tl.constexpr, PAIRS_PER_CHUNK: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
     # Each program places its chunk's pairs: slot = start of the expert's padded run + pairs of that
     # expert in earlier chunks + rank in the chunk. Program 0 also writes the padding sentinels and
-    # the block list. Writes never overlap, so no ordering between programs is needed.
-    # An expert's c rows are c // BLOCK_M full blocks and a rest r: on one more BLOCK_M-row block when
-    # r > TAIL_M, on a TAIL_M-row tail block when 0 < r <= TAIL_M (TAIL_M 0: never, today's layout).
+    # block_expert. Writes never overlap, so no ordering between programs is needed.
     pid = tl.program_id(0)
     ecols = tl.arange(0, E_PAD)
     total = tl.zeros([E_PAD], dtype=tl.int32)
@@ -131,10 +115,7 @@ def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_
                      other=0)
         total += tl.sum(cc, 0)
         earlier += tl.sum(tl.where(rows[:, None] < pid, cc, 0), 0)
-    rest = total % BLOCK_M
-    n_full = total // BLOCK_M + (rest > TAIL_M).to(tl.int32)
-    has_tail = ((rest > 0) & (rest <= TAIL_M)).to(tl.int32)
-    padded = n_full * BLOCK_M + has_tail * TAIL_M                       # the expert's run, tail included
+    padded = (total + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     pad_end = tl.cumsum(padded, 0)
     pad_start = pad_end - padded
     base = pad_start + earlier
@@ -147,75 +128,52 @@ def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_
         dest = tl.sum(tl.where(ecols[None, :] == e[:, None], base[None, :], 0), 1) + r
         tl.store(sorted_ids_ptr + dest, offs_p, mask=pmask)
     if pid == 0:
-        # padding slots of each expert's run: [pad_start + total, pad_end), fewer than BLOCK_M
+        # padding slots of each expert's run: [pad_start + total, pad_end)
         jcols = tl.arange(0, BLOCK_M)
         slot = (pad_start + total)[:, None] + jcols[None, :]
         tl.store(sorted_ids_ptr + slot, tl.zeros([E_PAD, BLOCK_M], dtype=tl.int32) + n_pairs,
                  mask=jcols[None, :] < (padded - total)[:, None])
-        # owner of each block: the number of experts whose blocks end at or before it (empty ones too)
-        n_blocks = n_full + has_tail
-        blk_end = tl.cumsum(n_blocks, 0)
-        end_e = tl.where(ecols < E, blk_end, 2147483647)
+        # owner of each row block: the number of experts whose run ends at or before its first row
+        end_e = tl.where(ecols < E, pad_end, 2147483647)
         for b0 in range(0, num_m_blocks, BLOCK_P):
             blk = b0 + tl.arange(0, BLOCK_P)
-            owner = tl.sum((end_e[None, :] <= blk[:, None]).to(tl.int32), 1)
-            bmask = blk < num_m_blocks
-            tl.store(block_expert_ptr + blk, tl.where(owner < E, owner, -1), mask=bmask)
-            if TAIL_M > 0:
-                # an expert's blocks: its full blocks, then its tail; rows follow the same order
-                sel = ecols[None, :] == owner[:, None]
-                local = blk - tl.sum(tl.where(sel, (blk_end - n_blocks)[None, :], 0), 1)
-                start = tl.sum(tl.where(sel, pad_start[None, :], 0), 1) + local * BLOCK_M
-                is_tail = local >= tl.sum(tl.where(sel, n_full[None, :], 0), 1)
-                tl.store(block_start_ptr + blk, start, mask=bmask)
-                tl.store(block_rows_ptr + blk, tl.where(is_tail, TAIL_M, BLOCK_M), mask=bmask)
-        if TAIL_M > 0:
-            # the tail list, appended at num_m_blocks: tail j is the j-th expert with a tail (E entries,
-            # -1 past the last), so the down GEMM runs the tails in a launch of their own
-            tail_end = tl.cumsum(has_tail, 0)
-            towner = tl.sum((tl.where(ecols < E, tail_end, 2147483647)[None, :] <= ecols[:, None]).to(tl.int32), 1)
-            sel = ecols[None, :] == towner[:, None]
-            tstart = tl.sum(tl.where(sel, (pad_start + n_full * BLOCK_M)[None, :], 0), 1)
-            tmask = ecols < E
-            tl.store(block_expert_ptr + num_m_blocks + ecols, tl.where(towner < E, towner, -1), mask=tmask)
-            tl.store(block_start_ptr + num_m_blocks + ecols, tstart, mask=tmask)
-            tl.store(block_rows_ptr + num_m_blocks + ecols, tl.zeros([E_PAD], dtype=tl.int32) + TAIL_M, mask=tmask)
+            owner = tl.sum((end_e[None, :] <= (blk * BLOCK_M)[:, None]).to(tl.int32), 1)
+            tl.store(block_expert_ptr + blk, tl.where(owner < E, owner, -1), mask=blk < num_m_blocks)
 
 
 @triton.jit
 def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, stride_x,
-                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                      block_start_ptr=None, block_rows_ptr=None, TAIL_M: tl.constexpr = 0):
+                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     # x_sorted[r] = x[pair_r // TOP_K] for the rows of the blocks in use, zeros for padding rows;
-    # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b. TAIL_M > 0: the
-    # blocks of a tail layout (block_start, block_rows: first row, rows), a tail's rows masked to its
-    # TAIL_M (the next rows are the next expert's, or were never written).
+    # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b
     pid_m = tl.program_id(0)
     if tl.load(block_expert_ptr + pid_m) < 0:
         return
-    if TAIL_M > 0:
-        start = tl.load(block_start_ptr + pid_m)
-        in_block = tl.arange(0, BLOCK_M) < tl.load(block_rows_ptr + pid_m)
-    else:
-        start = pid_m * BLOCK_M
-        in_block = tl.arange(0, BLOCK_M) < BLOCK_M
-    offs_r = start + tl.arange(0, BLOCK_M)
-    pair = tl.load(sorted_ids_ptr + offs_r, mask=in_block, other=n_pairs)
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pair = tl.load(sorted_ids_ptr + offs_r)
     valid = pair < n_pairs
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = offs_d < HD
     rows = tl.load(x_ptr + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
                    mask=valid[:, None] & d_ok[None, :], other=0.0)
-    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows,
-             mask=in_block[:, None] & d_ok[None, :])
+    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows, mask=d_ok[None, :])
 
 
 @triton.jit
-def _gate_up_tile(x_src, w_src, h_ptr, sorted_ids_ptr, e, start, pid_n, n_pairs, HD, I, stride_x,
-                  TOP_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  USE_TMA: tl.constexpr):
-    # h[start:start + ROWS, pid_n's columns] = silu(gate) * up for expert e
-    offs_r = start + tl.arange(0, ROWS)
+def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, I, num_m_blocks,
+                       stride_x, TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
+    # USE_TMA: x_src, w_src are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD) and of
+    # w13's (E * 2I, HD) view. A gate tile past the expert's I rows reads up rows, an up tile past its 2I
+    # the next expert's gate rows (the last expert's: zeros): those columns are never stored. Made in
+    # the kernel instead, a descriptor a program (each written and fenced) cost 9% of this GEMM at the
+    # Mixtral shape (experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src, w_src are x and
+    # w13, and each program gathers its rows.
+    pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
+    e = tl.load(block_expert_ptr + pid_m)
+    if e < 0:
+        return
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_k = tl.arange(0, BLOCK_K)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     gate_row = e * 2 * I + pid_n * BLOCK_N                           # first gate row of this tile in (E*2I, HD)
@@ -224,11 +182,11 @@ def _gate_up_tile(x_src, w_src, h_ptr, sorted_ids_ptr, e, start, pid_n, n_pairs,
         valid = pair < n_pairs
         x_ptrs = x_src + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_k[None, :]
         wg_ptrs = w_src + (gate_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * HD + offs_k[None, :]
-    acc_g = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
-    acc_u = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, HD, BLOCK_K):
         if USE_TMA:
-            a = x_src.load([start, k0])
+            a = x_src.load([pid_m * BLOCK_M, k0])
             wg = w_src.load([gate_row, k0])
             wu = w_src.load([gate_row + I, k0])
         else:
@@ -246,63 +204,16 @@ def _gate_up_tile(x_src, w_src, h_ptr, sorted_ids_ptr, e, start, pid_n, n_pairs,
 
 
 @triton.jit
-def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, I, num_m_blocks,
-                       stride_x, TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, USE_TMA: tl.constexpr,
-                       x_tail_src=None, block_start_ptr=None, block_rows_ptr=None, TAIL_M: tl.constexpr = 0):
-    # Program (b, n) takes the rows of block b, multiplies them by the gate rows and the up rows of
-    # expert block_expert[b], and writes h = silu(gate) * up for its BLOCK_N columns.
-    # USE_TMA: x_src, w_src are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD) and of
-    # w13's (E * 2I, HD) view. A gate tile past the expert's I rows reads up rows, an up tile past its 2I
-    # the next expert's gate rows (the last expert's: zeros): those columns are never stored. Made in
-    # the kernel instead, a descriptor a program (each written and fenced) cost 9% of this GEMM at the
-    # Mixtral shape (experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src, w_src are x and
-    # w13, and each program gathers its rows.
-    # TAIL_M > 0: a tail layout's block list (first rows in block_start); a tail block runs the TAIL_M-row
-    # tile (x_tail_src: x_sorted with TAIL_M-row boxes, or x). One launch for both heights keeps an
-    # expert's tail in its grouped column beside its full blocks, its weight tiles still in L2: 0.863 of
-    # dense against 0.845 for the tails in a launch of their own (bf16, experiments/sweep-h200-session15/
-    # call1-explore/). Each height is a branch with its own shared-memory ring; the two share the space.
-    # The tail-layout arguments come last, with defaults: launches without tails need not name them.
-    pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
-    e = tl.load(block_expert_ptr + pid_m)
-    if e < 0:
-        return
-    if TAIL_M > 0:
-        start = tl.load(block_start_ptr + pid_m)
-        if tl.load(block_rows_ptr + pid_m) == TAIL_M:
-            _gate_up_tile(x_tail_src, w_src, h_ptr, sorted_ids_ptr, e, start, pid_n, n_pairs, HD, I, stride_x,
-                          TOP_K, TAIL_M, BLOCK_N, BLOCK_K, USE_TMA)
-        else:
-            _gate_up_tile(x_src, w_src, h_ptr, sorted_ids_ptr, e, start, pid_n, n_pairs, HD, I, stride_x,
-                          TOP_K, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
-    else:
-        _gate_up_tile(x_src, w_src, h_ptr, sorted_ids_ptr, e, pid_m * BLOCK_M, pid_n, n_pairs, HD, I, stride_x,
-                      TOP_K, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)
-
-
-@triton.jit
 def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_w_ptr, n_pairs, HD, I,
                     num_m_blocks, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, block_start_ptr=None, block_rows_ptr=None,
-                    TAIL_M: tl.constexpr = 0):
+                    GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
     # USE_TMA: h_src, w_src are host-made descriptors of h and of w2's (E * HD, I) view (a tile past the
     # expert's HD rows reads the next expert's: those columns are never stored); else h and w2.
-    # TAIL_M > 0: a tail layout's block list (first rows in block_start); the launch runs the blocks
-    # whose tile is BLOCK_M rows, the others return: the full blocks in one launch, the tail list in a
-    # second. Both heights in one launch, as gate/up does, ran at 0.79 of a dense GEMM, this way 0.89
-    # (bf16; fp16 0.80 and 0.92: experiments/sweep-h200-session15/call1-explore/).
     pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(HD, BLOCK_N), GROUP_M)
     e = tl.load(block_expert_ptr + pid_m)
     if e < 0:
         return
-    if TAIL_M > 0:
-        if tl.load(block_rows_ptr + pid_m) != BLOCK_M:
-            return
-        start = tl.load(block_start_ptr + pid_m)
-    else:
-        start = pid_m * BLOCK_M
-    offs_r = start + tl.arange(0, BLOCK_M)
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     w_row = e * HD + pid_n * BLOCK_N                                  # first row of this tile in (E*HD, I)
@@ -312,7 +223,7 @@ def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, I, BLOCK_K):
         if USE_TMA:
-            a = h_src.load([start, k0])
+            a = h_src.load([pid_m * BLOCK_M, k0])
             w = w_src.load([w_row, k0])
         else:
             kmask = offs_k[None, :] + k0 < I
@@ -338,44 +249,32 @@ last_config = {}  # the config of the latest launch (the benchmark reports it)
 _TUNED = {}
 
 
-def route_and_align(router_logits, top_k, block_m, block_t, tail_m=0):
+def route_and_align(router_logits, top_k, block_m, block_t):
     """Two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
     expert's run padded to a multiple of block_m with the sentinel T*k; block_expert (num_m_blocks,)
     int32: the expert of each row block, -1 past the end. num_m_blocks is an upper bound known on the
-    host (sum_e ceil(c_e / BM) <= ceil(T*k / BM) + E), so nothing is read back.
-
-    tail_m > 0 (< block_m): an expert's last rest of at most tail_m rows goes on a tail_m-row block, so
-    its run is padded to a multiple of block_m plus 0 or tail_m. The third value is then blocks, (3,
-    num_m_blocks + E) int32: rows block_expert, block_start (first row in sorted_ids), block_rows
-    (block_m or tail_m), each expert's full blocks then its tail, -1 past the end; from column
-    num_m_blocks on, the tail list: the tail blocks again, in order, -1 past the last."""
+    host (sum_e ceil(c_e / BM) <= ceil(T*k / BM) + E), so nothing is read back."""
     T, E = router_logits.shape
     dev = router_logits.device
     n_pairs = T * top_k
     e_pad = triton.next_power_of_2(E)
     num_chunks = triton.cdiv(T, block_t)
-    num_m_blocks = triton.cdiv(n_pairs, block_m) + E                 # bounds the tail layout's blocks too
+    num_m_blocks = triton.cdiv(n_pairs, block_m) + E
     ids = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     rank = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     weights = torch.empty(n_pairs, dtype=torch.float32, device=dev)
     chunk_counts = torch.empty((num_chunks, e_pad), dtype=torch.int32, device=dev)
     sorted_ids = torch.empty(num_m_blocks * block_m, dtype=torch.int32, device=dev)
-    if tail_m:
-        blocks = torch.empty((3, num_m_blocks + E), dtype=torch.int32, device=dev)
-        block_expert, block_start, block_rows = blocks
-    else:
-        blocks = block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
-        block_start = block_rows = None
+    block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
     logits = router_logits.float().contiguous()
     moe_route_kernel[(num_chunks,)](logits, ids, rank, weights, chunk_counts, T, E, TOP_K=top_k,
                                     K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad, BLOCK_T=block_t, num_warps=4)
-    moe_align_kernel[(num_chunks,)](ids, rank, chunk_counts, sorted_ids, block_expert, block_start, block_rows,
-                                    n_pairs, E, num_chunks, num_m_blocks, E_PAD=e_pad, PAIRS_PER_CHUNK=block_t * top_k,
-                                    BLOCK_M=block_m, TAIL_M=tail_m, BLOCK_P=max(16, min(256, 8192 // e_pad)),
-                                    BLOCK_C=16, num_warps=4)
-    return weights, sorted_ids, blocks, num_m_blocks
+    moe_align_kernel[(num_chunks,)](ids, rank, chunk_counts, sorted_ids, block_expert, n_pairs, E, num_chunks,
+                                    num_m_blocks, E_PAD=e_pad, PAIRS_PER_CHUNK=block_t * top_k, BLOCK_M=block_m,
+                                    BLOCK_P=max(16, min(256, 8192 // e_pad)), BLOCK_C=16, num_warps=4)
+    return weights, sorted_ids, block_expert, num_m_blocks
 
 
 @functools.lru_cache(maxsize=None)
@@ -398,51 +297,33 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     I = I2 // 2
     block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     dbn = cfg["DOWN_BLOCK_N"]
-    tail_m = cfg["TAIL_M"] if cfg["TAIL_M"] < block_m else 0          # a tail as tall as a block: no tails
-    weights, sorted_ids, blocks, num_m_blocks = route_and_align(router_logits, top_k, block_m, cfg["ROUTE_BLOCK_T"],
-                                                                tail_m)
+    weights, sorted_ids, block_expert, num_m_blocks = route_and_align(router_logits, top_k, block_m,
+                                                                      cfg["ROUTE_BLOCK_T"])
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
     last_config.clear()
-    last_config.update(cfg, USE_TMA=tma, TAIL_M=tail_m)
-    if tail_m:
-        block_expert, block_start, block_rows = blocks
-        tails = dict(block_start_ptr=block_start, block_rows_ptr=block_rows, TAIL_M=tail_m)
-    else:
-        block_expert, tails = blocks, {}
+    last_config.update(cfg, USE_TMA=tma)
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, num_warps=4, **tails)
+            BLOCK_D=GATHER_BLOCK_D, num_warps=4)
         x_src = TensorDescriptor.from_tensor(x_sorted, [block_m, bk])
         w13_src = TensorDescriptor.from_tensor(w13.view(E * I2, HD), [bn, bk])
         h_src = TensorDescriptor.from_tensor(h, [block_m, bk])
         w2_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
     else:
         x_src, w13_src, h_src, w2_src = x, w13, h, w2
-    up_tails = {}
-    if tail_m:  # the tail tiles read x_sorted in tail_m-row boxes
-        up_tails = dict(tails, x_tail_src=TensorDescriptor.from_tensor(x_sorted, [tail_m, bk]) if tma else x)
     moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
         x_src, w13_src, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
         TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **up_tails)
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     moe_down_kernel[(num_m_blocks * triton.cdiv(HD, dbn),)](
         h_src, w2_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
         BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"], **tails)
-    if tail_m:
-        # the tail list (E entries from column num_m_blocks) after the full blocks, on TAIL_DOWN_WARPS:
-        # launched first, the tails ran 3% slower (experiments/sweep-h200-session15/call1-explore/)
-        nb = num_m_blocks
-        moe_down_kernel[(E * triton.cdiv(HD, dbn),)](
-            TensorDescriptor.from_tensor(h, [tail_m, bk]) if tma else h, w2_src, y, sorted_ids, block_expert[nb:],
-            weights, n_pairs, HD, I, E, BLOCK_M=tail_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"],
-            USE_TMA=tma, num_warps=TAIL_DOWN_WARPS, num_stages=cfg["DOWN_num_stages"],
-            block_start_ptr=block_start[nb:], block_rows_ptr=block_rows[nb:], TAIL_M=tail_m)
+        num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     torch.sum(y.view(T, top_k, HD), dim=1, out=out)                   # the k expert outputs of a token
     return out
 
