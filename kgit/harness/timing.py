@@ -20,7 +20,10 @@ the geometric mean of the entries per repeat.
 Warm-up: the first figure of each function warms up for 250 ms, the next ones for 25 ms. With 25 ms
 only, the first small shapes of a process read low and noisy while the GPU's clocks ramp up (H200,
 1024^3 GEMM: 61-84 TFLOP/s at 36-80% spread; with 250 ms, 166 at 4%: experiments/tune/README.md);
-after the first, the function is compiled and the clocks are up.
+after the first, the function is compiled and the clocks are up. The warm-up calls follow a clear of
+the L2 each, as the timed ones do: warmed up on back-to-back calls, the first figure of 6 of the 14
+GEMM shapes read 4-20% slower than the two after it; warmed up as it is timed, none did, and their
+spreads fell (8192x1024x8192 bf16: 16.9% -> 1.9%; experiments/sweep-h200-session15/).
 
 In the interpreter (or without a GPU) a figure is one perf_counter call after one untimed call: a CPU
 figure, which the JSON marks "cpu_timing": true and kgit never compares with a GPU.
@@ -65,8 +68,8 @@ class Timer:
 
 def gpu_median_ms(fn, warmup_ms: float, rep_ms: float, clear=None) -> float:
     """The median time of fn() in ms over about rep_ms of calls, each after clear() (default: a clear
-    of the L2 that leaves no dirty line); do_bench's loop otherwise: an estimate from 5 calls sizes the
-    warm-up and the number of timed calls."""
+    of the L2 that leaves no dirty line), the warm-up's calls too; do_bench's loop otherwise: an
+    estimate from 5 calls sizes the warm-up and the number of timed calls."""
     import torch
 
     clear = clear or _l2_clear()
@@ -81,6 +84,7 @@ def gpu_median_ms(fn, warmup_ms: float, rep_ms: float, clear=None) -> float:
     torch.cuda.synchronize()
     estimate_ms = start.elapsed_time(end) / 5
     for _ in range(max(1, int(warmup_ms / estimate_ms))):
+        clear()
         fn()
     calls = max(1, int(rep_ms / estimate_ms))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]

@@ -71,5 +71,6 @@ def test_the_gpu_loop_clears_the_l2_by_reading_before_every_timed_call(monkeypat
     assert ms == 3.0  # the median of 1, 5, 3, 4, 2, 9, 3
     timed = log[-7 * 4:]
     assert timed == ["clear", "record", "fn", "record"] * 7
+    assert log[-7 * 4 - 4 * 2:-7 * 4] == ["clear", "fn"] * 4  # warmed up as it is timed
     assert torch.equal(buffer, torch.ones(1000, dtype=torch.int32))  # read, never written
     assert total.item() == 1000
