@@ -9,7 +9,10 @@ the power draw and the temperature every 20 ms. Prints, for each 100 ms of the r
 samples' clocks and power, for the MoE at Mixtral's shape and, as a control, a dense GEMM of the same
 duration class; writes DIR/first_figure.json.
 
-    python benchmarks/explore/first_figure.py --out DIR      (GPU, about 40 s)
+    python benchmarks/explore/first_figure.py --out DIR [--parts onset,gaps,harness,pauses]
+        onset (about 40 s): the timelines above; gaps (about 15 s): the same after idle gaps of 0.1-3 s;
+        harness (about 50 s): the Timer's figures with a first warm-up of 250 and of 1500 ms;
+        pauses (about 15 s): the Timer's figures after 0.4 s of load, with and without its pause
 
 Hypotheses: (1) the clocks or the power limit: the slow calls coincide with a lower SM clock; (2) the
 GPU's state is fine and the slow calls are the MoE's own (its allocations, its routing): the clock is
@@ -34,6 +37,9 @@ from kgit.harness.timing import _l2_clear  # noqa: E402
 
 SECONDS = 1.5
 IDLE_S = 3.0  # as between the harness's checks and its timing
+GAPS_S = (0.1, 0.3, 1.0, 3.0)
+CHECKS_S = 2.0  # the idle GPU while a test checks outputs on the host before it times
+PRELOAD_S = 0.4  # the GPU busy before a function is timed
 
 
 def timeline(fn, seconds):
@@ -58,11 +64,11 @@ def timeline(fn, seconds):
     return [(origin.elapsed_time(s), s.elapsed_time(e)) for s, e in events]
 
 
-def sampled(fn, seconds, log_path):
+def sampled(fn, seconds, log_path, idle_s=IDLE_S):
     sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
                                 "--format=csv,noheader,nounits", "-lms", "20"],
                                stdout=open(log_path, "w"), stderr=subprocess.DEVNULL)
-    time.sleep(IDLE_S)
+    time.sleep(idle_s)
     started = time.time()
     calls = timeline(fn, seconds)
     ended = time.time()
@@ -95,10 +101,70 @@ def bins(calls, samples, width_ms=100.0):
     return out
 
 
+def print_bins(name, rows):
+    print(name)
+    for row in rows:
+        print("  {from_ms:6.0f} ms  {calls:3d} calls  median {median_ms}  SM {sm_mhz} MHz  {watts} W  "
+              "{celsius} C".format(**row), flush=True)
+
+
+def after_gaps(fn, out):
+    """Session 15's run found the slow calls 0.8-1.1 s after the load began, from an idle GPU. After a
+    shorter idle gap, does the dip come again? A 1.5 s burst heats the GPU, then `gap` s idle, then a
+    sampled burst."""
+    results = {}
+    for i, gap in enumerate(GAPS_S):
+        timeline(fn, SECONDS)
+        calls, samples, wall = sampled(fn, SECONDS, out / f"gap_{i}.csv", idle_s=gap)
+        results[gap] = dict(bins=bins(calls, samples), wall_s=wall)
+        print_bins(f"after a {gap} s gap", results[gap]["bins"])
+    return results
+
+
+def harness_warmups(fns, out):
+    """The harness's Timer as the test runs it (an idle gap for the checks, then 3 repeats), with its
+    first figure warmed up for 250 ms (today) and for 1500 ms, alternated over three rounds."""
+    from kgit.harness.timing import Timer, spread_pct
+
+    rows = []
+    for round_ in range(3):
+        for warmup_ms in (250, 1500):
+            for name, fn in fns:
+                time.sleep(CHECKS_S)
+                times = Timer(repeats=3, warmup_ms=warmup_ms).times_ms(fn, on_gpu=True)
+                rows.append(dict(round=round_, warmup_ms=warmup_ms, kernel=name, times_ms=times,
+                                 median_ms=statistics.median(times), spread_pct=spread_pct(times)))
+                print(f"round {round_} warm-up {warmup_ms:4d} ms {name:12s} repeats "
+                      + " ".join(f"{t:.3f}" for t in times) + f"  spread {spread_pct(times):.1f}%", flush=True)
+    return rows
+
+
+def harness_pauses(fns):
+    """Call 2 found the dip 0.8 s into every load, after any idle gap. A function timed while the GPU
+    has been busy for PRELOAD_S (its checks, the function timed before it) then has its figures cross
+    the dip, unless the Timer idles first: the Timer's figures with pause_ms 0 and 100 after a preload."""
+    from kgit.harness.timing import Timer, spread_pct
+
+    rows = []
+    for round_ in range(3):
+        for pause_ms in (0, 100):
+            for name, fn in fns:
+                timeline(fn, PRELOAD_S)
+                times = Timer(repeats=3, pause_ms=pause_ms).times_ms(fn, on_gpu=True)
+                rows.append(dict(round=round_, pause_ms=pause_ms, kernel=name, times_ms=times,
+                                 median_ms=statistics.median(times), spread_pct=spread_pct(times)))
+                print(f"round {round_} pause {pause_ms:3d} ms {name:12s} repeats "
+                      + " ".join(f"{t:.3f}" for t in times) + f"  spread {spread_pct(times):.1f}%", flush=True)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
-    out = Path(p.parse_args().out)
+    p.add_argument("--parts", default="onset", help="comma-separated: onset, gaps, harness")
+    args = p.parse_args()
+    parts = args.parts.split(",")
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     moe = templates.load("fused-moe")
     T, E, K, HD, I = 4096, 8, 2, 4096, 14336
@@ -114,17 +180,26 @@ def main():
     def tuned_moe():  # as the harness's first figure runs it: AUTOTUNE in its first call, then the pick
         return moe.fused_moe(x, w13, w2, logits, K, out=y)
 
+    def config_moe():
+        return moe.fused_moe(x, w13, w2, logits, K, out=y, config=moe.CONFIG)
+
+    def dense():
+        return torch.matmul(a, b)
+
+    if "gaps" in parts:
+        results["gaps"] = after_gaps(config_moe, out)
+    if "pauses" in parts:
+        results["pauses"] = harness_pauses([("fused_moe", config_moe), ("dense 8192^3", dense)])
+    if "harness" in parts:
+        results["harness"] = harness_warmups([("fused_moe", config_moe), ("dense 8192^3", dense)], out)
     # the first call of each timeline is untimed: AUTOTUNE runs in tuned_moe's; CONFIG as given skips it
-    for name, fn in [("fused_moe (AUTOTUNE in the first call)", tuned_moe),
+    for name, fn in [] if "onset" not in parts else [("fused_moe (AUTOTUNE in the first call)", tuned_moe),
                      ("fused_moe (CONFIG, no AUTOTUNE)", lambda: moe.fused_moe(x, w13, w2, logits, K, out=y,
                                                                                config=moe.CONFIG)),
                      ("dense 8192^3 (torch)", lambda: torch.matmul(a, b))]:
         calls, samples, wall = sampled(fn, SECONDS, out / f"smi_{len(results)}.csv")
         results[name] = dict(bins=bins(calls, samples), calls=calls, samples=samples, wall_s=wall)
-        print(name)
-        for row in results[name]["bins"]:
-            print("  {from_ms:6.0f} ms  {calls:3d} calls  median {median_ms}  SM {sm_mhz} MHz  {watts} W  "
-                  "{celsius} C".format(**row), flush=True)
+        print_bins(name, results[name]["bins"])
     (out / "first_figure.json").write_text(json.dumps(results, indent=1))
 
 

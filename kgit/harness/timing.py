@@ -25,6 +25,15 @@ the L2 each, as the timed ones do: warmed up on back-to-back calls, the first fi
 GEMM shapes read 4-20% slower than the two after it; warmed up as it is timed, none did, and their
 spreads fell (8192x1024x8192 bf16: 16.9% -> 1.9%; experiments/sweep-h200-session15/).
 
+Pause: before a function's first figure the GPU idles for 100 ms, so that every function is timed at
+the same point of the GPU's power management. On the H200, from the start of a heavy load (a fused MoE,
+a dense 8192^3 GEMM at the 700 W limit), the SM clock falls from 1980 MHz to ~1520 in 200 ms, holds
+there, then dips to 1280-1440 MHz from 0.8 to 1.1 s, when calls run 15-25% slower, and recovers to
+~1500-1560; after an idle gap of 0.1, 0.3, 1 or 3 s the same dip comes 0.8 s into the load again
+(experiments/sweep-h200-session16/call2-power/). A function timed straight after other GPU work
+(its checks, another function's figures) could have its first repeat fall in the dip: the MoE's read
+6.08 ms against 4.88-5.01 (spread 18-23%). After the pause the three figures take about 0.7 s, in the
+settled stretch before the dip, at the clock the GPU sustains after it.
 In the interpreter (or without a GPU) a figure is one perf_counter call after one untimed call: a CPU
 figure, which the JSON marks "cpu_timing": true and kgit never compares with a GPU.
 """
@@ -51,11 +60,13 @@ class Timer:
     warmup_ms: int = 250  # the first figure of a function
     rewarm_ms: int = 25  # the ones after it
     rep_ms: int = 100
+    pause_ms: int = 100  # the GPU idles before a function's first figure
 
     def times_ms(self, fn, on_gpu: bool) -> list[float]:
         """`repeats` times of fn() in milliseconds: medians over calls on a GPU, perf_counter calls on the CPU."""
         if on_gpu:
-            return [gpu_median_ms(fn, self.warmup_ms if i == 0 else self.rewarm_ms, self.rep_ms)
+            return [gpu_median_ms(fn, self.warmup_ms if i == 0 else self.rewarm_ms, self.rep_ms,
+                                  pause_ms=self.pause_ms if i == 0 else 0)
                     for i in range(self.repeats)]
         fn()  # compiles (traces) once
         times = []
@@ -66,15 +77,17 @@ class Timer:
         return times
 
 
-def gpu_median_ms(fn, warmup_ms: float, rep_ms: float, clear=None) -> float:
+def gpu_median_ms(fn, warmup_ms: float, rep_ms: float, clear=None, pause_ms: float = 0) -> float:
     """The median time of fn() in ms over about rep_ms of calls, each after clear() (default: a clear
     of the L2 that leaves no dirty line), the warm-up's calls too; do_bench's loop otherwise: an
-    estimate from 5 calls sizes the warm-up and the number of timed calls."""
+    estimate from 5 calls sizes the warm-up and the number of timed calls. The GPU idles pause_ms
+    after fn's first call (which compiles it), before the load that is timed."""
     import torch
 
     clear = clear or _l2_clear()
     fn()
     torch.cuda.synchronize()
+    time.sleep(pause_ms / 1e3)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(5):

@@ -104,6 +104,35 @@ def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, dtype, V, la
     assert launched[1][2] == ce.CONFIG["num_warps"]
 
 
+@pytest.mark.parametrize("dtype, N, persistent, launch", [
+    # (ROWS, WB_PER_TILE, grid) of _layernorm_rows's launch, 40 rows, 4 SMs in the interpreter
+    (torch.bfloat16, 4096, 0, (1, 1, 40)),  # 16-bit rows over 2048, one a program: w and b after the stats
+    (torch.float16, 2049, 0, (1, 1, 40)),  # one element over
+    (torch.bfloat16, 2048, 0, (2, 0, 20)),  # up to 2048: w and b first
+    (torch.float32, 4096, 0, (1, 0, 40)),  # fp32: w and b first
+    (torch.bfloat16, 1000, 0, (4, 0, 10)),  # four rows of 1024 a tile
+    (torch.bfloat16, 4096, 1, (1, 0, 4)),  # persistent: w and b once a program, for all its tiles
+])
+def test_layernorm_rows_load_w_and_b_per_tile_on_long_16bit_rows(monkeypatch, dtype, N, persistent, launch):
+    m = _template("layernorm")
+    kernel, launched = m._layernorm_rows, []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((kw["ROWS"], kw["WB_PER_TILE"], grid[0]))
+                return kernel[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_layernorm_rows", Recorder())
+    x = (torch.randn(40, N) * 2 + 3).to(dtype)
+    w, b = torch.randn(N).to(dtype), torch.randn(N).to(dtype)
+    y = m.layernorm(x, w, b, config={"PERSISTENT": persistent})
+    assert launched == [launch]
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.double(), m.layernorm_ref(x, w, b), **tol)
+
+
 @pytest.mark.parametrize("name, N, launch", [
     # (BLOCK_N, P, num_warps, maxnreg) of the split team's launch, with the templates' settings scaled down
     ("softmax", 300, (128, 3, 8, 64)),  # SPLIT, its registers capped

@@ -13,7 +13,8 @@ program). ~8 flops per element: memory-bound everywhere.
 
 Same structure as the softmax template:
   _layernorm_rows   whole rows <= BLOCK_SIZE, a tile of rows per program
-                    (16-bit rows over 2048: under ROW_PIPELINED).
+                    (w and b after the reductions on 16-bit rows over 2048:
+                    WB_PER_TILE).
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop (32 warps for rows over 32 KB,
                     w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
@@ -109,13 +110,16 @@ SMEM_TEAM_ABOVE = 16384
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8}
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
-# 16-bit rows of more than 2048 elements, up to BLOCK_SIZE, take ROW_PIPELINED instead of CONFIG: a
-# persistent grid whose loop prefetches the next tile (num_stages) while this one reduces. Such a row
-# spans several warps, so its two reductions (mean, then variance) each wait on a barrier, and a
-# program of one 8 KB row has little else in flight: at 32768x4096 bf16 on the H200
-# (experiments/long-rows-h200/run2/memory_configs.log) CONFIG read 77% of copy, this 88%; in fp32 CONFIG
-# leads (97% against 91%), and at rows of 1024 (one warp a row, no barrier) CONFIG reads 95%.
-ROW_PIPELINED = {"BLOCK_SIZE": 8192, "num_warps": 4, "num_stages": 3, "PERSISTENT": 1}
+# A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
+# row's reductions (WB_PER_TILE), so that they hold no registers while x is in flight: at 4096 on 4
+# warps 64 registers a thread instead of 122, eight programs an SM instead of four. H200, 32768x4096
+# (experiments/sweep-h200-session16/): 78.6 / 80.9% of copy -> 95.7 / 95.4% (bf16 / fp16) in the
+# exploration (call2-late-wb/), 95.1 / 95.6% in the sweep (call3-sweep/), where the persistent grid
+# that served these rows before, two rows a tile over three stages, read 89.7-90.0. The same loads
+# cost 2-3 points where w and b were no burden: fp32 rows of 4096 read 95.9% against 98.0 and 16-bit
+# rows of 1024 95.1-96.2 against 96.8-97.3 (call3-sweep/ against session 15's sweep). A persistent
+# program keeps its w and b for all its tiles.
+WB_PER_TILE_ABOVE = 2048
 
 
 def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -124,13 +128,15 @@ def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
 
 @triton.jit
 def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
-                    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr):
+                    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
+                    WB_PER_TILE: tl.constexpr):
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if not WB_PER_TILE:  # a persistent program loads w and b once for all its tiles
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog, num_stages=NUM_STAGES):
         rows = tile * ROWS + tl.arange(0, ROWS)
         ok = (rows[:, None] < M) & col_ok[None, :]
@@ -139,6 +145,9 @@ def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
         mean = tl.sum(x, axis=1) / N
         d = tl.where(ok, x - mean[:, None], 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
+        if WB_PER_TILE:  # loaded after the reductions: no registers held for them while x is in flight
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         y = d * rstd[:, None] * w[None, :] + b[None, :]
         tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
 
@@ -477,14 +486,12 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     dev = x.device
     sms = _sm_count(dev)
     P = triton.cdiv(N, block)
-    if P == 1 and x.element_size() == 2 and N > 2048:
-        cfg = {**cfg, **ROW_PIPELINED}
-        block, num_warps, num_stages = cfg["BLOCK_SIZE"], cfg["num_warps"], cfg["num_stages"]
     if P == 1:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
         args = (x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps)
-        consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages}
+        wb_per_tile = not int(cfg.get("PERSISTENT", 1)) and x.element_size() == 2 and N > WB_PER_TILE_ABOVE
+        consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "WB_PER_TILE": int(wb_per_tile)}
         occ = _programs_per_sm(_layernorm_rows, args, consts, num_warps, num_stages, dev)
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
