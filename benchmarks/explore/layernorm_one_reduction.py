@@ -60,6 +60,7 @@ SETTINGS = {
 # softmax's 88-89% less w and b's cost, 85-88%; 16384 (90-91% today) level or up.
 LONG_SHAPES = [(4096, 32768), (8192, 16384)]
 LONG_SETTINGS = {
+    "rowloop-s2": {"ROWS": 1, "num_warps": 16, "num_stages": 2, "persistent": True},
     "rowloop-s3": {"ROWS": 1, "num_warps": 16, "num_stages": 3, "persistent": True},
     "rowloop-s4": {"ROWS": 1, "num_warps": 16, "num_stages": 4, "persistent": True},
 }
@@ -192,8 +193,12 @@ def main() -> None:
                     ref = template.layernorm_ref(x, w, b).float()
                     run = make(x)
                     y.fill_(float("nan"))
-                    run(y)
-                    torch.cuda.synchronize()
+                    try:
+                        run(y)
+                        torch.cuda.synchronize()
+                    except Exception as e:  # out of shared memory, say: a result too
+                        wrong = templates.last_lines(e, 1)
+                        break
                     # against the fp64 reference rounded to the output type: what a correct kernel can reach
                     err = float((y.float() - ref).abs().max())
                     floor = float((ref.to(dtype).float() - ref).abs().max())
