@@ -10,7 +10,8 @@ Hypotheses (experiments/sweep-h200-2026-12-01/session9-near-misses/ has the outc
   `cg` (x past L1, w and b kept in it, y streamed), `cg-w-only` (x and b past L1, w alone kept: at
   32768 fp32 w and b are 256 KB, more than L1), `w32` (32 warps), and `rows-persist` (the template's
   _layernorm_rows as a persistent one-row tile: w and b loaded once a program). At 32768x4096 16-bit,
-  other ROW_PIPELINED tiles (`rp-*`).
+  other ROW_PIPELINED tiles (`rp-*`; ROW_PIPELINED left the template in session 16, so these need the
+  template of their day).
   rmsnorm at 32768 16-bit: `late`, `cg`, `w32`, and the row kept in 16 bits (`keep16`).
   rotary at H=64: two programs a token (BLOCK_H 32) with program_id(0) over tokens, so the programs
   resident at once read every other 8 KB (16-bit) of x: `flat` puts the head block fastest in a 1-D
