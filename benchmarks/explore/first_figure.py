@@ -121,47 +121,41 @@ def after_gaps(fn, out):
     return results
 
 
-def harness_warmups(fns, out):
-    """The harness's Timer as the test runs it (an idle gap for the checks, then 3 repeats), with its
-    first figure warmed up for 250 ms (today) and for 1500 ms, alternated over three rounds."""
+def timer_ab(fns, field, values, before, **fixed):
+    """The harness's Timer (3 repeats) with `field` set to each of `values` in turn, over three rounds;
+    before(fn) sets up the GPU's state before each function is timed."""
     from kgit.harness.timing import Timer, spread_pct
 
     rows = []
     for round_ in range(3):
-        for warmup_ms in (250, 1500):
+        for value in values:
             for name, fn in fns:
-                time.sleep(CHECKS_S)
-                times = Timer(repeats=3, warmup_ms=warmup_ms).times_ms(fn, on_gpu=True)
-                rows.append(dict(round=round_, warmup_ms=warmup_ms, kernel=name, times_ms=times,
-                                 median_ms=statistics.median(times), spread_pct=spread_pct(times)))
-                print(f"round {round_} warm-up {warmup_ms:4d} ms {name:12s} repeats "
+                before(fn)
+                times = Timer(repeats=3, **fixed, **{field: value}).times_ms(fn, on_gpu=True)
+                rows.append(dict(round=round_, kernel=name, times_ms=times, median_ms=statistics.median(times),
+                                 spread_pct=spread_pct(times), **fixed, **{field: value}))
+                print(f"round {round_} {field} {value:4d} {name:12s} repeats "
                       + " ".join(f"{t:.3f}" for t in times) + f"  spread {spread_pct(times):.1f}%", flush=True)
     return rows
+
+
+def harness_warmups(fns):
+    """The Timer as a test runs it (the GPU idle while the checks run on the host, then 3 repeats), its
+    first figure warmed up for 250 ms (the harness's) and for 1500 ms; no pause, as in call 2."""
+    return timer_ab(fns, "warmup_ms", (250, 1500), lambda fn: time.sleep(CHECKS_S), pause_ms=0)
 
 
 def harness_pauses(fns):
     """Call 2 found the dip 0.8 s into every load, after any idle gap. A function timed while the GPU
     has been busy for PRELOAD_S (its checks, the function timed before it) then has its figures cross
     the dip, unless the Timer idles first: the Timer's figures with pause_ms 0 and 100 after a preload."""
-    from kgit.harness.timing import Timer, spread_pct
-
-    rows = []
-    for round_ in range(3):
-        for pause_ms in (0, 100):
-            for name, fn in fns:
-                timeline(fn, PRELOAD_S)
-                times = Timer(repeats=3, pause_ms=pause_ms).times_ms(fn, on_gpu=True)
-                rows.append(dict(round=round_, pause_ms=pause_ms, kernel=name, times_ms=times,
-                                 median_ms=statistics.median(times), spread_pct=spread_pct(times)))
-                print(f"round {round_} pause {pause_ms:3d} ms {name:12s} repeats "
-                      + " ".join(f"{t:.3f}" for t in times) + f"  spread {spread_pct(times):.1f}%", flush=True)
-    return rows
+    return timer_ab(fns, "pause_ms", (0, 100), lambda fn: timeline(fn, PRELOAD_S))
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
-    p.add_argument("--parts", default="onset", help="comma-separated: onset, gaps, harness")
+    p.add_argument("--parts", default="onset", help="comma-separated: onset, gaps, harness, pauses")
     args = p.parse_args()
     parts = args.parts.split(",")
     out = Path(args.out)
@@ -191,7 +185,7 @@ def main():
     if "pauses" in parts:
         results["pauses"] = harness_pauses([("fused_moe", config_moe), ("dense 8192^3", dense)])
     if "harness" in parts:
-        results["harness"] = harness_warmups([("fused_moe", config_moe), ("dense 8192^3", dense)], out)
+        results["harness"] = harness_warmups([("fused_moe", config_moe), ("dense 8192^3", dense)])
     # the first call of each timeline is untimed: AUTOTUNE runs in tuned_moe's; CONFIG as given skips it
     for name, fn in [] if "onset" not in parts else [("fused_moe (AUTOTUNE in the first call)", tuned_moe),
                      ("fused_moe (CONFIG, no AUTOTUNE)", lambda: moe.fused_moe(x, w13, w2, logits, K, out=y,
