@@ -34,6 +34,7 @@ there, then dips to 1280-1440 MHz from 0.8 to 1.1 s, when calls run 15-25% slowe
 (its checks, another function's figures) could have its first repeat fall in the dip: the MoE's read
 6.08 ms against 4.88-5.01 (spread 18-23%). After the pause the three figures take about 0.7 s, in the
 settled stretch before the dip, at the clock the GPU sustains after it.
+
 In the interpreter (or without a GPU) a figure is one perf_counter call after one untimed call: a CPU
 figure, which the JSON marks "cpu_timing": true and kgit never compares with a GPU.
 """
@@ -87,7 +88,8 @@ def gpu_median_ms(fn, warmup_ms: float, rep_ms: float, clear=None, pause_ms: flo
     clear = clear or _l2_clear()
     fn()
     torch.cuda.synchronize()
-    time.sleep(pause_ms / 1e3)
+    if pause_ms:
+        time.sleep(pause_ms / 1e3)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(5):
