@@ -9,6 +9,7 @@ overwrites a file: an existing test or kgit.yaml entry is refused, and kgit.yaml
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from kgit import config
@@ -31,6 +32,8 @@ import torch  # noqa: E402
 
 from {module} import {function}  # noqa: E402
 
+DTYPES = ("fp32", "fp16", "bf16")  # TODO: the types the kernel supports; each is checked and timed
+
 
 def reference(x):
     # TODO: what the kernel computes, in higher precision, for example torch.softmax(x.double(), dim=-1)
@@ -49,8 +52,9 @@ SPEC = harness.Spec(
     gpu=harness.Plan(
         check_shapes=[(1, 1), (3, 1023), (64, 4096), (1000, 8192)],  # TODO: odd sizes, edges, each code path
         time_shapes=[(8192, 8192), (4096, 32768)],  # TODO: the sizes you optimize for, >= 256 MB of traffic
+        dtypes=DTYPES,
     ),
-    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)]),  # tiny: the CPU
+    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)], dtypes=DTYPES),  # tiny: the CPU
 )
 
 if __name__ == "__main__":
@@ -58,8 +62,9 @@ if __name__ == "__main__":
 '''
 
 
-def init(root: Path, name: str, kernel_path: str, function: str | None, metric: str) -> tuple[str, str]:
-    """Write the test skeleton beside the kernel and the kgit.yaml entry; (test path, yaml text added)."""
+def init(root: Path, name: str, kernel_path: str, function: str | None, metric: str) -> tuple[str, str, str]:
+    """Write the test skeleton beside the kernel and the kgit.yaml entry; (test path, yaml text added, the
+    function the test calls)."""
     config.check_kernel_name(name)
     if metric not in config.METRICS:
         raise KgitError(f"--metric must be one of {', '.join(config.METRICS)}, not {metric!r}")
@@ -69,10 +74,15 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     if name in config.read_file(root):
         raise KgitError(f"{config.CONFIG_FILE} has an entry for {name} already: kgit init writes new kernels only")
     module = Path(kernel).stem
-    function = function or module
+    tree = _parse(root / kernel, kernel)
+    names = _top_level_names(tree)
+    if function is None:
+        function = module if module in names else _only_launcher(tree, kernel, module)
     if not function.isidentifier() or not module.isidentifier():
         raise KgitError(f"the kernel's function and module must be Python names, not {function!r} in {module!r}: "
                         "name the function with --function")
+    if function not in names:
+        raise KgitError(f"{kernel} defines no {function}", "name the function the test calls with --function")
     test = (Path(kernel).parent / f"test_{name.replace('-', '_')}.py").as_posix()
     if (root / test).exists():
         raise KgitError(f"{test} exists: kgit init never overwrites a file; write the kgit.yaml entry by hand")
@@ -82,4 +92,36 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     yaml_path = root / config.CONFIG_FILE
     before = yaml_path.read_text() if yaml_path.exists() else ""
     yaml_path.write_text(before + ("\n" if before and not before.endswith("\n") else "") + entry)
-    return test, entry
+    return test, entry, function
+
+
+def _parse(path: Path, shown: str) -> ast.Module:
+    try:
+        return ast.parse(path.read_text(), filename=shown)
+    except (SyntaxError, ValueError) as e:
+        raise KgitError(f"{shown} does not parse as Python: {e}") from None
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """What `from module import NAME` finds in the file: its functions, classes, assignments, imports."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _only_launcher(tree: ast.Module, shown: str, module: str) -> str:
+    """The file's one public undecorated function (a launcher: its Triton kernels are decorated with
+    @triton.jit), for a file that defines no function named as itself."""
+    launchers = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+                 and not node.decorator_list and not node.name.startswith("_")]
+    if len(launchers) == 1:
+        return launchers[0]
+    found = f"its functions: {', '.join(launchers)}" if launchers else "it has no public undecorated function"
+    raise KgitError(f"{shown} defines no {module} ({found})", "name the function the test calls with --function")

@@ -53,3 +53,25 @@ def test_init_refuses_what_it_would_overwrite_or_cannot_use(ws):
     assert "--kernel: file 'ops/none.py' does not exist" in ws.refused("init", "x", "--kernel", "ops/none.py")
     assert "--metric must be one of gbps, tflops" in ws.refused("init", "x", "--kernel", "ops/double.py", "--metric", "fps")
     assert "invalid kernel name" in ws.refused("init", "a/b", "--kernel", "ops/double.py")
+
+
+def test_init_finds_the_launcher_when_the_file_is_named_otherwise(ws):
+    (ws.root / "ops").mkdir()
+    (ws.root / "ops/kernels.py").write_text(KERNEL)  # no function named kernels: its one launcher is double
+    run = ws.ok("init", "double", "--kernel", "ops/kernels.py")
+    assert "it calls double" in run.stdout
+    assert "from kernels import double" in (ws.root / "ops/test_double.py").read_text()
+
+
+def test_init_refuses_a_function_the_file_does_not_define(ws):
+    (ws.root / "ops").mkdir()
+    two = KERNEL + "\n\ndef triple(x):\n    return 3 * x\n"
+    (ws.root / "ops/kernels.py").write_text(two)
+    assert ws.refused("init", "k", "--kernel", "ops/kernels.py") == (
+        "kgit: ops/kernels.py defines no kernels (its functions: double, triple): "
+        "name the function the test calls with --function")
+    assert ws.refused("init", "k", "--kernel", "ops/kernels.py", "--function", "quadruple") == (
+        "kgit: ops/kernels.py defines no quadruple: name the function the test calls with --function")
+    (ws.root / "ops/broken.py").write_text("def f(:\n")
+    assert "ops/broken.py does not parse as Python" in ws.refused("init", "b", "--kernel", "ops/broken.py")
+    assert "it calls triple" in ws.ok("init", "k", "--kernel", "ops/kernels.py", "--function", "triple").stdout

@@ -75,6 +75,14 @@ class Workspace:
         assert self.snapshot() == before
         return lines[-1]
 
+    def refused_json(self, *args: str) -> dict:
+        """refused(), under --json: the refusal as the object an agent reads, {"error", "hint"}."""
+        before = self.snapshot()
+        run = self.kgit(*args, "--json")
+        assert run.returncode == 1 and "Traceback" not in run.stderr, (run.stdout, run.stderr)
+        assert self.snapshot() == before
+        return run.json()
+
     def set_kernel(self, **values) -> None:
         """Rewrite the fake kernel's settings, e.g. set_kernel(METRIC=120.0, MODE="crash")."""
         path = self.root / KERNEL

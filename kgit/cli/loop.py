@@ -197,15 +197,17 @@ def report_command(ctx):
 @click.argument("kernel")
 @click.option("--kernel-path", "--kernel", "kernel_path", required=True,
               help="The kernel's Python file (its Triton kernel and launcher).")
-@click.option("--function", default=None, help="The launcher to test (default: the file's name).")
+@click.option("--function", default=None,
+              help="The launcher to test (default: the one named as the file, else the file's one public function).")
 @click.option("--metric", default="gbps", show_default=True, help="gbps (memory-bound) or tflops (compute-bound).")
 @click.pass_context
 def init_command(ctx, kernel, kernel_path, function, metric):
     """A kernel of yours enters the loop: a test skeleton on kgit's harness and its kgit.yaml entry."""
     from kgit import scaffold
 
-    test, entry = scaffold.init(repo(ctx).root, kernel, kernel_path, function, metric)
-    click.echo(f"wrote {test} (fill in its TODOs: the reference, the call, the shapes) and added to kgit.yaml:\n"
+    test, entry, called = scaffold.init(repo(ctx).root, kernel, kernel_path, function, metric)
+    click.echo(f"wrote {test} (it calls {called}; fill in its TODOs: the reference, the call, the shapes) "
+               f"and added to kgit.yaml:\n"
                f"{entry}then: python {test} --check-only, git add, git commit, kgit start {kernel}")
 
 

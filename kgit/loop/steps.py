@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kgit import config, device
@@ -71,7 +72,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}",
-                            _baseline_hint(result.reason))
+                            _baseline_hint(result.reason, kernel))
         measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
         record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
                                    measured, environment)
@@ -250,13 +251,20 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
     return changed
 
 
-def _baseline_hint(reason: str | None) -> str | None:
+def _baseline_hint(reason: str | None, kernel: str) -> str | None:
     """What to do about a baseline that failed for the way its test reports, not for its kernel."""
     if reason == "no JSON object on stdout":
         return ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
-                "{\"correctness\": true, \"time_ms\": 0.12}: README.md, 'The test contract'")
+                "{\"correctness\": true, \"gbps\": 812.5}: README.md, 'The test contract'")
+    time_named = re.search(r"; (\S+) looks like a time", reason or "")
+    if time_named:
+        return (f"add 'metric: {time_named.group(1)}' and 'better: lower' under '{kernel}:' in kgit.yaml, "
+                f"then 'kgit start {kernel}' again")
     if reason and reason.startswith("invalid metric") and reason.endswith((" = 0", " = 0.0")):
         # a test that rounds its figure (round(gbps, 2)) prints 0 for a slow run, a CPU one above all
         return ("the figure is 0, as a test prints one it rounded away: name another figure with 'metric' "
                 "in kgit.yaml (a latency with 'better: lower'), or print more digits")
+    if reason and reason.startswith("invalid JSON"):
+        return (f"print the JSON of README.md's 'The test contract', or let 'kgit init {kernel} --kernel PATH' "
+                f"write a test for the kernel on kgit's harness")
     return None

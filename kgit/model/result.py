@@ -13,7 +13,9 @@ reduced to their geometric mean). Without it, kgit takes a top-level gbps or tfl
 *_gbps or *_tflops field of the items of a top-level list that is not a reference's (torch, pytorch,
 reference), e.g. the collection's {"benchmarks": [{"triton_tflops": 642.1, "pytorch_tflops": 695.9}]}.
 Either way the record says which figure it used. A result with correctness false is a wrong result,
-whatever the exit status; "correct" is read as "correctness" where a test prints that instead.
+whatever the exit status; "correct" or "ok" is read as "correctness" where a test prints that instead.
+A time (time_ms, latency_us) is never taken on its own, since a smaller one is better: kgit.yaml names
+it with `metric` and `better: lower`, and a test that prints one and no throughput is told so.
 
 A figure printed rounded (642.1, 0.02) hides any change smaller than half its last digit, and runs
 that print the same rounded number show no noise at all. The rounding is no random noise that more
@@ -32,7 +34,8 @@ from dataclasses import dataclass
 
 REFERENCES = re.compile(r"^(torch|pytorch|reference|ref|baseline|cublas)_")
 # The names a test's verdict goes by: the contract's, and the one other collections' tests print
-VERDICTS = ("correctness", "correct")
+VERDICTS = ("correctness", "correct", "ok")
+LATENCY = re.compile(r"(^|_)(ms|us|ns|s|time|latency|seconds)($|_)", re.IGNORECASE)  # time_ms, latency_us, ms
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
     correctness = payload.get(name)
     if not isinstance(correctness, bool):
         return failed(f"invalid JSON: {name} = {json.dumps(correctness)}: the verdict must be true or false" if name
-                      else "invalid JSON: no verdict: print \"correctness\": true or false (or \"correct\")")
+                      else "invalid JSON: no verdict: print \"correctness\": true or false (or \"correct\", \"ok\")")
     if not correctness or payload.get("status") == "fail":
         reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
         return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
@@ -132,6 +135,10 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
                         if re.search(r"(^|_)(gbps|tflops)$", name) and not REFERENCES.match(name)})
         if len(names) == 1:
             return _reduced(f"{key}.{names[0]}", _at(payload, [key, names[0]]), f"{key}.{names[0]}")
+    times = [key for key in payload if _is_number(payload[key]) and LATENCY.search(key) and not REFERENCES.match(key)]
+    if times:  # kgit cannot tell on its own that a smaller figure is better: say how to tell it
+        return (f"invalid JSON: no gbps or tflops field; {times[0]} looks like a time: name it with "
+                f"'metric: {times[0]}' and 'better: lower' for this kernel in kgit.yaml")
     return "invalid JSON: no gbps or tflops field (name the figure with 'metric' in kgit.yaml)"
 
 

@@ -119,6 +119,29 @@ def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):
     assert "'The test contract'" in message
 
 
+def test_start_when_the_test_prints_a_time_alone_says_how_to_name_it(ws):
+    ws.set_kernel(MODE="timed")
+    ws.git("commit", "-qam", "a test that prints {ok, time_ms}")
+    refusal = ws.refused_json("start", "fake")
+    assert "time_ms looks like a time" in refusal["error"]
+    assert refusal["hint"] == "add 'metric: time_ms' and 'better: lower' under 'fake:' in kgit.yaml, then 'kgit start fake' again"
+    (ws.root / "kgit.yaml").write_text("fake:\n  metric: time_ms\n  better: lower\n")
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "the figure named")
+    assert ws.ok("start", "fake", "--json").json()["status"] == "BASELINE"  # the advice works
+
+
+def test_start_when_the_test_prints_no_verdict_points_to_the_contract_and_kgit_init(ws):
+    ws.set_kernel(MODE="nopeak")  # a figure, a verdict...
+    (ws.root / "skills/kernels/fake/test_fake.py").write_text(
+        (ws.root / "skills/kernels/fake/test_fake.py").read_text().replace('"correctness": kernel.CORRECT,', ""))
+    ws.git("commit", "-qam", "...but no verdict")
+    refusal = ws.refused_json("start", "fake")
+    assert refusal["error"].startswith("baseline failed (invalid JSON: no verdict")
+    assert refusal["hint"] == ("print the JSON of README.md's 'The test contract', or let 'kgit init fake --kernel PATH' "
+                               "write a test for the kernel on kgit's harness")
+
+
 def test_log_without_records(ws):
     assert "no kgit records" in ws.refused("log")
 

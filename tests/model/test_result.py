@@ -119,7 +119,10 @@ def test_a_collection_style_test_runs_the_loop_unchanged(ws):
      "correctness: the test reports incorrect results"),
     ({"correct": "yes", "gbps": 10.0}, False, 'invalid JSON: correct = "yes": the verdict must be true or false'),
     ({"correctness": 1, "gbps": 10.0}, False, "invalid JSON: correctness = 1: the verdict must be true or false"),
-    ({"gbps": 10.0}, False, 'invalid JSON: no verdict: print "correctness": true or false (or "correct")'),
+    ({"ok": True, "gbps": 10.0}, True, None),  # as many hand-written tests print it
+    ({"ok": False, "gbps": 10.0}, False, "correctness: the test reports incorrect results"),
+    ({"ok": "yes", "gbps": 10.0}, False, 'invalid JSON: ok = "yes": the verdict must be true or false'),
+    ({"gbps": 10.0}, False, 'invalid JSON: no verdict: print "correctness": true or false (or "correct", "ok")'),
 ])
 def test_the_verdict_is_read_under_either_name_and_never_guessed(payload, passed, reason):
     result = validate(payload, None, 1.0, "")
@@ -140,6 +143,19 @@ def test_a_wrong_result_printed_as_correct_false_then_exit_1_is_a_wrong_result()
 def test_a_figure_spelled_with_its_unit_is_found(payload, metric, value, figure):
     result = validate(payload, None, 1.0, "")
     assert (result.metric, result.value, result.figure) == (metric, value, figure)
+
+
+@pytest.mark.parametrize("payload, named", [
+    ({"ok": True, "time_ms": 0.12, "n": 16384}, "time_ms"),
+    ({"correct": True, "torch_ms": 0.3, "latency_us": 26.4}, "latency_us"),  # a reference's time is not the kernel's
+    ({"correctness": True, "ms": 0.5}, "ms"),
+])
+def test_a_time_alone_is_never_taken_but_named_with_how_to_use_it(payload, named):
+    result = validate(payload, None, 1.0, "")
+    assert not result.passed
+    assert result.reason == (f"invalid JSON: no gbps or tflops field; {named} looks like a time: name it with "
+                             f"'metric: {named}' and 'better: lower' for this kernel in kgit.yaml")
+    assert validate(payload, named, 1.0, "").value == payload[named]  # named, it is the figure
 
 
 def test_two_figures_spelled_with_units_are_not_guessed_between():
