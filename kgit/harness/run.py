@@ -101,7 +101,8 @@ def profile(spec: Spec, launches: int = 3) -> dict:
 
 
 def main(spec: Spec, argv=None) -> dict:
-    """Entry point of a test_<name>.py: parse its flags, run, print (the JSON object last)."""
+    """Entry point of a test_<name>.py: parse its flags, run, print (the JSON object last). Run as a
+    script (argv None), a wrong result then exits with status 1."""
     if argv is None:
         _interpret_where_no_gpu()
     args = parse_args(argv)
@@ -112,6 +113,8 @@ def main(spec: Spec, argv=None) -> dict:
         result = run(spec, quick=args.quick, sweep=args.sweep, timer=Timer(repeats=args.repeats),
                      time_torch=not args.no_torch, check=not timing_only, timing=not args.check_only)
     contract.emit(result, spec.metric, human_text=not args.json and not args.profile)
+    if argv is None and result.get("correctness") is False:
+        sys.exit(1)  # run as a script, a wrong result fails like any test (kgit reads the JSON either way)
     return result
 
 

@@ -134,3 +134,13 @@ def test_a_test_run_by_hand_without_a_gpu_runs_in_the_interpreter(tmp_path, inte
     else:
         assert "running again" not in proc.stderr
         assert result["status"] == "fail"
+
+
+@pytest.mark.parametrize("factor, status", [(2, 0), (3, 1)])
+def test_a_test_run_as_a_script_exits_1_on_a_wrong_result_and_prints_its_json_still(tmp_path, factor, status):
+    (tmp_path / "test_double.py").write_text(A_TEST_RUN_BY_HAND.replace("* 2, mask", f"* {factor}, mask"))
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "test_double.py", "--check-only", "--json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == status, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["correctness"] is (status == 0)
