@@ -84,12 +84,13 @@ def run(repo: Repo, kernel: str | None, iteration: int | None, timeout_s: float 
                                  _kernel_skill(repo.root, kernel))
         (out_dir / "metrics.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         (profile_dir(repo, kernel) / "latest.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        if commit is not None and record is not None:
+        if commit is not None and record is not None:  # the note names skills in kgit's layout: it travels
             write.write_note(repo, commit, record.replace(profile=_for_note(result), diagnosis=_diag_for_note(diag)))
             result["noted"] = True
         else:
             result["noted"] = False
             result["note_why"] = note_why
+        diag["skills"] = [skillfiles.readable(repo.root, p) for p in diag["skills"]]  # as diagnose names them
         return {"profile": result, "diagnosis": diag, "recovered": recovered}
 
 

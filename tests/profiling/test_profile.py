@@ -2,6 +2,7 @@
 files it leaves, old iterations, uncommitted edits; the @triton.jit names it filters ncu by."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,11 @@ def test_profile_runs_ncu_keeps_metrics_in_the_note_and_leaves_the_tree_clean(on
     note = json.loads(on_nvidia.git("notes", "--ref=refs/notes/kgit", "show", "HEAD"))
     assert note["profile"]["metrics"]["duration_us"] == pytest.approx(277.216)
     assert note["diagnosis"]["bound"] == "memory" and note["status"] == "BASELINE"  # the record is intact
+    # the skills to read, where this machine has them (this repository has no skills/ of its own), as
+    # diagnose names them; the note keeps kgit's layout, which travels
+    assert out["diagnosis"]["skills"] == on_nvidia.ok("diagnose", "--json").json()["skills"]
+    assert all(Path(p).is_absolute() and Path(p).is_file() for p in out["diagnosis"]["skills"])
+    assert all(p.startswith("skills/") for p in note["diagnosis"]["skills"])
     saved = on_nvidia.root / ".git/kgit/profiles/fake/iter0"
     assert json.loads((saved / "metrics.json").read_text())["primary"] == "softmax_kernel"
     assert (saved / "raw.csv").exists() and (saved / "report.ncu-rep").exists()
