@@ -207,7 +207,8 @@ def options_of(command: click.Command) -> set[str]:
 def quoted_kgit_commands(text: str) -> list[str]:
     """`kgit ...` in backticks, and kgit lines of code blocks."""
     found = [m.group(1) for m in re.finditer(r"`(kgit\s[^`]*)`", text)]
-    for block in re.findall(r"```.*?```|(?:^(?: {4}|\t).*\n?)+", text, re.S | re.M):
+    # an indented block runs to its line's end ([^\n], not ".", which re.S lets run past it)
+    for block in re.findall(r"```.*?```|(?:^(?: {4}|\t)[^\n]*\n?)+", text, re.S | re.M):
         found += [line.strip() for line in block.splitlines() if line.strip().startswith("kgit ")]
     return found
 
