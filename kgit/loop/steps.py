@@ -72,7 +72,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}",
-                            _baseline_hint(result.reason, kernel))
+                            _baseline_hint(result.reason, kernel, cfg.test_path))
         measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
         record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
                                    measured, environment)
@@ -251,8 +251,8 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
     return changed
 
 
-def _baseline_hint(reason: str | None, kernel: str) -> str | None:
-    """What to do about a baseline that failed for the way its test reports, not for its kernel."""
+def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | None:
+    """What to do about a baseline that failed: for the way its test reports, or for its kernel."""
     if reason == "no JSON object on stdout":
         return ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
                 "{\"correctness\": true, \"gbps\": 812.5}: README.md, 'The test contract'")
@@ -267,4 +267,7 @@ def _baseline_hint(reason: str | None, kernel: str) -> str | None:
     if reason and reason.startswith("invalid JSON"):
         return (f"print the JSON of README.md's 'The test contract', or let 'kgit init {kernel} --kernel PATH' "
                 f"write a test for the kernel on kgit's harness")
+    if reason and reason.startswith(("correctness", "crashed", "timeout")):
+        return (f"the loop starts from a kernel that passes its test: see 'python {test_path} --json', "
+                f"fix the kernel, commit, and run 'kgit start {kernel}' again")
     return None

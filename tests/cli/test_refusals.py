@@ -108,6 +108,11 @@ def test_start_when_the_baseline_fails(ws):
     assert "baseline failed (crashed: exit status 3: RuntimeError: boom); nothing was changed." in message
     assert message.count("RuntimeError: boom") == 1
     assert "The test contract" not in message  # a crash needs no word on the contract
+    assert message.endswith(": the loop starts from a kernel that passes its test: see 'python "
+                            "skills/kernels/fake/test_fake.py --json', fix the kernel, commit, and run 'kgit start fake' again")
+    ws.set_kernel(MODE="ok", CORRECT=False)
+    ws.git("commit", "-qam", "a wrong kernel")
+    assert ws.refused_json("start", "fake")["hint"].startswith("the loop starts from a kernel that passes its test")
 
 
 def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):
