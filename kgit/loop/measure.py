@@ -23,9 +23,10 @@ Run = Callable[[bool], TestResult]  # run(timing_only)
 
 
 def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, max_pairs: int,
-            warm_best: bool, lower_is_better: bool = False) -> Comparison:
+            warm_best: bool, lower_is_better: bool = False, on_pair=None) -> Comparison:
     """The pairs' log-ratios are of the gain: candidate over best, or best over candidate when the
-    figure falls as the kernel gets faster."""
+    figure falls as the kernel gets faster. on_pair(pairs so far, max_pairs, the interval or None while
+    there is none yet) follows each pair."""
     first = run_candidate(False)
     found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1)
     if not first.passed:
@@ -47,6 +48,8 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
         found.rounding = max(found.rounding, rounding)
         found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs, rounding=found.rounding)
         found.verdict = verdict(found.interval, floor_pct) if found.interval else None
+        if on_pair:
+            on_pair(pair + 1, max_pairs, found.interval)
         if found.verdict:
             return found
     found.verdict = "noise"  # the bound on pairs: neither better nor worse beyond the noise

@@ -176,7 +176,8 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
 
         return measure.compare(lambda timing_only: run("best", timing_only), run_candidate,
                                decide.noise_prior(state.records, environment), state.cfg.min_gain_pct,
-                               state.cfg.max_pairs, warm_best, state.cfg.lower_is_better)
+                               state.cfg.max_pairs, warm_best, state.cfg.lower_is_better,
+                               on_pair=progress.pair if progress else None)
 
 
 def failed(result) -> Comparison:

@@ -161,3 +161,19 @@ def test_a_gain_far_beyond_the_rounding_is_still_kept():
     assert decide.decide(found, None).value == "IMPROVED"
     assert found.rounding == pytest.approx(-math.log(1 - 0.05 / 100) - math.log(1 - 0.05 / 110))
     assert "the test rounds its figure" not in decide.reason(found, decide.Status.IMPROVED, 1.0)
+
+
+def test_each_pair_reports_the_interval_so_far_and_the_step_prints_it(started):
+    rng = random.Random(SEED)
+    machine, seen = Machine(rng, gain_pct=0.0, noise_pct=5.0), []
+    found = measure.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, 4, warm_best=False,
+                            on_pair=lambda done, most, interval: seen.append((done, most, interval)))
+    assert [(done, most) for done, most, _ in seen] == [(k, 4) for k in range(1, len(found.log_ratios) + 1)]
+    assert seen[-1][2] == found.interval
+    # kgit step, its stderr not a terminal (an agent's, a log's): one line a pair
+    started.set_kernel(METRIC=101.0)
+    run = started.kgit("step", "-m", "a change within the noise", "--json")
+    assert run.returncode == 0
+    pairs = [line for line in run.stderr.splitlines() if ": pair " in line]
+    assert pairs and pairs[0].startswith("kgit: step: pair 1 of at most ") and pairs[-1].endswith("] so far")
+    assert len(pairs) == len(run.json()["measurement"]["log_ratios"])
