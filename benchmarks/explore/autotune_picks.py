@@ -42,10 +42,8 @@ TRIALS = 4
 PRELOAD_S = 0.5
 
 
-def best_of_two(run, candidates, timing=None):
-    """The templates' `_fastest` (flash attention's do_bench settings): two rounds, each candidate's better
-    median; `timing(fn)` in ms instead of do_bench if given."""
-    timing = timing or (lambda fn: triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median"))
+def _runnable(run, candidates):
+    """The candidates that run (each runs once here, and compiles), as the templates' `_fastest` finds them."""
     runnable = []
     for cfg in candidates:
         try:
@@ -53,6 +51,14 @@ def best_of_two(run, candidates, timing=None):
         except Exception:
             continue
         runnable.append(cfg)
+    return runnable
+
+
+def best_of_two(run, candidates, timing=None):
+    """The templates' `_fastest` (flash attention's do_bench settings): two rounds, each candidate's better
+    median; `timing(fn)` in ms instead of do_bench if given."""
+    timing = timing or (lambda fn: triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median"))
+    runnable = _runnable(run, candidates)
     best_ms = [float("inf")] * len(runnable)
     for _ in range(2):
         for i, cfg in enumerate(runnable):
@@ -68,13 +74,7 @@ def timer_of_two(run, candidates):
 
 def median_of_five(run, candidates):
     """Five interleaved rounds, each candidate's median: a clock change falls on every candidate alike."""
-    runnable = []
-    for cfg in candidates:
-        try:
-            run(cfg)
-        except Exception:
-            continue
-        runnable.append(cfg)
+    runnable = _runnable(run, candidates)
     times_ms = [[] for _ in runnable]
     for _ in range(5):
         for i, cfg in enumerate(runnable):
