@@ -36,19 +36,24 @@ DTYPES = ("fp32", "fp16", "bf16")  # TODO: the types the kernel supports; each i
 
 
 def reference(x):
-    # TODO: what the kernel computes, in higher precision, for example torch.softmax(x.double(), dim=-1)
+    # TODO: what the kernel computes, in higher precision, for example torch.softmax(x.double(), dim=-1);
+    # one argument per input (see make_inputs)
     raise SystemExit("{test_path}: write reference() (TODO) before kgit can judge {function}")
 
 
 SPEC = harness.Spec(
     name="{name}",
     metric="{metric}",  # "gbps" (memory-bound) or "tflops" (then also give flops=lambda inputs, outputs: ...)
-    # TODO: the kernel's inputs, FRESH random values on each call (harness.rand), for a shape and dtype
+    # TODO: the kernel's inputs, one per argument of {function}, FRESH random values on each call
+    # (harness.rand), for a shape and dtype; a weight over the last dimension, say, is
+    # harness.rand(shape[-1:], dtype, device, case)
     make_inputs=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case),),
     make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
     # TODO: how the kernel is called; it must write every element of the outputs
-    kernel=lambda inputs, outputs: outputs[0].copy_({function}(inputs[0])),
-    reference=lambda inputs: (reference(inputs[0]),),
+    kernel=lambda inputs, outputs: outputs[0].copy_({function}(*inputs)),
+    reference=lambda inputs: (reference(*inputs),),
+    # TODO: value regimes beyond "normal" that the kernel must handle, e.g. cases=("normal", "large", "tiny",
+    # "equal"), are checked on each Plan's extreme_shapes (say [(3, 1023)])
     gpu=harness.Plan(
         check_shapes=[(1, 1), (3, 1023), (64, 4096), (1000, 8192)],  # TODO: odd sizes, edges, each code path
         time_shapes=[(8192, 8192), (4096, 32768)],  # TODO: the sizes you optimize for, >= 256 MB of traffic
@@ -77,7 +82,8 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     tree = _parse(root / kernel, kernel)
     names = _top_level_names(tree)
     if function is None:
-        function = module if module in names else _only_launcher(tree, kernel, module)
+        named = [n for n in dict.fromkeys([name.replace("-", "_"), module]) if n in names]
+        function = named[0] if named else _only_launcher(tree, kernel, name.replace("-", "_"), module)
     if not function.isidentifier() or not module.isidentifier():
         raise KgitError(f"the kernel's function and module must be Python names, not {function!r} in {module!r}: "
                         "name the function with --function")
@@ -116,12 +122,13 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _only_launcher(tree: ast.Module, shown: str, module: str) -> str:
+def _only_launcher(tree: ast.Module, shown: str, kernel: str, module: str) -> str:
     """The file's one public undecorated function (a launcher: its Triton kernels are decorated with
-    @triton.jit), for a file that defines no function named as itself."""
+    @triton.jit), for a file that defines no function named as the kernel or as itself."""
     launchers = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
                  and not node.decorator_list and not node.name.startswith("_")]
     if len(launchers) == 1:
         return launchers[0]
     found = f"its functions: {', '.join(launchers)}" if launchers else "it has no public undecorated function"
-    raise KgitError(f"{shown} defines no {module} ({found})", "name the function the test calls with --function")
+    neither = kernel if kernel == module else f"{kernel} or {module}"
+    raise KgitError(f"{shown} defines no {neither} ({found})", "name the function the test calls with --function")

@@ -57,10 +57,12 @@ def test_init_refuses_what_it_would_overwrite_or_cannot_use(ws):
 
 def test_init_finds_the_launcher_when_the_file_is_named_otherwise(ws):
     (ws.root / "ops").mkdir()
-    (ws.root / "ops/kernels.py").write_text(KERNEL)  # no function named kernels: its one launcher is double
-    run = ws.ok("init", "double", "--kernel", "ops/kernels.py")
+    (ws.root / "ops/kernels.py").write_text(KERNEL + "\n\ndef double_ref(x):\n    return 2 * x\n")
+    run = ws.ok("init", "double", "--kernel", "ops/kernels.py")  # named as the kernel
     assert "it calls double" in run.stdout
     assert "from kernels import double" in (ws.root / "ops/test_double.py").read_text()
+    (ws.root / "ops/more.py").write_text(KERNEL)  # neither dbl nor more: its one public function
+    assert "it calls double" in ws.ok("init", "dbl", "--kernel", "ops/more.py").stdout
 
 
 def test_init_refuses_a_function_the_file_does_not_define(ws):
@@ -68,7 +70,7 @@ def test_init_refuses_a_function_the_file_does_not_define(ws):
     two = KERNEL + "\n\ndef triple(x):\n    return 3 * x\n"
     (ws.root / "ops/kernels.py").write_text(two)
     assert ws.refused("init", "k", "--kernel", "ops/kernels.py") == (
-        "kgit: ops/kernels.py defines no kernels (its functions: double, triple): "
+        "kgit: ops/kernels.py defines no k or kernels (its functions: double, triple): "
         "name the function the test calls with --function")
     assert ws.refused("init", "k", "--kernel", "ops/kernels.py", "--function", "quadruple") == (
         "kgit: ops/kernels.py defines no quadruple: name the function the test calls with --function")

@@ -198,7 +198,8 @@ def report_command(ctx):
 @click.option("--kernel-path", "--kernel", "kernel_path", required=True,
               help="The kernel's Python file (its Triton kernel and launcher).")
 @click.option("--function", default=None,
-              help="The launcher to test (default: the one named as the file, else the file's one public function).")
+              help="The launcher to test (default: the one named as the kernel or as the file, else the file's "
+                   "one public function).")
 @click.option("--metric", default="gbps", show_default=True, help="gbps (memory-bound) or tflops (compute-bound).")
 @click.pass_context
 def init_command(ctx, kernel, kernel_path, function, metric):
