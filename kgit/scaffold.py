@@ -79,17 +79,18 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     if name in config.read_file(root):
         raise KgitError(f"{config.CONFIG_FILE} has an entry for {name} already: kgit init writes new kernels only")
     module = Path(kernel).stem
+    python_name = name.replace("-", "_")
     tree = _parse(root / kernel, kernel)
     names = _top_level_names(tree)
     if function is None:
-        named = [n for n in dict.fromkeys([name.replace("-", "_"), module]) if n in names]
-        function = named[0] if named else _only_launcher(tree, kernel, name.replace("-", "_"), module)
+        named = [n for n in dict.fromkeys([python_name, module]) if n in names]
+        function = named[0] if named else _only_launcher(tree, kernel, python_name, module)
     if not function.isidentifier() or not module.isidentifier():
         raise KgitError(f"the kernel's function and module must be Python names, not {function!r} in {module!r}: "
                         "name the function with --function")
     if function not in names:
         raise KgitError(f"{kernel} defines no {function}", "name the function the test calls with --function")
-    test = (Path(kernel).parent / f"test_{name.replace('-', '_')}.py").as_posix()
+    test = (Path(kernel).parent / f"test_{python_name}.py").as_posix()
     if (root / test).exists():
         raise KgitError(f"{test} exists: kgit init never overwrites a file; write the kgit.yaml entry by hand")
     (root / test).write_text(SKELETON.format(module=module, function=function, test_path=test, name=name,
