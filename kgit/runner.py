@@ -22,6 +22,7 @@ from kgit.model import result
 from kgit.model.result import TestResult
 
 TAIL_CHARS = 2000
+CUT = "[...] "  # where a tail begins inside a line
 RUN_TAG = "KGIT_RUN_TAG"  # inherited by every descendant of a command kgit runs
 
 
@@ -149,6 +150,11 @@ def _kill_tagged(tag: str) -> None:
 
 
 def tail(done: Finished, chars: int = TAIL_CHARS) -> str:
-    """The end of what a command printed, stderr after stdout."""
+    """The end of what a command printed, stderr after stdout, at most chars long: from a line's start
+    when one begins in the first half of it, else marked where it cuts a line (a long JSON line, say)."""
     text = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
-    return text[-chars:]
+    if len(text) <= chars:
+        return text
+    end = text[-chars:]
+    newline = end.find("\n")
+    return end[newline + 1:] if 0 <= newline < chars // 2 else CUT + end[len(CUT):]

@@ -4,6 +4,8 @@ import signal
 import sys
 import time
 
+import pytest
+
 from kgit import runner
 from workspace import alive
 
@@ -63,6 +65,15 @@ def test_output_exit_status_and_the_failure_in_a_few_words(tmp_path):
                                 tmp_path, 30, {})
     assert killed.failure(30) == "crashed: killed by signal SIGSEGV"
     assert runner.tail(crash).endswith("--- stderr ---\nTraceback ...\nOutOfResources: shared memory\n")
+
+
+@pytest.mark.parametrize("stdout, tail", [
+    ("short\n", "short\n"),  # whole
+    ("a" * 30 + "\nline two is long\n", "line two is long\n"),  # from the first line that starts in it
+    ("x" * 40 + "\n", "[...] " + "x" * 14 + "\n"),  # inside one long line: marked
+])
+def test_a_tail_starts_at_a_line_or_says_where_it_cuts_one(stdout, tail):
+    assert runner.tail(runner.Finished(0, stdout, "", 0.1), chars=21) == tail
 
 
 def test_the_environment_stdin_and_the_spawn_callback(tmp_path):
