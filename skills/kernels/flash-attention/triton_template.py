@@ -236,17 +236,14 @@ if gluon is not None:
         # diag (q_row - the block's first key): the causal mask as S's initial value instead, 0 where key
         # column c <= diag + row r and -inf above, which costs no registers after the wgmma.
         buf = g % NUM_BUFFERS
+        init = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
         if diag is not None:
             last_key = diag + gl.arange(0, M, layout=gl.SliceLayout(1, s_layout))
             cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
             keep = gl.expand_dims(cols, 0) <= gl.expand_dims(last_key, 1)
-            init = gl.where(keep, gl.zeros([M, BLOCK_N], gl.float32, s_layout),
-                            gl.full([M, BLOCK_N], float("-inf"), gl.float32, s_layout))
-            mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
-            return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), init, use_acc=True, is_async=True)
+            init = gl.where(keep, init, gl.full([M, BLOCK_N], float("-inf"), gl.float32, s_layout))
         mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
-        zero = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
-        return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), zero, use_acc=False, is_async=True)
+        return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), init, use_acc=diag is not None, is_async=True)
 
     @gluon.jit
     def _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout: gl.constexpr, M: gl.constexpr,
@@ -364,6 +361,22 @@ if gluon is not None:
         tma.store_wait(0)
 
     @gluon.jit
+    def _kv_barriers(NUM_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr):
+        # The K/V ring's barriers (k_ready, k_empty, v_ready, v_empty), one a stage. ready: the loader's
+        # expect (one arrive) and the copy's bytes; empty: one arrive per consumer (Gluon's arrive
+        # synchronizes the partition's warps, then one thread arrives).
+        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_BUFFERS):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=CONSUMERS)
+            mbarrier.init(v_empty.index(i), count=CONSUMERS)
+        return k_ready, k_empty, v_ready, v_empty
+
+    @gluon.jit
     def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                      NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr, LOADER_REGS: gl.constexpr,
                      CONSUMER_REGS: gl.constexpr):
@@ -374,18 +387,8 @@ if gluon is not None:
         k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        # ready: the loader's expect (one arrive) and the copy's bytes; empty: one arrive per consumer
-        # (Gluon's arrive synchronizes the partition's warps, then one thread arrives)
         mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(NUM_BUFFERS):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)
-            mbarrier.init(v_empty.index(i), count=2)
+        k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 on 4 warps, the loader on 1
         gl.warp_specialize([
             (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 0,
@@ -522,18 +525,10 @@ if gluon is not None:
         v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
         q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
         for c in gl.static_range(2):
             mbarrier.init(q_ready.index(c), count=1)
             mbarrier.init(q_empty.index(c), count=1)
-        for i in gl.static_range(NUM_BUFFERS):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)
-            mbarrier.init(v_empty.index(i), count=2)
+        k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, S, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
@@ -650,17 +645,9 @@ if gluon is not None:
         k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
         q_ready = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
         for c in gl.static_range(3):
             mbarrier.init(q_ready.index(c), count=1)
-        for i in gl.static_range(NUM_BUFFERS):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=3)
-            mbarrier.init(v_empty.index(i), count=3)
+        k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 3)
         gl.warp_specialize([
             (_ws3_consumer, (q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
                              0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
