@@ -126,7 +126,11 @@ def cases():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=".")
-    out = Path(parser.parse_args().out)
+    parser.add_argument("--pickers", default=",".join(PICKERS), help="comma-separated, from: " + ", ".join(PICKERS))
+    parser.add_argument("--trials", type=int, default=TRIALS)
+    args = parser.parse_args()
+    out = Path(args.out)
+    pickers = {name: PICKERS[name] for name in args.pickers.split(",")}
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, template, call in cases():
@@ -139,8 +143,8 @@ def main() -> None:
                 truth.append(float("inf"))
         fastest = min(truth)
         print(name, "candidates (ms):", " ".join(f"{t:.4f}" for t in truth), flush=True)
-        for trial in range(TRIALS):
-            for picker_name, picker in PICKERS.items():
+        for trial in range(args.trials):
+            for picker_name, picker in pickers.items():
                 load(call, PRELOAD_S)
                 began = time.perf_counter()
                 pick = picker(run, candidates)

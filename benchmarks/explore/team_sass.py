@@ -53,15 +53,18 @@ def main() -> None:
     chunk = t.SMEM_TEAM["CHUNK"] * t.SMEM_TEAM["NCH"]
     P = -(-args.n // chunk)
     lines = [f"layernorm _layernorm_smem_team, N {args.n} (P {P}, {t.SMEM_TEAM}), sm_90a, SASS by opcode"]
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype, pairs, maxnreg in ((torch.bfloat16, 0, None), (torch.bfloat16, 1, None), (torch.bfloat16, 2, None),
+                                  (torch.bfloat16, 2, 80), (torch.float16, 0, None)):
         x, w = torch.empty(8, args.n, dtype=dtype), torch.empty(args.n, dtype=dtype)
         words, exits = torch.empty(64, dtype=torch.int64), torch.empty(64, dtype=torch.int32)
         kernel = templates.compile_sm90(
             t._layernorm_smem_team, (x, w, w, x, words, exits, 8, args.n, args.n, args.n, 1e-5),
             {"CHUNK": t.SMEM_TEAM["CHUNK"], "NCH": t.SMEM_TEAM["NCH"], "P": P, "P_POW2": 1 << (P - 1).bit_length(),
-             "SPIN": 1 << 20}, {"num_warps": t.SMEM_TEAM["num_warps"]})
+             "SPIN": 1 << 20, "PAIRS": pairs},
+            {"num_warps": t.SMEM_TEAM["num_warps"], **({"maxnreg": maxnreg} if maxnreg else {})})
         ops = histogram(sass(kernel))
-        lines.append(f"== {dtype}: {sum(ops.values())} instructions")
+        regs = templates.resource_usage(kernel)
+        lines.append(f"== {dtype}{f' PAIRS {pairs}' if pairs else ''}{f' maxnreg {maxnreg}' if maxnreg else ''}: {sum(ops.values())} instructions {regs}")
         lines += [f"{count:6d} {op}" for op, count in ops.most_common(16)]
     text = "\n".join(lines)
     print(text)

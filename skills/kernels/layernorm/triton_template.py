@@ -108,6 +108,7 @@ SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
 #   4096-element parts: 32 KB, six an SM, as above; 2048-element parts read 57-69%.
 SMEM_TEAM_ABOVE = 16384
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8}
+BF16_PAIRS = 0  # exploration (session 17): 1 the team reads bf16 chunks as int32 pairs in its statistics passes, 2 in every pass
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
@@ -267,27 +268,61 @@ if gluon is not None:
         m2s = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
         return means, m2s
 
+    if hasattr(gl.shared_memory_descriptor, "reinterpret"):  # public from Triton 3.9
+        @gluon.jit
+        def _as_int32(chunk, shape: gl.constexpr, layout: gl.constexpr):
+            return chunk.reinterpret(gl.int32, shape, layout)
+    else:
+        @gluon.jit
+        def _as_int32(chunk, shape: gl.constexpr, layout: gl.constexpr):
+            return chunk._reinterpret(gl.int32, shape, layout)
+
     @gluon.jit
-    def _part_mean_m2(buf, first: gl.constexpr, offs, N, n_part, NCH: gl.constexpr, CHUNK: gl.constexpr,
-                      layout: gl.constexpr):
+    def _bf16_pairs(chunk, CHUNK: gl.constexpr):
+        # A bf16 chunk in shared memory read as int32 pairs, each pair as two fp32s (the low element's,
+        # the high one's). A bf16 is the high half of an fp32, so each takes one instruction, where the
+        # compiler's own unpack takes 1.5 a value on sm_90 (PRMT then SHF for a high half): that left the
+        # bf16 team 3-4 points behind fp16 (benchmarks/explore/team_sass.py).
+        pair_layout: gl.constexpr = gl.BlockedLayout([4], [32], [gl.num_warps()], [0])
+        pairs = _as_int32(chunk, [CHUNK // 2], gl.SwizzledSharedLayout(1, 1, 1, order=[0])).load(pair_layout)
+        return (pairs << 16).to(gl.float32, bitcast=True), (pairs & -65536).to(gl.float32, bitcast=True)
+
+    @gluon.jit
+    def _chunk_sum(chunk, first_col, N, centre, SQUARE: gl.constexpr, CHUNK: gl.constexpr,
+                   layout: gl.constexpr, PAIRS: gl.constexpr):
+        # The sum over the chunk's columns below N of x - centre, or of (x - centre)^2 if SQUARE. With
+        # PAIRS (bf16) the chunk is read as int32 pairs: a row's length is a multiple of 16 here, so a
+        # pair is never cut by N, and a sum does not care in which order it meets the values.
+        if PAIRS:
+            lo, hi = _bf16_pairs(chunk, CHUNK)
+            lo -= centre
+            hi -= centre
+            v = lo * lo + hi * hi if SQUARE else lo + hi
+            ok = first_col // 2 + gl.arange(0, CHUNK // 2, lo.type.layout) < N // 2
+        else:
+            x = chunk.load(layout).to(gl.float32) - centre
+            v = x * x if SQUARE else x
+            ok = first_col + gl.arange(0, CHUNK, layout) < N
+        return gl.sum(gl.where(ok, v, 0.0), axis=0)
+
+    @gluon.jit
+    def _part_mean_m2(buf, first: gl.constexpr, part_col, N, n_part, NCH: gl.constexpr, CHUNK: gl.constexpr,
+                      layout: gl.constexpr, PAIRS: gl.constexpr):
         # The part's mean, then its M2 around that mean: two passes over shared memory
-        s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
+        s = 0.0
         for c in gl.static_range(NCH):
-            cols = c * CHUNK + offs
-            s += gl.sum(gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32), 0.0), axis=0)
+            s += _chunk_sum(buf.index(first + c), part_col + c * CHUNK, N, 0.0, False, CHUNK, layout, PAIRS)
         mean = s / n_part
         cta_barrier()  # read the chunks again rather than hold the first pass in registers (see SMEM_TEAM)
         m2 = s * 0.0
         for c in gl.static_range(NCH):
-            cols = c * CHUNK + offs
-            d = gl.where(cols < N, buf.index(first + c).load(layout).to(gl.float32) - mean, 0.0)
-            m2 += gl.sum(d * d, axis=0)
+            m2 += _chunk_sum(buf.index(first + c), part_col + c * CHUNK, N, mean, True, CHUNK, layout, PAIRS)
         return mean, m2
 
     @gluon.jit
     def _layernorm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
                              CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                             SPIN: gl.constexpr):
+                             SPIN: gl.constexpr, PAIRS: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
@@ -329,7 +364,7 @@ if gluon is not None:
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        mean, m2 = _part_mean_m2(buf, 0, offs, N, n_part, NCH, CHUNK, layout)
+        mean, m2 = _part_mean_m2(buf, 0, part * PART, N, n_part, NCH, CHUNK, layout, PAIRS)
         _publish(words, team, part, 0, mean, m2, P)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
@@ -341,7 +376,8 @@ if gluon is not None:
                 if row < M:
                     cp.wait_group(0)  # the next row's groups are the only ones outstanding
                     cta_barrier()
-                    mean, m2 = _part_mean_m2(buf, (1 - half) * NCH, offs, N, n_part, NCH, CHUNK, layout)
+                    mean, m2 = _part_mean_m2(buf, (1 - half) * NCH, part * PART, N, n_part, NCH, CHUNK, layout,
+                                             PAIRS)
                     _publish(words, team, part, it + 1, mean, m2, P)
                     means, m2s = _gather(words, team, it, slots, zeros, P, SPIN)
                     row_mean = gl.sum(n_parts * means, axis=0) / N
@@ -353,13 +389,23 @@ if gluon is not None:
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
                         ok = cols < N
-                        x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                        if PAIRS == 2:
+                            x_lo, x_hi = _bf16_pairs(buf.index(half * NCH + c), CHUNK)
+                        else:
+                            x = buf.index(half * NCH + c).load(layout).to(gl.float32)
                         cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
                         copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
                         cp.commit_group()
-                        w = w_part.index(c).load(layout).to(gl.float32)
-                        b = b_part.index(c).load(layout).to(gl.float32)
-                        gl.store(y_row + cols, ((x - row_mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+                        if PAIRS == 2:
+                            w_lo, w_hi = _bf16_pairs(w_part.index(c), CHUNK)
+                            b_lo, b_hi = _bf16_pairs(b_part.index(c), CHUNK)
+                            y = gl.join((x_lo - row_mean) * rstd * w_lo + b_lo, (x_hi - row_mean) * rstd * w_hi + b_hi)
+                            y = gl.convert_layout(gl.reshape(y, [CHUNK]), layout)  # each thread's 8 values, in order
+                        else:
+                            w = w_part.index(c).load(layout).to(gl.float32)
+                            b = b_part.index(c).load(layout).to(gl.float32)
+                            y = (x - row_mean) * rstd * w + b
+                        gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -542,7 +588,8 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN}
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
+              "PAIRS": BF16_PAIRS if x2.dtype == torch.bfloat16 else 0}
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1,
                                                       x2.device))
     teams = min(M, (sms * occ) // P)

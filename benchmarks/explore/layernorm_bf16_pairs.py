@@ -1,0 +1,81 @@
+"""Issue 15: layernorm's shared-memory team reading bf16 chunks as int32 pairs (session 17).
+
+    python benchmarks/explore/layernorm_bf16_pairs.py [--out DIR]      (GPU, about 2 minutes)
+
+Why: the team reads 3-4 points less in bf16 than in fp16 at every shape (session 16: 80.9 / 84.2% of copy at
+4096x32768, 79.7 / 83.1 at 2048x65536, 74.8 / 77.8 at 512x262144). Offline for sm_90a
+(benchmarks/explore/team_sass.py), bf16 unpacks a value in 1.5 SASS instructions where fp16 takes one, and
+the team converts each element five times. Read as int32 pairs, a bf16 is the high half of an fp32: one
+shift or one mask a value (`_bf16_halves`). Compiled at N 32768: 2328 instructions and 79 registers today,
+2160 / 80 with pairs in the two statistics passes (PAIRS 1), 2056 / 96 with pairs in the output pass too
+(PAIRS 2: five programs an SM instead of six), 2096 / 80 with PAIRS 2 capped at 80 registers; fp16 2144 / 72.
+Prediction: PAIRS 2 under the cap closes most of the gap to fp16 (+2-4 points); uncapped it gains less, or
+loses at 262144, for the program an SM it costs; PAIRS 1 half the gain.
+
+Each variant runs the template's launcher with BF16_PAIRS set and the team compiled and launched under the
+cap, over two interleaved rounds, checked first against an fp32 reference and against today's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import templates  # noqa: E402  (beside this file)
+from team_registers import Capped  # noqa: E402
+
+SHAPES = [(4096, 32768), (2048, 65536), (1024, 131072), (512, 262144)]
+VARIANTS = [("bf16", 0, None), ("bf16", 1, None), ("bf16", 2, None), ("bf16", 2, 80), ("fp16", 0, None)]
+ROUNDS = 2
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=".")
+    args = p.parse_args()
+    started = time.time()
+    out, timer, copy, results = templates.begin(args.out)
+    L = templates.load("layernorm")
+    team = L._layernorm_smem_team
+    torch.manual_seed(0)
+    for M, N in SHAPES:
+        inputs = {}
+        for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+            x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
+            w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
+            b = torch.randn(N, device="cuda").to(dtype)
+            inputs[name] = (x, w, b, L.layernorm_ref(x, w, b).float(), torch.empty_like(x))
+        today = {}
+        for rnd in range(ROUNDS):
+            for name, pairs, cap in VARIANTS:
+                x, w, b, ref, y = inputs[name]
+                L.BF16_PAIRS = pairs
+                L._layernorm_smem_team = team if cap is None else Capped(team, cap)
+                row = {"shape": [M, N], "dtype": name, "pairs": pairs, "maxnreg": cap, "round": rnd}
+                templates.check_and_time(row, lambda y: L.layernorm(x, w, b, out=y), y, ref, 2 * x.numel() * 2,
+                                         timer, copy, True)
+                if L._TEAM_FAILED:
+                    row["error"] = f"the team did not run: {L._TEAM_FAILED}"
+                    L._TEAM_FAILED.clear()
+                if "error" not in row:
+                    L.layernorm(x, w, b, out=y)
+                    today.setdefault(name, y.clone())
+                    row["max_abs_diff_vs_pairs0"] = (y.float() - today[name].float()).abs().max().item()
+                results["rows"].append(row)
+                print(f"layernorm {M}x{N} {name} PAIRS {pairs} maxnreg {cap} round {rnd}: {templates.figure(row)}"
+                      f" (err {row.get('max_rel_err', float('nan')):.2g},"
+                      f" vs today {row.get('max_abs_diff_vs_pairs0', float('nan')):.2g})", flush=True)
+        (out / "layernorm_bf16_pairs.json").write_text(json.dumps(results, indent=1))
+    L._layernorm_smem_team = team
+    print(f"done in {time.time() - started:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
