@@ -11,6 +11,9 @@ in SASS fp16 unpacks each value with one HADD2.F32, bf16 takes 1.5 instructions 
 the low half; PRMT then SHF.L for the high half, where one LOP3 with 0xFFFF0000 would do): 2288
 instructions against 2096. The layernorm team converts each element five times (x in each of its two
 statistics passes and in the output pass, w and b), rmsnorm's three times.
+Session 17: the team reads bf16 as int32 pairs (PAIRS, `_bf16_pairs`): at N 32768 2056 instructions on 96
+registers, 2096 on 80 under a cap, where fp16 takes 2144 on 72 (measured: benchmarks/explore/
+layernorm_bf16_pairs.py).
 """
 
 import argparse
@@ -53,8 +56,8 @@ def main() -> None:
     chunk = t.SMEM_TEAM["CHUNK"] * t.SMEM_TEAM["NCH"]
     P = -(-args.n // chunk)
     lines = [f"layernorm _layernorm_smem_team, N {args.n} (P {P}, {t.SMEM_TEAM}), sm_90a, SASS by opcode"]
-    for dtype, pairs, maxnreg in ((torch.bfloat16, 0, None), (torch.bfloat16, 1, None), (torch.bfloat16, 2, None),
-                                  (torch.bfloat16, 2, 80), (torch.float16, 0, None)):
+    for dtype, pairs, maxnreg in ((torch.bfloat16, False, None), (torch.bfloat16, True, None),
+                                  (torch.bfloat16, True, 80), (torch.float16, False, None)):
         x, w = torch.empty(8, args.n, dtype=dtype), torch.empty(args.n, dtype=dtype)
         words, exits = torch.empty(64, dtype=torch.int64), torch.empty(64, dtype=torch.int32)
         kernel = templates.compile_sm90(
@@ -64,7 +67,7 @@ def main() -> None:
             {"num_warps": t.SMEM_TEAM["num_warps"], **({"maxnreg": maxnreg} if maxnreg else {})})
         ops = histogram(sass(kernel))
         regs = templates.resource_usage(kernel)
-        lines.append(f"== {dtype}{f' PAIRS {pairs}' if pairs else ''}{f' maxnreg {maxnreg}' if maxnreg else ''}: {sum(ops.values())} instructions {regs}")
+        lines.append(f"== {dtype}{' as int32 pairs' if pairs else ''}{f' maxnreg {maxnreg}' if maxnreg else ''}: {sum(ops.values())} instructions {regs}")
         lines += [f"{count:6d} {op}" for op, count in ops.most_common(16)]
     text = "\n".join(lines)
     print(text)

@@ -228,6 +228,31 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
         torch.testing.assert_close(y.float(), ref(m, x, w, b).float(), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("dtype, uncapped, capped, launch", [
+    # programs an SM uncapped and capped -> (grid, maxnreg) of the launch; 4 SMs, P = 3, up to 3 an SM
+    (torch.bfloat16, 2, 3, ((12,), 80)),  # the cap buys a program an SM: capped
+    (torch.bfloat16, 3, 3, ((12,), None)),  # it buys nothing (and spilled on the H200): uncapped
+    (torch.float16, 1, 2, ((6,), 80)),
+    (torch.float16, 2, 2, ((6,), None)),
+])
+def test_layernorm_team_caps_its_registers_only_where_that_fits_more_programs(monkeypatch, dtype, uncapped,
+                                                                               capped, launch):
+    m, call, _ = _scaled_down_team_template("layernorm")
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append((grid, kw.get("maxnreg"), kw["PAIRS"]))
+
+    monkeypatch.setattr(m, "_layernorm_smem_team", Recorder(), raising=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
+    monkeypatch.setattr(m, "_programs_per_sm",
+                        lambda kernel, args, consts, *rest: capped if consts.get("maxnreg") == 80 else uncapped)
+    x, w, b = torch.randn(20, 300).to(dtype), (torch.rand(300) + 0.5).to(dtype), torch.randn(300).to(dtype)
+    call(m, x, w, b, {"BLOCK_SIZE": 64})
+    assert launched == [(*launch, dtype == torch.bfloat16)]  # bf16 read as int32 pairs, fp16 not
+
+
 @pytest.mark.parametrize("name", list(SMEM_TEAM_TEMPLATES))
 def test_a_team_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, name):
     # Gluon's API moves between Triton releases: on a Triton the team does not compile with, its rows

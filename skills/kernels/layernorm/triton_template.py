@@ -107,8 +107,13 @@ SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
 # - w and b in shared memory on 8192-element parts: 64 KB a program, three an SM: 69.8-72.7%. On
 #   4096-element parts: 32 KB, six an SM, as above; 2048-element parts read 57-69%.
 SMEM_TEAM_ABOVE = 16384
-SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8}
-BF16_PAIRS = 0  # exploration (session 17): 1 the team reads bf16 chunks as int32 pairs in its statistics passes, 2 in every pass
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "maxnreg": 80}
+# maxnreg: the team is compiled with at most 80 registers a thread where that fits more programs on an SM
+# (shared memory lets six). Reading bf16 as int32 pairs (_bf16_pairs) took Triton 3.6 to 96 registers at
+# rows of 32768-65536 and 86 at 262144 (five programs an SM); capped, six. H200, bf16, % of copy
+# (experiments/sweep-h200-session17/call2-bf16-pairs/): 4096x32768 80.2 -> 83.3, 2048x65536 79.0 -> 82.0,
+# 1024x131072 79.0 -> 82.9 (72 registers uncapped: no cap), 512x262144 74.0 -> 75.8; fp16 83.2 / 82.0 /
+# 82.7 / 77.7 in the same run. Pairs uncapped lost 2 points where they cost a program an SM.
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
@@ -328,6 +333,7 @@ if gluon is not None:
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
         # the wait for row i's siblings, whose P pairs combine by Chan's formula; while it writes row i,
         # each chunk it has read is refilled with row i+2. The part's w and b stay in shared memory.
+        # PAIRS (bf16): every chunk of x, w and b is read as int32 pairs (_bf16_pairs).
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         PART: gl.constexpr = NCH * CHUNK
@@ -389,18 +395,20 @@ if gluon is not None:
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
                         ok = cols < N
-                        if PAIRS == 2:
+                        if PAIRS:
                             x_lo, x_hi = _bf16_pairs(buf.index(half * NCH + c), CHUNK)
                         else:
                             x = buf.index(half * NCH + c).load(layout).to(gl.float32)
                         cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
                         copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
                         cp.commit_group()
-                        if PAIRS == 2:
+                        if PAIRS:
                             w_lo, w_hi = _bf16_pairs(w_part.index(c), CHUNK)
                             b_lo, b_hi = _bf16_pairs(b_part.index(c), CHUNK)
-                            y = gl.join((x_lo - row_mean) * rstd * w_lo + b_lo, (x_hi - row_mean) * rstd * w_hi + b_hi)
-                            y = gl.convert_layout(gl.reshape(y, [CHUNK]), layout)  # each thread's 8 values, in order
+                            y_lo = (x_lo - row_mean) * rstd * w_lo + b_lo
+                            y_hi = (x_hi - row_mean) * rstd * w_hi + b_hi
+                            # each thread's 4 pairs are its 8 values of `layout`, in order: no data moves
+                            y = gl.convert_layout(gl.reshape(gl.join(y_lo, y_hi), [CHUNK]), layout)
                         else:
                             w = w_part.index(c).load(layout).to(gl.float32)
                             b = b_part.index(c).load(layout).to(gl.float32)
@@ -589,9 +597,13 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
     consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "PAIRS": BF16_PAIRS if x2.dtype == torch.bfloat16 else 0}
-    occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1,
-                                                      x2.device))
+              "PAIRS": x2.dtype == torch.bfloat16}
+    occ = _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1, x2.device)
+    capped = {**consts, "maxnreg": st["maxnreg"]}
+    occ_capped = _programs_per_sm(_layernorm_smem_team, args, capped, st["num_warps"], 1, x2.device)
+    if occ_capped > occ:  # the cap buys a program an SM (it spilled where it did not: 131072 in bf16)
+        consts, occ = capped, occ_capped
+    occ = min(st["PROGRAMS_PER_SM"], occ)
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
