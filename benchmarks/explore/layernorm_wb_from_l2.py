@@ -14,10 +14,11 @@ Prediction: at 262144 +2-4 points (fp16 to 80-82, bf16 to 78-80), capped or not;
 Each variant runs the template's launcher with WB_FROM_L2_ABOVE set (0: every team row takes the L2
 variant; the default: today's choice), the last one with the cap forced off, over two interleaved rounds,
 checked first against an fp32 reference.
-Outcome (experiments/sweep-h200-session17/call7-wb-from-l2/; the variant is in the template at commit
-COMMIT and was removed after): falsified everywhere. At 512x262144 66.8 / 71.3% capped and 69.6 / 73.3
-uncapped against today's 75.7 / 77.4 (bf16 / fp16); at 131072 and 65536 62.5-75.6 against 82.0-82.8.
-Reading w and b from L2 with every output chunk costs more than the halved gather saves.
+Outcome (experiments/sweep-h200-session17/call7-wb-from-l2/): falsified everywhere. At 512x262144 66.8 /
+71.3% capped and 69.6 / 73.3 uncapped against today's 75.7 / 77.4 (bf16 / fp16); at 131072 and 65536
+62.5-75.6 against 82.0-82.8.
+Reading w and b from L2 with every output chunk costs more than the halved gather saves. The variant
+(WB_SHARED, WB_FROM_L2_ABOVE) is in the template at commit 4e020a3 only; run this there.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def main():
     started = time.time()
     out, timer, copy, results = templates.begin(args.out)
     L = templates.load("layernorm")
+    if not hasattr(L, "WB_FROM_L2_ABOVE"):
+        raise SystemExit("the variant is not in this template: git checkout 4e020a3 -- skills/kernels/layernorm/")
     team = L._layernorm_smem_team
     torch.manual_seed(0)
     for M, N in SHAPES:

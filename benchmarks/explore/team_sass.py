@@ -53,19 +53,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     t = templates.load("layernorm")
-    wb_shared = args.n <= t.WB_FROM_L2_ABOVE
-    nch = t.SMEM_TEAM["NCH"] if wb_shared else t.SMEM_TEAM["NCH_WB_FROM_L2"]
-    P = -(-args.n // (t.SMEM_TEAM["CHUNK"] * nch))
-    lines = [f"layernorm _layernorm_smem_team, N {args.n} (P {P}, NCH {nch}, w and b "
-             f"{'in shared memory' if wb_shared else 'from L2'}, {t.SMEM_TEAM}), sm_90a, SASS by opcode"]
+    chunk = t.SMEM_TEAM["CHUNK"] * t.SMEM_TEAM["NCH"]
+    P = -(-args.n // chunk)
+    lines = [f"layernorm _layernorm_smem_team, N {args.n} (P {P}, {t.SMEM_TEAM}), sm_90a, SASS by opcode"]
     for dtype, pairs, maxnreg in ((torch.bfloat16, False, None), (torch.bfloat16, True, None),
                                   (torch.bfloat16, True, 80), (torch.float16, False, None)):
         x, w = torch.empty(8, args.n, dtype=dtype), torch.empty(args.n, dtype=dtype)
         words, exits = torch.empty(64, dtype=torch.int64), torch.empty(64, dtype=torch.int32)
         kernel = templates.compile_sm90(
             t._layernorm_smem_team, (x, w, w, x, words, exits, 8, args.n, args.n, args.n, 1e-5),
-            {"CHUNK": t.SMEM_TEAM["CHUNK"], "NCH": nch, "P": P, "P_POW2": 1 << (P - 1).bit_length(),
-             "SPIN": 1 << 20, "PAIRS": pairs, "WB_SHARED": wb_shared},
+            {"CHUNK": t.SMEM_TEAM["CHUNK"], "NCH": t.SMEM_TEAM["NCH"], "P": P, "P_POW2": 1 << (P - 1).bit_length(),
+             "SPIN": 1 << 20, "PAIRS": pairs},
             {"num_warps": t.SMEM_TEAM["num_warps"], **({"maxnreg": maxnreg} if maxnreg else {})})
         ops = histogram(sass(kernel))
         regs = templates.resource_usage(kernel)

@@ -107,8 +107,7 @@ SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
 # - w and b in shared memory on 8192-element parts: 64 KB a program, three an SM: 69.8-72.7%. On
 #   4096-element parts: 32 KB, six an SM, as above; 2048-element parts read 57-69%.
 SMEM_TEAM_ABOVE = 16384
-SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "maxnreg": 80, "NCH_WB_FROM_L2": 2}
-WB_FROM_L2_ABOVE = 131072  # exploration (session 17): longer rows take parts of NCH_WB_FROM_L2 chunks, w and b from L2
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "maxnreg": 80}
 # maxnreg: the team is compiled with at most 80 registers a thread where that fits more programs on an SM
 # (shared memory lets six). Reading bf16 as int32 pairs (_bf16_pairs) took Triton 3.6 to 96 registers at
 # rows of 32768-65536 and 86 at 262144 (five programs an SM); capped, six. H200, bf16, % of copy
@@ -290,20 +289,8 @@ if gluon is not None:
         # compiler's own unpack takes 1.5 a value on sm_90 (PRMT then SHF for a high half): that left the
         # bf16 team 3-4 points behind fp16 (benchmarks/explore/team_sass.py).
         pair_layout: gl.constexpr = gl.BlockedLayout([4], [32], [gl.num_warps()], [0])
-        return _unpack_bf16(_as_int32(chunk, [CHUNK // 2], gl.SwizzledSharedLayout(1, 1, 1, order=[0])).load(pair_layout))
-
-    @gluon.jit
-    def _unpack_bf16(pairs):
+        pairs = _as_int32(chunk, [CHUNK // 2], gl.SwizzledSharedLayout(1, 1, 1, order=[0])).load(pair_layout)
         return (pairs << 16).to(gl.float32, bitcast=True), (pairs & -65536).to(gl.float32, bitcast=True)
-
-    @gluon.jit
-    def _global_bf16_pairs(ptr, first_col, N, CHUNK: gl.constexpr):
-        # The bf16 values [first_col, first_col + CHUNK) of a vector in global memory, read as int32
-        # pairs (as _bf16_pairs), zeros past N
-        pair_layout: gl.constexpr = gl.BlockedLayout([4], [32], [gl.num_warps()], [0])
-        pair_cols = first_col // 2 + gl.arange(0, CHUNK // 2, pair_layout)
-        pairs = gl.load(ptr.to(gl.pointer_type(gl.int32), bitcast=True) + pair_cols, mask=pair_cols < N // 2, other=0)
-        return _unpack_bf16(pairs)
 
     @gluon.jit
     def _chunk_sum(chunk, first_col, N, centre, SQUARE: gl.constexpr, CHUNK: gl.constexpr,
@@ -340,7 +327,7 @@ if gluon is not None:
     @gluon.jit
     def _layernorm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
                              CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                             SPIN: gl.constexpr, PAIRS: gl.constexpr, WB_SHARED: gl.constexpr):
+                             SPIN: gl.constexpr, PAIRS: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
@@ -363,18 +350,17 @@ if gluon is not None:
         n_part = gl.minimum(N - part * PART, PART).to(gl.float32)  # the last part may be short
         n_parts = gl.minimum(gl.maximum(N - slots * PART, 0), PART).to(gl.float32)
 
-        if WB_SHARED:
-            # this program's part of w and b, for every row: copied first, so that the rows' wait_group
-            # counts below cover it
-            w_part = gl.allocate_shared_memory(w_ptr.dtype.element_ty, [NCH, CHUNK],
-                                               gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-            b_part = gl.allocate_shared_memory(b_ptr.dtype.element_ty, [NCH, CHUNK],
-                                               gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-            for c in gl.static_range(NCH):
-                cols = c * CHUNK + offs
-                copy_to_shared(w_part.index(c), w_ptr + cols, mask=cols < N)
-                copy_to_shared(b_part.index(c), b_ptr + cols, mask=cols < N)
-                cp.commit_group()
+        # this program's part of w and b, for every row: copied first, so that the rows' wait_group
+        # counts below cover it
+        w_part = gl.allocate_shared_memory(w_ptr.dtype.element_ty, [NCH, CHUNK],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        b_part = gl.allocate_shared_memory(b_ptr.dtype.element_ty, [NCH, CHUNK],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            copy_to_shared(w_part.index(c), w_ptr + cols, mask=cols < N)
+            copy_to_shared(b_part.index(c), b_ptr + cols, mask=cols < N)
+            cp.commit_group()
         for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
             r = team + h * n_teams
             src = x_ptr + r.to(gl.int64) * stride_x
@@ -417,23 +403,15 @@ if gluon is not None:
                         copy_to_shared(buf.index(half * NCH + c), src + cols, mask=ok & (ahead < M))
                         cp.commit_group()
                         if PAIRS:
-                            if WB_SHARED:
-                                w_lo, w_hi = _bf16_pairs(w_part.index(c), CHUNK)
-                                b_lo, b_hi = _bf16_pairs(b_part.index(c), CHUNK)
-                            else:
-                                w_lo, w_hi = _global_bf16_pairs(w_ptr, part * PART + c * CHUNK, N, CHUNK)
-                                b_lo, b_hi = _global_bf16_pairs(b_ptr, part * PART + c * CHUNK, N, CHUNK)
+                            w_lo, w_hi = _bf16_pairs(w_part.index(c), CHUNK)
+                            b_lo, b_hi = _bf16_pairs(b_part.index(c), CHUNK)
                             y_lo = (x_lo - row_mean) * rstd * w_lo + b_lo
                             y_hi = (x_hi - row_mean) * rstd * w_hi + b_hi
                             # each thread's 4 pairs are its 8 values of `layout`, in order: no data moves
                             y = gl.convert_layout(gl.reshape(gl.join(y_lo, y_hi), [CHUNK]), layout)
                         else:
-                            if WB_SHARED:
-                                w = w_part.index(c).load(layout).to(gl.float32)
-                                b = b_part.index(c).load(layout).to(gl.float32)
-                            else:
-                                w = gl.load(w_ptr + cols, mask=ok, other=0.0).to(gl.float32)
-                                b = gl.load(b_ptr + cols, mask=ok, other=0.0).to(gl.float32)
+                            w = w_part.index(c).load(layout).to(gl.float32)
+                            b = b_part.index(c).load(layout).to(gl.float32)
                             y = (x - row_mean) * rstd * w + b
                         gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
                     it += 1
@@ -615,13 +593,11 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     if x2.device in _TEAM_FAILED:
         return False
     st = SMEM_TEAM
-    wb_shared = N <= WB_FROM_L2_ABOVE
-    nch = st["NCH"] if wb_shared else st["NCH_WB_FROM_L2"]
-    P = triton.cdiv(N, st["CHUNK"] * nch)
+    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
-    consts = {"CHUNK": st["CHUNK"], "NCH": nch, "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "PAIRS": x2.dtype == torch.bfloat16, "WB_SHARED": wb_shared}
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
+              "PAIRS": x2.dtype == torch.bfloat16}
     occ = _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1, x2.device)
     capped = {**consts, "maxnreg": st["maxnreg"]}
     occ_capped = _programs_per_sm(_layernorm_smem_team, args, capped, st["num_warps"], 1, x2.device)
