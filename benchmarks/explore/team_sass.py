@@ -67,7 +67,8 @@ def main() -> None:
             {"num_warps": t.SMEM_TEAM["num_warps"], **({"maxnreg": maxnreg} if maxnreg else {})})
         ops = histogram(sass(kernel))
         regs = templates.resource_usage(kernel)
-        lines.append(f"== {dtype}{' as int32 pairs' if pairs else ''}{f' maxnreg {maxnreg}' if maxnreg else ''}: {sum(ops.values())} instructions {regs}")
+        variant = f"{dtype}{' as int32 pairs' if pairs else ''}{f' maxnreg {maxnreg}' if maxnreg else ''}"
+        lines.append(f"== {variant}: {sum(ops.values())} instructions {regs}")
         lines += [f"{count:6d} {op}" for op, count in ops.most_common(16)]
     text = "\n".join(lines)
     print(text)

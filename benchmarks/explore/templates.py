@@ -91,6 +91,30 @@ def check_and_time(row: dict, run, out, ref, nbytes: int, timer, copy_gbps, on_g
     return row
 
 
+def check_and_time_team(template, row: dict, run, out, ref, nbytes: int, timer, copy_gbps) -> dict:
+    """check_and_time on a GPU, for a template whose launcher falls back from its shared-memory team when
+    the team does not compile or launch: such a variant gets an error, not another kernel's figures."""
+    check_and_time(row, run, out, ref, nbytes, timer, copy_gbps, True)
+    if template._TEAM_FAILED:
+        row["error"] = f"the team did not run: {template._TEAM_FAILED}"
+        template._TEAM_FAILED.clear()
+    return row
+
+
+class Overridden:
+    """A @jit kernel whose launches and warm-ups (a launcher's occupancy count compiles through warmup)
+    take these keyword arguments over the launcher's own: constexprs, or options such as maxnreg."""
+
+    def __init__(self, kernel, **overrides):
+        self.kernel, self.overrides = kernel, overrides
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.kernel[grid](*args, **{**kw, **self.overrides})
+
+    def warmup(self, *args, **kw):
+        return self.kernel.warmup(*args, **{**kw, **self.overrides})
+
+
 def figure(row: dict) -> str:
     """One variant's result as the exploration logs print it."""
     if "error" in row:
