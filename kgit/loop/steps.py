@@ -60,6 +60,9 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         for path in (cfg.kernel_path, cfg.test_path):
             if not read.is_tracked(repo, path):
                 raise KgitError(f"{path} is not tracked by git", "commit it before starting")
+        if (repo.root / config.CONFIG_FILE).exists() and not read.is_tracked(repo, config.CONFIG_FILE):
+            raise KgitError(f"{config.CONFIG_FILE} is not tracked by git: a clone of {refs.branch(kernel)} would "
+                            f"not know the kernel", f"commit {config.CONFIG_FILE} before starting")
 
         write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = decide.now()
@@ -165,7 +168,11 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
     # The best's first run here fills its compile caches, unless this environment has run it already.
     warm_best = not any(decide.same_environment(r.environment, environment)
                         for r in state.records if r.iteration >= best.iteration)
-    trees = {"best": (best_commit, None), "candidate": (candidate, source)}
+    # The best's kernel runs in the candidate's tree, so that the two differ in the kernel file alone: a
+    # test (or any other file) committed since the best judges both alike.
+    best_source = read.file_at(repo, state.cfg.kernel_path, best_commit)
+    trees = {"best": (candidate, best_source) if best_source is not None else (best_commit, None),
+             "candidate": (candidate, source)}
     timeout_s, why = decide.candidate_timeout(state.cfg, best, environment)
     with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
         def run_candidate(timing_only: bool):
@@ -213,8 +220,11 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
             environment: dict | None, keep_anyway: str | None, overrides: dict,
             agent_turn: dict | None = None) -> Outcome:
-    best = decide.best_record(state.records)
-    status = decide.decide(comparison, decide.target_value(state.cfg, best), state.cfg.lower_is_better)
+    best_commit, best = decide.best_pair(state.history.pairs)
+    test_changed = (read.file_at(repo, state.cfg.test_path, best_commit)
+                    != read.file_at(repo, state.cfg.test_path, journal.candidate))
+    status = decide.decide(comparison, decide.target_value(state.cfg, best), state.cfg.lower_is_better,
+                           test_changed)
     why = decide.reason(comparison, status, state.cfg.min_gain_pct)
     if keep_anyway is not None and status in (Status.WITHIN_NOISE, Status.REGRESSED):
         status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"
@@ -243,12 +253,13 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
     if others:
         if not allowed:
             raise KgitError(f"uncommitted changes to {', '.join(others)}", "commit or stash them first")
-        # never advise committing them: a committed test change would change the judge mid-loop
+        # A test committed on its own judges the best too (compare_with_best); never with the kernel.
         raise KgitError(
             f"modified besides {allowed[0]}: {', '.join(others)}. One change per iteration, to the kernel "
             f"only (the test is the judge and never changes with the kernel)",
             f"put the rest back with git restore -- {' '.join(others)} (or git stash push -- "
-            f"{' '.join(others)} to keep it aside)")
+            f"{' '.join(others)} to keep it aside); a stronger test goes in a commit of its own, before the "
+            f"kernel's change")
     return changed
 
 

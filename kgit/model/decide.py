@@ -15,24 +15,41 @@ from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import TestResult, unit_of
 
 
-def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False) -> Status:
+def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False,
+           test_changed: bool = False) -> Status:
     """The status of a step, from its paired comparison with the best (kgit.model.noise).
 
     IMPROVED only when the whole 95% interval of the gain lies above the floor (min_gain_pct);
-    REGRESSED when it lies below zero; anything else is WITHIN_NOISE, a loss included.
+    REGRESSED when it lies below zero; anything else is WITHIN_NOISE, a loss included. One exception:
+    a best that gives wrong results under a test changed since it was kept (test_changed) is no longer
+    a best, and a candidate that passes that test replaces it (IMPROVED), however fast.
     """
     if comparison.failure is not None:
-        return Status.FAILED
+        return Status.IMPROVED if best_fails_the_new_test(comparison, test_changed) else Status.FAILED
     if target is not None and reaches(comparison.candidate_value(), target, lower_is_better):
         return Status.TARGET_MET
     return {"better": Status.IMPROVED, "worse": Status.REGRESSED}.get(comparison.verdict, Status.WITHIN_NOISE)
+
+
+def best_fails_the_new_test(comparison: Comparison, test_changed: bool) -> bool:
+    """The best gave a wrong result under the test as committed now, which changed since the best was
+    kept, and the candidate passed it. A best that crashed or timed out may have met a bad moment:
+    that step fails, as any run that fails does."""
+    failure = comparison.failure
+    return (test_changed and comparison.failed_side == "best" and comparison.first.passed
+            and failure.ok and not failure.correctness)
 
 
 def reason(comparison: Comparison, status: Status, floor_pct: float) -> str | None:
     """Why the decision is what it is, in one line: the interval against the floor, or the failure."""
     if comparison.failure is not None:
         why = comparison.failure.reason or "failed"
-        return why if comparison.failed_side == "candidate" else f"the best failed when measured again: {why}"
+        if comparison.failed_side == "candidate":
+            return why
+        if status == Status.IMPROVED:
+            return (f"the test changed since the best, which gives a wrong result under it now ({why}); "
+                    f"this kernel passes it and replaces the best, however fast")
+        return f"the best failed when measured again: {why}"
     found = comparison.interval
     if found is None:
         return None

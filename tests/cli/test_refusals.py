@@ -101,6 +101,18 @@ def test_start_with_an_untracked_kernel(ws):
     assert "not tracked by git" in ws.refused("start", "loose")
 
 
+def test_start_with_an_untracked_kgit_yaml(ws):
+    # the kernel and its test are committed, the file that names them is not: a clone could not go on
+    (ws.root / "kgit.yaml").write_text("fake:\n  kernel_path: skills/kernels/fake/triton_template.py\n"
+                                       "  test_path: skills/kernels/fake/test_fake.py\n")
+    refusal = ws.refused_json("start", "fake")
+    assert refusal["error"].startswith("kgit.yaml is not tracked by git: a clone of opt/fake would not know")
+    assert refusal["hint"] == "commit kgit.yaml before starting"
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "kgit.yaml")
+    assert ws.ok("start", "fake", "--json").json()["status"] == "BASELINE"
+
+
 def test_start_when_the_baseline_fails(ws):
     ws.set_kernel(MODE="crash")
     ws.git("commit", "-qam", "broken kernel")

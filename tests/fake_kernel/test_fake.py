@@ -12,6 +12,8 @@ import triton_template as kernel  # noqa: E402
 
 started = time.time()
 mode = kernel.MODE
+if os.environ.get("KGIT_FAKE_REQUIRE"):  # a judge stricter in this run only, its file unchanged
+    kernel.CORRECT = kernel.CORRECT and getattr(kernel, os.environ["KGIT_FAKE_REQUIRE"], False)
 if mode == "hang":
     Path(os.environ.get("KGIT_FAKE_STARTED", "/dev/null")).write_text(str(os.getpid()))
     time.sleep(600)

@@ -63,6 +63,39 @@ def test_gain_below_the_floor_is_not_kept(started):
     assert started.ok("step", "-m", "tiny", "--json").json()["status"] == "WITHIN_NOISE"
 
 
+def _with_long_rows(ws) -> None:
+    kernel = ws.root / KERNEL
+    kernel.write_text(kernel.read_text() + "LONG_ROWS = True\n")
+
+
+def test_a_test_committed_mid_loop_judges_the_best_too_and_replaces_a_best_it_finds_wrong(started):
+    # The user strengthens the test by hand on the branch: a check the best kernel fails. The next step
+    # runs the best's kernel under that test too; it gives a wrong result there, so the candidate that
+    # passes replaces it, at the same speed.
+    test = started.root / "skills/kernels/fake/test_fake.py"
+    test.write_text(test.read_text().replace(
+        "mode = kernel.MODE\n", "mode = kernel.MODE\nkernel.CORRECT = getattr(kernel, 'LONG_ROWS', False)\n"))
+    started.git("commit", "-qam", "test: rows longer than a block")
+    _with_long_rows(started)
+    record = started.ok("step", "-m", "rows longer than a block", "--json").json()
+    assert record["status"] == "IMPROVED" and record["kept"] and record["correctness"] is True
+    assert record["reason"].startswith("the test changed since the best, which gives a wrong result under it")
+    assert started.git("rev-parse", "best/fake") == started.git("rev-parse", "HEAD") == record["commit"]
+    started.check_invariants()
+
+
+def test_a_best_that_fails_under_the_same_test_fails_the_step(started):
+    # The same judge, stricter in this run only (an environment the best does not pass): no test changed,
+    # so a failing best is a bad moment, not a reason to replace it.
+    _with_long_rows(started)
+    run = started.kgit("step", "-m", "rows longer than a block", "--json", env={"KGIT_FAKE_REQUIRE": "LONG_ROWS"})
+    record = run.json()
+    assert record["status"] == "FAILED" and not record["kept"]
+    assert record["reason"].startswith("the best failed when measured again: correctness")
+    assert "LONG_ROWS" not in started.kernel_text("HEAD")
+    started.check_invariants()
+
+
 def test_target_met_stops_the_loop(ws):
     ws.ok("start", "fake", "--target-value", "150")
     ws.set_kernel(METRIC=160.0)

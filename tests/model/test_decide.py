@@ -63,6 +63,30 @@ def test_the_target_is_met_at_equality_and_a_failure_is_never_kept():
     assert decide.decide(broken, 1.0) == Status.FAILED
 
 
+WRONG = TestResult(True, False, "correctness: (2, 300) fp32: output 0 out of tolerance", "gbps", 90.0, 0.0, {}, 1.0, "")
+
+
+@pytest.mark.parametrize("test_changed, failed_side, candidate_first, best_failure, status", [
+    (True, "best", result(100.0), WRONG, Status.IMPROVED),  # the judge changed and the best is wrong under it
+    (False, "best", result(100.0), WRONG, Status.FAILED),  # same judge: the best's failure is a bad moment
+    (True, "best", result(100.0), not_run("timeout: 600 s"), Status.FAILED),  # not a wrong result
+    (True, "best", result(100.0), not_run("crashed (exit 3)"), Status.FAILED),
+    (True, "candidate", WRONG, WRONG, Status.FAILED),
+    (True, "best", result(100.0, correct=False), WRONG, Status.FAILED),  # a candidate that did not pass
+])
+def test_a_best_wrong_under_a_changed_test_is_replaced_by_a_candidate_that_passes(
+        test_changed, failed_side, candidate_first, best_failure, status):
+    found = noise.Comparison(first=candidate_first, best=[], candidate=[], log_ratios=[], failure=best_failure,
+                             failed_side=failed_side)
+    assert decide.decide(found, None, test_changed=test_changed) == status
+    why = decide.reason(found, status, 1.0)
+    if status == Status.IMPROVED:
+        assert why.startswith("the test changed since the best, which gives a wrong result under it now "
+                              "(correctness: (2, 300)") and "replaces the best" in why
+    elif failed_side == "best":
+        assert why.startswith("the best failed when measured again: ")
+
+
 def test_every_decision_carries_its_reason():
     better = compared([100.0] * 3, [102.9, 103.0, 103.1])
     assert decide.reason(better, Status.IMPROVED, 1.0) == (
