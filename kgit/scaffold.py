@@ -77,7 +77,9 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     if not kernel.endswith(".py"):
         raise KgitError(f"--kernel {kernel_path!r} is not a Python file: kgit init writes a Python test for it")
     if name in config.read_file(root):
-        raise KgitError(f"{config.CONFIG_FILE} has an entry for {name} already: kgit init writes new kernels only")
+        raise KgitError(f"{config.CONFIG_FILE} has an entry for {name} already: kgit init writes new kernels only",
+                        f"'kgit start {name}' runs the test the entry names; for a new test on kgit's harness, "
+                        f"remove the '{name}:' entry from {config.CONFIG_FILE} first")
     module = Path(kernel).stem
     python_name = name.replace("-", "_")
     tree = _parse(root / kernel, kernel)

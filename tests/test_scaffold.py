@@ -49,7 +49,10 @@ def test_init_refuses_what_it_would_overwrite_or_cannot_use(ws):
     assert "ops/test_double.py exists: kgit init never overwrites a file" in ws.refused(
         "init", "double", "--kernel", "ops/double.py")
     (ws.root / "kgit.yaml").write_text("other:\n  max_iterations: 3\n")
-    assert "kgit.yaml has an entry for other already" in ws.refused("init", "other", "--kernel", "ops/double.py")
+    refusal = ws.refused("init", "other", "--kernel", "ops/double.py")
+    assert "kgit.yaml has an entry for other already" in refusal
+    assert "'kgit start other' runs the test the entry names; for a new test on kgit's harness, remove the " \
+           "'other:' entry from kgit.yaml first" in refusal
     assert "--kernel: file 'ops/none.py' does not exist" in ws.refused("init", "x", "--kernel", "ops/none.py")
     assert "--metric must be one of gbps, tflops" in ws.refused("init", "x", "--kernel", "ops/double.py", "--metric", "fps")
     assert "invalid kernel name" in ws.refused("init", "a/b", "--kernel", "ops/double.py")

@@ -253,13 +253,13 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
     if others:
         if not allowed:
             raise KgitError(f"uncommitted changes to {', '.join(others)}", "commit or stash them first")
-        # A test committed on its own judges the best too (compare_with_best); never with the kernel.
+        # Never advise committing them: an agent told so could loosen its judge. A test committed on its
+        # own (a person's call) judges the best too (compare_with_best).
         raise KgitError(
             f"modified besides {allowed[0]}: {', '.join(others)}. One change per iteration, to the kernel "
             f"only (the test is the judge and never changes with the kernel)",
             f"put the rest back with git restore -- {' '.join(others)} (or git stash push -- "
-            f"{' '.join(others)} to keep it aside); a stronger test goes in a commit of its own, before the "
-            f"kernel's change")
+            f"{' '.join(others)} to keep it aside)")
     return changed
 
 
@@ -267,7 +267,8 @@ def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | Non
     """What to do about a baseline that failed: for the way its test reports, or for its kernel."""
     if reason == "no JSON object on stdout":
         return ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
-                "{\"correctness\": true, \"gbps\": 812.5}: README.md, 'The test contract'")
+                "{\"correctness\": true, \"gbps\": 812.5} (kgit's README.md, 'The test contract'); or let "
+                f"'kgit init {kernel} --kernel PATH' write a test for the kernel on kgit's harness")
     time_named = re.search(r"; (\S+) looks like a time", reason or "")
     if time_named:
         return (f"add 'metric: {time_named.group(1)}' and 'better: lower' under '{kernel}:' in kgit.yaml, "
@@ -277,8 +278,8 @@ def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | Non
         return ("the figure is 0, as a test prints one it rounded away: name another figure with 'metric' "
                 "in kgit.yaml (a latency with 'better: lower'), or print more digits")
     if reason and reason.startswith("invalid JSON"):
-        return (f"print the JSON of README.md's 'The test contract', or let 'kgit init {kernel} --kernel PATH' "
-                f"write a test for the kernel on kgit's harness")
+        return (f"print the JSON of kgit's README.md, 'The test contract', or let 'kgit init {kernel} --kernel "
+                f"PATH' write a test for the kernel on kgit's harness")
     if reason and reason.startswith(("correctness", "crashed", "timeout")):
         return (f"the loop starts from a kernel that passes its test: see 'python {test_path} --json', "
                 f"fix the kernel, commit, and run 'kgit start {kernel}' again")

@@ -68,8 +68,7 @@ def test_a_refusal_under_json_is_still_one_json_object_on_stdout(ws):
     (lambda w: None, ["step", "-m", "x"], "edit the kernel, then step"),
     (lambda w: w.set_kernel(METRIC=120.0), ["step", "-m", " "], "say in a few words what this iteration changes, or why"),
     (lambda w: (w.root / TEST).write_text("print('judge changed')\n"), ["step", "-m", "x"],
-     f"put the rest back with git restore -- {TEST} (or git stash push -- {TEST} to keep it aside); a stronger "
-     "test goes in a commit of its own, before the kernel's change"),
+     f"put the rest back with git restore -- {TEST} (or git stash push -- {TEST} to keep it aside)"),
 ])
 def test_a_refusal_an_agent_meets_carries_what_to_do_as_its_hint(started, setup, args, hint):
     import json

@@ -133,7 +133,7 @@ def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):
     message = ws.refused("start", "fake")
     assert "baseline failed (no JSON object on stdout); nothing was changed." in message
     assert "kgit runs 'python TEST --json' and reads the last JSON object it prints" in message
-    assert "'The test contract'" in message
+    assert "(kgit's README.md, 'The test contract'); or let 'kgit init fake --kernel PATH' write a test" in message
 
 
 def test_start_when_the_test_prints_a_time_alone_says_how_to_name_it(ws):
@@ -155,8 +155,8 @@ def test_start_when_the_test_prints_no_verdict_points_to_the_contract_and_kgit_i
     ws.git("commit", "-qam", "...but no verdict")
     refusal = ws.refused_json("start", "fake")
     assert refusal["error"].startswith("baseline failed (invalid JSON: no verdict")
-    assert refusal["hint"] == ("print the JSON of README.md's 'The test contract', or let 'kgit init fake --kernel PATH' "
-                               "write a test for the kernel on kgit's harness")
+    assert refusal["hint"] == ("print the JSON of kgit's README.md, 'The test contract', or let 'kgit init fake "
+                               "--kernel PATH' write a test for the kernel on kgit's harness")
 
 
 def test_log_without_records(ws):
