@@ -47,7 +47,7 @@ def build(repo: Repo, kernel: str) -> dict:
     tried = [
         {
             "iteration": r.iteration, "action": r.action, "tier": r.tier, "status": r.status.value,
-            "kept": r.kept, "metric": r.metric, "value": r.value,
+            "kept": r.kept, "on_branch": r.status.on_branch, "metric": r.metric, "value": r.value,
             "delta_pct": r.delta_pct, "reason": r.reason, "commit": sha,
         }
         for sha, r in pairs if r.iteration > 0

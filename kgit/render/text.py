@@ -107,7 +107,7 @@ def summary_row(records: list[Record]) -> list[str]:
         metric(best.value, best.metric, cpu) + f" (iter {best.iteration})" if best else "-",
         f"{best.pct_of_peak:.0f}%" if best and best.pct_of_peak else "-",
         str(max(r.iteration for r in records)),
-        str(sum(not r.kept for r in records)),
+        str(sum(not r.status.on_branch for r in records)),  # as kgit status counts them
         "met" if met else f"not met ({metric(target, best.metric)})" if target is not None else "none set",
     ]
 

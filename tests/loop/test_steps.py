@@ -190,6 +190,9 @@ def test_a_slower_change_kept_anyway_stays_on_the_branch_and_the_best_does_not_m
     assert record["status"] == "KEPT_ANYWAY" and record["reason"].startswith("kept anyway: it lets the next")
     assert "METRIC = 90.0" in started.kernel_text("HEAD") and started.git("rev-parse", "best/fake") == baseline
     assert started.git("for-each-ref", "refs/kgit/attempts/") == ""  # the branch keeps it
+    tried = started.ok("context", "--json").json()["tried"][-1]
+    assert (tried["status"], tried["kept"], tried["on_branch"]) == ("KEPT_ANYWAY", False, True)  # an agent can tell
+    assert "(0 reverted)" in started.ok("status").stdout
     started.set_kernel(METRIC=120.0)
     nxt = started.ok("step", "-m", "fuse", "--json").json()
     assert nxt["status"] == "IMPROVED" and nxt["best_before"] == 100.0  # judged against the best, not HEAD

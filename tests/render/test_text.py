@@ -80,3 +80,10 @@ def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
     assert words.startswith("failed, reverted (crashed: exit status 1: triton") and words.endswith("…)")
     assert len(words) < 130
     assert status_words(failed("short")) == "failed, reverted (short)"
+
+
+def test_the_summary_counts_reverted_iterations_as_kgit_status_does():
+    # a change kept anyway stays on the branch: it is not reverted (kgit status counts it so too)
+    rows = [rec(0, Status.BASELINE, metric="gbps", value=100.0), rec(1, Status.REGRESSED, metric="gbps", value=90.0),
+            rec(2, Status.KEPT_ANYWAY, metric="gbps", value=95.0), rec(3, Status.FAILED)]
+    assert text.summary_row(rows)[text.SUMMARY_HEADERS.index("Reverted")] == "2"
