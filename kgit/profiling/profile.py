@@ -99,7 +99,9 @@ def _target(repo, cfg, records, iteration):
     if iteration is not None:
         matches = [(sha, r) for sha, r in records if r.iteration == iteration]
         if not matches:
-            raise KgitError(f"{cfg.name} has no iteration {iteration}")
+            last = max((r.iteration for _, r in records), default=0)
+            raise KgitError(f"{cfg.name} has no iteration {iteration}",
+                            f"its iterations are 0 to {last}: 'kgit log' lists them")
         sha, record = matches[-1]
         return sha, record, f"iter{iteration}", None
     if cfg.kernel_path in read.modified_tracked_files(repo):

@@ -55,6 +55,7 @@ def status_words(record: Record, reason_chars: int | None = 100) -> str:
     words = _STATUS_WORDS[record.status]
     if record.status in (Status.FAILED, Status.KEPT_ANYWAY) and record.reason:
         reason = record.reason  # whole in the note and in `kgit show`; a table row keeps its start
+        reason = reason.removeprefix("kept anyway: ")  # the status says it already
         if reason_chars is not None and len(reason) > reason_chars:
             reason = reason[:reason_chars - 1] + "…"
         words += f" ({reason})"

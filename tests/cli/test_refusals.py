@@ -165,6 +165,7 @@ def test_log_without_records(ws):
 
 def test_show_an_unknown_iteration(started):
     assert "no iteration 7" in started.refused("show", "7")
+    assert started.refused_json("show", "7")["hint"] == "its iterations are 0 to 0: 'kgit log' lists them"
 
 
 def test_unknown_option(started):

@@ -76,4 +76,5 @@ def test_an_uncommitted_edit_is_profiled_without_a_note(on_nvidia, tmp_path, ncu
 
 
 def test_unknown_iteration_is_refused(on_nvidia):
-    assert on_nvidia.refused("profile", "--iteration", "7") == "kgit: fake has no iteration 7"
+    assert on_nvidia.refused("profile", "--iteration", "7") == (
+        "kgit: fake has no iteration 7: its iterations are 0 to 0: 'kgit log' lists them")

@@ -87,3 +87,12 @@ def test_the_summary_counts_reverted_iterations_as_kgit_status_does():
     rows = [rec(0, Status.BASELINE, metric="gbps", value=100.0), rec(1, Status.REGRESSED, metric="gbps", value=90.0),
             rec(2, Status.KEPT_ANYWAY, metric="gbps", value=95.0), rec(3, Status.FAILED)]
     assert text.summary_row(rows)[text.SUMMARY_HEADERS.index("Reverted")] == "2"
+
+
+def test_a_change_kept_anyway_is_not_said_twice_in_the_log():
+    from kgit.model.record import from_json
+    from kgit.render.text import status_words
+
+    kept = from_json({"kernel": "fake", "iteration": 1, "action": "a", "status": "KEPT_ANYWAY", "value": 1.0,
+                      "reason": "kept anyway: it lets the next step fuse (-9.0% [-34.4, +26.3] over 6 pairs)"})
+    assert status_words(kept) == "kept anyway (it lets the next step fuse (-9.0% [-34.4, +26.3] over 6 pairs))"
