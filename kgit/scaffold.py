@@ -25,7 +25,7 @@ is called, and the shapes. Then commit this file and run: kgit start {name}
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), {import_root!r})))
 from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
@@ -59,7 +59,8 @@ SPEC = harness.Spec(
         time_shapes=[(8192, 8192), (4096, 32768)],  # TODO: the sizes you optimize for, >= 256 MB of traffic
         dtypes=DTYPES,
     ),
-    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1)], time_shapes=[(8, 256)], dtypes=DTYPES),  # tiny: the CPU
+    # tiny, for the CPU; still a row wider than a block, where a kernel that covers one block goes wrong
+    interpreter=harness.Plan(check_shapes=[(3, 33), (1, 1), (2, 1100)], time_shapes=[(8, 256)], dtypes=DTYPES),
 )
 
 if __name__ == "__main__":
@@ -80,14 +81,15 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
         raise KgitError(f"{config.CONFIG_FILE} has an entry for {name} already: kgit init writes new kernels only",
                         f"'kgit start {name}' runs the test the entry names; for a new test on kgit's harness, "
                         f"remove the '{name}:' entry from {config.CONFIG_FILE} first")
-    module = Path(kernel).stem
+    module, import_root = _module_name(root, Path(kernel))
     python_name = name.replace("-", "_")
     tree = _parse(root / kernel, kernel)
     names = _top_level_names(tree)
     if function is None:
-        named = [n for n in dict.fromkeys([python_name, module]) if n in names]
-        function = named[0] if named else _only_launcher(tree, kernel, python_name, module)
-    if not function.isidentifier() or not module.isidentifier():
+        stem = Path(kernel).stem
+        named = [n for n in dict.fromkeys([python_name, stem]) if n in names]
+        function = named[0] if named else _only_launcher(tree, kernel, python_name, stem)
+    if not function.isidentifier() or not all(part.isidentifier() for part in module.split(".")):
         raise KgitError(f"the kernel's function and module must be Python names, not {function!r} in {module!r}: "
                         "name the function with --function")
     if function not in names:
@@ -96,12 +98,23 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     if (root / test).exists():
         raise KgitError(f"{test} exists: kgit init never overwrites a file; write the kgit.yaml entry by hand")
     (root / test).write_text(SKELETON.format(module=module, function=function, test_path=test, name=name,
-                                             metric=metric))
+                                             metric=metric, import_root=import_root))
     entry = f"{name}:\n  kernel_path: {kernel}\n  test_path: {test}\n"
     yaml_path = root / config.CONFIG_FILE
     before = yaml_path.read_text() if yaml_path.exists() else ""
     yaml_path.write_text(before + ("\n" if before and not before.endswith("\n") else "") + entry)
     return test, entry, function
+
+
+def _module_name(root: Path, kernel: Path) -> tuple[str, str]:
+    """The name the test imports the kernel file by, and the folder (relative to the file's) that goes on
+    sys.path for it: a file inside a package (folders with __init__.py, up to the repository's root) is
+    imported as package.module, so that its own package imports work; any other by its file name."""
+    parts, folder = [kernel.stem], kernel.parent
+    while folder != Path(".") and (root / folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts), "/".join([".."] * (len(parts) - 1)) or "."
 
 
 def _parse(path: Path, shown: str) -> ast.Module:

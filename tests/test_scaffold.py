@@ -42,6 +42,27 @@ def test_init_writes_a_skeleton_that_asks_for_its_reference_then_enters_the_loop
     assert ws.ok("start", "double", "--json").json()["correctness"] is True
 
 
+def test_init_imports_a_kernel_inside_a_package_by_its_package(ws):
+    # mylib/ops/double.py imports a sibling module of its package: imported as a top-level "double" it
+    # would fail; the skeleton imports it as mylib.ops.double
+    for folder in ("mylib", "mylib/ops"):
+        (ws.root / folder).mkdir()
+        (ws.root / folder / "__init__.py").write_text("")
+    (ws.root / "mylib/ops/scale.py").write_text("FACTOR = 2.0\n")
+    (ws.root / "mylib/ops/double.py").write_text(KERNEL.replace("import torch\n", "import torch\n\nfrom .scale import FACTOR\n")
+                                                 .replace("(2.0 * x)", "(FACTOR * x)"))
+    ws.ok("init", "double", "--kernel", "mylib/ops/double.py")
+    test = ws.root / "mylib/ops/test_double.py"
+    text = test.read_text()
+    assert "from mylib.ops.double import double" in text and "os.path.dirname(__file__), '../..'" in text
+    test.write_text(text.replace(
+        '    raise SystemExit("mylib/ops/test_double.py: write reference() (TODO) before kgit can judge double")',
+        "    return 2 * x.double()"))
+    checked = subprocess.run([sys.executable, str(test), "--check-only", "--json"], cwd=ws.root / "mylib",
+                             capture_output=True, text=True)
+    assert checked.returncode == 0 and '"correctness": true' in checked.stdout, checked.stderr[-2000:]
+
+
 def test_init_refuses_what_it_would_overwrite_or_cannot_use(ws):
     (ws.root / "ops").mkdir()
     (ws.root / "ops/double.py").write_text(KERNEL)
