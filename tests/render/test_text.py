@@ -96,3 +96,13 @@ def test_a_change_kept_anyway_is_not_said_twice_in_the_log():
     kept = from_json({"kernel": "fake", "iteration": 1, "action": "a", "status": "KEPT_ANYWAY", "value": 1.0,
                       "reason": "kept anyway: it lets the next step fuse (-9.0% [-34.4, +26.3] over 6 pairs)"})
     assert status_words(kept) == "kept anyway (it lets the next step fuse (-9.0% [-34.4, +26.3] over 6 pairs))"
+
+
+def test_the_summary_says_met_as_the_loop_decided_it_whichever_way_the_figure_runs():
+    col = text.SUMMARY_HEADERS.index("Target")
+    # a latency in microseconds with a target of 50: lower is better, and 100 has not met it
+    latency = [rec(0, Status.BASELINE, metric="latency_us", value=100.0, target=50.0)]
+    assert text.summary_row(latency)[col].startswith("not met")
+    done = latency + [rec(1, Status.TARGET_MET, metric="latency_us", value=48.0, target=50.0,
+                          stop_reason=StopReason.TARGET_MET)]
+    assert text.summary_row(done)[col] == "met"
