@@ -118,6 +118,7 @@ class Status:
     invalid: list[InvalidNote]
     working: int | None = None  # the pid of a kgit working in the repository now (0: unknown), if any
     pending: bool = False  # a killed kgit left a step to finish
+    test_changed: bool = False  # the test on the branch differs from the best's (committed since)
 
 
 def status(repo: Repo, kernel: str) -> Status:
@@ -149,6 +150,8 @@ def status(repo: Repo, kernel: str) -> Status:
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=journal.pending(repo),
+        test_changed=best_commit is not None and (read.file_at(repo, cfg.test_path, best_commit)
+                                                  != read.file_at(repo, cfg.test_path, refs.branch_ref(kernel))),
     )
 
 

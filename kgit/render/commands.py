@@ -111,6 +111,9 @@ def status(state) -> str:
          if state.gap is not None and state.gap > 0 else "-"],
         ["state", _state_words(state)],
     ]
+    if state.test_changed:
+        rows.append(["test", f"changed since the best (iteration {top.iteration}): the next step runs the best's "
+                             "kernel under it too, and replaces it if it gives a wrong result there"])
     return "\n".join(f"{name:<14} {value}" for name, value in rows)
 
 

@@ -76,11 +76,14 @@ def test_a_test_committed_mid_loop_judges_the_best_too_and_replaces_a_best_it_fi
     test.write_text(test.read_text().replace(
         "mode = kernel.MODE\n", "mode = kernel.MODE\nkernel.CORRECT = getattr(kernel, 'LONG_ROWS', False)\n"))
     started.git("commit", "-qam", "test: rows longer than a block")
+    assert started.ok("status", "--json").json()["test_changed"] is True
+    assert "changed since the best (iteration 0): the next step runs the best's kernel" in started.ok("status").stdout
     _with_long_rows(started)
     record = started.ok("step", "-m", "rows longer than a block", "--json").json()
     assert record["status"] == "IMPROVED" and record["kept"] and record["correctness"] is True
     assert record["reason"].startswith("the test changed since the best, which gives a wrong result under it")
     assert started.git("rev-parse", "best/fake") == started.git("rev-parse", "HEAD") == record["commit"]
+    assert started.ok("status", "--json").json()["test_changed"] is False  # the best now ran under it
     started.check_invariants()
 
 
