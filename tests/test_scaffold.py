@@ -49,8 +49,8 @@ def test_init_imports_a_kernel_inside_a_package_by_its_package(ws):
         (ws.root / folder).mkdir()
         (ws.root / folder / "__init__.py").write_text("")
     (ws.root / "mylib/ops/scale.py").write_text("FACTOR = 2.0\n")
-    (ws.root / "mylib/ops/double.py").write_text(KERNEL.replace("import torch\n", "import torch\n\nfrom .scale import FACTOR\n")
-                                                 .replace("(2.0 * x)", "(FACTOR * x)"))
+    relative = KERNEL.replace("import torch\n", "import torch\n\nfrom .scale import FACTOR\n")
+    (ws.root / "mylib/ops/double.py").write_text(relative.replace("(2.0 * x)", "(FACTOR * x)"))
     ws.ok("init", "double", "--kernel", "mylib/ops/double.py")
     test = ws.root / "mylib/ops/test_double.py"
     text = test.read_text()

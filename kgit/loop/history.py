@@ -168,7 +168,8 @@ def show(repo: Repo, kernel: str, iteration: int) -> Shown:
     matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
     if not matches:
         last = max((r.iteration for _, r in pairs), default=0)
-        raise KgitError(f"{kernel} has no iteration {iteration}", f"its iterations are 0 to {last}: 'kgit log' lists them")
+        raise KgitError(f"{kernel} has no iteration {iteration}",
+                        f"its iterations are 0 to {last}: 'kgit log' lists them")
     sha, record = matches[-1]
     parent = read.first_parent(repo, sha)
     change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
