@@ -121,8 +121,9 @@ class Workspace:
         records = [n for n in self.notes() if n["kernel"] == kernel]
         iterations = sorted(r["iteration"] for r in records)
         assert iterations == list(range(len(records))), "one note per iteration"
+        # the latest kept, as kgit's rule says (a best replaced under a stronger test may be no faster)
         best = max((r for r in records if r["status"] in ("BASELINE", "IMPROVED", "TARGET_MET")),
-                   key=lambda r: r["value"])
+                   key=lambda r: r["iteration"])
         assert self.kernel_text("HEAD") == self.kernel_text(f"best/{kernel}"), "HEAD holds the best kernel"
         tag_note = json.loads(self.git("notes", "--ref=refs/notes/kgit", "show", f"best/{kernel}"))
         assert tag_note["iteration"] == best["iteration"]
