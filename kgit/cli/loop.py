@@ -179,8 +179,9 @@ def profile_command(ctx, iteration, kernel, timeout_s, as_json):
 
 
 @click.command("report")
+@json_option
 @click.pass_context
-def report_command(ctx):
+def report_command(ctx, as_json):
     """(Re)write experiments/README.md (or report_path) from the records and commit it."""
     from kgit import config
     from kgit.render import commands
@@ -190,7 +191,8 @@ def report_command(ctx):
     with transaction.begin(where) as recovered:
         notes(recovered)
         commit = transaction.commit_report(where)
-    click.echo(commands.report(commit, config.report_path(where.root)))
+    path = config.report_path(where.root)
+    emit(as_json, lambda: {"path": path, "commit": commit}, lambda: commands.report(commit, path))
 
 
 @click.command("init")

@@ -166,6 +166,7 @@ def test_report_rewrites_the_readme_from_notes(started):
     assert not (started.root / "experiments/README.md").exists()
     started.ok("report")
     readme = (started.root / "experiments/README.md").read_text()
+    assert started.ok("report", "--json").json() == {"path": "experiments/README.md", "commit": None}  # up to date
     assert "## Optimization: fake on Fake GPU" in readme and "| better" in readme
     assert started.git("status", "--porcelain") == ""
     assert "up to date" in started.ok("report").stdout
