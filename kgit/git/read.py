@@ -79,6 +79,11 @@ def file_at(repo: Repo, path: str, commit: str = "HEAD") -> str | None:
         return None
 
 
+def changed(repo: Repo, base: str, commit: str, path: str) -> bool:
+    """Whether path differs between two commits (added or removed counts): one git call, no file read."""
+    return bool(git(repo, "diff", "--name-only", "--end-of-options", base, commit, "--", path).strip())
+
+
 def diff(repo: Repo, base: str, commit: str, exclude: list[str]) -> str:
     return git(repo, "diff", "--end-of-options", base, commit, "--", ".", *(f":(exclude){p}" for p in exclude))
 

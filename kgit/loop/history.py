@@ -150,8 +150,8 @@ def status(repo: Repo, kernel: str) -> Status:
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=journal.pending(repo),
-        test_changed=best_commit is not None and (read.file_at(repo, cfg.test_path, best_commit)
-                                                  != read.file_at(repo, cfg.test_path, refs.branch_ref(kernel))),
+        test_changed=best_commit is not None and read.changed(repo, best_commit, refs.branch_ref(kernel),
+                                                              cfg.test_path),
     )
 
 

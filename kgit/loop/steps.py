@@ -221,8 +221,8 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
             environment: dict | None, keep_anyway: str | None, overrides: dict,
             agent_turn: dict | None = None) -> Outcome:
     best_commit, best = decide.best_pair(state.history.pairs) or (None, None)
-    test_changed = best_commit is not None and (read.file_at(repo, state.cfg.test_path, best_commit)
-                                                != read.file_at(repo, state.cfg.test_path, journal.candidate))
+    test_changed = best_commit is not None and read.changed(repo, best_commit, journal.candidate,
+                                                            state.cfg.test_path)
     status = decide.decide(comparison, decide.target_value(state.cfg, best), state.cfg.lower_is_better,
                            test_changed)
     why = decide.reason(comparison, status, state.cfg.min_gain_pct)
