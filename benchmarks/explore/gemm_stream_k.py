@@ -2,6 +2,9 @@
 
     python benchmarks/explore/gemm_stream_k.py [--out DIR]      (GPU, about three minutes)
 
+Run it at commit 2e372b8, whose template has STREAM_K (the experiment's kernel, `_stream_k_tiles`); the
+template dropped it after this outcome.
+
 Why: 4096^3 reads 0.989x cuBLAS in bf16 and fp16 (bar 1.00) with CONFIG, the best of the 288
 configurations of CONFIG_SPACE. Its persistent grid of 132 programs takes 512 tiles of 128x256 in
 waves: 116 programs run four tiles and 16 run three, so 3% of the SMs' time is idle (3.88 waves). 8192^3
@@ -18,7 +21,19 @@ Each variant is checked (NaN-poisoned output against an fp32 product) on its sha
 harness's Timer (L2 cleared, the sweep's figure) in three interleaved rounds beside torch.matmul; the
 stream-K path is also checked on shapes that stress its edges (133 tiles, K not a multiple of BLOCK_K,
 one K-step a tile).
-Outcome: see experiments/sweep-h200-session18/.
+Outcome (experiments/sweep-h200-session18/call1-stream-k/): falsified, slower at every shape it touches.
+Correct everywhere (relative error 1.7e-3 bf16, 2.1e-4 fp16, as whole tiles, three launches in a row at
+each edge shape). Best of three rounds, x torch.matmul in the same run, bf16 / fp16:
+4096^3 stream-K 0.875 / 0.880 against whole tiles 0.991 / 0.990; 4000^3 0.859 / 0.861 against 0.976 /
+0.968; 8192x1024x8192 0.797 / 0.807 against 0.988 / 0.987; 4096x4096x1000 0.776 / 0.784 against 0.996 /
+0.996; 8192^3 1.011 / 1.011 against 1.012 / 1.013 (its shared part is a tenth of the work); 2048^3
+unchanged (one wave: whole tiles). At 4096^3 the shared 1.88 tiles a program took ~28% longer than whole
+tiles would; at K 1000 (A and B 16 MB, in L2 whatever the order) ~5 us more a segment. Not profiled;
+what the compile shows: the fixup (`acc += tl.load(partial)`) takes the kernel from 162 to 255
+registers with 216 B of spills, and the fp32 tile crosses shared memory twice (convert_layout from the
+wgmma layout to a blocked one and back) in every segment; and, at 4096^3, ranges that start at staggered
+K-steps no longer read the same K-slices of A and B at once, as a wave of whole tiles does, with A and B
+(64 MB) larger than the L2.
 """
 
 from __future__ import annotations

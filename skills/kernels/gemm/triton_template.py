@@ -30,8 +30,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1,
-          "STREAM_K": 1}
+          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], "num_warps": [4, 8],
                 "num_stages": [3, 4], "PERSISTENT": [0, 1], "EPILOGUE_SUBTILE": [0, 1]}
 # What fits in shared memory, checked before compiling (kgit tune never proposes a configuration that
@@ -92,65 +91,16 @@ def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 
 
 @triton.jit
-def _stream_k_tiles(a_desc, b_desc, c_desc, partials, flags, M, N, K, first_tile, num_tiles,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
-    # Tiles first_tile.. as one run of K-steps (tile after tile, k = 0.. within each) cut into
-    # NUM_PROGRAMS equal ranges, one a program. A range that starts inside a tile hands its partial sum
-    # (fp32, its own slot of `partials`) to the tile's owner, the range holding the tile's first K-step,
-    # which adds it and stores the tile. Every range holds at least one tile's K-steps (the launcher
-    # gives the stream at least NUM_PROGRAMS tiles), so an owner adds at most one partial.
-    # Ranges are numbered backwards from the program id, so that an owner has a higher program id than
-    # the range it waits for: Triton's interpreter runs programs one after the other, in order.
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    steps = (num_tiles - first_tile).to(tl.int64) * k_tiles
-    r = NUM_PROGRAMS - 1 - tl.program_id(0)
-    step = r * steps // NUM_PROGRAMS
-    end = (r + 1) * steps // NUM_PROGRAMS
-    while step < end:
-        k_lo = (step % k_tiles).to(tl.int32)
-        k_hi = tl.minimum(k_tiles, k_lo + (end - step)).to(tl.int32)
-        pid_m, pid_n = _tile_coords(first_tile + (step // k_tiles).to(tl.int32), num_pid_m, num_pid_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_lo, k_hi):
-            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc)
-        offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-        if k_lo > 0:
-            tl.store(partials + tl.program_id(0).to(tl.int64) * BLOCK_M * BLOCK_N + offs, acc)
-            tl.debug_barrier()  # every thread's part of the partial before the flag
-            tl.atomic_xchg(flags + tl.program_id(0), 1, sem="release")
-        else:
-            if end - step < k_tiles:  # the next range holds the rest of this tile
-                helper = tl.program_id(0) - 1
-                # Bounded: a broken invariant gives a wrong tile, never a hang.
-                spins = 0
-                while (tl.atomic_add(flags + helper, 0, sem="acquire") == 0) & (spins < 100_000_000):
-                    spins += 1
-                tl.debug_barrier()
-                acc += tl.load(partials + helper.to(tl.int64) * BLOCK_M * BLOCK_N + offs)
-                tl.atomic_xchg(flags + helper, 0, sem="relaxed")  # ready for the next launch
-            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
-        step += k_hi - k_lo
-
-
-@triton.jit
-def _gemm_tiles(a_desc, b_desc, c_desc, partials, flags, M, N, K, stream_from,
+def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
-                STREAM_K: tl.constexpr):
+                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if PERSISTENT:
         num_tiles = num_pid_m * num_pid_n
-        # With STREAM_K, tiles from stream_from on are shared out by K-steps (_stream_k_tiles).
-        whole_tiles = stream_from if STREAM_K else num_tiles
-        for tile_id in tl.range(tl.program_id(0), whole_tiles, NUM_PROGRAMS, flatten=FLATTEN,
+        for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
                                 warp_specialize=WARP_SPECIALIZE):
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -159,9 +109,6 @@ def _gemm_tiles(a_desc, b_desc, c_desc, partials, flags, M, N, K, stream_from,
                 b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
                 acc = tl.dot(a, b, acc)
             _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
-        if STREAM_K:
-            _stream_k_tiles(a_desc, b_desc, c_desc, partials, flags, M, N, K, stream_from, num_tiles,
-                            BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, EPILOGUE_SUBTILE)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -173,17 +120,16 @@ def _gemm_tiles(a_desc, b_desc, c_desc, partials, flags, M, N, K, stream_from,
 
 
 @triton.jit
-def gemm_tma_kernel(a_desc, b_desc, c_desc, partials, flags, M, N, K, stream_from,
+def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
-                    STREAM_K: tl.constexpr):
+                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
     # one at 2048^3 (experiments/gemm-sizes-h200/).
-    _gemm_tiles(a_desc, b_desc, c_desc, partials, flags, M, N, K, stream_from, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                NUM_PROGRAMS, PERSISTENT, FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE, STREAM_K)
+    _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
+                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
 
 
 @triton.jit
@@ -252,10 +198,8 @@ def _launch(a, b, c, cfg):
         programs = min(_num_sms(a.device), tiles) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
         boxes = ([BM, BK], [BK, BN], [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
-        stream_from = stream_k_start(tiles, programs) if cfg["PERSISTENT"] and cfg["STREAM_K"] else tiles
-        partials, flags = _stream_k_buffers(a.device, _stream(a), programs, BM, BN) if stream_from < tiles else (c, c)
-        rest = (partials, flags, M, N, K, stream_from, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"],
-                cfg["FLATTEN"], cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"], int(stream_from < tiles))
+        rest = (M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
+                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"])
         kernel = gemm_tma_kernel[grid](*_descriptors(a, b, c, boxes), *rest, **options)
     else:
         grid, boxes = (tiles, 1, 1), None
@@ -263,33 +207,6 @@ def _launch(a, b, c, cfg):
                 BM, BN, BK, cfg["GROUP_M"])
         kernel = gemm_ptr_kernel[grid](a, b, c, *rest, **options)
     return kernel, grid, rest, boxes
-
-
-def stream_k_start(tiles, programs):
-    """The first tile that stream-K shares out by K-steps; `tiles` when none is.
-
-    A persistent grid of P programs takes whole tiles in waves; when tiles % P is not 0 the last wave
-    leaves SMs idle (4096^3 in 128x256 tiles: 512 tiles, 3.88 waves on 132 SMs, 3% idle). Stream-K
-    shares the last partial wave and one full wave before it out by K-steps: every range then holds
-    1-2 tiles' K-steps, so each shared tile has at most two contributors, and all programs finish
-    together. A grid of one wave or less stays whole tiles: there each tile would be shared.
-    """
-    if tiles <= programs or tiles % programs == 0:
-        return tiles
-    return (tiles // programs - 1) * programs
-
-
-def _stream(a):
-    return torch.cuda.current_stream(a.device).cuda_stream if a.device.type == "cuda" else 0
-
-
-@functools.lru_cache(maxsize=None)
-def _stream_k_buffers(device, stream, programs, block_m, block_n):
-    # One fp32 partial tile a program (17 MB for 132 programs of 128x256) and its flag; an owner resets
-    # the flag it consumed, so launches in order reuse them. Launches on two CUDA streams could run at
-    # once, so each stream has its own. The flags start at zero.
-    partials = torch.empty((programs, block_m, block_n), device=device, dtype=torch.float32)
-    return partials, torch.zeros(programs, device=device, dtype=torch.int32)
 
 
 def _descriptors(a, b, c, boxes):
@@ -346,7 +263,7 @@ def gemm(a, b, out=None, config=None):
     # tensors' addresses: a call that matches an earlier one launches its compiled kernel directly. The
     # JIT's per-call binding of ~20 arguments cost ~40 us of host time at 2048^3 on the H200, more than
     # the kernel, and bounded small shapes by the host (experiments/gemm-sizes-h200/launch-overhead/).
-    key = (a.shape, b.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.device, _stream(a),
+    key = (a.shape, b.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.device,
            a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
            None if config is None else tuple(sorted(config.items())))
     plan = _PLANS.get(key)
