@@ -101,3 +101,18 @@ def test_init_refuses_a_function_the_file_does_not_define(ws):
     (ws.root / "ops/broken.py").write_text("def f(:\n")
     assert "ops/broken.py does not parse as Python" in ws.refused("init", "b", "--kernel", "ops/broken.py")
     assert "it calls triple" in ws.ok("init", "k", "--kernel", "ops/kernels.py", "--function", "triple").stdout
+
+
+def test_the_skeleton_is_skipped_by_the_projects_own_pytest_run_without_importing_the_kernel(ws):
+    # kgit init writes test_<name>.py beside the kernel, a name pytest collects. Imported there, it would
+    # import the kernel (and Triton) before the project's own tests set up their environment.
+    (ws.root / "ops").mkdir()
+    (ws.root / "ops/double.py").write_text('open("kernel-imported", "w").close()\n' + KERNEL)
+    (ws.root / "tests").mkdir()
+    (ws.root / "tests/test_theirs.py").write_text("def test_theirs():\n    assert True\n")
+    ws.ok("init", "double", "--kernel", "ops/double.py")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "ops", "tests"],
+                         cwd=ws.root, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed, 1 skipped" in run.stdout
+    assert not (ws.root / "kernel-imported").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_options, note, notes, overrides,
@@ -53,6 +55,9 @@ def step_command(ctx, action, tier, keep_anyway, as_json, **options):
     record = outcome.record
     emit(as_json, lambda: record_json(record, outcome.commit, kept=record.kept),
          lambda: commands.step(record, outcome.commit, with_tail=True))
+    if outcome.interrupted:
+        click.echo(f"kgit: {outcome.interrupted}", err=True)
+        sys.exit(130)
 
 
 @click.command("tune")

@@ -8,6 +8,7 @@ import sys
 import click
 
 from kgit.cli.common import emit, json_option, notes, repo
+from kgit.errors import KgitError
 
 
 @click.command("push")
@@ -22,10 +23,13 @@ def push_command(ctx, remote):
     where = repo(ctx)
     with transaction.begin(where) as recovered:
         notes(recovered)
-        rows, done = sync.push(where, remote)
+        rows, done, unsent = sync.push(where, remote)
     if rows:
         click.echo(commands.summary_table(rows))
     click.echo("\n".join(done))
+    if unsent:
+        raise KgitError(f"the push is incomplete: {unsent} of the loop's branches and tags not sent (the lines above "
+                        "say why)")
 
 
 @click.command("pull")

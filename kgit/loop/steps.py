@@ -31,6 +31,7 @@ class Outcome:
     commit: str
     recovered: list[str] = field(default_factory=list)  # what was done to finish an interrupted step
     invalid: list[InvalidNote] = field(default_factory=list)  # notes that were not used to decide
+    interrupted: str | None = None  # a step stopped by Ctrl-C or a signal: how to bring its change back
 
 
 # --- start ------------------------------------------------------------------------------------------
@@ -156,8 +157,15 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
             comparison = failed(not_run(INTERRUPTED_BY_USER))
-        return _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
-                       agent_turn)
+        outcome = _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
+                          agent_turn)
+    if outcome.record.reason == INTERRUPTED_BY_USER:
+        # recorded and rolled back like any failure; the change waits at its attempt ref
+        ref = refs.attempt_ref(outcome.record.kernel, outcome.record.iteration)
+        outcome.interrupted = (f"interrupted: iteration {outcome.record.iteration} was recorded as FAILED and "
+                               f"rolled back; 'git checkout {ref} -- {state.cfg.kernel_path}' brings the change "
+                               "back to step it again")
+    return outcome
 
 
 def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: dict,

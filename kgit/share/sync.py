@@ -116,8 +116,9 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> str:
     return f"{branch}: {what} to {theirs[:10]}"
 
 
-def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
-    """Send every kernel's branch, tag, records and attempts; the summary rows, and a line per outcome.
+def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
+    """Send every kernel's branch, tag, records and attempts; the summary rows, a line per outcome, and how
+    many branches and tags were not sent (held back here, or rejected by the remote).
 
     Refuses before touching anything when a branch's tip has no valid record (hooks.tip_problem).
     """
@@ -138,12 +139,13 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     if notes_sha != before:
         by_commit = notes.read_notes(repo).by_commit  # the merged records: what the push sends
 
-    refspecs, pushed_tips = [], []
+    refspecs, pushed_tips, unsent = [], [], 0
     for kernel, tip in sorted(tips.items()):
         branch, tag = refs.branch(kernel), refs.tag(kernel)
         theirs = read.rev(repo, refs.remote_branch_ref(remote, kernel))
         if theirs is not None and not read.is_ancestor(repo, theirs, tip):
             done.append(f"{branch}: not pushed, {remote}'s has commits this clone lacks: 'kgit pull {remote}' first")
+            unsent += 1
             continue
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
         pushed_tips.append(tip)
@@ -152,6 +154,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
             refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design, along its branch
         elif best:
             done.append(f"{tag}: not pushed, it points off {branch}: 'kgit doctor --fix' moves it")
+            unsent += 1
     attempts = _attempt_refspecs(repo, remote)
     if notes_sha:
         notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit,
@@ -162,7 +165,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
                         "a commit no ref keeps: 'kgit doctor'); they stay here")
     refspecs += attempts
     if not refspecs:
-        return [], done + ["nothing to push"]
+        return [], done + ["nothing to push"], unsent
 
     results = remotes.push(repo, remote, refspecs, env={hooks.PUSHING_ENV: "1"})
     for spec in refspecs:
@@ -170,6 +173,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
         outcome = results.get(target)
         if outcome:
             done.append(f"{target}: rejected by {remote} {outcome}")
+            unsent += 1
         elif outcome == "" and target.startswith(refs.ATTEMPTS + "/"):
             write.set_ref(repo, refs.remote_snapshot(remote, "attempts/" + target[len(refs.ATTEMPTS) + 1:]), source)
     if results.get(refs.NOTES_REF) == "":
@@ -180,7 +184,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str]]:
     attempts = len(pushed) - len(names)
     done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
     rows = hooks.summary(by_commit, sorted(tips))
-    return rows, done
+    return rows, done, unsent
 
 
 def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, by_commit: dict, revs: list[str]) -> tuple[str, int]:

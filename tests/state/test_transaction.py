@@ -64,11 +64,18 @@ def test_kgit_stopped_by_a_signal_stops_its_test_and_the_step_is_recorded(starte
     proc, test_pid = spawn_step(started, tmp_path)
     proc.send_signal(stop)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "Traceback" not in err.decode()  # as on Ctrl-C: the step is decided
+    # as on Ctrl-C: the step is recorded and rolled back, and the exit status says it was interrupted
+    assert proc.returncode == 130 and "Traceback" not in err.decode()
     assert not alive(test_pid), "the test outlived kgit"
     record = started.ok("show", "1", "--json").json()
     assert record["status"] == "FAILED" and "interrupted" in record["reason"]
     started.check_invariants()
+    last = err.decode().strip().splitlines()[-1]
+    restore = "git checkout refs/kgit/attempts/fake/1 -- skills/kernels/fake/triton_template.py"
+    assert last == (f"kgit: interrupted: iteration 1 was recorded as FAILED and rolled back; '{restore}' brings "
+                    "the change back to step it again")
+    started.git(*restore.split()[1:])  # what it says works: the edit is back, ready for the next step
+    assert "METRIC = 150.0" in (started.root / "skills/kernels/fake/triton_template.py").read_text()
 
 
 def test_a_second_kgit_is_refused_while_the_first_runs(started, tmp_path):
@@ -80,7 +87,7 @@ def test_a_second_kgit_is_refused_while_the_first_runs(started, tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the step is recorded as interrupted and rolled back
         out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
     assert "interrupted by the user" in out.decode()
     started.check_invariants()
 
