@@ -37,7 +37,15 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     remembered = {}  # the options given to start and to later steps, the latest of each winning
     for record in records:
         remembered.update(record.options or {})
-    cfg = config.for_loop(repo.root, kernel, remembered, overrides)
+    try:
+        cfg = config.for_loop(repo.root, kernel, remembered, overrides)
+    except KgitError:
+        branch = refs.branch(kernel)
+        if read.current_kernel(repo) != kernel and read.rev(repo, refs.branch_ref(kernel)) is not None:
+            # a clone on its default branch, say, where kgit.yaml has no entry yet: the loop's branch has one
+            raise KgitError(f"this checkout does not define {kernel} ({read.current_branch(repo) or 'a detached HEAD'}"
+                            f" is not {branch})", f"'git checkout {branch}', where its loop runs") from None
+        raise
     return LoopState(history, cfg, decide.stop_reason(records, cfg, history.last_iteration))
 
 

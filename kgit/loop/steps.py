@@ -74,8 +74,8 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
                 result = run("baseline")
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
-            ends = f" Test output ends: {last}" if last not in (result.reason or "") else ""
-            raise KgitError(f"baseline failed ({result.reason}); nothing was changed.{ends}",
+            ends = f"; the test's output ends: {last}" if last not in (result.reason or "") else ""
+            raise KgitError(f"baseline failed ({result.reason}); nothing was changed{ends}",
                             _baseline_hint(result.reason, kernel, cfg.test_path))
         measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
         record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
@@ -128,7 +128,12 @@ def current_kernel(repo: Repo) -> str:
     if kernel is None:
         branch = read.current_branch(repo)
         where = f"on {branch}" if branch else "on a detached HEAD"
-        raise KgitError(f"not on an opt/<kernel> branch ({where})", "run 'kgit start <kernel>' or check out opt/<kernel>")
+        loops = sorted(name[len(refs.BRANCHES):] for name in read.refs_under(repo, refs.BRANCHES))
+        if loops:
+            raise KgitError(f"not on an opt/<kernel> branch ({where})",
+                            f"'git checkout {refs.branch(loops[0])}' to step its loop (the loops here: "
+                            f"{', '.join(loops)}), or 'kgit start <kernel>' for a new one")
+        raise KgitError(f"not on an opt/<kernel> branch ({where})", "run 'kgit start <kernel>' first")
     return kernel
 
 
@@ -288,6 +293,10 @@ def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | Non
     if reason and reason.startswith("invalid JSON"):
         return (f"print the JSON of kgit's README.md, 'The test contract', or let 'kgit init {kernel} --kernel "
                 f"PATH' write a test for the kernel on kgit's harness")
+    if reason and reason.startswith("crashed") and "No module named" in reason:
+        return (f"kgit runs 'python {test_path} --json' from the repository's root, as a script: it must import "
+                f"what it tests from there (a pytest module run so prints no result either; 'kgit init {kernel} "
+                "--kernel PATH' writes a test on kgit's harness)")
     if reason and reason.startswith(("correctness", "crashed", "timeout")):
         return (f"the loop starts from a kernel that passes its test: see 'python {test_path} --json', "
                 f"fix the kernel, commit, and run 'kgit start {kernel}' again")

@@ -49,7 +49,20 @@ def test_untracked_files_are_left_alone(started):
 def test_step_off_an_opt_branch(started):
     started.git("checkout", "-q", "main")
     started.set_kernel(METRIC=120.0)
-    assert "not on an opt/<kernel> branch" in started.refused("step", "-m", "x")
+    assert started.refused("step", "-m", "x") == (
+        "kgit: not on an opt/<kernel> branch (on main): 'git checkout opt/fake' to step its loop (the loops here: "
+        "fake), or 'kgit start <kernel>' for a new one")
+
+
+def test_a_clone_on_its_default_branch_is_told_to_check_out_the_loop(started):
+    # the clone's default branch does not have the kernel yet (only the loop's refs were pushed): the
+    # loop's branch has it
+    started.git("checkout", "-q", "main")
+    started.git("rm", "-rq", "skills/kernels/fake")
+    started.git("commit", "-qm", "main without the kernel")
+    assert started.refused("status", "fake") == (
+        "kgit: this checkout does not define fake (main is not opt/fake): 'git checkout opt/fake', where its "
+        "loop runs")
 
 
 def test_step_on_a_detached_head(started):
@@ -117,7 +130,7 @@ def test_start_when_the_baseline_fails(ws):
     ws.set_kernel(MODE="crash")
     ws.git("commit", "-qam", "broken kernel")
     message = ws.refused("start", "fake")
-    assert "baseline failed (crashed: exit status 3: RuntimeError: boom); nothing was changed." in message
+    assert "baseline failed (crashed: exit status 3: RuntimeError: boom); nothing was changed" in message
     assert message.count("RuntimeError: boom") == 1
     assert "The test contract" not in message  # a crash needs no word on the contract
     assert message.endswith(": the loop starts from a kernel that passes its test: see 'python "
@@ -127,11 +140,23 @@ def test_start_when_the_baseline_fails(ws):
     assert ws.refused_json("start", "fake")["hint"].startswith("the loop starts from a kernel that passes its test")
 
 
+def test_start_when_the_test_cannot_import_what_it_tests(ws):
+    # a pytest module named as the test: run as a script from the root, it does not find its package
+    test = ws.root / "skills/kernels/fake/test_fake.py"
+    test.write_text("from myproject.ops import fake  # noqa\n" + test.read_text())
+    ws.git("commit", "-qam", "a test that imports its package")
+    refusal = ws.refused_json("start", "fake")
+    assert refusal["error"].startswith("baseline failed (crashed: exit status 1: ModuleNotFoundError: No module "
+                                       "named 'myproject'); nothing was changed")
+    assert refusal["hint"].startswith("kgit runs 'python skills/kernels/fake/test_fake.py --json' from the "
+                                      "repository's root, as a script")
+
+
 def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):
     ws.set_kernel(MODE="nojson")
     ws.git("commit", "-qam", "a test written the way others write them")
     message = ws.refused("start", "fake")
-    assert "baseline failed (no JSON object on stdout); nothing was changed." in message
+    assert "baseline failed (no JSON object on stdout); nothing was changed" in message
     assert "kgit runs 'python TEST --json' and reads the last JSON object it prints" in message
     assert "(kgit's README.md, 'The test contract'); or let 'kgit init fake --kernel PATH' write a test" in message
 
@@ -258,5 +283,5 @@ def test_start_when_the_test_rounds_its_figure_to_zero_says_how_to_name_another(
     ws.set_kernel(METRIC=0.0)
     ws.git("commit", "-qam", "a figure rounded away")
     message = ws.refused("start", "fake")
-    assert "baseline failed (invalid metric: gbps = 0.0); nothing was changed." in message
+    assert "baseline failed (invalid metric: gbps = 0.0); nothing was changed" in message
     assert "name another figure with 'metric' in kgit.yaml (a latency with 'better: lower')" in message
