@@ -189,10 +189,8 @@ def _check_value(key: str, value, where: str) -> None:
 def _default_paths(root: Path, name: str) -> tuple[str, str]:
     folder = root / KERNELS_DIR / name
     if not folder.is_dir():
-        raise KgitError(
-            f"no kernel {name!r}: {KERNELS_DIR}/{name}/ does not exist and {CONFIG_FILE} has no entry for it "
-            f"(name its kernel_path and test_path there, or run: kgit init {name} --kernel PATH)"
-        )
+        raise KgitError(f"no kernel {name!r}: {KERNELS_DIR}/{name}/ does not exist and {CONFIG_FILE} has no entry for it",
+                        f"name its kernel_path and test_path there, or run: kgit init {name} --kernel PATH")
     tests = sorted(folder.glob("test_*.py"))
     if len(tests) != 1:
         found = ", ".join(p.name for p in tests) or "none"

@@ -152,7 +152,8 @@ def _measured(record: Record) -> list[str]:
     found = record.measurement or {}
     if not found.get("pairs"):
         return []
-    return [f"measured {found['pairs']} pairs ({found['runs']} test runs, {found['warmups']} warm-up): "
+    pairs = found["pairs"]
+    return [f"measured {pairs} pair{'s' if pairs != 1 else ''} ({found['runs']} test runs, {found['warmups']} warm-up): "
             f"best {', '.join(f'{v:.4g}' for v in found['best'])}; "
             f"candidate {', '.join(f'{v:.4g}' for v in found['candidate'])}",
             f"environment: {environment(record.environment)}" if record.environment else "environment: -"]

@@ -105,6 +105,9 @@ def test_start_an_unknown_kernel(ws):
     refusal = ws.refused("start", "nope")
     assert "no kernel 'nope'" in refusal
     assert "name its kernel_path and test_path there, or run: kgit init nope --kernel PATH" in refusal
+    # an agent reads what to do from the hint
+    assert ws.refused_json("start", "nope")["hint"] == ("name its kernel_path and test_path there, or run: "
+                                                         "kgit init nope --kernel PATH")
 
 
 def test_start_with_an_untracked_kernel(ws):

@@ -218,7 +218,7 @@ def test_every_record_says_where_and_how_it_was_measured(started):
     assert found["runs"] == 2 * found["pairs"] + found["warmups"] and found["best"][0] == 100.0
     assert found["interval_pct"][0] > 1.0 and record["reason"].endswith("above the 1% floor")
     shown = started.ok("show", "1").stdout
-    assert f"measured {found['pairs']} pairs" in shown
+    assert f"measured {found['pairs']} pair{'s' if found['pairs'] != 1 else ''} (" in shown  # "1 pair", "3 pairs"
     assert f"environment: {record['environment']['cpu']} on {record['environment']['host']}" in shown
 
 
