@@ -28,7 +28,7 @@ def push_command(ctx, remote):
         click.echo(commands.summary_table(rows))
     click.echo("\n".join(done))
     if unsent:
-        raise KgitError(f"the push is incomplete: {unsent} of the loop's branches and tags not sent (the lines above "
+        raise KgitError(f"the push is incomplete: {unsent} ref{'s' if unsent != 1 else ''} not sent (the lines above "
                         "say why)")
 
 

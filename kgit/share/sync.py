@@ -118,7 +118,7 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> str:
 
 def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
     """Send every kernel's branch, tag, records and attempts; the summary rows, a line per outcome, and how
-    many branches and tags were not sent (held back here, or rejected by the remote).
+    many refs were not sent (branches and tags held back here, or any ref the remote rejected).
 
     Refuses before touching anything when a branch's tip has no valid record (hooks.tip_problem).
     """
