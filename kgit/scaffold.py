@@ -42,7 +42,7 @@ from {module} import {function}  # noqa: E402
 DTYPES = ("fp32", "fp16", "bf16")  # TODO: the types the kernel supports; each is checked and timed
 
 
-def reference(x):
+def reference({params}):
     # TODO: what the kernel computes, in higher precision, for example torch.softmax(x.double(), dim=-1);
     # one argument per input (see make_inputs)
     raise SystemExit("{test_path}: write reference() (TODO) before kgit can judge {function}")
@@ -51,10 +51,11 @@ def reference(x):
 SPEC = harness.Spec(
     name="{name}",
     metric="{metric}",  # "gbps" (memory-bound) or "tflops" (then also give flops=lambda inputs, outputs: ...)
-    # TODO: the kernel's inputs, one per argument of {function}, FRESH random values on each call
-    # (harness.rand), for a shape and dtype; a weight over the last dimension, say, is
-    # harness.rand(shape[-1:], dtype, device, case)
-    make_inputs=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case),),
+    # TODO: the kernel's inputs, one per argument of {function}({params}), FRESH random values on each
+    # call (harness.rand), for a shape and dtype: a tensor of the shape each, as written here; a weight
+    # over the last dimension, say, is harness.rand(shape[-1:], dtype, device, case); a scalar, a number
+    make_inputs=lambda shape, dtype, device, case: ({inputs}
+    ),
     make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
     # TODO: how the kernel is called; it must write every element of the outputs
     kernel=lambda inputs, outputs: outputs[0].copy_({function}(*inputs)),
@@ -104,8 +105,11 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     test = (Path(kernel).parent / f"test_{python_name}.py").as_posix()
     if (root / test).exists():
         raise KgitError(f"{test} exists: kgit init never overwrites a file; write the kgit.yaml entry by hand")
+    params = _required_parameters(tree, function)
+    inputs = "".join("\n        harness.rand(shape, dtype, device, case)," for _ in params)
     (root / test).write_text(SKELETON.format(module=module, function=function, test_path=test, name=name,
-                                             metric=metric, import_root=import_root))
+                                             metric=metric, import_root=import_root, params=", ".join(params),
+                                             inputs=inputs))
     entry = f"{name}:\n  kernel_path: {kernel}\n  test_path: {test}\n"
     yaml_path = root / config.CONFIG_FILE
     before = yaml_path.read_text() if yaml_path.exists() else ""
@@ -122,6 +126,17 @@ def _module_name(root: Path, kernel: Path) -> tuple[str, str]:
         parts.insert(0, folder.name)
         folder = folder.parent
     return ".".join(parts), "/".join([".."] * (len(parts) - 1)) or "."
+
+
+def _required_parameters(tree: ast.Module, function: str) -> list[str]:
+    """The names of the function's positional parameters without a default, which the test must pass;
+    ["x"] when the file does not define it with such parameters (an alias, or *args only)."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
+            positional = [a.arg for a in node.args.posonlyargs + node.args.args]
+            required = positional[:len(positional) - len(node.args.defaults)]
+            return required or ["x"]
+    return ["x"]
 
 
 def _parse(path: Path, shown: str) -> ast.Module:

@@ -116,3 +116,13 @@ def test_the_skeleton_is_skipped_by_the_projects_own_pytest_run_without_importin
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed, 1 skipped" in run.stdout
     assert not (ws.root / "kernel-imported").exists()
+
+
+def test_the_skeleton_passes_one_input_for_each_argument_the_launcher_requires(ws):
+    (ws.root / "ops").mkdir()
+    (ws.root / "ops/scale_add.py").write_text(KERNEL.replace("def double(x):", "def double(x, a, b, block=1024):"))
+    ws.ok("init", "double", "--kernel", "ops/scale_add.py")
+    text = (ws.root / "ops/test_double.py").read_text()
+    assert "def reference(x, a, b):" in text
+    assert text.count("        harness.rand(shape, dtype, device, case),\n") == 3  # not for block: it has a default
+    compile(text, "test_double.py", "exec")

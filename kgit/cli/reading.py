@@ -56,7 +56,7 @@ def log_command(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.log(where, kernel)
     warn_invalid(found.invalid)
-    emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha) for sha, r in found.pairs],
+    emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha, kept=r.kept) for sha, r in found.pairs],
                            "invalid_notes": [n.to_json() for n in found.invalid]},
          lambda: commands.log(found.pairs))
 
@@ -91,7 +91,8 @@ def show_command(ctx, iteration, kernel, as_json):
 
     where, kernel = _read(ctx, kernel)
     shown = history.show(where, kernel, iteration)
-    emit(as_json, lambda: record_json(shown.record, shown.commit, diff=shown.diff), lambda: commands.show(shown))
+    emit(as_json, lambda: record_json(shown.record, shown.commit, kept=shown.record.kept, diff=shown.diff),
+         lambda: commands.show(shown))
 
 
 @click.command("context")

@@ -28,3 +28,7 @@ def test_start_and_step_answer_a_person_and_a_program(ws):
     assert human[0].endswith("] vs best 120 GBps")
     assert human[1].startswith("reason: -25.0% [") and human[1].endswith("the whole interval is below zero")
     assert human[2] == "reverted; the attempt stays at refs/kgit/attempts/fake/2"
+    # log and show say what step said: kept or not, for an agent reading the history later
+    assert [(r["iteration"], r["kept"]) for r in ws.ok("log", "--json").json()["iterations"]] == \
+        [(0, True), (1, True), (2, False)]
+    assert ws.ok("show", "2", "--json").json()["kept"] is False
