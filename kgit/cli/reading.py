@@ -91,7 +91,11 @@ def show_command(ctx, iteration, kernel, as_json):
 
     where, kernel = _read(ctx, kernel)
     shown = history.show(where, kernel, iteration)
-    emit(as_json, lambda: record_json(shown.record, shown.commit, kept=shown.record.kept, diff=shown.diff),
+    for sha, other in shown.others:
+        note(f"iteration {iteration} has another record: {other.status.value} {other.action!r} on {other.gpu}, "
+             f"commit {sha[:10]} ('kgit log' lists every record)")
+    emit(as_json, lambda: record_json(shown.record, shown.commit, kept=shown.record.kept, diff=shown.diff,
+                                      others=[record_json(r, sha) for sha, r in shown.others]),
          lambda: commands.show(shown))
 
 

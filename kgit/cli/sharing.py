@@ -86,7 +86,7 @@ def hooks_pre_push(ctx, remote, url):
 @json_option
 @click.pass_context
 def doctor_command(ctx, fix, as_json):
-    """Find stale notes, best/ tags off their branch, invalid notes, interrupted steps."""
+    """Find stale notes, best/ tags off their branch, invalid notes, interrupted steps, diverged branches."""
     from kgit.render import commands
     from kgit.share import doctor
 

@@ -168,6 +168,7 @@ class Shown:
     record: Record
     commit: str
     diff: str
+    others: list[tuple[str, Record]]  # the iteration's other records: other GPUs' runs, or another clone's
 
 
 def show(repo: Repo, kernel: str, iteration: int) -> Shown:
@@ -178,7 +179,10 @@ def show(repo: Repo, kernel: str, iteration: int) -> Shown:
         last = max((r.iteration for _, r in pairs), default=0)
         raise KgitError(f"{kernel} has no iteration {iteration}",
                         f"its iterations are 0 to {last}: 'kgit log' lists them")
-    sha, record = matches[-1]
+    # Several records of one iteration: runs on several GPUs of one commit, or two clones that both
+    # continued the loop. The latest on this clone's branch is shown; the others are named.
+    on_branch = [m for m in matches if read.is_ancestor(repo, m[0], refs.branch_ref(kernel))]
+    sha, record = (on_branch or matches)[-1]
     parent = read.first_parent(repo, sha)
     change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
-    return Shown(record, sha, change)
+    return Shown(record, sha, change, [m for m in matches if m[1] is not record])

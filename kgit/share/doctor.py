@@ -13,6 +13,8 @@ Read-only: each problem says what --fix would do about it.
                            - the only copy, and no ref at all reaches the commit: pinned by an attempt ref
                              so that gc keeps it
   a best/ tag off its branch   moved to the branch's best kept iteration
+  a branch diverged from a remote's   reported: two clones continued one loop, and only a person can say
+                           which side goes on (every record of both stays in the notes)
   a note that is no valid record   reported: kgit decides without it; only a person can repair it
 """
 
@@ -43,7 +45,8 @@ def find_problems(repo: Repo) -> list[Problem]:
         problems.append(Problem("an interrupted step (kgit was killed in the middle of it)",
                                 "finish or roll it back, as the next writing kgit command would"))
     all_notes = notes.read_notes(repo)
-    return problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
+    return (problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
+            + diverged_problems(repo))
 
 
 def invalid_note_problems(invalid: list[InvalidNote]) -> list[Problem]:
@@ -129,4 +132,22 @@ def tag_problems(repo: Repo) -> list[Problem]:
             f"{tag} {state}", f"move it to {best_commit[:10]} (iteration {best.iteration})",
             ("set_tag", kernel, best_commit),
         ))
+    return problems
+
+
+def diverged_problems(repo: Repo) -> list[Problem]:
+    """Loop branches that a remote's copy (as last fetched) and this clone have both continued."""
+    problems = []
+    remote_tips = read.refs_under(repo, "refs/remotes/")
+    for kernel in read.kernels_with_branches(repo):
+        ours = read.rev(repo, refs.branch_ref(kernel))
+        for ref, theirs in sorted(remote_tips.items()):
+            remote = ref.removeprefix("refs/remotes/").split("/", 1)[0]
+            if ref != refs.remote_branch_ref(remote, kernel) or theirs == ours:
+                continue
+            if not read.is_ancestor(repo, theirs, ours) and not read.is_ancestor(repo, ours, theirs):
+                problems.append(Problem(
+                    f"{refs.branch(kernel)} has diverged from {remote}'s (both clones continued the loop)",
+                    f"none automatic: keep one side, e.g. 'git reset --hard {remote}/{refs.branch(kernel)}' on "
+                    f"{refs.branch(kernel)}; every record of both stays in the notes"))
     return problems

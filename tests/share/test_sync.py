@@ -72,6 +72,9 @@ def test_two_clones_merge_their_records_with_none_lost(remote, ws, tmp_path):
     out = run.stdout
     assert run.returncode == 1 and "the push is incomplete" in run.stderr
     assert "opt/fake: not pushed" in out and "kgit pull origin" in out
+    problems = a.ok("doctor", "--json").json()["problems"]
+    assert [p["problem"] for p in problems] == ["opt/fake has diverged from origin's (both clones continued the loop)"]
+    assert "git reset --hard origin/opt/fake" in problems[0]["fix"]
     assert "records: 2 new from origin merged first" in out
     b.ok("pull")
 
@@ -81,6 +84,11 @@ def test_two_clones_merge_their_records_with_none_lost(remote, ws, tmp_path):
             or fake == [(0, "baseline"), (1, "A: better"), (2, "B: better still"), (2, "A: worse")]
         assert [r["iteration"] for r in clone_.ok("log", "other", "--json").json()["iterations"]] == [0]
     assert a.git("rev-parse", "refs/notes/kgit") == b.git("rev-parse", "refs/notes/kgit")
+    for clone_ in (a, b):  # show names the iteration's other record rather than hide it
+        run = clone_.ok("show", "2", "--kernel", "fake", "--json")
+        shown = run.json()
+        assert {shown["action"], *(o["action"] for o in shown["others"])} == {"A: worse", "B: better still"}
+        assert len(shown["others"]) == 1 and "iteration 2 has another record: " in run.stderr
     # A's reverted attempt travelled, and reached B
     assert a.git("rev-parse", "refs/kgit/attempts/fake/2") in remote_refs(remote).values()
     assert a.git("rev-parse", "refs/kgit/attempts/fake/2") in b.git("for-each-ref", "refs/kgit/remotes/origin/attempts/")
