@@ -3,12 +3,21 @@
     git show REV:skills/kernels/fused-moe/triton_template.py > before.py
     python benchmarks/explore/moe_persistent_ab.py --before before.py [--out DIR]      (GPU, about a minute)
 
+Run at commit bfa697a, whose template has the persistent GEMMs, with REV its parent; the template dropped
+them after this outcome.
+
 Session 14 measured persistent versions of the two GEMMs apart (benchmarks/explore/moe_persistent.py,
 experiments/sweep-h200-session14/call6-moe-persistent/): gate/up 0.864 of a dense GEMM of its rows
 against the template's 0.840, down 0.87 against 0.85, the pair 0.870 against 0.844 (bf16). The template
 now has them (one program an SM over the tiles of the row blocks in use, counted in the kernel; h stored
 by TMA; the tile loop not flattened into the K loop, which cost 10% there). Prediction: the whole layer
 +2-3% over the template before them (REV), from 0.84-0.86 to 0.86-0.88 of the dense pair.
+
+Outcome (experiments/sweep-h200-session18/call3-moe-persistent/): falsified. Both sides correct (the
+template's own GPU checks passed too, 12 shapes). Of the dense pair in the same rounds, bf16: before
+0.833-0.838, persistent 0.812-0.822 (580.5 against 595.2 TFLOP/s at best); fp16: 0.892-0.902 against
+0.877-0.881 (598.7 against 606.6). In the layer, with AUTOTUNE picking each side's tile, the persistent GEMMs
+lost 1-3% where session 14 timed them 2-3% ahead, each GEMM alone. Not profiled.
 
 Each side is checked against the fp32 reference at a small shape first, then the Mixtral layer (T 4096,
 E 8, top 2, hidden 4096, intermediate 14336) is timed by the harness's Timer (L2 cleared, medians, three

@@ -14,9 +14,9 @@ How it runs (three steps, no per-expert Python loop, no host synchronization):
   1. route + align (two small kernels, no host sync): top-k per token, then the T*k (token, slot)
      pairs are placed grouped by expert, each expert's run padded to a multiple of BLOCK_M with a
      sentinel id (T*k) (a counting sort: per-chunk counts, then offsets). block_expert[b] says which
-     expert owns row-block b (-1: past the end; the GEMMs count the blocks in use and skip the rest). Done with ~15 torch ops
+     expert owns row-block b (-1: past the end; those programs exit at once). Done with ~15 torch ops
      this step cost 0.4 ms of CPU launch time on the H200 machine, more than the small shape's GEMMs.
-  2. gate_up kernel: tile (b, n) takes BLOCK_M token rows of x, multiplies them by the gate rows
+  2. gate_up kernel: program (b, n) takes BLOCK_M token rows of x, multiplies them by the gate rows
      and the up rows of expert block_expert[b], and writes h = silu(gate) * up for its BLOCK_N
      columns, in the padded sorted order (one rounding to the input dtype, as every implementation
      does between the two GEMMs). On Hopper the rows come by TMA from x_sorted, x gathered once into
@@ -160,104 +160,84 @@ def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, 
 
 
 @triton.jit
-def _blocks_in_use(block_expert_ptr, num_m_blocks, M_BLOCKS_POW2: tl.constexpr):
-    # The row blocks in use are a prefix of the list (block_expert is -1 only past the last expert's run):
-    # counted here, from one vector load, since the host never reads the routing back.
-    b = tl.arange(0, M_BLOCKS_POW2)
-    e = tl.load(block_expert_ptr + b, mask=b < num_m_blocks, other=-1)
-    return tl.sum((e >= 0).to(tl.int32), 0)
-
-
-@triton.jit
-def moe_gate_up_kernel(x_src, w_src, h_dst, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, I, num_m_blocks,
+def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, I, num_m_blocks,
                        stride_x, TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, USE_TMA: tl.constexpr,
-                       NUM_PROGRAMS: tl.constexpr, M_BLOCKS_POW2: tl.constexpr):
-    # USE_TMA: x_src, w_src, h_dst are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD), of
-    # w13's (E * 2I, HD) view and of h. A gate tile past the expert's I rows reads up rows, an up tile past
-    # its 2I the next expert's gate rows (the last expert's: zeros): those columns are never stored (h's
-    # descriptor clips them). Made in the kernel instead, a descriptor a program (each written and fenced)
-    # cost 9% of this GEMM at the Mixtral shape (experiments/sweep-h200-session13/call6-moe-gate-up/). Else
-    # x_src, w_src, h_dst are x, w13 and h, and each program gathers its rows.
-    # The programs walk the tiles of the row blocks in use, NUM_PROGRAMS apart: one program an SM with
-    # TMA (persistent: the next tile's first loads are issued while this one's epilogue runs), one a tile
-    # without.
-    num_pid_n = tl.cdiv(I, BLOCK_N)
-    num_pid_m = _blocks_in_use(block_expert_ptr, num_m_blocks, M_BLOCKS_POW2)
-    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGRAMS):
-        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        e = tl.load(block_expert_ptr + pid_m)
-        offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_k = tl.arange(0, BLOCK_K)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        gate_row = e * 2 * I + pid_n * BLOCK_N                       # first gate row of this tile in (E*2I, HD)
-        if not USE_TMA:
-            pair = tl.load(sorted_ids_ptr + offs_r)
-            valid = pair < n_pairs
-            x_ptrs = x_src + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_k[None, :]
-            wg_ptrs = w_src + (gate_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * HD + offs_k[None, :]
-        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, HD, BLOCK_K):
-            if USE_TMA:
-                a = x_src.load([pid_m * BLOCK_M, k0])
-                wg = w_src.load([gate_row, k0])
-                wu = w_src.load([gate_row + I, k0])
-            else:
-                a = tl.load(x_ptrs, mask=valid[:, None] & (offs_k[None, :] + k0 < HD), other=0.0)
-                wmask = (offs_n[:, None] < I) & (offs_k[None, :] + k0 < HD)
-                wg = tl.load(wg_ptrs, mask=wmask, other=0.0)
-                wu = tl.load(wg_ptrs + I * HD, mask=wmask, other=0.0)
-                wg_ptrs += BLOCK_K
-                x_ptrs += BLOCK_K
-            acc_g = tl.dot(a, tl.trans(wg), acc_g)
-            acc_u = tl.dot(a, tl.trans(wu), acc_u)
-        h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u                    # silu(gate) * up, fp32
+                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
+    # USE_TMA: x_src, w_src are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD) and of
+    # w13's (E * 2I, HD) view. A gate tile past the expert's I rows reads up rows, an up tile past its 2I
+    # the next expert's gate rows (the last expert's: zeros): those columns are never stored. Made in
+    # the kernel instead, a descriptor a program (each written and fenced) cost 9% of this GEMM at the
+    # Mixtral shape (experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src, w_src are x and
+    # w13, and each program gathers its rows.
+    pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
+    e = tl.load(block_expert_ptr + pid_m)
+    if e < 0:
+        return
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    gate_row = e * 2 * I + pid_n * BLOCK_N                           # first gate row of this tile in (E*2I, HD)
+    if not USE_TMA:
+        pair = tl.load(sorted_ids_ptr + offs_r)
+        valid = pair < n_pairs
+        x_ptrs = x_src + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_k[None, :]
+        wg_ptrs = w_src + (gate_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * HD + offs_k[None, :]
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, HD, BLOCK_K):
         if USE_TMA:
-            h_dst.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h.to(h_dst.dtype))  # leaves the registers at once
+            a = x_src.load([pid_m * BLOCK_M, k0])
+            wg = w_src.load([gate_row, k0])
+            wu = w_src.load([gate_row + I, k0])
         else:
-            h_ptrs = h_dst + offs_r.to(tl.int64)[:, None] * I + offs_n[None, :]
-            tl.store(h_ptrs, h.to(h_dst.dtype.element_ty), mask=offs_n[None, :] < I)
+            a = tl.load(x_ptrs, mask=valid[:, None] & (offs_k[None, :] + k0 < HD), other=0.0)
+            wmask = (offs_n[:, None] < I) & (offs_k[None, :] + k0 < HD)
+            wg = tl.load(wg_ptrs, mask=wmask, other=0.0)
+            wu = tl.load(wg_ptrs + I * HD, mask=wmask, other=0.0)
+            wg_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
+        acc_g = tl.dot(a, tl.trans(wg), acc_g)
+        acc_u = tl.dot(a, tl.trans(wu), acc_u)
+    h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u                        # silu(gate) * up, fp32
+    h_ptrs = h_ptr + offs_r.to(tl.int64)[:, None] * I + offs_n[None, :]
+    tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=offs_n[None, :] < I)
 
 
 @triton.jit
 def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_w_ptr, n_pairs, HD, I,
                     num_m_blocks, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, USE_TMA: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
-                    M_BLOCKS_POW2: tl.constexpr):
+                    GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
     # USE_TMA: h_src, w_src are host-made descriptors of h and of w2's (E * HD, I) view (a tile past the
-    # expert's HD rows reads the next expert's: those columns are never stored); else h and w2. The
-    # tiles are walked as in moe_gate_up_kernel. y's rows are scattered by pair id: a pointer store.
-    num_pid_n = tl.cdiv(HD, BLOCK_N)
-    num_pid_m = _blocks_in_use(block_expert_ptr, num_m_blocks, M_BLOCKS_POW2)
-    for tile in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGRAMS):
-        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        e = tl.load(block_expert_ptr + pid_m)
-        offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_k = tl.arange(0, BLOCK_K)
-        w_row = e * HD + pid_n * BLOCK_N                              # first row of this tile in (E*HD, I)
-        if not USE_TMA:
-            h_ptrs = h_src + offs_r.to(tl.int64)[:, None] * I + offs_k[None, :]
-            w_ptrs = w_src + (w_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * I + offs_k[None, :]
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, I, BLOCK_K):
-            if USE_TMA:
-                a = h_src.load([pid_m * BLOCK_M, k0])
-                w = w_src.load([w_row, k0])
-            else:
-                kmask = offs_k[None, :] + k0 < I
-                a = tl.load(h_ptrs, mask=kmask, other=0.0)
-                w = tl.load(w_ptrs, mask=(offs_n[:, None] < HD) & kmask, other=0.0)
-                h_ptrs += BLOCK_K
-                w_ptrs += BLOCK_K
-            acc = tl.dot(a, tl.trans(w), acc)
-        pair = tl.load(sorted_ids_ptr + offs_r)
-        valid = pair < n_pairs
-        wt = tl.load(topk_w_ptr + pair, mask=valid, other=0.0)
-        acc = acc * wt[:, None]
-        y_ptrs = y_ptr + pair.to(tl.int64)[:, None] * HD + offs_n[None, :]
-        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=valid[:, None] & (offs_n[None, :] < HD))
+    # expert's HD rows reads the next expert's: those columns are never stored); else h and w2.
+    pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(HD, BLOCK_N), GROUP_M)
+    e = tl.load(block_expert_ptr + pid_m)
+    if e < 0:
+        return
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    w_row = e * HD + pid_n * BLOCK_N                                  # first row of this tile in (E*HD, I)
+    if not USE_TMA:
+        h_ptrs = h_src + offs_r.to(tl.int64)[:, None] * I + offs_k[None, :]
+        w_ptrs = w_src + (w_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * I + offs_k[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, I, BLOCK_K):
+        if USE_TMA:
+            a = h_src.load([pid_m * BLOCK_M, k0])
+            w = w_src.load([w_row, k0])
+        else:
+            kmask = offs_k[None, :] + k0 < I
+            a = tl.load(h_ptrs, mask=kmask, other=0.0)
+            w = tl.load(w_ptrs, mask=(offs_n[:, None] < HD) & kmask, other=0.0)
+            h_ptrs += BLOCK_K
+            w_ptrs += BLOCK_K
+        acc = tl.dot(a, tl.trans(w), acc)
+    pair = tl.load(sorted_ids_ptr + offs_r)
+    valid = pair < n_pairs
+    wt = tl.load(topk_w_ptr + pair, mask=valid, other=0.0)
+    acc = acc * wt[:, None]
+    y_ptrs = y_ptr + pair.to(tl.int64)[:, None] * HD + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=valid[:, None] & (offs_n[None, :] < HD))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,13 +284,6 @@ def _has_tma(device) -> bool:
     return True  # interpreter: descriptors are emulated
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # interpreter: a few programs, each walking several tiles
-
-
 def _tma_ok(*tensors):
     if not _has_tma(tensors[0].device):
         return False
@@ -339,25 +312,18 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
             BLOCK_D=GATHER_BLOCK_D, num_warps=4)
         x_src = TensorDescriptor.from_tensor(x_sorted, [block_m, bk])
         w13_src = TensorDescriptor.from_tensor(w13.view(E * I2, HD), [bn, bk])
-        h_dst = TensorDescriptor.from_tensor(h, [block_m, bn])
         h_src = TensorDescriptor.from_tensor(h, [block_m, bk])
         w2_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
     else:
-        x_src, w13_src, h_dst, h_src, w2_src = x, w13, h, h, w2
-    # With TMA one program an SM walks the tiles (persistent); else one program a tile, as many as the
-    # host's upper bound on the row blocks allows (the kernels count the blocks in use themselves).
-    up_tiles, down_tiles = num_m_blocks * triton.cdiv(I, bn), num_m_blocks * triton.cdiv(HD, dbn)
-    up_programs = min(up_tiles, _num_sms(x.device)) if tma else up_tiles
-    down_programs = min(down_tiles, _num_sms(x.device)) if tma else down_tiles
-    blocks_pow2 = triton.next_power_of_2(num_m_blocks)
-    moe_gate_up_kernel[(up_programs,)](
-        x_src, w13_src, h_dst, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
+        x_src, w13_src, h_src, w2_src = x, w13, h, w2
+    moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
+        x_src, w13_src, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
         TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        NUM_PROGRAMS=up_programs, M_BLOCKS_POW2=blocks_pow2, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    moe_down_kernel[(down_programs,)](
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    moe_down_kernel[(num_m_blocks * triton.cdiv(HD, dbn),)](
         h_src, w2_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
-        BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma, NUM_PROGRAMS=down_programs,
-        M_BLOCKS_POW2=blocks_pow2, num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
+        BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
+        num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     torch.sum(y.view(T, top_k, HD), dim=1, out=out)                   # the k expert outputs of a token
     return out
 
