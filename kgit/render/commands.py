@@ -74,11 +74,12 @@ def log(pairs: list[tuple[str, Record]]) -> str:
     from tabulate import tabulate
 
     rows, last = [], None
+    final = max((r.iteration for _, r in pairs), default=0)
     for sha, record in pairs:
         if record.environment and last and not same_environment(record.environment, last):
             rows.append(["", f"-- measured elsewhere from here: {environment(record.environment)} --"])
         last = record.environment or last
-        rows.append(log_row(record) + [sha[:10]])
+        rows.append(log_row(record, resumed=record.iteration < final) + [sha[:10]])
     # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
     table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
     return table + "\n" + LOG_LEGEND + "\n" + final_line([r for _, r in pairs])

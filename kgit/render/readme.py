@@ -31,7 +31,8 @@ def render_readme(records: list[Record], previous: str | None = None) -> str:
     for (kernel, _, started), section in sections(records).items():
         when = f", started {started[:16].replace('T', ' ')} UTC" if started else ""
         heading = f"{SECTION}{kernel} on {gpu_label(section)}{when}"
-        rows = [[cell.replace("|", "\\|") for cell in log_row(r)] for r in section]
+        final = max(r.iteration for r in section)
+        rows = [[cell.replace("|", "\\|") for cell in log_row(r, resumed=r.iteration < final)] for r in section]
         rendered[heading] = [heading, "", tabulate(rows, LOG_HEADERS, tablefmt="github"), "",
                              final_line(section), "", *chart(kernel, section)]
     for heading, body in _sections_of(previous or "").items():

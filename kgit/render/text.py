@@ -51,7 +51,8 @@ def pct_of_peak(record: Record | None) -> str:
     return f" ({record.pct_of_peak:.0f}% of peak)" if record and record.pct_of_peak else ""
 
 
-def status_words(record: Record, reason_chars: int | None = 100) -> str:
+def status_words(record: Record, reason_chars: int | None = 100, resumed: bool = False) -> str:
+    """resumed: iterations came after this one (its loop stopped here, then its limit was raised)."""
     words = _STATUS_WORDS[record.status]
     if record.status in (Status.FAILED, Status.KEPT_ANYWAY) and record.reason:
         reason = record.reason  # whole in the note and in `kgit show`; a table row keeps its start
@@ -60,11 +61,11 @@ def status_words(record: Record, reason_chars: int | None = 100) -> str:
             reason = reason[:reason_chars - 1] + "…"
         words += f" ({reason})"
     if record.stop_reason == StopReason.MAX_ITERATIONS:
-        words += "; MAX_ITERATIONS"
+        words += "; MAX_ITERATIONS" + (", raised later" if resumed else "")
     return words
 
 
-def log_row(record: Record) -> list[str]:
+def log_row(record: Record, resumed: bool = False) -> list[str]:
     correctness = {True: "PASS", False: "FAIL", None: "-"}[record.correctness]
     return [
         str(record.iteration),
@@ -73,7 +74,7 @@ def log_row(record: Record) -> list[str]:
         correctness,
         metric(record.value, record.metric, record.cpu_timing),
         gain(record),
-        status_words(record),
+        status_words(record, resumed=resumed),
     ]
 
 

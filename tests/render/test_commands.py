@@ -98,3 +98,13 @@ def test_show_gives_the_whole_reason_and_the_tests_last_lines():
     text = commands.show(SimpleNamespace(record=record, commit=SHA, diff="a diff"))
     assert f"reason: {reason}" in text.splitlines()
     assert text.split("test output ends:\n")[1].splitlines()[:10] == [f"  line {i}" for i in range(10, 20)]
+
+
+def test_a_log_says_when_a_loop_went_on_past_a_limit_it_had_stopped_at():
+    stopped = Record("softmax", 2, "b", Status.REGRESSED, metric="gbps", value=90.0, correctness=True,
+                     stop_reason=StopReason.MAX_ITERATIONS)
+    later = Record("softmax", 3, "c", Status.IMPROVED, metric="gbps", value=130.0, correctness=True)
+    rows = commands.log([(SHA, stopped), (SHA, later)]).splitlines()
+    assert rows[2].split("  ")[-2].strip() == "regressed, reverted; MAX_ITERATIONS, raised later"
+    last = commands.log([(SHA, stopped)]).splitlines()  # the loop still stands there
+    assert "regressed, reverted; MAX_ITERATIONS  " in last[2] and "raised later" not in last[2]
