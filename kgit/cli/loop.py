@@ -107,7 +107,16 @@ def tune_command(ctx, kernel, gpus, ray_address, ray_workers, as_json, **options
 @json_option
 @click.pass_context
 def run_command(ctx, kernel, command, agent_timeout_s, as_json, **options):
-    """The loop with an outside agent making each change, until a stop reason."""
+    """The loop with an outside agent making each change, until a stop reason.
+
+    \b
+    Each turn the agent gets the context as text on its standard input, and in its environment:
+      KGIT_CONTEXT_FILE   a file holding the same text
+      KGIT_CONTEXT_JSON   a file holding it as JSON (kgit context --json)
+      KGIT_KERNEL_PATH    the kernel file to edit (nothing else: the test and other files are refused)
+      KGIT_KERNEL         the kernel's name
+      KGIT_ACTION_FILE    where to describe the change: one line, then optionally "tier: N"
+    """
     from kgit.loop import agent, history
 
     where = repo(ctx)

@@ -58,16 +58,19 @@ def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overri
     baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)
-    bad_turns = 0
+    bad_turns, turns = 0, 0
     while True:
         state = steps.next_round(repo, kernel, overrides)
         cfg = state.cfg
         if state.stopped:
+            if not turns and not baseline:  # nothing done: as a step would, say why
+                raise steps.stopped_refusal(kernel, state)
             return state.stopped
         if bad_turns >= MAX_BAD_TURNS:
             return StopReason.AGENT_FAILING
 
-        data = context.build(repo, kernel)
+        turns += 1
+        data = context.build(repo, kernel, overrides)  # this run's options: a limit raised here included
         if data["diagnosis"]["tiers_exhausted"]:
             return StopReason.TIERS_TRIED
         text = analysis.context_text(data)

@@ -84,6 +84,10 @@ def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
                         "was deleted or not fetched)",
                         "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
                         f"started from, then: git branch -D {refs.branch(kernel)}")
+    known = sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
+    if known:  # a typo, most likely: name the kernels that have records rather than start a new loop
+        raise KgitError(f"no records for {kernel}", f"the kernels with records here: {', '.join(known)}; "
+                                                    f"'kgit start {kernel}' begins a loop for {kernel}")
     raise KgitError(f"no records for {kernel}", f"run 'kgit start {kernel}' first")
 
 
@@ -129,8 +133,8 @@ class Status:
     test_changed: bool = False  # the test on the branch differs from the best's (committed since)
 
 
-def status(repo: Repo, kernel: str) -> Status:
-    state = loop_state(repo, kernel, {})
+def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
+    state = loop_state(repo, kernel, overrides or {})
     history, records, cfg = state.history, state.records, state.cfg
     best_commit, top = decide.best_pair(history.pairs) or (None, None)
     target = decide.target_value(cfg, top) if top else None

@@ -225,9 +225,20 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
     kernel = current_kernel(repo)
     state = loop_state(repo, kernel, overrides)
     if state.stopped:
-        raise KgitError(f"the loop for {kernel} has stopped ({state.stopped})",
-                        "raise max_iterations or the target (kgit.yaml or the step's options) to go on")
+        raise stopped_refusal(kernel, state)
     return state
+
+
+def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
+    """A command that would add an iteration to a loop that has stopped."""
+    if state.stopped == StopReason.MAX_ITERATIONS:
+        last = state.history.last_iteration
+        return KgitError(f"the loop for {kernel} has stopped ({state.stopped}: {last} iterations of "
+                         f"{state.cfg.max_iterations})",
+                         f"give --max-iterations above {last} (the loop's total, not a number of more) or set "
+                         "max_iterations in kgit.yaml, to go on")
+    return KgitError(f"the loop for {kernel} has stopped ({state.stopped})",
+                     "raise the target (kgit.yaml or the command's options) to go on")
 
 
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],

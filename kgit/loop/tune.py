@@ -225,13 +225,17 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
     tiers = skillfiles.tunable_tiers(repo.root, kernel)  # read once: the skills do not change mid-run
     elsewhere = None  # other runs' records, read once: none arrive while this run holds the lock
     with transaction.begin(repo):  # held across rounds: parallel tests run under it too
+        first_round = True
         while True:
             state = steps.next_round(repo, kernel, overrides)
             cfg = state.cfg
             source = (repo.root / cfg.kernel_path).read_text()
             tunables = read_tunables(source, cfg.kernel_path)  # a kernel with nothing to tune says so first
             if state.stopped:
+                if first_round and not baseline:  # nothing done: as a step would, say why
+                    raise steps.stopped_refusal(kernel, state)
                 return state.stopped
+            first_round = False
             held = {} if ray_cluster else held_in_interpreter(tunables, device.vendor(cfg.gpu))  # workers have GPUs
             if held and progress:
                 progress.note(f"Triton's interpreter ignores {', '.join(held)}: kgit tune holds "

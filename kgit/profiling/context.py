@@ -25,11 +25,12 @@ INTERPRETER_NOTE = ("no GPU: the test runs in Triton's interpreter on tiny shape
                     "timings: only changes of the algorithm (work and memory traffic per element) can show")
 
 
-def build(repo: Repo, kernel: str) -> dict:
+def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
+    """overrides: the options of the command the context is for (kgit run's --max-iterations, say)."""
     log = history.log(repo, kernel)
     pairs = log.pairs
     records = [r for _, r in pairs]
-    state = history.status(repo, kernel)
+    state = history.status(repo, kernel, overrides)
     top = state.best
     _, head = saved.head_record(repo, dict(pairs))
     prof = saved.latest(repo, kernel)

@@ -45,7 +45,7 @@ def step(record: Record, commit: str, with_tail: bool) -> str:
         lines.append(f"reverted; the attempt stays at {refs.attempt_ref(record.kernel, record.iteration)}")
     if with_tail and record.output_tail:
         tail = record.output_tail.strip().splitlines()[-5:]
-        lines += ["test output ends:"] + [f"  {line}" for line in tail]
+        lines += [_tail_label(record)] + [f"  {line}" for line in tail]
     if record.stop_reason:
         lines.append(f"loop stopped: {record.stop_reason}")
     return "\n".join(lines)
@@ -127,13 +127,18 @@ def show(shown) -> str:
         f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or 'an unknown device'}",
         *([f"reason: {record.reason}"] if record.reason else []),
         *_measured(record),
-        *(["test output ends:"] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
+        *([_tail_label(record)] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
           if record.output_tail and record.output_tail.strip() else []),
         f"started {record.started}, test ran {record.duration_s:.1f} s",
         *_agent_turn(record.agent),
         "",
         shown.diff.rstrip() or "(no change to the kernel)",
     ])
+
+
+def _tail_label(record: Record) -> str:
+    # a turn the agent failed (kgit.loop.agent) ran no test: the output kept is the agent's
+    return "the agent's output ends:" if (record.reason or "").startswith("agent ") else "test output ends:"
 
 
 def _agent_turn(turn: dict | None) -> list[str]:

@@ -288,3 +288,9 @@ def test_start_when_the_test_rounds_its_figure_to_zero_says_how_to_name_another(
     message = ws.refused("start", "fake")
     assert "baseline failed (invalid metric: gbps = 0.0); nothing was changed" in message
     assert "name another figure with 'metric' in kgit.yaml (a latency with 'better: lower')" in message
+
+
+def test_a_misspelt_kernel_is_told_the_kernels_that_have_records(started):
+    refusal = started.refused_json("status", "fkae")
+    assert refusal["error"].startswith("no records for fkae")
+    assert refusal["hint"] == "the kernels with records here: fake; 'kgit start fkae' begins a loop for fkae"

@@ -145,3 +145,15 @@ def test_an_agent_that_steps_by_itself_is_refused_and_its_change_judged_once(ws,
     assert result["iterations"][1]["action"] == "raise METRIC to 130.0"
     assert "METRIC = 130.0" in ws.kernel_text() and ws.git("rev-parse", "best/fake") == ws.git("rev-parse", "HEAD")
     ws.check_invariants()
+
+
+def test_an_agent_is_told_the_limit_this_run_raised(ws, tmp_path):
+    ws.ok("start", "fake", "--max-iterations", "1")
+    ws.set_kernel(METRIC=80.0)
+    assert ws.ok("step", "-m", "x", "--json").json()["stop_reason"] == "MAX_ITERATIONS"
+    ws.git("checkout", "-q", "--", ".")
+    result = ws.ok("run", "fake", "--agent", agent_command(tmp_path, ["metric=120.0"]), "--max-iterations", "2",
+                   "--json").json()
+    assert [r["iteration"] for r in result["iterations"]] == [2]
+    context = (tmp_path / "turns.context1").read_text()
+    assert "iteration 1 of 2" in context and "has stopped" not in context  # it read "stopped" before

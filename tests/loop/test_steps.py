@@ -135,8 +135,14 @@ def test_max_iterations_ends_on_the_best_kernel(ws):
     assert "METRIC = 120.0" in ws.kernel_text()
     ws.check_invariants()
     ws.set_kernel(METRIC=130.0)
-    assert "MAX_ITERATIONS" in ws.refused("step", "-m", "again")
+    assert ws.refused("step", "-m", "again") == (
+        "kgit: the loop for fake has stopped (MAX_ITERATIONS: 2 iterations of 2): give --max-iterations above 2 "
+        "(the loop's total, not a number of more) or set max_iterations in kgit.yaml, to go on")
     assert "MAX_ITERATIONS" in ws.ok("status", "--json").stdout
+    ws.git("checkout", "-q", "--", ".")
+    # tune and run on a loop that has stopped do nothing, and say why as step does (they said nothing, exit 0)
+    for command in (["run", "fake", "--agent", "true"],):
+        assert ws.refused(*command).startswith("kgit: the loop for fake has stopped (MAX_ITERATIONS: 2 iterations")
 
 
 def test_max_iterations_from_kgit_yaml(ws):

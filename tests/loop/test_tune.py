@@ -86,6 +86,10 @@ def test_tune_stops_at_max_iterations_on_the_best(landscape):
     assert [r["iteration"] for r in again["iterations"]] == [4, 5, 6]
     tried = [r["action"] for r in result["iterations"][1:] + again["iterations"]]
     assert len(tried) == len(set(tried))
+    # a limit already reached: nothing to do, said as step says it (it exited 0 without a word)
+    assert landscape.refused("tune", "--max-iterations", "6") == (
+        "kgit: the loop for fake has stopped (MAX_ITERATIONS: 6 iterations of 6): give --max-iterations above 6 "
+        "(the loop's total, not a number of more) or set max_iterations in kgit.yaml, to go on")
 
 
 def test_tune_stops_at_the_target(landscape):

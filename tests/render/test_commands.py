@@ -98,6 +98,11 @@ def test_show_gives_the_whole_reason_and_the_tests_last_lines():
     text = commands.show(SimpleNamespace(record=record, commit=SHA, diff="a diff"))
     assert f"reason: {reason}" in text.splitlines()
     assert text.split("test output ends:\n")[1].splitlines()[:10] == [f"  line {i}" for i in range(10, 20)]
+    # a turn the agent failed ran no test: what is kept is the agent's own output
+    failed_turn = step_record(Status.FAILED, value=None, delta_pct=None, reason="agent exit status 1", started="t",
+                              duration_s=1.0, output_tail="Traceback ...\n")
+    text = commands.show(SimpleNamespace(record=failed_turn, commit=SHA, diff=""))
+    assert "the agent's output ends:\n  Traceback ..." in text and "test output ends" not in text
 
 
 def test_a_log_says_when_a_loop_went_on_past_a_limit_it_had_stopped_at():
