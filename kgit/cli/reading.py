@@ -135,7 +135,7 @@ def diagnose_command(ctx, metrics_file, kernel, as_json):
         where, kernel = None, None  # a metrics file alone can be diagnosed anywhere
     diag = context.diagnosis(where, kernel, metrics_file)
     if diag.get("profile_source") == "benchmark":
-        note(f"no profile: {diag['profile_why']}; using the benchmark and the declared bottleneck")
+        note(f"no profile: {diag['profile_why']}")  # what the diagnosis used instead is its "from" line
     emit(as_json, lambda: diag, lambda: analysis.diagnosis_text(diag))
 
 

@@ -81,7 +81,10 @@ def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables
     values = {name: ast.literal_eval(node.value) for name, node in _literal_assignments(source, path).items()}
     config, space = values.get("CONFIG"), values.get("CONFIG_SPACE")
     if not isinstance(config, dict) or not isinstance(space, dict):
-        raise KgitError(f"{path} declares no literal CONFIG and CONFIG_SPACE dicts: nothing to tune")
+        raise KgitError(f"{path} declares no literal CONFIG and CONFIG_SPACE dicts: nothing to tune",
+                        "declare them at the top of the kernel file and have its launcher read CONFIG, e.g. "
+                        "CONFIG = {'BLOCK_SIZE': 1024, 'num_warps': 4} and CONFIG_SPACE = {'BLOCK_SIZE': [512, "
+                        "1024, 2048], 'num_warps': [4, 8]}, as skills/kernels/softmax/triton_template.py does")
     for key, value in config.items():
         if key in space and value not in space[key]:
             raise KgitError(f"{path}: CONFIG[{key!r}] = {value!r} is not in CONFIG_SPACE[{key!r}]")

@@ -157,10 +157,11 @@ def verdict(found: Interval, floor_pct: float) -> str | None:
     return None
 
 
-def test_sd_of(spread_pct: float) -> float:
+def test_sd_of(spread_pct: float | None) -> float:
     """One pair's log-ratio noise implied by a test's reported spread (the range of its 3 repeats):
-    the expected range of 3 normal draws is 1.69 sigma, and a ratio of two runs has sqrt(2) sigma."""
-    return math.sqrt(2) * math.log1p(spread_pct / 100.0) / 1.69 if spread_pct > 0 else 0.0
+    the expected range of 3 normal draws is 1.69 sigma, and a ratio of two runs has sqrt(2) sigma. A test
+    that reports none implies none (the pairs measure it)."""
+    return math.sqrt(2) * math.log1p(spread_pct / 100.0) / 1.69 if spread_pct else 0.0
 
 
 def _pct(log_ratio: float) -> float:

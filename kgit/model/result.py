@@ -47,7 +47,7 @@ class TestResult:
     reason: str | None  # why it is not ok, or why correctness failed
     metric: str | None  # "gbps" or "tflops"
     value: float | None
-    spread_pct: float
+    spread_pct: float | None  # None: the test reported none
     payload: dict | None  # the test's JSON, unchanged
     duration_s: float
     output_tail: str
@@ -61,7 +61,7 @@ class TestResult:
 
 def not_run(reason: str, output_tail: str = "") -> TestResult:
     """The result of a test that never ran or never finished."""
-    return TestResult(False, False, reason, None, None, 0.0, None, 0.0, output_tail)
+    return TestResult(False, False, reason, None, None, None, None, 0.0, output_tail)
 
 
 def from_output(stdout: str, failure: str | None, preferred_metric: str | None, duration_s: float,
@@ -74,13 +74,13 @@ def from_output(stdout: str, failure: str | None, preferred_metric: str | None, 
     if failure is None and payload is None:
         failure = "no JSON object on stdout"
     if failure:
-        return TestResult(False, False, failure, None, None, 0.0, None, duration_s, output_tail)
+        return TestResult(False, False, failure, None, None, None, None, duration_s, output_tail)
     return validate(payload, preferred_metric, duration_s, output_tail)
 
 
 def validate(payload: dict, preferred_metric: str | None, duration: float, tail: str) -> TestResult:
     def failed(reason: str) -> TestResult:
-        return TestResult(False, False, reason, None, None, 0.0, payload, duration, tail)
+        return TestResult(False, False, reason, None, None, None, payload, duration, tail)
 
     name = _verdict_name(payload)
     correctness = payload.get(name)
@@ -89,7 +89,7 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
                       else "invalid JSON: no verdict: print \"correctness\": true or false (or \"correct\", \"ok\")")
     if not correctness or payload.get("status") == "fail":
         reason = payload.get("error") or payload.get("reason") or "the test reports incorrect results"
-        return TestResult(True, False, f"correctness: {reason}", None, None, 0.0, payload, duration, tail)
+        return TestResult(True, False, f"correctness: {reason}", None, None, None, payload, duration, tail)
 
     found = find_figure(payload, preferred_metric)
     if isinstance(found, str):
@@ -97,11 +97,12 @@ def validate(payload: dict, preferred_metric: str | None, duration: float, tail:
     metric, value, figure, rounding = found
     if not math.isfinite(value) or value <= 0:
         return failed(f"invalid metric: {metric} = {value!r}")
-    spread = payload.get("spread_pct", 0.0)
-    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not math.isfinite(spread) or spread < 0:
+    spread = payload.get("spread_pct")
+    if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float))
+                               or not math.isfinite(spread) or spread < 0):
         return failed(f"invalid JSON: spread_pct = {spread!r}")
-    return TestResult(True, True, None, metric, float(value), float(spread), payload, duration, tail, figure,
-                      rounding)
+    return TestResult(True, True, None, metric, float(value), None if spread is None else float(spread), payload,
+                      duration, tail, figure, rounding)
 
 
 def _verdict_name(payload: dict) -> str | None:

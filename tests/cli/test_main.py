@@ -64,7 +64,7 @@ def test_a_refusal_under_json_is_still_one_json_object_on_stdout(ws):
 
 
 @pytest.mark.parametrize("setup, args, hint", [
-    (lambda w: None, ["log", "nosuch"], "run 'kgit start nosuch' first"),
+    (lambda w: None, ["log", "nosuch"], "the kernels with records here: fake; 'kgit start nosuch' begins a loop for nosuch"),
     (lambda w: None, ["step", "-m", "x"], "edit the kernel, then step"),
     (lambda w: w.set_kernel(METRIC=120.0), ["step", "-m", " "], "say in a few words what this iteration changes, or why"),
     (lambda w: (w.root / TEST).write_text("print('judge changed')\n"), ["step", "-m", "x"],

@@ -171,3 +171,11 @@ def test_two_figures_spelled_with_units_are_not_guessed_between():
 ])
 def test_the_unit_of_a_figure_is_read_from_its_name(name, unit):
     assert unit_of(name) == unit
+
+
+def test_a_spread_is_what_the_test_reported_and_none_when_it_reported_none():
+    assert validate({"correctness": True, "gbps": 10.0, "spread_pct": 2.5}, None, 1.0, "").spread_pct == 2.5
+    assert validate({"correctness": True, "gbps": 10.0}, None, 1.0, "").spread_pct is None  # was 0.0: "no noise"
+    assert validate({"correctness": True, "gbps": 10.0, "spread_pct": None}, None, 1.0, "").spread_pct is None
+    assert not validate({"correctness": True, "gbps": 10.0, "spread_pct": -1}, None, 1.0, "").ok
+    assert validate({"correctness": False, "gbps": 10.0}, None, 1.0, "").spread_pct is None

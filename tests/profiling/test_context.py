@@ -83,3 +83,11 @@ def test_context_says_when_the_profile_is_of_an_older_iteration(started, tmp_pat
     ctx = started.ok("context", "--json").json()
     assert ctx["diagnosis"]["bound"] == "latency" and ctx["diagnosis"]["next_tier"] == 3
     assert "iteration 0" in ctx["profile_stale"] and "no profiler can run here" in ctx["profile_stale"]
+
+
+def test_diagnose_without_a_profile_says_what_it_used(started):
+    # the fake kernel declares no bottleneck: the note must not claim one
+    run = started.ok("diagnose")
+    note = [line for line in run.stderr.splitlines() if line.startswith("kgit: no profile: ")]
+    assert len(note) == 1 and "declared bottleneck" not in note[0]
+    assert "  from no profiler and no declared bottleneck: the test's metric" in run.stdout.splitlines()
