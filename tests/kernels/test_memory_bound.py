@@ -228,15 +228,18 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
         torch.testing.assert_close(y.float(), ref(m, x, w, b).float(), rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("dtype, uncapped, capped, launch", [
-    # programs an SM uncapped and capped -> (grid, maxnreg) of the launch; 4 SMs, P = 3, up to 3 an SM
-    (torch.bfloat16, 2, 3, ((12,), 80)),  # the cap buys a program an SM: capped
-    (torch.bfloat16, 3, 3, ((12,), None)),  # it buys nothing (and spilled on the H200): uncapped
-    (torch.float16, 1, 2, ((6,), 80)),
-    (torch.float16, 2, 2, ((6,), None)),
+@pytest.mark.parametrize("dtype, uncapped, capped, spills, launch", [
+    # programs an SM uncapped and capped, the uncapped kernel's spilled bytes -> (grid, maxnreg) of the launch;
+    # 4 SMs, P = 3, up to 3 an SM
+    (torch.bfloat16, 2, 3, 0, ((12,), 80)),  # the cap buys a program an SM: capped
+    (torch.bfloat16, 3, 3, 0, ((12,), None)),  # it buys nothing (and spilled on the H200): uncapped
+    (torch.bfloat16, 3, 3, 24, ((12,), 80)),  # it buys nothing, but uncapped spills: capped
+    (torch.bfloat16, 3, 2, 24, ((12,), None)),  # uncapped spills, but the cap would cost a program: uncapped
+    (torch.float16, 1, 2, 0, ((6,), 80)),
+    (torch.float16, 2, 2, 0, ((6,), None)),
 ])
 def test_layernorm_team_caps_its_registers_only_where_that_fits_more_programs(monkeypatch, dtype, uncapped,
-                                                                               capped, launch):
+                                                                               capped, spills, launch):
     m, call, _ = _scaled_down_team_template("layernorm")
     launched = []
 
@@ -248,6 +251,8 @@ def test_layernorm_team_caps_its_registers_only_where_that_fits_more_programs(mo
     monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
     monkeypatch.setattr(m, "_programs_per_sm",
                         lambda kernel, args, consts, *rest: capped if consts.get("maxnreg") == 80 else uncapped)
+    monkeypatch.setattr(m, "_spilled_bytes",
+                        lambda kernel, args, consts, *rest: 0 if consts.get("maxnreg") == 80 else spills)
     x, w, b = torch.randn(20, 300).to(dtype), (torch.rand(300) + 0.5).to(dtype), torch.randn(300).to(dtype)
     call(m, x, w, b, {"BLOCK_SIZE": 64})
     assert launched == [(*launch, dtype == torch.bfloat16)]  # bf16 read as int32 pairs, fp16 not

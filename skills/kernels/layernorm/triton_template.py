@@ -259,15 +259,18 @@ if gluon is not None:
         gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr):
+    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
         # Every sibling's (mean, M2) of the row of iteration `it`, once all words carry its stamp.
         ok = slots < P
         at = words + (team * 4 + it % 4) * P + slots
-        w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+        # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
+        # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
+        # 512x262144: +2-3 points of copy; experiments/sweep-h200-session18/call4-team-gather/).
+        w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
-            w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+            w = gl.load(at, mask=ok, other=0, volatile=True)
             spins += 1
         means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
         m2s = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
@@ -385,7 +388,7 @@ if gluon is not None:
                     mean, m2 = _part_mean_m2(buf, (1 - half) * NCH, part * PART, N, n_part, NCH, CHUNK, layout,
                                              PAIRS)
                     _publish(words, team, part, it + 1, mean, m2, P)
-                    means, m2s = _gather(words, team, it, slots, zeros, P, SPIN)
+                    means, m2s = _gather(words, team, it, slots, P, SPIN)
                     row_mean = gl.sum(n_parts * means, axis=0) / N
                     d = means - row_mean  # slots past P: n_parts is 0 there, so their terms vanish
                     rstd = 1.0 / gl.sqrt((gl.sum(m2s, axis=0) + gl.sum(n_parts * d * d, axis=0)) / N + eps)
@@ -485,13 +488,24 @@ def _sm_count(device) -> int:
 
 def _programs_per_sm(kernel, args, consts, num_warps, num_stages, device) -> int:
     """Programs of this compiled kernel that fit on one SM at once (1 if unknown)."""
+    return _fit(kernel, args, consts, num_warps, num_stages, device)[0]
+
+
+def _spilled_bytes(kernel, args, consts, num_warps, num_stages, device) -> int:
+    """What the compiled kernel spills to local memory, in bytes (0 if unknown)."""
+    return _fit(kernel, args, consts, num_warps, num_stages, device)[1]
+
+
+def _fit(kernel, args, consts, num_warps, num_stages, device) -> tuple[int, int]:
+    """(programs an SM, spilled bytes) of this compiled kernel; (1, 0) if unknown."""
     key = (id(kernel), tuple(sorted(consts.items())), num_warps, num_stages, str(args[0].dtype), device.index)
     if key not in _OCCUPANCY:
-        occ = 1
+        occ, spills = 1, 0
         if device.type == "cuda" and not _interpreting():
             try:
                 k = kernel.warmup(*args, **consts, num_warps=num_warps, num_stages=num_stages, grid=(1,))
                 k._init_handles()
+                spills = k.n_spills
                 props = torch.cuda.get_device_properties(device)
                 threads = 32 * num_warps
                 n_regs = max(1, -(-k.n_regs // 8) * 8)
@@ -502,8 +516,8 @@ def _programs_per_sm(kernel, args, consts, num_warps, num_stages, device) -> int
                               // (k.metadata.shared + 1024))
                 occ = max(1, occ)
             except Exception:
-                occ = 1
-        _OCCUPANCY[key] = occ
+                occ, spills = 1, 0
+        _OCCUPANCY[key] = occ, spills
     return _OCCUPANCY[key]
 
 
@@ -601,7 +615,11 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     occ = _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1, x2.device)
     capped = {**consts, "maxnreg": st["maxnreg"]}
     occ_capped = _programs_per_sm(_layernorm_smem_team, args, capped, st["num_warps"], 1, x2.device)
-    if occ_capped > occ:  # the cap buys a program an SM (it spilled where it did not: 131072 in bf16)
+    # The cap where it buys a program an SM, or where the uncapped kernel spills and the cap costs no program
+    # (ptxas left bf16's 32768 and 131072 spilling uncapped once the gather read by volatile loads). Else none:
+    # the cap spilled bf16's 131072 where the uncapped kernel fit more programs.
+    if occ_capped > occ or (occ_capped == occ and _spilled_bytes(_layernorm_smem_team, args, consts,
+                                                                 st["num_warps"], 1, x2.device)):
         consts, occ = capped, occ_capped
     occ = min(st["PROGRAMS_PER_SM"], occ)
     teams = min(M, (sms * occ) // P)

@@ -202,15 +202,18 @@ if gluon is not None:
         gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr):
+    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
         # The row's sum of squares, once every sibling's word carries the stamp of iteration `it`.
         ok = slots < P
         at = words + (team * 4 + it % 4) * P + slots
-        w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+        # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
+        # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
+        # 512x262144: +2-3 points of copy; experiments/sweep-h200-session18/call4-team-gather/).
+        w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
-            w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+            w = gl.load(at, mask=ok, other=0, volatile=True)
             spins += 1
         return gl.sum(gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0), axis=0)
 
@@ -268,7 +271,7 @@ if gluon is not None:
                     cta_barrier()
                     _publish(words, team, part, it + 1, _part_sumsq(buf, (1 - half) * NCH, offs, N, NCH, CHUNK,
                                                                     layout), P)
-                    rstd = 1.0 / gl.sqrt(_gather(words, team, it, slots, zeros, P, SPIN) / N + eps)
+                    rstd = 1.0 / gl.sqrt(_gather(words, team, it, slots, P, SPIN) / N + eps)
                     ahead = row + 2 * n_teams
                     src = x_ptr + ahead.to(gl.int64) * stride_x
                     y_row = y_ptr + row.to(gl.int64) * stride_y

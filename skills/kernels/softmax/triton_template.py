@@ -213,15 +213,18 @@ if gluon is not None:
         gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, zeros, P: gl.constexpr, SPIN: gl.constexpr):
+    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
         # Every sibling's (max, sum) of the row of iteration `it`, once all words carry its stamp.
         ok = slots < P
         at = words + (team * 4 + it % 4) * P + slots
-        w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+        # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
+        # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
+        # 512x262144: +2-3 points of copy; experiments/sweep-h200-session18/call4-team-gather/).
+        w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
-            w = gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")
+            w = gl.load(at, mask=ok, other=0, volatile=True)
             spins += 1
         pm = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
         ps = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
@@ -273,7 +276,7 @@ if gluon is not None:
                     cta_barrier()
                     mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, N, NCH, CHUNK, layout)
                     _publish(words, team, part, it + 1, mn, sn, P)
-                    pm, ps = _gather(words, team, it, slots, zeros, P, SPIN)
+                    pm, ps = _gather(words, team, it, slots, P, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
                     ahead = row + 2 * n_teams

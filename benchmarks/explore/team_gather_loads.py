@@ -1,0 +1,107 @@
+"""Issue 15: the shared-memory teams gathering their siblings' words with plain loads instead of atomics.
+
+    python benchmarks/explore/team_gather_loads.py [--out DIR]      (GPU, about two minutes)
+    python benchmarks/explore/team_gather_loads.py --compile-only   (sm_90 offline: does Gluon compile it)
+
+Why: layernorm's team at 16-bit 512x262144 reads 76-78% of copy (bar 80), and its profile (experiments/
+sweep-h200-session17/call5-profiles/) has the L2 80% busy at a DRAM throughput of 65%. Each of a row's P
+programs gathers its P siblings' stamped 64-bit words with relaxed atomic adds of zero (gl.atomic_add), so
+at 262144 (P = 64 parts of 4096) every word is an atomic target of 63 programs a row, polled again until
+all carry the row's stamp: atomics on one address are serialized in the L2 slice that owns it. A 64-bit
+aligned load is single-copy atomic too, so volatile loads (ld.volatile: relaxed, read at the L2) carry the
+same stamped words without an atomic read-modify-write. Softmax's and rmsnorm's teams gather the same way
+(P = 32 parts of 8192 at 262144).
+
+Prediction: layernorm +1-3 points at 262144 and 131072 (P 64 and 32 words), less at 32768-65536; softmax
+and rmsnorm +0-1 at 262144. Each variant is the template with its _gather's atomic adds replaced by
+gl.load(volatile=True) (text substituted into a copy, imported apart), checked against torch, then timed
+with the harness's Timer in two interleaved rounds beside the template (% of the copy measured at start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import templates  # noqa: E402  (beside this file)
+
+ATOMIC_READ = 'gl.atomic_add(at, zeros.to(gl.int64), mask=ok, sem="relaxed")'
+PLAIN_READ = "gl.load(at, mask=ok, other=0, volatile=True)"
+SHAPES = {"layernorm": [(4096, 32768), (2048, 65536), (1024, 131072), (512, 262144)],
+          "softmax": [(1024, 131072), (512, 262144)], "rmsnorm": [(512, 262144)]}
+DTYPES = ("bf16", "fp16")
+ROUNDS = 2
+
+
+def with_plain_reads(kernel: str):
+    """The kernel's template with its team's word reads as volatile loads, imported under its own name."""
+    text = (templates.ROOT / "skills" / "kernels" / kernel / "triton_template.py").read_text()
+    assert text.count(ATOMIC_READ) == 2, f"{kernel}: the gather is not as this script expects"
+    path = Path(tempfile.mkdtemp()) / f"{kernel}_plain_reads.py"
+    path.write_text(text.replace(ATOMIC_READ, PLAIN_READ))
+    spec = importlib.util.spec_from_file_location(f"{kernel}_plain_reads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def call(kernel, T, x, w, b):
+    """(run(out), the fp32 reference) of one kernel on its inputs."""
+    if kernel == "layernorm":
+        return (lambda y: T.layernorm(x, w, b, out=y)), T.layernorm_ref(x, w, b).float()
+    if kernel == "rmsnorm":
+        return (lambda y: T.rmsnorm(x, w, out=y)), T.rmsnorm_ref(x, w).float()
+    return (lambda y: T.softmax(x, out=y)), T.softmax_ref(x).float()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=".")
+    p.add_argument("--compile-only", action="store_true")
+    args = p.parse_args()
+    if args.compile_only:
+        import torch
+        L = with_plain_reads("layernorm")
+        x = torch.empty(512, 262144, dtype=torch.bfloat16)
+        w, b = torch.empty(262144, dtype=torch.bfloat16), torch.empty(262144, dtype=torch.bfloat16)
+        words, exits = torch.empty(4 * 64 * 8, dtype=torch.int64), torch.empty(64 * 8, dtype=torch.int32)
+        k = templates.compile_sm90(L._layernorm_smem_team, (x, w, b, x, words, exits, 512, 262144, 262144, 262144,
+                                                            1e-5),
+                                   {"CHUNK": 4096, "NCH": 1, "P": 64, "P_POW2": 64, "SPIN": 1 << 20, "PAIRS": True},
+                                   {"num_warps": 4, "maxnreg": 80})
+        print(templates.resource_usage(k), "ld.volatile" in k.asm["ptx"], "atom.global" in k.asm["ptx"])
+        return
+    import torch
+    started = time.time()
+    out, timer, copy, results = templates.begin(args.out)
+    torch.manual_seed(0)
+    for kernel, shapes in SHAPES.items():
+        sides = {"atomic reads (template)": templates.load(kernel), "volatile loads": with_plain_reads(kernel)}
+        for M, N in shapes:
+            for dname in DTYPES:
+                dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dname]
+                x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
+                w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
+                b = torch.randn(N, device="cuda").to(dtype)
+                y = torch.empty_like(x)
+                nbytes = 2 * x.numel() * x.element_size()
+                for rnd in range(ROUNDS):
+                    for label, T in sides.items():
+                        run, ref = call(kernel, T, x, w, b)
+                        row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
+                        templates.check_and_time_team(T, row, run, y, ref, nbytes, timer, copy)
+                        results["rows"].append(row)
+                        print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+                (out / "team_gather_loads.json").write_text(json.dumps(results, indent=1))
+    print(f"done in {time.time() - started:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
