@@ -1,6 +1,7 @@
 """Issue 15: the shared-memory teams gathering their siblings' words with plain loads instead of atomics.
 
-    python benchmarks/explore/team_gather_loads.py [--out DIR]      (GPU, about two minutes)
+    python benchmarks/explore/team_gather_loads.py [--out DIR]      (GPU, about two minutes; at commit 44bfefd)
+    python benchmarks/explore/team_gather_loads.py --fp32 [--out DIR]  (the fp32 split teams, about a minute)
     python benchmarks/explore/team_gather_loads.py --compile-only   (sm_90 offline: does Gluon compile it)
 
 Why: layernorm's team at 16-bit 512x262144 reads 76-78% of copy (bar 80), and its profile (experiments/
@@ -13,7 +14,9 @@ same stamped words without an atomic read-modify-write. Softmax's and rmsnorm's 
 (P = 32 parts of 8192 at 262144).
 
 Prediction: layernorm +1-3 points at 262144 and 131072 (P 64 and 32 words), less at 32768-65536; softmax
-and rmsnorm +0-1 at 262144. Each variant is the template with its _gather's atomic adds replaced by
+and rmsnorm +0-1 at 262144. Outcome (experiments/sweep-h200-session18/call4-team-gather/): confirmed at
+262144 in every kernel and in fp16 at every layernorm shape; the templates took the volatile loads (commit
+7eab6e5, after which the 16-bit mode has nothing left to substitute). Each variant is the template with its _gather's atomic adds replaced by
 gl.load(volatile=True) (text substituted into a copy, imported apart), checked against torch, then timed
 with the harness's Timer in two interleaved rounds beside the template (% of the copy measured at start).
 """
@@ -37,15 +40,21 @@ PLAIN_READ = "gl.load(at, mask=ok, other=0, volatile=True)"
 SHAPES = {"layernorm": [(4096, 32768), (2048, 65536), (1024, 131072), (512, 262144)],
           "softmax": [(1024, 131072), (512, 262144)], "rmsnorm": [(512, 262144)]}
 DTYPES = ("bf16", "fp16")
+# --fp32: the fp32 split teams (Triton, not Gluon) of softmax and rmsnorm read their stamped words the same
+# way in _stamped; run after the 16-bit teams took volatile loads (commit 7eab6e5)
+ATOMIC_READ_FP32 = 'tl.atomic_add(words + at, 0, mask=ok, sem="relaxed")'
+PLAIN_READ_FP32 = "tl.load(words + at, mask=ok, other=0, volatile=True)"
+SHAPES_FP32 = {"softmax": [(2048, 65536), (1024, 131072), (512, 262144)],
+               "rmsnorm": [(2048, 65536), (1024, 131072), (512, 262144)]}
 ROUNDS = 2
 
 
-def with_plain_reads(kernel: str):
+def with_plain_reads(kernel: str, atomic_read: str = ATOMIC_READ, plain_read: str = PLAIN_READ):
     """The kernel's template with its team's word reads as volatile loads, imported under its own name."""
     text = (templates.ROOT / "skills" / "kernels" / kernel / "triton_template.py").read_text()
-    assert text.count(ATOMIC_READ) == 2, f"{kernel}: the gather is not as this script expects"
+    assert text.count(atomic_read) == 2, f"{kernel}: the gather is not as this script expects"
     path = Path(tempfile.mkdtemp()) / f"{kernel}_plain_reads.py"
-    path.write_text(text.replace(ATOMIC_READ, PLAIN_READ))
+    path.write_text(text.replace(atomic_read, plain_read))
     spec = importlib.util.spec_from_file_location(f"{kernel}_plain_reads", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -65,6 +74,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--compile-only", action="store_true")
+    p.add_argument("--fp32", action="store_true", help="the fp32 split teams instead of the 16-bit ones")
     args = p.parse_args()
     if args.compile_only:
         import torch
@@ -82,11 +92,12 @@ def main():
     started = time.time()
     out, timer, copy, results = templates.begin(args.out)
     torch.manual_seed(0)
-    for kernel, shapes in SHAPES.items():
-        sides = {"atomic reads (template)": templates.load(kernel), "volatile loads": with_plain_reads(kernel)}
+    reads = (ATOMIC_READ_FP32, PLAIN_READ_FP32) if args.fp32 else (ATOMIC_READ, PLAIN_READ)
+    for kernel, shapes in (SHAPES_FP32 if args.fp32 else SHAPES).items():
+        sides = {"atomic reads (template)": templates.load(kernel), "volatile loads": with_plain_reads(kernel, *reads)}
         for M, N in shapes:
-            for dname in DTYPES:
-                dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dname]
+            for dname in (("fp32",) if args.fp32 else DTYPES):
+                dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dname]
                 x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
                 w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
                 b = torch.randn(N, device="cuda").to(dtype)
