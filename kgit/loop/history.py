@@ -56,7 +56,7 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
     current = read.current_kernel(repo)
     if current:
         return current
-    kernels = sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
+    kernels = _kernels_with_records(repo)
     if len(kernels) == 1:
         return kernels[0]
     if not kernels:
@@ -69,6 +69,16 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
     raise KgitError(f"several kernels have records ({', '.join(kernels)})",
                     f"name one after the command (e.g. 'kgit log {kernels[0]}') or check out its branch "
                     f"(git checkout opt/{kernels[0]})")
+
+
+def _kernels_with_records(repo: Repo) -> list[str]:
+    return sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
+
+
+def missing_iteration(kernel: str, iteration: int, pairs: list[tuple[str, Record]]) -> KgitError:
+    """The refusal of a command given an iteration the kernel's records do not have."""
+    last = max((r.iteration for _, r in pairs), default=0)
+    return KgitError(f"{kernel} has no iteration {iteration}", f"its iterations are 0 to {last}: 'kgit log' lists them")
 
 
 def log(repo: Repo, kernel: str) -> notes.History:
@@ -84,7 +94,7 @@ def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
                         "was deleted or not fetched)",
                         "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
                         f"started from, then: git branch -D {refs.branch(kernel)}")
-    known = sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
+    known = _kernels_with_records(repo)
     if known:  # a typo, most likely: name the kernels that have records rather than start a new loop
         raise KgitError(f"no records for {kernel}", f"the kernels with records here: {', '.join(known)}; "
                                                     f"'kgit start {kernel}' begins a loop for {kernel}")
@@ -180,9 +190,7 @@ def show(repo: Repo, kernel: str, iteration: int) -> Shown:
     pairs = log(repo, kernel).pairs
     matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
     if not matches:
-        last = max((r.iteration for _, r in pairs), default=0)
-        raise KgitError(f"{kernel} has no iteration {iteration}",
-                        f"its iterations are 0 to {last}: 'kgit log' lists them")
+        raise missing_iteration(kernel, iteration, pairs)
     # Several records of one iteration: runs on several GPUs of one commit, or two clones that both
     # continued the loop. The latest on this clone's branch is shown; the others are named.
     on_branch = [m for m in matches if read.is_ancestor(repo, m[0], refs.branch_ref(kernel))]

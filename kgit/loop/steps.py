@@ -128,7 +128,7 @@ def current_kernel(repo: Repo) -> str:
     if kernel is None:
         branch = read.current_branch(repo)
         where = f"on {branch}" if branch else "on a detached HEAD"
-        loops = sorted(name[len(refs.BRANCHES):] for name in read.refs_under(repo, refs.BRANCHES))
+        loops = sorted(read.kernels_with_branches(repo))
         if loops:
             raise KgitError(f"not on an opt/<kernel> branch ({where})",
                             f"'git checkout {refs.branch(loops[0])}' to step its loop (the loops here: "

@@ -21,11 +21,10 @@ import tempfile
 from pathlib import Path
 
 from kgit import config, device
-from kgit.errors import KgitError
 from kgit.git import notes, read, write
 from kgit.git.run import Repo
 from kgit.loop import steps
-from kgit.loop.history import loop_state
+from kgit.loop.history import loop_state, missing_iteration
 from kgit.profiling import diagnose, profilers, skillfiles
 from kgit.profiling.saved import benchmark_fallback, head_record, profile_dir
 from kgit.state import transaction
@@ -99,9 +98,7 @@ def _target(repo, cfg, records, iteration):
     if iteration is not None:
         matches = [(sha, r) for sha, r in records if r.iteration == iteration]
         if not matches:
-            last = max((r.iteration for _, r in records), default=0)
-            raise KgitError(f"{cfg.name} has no iteration {iteration}",
-                            f"its iterations are 0 to {last}: 'kgit log' lists them")
+            raise missing_iteration(cfg.name, iteration, records)
         sha, record = matches[-1]
         return sha, record, f"iter{iteration}", None
     if cfg.kernel_path in read.modified_tracked_files(repo):

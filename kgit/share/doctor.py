@@ -138,16 +138,16 @@ def tag_problems(repo: Repo) -> list[Problem]:
 def diverged_problems(repo: Repo) -> list[Problem]:
     """Loop branches that a remote's copy (as last fetched) and this clone have both continued."""
     problems = []
-    remote_tips = read.refs_under(repo, "refs/remotes/")
-    for kernel in read.kernels_with_branches(repo):
-        ours = read.rev(repo, refs.branch_ref(kernel))
-        for ref, theirs in sorted(remote_tips.items()):
-            remote = ref.removeprefix("refs/remotes/").split("/", 1)[0]
-            if ref != refs.remote_branch_ref(remote, kernel) or theirs == ours:
-                continue
-            if not read.is_ancestor(repo, theirs, ours) and not read.is_ancestor(repo, ours, theirs):
-                problems.append(Problem(
-                    f"{refs.branch(kernel)} has diverged from {remote}'s (both clones continued the loop)",
-                    f"none automatic: keep one side, e.g. 'git reset --hard {remote}/{refs.branch(kernel)}' on "
-                    f"{refs.branch(kernel)}; every record of both stays in the notes"))
+    for ref, theirs in sorted(read.refs_under(repo, "refs/remotes/").items()):
+        remote, _, name = ref.removeprefix("refs/remotes/").partition("/")
+        kernel = refs.kernel_of_branch(name)
+        ours = read.rev(repo, refs.branch_ref(kernel)) if kernel else None
+        if ours is None or ours == theirs:
+            continue
+        if read.is_ancestor(repo, theirs, ours) or read.is_ancestor(repo, ours, theirs):
+            continue  # one side is behind: a push or a pull settles it
+        problems.append(Problem(
+            f"{name} has diverged from {remote}'s (both clones continued the loop)",
+            f"none automatic: keep one side, e.g. 'git reset --hard {remote}/{name}' on {name}; every record of "
+            "both stays in the notes"))
     return problems
