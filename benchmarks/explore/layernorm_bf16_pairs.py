@@ -55,9 +55,7 @@ def main():
     for M, N in SHAPES:
         inputs = {}
         for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
-            x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
-            w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
-            b = torch.randn(N, device="cuda").to(dtype)
+            x, w, b = templates.norm_inputs(M, N, dtype)
             inputs[name] = (x, w, b, L.layernorm_ref(x, w, b).float(), torch.empty_like(x))
         unpaired = {}
         for rnd in range(ROUNDS):

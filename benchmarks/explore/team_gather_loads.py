@@ -98,9 +98,7 @@ def main():
         for M, N in shapes:
             for dname in (("fp32",) if args.fp32 else DTYPES):
                 dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dname]
-                x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
-                w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
-                b = torch.randn(N, device="cuda").to(dtype)
+                x, w, b = templates.norm_inputs(M, N, dtype)
                 y = torch.empty_like(x)
                 nbytes = 2 * x.numel() * x.element_size()
                 for rnd in range(ROUNDS):

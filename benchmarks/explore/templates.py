@@ -46,6 +46,16 @@ def begin(out_dir: str):
     return out, Timer(repeats=3, warmup_ms=10, rewarm_ms=5, rep_ms=15), copy, results
 
 
+def norm_inputs(M: int, N: int, dtype):
+    """Fresh inputs of a row norm on the GPU: x (M, N) off zero (mean 0.5, std 2), w near 1, b around 0."""
+    import torch
+
+    x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
+    w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
+    b = torch.randn(N, device="cuda").to(dtype)
+    return x, w, b
+
+
 def host_us_per_call(fn, calls: int = 200) -> float:
     """Microseconds of host time per call of fn: `calls` calls enqueued back to back, timed before the
     one synchronize that follows them."""
