@@ -351,7 +351,8 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
     class Recorder:
         def __getitem__(self, grid):
             def launch(*args, **kw):
-                launched.append((grid, kw["BLOCK_N"], kw["ROWS"], kw["NUM_STAGES"], kw["num_warps"], kw["num_stages"]))
+                launched.append((grid, kw["BLOCK_N"], kw["ROWS"], kw["NUM_STAGES"], kw["num_warps"], kw["num_stages"],
+                                 kw["EVEN"]))
                 real[grid](*args, **kw)
             return launch
 
@@ -363,10 +364,82 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
     torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
     if pipelined:  # 4 "SMs" in the interpreter x 1 program an SM; the row padded to a power of 2
         block_n = 256 if N <= 256 else 512
-        assert launched == [((4,), block_n, 1, stages, 16, stages)]
+        assert launched == [((4,), block_n, 1, stages, 16, stages, N == block_n)]  # unmasked: N is the block
         assert asked == [block_n * 2]
     else:
         assert launched == []
+
+
+@pytest.mark.parametrize("M, N, launch", [
+    # (BLOCK_N, ROWS, EVEN) of _softmax_rows's launch under BLOCK_SIZE 256
+    (8, 64, (64, 4, True)),  # rows of exactly BLOCK_N, whole tiles of 4: unmasked
+    (10, 64, (64, 4, False)),  # a last tile of 2 rows
+    (8, 60, (64, 4, False)),  # rows padded to 64
+    (3, 256, (256, 1, True)),
+])
+def test_softmax_row_tiles_drop_their_masks_only_on_whole_tiles(monkeypatch, M, N, launch):
+    m = _template("softmax")
+    launched, real = [], m._softmax_rows
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((kw["BLOCK_N"], kw["ROWS"], kw["EVEN"]))
+                real[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_softmax_rows", Recorder())
+    x = torch.randn(M, N) * 3
+    x[0, -1] = 20.0  # the row's max at its last column: a dropped column would show
+    y = m.softmax(x, config={"BLOCK_SIZE": 256})
+    assert launched == [launch]
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("N, even_programs, masked_programs, even", [
+    # fp32 whole rows (BLOCK_SIZE 64): programs an SM unmasked and masked -> EVEN of the launch
+    (256, 2, 2, True),  # rows of exactly BLOCK_N, unmasked at no cost
+    (256, 1, 2, False),  # unmasked would cost a program an SM (fp32 16384 on the H200)
+    (256, 3, 2, True),
+    (300, 2, 2, False),  # rows padded to 512: masked
+])
+def test_layernorm_whole_row_drops_its_masks_where_that_costs_no_program(monkeypatch, N, even_programs,
+                                                                         masked_programs, even):
+    m = _template("layernorm")
+    launched, real = [], m._layernorm_row
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append(kw["EVEN"])
+                real[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_layernorm_row", Recorder())
+    monkeypatch.setattr(m, "_programs_per_sm",
+                        lambda kernel, args, consts, *rest: even_programs if consts["EVEN"] else masked_programs)
+    x, w, b = torch.randn(5, N) * 2 + 3, torch.rand(N) + 0.5, torch.randn(N)
+    y = m.layernorm(x, w, b, config={"BLOCK_SIZE": 64})
+    assert launched == [even]
+    torch.testing.assert_close(y.double(), m.layernorm_ref(x, w, b), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("N, even", [(256, True), (384, True), (300, False), (192, False)])  # 192: 3 chunks, not whole parts
+def test_layernorm_team_drops_its_column_masks_on_rows_of_whole_parts(monkeypatch, N, even):
+    # parts of 2 x 64 = 128 elements in the scaled-down team
+    m, call, _ = _scaled_down_team_template("layernorm")
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append(kw["EVEN"])
+
+    monkeypatch.setattr(m, "_layernorm_smem_team", Recorder(), raising=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    x, w, b = torch.randn(20, N).half(), (torch.rand(N) + 0.5).half(), torch.randn(N).half()
+    call(m, x, w, b, {"BLOCK_SIZE": 64})
+    assert launched == [even]
 
 
 def test_pipelined_stages_fit_the_gpus_shared_memory(monkeypatch):

@@ -114,6 +114,14 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "max
 # (experiments/sweep-h200-session17/call2-bf16-pairs/): 4096x32768 80.2 -> 83.3, 2048x65536 79.0 -> 82.0,
 # 1024x131072 79.0 -> 82.9 (72 registers uncapped: no cap), 512x262144 74.0 -> 75.8; fp16 83.2 / 82.0 /
 # 82.7 / 77.7 in the same run. Pairs uncapped lost 2 points where they cost a program an SM.
+# Unmasked rows (EVEN of _layernorm_smem_team and _layernorm_row): no column masks where a row's length is a
+# multiple of the team's part, or is the whole row's BLOCK_N (there only where that costs no program an SM:
+# unmasked, fp32 rows of 16384 on 32 warps took 35 registers for 32, one program an SM for two, 96.7 ->
+# 87.9% of copy). Compiled for sm_90 by Triton 3.6, the team at 32768 drops 2176 -> 1944 SASS instructions
+# in fp16 (2104 -> 1976 in bf16) and the whole fp32 row of 32768 496 -> 336. H200, % of copy, before ->
+# after, A/B in one process (experiments/sweep-h200-session19/call1-2): fp32 4096x32768 89.4 -> 94.5; the
+# team, bf16 / fp16, 4096x32768 83.8 / 84.5 -> 84.9 / 85.6, 2048x65536 82.8 / 83.5 -> 84.2 / 84.5,
+# 1024x131072 85.1 / 85.1 -> 86.5 / 87.5, 512x262144 78.6 / 79.6 -> 80.0 / 81.8.
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
@@ -160,26 +168,22 @@ def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 
 @triton.jit
 def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr,
-                   W_IN_L1: tl.constexpr):
+                   W_IN_L1: tl.constexpr, EVEN: tl.constexpr):
+    # EVEN: N == BLOCK_N, no column needs a mask (see 'Unmasked rows' by SMEM_TEAM)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
-    ok = cols < N
-    if W_IN_L1:  # see W_IN_L1_BYTES: L1 keeps w across rows; x, b and y pass it by
-        x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0, cache_modifier=".cg").to(tl.float32)
-    else:
-        x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+    ok = None if EVEN else cols < N
+    # W_IN_L1 (see W_IN_L1_BYTES): L1 keeps w across rows; x, b and y pass it by
+    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=None if EVEN else 0.0,
+                cache_modifier=".cg" if W_IN_L1 else "").to(tl.float32)
     mean = tl.sum(x, axis=0) / N
-    d = tl.where(ok, x - mean, 0.0)
+    d = x - mean if EVEN else tl.where(ok, x - mean, 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
-    if W_IN_L1:
-        w = tl.load(w_ptr + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        b = tl.load(b_ptr + cols, mask=ok, other=0.0, cache_modifier=".cg").to(tl.float32)
-        tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok,
-                 cache_modifier=".cs")
-    else:
-        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+    w = tl.load(w_ptr + cols, mask=ok, other=None if EVEN else 0.0,
+                eviction_policy="evict_last" if W_IN_L1 else "").to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=ok, other=None if EVEN else 0.0, cache_modifier=".cg" if W_IN_L1 else "")
+    tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b.to(tl.float32)).to(y_ptr.dtype.element_ty), mask=ok,
+             cache_modifier=".cs" if W_IN_L1 else "")
 
 
 @triton.jit
@@ -297,10 +301,11 @@ if gluon is not None:
 
     @gluon.jit
     def _chunk_sum(chunk, first_col, N, centre, SQUARE: gl.constexpr, CHUNK: gl.constexpr,
-                   layout: gl.constexpr, PAIRS: gl.constexpr):
+                   layout: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr):
         # The sum over the chunk's columns below N of x - centre, or of (x - centre)^2 if SQUARE. With
         # PAIRS (bf16) the chunk is read as int32 pairs: a row's length is a multiple of 16 here, so a
-        # pair is never cut by N, and a sum does not care in which order it meets the values.
+        # pair is never cut by N, and a sum does not care in which order it meets the values. EVEN: no
+        # column of the chunk is past N (see 'Unmasked rows' by SMEM_TEAM).
         if PAIRS:
             lo, hi = _bf16_pairs(chunk, CHUNK)
             lo -= centre
@@ -311,32 +316,36 @@ if gluon is not None:
             x = chunk.load(layout).to(gl.float32) - centre
             v = x * x if SQUARE else x
             ok = first_col + gl.arange(0, CHUNK, layout) < N
+        if EVEN:
+            return gl.sum(v, axis=0)
         return gl.sum(gl.where(ok, v, 0.0), axis=0)
 
     @gluon.jit
     def _part_mean_m2(buf, first: gl.constexpr, part_col, N, n_part, NCH: gl.constexpr, CHUNK: gl.constexpr,
-                      layout: gl.constexpr, PAIRS: gl.constexpr):
+                      layout: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr):
         # The part's mean, then its M2 around that mean: two passes over shared memory
         s = 0.0
         for c in gl.static_range(NCH):
-            s += _chunk_sum(buf.index(first + c), part_col + c * CHUNK, N, 0.0, False, CHUNK, layout, PAIRS)
+            s += _chunk_sum(buf.index(first + c), part_col + c * CHUNK, N, 0.0, False, CHUNK, layout, PAIRS, EVEN)
         mean = s / n_part
         cta_barrier()  # read the chunks again rather than hold the first pass in registers (see SMEM_TEAM)
         m2 = s * 0.0
         for c in gl.static_range(NCH):
-            m2 += _chunk_sum(buf.index(first + c), part_col + c * CHUNK, N, mean, True, CHUNK, layout, PAIRS)
+            m2 += _chunk_sum(buf.index(first + c), part_col + c * CHUNK, N, mean, True, CHUNK, layout, PAIRS,
+                             EVEN)
         return mean, m2
 
     @gluon.jit
     def _layernorm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
                              CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                             SPIN: gl.constexpr, PAIRS: gl.constexpr):
+                             SPIN: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
         # the wait for row i's siblings, whose P pairs combine by Chan's formula; while it writes row i,
         # each chunk it has read is refilled with row i+2. The part's w and b stay in shared memory.
-        # PAIRS (bf16): every chunk of x, w and b is read as int32 pairs (_bf16_pairs).
+        # PAIRS (bf16): every chunk of x, w and b is read as int32 pairs (_bf16_pairs). EVEN: N is a
+        # multiple of the part, so no column is masked (see 'Unmasked rows' by SMEM_TEAM).
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         PART: gl.constexpr = NCH * CHUNK
@@ -373,7 +382,7 @@ if gluon is not None:
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        mean, m2 = _part_mean_m2(buf, 0, part * PART, N, n_part, NCH, CHUNK, layout, PAIRS)
+        mean, m2 = _part_mean_m2(buf, 0, part * PART, N, n_part, NCH, CHUNK, layout, PAIRS, EVEN)
         _publish(words, team, part, 0, mean, m2, P)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
@@ -386,7 +395,7 @@ if gluon is not None:
                     cp.wait_group(0)  # the next row's groups are the only ones outstanding
                     cta_barrier()
                     mean, m2 = _part_mean_m2(buf, (1 - half) * NCH, part * PART, N, n_part, NCH, CHUNK, layout,
-                                             PAIRS)
+                                             PAIRS, EVEN)
                     _publish(words, team, part, it + 1, mean, m2, P)
                     means, m2s = _gather(words, team, it, slots, P, SPIN)
                     row_mean = gl.sum(n_parts * means, axis=0) / N
@@ -416,7 +425,10 @@ if gluon is not None:
                             w = w_part.index(c).load(layout).to(gl.float32)
                             b = b_part.index(c).load(layout).to(gl.float32)
                             y = (x - row_mean) * rstd * w + b
-                        gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+                        if EVEN:
+                            gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty))
+                        else:
+                            gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -568,9 +580,15 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         return y
     if N <= WHOLE_ROW_MAX:
         row_bytes = N * x.element_size()
-        _layernorm_row[(M,)](x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
-                             W_IN_L1=row_bytes > W_IN_L1_BYTES,
-                             num_warps=WIDE_ROW_WARPS if row_bytes > WIDE_ROW_BYTES else WHOLE_ROW_WARPS)
+        args = (x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps)
+        consts = {"BLOCK_N": triton.next_power_of_2(N), "W_IN_L1": row_bytes > W_IN_L1_BYTES, "EVEN": False}
+        warps = WIDE_ROW_WARPS if row_bytes > WIDE_ROW_BYTES else WHOLE_ROW_WARPS
+        if N == consts["BLOCK_N"]:  # unmasked where that costs no program an SM (see 'Unmasked rows' by SMEM_TEAM)
+            even = {**consts, "EVEN": True}
+            if _programs_per_sm(_layernorm_row, args, even, warps, 1, dev) >= \
+                    _programs_per_sm(_layernorm_row, args, consts, warps, 1, dev):
+                consts = even
+        _layernorm_row[(M,)](*args, **consts, num_warps=warps)
         return y
     if x.element_size() == 4 and not _interpreting():
         ws, sync = _sync_buffers(dev, sms * 32)
@@ -611,7 +629,7 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
     consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "PAIRS": x2.dtype == torch.bfloat16}
+              "PAIRS": x2.dtype == torch.bfloat16, "EVEN": N % (st["CHUNK"] * st["NCH"]) == 0}
     occ = _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1, x2.device)
     capped = {**consts, "maxnreg": st["maxnreg"]}
     occ_capped = _programs_per_sm(_layernorm_smem_team, args, capped, st["num_warps"], 1, x2.device)
