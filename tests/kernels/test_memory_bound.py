@@ -167,7 +167,7 @@ def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, 
 
 # Each template's bounds scaled down (the attributes set), and how to call it and its reference.
 SMEM_TEAM_TEMPLATES = {
-    "softmax": ({"KEEP_16BIT_MAX": 128, "WHOLE_ROW_MAX": 512},
+    "softmax": ({"GROUPED_ROW_MAX": 128, "WHOLE_ROW_MAX": 512},
                 lambda m, x, w, b, cfg: m.softmax(x, config=cfg), lambda m, x, w, b: m.softmax_ref(x)),
     "rmsnorm": ({"WHOLE_ROW_MAX": 512},
                 lambda m, x, w, b, cfg: m.rmsnorm(x, w, config=cfg), lambda m, x, w, b: m.rmsnorm_ref(x, w)),
@@ -191,10 +191,10 @@ def _scaled_down_team_template(name):
 @pytest.mark.parametrize("name, dtype, N, launch", [
     # (grid, P) of the shared-memory team's launch: parts of 2 x 64 elements, 4 SMs in the interpreter
     # x 3 programs an SM = 12 programs at once
-    ("softmax", torch.bfloat16, 300, ((12,), 3)),  # over KEEP_16BIT_MAX: 4 teams of 3
+    ("softmax", torch.bfloat16, 300, ((12,), 3)),  # over GROUPED_ROW_MAX: 4 teams of 3
     ("softmax", torch.float16, 129, ((12,), 2)),  # one element over
     ("softmax", torch.bfloat16, 1000, ((8,), 8)),  # over WHOLE_ROW_MAX too: one team of 8
-    ("softmax", torch.bfloat16, 128, None),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
+    ("softmax", torch.bfloat16, 128, None),  # up to GROUPED_ROW_MAX: the whole row, grouped
     ("rmsnorm", torch.bfloat16, 600, ((10,), 5)),  # over WHOLE_ROW_MAX: 2 teams of 5
     ("rmsnorm", torch.float16, 513, ((10,), 5)),  # one element over
     ("rmsnorm", torch.bfloat16, 512, None),  # up to WHOLE_ROW_MAX: the whole row
@@ -332,11 +332,11 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
 
 
 @pytest.mark.parametrize("dtype, N, stages, pipelined", [
-    # softmax's bounds scaled down: KEEP_16BIT_MAX 128, WHOLE_ROW_MAX 512
+    # softmax's bounds scaled down: GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512
     (torch.bfloat16, 300, 4, True),
-    (torch.float16, 129, 3, True),  # one element over KEEP_16BIT_MAX, the fewest stages that pay
+    (torch.float16, 129, 3, True),  # one element over GROUPED_ROW_MAX, the fewest stages that pay
     (torch.bfloat16, 512, 4, True),  # WHOLE_ROW_MAX itself
-    (torch.bfloat16, 128, 4, False),  # up to KEEP_16BIT_MAX: the whole row in 16-bit registers
+    (torch.bfloat16, 128, 4, False),  # up to GROUPED_ROW_MAX: the whole row, grouped
     (torch.bfloat16, 513, 4, False),  # over WHOLE_ROW_MAX: the team or the streamed kernel
     (torch.float32, 300, 4, False),  # fp32 rows: the whole row
     (torch.bfloat16, 300, 0, False),  # no room for MIN_PIPELINED_STAGES: the team
@@ -344,7 +344,7 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
 def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch, dtype, N, stages, pipelined):
     # The row loop runs here in the interpreter (which ignores the stages) and is checked.
     m = _template("softmax")
-    m.KEEP_16BIT_MAX, m.WHOLE_ROW_MAX = 128, 512
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
     launched, asked = [], []
     real = m._softmax_rows
 
@@ -394,6 +394,38 @@ def test_softmax_row_tiles_drop_their_masks_only_on_whole_tiles(monkeypatch, M, 
     y = m.softmax(x, config={"BLOCK_SIZE": 256})
     assert launched == [launch]
     torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype, N, grouped", [
+    (torch.float16, 240, True), (torch.bfloat16, 240, True),  # a ragged last group of 48
+    (torch.bfloat16, 250, False),  # a length Triton does not see as a multiple of 16: the plain row
+])
+def test_softmax_grouped_row_combines_its_groups_once(monkeypatch, dtype, N, grouped):
+    # 16-bit rows over BLOCK_SIZE up to GROUPED_ROW_MAX: groups of 64, combined by one reduction. Rows whose
+    # groups are all -inf, far below zero, huge, or ragged must come out as torch's.
+    m = _template("softmax")
+    launched, real = [], m._softmax_row
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((kw["BLOCK_N"], kw["GROUPED"], kw["GROUP"]))
+                real[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_softmax_row", Recorder())
+    x = torch.randn(4, N) * 3
+    x[0, 64:] -= 200.0
+    x[2] *= 1e4  # a huge range: each group's sum is rescaled by exp(m_g - m) near 0
+    x = x.clamp(-6e4, 6e4).to(dtype)  # inside fp16's range
+    x[0, :64] = float("-inf")  # a whole group of -inf beside a row max of about -190: its scale must be
+    # exp(-inf) = 0, not exp(190) = inf times its zeros
+    x[1, :] = float("-inf")
+    x[1, 200] = 1.0  # one finite value in the last, ragged group
+    y = m.softmax(x, config={"BLOCK_SIZE": 64})
+    assert launched == [(256, grouped, 64)]
+    assert not y.isnan().any()
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
 
 
 @pytest.mark.parametrize("N, even_programs, masked_programs, even", [

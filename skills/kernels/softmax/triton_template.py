@@ -16,12 +16,12 @@ Five kernels, one launcher that picks between them (see `softmax`):
                   one read, one write. Persistent grid (one wave of programs
                   that loop over tiles) so loads of the next tile are
                   software-pipelined (num_stages) behind the current one.
-                  Also 16-bit rows over KEEP_16BIT_MAX up to WHOLE_ROW_MAX on
+                  Also 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX on
                   NVIDIA GPUs, one row a tile, pipelined in shared memory (see
                   PIPELINED_ROWS).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
-  _softmax_smem_team 16-bit rows over KEEP_16BIT_MAX on NVIDIA GPUs: the split
+  _softmax_smem_team 16-bit rows over GROUPED_ROW_MAX on NVIDIA GPUs: the split
                   team below, but each program holds its part of two rows in
                   shared memory (Gluon: Triton's language cannot name shared
                   memory), copied by cp.async, so that five or six programs
@@ -92,12 +92,21 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
-# 16-bit rows up to KEEP_16BIT_MAX stay in 16-bit registers in _softmax_row. At 8192x16384 on the H200
-# (experiments/long-rows-h200/whole-rows-16bit/) that took 58 registers a thread against the fp32 row's
-# ~115 (two programs an SM instead of one) and 87.1 -> 92.3% of copy in fp16, 90.1 -> 91.6% in bf16; at
-# 32768 it still held one program an SM (88 registers) and read 71% against 72-74%.
-KEEP_16BIT_MAX = 16384
-# 16-bit rows over KEEP_16BIT_MAX go to _softmax_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
+# 16-bit rows up to GROUPED_ROW_MAX take _softmax_row's GROUPED path: the row as groups of GROUP
+# contiguous elements, each group's (max, sum of exp(x - max)) from its own registers and a few lanes of
+# one warp, then one reduction across the program (a max then a sum across 16 warps take two, each
+# ending in a barrier and a round trip through shared memory). 56-58 registers a thread at 16384: two
+# programs an SM. H200, 8192x16384, % of copy, in one process (experiments/sweep-h200-session19/
+# call7-grouped-scheduled/; benchmarks/explore/one_reduction_rows.py found it, call4-one-reduction/):
+# 96.4-96.6 in bf16 and fp16 against 92.9-93.9 for the row kept in 16-bit registers (which had read
+# 87.1 -> 92.3 against the fp32 row, experiments/long-rows-h200/whole-rows-16bit/); 8192x12000 +2.5. At 32768 (one program an SM) it read 62-69% against the
+# pipelined loop's 88, and layernorm's (mean, M2) grouped alike 45-76% against its team's 85.
+# Rows Triton cannot see as multiples of 16 elements (_rows_of_16) stay ungrouped: masked element by
+# element, the grouped row took 110 registers at 5000 (compiled for sm_90 by Triton 3.6) where the plain
+# row takes 58.
+GROUPED_ROW_MAX = 16384
+GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
+# 16-bit rows over GROUPED_ROW_MAX go to _softmax_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
 # CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM (as many as fit). On the H200
 # (experiments/sweep-h200-2026-12-01/session11-smem/team-stamped/, bf16) it read 86.1 / 85.9 / 79.3% of
 # copy at rows of 65536 / 131072 / 262144, where the streamed kernel read 62.7 / 58.9 / 54.9%, and 86.0%
@@ -110,7 +119,7 @@ KEEP_16BIT_MAX = 16384
 # the rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at
 # the others (experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
-# 16-bit rows over KEEP_16BIT_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
+# 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
 # persistent grid and num_stages pipeline stages, where the GPU's shared memory holds at least
 # MIN_PIPELINED_STAGES of them (a stage is one row; _pipelined_stages): Triton turns the next rows' loads
 # into cp.async copies into shared memory, so an SM has two or three rows in flight behind the one it
@@ -189,24 +198,37 @@ def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
 
 
 @triton.jit
-def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, KEEP_16BIT: tl.constexpr):
+def _max_sum(m_a, s_a, m_b, s_b):
+    # two (max, sum of exp(x - max)) pairs as one
+    m = tl.maximum(m_a, m_b)
+    safe = tl.where(m == -float("inf"), 0.0, m)  # pairs of only -inf so far
+    return m, s_a * _exp(m_a - safe) + s_b * _exp(m_b - safe)
+
+
+@triton.jit
+def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, GROUPED: tl.constexpr,
+                 GROUP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    ok = cols < N
-    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf"))
-    if KEEP_16BIT:
-        # The row stays in its 16-bit storage type, converted where each use needs fp32: the max in
-        # 16 bits (exact), the sum of exp2(x log2e - m log2e), and the output as
-        # exp2(x log2e - (m log2e + log2 s)) = e / s, an expression apart from the sum's, so no fp32 row
-        # lives across the reductions. Half the registers: two programs an SM (see KEEP_16BIT_MAX).
-        m = tl.max(x, axis=0).to(tl.float32) * LOG2E
-        s = tl.sum(tl.exp2(x.to(tl.float32) * LOG2E - m), axis=0)
-        y = tl.exp2(x.to(tl.float32) * LOG2E - (m + tl.log2(s)))
+    if GROUPED:  # see GROUPED_ROW_MAX
+        offs = tl.arange(0, BLOCK_N // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+        ok = offs < N
+        x = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=-float("inf")).to(tl.float32)
+        m_g = tl.max(x, axis=1)
+        safe_g = tl.where(m_g == -float("inf"), 0.0, m_g)  # a group of only -inf: its e are 0
+        e = _exp(x - safe_g[:, None])
+        m, s = tl.reduce((m_g, tl.sum(e, axis=1)), 0, _max_sum)
+        # each group's scale exp(m_g - m) / s, written from safe_g (clamped: a group of only -inf gets
+        # 1 / s, not exp(-m) = inf times its zeros) because Triton 3.6 then issues all the row's loads
+        # before the first reduction; written from m_g, it held the last quarter's load back until after
+        # the groups' sums (53 registers for 58): 82% of copy at 8192x16384 bf16 against 96.5
+        y = e * (_exp(tl.minimum(safe_g - m, 0.0)) / s)[:, None]
     else:
-        xf = x.to(tl.float32)
+        offs = tl.arange(0, BLOCK_N)
+        ok = offs < N
+        xf = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=-float("inf")).to(tl.float32)
         e = _exp(xf - tl.max(xf, axis=0))
         y = e * (1.0 / tl.sum(e, axis=0))
-    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 if gluon is not None:
@@ -520,7 +542,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
-    if KEEP_16BIT_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2:
+    if GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2:
         stages = _pipelined_stages(dev, triton.next_power_of_2(N) * x.element_size())
         if stages:
             args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
@@ -531,12 +553,13 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
             _softmax_rows[(min(M, sms * occ),)](*args, **consts, num_warps=warps, num_stages=stages)
             return y
 
-    if N > KEEP_16BIT_MAX and _smem_team_run(x2, y2) and _launch_smem_team(x2, y2, M, N, sms):
+    if N > GROUPED_ROW_MAX and _smem_team_run(x2, y2) and _launch_smem_team(x2, y2, M, N, sms):
         return y
 
     if N <= WHOLE_ROW_MAX:
         _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
-                           KEEP_16BIT=x.element_size() == 2 and N <= KEEP_16BIT_MAX, num_warps=WHOLE_ROW_WARPS)
+                           GROUPED=x.element_size() == 2 and N <= GROUPED_ROW_MAX and _rows_of_16(x2, y2),
+                           GROUP=min(GROUP, triton.next_power_of_2(N)), num_warps=WHOLE_ROW_WARPS)
         return y
 
     if x.element_size() == 4 and not _interpreting():
@@ -578,6 +601,12 @@ def _smem_team_run(x2, y2) -> bool:
         return False
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
+    return _rows_of_16(x2, y2)
+
+
+def _rows_of_16(x2, y2) -> bool:
+    """Whether Triton sees these rows' length, row stride and start as multiples of 16 elements (it
+    specializes arguments on 16): then a mask covers whole 8-element groups of a 16-bit row."""
     return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
 
 
