@@ -17,7 +17,6 @@ from a team placement that differs between runs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -32,21 +31,6 @@ import templates  # noqa: E402  (beside this file)
 SHAPES = [(2048, 65536), (1024, 131072), (512, 262144)]
 
 
-def load_flagged(folder: str, kernel: str):
-    spec = importlib.util.spec_from_file_location(f"{kernel}_flagged", Path(folder) / f"{kernel}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def call(kernel: str, module, x, w, b):
-    if kernel == "softmax":
-        return lambda y: module.softmax(x, out=y)
-    if kernel == "rmsnorm":
-        return lambda y: module.rmsnorm(x, w, out=y)
-    return lambda y: module.layernorm(x, w, b, out=y)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--flags", required=True, help="a folder of the templates that exchange by flags")
@@ -57,19 +41,17 @@ def main():
     out, timer, copy, results = templates.begin(args.out)
     torch.manual_seed(0)
     for kernel in args.kernels.split(","):
-        versions = {"flags": load_flagged(args.flags, kernel), "stamped": templates.load(kernel)}
+        versions = {"flags": templates.load(kernel, Path(args.flags) / f"{kernel}.py", "flagged"),
+                    "stamped": templates.load(kernel)}
         for M, N in SHAPES:
             x = torch.randn(M, N, device="cuda") * 3
             w, b = torch.rand(N, device="cuda") + 0.5, torch.randn(N, device="cuda")
-            ref = {"softmax": lambda: torch.softmax(x, -1),
-                   "rmsnorm": lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
-                   "layernorm": lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5)}[kernel]()
             y = torch.empty_like(x)
             for round_ in (1, 2):
                 for name, module in versions.items():
                     row = {"kernel": kernel, "shape": [M, N], "dtype": "fp32", "variant": name, "round": round_}
-                    templates.check_and_time(row, call(kernel, module, x, w, b), y, ref, 2 * x.numel() * 4,
-                                             timer, copy, True)
+                    run, ref = templates.norm_call(kernel, module, x, w, b)
+                    templates.check_and_time(row, run, y, ref, 2 * x.numel() * 4, timer, copy, True)
                     results["rows"].append(row)
                     print(f"{kernel} {M}x{N} fp32 {name} (round {round_}): {templates.figure(row)}", flush=True)
             (out / "exchange_ab.json").write_text(json.dumps(results, indent=1))

@@ -27,7 +27,6 @@ repeats) in three interleaved rounds beside the dense GEMM pair of the same work
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -43,15 +42,8 @@ from kgit.harness.timing import Timer, spread_pct  # noqa: E402
 
 import test_fused_moe  # noqa: E402  (its make_inputs: the harness's inputs)
 
-TEMPLATE = "skills/kernels/fused-moe/triton_template.py"
-
-
-def load(path: Path, name: str):
-    """A template file imported under a name of its own."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(ROOT / "benchmarks/explore"))
+import templates  # noqa: E402  (beside this file)
 
 
 def main():
@@ -62,7 +54,8 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    sides = {"before": load(Path(args.before), "moe_before"), "persistent": load(ROOT / TEMPLATE, "moe_now")}
+    sides = {"before": templates.load("fused-moe", Path(args.before), "before"),
+             "persistent": templates.load("fused-moe")}
     timer = Timer(repeats=3)
     rows = []
     for dname, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):

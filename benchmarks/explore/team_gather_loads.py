@@ -24,7 +24,6 @@ with the harness's Timer in two interleaved rounds beside the template (% of the
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import tempfile
@@ -55,19 +54,7 @@ def with_plain_reads(kernel: str, atomic_read: str = ATOMIC_READ, plain_read: st
     assert text.count(atomic_read) == 2, f"{kernel}: the gather is not as this script expects"
     path = Path(tempfile.mkdtemp()) / f"{kernel}_plain_reads.py"
     path.write_text(text.replace(atomic_read, plain_read))
-    spec = importlib.util.spec_from_file_location(f"{kernel}_plain_reads", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def call(kernel, T, x, w, b):
-    """(run(out), the fp32 reference) of one kernel on its inputs."""
-    if kernel == "layernorm":
-        return (lambda y: T.layernorm(x, w, b, out=y)), T.layernorm_ref(x, w, b).float()
-    if kernel == "rmsnorm":
-        return (lambda y: T.rmsnorm(x, w, out=y)), T.rmsnorm_ref(x, w).float()
-    return (lambda y: T.softmax(x, out=y)), T.softmax_ref(x).float()
+    return templates.load(kernel, path, "plain reads")
 
 
 def main():
@@ -97,17 +84,7 @@ def main():
         sides = {"atomic reads (template)": templates.load(kernel), "volatile loads": with_plain_reads(kernel, *reads)}
         for M, N in shapes:
             for dname in (("fp32",) if args.fp32 else DTYPES):
-                dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dname]
-                x, w, b = templates.norm_inputs(M, N, dtype)
-                y = torch.empty_like(x)
-                nbytes = 2 * x.numel() * x.element_size()
-                for rnd in range(ROUNDS):
-                    for label, T in sides.items():
-                        run, ref = call(kernel, T, x, w, b)
-                        row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
-                        templates.check_and_time_team(T, row, run, y, ref, nbytes, timer, copy)
-                        results["rows"].append(row)
-                        print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+                templates.time_sides(kernel, sides, M, N, dname, ROUNDS, timer, copy, results)
                 (out / "team_gather_loads.json").write_text(json.dumps(results, indent=1))
     print(f"done in {time.time() - started:.0f} s", flush=True)
 

@@ -25,7 +25,6 @@ EVEN set False) beside them.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -47,22 +46,6 @@ CASES = {
 ROUNDS = 2
 
 
-def load_templates(folder: str, kernel: str, side: str):
-    spec = importlib.util.spec_from_file_location(f"{kernel}_{side}", Path(folder) / f"{kernel}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def call(kernel: str, T, x, w, b):
-    """(run(out), the fp32 reference) of one kernel on its inputs."""
-    if kernel == "layernorm":
-        return (lambda y: T.layernorm(x, w, b, out=y)), T.layernorm_ref(x, w, b).float()
-    if kernel == "rmsnorm":
-        return (lambda y: T.rmsnorm(x, w, out=y)), T.rmsnorm_ref(x, w).float()
-    return (lambda y: T.softmax(x, out=y)), T.softmax_ref(x).float()
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--before", required=True, help="a folder of the templates before the change, <kernel>.py")
@@ -80,26 +63,17 @@ def main():
     out, timer, copy, results = templates.begin(args.out)
     torch.manual_seed(0)
     for kernel in args.cases.split(","):
-        sides = {"before": load_templates(args.before, kernel, "before"), "after": templates.load(kernel)}
+        sides = {"before": templates.load(kernel, Path(args.before) / f"{kernel}.py", "before"),
+                 "after": templates.load(kernel)}
         for also in args.also:
             name, folder = also.split("=", 1)
             if (Path(folder) / f"{kernel}.py").exists():
-                sides[name] = load_templates(folder, kernel, name)
+                sides[name] = templates.load(kernel, Path(folder) / f"{kernel}.py", name)
         for (M, N), dtypes in CASES[kernel]:
             if only and (M, N) not in only:
                 continue
             for dname in dtypes:
-                dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dname]
-                x, w, b = templates.norm_inputs(M, N, dtype)
-                y = torch.empty_like(x)
-                nbytes = 2 * x.numel() * x.element_size()
-                for rnd in range(args.rounds):
-                    for label, T in sides.items():
-                        run, ref = call(kernel, T, x, w, b)
-                        row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
-                        templates.check_and_time_team(T, row, run, y, ref, nbytes, timer, copy)
-                        results["rows"].append(row)
-                        print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+                templates.time_sides(kernel, sides, M, N, dname, args.rounds, timer, copy, results)
                 (out / "template_ab.json").write_text(json.dumps(results, indent=1))
     print(f"done in {time.time() - started:.0f} s", flush=True)
 

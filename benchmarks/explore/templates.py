@@ -17,14 +17,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(kernel: str):
-    """skills/kernels/<kernel>/triton_template.py, imported under a name of its own (every kernel folder
-    has a module of the same file name)."""
-    path = ROOT / "skills" / "kernels" / kernel / "triton_template.py"
-    spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template", path)
+def load(kernel: str, path=None, side: str = "template"):
+    """skills/kernels/<kernel>/triton_template.py, or another file of that kernel's template (a revision's,
+    a variant's) at `path`, imported under a name of its own (every kernel folder has a module of the same
+    file name; two sides of an A/B live in one process)."""
+    path = path or ROOT / "skills" / "kernels" / kernel / "triton_template.py"
+    spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_{side.replace(' ', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def norm_call(kernel: str, T, x, w, b):
+    """(run(out), the fp32 reference) of a row kernel's template T (softmax, rmsnorm, layernorm) on its
+    inputs."""
+    if kernel == "layernorm":
+        return (lambda y: T.layernorm(x, w, b, out=y)), T.layernorm_ref(x, w, b).float()
+    if kernel == "rmsnorm":
+        return (lambda y: T.rmsnorm(x, w, out=y)), T.rmsnorm_ref(x, w).float()
+    return (lambda y: T.softmax(x, out=y)), T.softmax_ref(x).float()
 
 
 def begin(out_dir: str):
@@ -54,6 +65,25 @@ def norm_inputs(M: int, N: int, dtype):
     w = (torch.rand(N, device="cuda") + 0.5).to(dtype)
     b = torch.randn(N, device="cuda").to(dtype)
     return x, w, b
+
+
+def time_sides(kernel: str, sides: dict, M: int, N: int, dname: str, rounds: int, timer, copy_gbps,
+               results: dict):
+    """A row kernel's templates (sides: label -> module) on the same fresh inputs, A B A B for `rounds`
+    rounds, each checked then timed (check_and_time_team); the rows go to results and are printed."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dname]
+    x, w, b = norm_inputs(M, N, dtype)
+    y = torch.empty_like(x)
+    nbytes = 2 * x.numel() * x.element_size()
+    for rnd in range(rounds):
+        for label, T in sides.items():
+            run, ref = norm_call(kernel, T, x, w, b)
+            row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
+            check_and_time_team(T, row, run, y, ref, nbytes, timer, copy_gbps)
+            results["rows"].append(row)
+            print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {figure(row)}", flush=True)
 
 
 def host_us_per_call(fn, calls: int = 200) -> float:
