@@ -28,6 +28,12 @@ from kgit.harness.spec import Spec
 from kgit.harness.timing import spread_pct
 
 
+# Triton's interpreter does not compute on bf16 (its debugging guide: cast to float32 first): a kernel that
+# multiplies bf16 values as loaded fails there and passes on a GPU.
+INTERPRETER_BF16 = ("only bf16 failed, in Triton's interpreter, which does not compute on bf16 values: cast them "
+                    "to float32 in the kernel, or check bf16 on a GPU")
+
+
 def geomean(values) -> float | None:
     values = list(values)
     if not values or any(v is None or v <= 0 for v in values):
@@ -91,7 +97,10 @@ def build(spec: Spec, info: dict, seed: int, n_checks: int, check_s: float, fail
                   n_errors=len(failures), shapes=entries)
     if failures:  # the one line kgit shows for a failed step
         first = failures[0]
-        result["reason"] = f"{tuple(first['shape'])} {first['dtype']} {first['case']}: {first['error']}"[:300]
+        reason = f"{tuple(first['shape'])} {first['dtype']} {first['case']}: {first['error']}"
+        if result["cpu_timing"] and all(f["dtype"] == "bf16" for f in failures):
+            reason = f"{reason[:150]}; {INTERPRETER_BF16}"
+        result["reason"] = reason[:300]
     if result["cpu_timing"]:
         result["note"] = "interpreter/CPU: tiny shapes, timings are CPU figures, not comparable to a GPU"
     return _round(result)
@@ -102,6 +111,8 @@ def human(result: dict, metric: str) -> str:
              f"({result['checks']} checks)"]
     for e in result["errors"]:
         lines.append(f"  FAIL {e['shape']} {e['dtype']} {e['case']}: {e['error']}")
+    if INTERPRETER_BF16 in result.get("reason", ""):
+        lines.append(f"  ({INTERPRETER_BF16})")
     unit = "GB/s" if metric == "gbps" else "TFLOP/s"
     for e in result["shapes"]:
         line = (f"  {e['label']:>24} {e['dtype']:>4} {e['role']:>8} {e['latency_us']:10.2f} us "

@@ -66,6 +66,23 @@ def test_the_failure_rule(tflops_spec):
     assert result["n_errors"] == 1 and result["errors"] == [failure]
 
 
+INTERPRETER = {"name": "triton-interpreter (CPU)", "backend": "interpreter"}
+BF16_FAILURE = {"shape": [3, 33], "dtype": "bf16", "case": "normal", "error": "1 of 99 elements not finite"}
+
+
+@pytest.mark.parametrize("info, failures, explained", [
+    (INTERPRETER, [BF16_FAILURE], True),  # Triton's interpreter does not compute on bf16
+    (INTERPRETER, [BF16_FAILURE, {**BF16_FAILURE, "dtype": "fp32"}], False),  # fp32 failed too: the kernel
+    (INFO, [BF16_FAILURE], False),  # on a GPU a bf16 failure is the kernel's
+])
+def test_a_bf16_only_failure_in_the_interpreter_says_why(tflops_spec, info, failures, explained):
+    result = contract.build(tflops_spec, info, 7, 3, 0.5, failures, [], None)
+    assert result["reason"].startswith("(3, 33) bf16 normal: 1 of 99 elements not finite")
+    assert (contract.INTERPRETER_BF16 in result["reason"]) == explained
+    assert len(result["reason"]) <= 300
+    assert (contract.INTERPRETER_BF16 in contract.human(result, "tflops")) == explained
+
+
 def test_a_wrong_timed_entry_fails_the_run(tflops_spec):
     result = build(tflops_spec, [entry("x", [1.0], error="the timed output is wrong: NaN")])
     assert result["status"] == "fail" and result["tflops"] is None
