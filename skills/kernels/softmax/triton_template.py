@@ -181,20 +181,15 @@ def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
     n_tiles = tl.cdiv(M, ROWS)
     for tile in tl.range(pid, n_tiles, nprog, num_stages=NUM_STAGES):
         rows = tile * ROWS + tl.arange(0, ROWS)
-        ok = (rows[:, None] < M) & col_ok[None, :]
+        ok = None if EVEN else (rows[:, None] < M) & col_ok[None, :]
         rows64 = rows.to(tl.int64)[:, None]
-        if EVEN:
-            x = tl.load(x_ptr + rows64 * stride_x + cols[None, :]).to(tl.float32)
-        else:
-            x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok, other=-float("inf")).to(tl.float32)
+        x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok,
+                    other=None if EVEN else -float("inf")).to(tl.float32)
         m = tl.max(x, axis=1)
         e = _exp(x - m[:, None])
         inv = 1.0 / tl.sum(e, axis=1)  # one division per row, a multiply per element
         y = (e * inv[:, None]).to(y_ptr.dtype.element_ty)
-        if EVEN:
-            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y)
-        else:
-            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y, mask=ok)
+        tl.store(y_ptr + rows64 * stride_y + cols[None, :], y, mask=ok)
 
 
 @triton.jit
