@@ -425,10 +425,7 @@ if gluon is not None:
                             w = w_part.index(c).load(layout).to(gl.float32)
                             b = b_part.index(c).load(layout).to(gl.float32)
                             y = (x - row_mean) * rstd * w + b
-                        if EVEN:
-                            gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty))
-                        else:
-                            gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+                        gl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=None if EVEN else ok)
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
