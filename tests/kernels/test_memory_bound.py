@@ -335,7 +335,8 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
     # softmax's bounds scaled down: GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512
     (torch.bfloat16, 300, 4, True),
     (torch.float16, 129, 3, True),  # one element over GROUPED_ROW_MAX, the fewest stages that pay
-    (torch.bfloat16, 512, 4, True),  # WHOLE_ROW_MAX itself
+    (torch.bfloat16, 400, 4, True),  # padded to WHOLE_ROW_MAX
+    (torch.bfloat16, 512, 4, False),  # WHOLE_ROW_MAX itself: the row in pairs
     (torch.bfloat16, 128, 4, False),  # up to GROUPED_ROW_MAX: the whole row, grouped
     (torch.bfloat16, 513, 4, False),  # over WHOLE_ROW_MAX: the team or the streamed kernel
     (torch.float32, 300, 4, False),  # fp32 rows: the whole row
@@ -368,6 +369,56 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
         assert asked == [block_n * 2]
     else:
         assert launched == []
+
+
+@pytest.mark.parametrize("dtype, N, paired", [
+    # softmax's bounds scaled down: GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512
+    (torch.float16, 512, True),  # WHOLE_ROW_MAX itself
+    (torch.bfloat16, 512, True),
+    (torch.bfloat16, 256, True),
+    (torch.bfloat16, 400, False),  # padded to 512: the pipelined loop (the pairs have no masks)
+    (torch.bfloat16, 128, False),  # up to GROUPED_ROW_MAX: the grouped row
+    (torch.bfloat16, 1024, False),  # over WHOLE_ROW_MAX
+    (torch.float32, 512, False),  # fp32: no pairs
+])
+def test_softmax_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, dtype, N, paired):
+    # Each pass unpacks the words again: a wrong half or a lost word shows against torch.
+    m = _template("softmax")
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
+    launched, real = [], m._softmax_row_pairs
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((grid, kw["BLOCK_N"], args[4], kw["num_warps"]))  # args[4]: `zero`
+                real[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_softmax_row_pairs", Recorder())
+    x = torch.randn(6, N) * 3
+    x[0, -1] = 30.0  # the max in the last word's high half
+    x[1, 0] = 30.0  # in the first word's low half
+    x[2, 1::2] = float("-inf")  # every high half -inf
+    x[3] *= 1e3
+    x[4, : N // 2] = float("-inf")
+    x = x.clamp(-6e4, 6e4).to(dtype)
+    y = torch.full_like(x, float("nan"))
+    m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
+    assert launched == ([((6,), N, 0, m.PAIRED_ROW_WARPS)] if paired else [])
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+    assert y[2, 1::2].eq(0).all()
+
+
+def test_softmax_pairs_need_16bit_in_and_out_and_rows_of_16(monkeypatch):
+    m = _template("softmax")
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
+    monkeypatch.setattr(m, "_softmax_row_pairs", None)  # a launch would raise
+    small = {"BLOCK_SIZE": 64}
+    x = torch.randn(3, 512).to(torch.bfloat16)
+    y = m.softmax(x, out=torch.empty(3, 512), config=small)  # fp32 out: Triton's conversion on the store
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+    wide = torch.randn(3, 544).to(torch.bfloat16)[:, 1:513]  # rows of 512 starting 2 bytes off 16
+    torch.testing.assert_close(m.softmax(wide, config=small).double(), m.softmax_ref(wide), rtol=2e-2, atol=2e-3)
 
 
 @pytest.mark.parametrize("M, N, launch", [

@@ -10,17 +10,20 @@ Minimal traffic: read x once, write y once (2 * M * N * elem bytes). About 4
 flops per element, so it is memory-bound on every GPU: the goal is the
 device-copy bandwidth.
 
-Five kernels, one launcher that picks between them (see `softmax`):
+Six kernels, one launcher that picks between them (see `softmax`):
   _softmax_rows   rows of at most BLOCK_SIZE elements: a tile of whole rows
                   (ROWS x BLOCK_N = BLOCK_SIZE elements) lives in registers;
                   one read, one write. Persistent grid (one wave of programs
                   that loop over tiles) so loads of the next tile are
                   software-pipelined (num_stages) behind the current one.
                   Also 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX on
-                  NVIDIA GPUs, one row a tile, pipelined in shared memory (see
-                  PIPELINED_ROWS).
+                  NVIDIA GPUs that _softmax_row_pairs cannot take, one row a
+                  tile, pipelined in shared memory (see PIPELINED_ROWS).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why).
+  _softmax_row_pairs 16-bit rows of 32768: the whole row kept in registers
+                  as loaded, two elements a 32-bit word, so that two programs
+                  share an SM (see PAIRED_ROW_WARPS).
   _softmax_smem_team 16-bit rows over GROUPED_ROW_MAX on NVIDIA GPUs: the split
                   team below, but each program holds its part of two rows in
                   shared memory (Gluon: Triton's language cannot name shared
@@ -119,7 +122,22 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # the rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at
 # the others (experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
-# 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
+# 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
+# Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs: the whole row in
+# registers as it was loaded, 32-bit words of two elements, PAIRED_ROW_WARPS warps. Each pass unpacks its
+# own fp32 values from the words, so no converted row stays alive between the passes: compiled for sm_90
+# by Triton 3.6, 57 registers a thread at 32768 on 16 warps (the row converted once: 100-108), so two
+# programs share an SM, one's loads under the other's reductions, as the fp32 row of the same 64 KB
+# (8192x16384, 97.8% of copy) runs. H200, % of copy, three rounds in one process (experiments/
+# sweep-h200-session20/): against the pipelined loop at 4096x32768 (call 2), bf16 88.1-88.6 -> 92.2, fp16
+# 89.1-89.2 -> 93.7-93.8 with y packed into words; with y's pairs converted joined (call 4: 14.4 / 13.4
+# SASS instructions an element for 15.75 / 14.75), 95.6-95.8 / 95.2-95.9, and 2048x32768 91.8-92.0
+# against the words' 86.2-88.1. Masked rows lost: 4096x30000 bf16 (the row padded to 32768) 87.2-87.7 ->
+# 85.9-86.2, so they keep the pipelined loop. Call 1 (benchmarks/explore/packed_rows.py): bf16 unpacked by
+# a shift took 68 registers, one program an SM, 59%; 32 warps (32 registers) 88.2-90.0; at 8192x16384
+# 95.5 against the grouped row's 96.5, which keeps those rows.
+PAIRED_ROW_WARPS = 16
+# Other 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
 # persistent grid and num_stages pipeline stages, where the GPU's shared memory holds at least
 # MIN_PIPELINED_STAGES of them (a stage is one row; _pipelined_stages): Triton turns the next rows' loads
 # into cp.async copies into shared memory, so an SM has two or three rows in flight behind the one it
@@ -224,6 +242,34 @@ def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, GRO
         e = _exp(xf - tl.max(xf, axis=0))
         y = e * (1.0 / tl.sum(e, axis=0))
     tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _unpair(words, dtype: tl.constexpr):
+    # 32-bit words of two 16-bit elements of `dtype` (the lower address in the low half): both as fp32
+    lo = words.to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    hi = (words >> 16).to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _softmax_row_pairs(x_ptr, y_ptr, stride_x, stride_y, zero, BLOCK_N: tl.constexpr):
+    # A row of exactly BLOCK_N elements (see PAIRED_ROW_WARPS). `zero` is 0, an argument the compiler
+    # cannot see through: the later passes unpack `words ^ zero` and `words ^ (zero >> 1)`, values it
+    # cannot prove equal to `words`, so it converts them again instead of holding the first pass's fp32
+    # row (twice the words' registers) across the reductions.
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_N // 2)
+    dtype = x_ptr.dtype.element_ty
+    words = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + row * (stride_x // 2) + offs)
+    lo, hi = _unpair(words, dtype)
+    m = tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0))
+    lo, hi = _unpair(words ^ zero, dtype)
+    shift = m * LOG2E + tl.log2(tl.sum(_exp(lo - m), axis=0) + tl.sum(_exp(hi - m), axis=0))
+    lo, hi = _unpair(words ^ (zero >> 1), dtype)
+    # y's pairs joined before their conversion: two convert in one instruction (F2FP on sm_90)
+    y = tl.reshape(tl.join(tl.exp2(lo * LOG2E - shift), tl.exp2(hi * LOG2E - shift)), (BLOCK_N,))
+    tl.store(y_ptr + row * stride_y + tl.arange(0, BLOCK_N), y.to(y_ptr.dtype.element_ty))
 
 
 if gluon is not None:
@@ -535,6 +581,11 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
         grid = (_rows_grid(M, rows, sms, occ, cfg),)
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+        return y
+
+    if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
+            and x.element_size() == y.element_size() == 2 and _rows_of_16(x2, y2)):
+        _softmax_row_pairs[(M,)](x2, y2, x2.stride(0), y2.stride(0), 0, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
         return y
 
     if GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2:
