@@ -421,6 +421,61 @@ def test_softmax_pairs_need_16bit_in_and_out_and_rows_of_16(monkeypatch):
     torch.testing.assert_close(m.softmax(wide, config=small).double(), m.softmax_ref(wide), rtol=2e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("M, N, dtype, occ, paired", [
+    # layernorm's bounds scaled down: SMEM_TEAM_ABOVE 128, WHOLE_ROW_MAX 512; 4 "SMs" in the interpreter,
+    # `occ` programs of the pairs an SM: PAIRED_MIN_ROWS_A_SLOT (10) rows a program slot
+    (80, 512, torch.bfloat16, 2, True),  # 10 rows a slot
+    (80, 256, torch.float16, 2, True),
+    (79, 512, torch.bfloat16, 2, False),  # one row short: the team's (or the whole row's)
+    (120, 512, torch.bfloat16, 3, True),
+    (80, 512, torch.bfloat16, 1, False),  # one program an SM: the pairs' point is two
+    (80, 400, torch.bfloat16, 2, False),  # not a power of two: no pairs (they have no masks)
+    (80, 128, torch.bfloat16, 2, False),  # up to SMEM_TEAM_ABOVE
+    (80, 512, torch.float32, 2, False),
+])
+def test_layernorm_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, M, N, dtype, occ, paired):
+    m = _template("layernorm")
+    m.SMEM_TEAM_ABOVE, m.WHOLE_ROW_MAX = 128, 512
+    launched, real = [], m._layernorm_row_pairs
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((grid, kw["BLOCK_N"], args[8], kw["num_warps"]))  # args[8]: `zero`
+                real[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_layernorm_row_pairs", Recorder())
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: occ)
+    x = torch.randn(M, N) * 2 + 0.5
+    x[0, -1] = 50.0  # in the last word's high half
+    x[1] += 300.0  # far off zero: the variance about the mean, not E[x^2] - mean^2
+    x[2] = 1.0  # all equal: variance 0
+    x[3] = 1.0
+    x[3, 1::2] = 1.0078125  # a variance of 1.5e-5, near eps: eps's place in rstd shows
+    x = x.to(dtype)
+    w, b = (torch.rand(N) + 0.5).to(dtype), torch.randn(N).to(dtype)
+    y = torch.full_like(x, float("nan"))
+    m.layernorm(x, w, b, out=y, config={"BLOCK_SIZE": 64})
+    assert launched == ([((M,), N, 0, m.PAIRED_ROW_WARPS)] if paired else [])
+    torch.testing.assert_close(y.double(), m.layernorm_ref(x, w, b), rtol=2e-2, atol=2e-2)
+
+
+def test_layernorm_pairs_need_16bit_x_w_b_and_y_alike_and_aligned(monkeypatch):
+    m = _template("layernorm")
+    m.SMEM_TEAM_ABOVE, m.WHOLE_ROW_MAX = 128, 512
+    monkeypatch.setattr(m, "_layernorm_row_pairs", None)  # a launch would raise
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 2)
+    x, w, b = torch.randn(80, 512).to(torch.bfloat16), torch.rand(512).to(torch.bfloat16), torch.randn(512).to(torch.bfloat16)
+    small = {"BLOCK_SIZE": 64}
+    for args, out in [((x, w.float(), b), None),  # fp32 w
+                      ((x, w, b), torch.empty(80, 512)),  # fp32 y
+                      ((torch.randn(80, 544).to(torch.bfloat16)[:, 1:513], w, b), None),  # rows 2 bytes off 16
+                      ((x, torch.rand(520).to(torch.bfloat16)[4:516], b), None)]:  # w 8 bytes off 16
+        y = m.layernorm(*args, out=out, config=small)
+        torch.testing.assert_close(y.double(), m.layernorm_ref(*args), rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("M, N, launch", [
     # (BLOCK_N, ROWS, EVEN) of _softmax_rows's launch under BLOCK_SIZE 256
     (8, 64, (64, 4, True)),  # rows of exactly BLOCK_N, whole tiles of 4: unmasked

@@ -18,6 +18,9 @@ Same structure as the softmax template:
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop (32 warps for rows over 32 KB,
                     w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
+  _layernorm_row_pairs 16-bit rows of 32768, enough of them: the whole row in
+                    registers as loaded, two elements a 32-bit word, two programs
+                    an SM (see PAIRED_ROW_WARPS).
   _layernorm_smem_team 16-bit rows over SMEM_TEAM_ABOVE on NVIDIA GPUs: the split
                     team, each program's part of two rows in shared memory
                     (Gluon, cp.async), up to six programs an SM, each part's
@@ -134,6 +137,24 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # rows of 1024 95.1-96.2 against 96.8-97.3 (call3-sweep/ against session 15's sweep). A persistent
 # program keeps its w and b for all its tiles.
 WB_PER_TILE_ABOVE = 2048
+# 16-bit rows of a power of two over SMEM_TEAM_ABOVE, up to WHOLE_ROW_MAX (32768), go to
+# _layernorm_row_pairs where two programs share an SM and there are at least PAIRED_MIN_ROWS_A_SLOT rows
+# for each program that the GPU holds at once: the whole row in registers as it was loaded, 32-bit words of
+# two elements (the softmax template's _softmax_row_pairs), PAIRED_ROW_WARPS warps. Each pass unpacks its
+# own fp32 values from `words ^ zero`, so no converted row lives across a reduction; y's pairs are
+# converted joined (one F2FP a pair); w and b stay in L1, x and y pass it by. Compiled for sm_90 by
+# Triton 3.6: 121 registers a thread on 8 warps, two programs an SM (on 16 warps the output pass holds
+# x's words and w's and b's at once: 84 registers, one program). H200, % of copy, bf16 / fp16, three
+# rounds in one process (experiments/sweep-h200-session20/call5-layernorm/; benchmarks/explore/
+# layernorm_pairs.py): 8192x32768 86.2-86.4 / 86.7-87.0 for the team -> 93.0-93.3 / 93.1; 4096x32768
+# 84.5-84.7 / 85.1-85.3 -> 88.7-88.8 / 88.6-88.9; 3072x32768 83.1-83.3 / 83.6-83.7 -> 85.1-85.3 / 85.4-85.5;
+# 2048x32768 80.7-81.0 / 81.4 -> 79.2-79.5 / 79.7-79.8. Fewer rows, less of the run at full rate: the first
+# rows' loads start together and the last wave leaves SMs with one row or none, so up to 7.8 rows a
+# program slot (2048 rows on 264) the team keeps them. What did not pay there: the sums of x - x[0] and
+# of its squares in one reduction (84.2-88.5 in bf16), w and b from L2 (fp16 85.2-85.6 at 4096x32768),
+# y packed into words (88.4 / 86.4-86.7, call 3).
+PAIRED_ROW_WARPS = 8
+PAIRED_MIN_ROWS_A_SLOT = 10
 
 
 def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -184,6 +205,41 @@ def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK
     b = tl.load(b_ptr + cols, mask=ok, other=None if EVEN else 0.0, cache_modifier=".cg" if W_IN_L1 else "")
     tl.store(y_ptr + row * stride_y + cols, (d * rstd * w + b.to(tl.float32)).to(y_ptr.dtype.element_ty), mask=ok,
              cache_modifier=".cs" if W_IN_L1 else "")
+
+
+@triton.jit
+def _unpair(words, dtype: tl.constexpr):
+    # 32-bit words of two 16-bit elements of `dtype` (the lower address in the low half): both as fp32
+    lo = words.to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    hi = (words >> 16).to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _layernorm_row_pairs(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, zero, BLOCK_N: tl.constexpr):
+    # A row of exactly BLOCK_N elements (see PAIRED_ROW_WARPS). `zero` is 0, an argument the compiler
+    # cannot see through: the later passes unpack `words ^ zero` and `words ^ (zero >> 1)`, values it
+    # cannot prove equal to `words`, so it converts them again instead of holding an fp32 row (twice the
+    # words' registers) across the reductions.
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_N // 2)
+    dtype = x_ptr.dtype.element_ty
+    words = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + row * (stride_x // 2) + offs,
+                    cache_modifier=".cg")
+    lo, hi = _unpair(words, dtype)
+    mean = (tl.sum(lo, axis=0) + tl.sum(hi, axis=0)) / N
+    lo, hi = _unpair(words ^ zero, dtype)
+    lo = lo - mean
+    hi = hi - mean
+    rstd = 1.0 / tl.sqrt((tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)) / N + eps)
+    lo, hi = _unpair(words ^ (zero >> 1), dtype)
+    wl, wh = _unpair(tl.load(w_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
+                     dtype)
+    bl, bh = _unpair(tl.load(b_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
+                     dtype)
+    # y's pairs joined before their conversion: two convert in one instruction (F2FP on sm_90)
+    y = tl.reshape(tl.join((lo - mean) * rstd * wl + bl, (hi - mean) * rstd * wh + bh), (BLOCK_N,))
+    tl.store(y_ptr + row * stride_y + tl.arange(0, BLOCK_N), y.to(y_ptr.dtype.element_ty), cache_modifier=".cs")
 
 
 @triton.jit
@@ -573,6 +629,9 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y
+    paired_rows = SMEM_TEAM_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
+    if paired_rows and _launch_row_pairs(x2, w, b, y2, eps, sms):
+        return y
     if N > SMEM_TEAM_ABOVE and _smem_team_run(x2, y2, w, b) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
         return y
     if N <= WHOLE_ROW_MAX:
@@ -601,6 +660,27 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     return y
 
 
+def _launch_row_pairs(x2, w, b, y2, eps, sms) -> bool:
+    """Launch _layernorm_row_pairs on rows of 16-bit x, w, b and y alike, aligned as _rows_of_16 says, where
+    two of its programs fit an SM and there are PAIRED_MIN_ROWS_A_SLOT rows for each; False otherwise."""
+    M, N = x2.shape
+    if not (x2.element_size() == 2 and x2.dtype == y2.dtype == w.dtype == b.dtype and _rows_of_16(x2, y2, w, b)):
+        return False
+    args = (x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, 0)
+    occ = _programs_per_sm(_layernorm_row_pairs, args, {"BLOCK_N": N}, PAIRED_ROW_WARPS, 1, x2.device)
+    if occ < 2 or M < PAIRED_MIN_ROWS_A_SLOT * occ * sms:
+        return False
+    _layernorm_row_pairs[(M,)](*args, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
+    return True
+
+
+def _rows_of_16(x2, y2, w, b) -> bool:
+    """Whether Triton sees the rows' length, row stride and start as multiples of 16 elements (it
+    specializes arguments on 16), and w and b starting on 16 bytes."""
+    rows_aligned = all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+    return rows_aligned and w.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+
+
 def _smem_team_run(x2, y2, w, b) -> bool:
     """Whether _layernorm_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
     (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
@@ -611,8 +691,7 @@ def _smem_team_run(x2, y2, w, b) -> bool:
         return False
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
-    rows_aligned = all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
-    return rows_aligned and w.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0  # w and b are copied too
+    return _rows_of_16(x2, y2, w, b)  # w and b are copied too
 
 
 def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
