@@ -359,7 +359,7 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
 
     monkeypatch.setattr(m, "_softmax_rows", Recorder())
     monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: asked.append(row_bytes) or stages)
-    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 1)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda kernel, *args: 2 if kernel is m._softmax_row_pairs else 1)
     x = torch.randn(20, N).to(dtype)
     y = m.softmax(x, config={"BLOCK_SIZE": 64})
     torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
@@ -371,17 +371,18 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
         assert launched == []
 
 
-@pytest.mark.parametrize("dtype, N, paired", [
-    # softmax's bounds scaled down: GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512
-    (torch.float16, 512, True),  # WHOLE_ROW_MAX itself
-    (torch.bfloat16, 512, True),
-    (torch.bfloat16, 256, True),
-    (torch.bfloat16, 400, False),  # padded to 512: the pipelined loop (the pairs have no masks)
-    (torch.bfloat16, 128, False),  # up to GROUPED_ROW_MAX: the grouped row
-    (torch.bfloat16, 1024, False),  # over WHOLE_ROW_MAX
-    (torch.float32, 512, False),  # fp32: no pairs
+@pytest.mark.parametrize("dtype, N, occ, paired", [
+    # softmax's bounds scaled down: GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512; `occ` programs of the pairs an SM
+    (torch.float16, 512, 2, True),  # WHOLE_ROW_MAX itself
+    (torch.bfloat16, 512, 2, True),
+    (torch.bfloat16, 256, 2, True),
+    (torch.bfloat16, 512, 1, False),  # one program an SM: the pairs' point is two
+    (torch.bfloat16, 400, 2, False),  # padded to 512: the pipelined loop (the pairs have no masks)
+    (torch.bfloat16, 128, 2, False),  # up to GROUPED_ROW_MAX: the grouped row
+    (torch.bfloat16, 1024, 2, False),  # over WHOLE_ROW_MAX
+    (torch.float32, 512, 2, False),  # fp32: no pairs
 ])
-def test_softmax_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, dtype, N, paired):
+def test_softmax_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, dtype, N, occ, paired):
     # Each pass unpacks the words again: a wrong half or a lost word shows against torch.
     m = _template("softmax")
     m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
@@ -395,6 +396,7 @@ def test_softmax_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, dty
             return run
 
     monkeypatch.setattr(m, "_softmax_row_pairs", Recorder())
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: occ)
     x = torch.randn(6, N) * 3
     x[0, -1] = 30.0  # the max in the last word's high half
     x[1, 0] = 30.0  # in the first word's low half
@@ -413,6 +415,7 @@ def test_softmax_pairs_need_16bit_in_and_out_and_rows_of_16(monkeypatch):
     m = _template("softmax")
     m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
     monkeypatch.setattr(m, "_softmax_row_pairs", None)  # a launch would raise
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 2)
     small = {"BLOCK_SIZE": 64}
     x = torch.randn(3, 512).to(torch.bfloat16)
     y = m.softmax(x, out=torch.empty(3, 512), config=small)  # fp32 out: Triton's conversion on the store

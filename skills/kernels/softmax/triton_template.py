@@ -123,7 +123,8 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # the others (experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
 # 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
-# Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs: the whole row in
+# Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs where two of its programs
+# fit an SM (the launcher asks the compiled kernel): the whole row in
 # registers as it was loaded, 32-bit words of two elements, PAIRED_ROW_WARPS warps. Each pass unpacks its
 # own fp32 values from the words, so no converted row stays alive between the passes: compiled for sm_90
 # by Triton 3.6, 57 registers a thread at 32768 on 16 warps (the row converted once: 100-108), so two
@@ -585,8 +586,10 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
 
     if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
             and x.element_size() == y.element_size() == 2 and _rows_of_16(x2, y2)):
-        _softmax_row_pairs[(M,)](x2, y2, x2.stride(0), y2.stride(0), 0, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
-        return y
+        args = (x2, y2, x2.stride(0), y2.stride(0), 0)
+        if _programs_per_sm(_softmax_row_pairs, args, {"BLOCK_N": N}, PAIRED_ROW_WARPS, 1, dev) >= 2:
+            _softmax_row_pairs[(M,)](*args, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
+            return y
 
     if GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2:
         stages = _pipelined_stages(dev, triton.next_power_of_2(N) * x.element_size())
