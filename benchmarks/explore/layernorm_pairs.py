@@ -29,6 +29,9 @@ each a barrier and a round trip through shared memory, and three unpackings of t
 reduction of the sums of d = x - k and d^2 (k the row's first element) drops one barrier and one
 unpacking (about 2 of 17 instructions an element). w alone in L1 (b from L2) as the fp32 row keeps it.
 Prediction: one reduction +1-2 points; w alone in L1 within a point of both.
+Outcome (call5-layernorm/): one reduction falsified (84.2-88.5 in bf16, -0.5 to -4.5 points); w alone
+within 0.3 of w and b; the rows decide: pairs 93.1 at 8192x32768, 88.7 at 4096, 85.3 at 3072, 79.5 at
+2048 against the team's 86.3 / 84.6 / 83.2 / 80.8. The template's _layernorm_row_pairs came of it.
 
 Each variant is checked against torch in fp32 (output poisoned first), then timed, A B A B.
 """

@@ -17,6 +17,10 @@ thread on 32 warps in fp16 and bf16 (53 unsalted), no spill: two programs an SM;
 and b loads are hoisted), 32 with 88 bytes spilled under maxnreg 32.
 Prediction: softmax 4096x32768 16-bit 92-96% of copy (the fp32 row of 64 KB, 97.8, less the unpacking);
 layernorm under maxnreg 32 +2-5 points over its team if the spill stays in L1, level or worse if not.
+Outcome (experiments/sweep-h200-session20/call1-packed/): softmax fp16 on 16 warps (61 registers, two
+programs an SM) 92.7-93.4% against the template's 88.6; bf16 unpacked by a shift took 68 registers, one
+program an SM, 59%; 32 warps 88.2-90.0 (softmax) and 69-70 (layernorm, any cap): falsified there. The
+template's _softmax_row_pairs came of it (16 warps, bf16 unpacked by Triton's conversion).
 
 Each variant is checked against torch in fp32 (output poisoned first), then timed, A B A B.
 """
