@@ -424,51 +424,100 @@ def test_softmax_pairs_need_16bit_in_and_out_and_rows_of_16(monkeypatch):
     torch.testing.assert_close(m.softmax(wide, config=small).double(), m.softmax_ref(wide), rtol=2e-2, atol=2e-3)
 
 
-@pytest.mark.parametrize("M, N, dtype, occ, paired", [
-    # layernorm's bounds scaled down: SMEM_TEAM_ABOVE 128, WHOLE_ROW_MAX 512; 4 "SMs" in the interpreter,
-    # `occ` programs of the pairs an SM: PAIRED_MIN_ROWS_A_SLOT (10) rows a program slot
-    (80, 512, torch.bfloat16, 2, True),  # 10 rows a slot
-    (80, 256, torch.float16, 2, True),
-    (79, 512, torch.bfloat16, 2, False),  # one row short: the team's (or the whole row's)
-    (120, 512, torch.bfloat16, 3, True),
-    (80, 512, torch.bfloat16, 1, False),  # one program an SM: the pairs' point is two
-    (80, 400, torch.bfloat16, 2, False),  # not a power of two: no pairs (they have no masks)
-    (80, 128, torch.bfloat16, 2, False),  # up to SMEM_TEAM_ABOVE
-    (80, 512, torch.float32, 2, False),
-])
-def test_layernorm_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, M, N, dtype, occ, paired):
-    m = _template("layernorm")
-    m.SMEM_TEAM_ABOVE, m.WHOLE_ROW_MAX = 128, 512
-    launched, real = [], m._layernorm_row_pairs
+def _half_word(half: torch.Tensor) -> int:
+    """The word _layernorm_half_rows posts for a half row: its mean's fp32 bits high, its M2's low."""
+    half = half.float()
+    mean = half.mean()
+    m2 = ((half - mean) ** 2).sum()
+    return (int(mean.view(torch.int32)) << 32) | (int(m2.view(torch.int32)) & 0xFFFFFFFF)
 
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((grid, kw["BLOCK_N"], args[8], kw["num_warps"]))  # args[8]: `zero`
-                real[grid](*args, **kw)
-            return run
 
-    monkeypatch.setattr(m, "_layernorm_row_pairs", Recorder())
-    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: occ)
+def _layernorm_rows_for_halves(M, N, dtype):
     x = torch.randn(M, N) * 2 + 0.5
     x[0, -1] = 50.0  # in the last word's high half
     x[1] += 300.0  # far off zero: the variance about the mean, not E[x^2] - mean^2
+    x[1, N // 2:] += 40.0  # halves with different means: Chan's merge term carries the variance
     x[2] = 1.0  # all equal: variance 0
     x[3] = 1.0
     x[3, 1::2] = 1.0078125  # a variance of 1.5e-5, near eps: eps's place in rstd shows
     x = x.to(dtype)
     w, b = (torch.rand(N) + 0.5).to(dtype), torch.randn(N).to(dtype)
+    return x, w, b
+
+
+@pytest.mark.parametrize("M, N, dtype, occ, halves", [
+    # layernorm's bounds scaled down: SMEM_TEAM_ABOVE 128, WHOLE_ROW_MAX 512; 4 "SMs" in the interpreter,
+    # `occ` programs of the halves an SM: HALF_ROW_MIN_WAVES (3) waves of 2M programs over 4 x occ
+    (24, 512, torch.bfloat16, 4, True),  # 48 programs: three waves of 16
+    (24, 256, torch.float16, 4, True),
+    (23, 512, torch.bfloat16, 4, False),  # a program short: the team's (or the whole row's)
+    (30, 512, torch.float16, 5, True),
+    (24, 512, torch.bfloat16, 3, False),  # three programs an SM: not what was measured
+    (24, 400, torch.bfloat16, 4, False),  # not a power of two: no halves (they have no masks)
+    (24, 128, torch.bfloat16, 4, False),  # up to SMEM_TEAM_ABOVE
+    (24, 512, torch.float32, 4, False),
+])
+def test_layernorm_16bit_rows_of_32768_go_to_two_programs_a_row(monkeypatch, M, N, dtype, occ, halves):
+    # The interpreter runs programs one after another, so a half would wait for its partner in vain: here
+    # each second half's word is posted ahead (as its program would post it), and each first half takes it.
+    m = _template("layernorm")
+    m.SMEM_TEAM_ABOVE, m.WHOLE_ROW_MAX = 128, 512
+    launched, real = [], m._layernorm_half_rows
+    x, w, b = _layernorm_rows_for_halves(M, N, dtype)
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                words = args[4]
+                launched.append((grid, kw["HALF"], args[9], kw["num_warps"], words.eq(-1).all().item()))
+                for r in range(M):
+                    words[2 * r + 1] = _half_word(x[r, N // 2:])
+                real[grid](*args, **kw)
+                # each first half took its partner's word; each second half posted its own, as ahead
+                assert words[0::2].eq(-1).all()
+                for r in range(M):
+                    posted = words[2 * r + 1:2 * r + 2].view(torch.float32)  # little-endian: M2, then the mean
+                    ahead = torch.tensor([_half_word(x[r, N // 2:])]).view(torch.float32)
+                    torch.testing.assert_close(posted, ahead, rtol=1e-5, atol=1e-3)
+            return run
+
+    monkeypatch.setattr(m, "_layernorm_half_rows", Recorder())
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: occ)
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
     y = torch.full_like(x, float("nan"))
     m.layernorm(x, w, b, out=y, config={"BLOCK_SIZE": 64})
-    assert launched == ([((M,), N, 0, m.PAIRED_ROW_WARPS)] if paired else [])
+    assert launched == ([((2 * M,), N // 2, 0, m.HALF_ROW_WARPS, True)] if halves else [])
     torch.testing.assert_close(y.double(), m.layernorm_ref(x, w, b), rtol=2e-2, atol=2e-2)
 
 
-def test_layernorm_pairs_need_16bit_x_w_b_and_y_alike_and_aligned(monkeypatch):
+def test_layernorm_half_rows_stay_off_the_interpreter(monkeypatch):
     m = _template("layernorm")
     m.SMEM_TEAM_ABOVE, m.WHOLE_ROW_MAX = 128, 512
-    monkeypatch.setattr(m, "_layernorm_row_pairs", None)  # a launch would raise
-    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 2)
+    monkeypatch.setattr(m, "_layernorm_half_rows", None)  # a launch would raise
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 4)
+    x, w, b = _layernorm_rows_for_halves(24, 512, torch.bfloat16)
+    torch.testing.assert_close(m.layernorm(x, w, b).double(), m.layernorm_ref(x, w, b), rtol=2e-2, atol=2e-2)
+
+
+def test_a_half_row_whose_partner_never_comes_writes_nan_and_withdraws_its_word():
+    # In the interpreter no half ever meets its partner: each waits SPIN tries, withdraws its post, writes
+    # NaN; the words are left as found (the next launch must not take a stale half).
+    m = _template("layernorm")
+    x, w, b = _layernorm_rows_for_halves(4, 256, torch.float16)
+    y = torch.zeros_like(x)
+    words = torch.full((8,), -1, dtype=torch.int64)
+    m._layernorm_half_rows[(8,)](x, w, b, y, words, 256, x.stride(0), y.stride(0), m.EPS, 0, HALF=128, SPIN=3,
+                                 num_warps=m.HALF_ROW_WARPS)
+    assert y.isnan().all()
+    assert words.eq(-1).all()
+
+
+def test_layernorm_halves_need_16bit_x_w_b_and_y_alike_and_aligned(monkeypatch):
+    m = _template("layernorm")
+    m.SMEM_TEAM_ABOVE, m.WHOLE_ROW_MAX = 128, 512
+    monkeypatch.setattr(m, "_layernorm_half_rows", None)  # a launch would raise
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 4)
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
     x, w, b = torch.randn(80, 512).to(torch.bfloat16), torch.rand(512).to(torch.bfloat16), torch.randn(512).to(torch.bfloat16)
     small = {"BLOCK_SIZE": 64}
     for args, out in [((x, w.float(), b), None),  # fp32 w

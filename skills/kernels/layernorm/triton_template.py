@@ -18,9 +18,10 @@ Same structure as the softmax template:
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop (32 warps for rows over 32 KB,
                     w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
-  _layernorm_row_pairs 16-bit rows of 32768, enough of them: the whole row in
-                    registers as loaded, two elements a 32-bit word, two programs
-                    an SM (see PAIRED_ROW_WARPS).
+  _layernorm_half_rows 16-bit rows of 32768, enough of them: two programs a row,
+                    each half of it in registers as loaded, two elements a 32-bit
+                    word; the halves trade (mean, M2) in one 64-bit word (see
+                    HALF_ROW_WARPS).
   _layernorm_smem_team 16-bit rows over SMEM_TEAM_ABOVE on NVIDIA GPUs: the split
                     team, each program's part of two rows in shared memory
                     (Gluon, cp.async), up to six programs an SM, each part's
@@ -138,23 +139,33 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # program keeps its w and b for all its tiles.
 WB_PER_TILE_ABOVE = 2048
 # 16-bit rows of a power of two over SMEM_TEAM_ABOVE, up to WHOLE_ROW_MAX (32768), go to
-# _layernorm_row_pairs where two programs share an SM and there are at least PAIRED_MIN_ROWS_A_SLOT rows
-# for each program that the GPU holds at once: the whole row in registers as it was loaded, 32-bit words of
-# two elements (the softmax template's _softmax_row_pairs), PAIRED_ROW_WARPS warps. Each pass unpacks its
-# own fp32 values from `words ^ zero`, so no converted row lives across a reduction; y's pairs are
-# converted joined (one F2FP a pair); w and b stay in L1, x and y pass it by. Compiled for sm_90 by
-# Triton 3.6: 121 registers a thread on 8 warps, two programs an SM (on 16 warps the output pass holds
-# x's words and w's and b's at once: 84 registers, one program). H200, % of copy, bf16 / fp16, three
-# rounds in one process (experiments/sweep-h200-session20/call5-layernorm/; benchmarks/explore/
-# layernorm_pairs.py): 8192x32768 86.2-86.4 / 86.7-87.0 for the team -> 93.0-93.3 / 93.1; 4096x32768
-# 84.5-84.7 / 85.1-85.3 -> 88.7-88.8 / 88.6-88.9; 3072x32768 83.1-83.3 / 83.6-83.7 -> 85.1-85.3 / 85.4-85.5;
-# 2048x32768 80.7-81.0 / 81.4 -> 79.2-79.5 / 79.7-79.8. Fewer rows, less of the run at full rate: the first
-# rows' loads start together and the last wave leaves SMs with one row or none, so up to 7.8 rows a
-# program slot (2048 rows on 264) the team keeps them. What did not pay there: the sums of x - x[0] and
-# of its squares in one reduction (84.2-88.5 in bf16), w and b from L2 (fp16 85.2-85.6 at 4096x32768),
-# y packed into words (88.4 / 86.4-86.7, call 3).
-PAIRED_ROW_WARPS = 8
-PAIRED_MIN_ROWS_A_SLOT = 10
+# _layernorm_half_rows where four of its programs share an SM and they make at least HALF_ROW_MIN_WAVES waves
+# (rows x 2 over the programs the GPU holds at once): programs 2r and 2r + 1 hold the first and second half
+# of row r as it was loaded, 32-bit words of two elements, HALF_ROW_WARPS warps. Each pass unpacks its own
+# fp32 values from `words ^ zero` (the softmax template's _softmax_row_pairs), so no converted half lives
+# across a reduction; each half takes its mean and M2 (the sum of squares about that mean), posts them as one
+# 64-bit word and takes its partner's (Chan's merge: M2 = M2a + M2b + (ma - mb)^2 N / 4); y's pairs are
+# converted joined (one F2FP a pair); w and b stay in L1, x and y pass it by. Compiled for sm_90 by Triton
+# 3.6: 57-59 registers on 8 warps, four programs an SM. Why halves: a whole row a program (two an SM, 121
+# registers; session 20) read 98.6-98.9% of copy a row but cost 14.7-15.1 us a call besides, about 1.8
+# times one program's row, whatever the last wave's fill: every program loads its first row at once and
+# nothing is written, and the last rows run on an emptying GPU. Half the work a program, half that cost.
+# H200, % of copy, bf16 / fp16, two rounds in one process (experiments/sweep-h200-session21/, benchmarks/
+# explore/layernorm_half_rows.py), the halves against what served the rows before (the shared-memory team
+# up to 2048 rows, then the whole row in pairs): 1024x32768 75.1-75.2 / 77.0-77.6 against 75.0 / 75.9-76.1,
+# 2048x32768 84.3 / 86.4-86.5 against 82.0-82.2 / 82.8-82.9, 3072x32768 88.0 / 90.0 against 85.3 / 84.7-84.8,
+# 4096x32768 90.0-90.2 / 91.9-92.3 against 88.6 / 88.4-88.6, 8192x32768 92.6-92.8 / 94.3-94.4 against 92.9 /
+# 92.3-92.4, 16384x32768 94.4-94.5 / 96.2-96.3 against 95.3 / 95.1 (the one shape the whole row keeps, by 0.9
+# in bf16: not worth a second kernel). At 512x32768 (1.9 waves) the team leads (63.5 / 64.5 against 61.3-61.8 /
+# 63.1-63.4). What did not pay: the posts and takes as release / acquire atomics (77.4-80.5 at 4096x32768:
+# each fence waits out the program's traffic), 4 warps (72-73) or 16 (84-87), bf16 unpacked by shifts (90
+# registers: two programs an SM), halves of rows of 65536 (70.8-80.5 against the team's 79.7-84.7).
+HALF_ROW_WARPS = 8
+HALF_ROW_MIN_WAVES = 3
+HALF_ROW_PROGRAMS_PER_SM = 4
+# A half-row word nobody has posted. No fp32 mean has all 32 bits set, and those bits are a NaN: a half
+# whose partner never came (after MAX_SPIN tries) merges NaN and writes it, wrong but never a hang.
+NO_HALF = tl.constexpr(-1)
 
 
 def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -216,30 +227,64 @@ def _unpair(words, dtype: tl.constexpr):
 
 
 @triton.jit
-def _layernorm_row_pairs(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, zero, BLOCK_N: tl.constexpr):
-    # A row of exactly BLOCK_N elements (see PAIRED_ROW_WARPS). `zero` is 0, an argument the compiler
-    # cannot see through: the later passes unpack `words ^ zero` and `words ^ (zero >> 1)`, values it
-    # cannot prove equal to `words`, so it converts them again instead of holding an fp32 row (twice the
-    # words' registers) across the reductions.
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK_N // 2)
+def _layernorm_half_rows(x_ptr, w_ptr, b_ptr, y_ptr, words_ptr, N, stride_x, stride_y, eps, zero,
+                         HALF: tl.constexpr, SPIN: tl.constexpr):
+    # Programs 2r and 2r + 1 take row r's first and second HALF elements (see HALF_ROW_WARPS). `zero` is 0,
+    # an argument the compiler cannot see through: the later passes unpack `words ^ zero` and
+    # `words ^ (zero >> 1)`, values it cannot prove equal to `words`, so it converts them again instead of
+    # holding an fp32 half row (twice the words' registers) across the reductions.
+    pid = tl.program_id(0)
+    row = (pid // 2).to(tl.int64)
+    start = (pid % 2) * (HALF // 2)  # in words
+    offs = start + tl.arange(0, HALF // 2)
     dtype = x_ptr.dtype.element_ty
     words = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + row * (stride_x // 2) + offs,
                     cache_modifier=".cg")
     lo, hi = _unpair(words, dtype)
-    mean = (tl.sum(lo, axis=0) + tl.sum(hi, axis=0)) / N
+    mean = (tl.sum(lo, axis=0) + tl.sum(hi, axis=0)) / HALF
     lo, hi = _unpair(words ^ zero, dtype)
     lo = lo - mean
     hi = hi - mean
-    rstd = 1.0 / tl.sqrt((tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)) / N + eps)
+    m2 = tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)
+    theirs = _trade_halves(words_ptr, pid, mean, m2, SPIN)
+    their_mean = (theirs >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    their_m2 = theirs.to(tl.int32).to(tl.float32, bitcast=True)
+    d = mean - their_mean
+    rstd = 1.0 / tl.sqrt((m2 + their_m2 + d * d * (HALF * 0.5)) / N + eps)
+    mean = (mean + their_mean) * 0.5
     lo, hi = _unpair(words ^ (zero >> 1), dtype)
     wl, wh = _unpair(tl.load(w_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
                      dtype)
     bl, bh = _unpair(tl.load(b_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
                      dtype)
     # y's pairs joined before their conversion: two convert in one instruction (F2FP on sm_90)
-    y = tl.reshape(tl.join((lo - mean) * rstd * wl + bl, (hi - mean) * rstd * wh + bh), (BLOCK_N,))
-    tl.store(y_ptr + row * stride_y + tl.arange(0, BLOCK_N), y.to(y_ptr.dtype.element_ty), cache_modifier=".cs")
+    y = tl.reshape(tl.join((lo - mean) * rstd * wl + bl, (hi - mean) * rstd * wh + bh), (HALF,))
+    tl.store(y_ptr + row * stride_y + 2 * start + tl.arange(0, HALF), y.to(y_ptr.dtype.element_ty),
+             cache_modifier=".cs")
+
+
+@triton.jit
+def _trade_halves(words_ptr, pid, mean, m2, SPIN: tl.constexpr):
+    # Post this half's (mean, M2) as one word (mean's bits high) and take the partner's (program pid ^ 1),
+    # leaving NO_HALF in its place: a launch leaves the words as it found them (CUDA graphs replay safely).
+    # Each word carries its own data, so relaxed atomics do: a release would wait for this program's
+    # traffic to drain (77-80% of copy at 4096x32768 against 90-92). After SPIN tries the program withdraws
+    # its post, unless the partner already took it (its own post then came first: wait for that once more).
+    mine = (mean.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (m2.to(tl.int32, bitcast=True).to(tl.int64)
+                                                                  & 0xFFFFFFFF)
+    tl.atomic_xchg(words_ptr + pid, mine, sem="relaxed")
+    theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
+    spins = 0
+    while (theirs == NO_HALF) & (spins < SPIN):
+        theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
+        spins += 1
+    if theirs == NO_HALF:
+        if tl.atomic_xchg(words_ptr + pid, NO_HALF, sem="relaxed") == NO_HALF:
+            spins = 0
+            while (theirs == NO_HALF) & (spins < SPIN):
+                theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
+                spins += 1
+    return theirs
 
 
 @triton.jit
@@ -540,6 +585,7 @@ def _layernorm_streamed(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps,
 _OCCUPANCY = {}
 _WORKSPACE = {}
 _TEAM_WORDS = {}
+_HALF_ROW_WORDS = {}
 _TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
 
@@ -629,8 +675,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y
-    paired_rows = SMEM_TEAM_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
-    if paired_rows and _launch_row_pairs(x2, w, b, y2, eps, sms):
+    half_rows = SMEM_TEAM_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
+    if half_rows and _launch_half_rows(x2, w, b, y2, eps, sms):
         return y
     if N > SMEM_TEAM_ABOVE and _smem_team_run(x2, y2, w, b) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
         return y
@@ -660,18 +706,30 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     return y
 
 
-def _launch_row_pairs(x2, w, b, y2, eps, sms) -> bool:
-    """Launch _layernorm_row_pairs on rows of 16-bit x, w, b and y alike, aligned as _rows_of_16 says, where
-    two of its programs fit an SM and there are PAIRED_MIN_ROWS_A_SLOT rows for each; False otherwise."""
+def _launch_half_rows(x2, w, b, y2, eps, sms) -> bool:
+    """Launch _layernorm_half_rows on rows of 16-bit x, w, b and y alike, aligned as _rows_of_16 says, where
+    HALF_ROW_PROGRAMS_PER_SM of its programs fit an SM and make HALF_ROW_MIN_WAVES waves; False otherwise,
+    and in the interpreter, whose programs run one after another: a half would wait for a partner to come."""
     M, N = x2.shape
-    if not (x2.element_size() == 2 and x2.dtype == y2.dtype == w.dtype == b.dtype and _rows_of_16(x2, y2, w, b)):
+    if _interpreting() or not (x2.element_size() == 2 and x2.dtype == y2.dtype == w.dtype == b.dtype
+                               and _rows_of_16(x2, y2, w, b)):
         return False
-    args = (x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps, 0)
-    occ = _programs_per_sm(_layernorm_row_pairs, args, {"BLOCK_N": N}, PAIRED_ROW_WARPS, 1, x2.device)
-    if occ < 2 or M < PAIRED_MIN_ROWS_A_SLOT * occ * sms:
+    args = (x2, w, b, y2, _half_row_words(x2.device, 2 * M), N, x2.stride(0), y2.stride(0), eps, 0)
+    consts = {"HALF": N // 2, "SPIN": MAX_SPIN}
+    occ = _programs_per_sm(_layernorm_half_rows, args, consts, HALF_ROW_WARPS, 1, x2.device)
+    if occ < HALF_ROW_PROGRAMS_PER_SM or 2 * M < HALF_ROW_MIN_WAVES * occ * sms:
         return False
-    _layernorm_row_pairs[(M,)](*args, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
+    _layernorm_half_rows[(2 * M,)](*args, **consts, num_warps=HALF_ROW_WARPS)
     return True
+
+
+def _half_row_words(device, n_programs: int):
+    """_layernorm_half_rows's words, one a program, NO_HALF; the kernel leaves them so."""
+    words = _HALF_ROW_WORDS.get(device)
+    if words is None or words.numel() < n_programs:
+        words = torch.full((n_programs,), NO_HALF.value, device=device, dtype=torch.int64)
+        _HALF_ROW_WORDS[device] = words
+    return words
 
 
 def _rows_of_16(x2, y2, w, b) -> bool:
