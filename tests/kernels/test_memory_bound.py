@@ -496,7 +496,8 @@ def test_layernorm_half_rows_stay_off_the_interpreter(monkeypatch):
     monkeypatch.setattr(m, "_layernorm_half_rows", None)  # a launch would raise
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 4)
     x, w, b = _layernorm_rows_for_halves(24, 512, torch.bfloat16)
-    torch.testing.assert_close(m.layernorm(x, w, b).double(), m.layernorm_ref(x, w, b), rtol=2e-2, atol=2e-2)
+    y = m.layernorm(x, w, b, config={"BLOCK_SIZE": 64})
+    torch.testing.assert_close(y.double(), m.layernorm_ref(x, w, b), rtol=2e-2, atol=2e-2)
 
 
 def test_a_half_row_whose_partner_never_comes_writes_nan_and_withdraws_its_word():
@@ -526,6 +527,91 @@ def test_layernorm_halves_need_16bit_x_w_b_and_y_alike_and_aligned(monkeypatch):
                       ((x, torch.rand(520).to(torch.bfloat16)[4:516], b), None)]:  # w 8 bytes off 16
         y = m.layernorm(*args, out=out, config=small)
         torch.testing.assert_close(y.double(), m.layernorm_ref(*args), rtol=2e-2, atol=2e-2)
+
+
+def _rmsnorm_rows_for_halves(M, N, dtype):
+    x = torch.randn(M, N) * 2 + 0.5
+    x[0, -1] = 50.0  # in the last word's high half
+    x[1, N // 2:] *= 30.0  # halves of very different sums: each counts
+    x[2] = 0.0  # all zero: rstd is 1 / sqrt(eps), y zero
+    x[3] = 1e-3  # mean square 1e-6, eps's size: eps's place shows
+    return x.to(dtype), (torch.rand(N) + 0.5).to(dtype)
+
+
+@pytest.mark.parametrize("M, N, dtype, occ, halves", [
+    # rmsnorm's bounds scaled down: HALF_ROWS_ABOVE 128, WHOLE_ROW_MAX 512, BLOCK_SIZE 64; 4 "SMs" in the
+    # interpreter, `occ` programs of the halves an SM: HALF_ROW_MIN_WAVES (5) waves of 2M programs over 4 x occ
+    (20, 512, torch.float32, 2, True),  # 40 programs: five waves of 8
+    (19, 512, torch.float32, 2, False),  # a program short of five waves: the whole row
+    (20, 256, torch.float32, 2, True),
+    (20, 512, torch.float32, 1, False),  # one fp32 program an SM: fewer than measured
+    (30, 512, torch.bfloat16, 3, True),  # 16-bit in pairs: 60 programs, five waves of 12
+    (30, 512, torch.float16, 3, True),
+    (29, 512, torch.bfloat16, 3, False),
+    (30, 512, torch.bfloat16, 2, False),  # two 16-bit programs an SM: fewer than measured
+    (30, 400, torch.bfloat16, 3, False),  # not a power of two: no halves (they have no masks)
+    (30, 128, torch.float32, 3, False),  # up to HALF_ROWS_ABOVE: the whole row
+])
+def test_rmsnorm_rows_of_32768_go_to_two_programs_a_row(monkeypatch, M, N, dtype, occ, halves):
+    # As layernorm's: the interpreter runs programs one after another, so each second half's word (its
+    # sum of squares's bits, low) is posted ahead, as its program would post it.
+    m = _template("rmsnorm")
+    m.HALF_ROWS_ABOVE, m.WHOLE_ROW_MAX = 128, 512
+    launched, real = [], m._rmsnorm_half_rows
+    x, w = _rmsnorm_rows_for_halves(M, N, dtype)
+    ahead = [int((x[r, N // 2:].float() ** 2).sum().view(torch.int32)) & 0xFFFFFFFF for r in range(M)]
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                words = args[3]
+                launched.append((grid, kw["HALF"], kw["PAIRS"], args[8], kw["num_warps"], words.eq(-1).all().item()))
+                words[1::2] = torch.tensor(ahead)
+                real[grid](*args, **kw)
+                assert words[0::2].eq(-1).all()  # each first half took its partner's word
+                posted = words[1::2].to(torch.int32).view(torch.float32)  # each second half's, as ahead
+                torch.testing.assert_close(posted, torch.tensor(ahead).to(torch.int32).view(torch.float32),
+                                           rtol=1e-5, atol=0)
+            return run
+
+    monkeypatch.setattr(m, "_rmsnorm_half_rows", Recorder())
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: occ)
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
+    y = torch.full_like(x, float("nan"))
+    m.rmsnorm(x, w, out=y, config={"BLOCK_SIZE": 64})
+    pairs = dtype != torch.float32
+    assert launched == ([((2 * M,), N // 2, pairs, 0, m.HALF_ROW_WARPS, True)] if halves else [])
+    torch.testing.assert_close(y.double(), m.rmsnorm_ref(x, w), rtol=2e-2 if pairs else 1e-5,
+                               atol=2e-2 if pairs else 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_rmsnorm_half_row_whose_partner_never_comes_writes_nan_and_withdraws_its_word(dtype):
+    m = _template("rmsnorm")
+    x, w = _rmsnorm_rows_for_halves(4, 256, dtype)
+    y = torch.zeros_like(x)
+    words = torch.full((8,), -1, dtype=torch.int64)
+    m._rmsnorm_half_rows[(8,)](x, w, y, words, 256, x.stride(0), y.stride(0), m.EPS, 0, HALF=128, SPIN=3,
+                               PAIRS=dtype != torch.float32, num_warps=m.HALF_ROW_WARPS)
+    assert y.isnan().all()
+    assert words.eq(-1).all()
+
+
+def test_rmsnorm_halves_stay_off_the_interpreter_and_need_16bit_x_w_y_alike_and_aligned(monkeypatch):
+    m = _template("rmsnorm")
+    m.HALF_ROWS_ABOVE, m.WHOLE_ROW_MAX = 128, 512
+    monkeypatch.setattr(m, "_rmsnorm_half_rows", None)  # a launch would raise
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    x, w = _rmsnorm_rows_for_halves(40, 512, torch.bfloat16)
+    small = {"BLOCK_SIZE": 64}
+    torch.testing.assert_close(m.rmsnorm(x, w, config=small).double(), m.rmsnorm_ref(x, w), rtol=2e-2, atol=2e-2)
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
+    for args, out in [((x, w.float()), None),  # fp32 w
+                      ((x, w), torch.empty(40, 512)),  # fp32 y
+                      ((torch.randn(40, 544).to(torch.bfloat16)[:, 1:513], w), None),  # rows 2 bytes off 16
+                      ((x, torch.rand(520).to(torch.bfloat16)[4:516]), None)]:  # w 8 bytes off 16
+        y = m.rmsnorm(*args, out=out, config=small)
+        torch.testing.assert_close(y.double(), m.rmsnorm_ref(*args), rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("M, N, launch", [

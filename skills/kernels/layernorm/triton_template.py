@@ -158,8 +158,11 @@ WB_PER_TILE_ABOVE = 2048
 # 92.3-92.4, 16384x32768 94.4-94.5 / 96.2-96.3 against 95.3 / 95.1 (the one shape the whole row keeps, by 0.9
 # in bf16: not worth a second kernel). At 512x32768 (1.9 waves) the team leads (63.5 / 64.5 against 61.3-61.8 /
 # 63.1-63.4). What did not pay: the posts and takes as release / acquire atomics (77.4-80.5 at 4096x32768:
-# each fence waits out the program's traffic), 4 warps (72-73) or 16 (84-87), bf16 unpacked by shifts (90
-# registers: two programs an SM), halves of rows of 65536 (70.8-80.5 against the team's 79.7-84.7).
+# each fence waits out the program's traffic), 4 warps (72-73) or 16 (84-87), halves of rows of 65536
+# (70.8-80.5 against the team's 79.7-84.7). bf16 trails fp16 by about 2 points: its unpacking is three
+# instructions an element where fp16's is one (1272 against 1112 SASS instructions); unpacked by a shift
+# and a mask instead (1104, in inline assembly or not), ptxas holds more of it: 86-90 registers, two
+# programs an SM, not four.
 HALF_ROW_WARPS = 8
 HALF_ROW_MIN_WAVES = 3
 HALF_ROW_PROGRAMS_PER_SM = 4

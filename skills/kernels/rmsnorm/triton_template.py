@@ -11,6 +11,9 @@ Same structure as the softmax template (see its docstring):
                   per program, persistent grid: one read, one write.
   _rmsnorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop.
+  _rmsnorm_half_rows rows of 32768, enough of them: two programs a row, each half
+                  of it in registers (16-bit as loaded, two elements a 32-bit
+                  word), trading their sums of squares (see HALF_ROW_WARPS).
   _rmsnorm_smem_team 16-bit rows over WHOLE_ROW_MAX on NVIDIA GPUs: the split
                   team, each program's part of two rows in shared memory (Gluon,
                   cp.async), up to six programs an SM, each partial one 64-bit
@@ -64,6 +67,28 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+# Rows of a power of two over HALF_ROWS_ABOVE, up to WHOLE_ROW_MAX (32768), go to _rmsnorm_half_rows where
+# its programs make at least HALF_ROW_MIN_WAVES waves (rows x 2 over the programs the GPU holds at once)
+# and as many fit an SM as were measured (HALF_ROW_PROGRAMS_PER_SM, by element size): programs 2r and
+# 2r + 1 take the first and second half of row r, HALF_ROW_WARPS warps, and trade their sums of squares,
+# each one 64-bit word (the layernorm template's _layernorm_half_rows says how and why). fp32 halves are
+# loaded as they are (a half row of 32768 is a row of 16384, which the whole row reads at 96%); 16-bit ones
+# (x, w and y of one dtype, rows of 16) are held as loaded, 32-bit words of two elements, the output pass
+# unpacking `words ^ zero` (converted, a 16-bit half took 88 registers: 80-85% of copy). Compiled for sm_90
+# by Triton 3.6: fp32 114 registers (two programs an SM), 16-bit 70 (three). H200, % of copy, the whole
+# row -> halves, two rounds in one process (experiments/sweep-h200-session21/call7-rmsnorm/, call8-rmsnorm-
+# pairs/; benchmarks/explore/rmsnorm_half_rows.py), fp32 / bf16 / fp16: 1024x32768 83.6-84.2 -> 89.9-90.0,
+# 81.1-82.3 -> 82.9-83.2, 83.2-83.3 -> 82.4-83.0; 2048x32768 89.7-90.1 -> 94.3-94.5, 87.3-87.4 -> 89.7-89.9,
+# 89.2-89.3 -> 89.6-89.9; 4096x32768 92.2 -> 95.5-95.6, 90.8 -> 92.7-92.9, 92.6 -> 94.4-94.6; 8192x32768
+# 94.2 -> 96.5-96.6, 92.3-92.4 -> 94.7, 94.0 -> 95.2-95.3. Not kept: fp32 halves on 16 or 32 warps (one
+# program an SM, 75-79%), 16-bit halves in pairs on 16 warps (within a point of 8, 8 B spilled).
+HALF_ROWS_ABOVE = 16384
+HALF_ROW_WARPS = 8
+HALF_ROW_MIN_WAVES = 5
+HALF_ROW_PROGRAMS_PER_SM = {4: 2, 2: 3}
+# A half-row word nobody has posted: a sum of squares's bits sit in the low half, so no post is -1, and
+# -1's low half is a NaN: a half whose partner never came (after MAX_SPIN tries) writes NaN.
+NO_HALF = tl.constexpr(-1)
 # Rows over WHOLE_ROW_MAX: fp32 ones, and 16-bit ones over STREAMED_16BIT_MAX, go to the split team;
 # 16-bit ones up to it to the streamed kernel (and all of them in the interpreter, where a team would
 # wait forever). Measured on the H200 (experiments/sweep-h200-2026-12-01/rmsnorm, against
@@ -128,6 +153,69 @@ def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.co
     w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
     tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _unpair(words, dtype: tl.constexpr):
+    # 32-bit words of two 16-bit elements of `dtype` (the lower address in the low half): both as fp32
+    lo = words.to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    hi = (words >> 16).to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _rmsnorm_half_rows(x_ptr, w_ptr, y_ptr, words_ptr, N, stride_x, stride_y, eps, zero,
+                       HALF: tl.constexpr, SPIN: tl.constexpr, PAIRS: tl.constexpr):
+    # Programs 2r and 2r + 1 take row r's first and second HALF elements (see HALF_ROW_WARPS). PAIRS: 16-bit
+    # x held as 32-bit words of two elements; `zero` is 0, an argument the compiler cannot see through, so
+    # the output pass converts `words ^ zero` again instead of holding an fp32 half across the trade.
+    pid = tl.program_id(0)
+    row = (pid // 2).to(tl.int64)
+    if PAIRS:
+        start = (pid % 2) * (HALF // 2)  # in words
+        offs = start + tl.arange(0, HALF // 2)
+        dtype = x_ptr.dtype.element_ty
+        words = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + row * (stride_x // 2) + offs,
+                        cache_modifier=".cg")
+        lo, hi = _unpair(words, dtype)
+        ss = tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)
+        rstd = 1.0 / tl.sqrt((ss + _trade_halves(words_ptr, pid, ss, SPIN)) / N + eps)
+        lo, hi = _unpair(words ^ zero, dtype)
+        wl, wh = _unpair(tl.load(w_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs,
+                                 eviction_policy="evict_last"), dtype)
+        # y's pairs joined before their conversion: two convert in one instruction (F2FP on sm_90)
+        y = tl.reshape(tl.join(lo * rstd * wl, hi * rstd * wh), (HALF,))
+        tl.store(y_ptr + row * stride_y + 2 * start + tl.arange(0, HALF), y.to(y_ptr.dtype.element_ty),
+                 cache_modifier=".cs")
+    else:
+        cols = (pid % 2) * HALF + tl.arange(0, HALF)
+        x = tl.load(x_ptr + row * stride_x + cols, cache_modifier=".cg").to(tl.float32)
+        ss = tl.sum(x * x, axis=0)
+        rstd = 1.0 / tl.sqrt((ss + _trade_halves(words_ptr, pid, ss, SPIN)) / N + eps)
+        w = tl.load(w_ptr + cols, eviction_policy="evict_last").to(tl.float32)
+        tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), cache_modifier=".cs")
+
+
+@triton.jit
+def _trade_halves(words_ptr, pid, ss, SPIN: tl.constexpr):
+    # Post this half's sum of squares (its bits the word's low half) and take the partner's (program
+    # pid ^ 1), leaving NO_HALF in its place: a launch leaves the words as it found them (CUDA graphs replay
+    # safely). Relaxed atomics: each word carries its own data (a release would wait for the program's
+    # traffic). After SPIN tries the program withdraws its post, unless the partner already took it (its own
+    # post then came first: wait for that once more). Returns the partner's sum (NaN if it never came).
+    tl.atomic_xchg(words_ptr + pid, ss.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF, sem="relaxed")
+    theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
+    spins = 0
+    while (theirs == NO_HALF) & (spins < SPIN):
+        theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
+        spins += 1
+    if theirs == NO_HALF:
+        if tl.atomic_xchg(words_ptr + pid, NO_HALF, sem="relaxed") == NO_HALF:
+            spins = 0
+            while (theirs == NO_HALF) & (spins < SPIN):
+                theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
+                spins += 1
+    return theirs.to(tl.int32).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -329,6 +417,7 @@ def _rmsnorm_streamed(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 
 _OCCUPANCY = {}
 _TEAM_WORDS = {}
+_HALF_ROW_WORDS = {}
 _TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
 
@@ -395,6 +484,9 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         _rmsnorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                num_stages=num_stages)
         return y
+    half_rows = HALF_ROWS_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
+    if half_rows and _launch_half_rows(x2, w, y2, eps, sms):
+        return y
     if N <= WHOLE_ROW_MAX:
         _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
                            num_warps=WHOLE_ROW_WARPS)
@@ -416,6 +508,41 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
     return y
 
 
+def _launch_half_rows(x2, w, y2, eps, sms) -> bool:
+    """Launch _rmsnorm_half_rows on fp32 rows, or on 16-bit rows of x, w and y alike (held in pairs, aligned
+    as the shared-memory team's rows are), where HALF_ROW_PROGRAMS_PER_SM of its programs fit an SM and make
+    HALF_ROW_MIN_WAVES waves; False otherwise, and in the interpreter, whose programs run one after
+    another: a half would wait for a partner to come."""
+    M, N = x2.shape
+    if _interpreting() or x2.element_size() not in HALF_ROW_PROGRAMS_PER_SM:
+        return False
+    pairs = x2.element_size() == 2
+    if pairs and not (x2.dtype == y2.dtype == w.dtype and _rows_of_16(x2, y2) and w.data_ptr() % 16 == 0):
+        return False
+    args = (x2, w, y2, _half_row_words(x2.device, 2 * M), N, x2.stride(0), y2.stride(0), eps, 0)
+    consts = {"HALF": N // 2, "SPIN": MAX_SPIN, "PAIRS": pairs}
+    occ = _programs_per_sm(_rmsnorm_half_rows, args, consts, HALF_ROW_WARPS, 1, x2.device)
+    if occ < HALF_ROW_PROGRAMS_PER_SM[x2.element_size()] or 2 * M < HALF_ROW_MIN_WAVES * occ * sms:
+        return False
+    _rmsnorm_half_rows[(2 * M,)](*args, **consts, num_warps=HALF_ROW_WARPS)
+    return True
+
+
+def _half_row_words(device, n_programs: int):
+    """_rmsnorm_half_rows's words, one a program, NO_HALF; the kernel leaves them so."""
+    words = _HALF_ROW_WORDS.get(device)
+    if words is None or words.numel() < n_programs:
+        words = torch.full((n_programs,), NO_HALF.value, device=device, dtype=torch.int64)
+        _HALF_ROW_WORDS[device] = words
+    return words
+
+
+def _rows_of_16(x2, y2) -> bool:
+    """Whether Triton sees the rows' length, row stride and start as multiples of 16 elements (it
+    specializes arguments on 16)."""
+    return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+
+
 def _smem_team_run(x2, y2) -> bool:
     """Whether _rmsnorm_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
     (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
@@ -426,7 +553,7 @@ def _smem_team_run(x2, y2) -> bool:
         return False
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
-    return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+    return _rows_of_16(x2, y2)
 
 
 def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
