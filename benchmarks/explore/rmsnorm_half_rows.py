@@ -32,8 +32,6 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -43,77 +41,11 @@ RMSNORM = templates.load("rmsnorm")
 SHAPES = [(4096, 32768), (2048, 32768), (8192, 32768), (1024, 32768)]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SPIN = 1 << 20
-NO_HALF = tl.constexpr(-1)
 SETTINGS = {"halves 8w": 8, "halves 16w": 16, "halves 32w": 32}  # label -> num_warps
 PAIRED_SETTINGS = {"halves in pairs 8w": 8, "halves in pairs 16w": 16}  # 16-bit rows only
-_unpair = templates.load("layernorm")._unpair
-
-
-@triton.jit
-def _rmsnorm_half_rows(x_ptr, w_ptr, y_ptr, words_ptr, N, stride_x, stride_y, eps,
-                       HALF: tl.constexpr, SPIN: tl.constexpr):
-    # programs 2r and 2r + 1 take row r's first and second HALF elements
-    pid = tl.program_id(0)
-    row = (pid // 2).to(tl.int64)
-    cols = (pid % 2) * HALF + tl.arange(0, HALF)
-    x = tl.load(x_ptr + row * stride_x + cols, cache_modifier=".cg").to(tl.float32)
-    ss = tl.sum(x * x, axis=0)
-    tl.atomic_xchg(words_ptr + pid, ss.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF, sem="relaxed")
-    theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
-    spins = 0
-    while (theirs == NO_HALF) & (spins < SPIN):
-        theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
-        spins += 1
-    if theirs == NO_HALF:
-        if tl.atomic_xchg(words_ptr + pid, NO_HALF, sem="relaxed") == NO_HALF:
-            spins = 0
-            while (theirs == NO_HALF) & (spins < SPIN):
-                theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
-                spins += 1
-    rstd = 1.0 / tl.sqrt((ss + theirs.to(tl.int32).to(tl.float32, bitcast=True)) / N + eps)
-    w = tl.load(w_ptr + cols, eviction_policy="evict_last").to(tl.float32)
-    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), cache_modifier=".cs")
-
-
-@triton.jit
-def _trade(words_ptr, pid, ss, SPIN: tl.constexpr):
-    # the layernorm template's _trade_halves with one fp32 value, its bits low (never NO_HALF)
-    tl.atomic_xchg(words_ptr + pid, ss.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF, sem="relaxed")
-    theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
-    spins = 0
-    while (theirs == NO_HALF) & (spins < SPIN):
-        theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
-        spins += 1
-    if theirs == NO_HALF:
-        if tl.atomic_xchg(words_ptr + pid, NO_HALF, sem="relaxed") == NO_HALF:
-            spins = 0
-            while (theirs == NO_HALF) & (spins < SPIN):
-                theirs = tl.atomic_xchg(words_ptr + (pid ^ 1), NO_HALF, sem="relaxed")
-                spins += 1
-    return theirs.to(tl.int32).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _rmsnorm_half_rows_in_pairs(x_ptr, w_ptr, y_ptr, words_ptr, N, stride_x, stride_y, eps, zero,
-                                HALF: tl.constexpr, SPIN: tl.constexpr):
-    # 16-bit halves held as loaded, 32-bit words of two elements; the output pass unpacks `words ^ zero`
-    # (the layernorm template's _layernorm_half_rows)
-    pid = tl.program_id(0)
-    row = (pid // 2).to(tl.int64)
-    start = (pid % 2) * (HALF // 2)
-    offs = start + tl.arange(0, HALF // 2)
-    dtype = x_ptr.dtype.element_ty
-    words = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + row * (stride_x // 2) + offs,
-                    cache_modifier=".cg")
-    lo, hi = _unpair(words, dtype)
-    ss = tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)
-    rstd = 1.0 / tl.sqrt((ss + _trade(words_ptr, pid, ss, SPIN)) / N + eps)
-    lo, hi = _unpair(words ^ zero, dtype)
-    wl, wh = _unpair(tl.load(w_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
-                     dtype)
-    y = tl.reshape(tl.join(lo * rstd * wl, hi * rstd * wh), (HALF,))
-    tl.store(y_ptr + row * stride_y + 2 * start + tl.arange(0, HALF), y.to(y_ptr.dtype.element_ty),
-             cache_modifier=".cs")
+# The kernels as they ran are the template's _rmsnorm_half_rows, PAIRS 0 (calls 7) and 1 (call 8), which
+# came of them line for line.
+_rmsnorm_half_rows = RMSNORM._rmsnorm_half_rows
 
 
 _WORDS = {}
@@ -124,27 +56,23 @@ def variants(x, w, eps, labels):
     if _WORDS.get(x.device) is None or _WORDS[x.device].numel() < 2 * M:
         _WORDS[x.device] = torch.full((2 * M,), -1, device=x.device, dtype=torch.int64)
     words = _WORDS[x.device]
-    plain = {label: (lambda warps: lambda out: _rmsnorm_half_rows[(2 * M,)](
-        x, w, out, words, N, x.stride(0), out.stride(0), eps, HALF=N // 2, SPIN=SPIN, num_warps=warps))(
-        SETTINGS[label]) for label in labels if label in SETTINGS}
-    paired = {label: (lambda warps: lambda out: _rmsnorm_half_rows_in_pairs[(2 * M,)](
-        x, w, out, words, N, x.stride(0), out.stride(0), eps, 0, HALF=N // 2, SPIN=SPIN, num_warps=warps))(
-        PAIRED_SETTINGS[label]) for label in labels if label in PAIRED_SETTINGS and x.element_size() == 2}
+    def launcher(warps, pairs):
+        return lambda out: _rmsnorm_half_rows[(2 * M,)](x, w, out, words, N, x.stride(0), out.stride(0), eps, 0,
+                                                       HALF=N // 2, SPIN=SPIN, PAIRS=pairs, num_warps=warps)
+    plain = {label: launcher(SETTINGS[label], False) for label in labels if label in SETTINGS}
+    paired = {label: launcher(PAIRED_SETTINGS[label], True) for label in labels
+              if label in PAIRED_SETTINGS and x.element_size() == 2}
     return {**plain, **paired}
 
 
 def compile_only():
-    for dname in ("fp32", "bf16"):
+    for dname, pairs, settings in (("fp32", False, SETTINGS), ("bf16", False, SETTINGS), ("bf16", True, PAIRED_SETTINGS)):
         x = torch.empty(16, 32768, dtype=DTYPES[dname])
-        args = (x, x[0], x, torch.empty(32, dtype=torch.int64), 32768, 32768, 32768, 1e-6)
-        for label, warps in SETTINGS.items():
-            k = templates.compile_sm90(_rmsnorm_half_rows, args, {"HALF": 16384, "SPIN": SPIN}, {"num_warps": warps})
+        args = (x, x[0], x, torch.empty(32, dtype=torch.int64), 32768, 32768, 32768, 1e-6, 0)
+        for label, warps in settings.items():
+            k = templates.compile_sm90(_rmsnorm_half_rows, args, {"HALF": 16384, "SPIN": SPIN, "PAIRS": pairs},
+                                       {"num_warps": warps})
             print(dname, label, templates.resource_usage(k), flush=True)
-    x = torch.empty(16, 32768, dtype=torch.bfloat16)
-    args = (x, x[0], x, torch.empty(32, dtype=torch.int64), 32768, 32768, 32768, 1e-6, 0)
-    for label, warps in PAIRED_SETTINGS.items():
-        k = templates.compile_sm90(_rmsnorm_half_rows_in_pairs, args, {"HALF": 16384, "SPIN": SPIN}, {"num_warps": warps})
-        print("bf16", label, templates.resource_usage(k), flush=True)
 
 
 def main():
