@@ -154,15 +154,17 @@ WB_PER_TILE_ABOVE = 2048
 # explore/layernorm_half_rows.py), the halves against what served the rows before (the shared-memory team
 # up to 2048 rows, then the whole row in pairs): 1024x32768 75.1-75.2 / 77.0-77.6 against 75.0 / 75.9-76.1,
 # 2048x32768 84.3 / 86.4-86.5 against 82.0-82.2 / 82.8-82.9, 3072x32768 88.0 / 90.0 against 85.3 / 84.7-84.8,
-# 4096x32768 90.0-90.2 / 91.9-92.3 against 88.6 / 88.4-88.6, 8192x32768 92.6-92.8 / 94.3-94.4 against 92.9 /
+# 4096x32768 90.0-90.2 / 91.9-92.3 against 88.6 / 88.4-88.6 (bf16 now 91.1: see below), 8192x32768 92.6-92.8 / 94.3-94.4 against 92.9 /
 # 92.3-92.4, 16384x32768 94.4-94.5 / 96.2-96.3 against 95.3 / 95.1 (the one shape the whole row keeps, by 0.9
 # in bf16: not worth a second kernel). At 512x32768 (1.9 waves) the team leads (63.5 / 64.5 against 61.3-61.8 /
 # 63.1-63.4). What did not pay: the posts and takes as release / acquire atomics (77.4-80.5 at 4096x32768:
 # each fence waits out the program's traffic), 4 warps (72-73) or 16 (84-87), halves of rows of 65536
-# (70.8-80.5 against the team's 79.7-84.7). bf16 trails fp16 by about 2 points: its unpacking is three
-# instructions an element where fp16's is one (1272 against 1112 SASS instructions); unpacked by a shift
-# and a mask instead (1104, in inline assembly or not), ptxas holds more of it: 86-90 registers, two
-# programs an SM, not four.
+# (70.8-80.5 against the team's 79.7-84.7). bf16 trailed fp16 by 2 points: converting a bf16 takes three
+# SASS instructions where fp16's takes one (1272 against 1112 for the kernel). Unpacked by a shift and a mask
+# (_unpair), one instruction, in every pass but the second (there ptxas then held 86 registers: two programs
+# an SM): 1136 instructions, 62 registers, four programs. H200, before -> after in one process
+# (experiments/sweep-h200-session21/call11-ab-bf16-shifts/): bf16 4096x32768 90.0-90.1 -> 91.1-91.2,
+# 2048x32768 84.3-84.4 -> 85.1-85.3, 8192x32768 92.4-92.6 -> 93.5; fp16 and fp32 level.
 HALF_ROW_WARPS = 8
 HALF_ROW_MIN_WAVES = 3
 HALF_ROW_PROGRAMS_PER_SM = 4
@@ -222,8 +224,12 @@ def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK
 
 
 @triton.jit
-def _unpair(words, dtype: tl.constexpr):
-    # 32-bit words of two 16-bit elements of `dtype` (the lower address in the low half): both as fp32
+def _unpair(words, dtype: tl.constexpr, CONVERT: tl.constexpr = False):
+    # 32-bit words of two 16-bit elements of `dtype` (the lower address in the low half): both as fp32.
+    # A bf16 is an fp32's high half: a shift and a mask, one instruction an element where converting takes
+    # three. CONVERT: convert anyway (where the shifts cost registers: see _layernorm_half_rows).
+    if dtype == tl.bfloat16 and not CONVERT:
+        return (words << 16).to(tl.float32, bitcast=True), (words & -65536).to(tl.float32, bitcast=True)
     lo = words.to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
     hi = (words >> 16).to(tl.int16).to(dtype, bitcast=True).to(tl.float32)
     return lo, hi
@@ -245,7 +251,8 @@ def _layernorm_half_rows(x_ptr, w_ptr, b_ptr, y_ptr, words_ptr, N, stride_x, str
                     cache_modifier=".cg")
     lo, hi = _unpair(words, dtype)
     mean = (tl.sum(lo, axis=0) + tl.sum(hi, axis=0)) / HALF
-    lo, hi = _unpair(words ^ zero, dtype)
+    # the second pass converts bf16: by shifts there too, ptxas held 86 registers, two programs an SM
+    lo, hi = _unpair(words ^ zero, dtype, CONVERT=True)
     lo = lo - mean
     hi = hi - mean
     m2 = tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)
