@@ -529,6 +529,34 @@ def test_layernorm_halves_need_16bit_x_w_b_and_y_alike_and_aligned(monkeypatch):
         torch.testing.assert_close(y.double(), m.layernorm_ref(*args), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("name, buffers", [
+    # the buffers of the kernels whose programs trade partials: (template, its function of (device, programs))
+    ("layernorm", "_half_row_words"), ("rmsnorm", "_half_row_words"), ("layernorm", "_team_words"),
+    ("rmsnorm", "_team_words"), ("softmax", "_team_words"), ("layernorm", "_sync_buffers"),
+    ("cross-entropy", "_counters"),
+])
+def test_trading_buffers_are_one_set_a_stream(monkeypatch, name, buffers):
+    # Launches on two streams may run at once: each stream gets its own buffers (no GPU here: the streams
+    # and the CUDA allocations are stand-ins).
+    m = _template(name)
+    stream = [7]
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: type("S", (), {"cuda_stream": stream[0]}))
+    for make in ("full", "zeros", "empty"):
+        real = getattr(torch, make)
+        monkeypatch.setattr(torch, make, lambda *a, _real=real, device=None, **kw: _real(*a, **kw))
+
+    def first_buffer(n):
+        got = getattr(m, buffers)(torch.device("cuda", 0), n)
+        return got[0] if isinstance(got, tuple) else got
+
+    first = first_buffer(8)
+    assert first_buffer(6) is first
+    stream[0] = 9
+    assert first_buffer(8) is not first
+    stream[0] = 7
+    assert first_buffer(8) is first
+
+
 def _rmsnorm_rows_for_halves(M, N, dtype):
     x = torch.randn(M, N) * 2 + 0.5
     x[0, -1] = 50.0  # in the last word's high half

@@ -142,12 +142,19 @@ def _ce_split(x_ptr, t_ptr, loss_ptr, ws_ptr, cnt_ptr, M, V, stride_x, ignore_in
 _COUNTERS = {}
 
 
+def _stream_key(device):
+    """Where the buffers of the programs that trade partials are kept: one set a stream, since launches on
+    two streams may run at once and would take each other's words from one set."""
+    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+
+
 def _counters(device, n: int) -> torch.Tensor:
     """Per-row arrival counters; the kernel leaves them at zero."""
-    c = _COUNTERS.get(device)
+    key = _stream_key(device)
+    c = _COUNTERS.get(key)
     if c is None or c.numel() < n:
         c = torch.zeros(max(n, 1 << 16), device=device, dtype=torch.int32)
-        _COUNTERS[device] = c
+        _COUNTERS[key] = c
     return c
 
 

@@ -425,6 +425,12 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
 
+def _stream_key(device):
+    """Where the buffers of the programs that trade partials are kept: one set a stream, since launches on
+    two streams may run at once and would take each other's words from one set."""
+    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+
+
 def _sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
@@ -529,11 +535,13 @@ def _launch_half_rows(x2, w, y2, eps, sms) -> bool:
 
 
 def _half_row_words(device, n_programs: int):
-    """_rmsnorm_half_rows's words, one a program, NO_HALF; the kernel leaves them so."""
-    words = _HALF_ROW_WORDS.get(device)
+    """_rmsnorm_half_rows's words, one a program, NO_HALF; the kernel leaves them so. One buffer a stream
+    (_stream_key)."""
+    key = _stream_key(device)
+    words = _HALF_ROW_WORDS.get(key)
     if words is None or words.numel() < n_programs:
         words = torch.full((n_programs,), NO_HALF.value, device=device, dtype=torch.int64)
-        _HALF_ROW_WORDS[device] = words
+        _HALF_ROW_WORDS[key] = words
     return words
 
 
@@ -585,11 +593,12 @@ def _launch_smem_team(x2, w, y2, M, N, eps, sms) -> bool:
 def _team_words(device, n_programs: int):
     """The teams' 64-bit partials (4 a program: one word a partial, 4 buffers), unstamped, and their
     exit counters (zero); the kernels leave both as they found them, so no memset per launch."""
-    words, exits = _TEAM_WORDS.get(device, (None, None))
+    key = _stream_key(device)
+    words, exits = _TEAM_WORDS.get(key, (None, None))
     if words is None or exits.numel() < n_programs:
         words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
         exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
-        _TEAM_WORDS[device] = (words, exits)
+        _TEAM_WORDS[key] = (words, exits)
     return words, exits
 
 

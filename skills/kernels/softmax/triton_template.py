@@ -517,6 +517,12 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
 
+def _stream_key(device):
+    """Where the buffers of the programs that trade partials are kept: one set a stream, since launches on
+    two streams may run at once and would take each other's words from one set."""
+    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+
+
 def _sm_count(device) -> int:
     if device.type != "cuda":
         return 4
@@ -690,11 +696,12 @@ def _team_words(device, n_programs: int):
     """The teams' 64-bit words, unstamped (8 a program: the split teams publish two values a partial in
     4 buffers, the shared-memory team one word a partial), and their exit counters (zero); the kernels
     leave both as they found them, so no memset per launch."""
-    words, exits = _TEAM_WORDS.get(device, (None, None))
+    key = _stream_key(device)
+    words, exits = _TEAM_WORDS.get(key, (None, None))
     if words is None or exits.numel() < n_programs:
         words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
         exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
-        _TEAM_WORDS[device] = (words, exits)
+        _TEAM_WORDS[key] = (words, exits)
     return words, exits
 
 
