@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import templates  # noqa: E402  (beside this file)
 
 LAYERNORM = templates.load("layernorm")
-_unpair = LAYERNORM._unpair
+_unpair = LAYERNORM._unpair  # CONVERT=True: every element converted, as these calls ran (before the bf16 shifts)
 SHAPES = [(4096, 32768), (2048, 32768), (8192, 32768), (2048, 65536)]
 SPIN = 1 << 20
 # label -> (num_warps, RELAXED). Compiled for sm_90 by Triton 3.6 (--compile-only), rows of 32768:
@@ -67,9 +67,9 @@ def _layernorm_half_rows(x_ptr, w_ptr, b_ptr, y_ptr, words_ptr, N, stride_x, str
     dtype = x_ptr.dtype.element_ty
     words = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + row * (stride_x // 2) + offs,
                     cache_modifier=".cg")
-    lo, hi = _unpair(words, dtype)
+    lo, hi = _unpair(words, dtype, CONVERT=True)
     mean = (tl.sum(lo, axis=0) + tl.sum(hi, axis=0)) / HALF
-    lo, hi = _unpair(words ^ zero, dtype)
+    lo, hi = _unpair(words ^ zero, dtype, CONVERT=True)
     lo = lo - mean
     hi = hi - mean
     m2 = tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)
@@ -95,11 +95,11 @@ def _layernorm_half_rows(x_ptr, w_ptr, b_ptr, y_ptr, words_ptr, N, stride_x, str
     var = (m2 + their_m2 + d * d * (HALF * 0.5)) / N
     rstd = tl.where(theirs == -1, float("nan"), 1.0 / tl.sqrt(var + eps))
     mean = (mean + their_mean) * 0.5
-    lo, hi = _unpair(words ^ (zero >> 1), dtype)
+    lo, hi = _unpair(words ^ (zero >> 1), dtype, CONVERT=True)
     wl, wh = _unpair(tl.load(w_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
-                     dtype)
+                     dtype, CONVERT=True)
     bl, bh = _unpair(tl.load(b_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + offs, eviction_policy="evict_last"),
-                     dtype)
+                     dtype, CONVERT=True)
     y = tl.reshape(tl.join((lo - mean) * rstd * wl + bl, (hi - mean) * rstd * wh + bh), (HALF,))
     tl.store(y_ptr + row * stride_y + 2 * start + tl.arange(0, HALF), y.to(y_ptr.dtype.element_ty),
              cache_modifier=".cs")
