@@ -158,13 +158,8 @@ def main():
             x, w, b = templates.norm_inputs(M, N, dtype)
             y = torch.empty_like(x)
             run, ref = templates.norm_call("layernorm", LAYERNORM, x, w, b)
-            for rnd in range(args.rounds):
-                for label, fn in {"template": run, **variants(x, w, b, LAYERNORM.EPS, args.variants.split(","))}.items():
-                    row = {"kernel": "layernorm", "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
-                    templates.check_and_time(row, fn, y, ref, 2 * x.numel() * x.element_size(), timer, copy,
-                                             on_gpu=True)
-                    results["rows"].append(row)
-                    print(f"layernorm {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+            runs = {"template": run, **variants(x, w, b, LAYERNORM.EPS, args.variants.split(","))}
+            templates.time_variants("layernorm", runs, y, ref, M, N, dname, args.rounds, timer, copy, results)
             words = _WORDS[x.device]
             results.setdefault("words_left_as_found", []).append(bool((words == -1).all().item()))
     results["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)

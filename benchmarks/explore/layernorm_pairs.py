@@ -168,13 +168,8 @@ def main():
                 run, ref = templates.norm_call(kernel, T, x, w, b)
                 variants = layernorm_variants(x, w, b, T.EPS, args.call) if kernel == "layernorm" \
                     else softmax_variants(x)
-                for rnd in range(args.rounds):
-                    for label, fn in {"template": run, **variants}.items():
-                        row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
-                        templates.check_and_time(row, fn, y, ref, 2 * x.numel() * x.element_size(), timer, copy,
-                                                 on_gpu=True)
-                        results["rows"].append(row)
-                        print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+                templates.time_variants(kernel, {"template": run, **variants}, y, ref, M, N, dname, args.rounds,
+                                        timer, copy, results)
     results["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)
     (out / "layernorm_pairs.json").write_text(json.dumps(results, indent=1))
 

@@ -133,13 +133,7 @@ def main():
                 x, w, b = templates.norm_inputs(M, N, dtype)
                 y = torch.empty_like(x)
                 runs, ref = variants(kernel, T, x, w, b)
-                for rnd in range(args.rounds):
-                    for label, run in runs.items():
-                        row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
-                        templates.check_and_time(row, run, y, ref, 2 * x.numel() * x.element_size(), timer, copy,
-                                                 on_gpu=True)
-                        results["rows"].append(row)
-                        print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+                templates.time_variants(kernel, runs, y, ref, M, N, dname, args.rounds, timer, copy, results)
     results["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)
     (out / "packed_rows.json").write_text(json.dumps(results, indent=1))
 

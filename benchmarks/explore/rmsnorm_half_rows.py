@@ -96,13 +96,8 @@ def main():
             x, w, _ = templates.norm_inputs(M, N, DTYPES[dname])
             y = torch.empty_like(x)
             run, ref = templates.norm_call("rmsnorm", RMSNORM, x, w, None)
-            for rnd in range(args.rounds):
-                for label, fn in {"template": run, **variants(x, w, RMSNORM.EPS, args.variants.split(","))}.items():
-                    row = {"kernel": "rmsnorm", "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
-                    templates.check_and_time(row, fn, y, ref, 2 * x.numel() * x.element_size(), timer, copy,
-                                             on_gpu=True)
-                    results["rows"].append(row)
-                    print(f"rmsnorm {M}x{N} {dname} round {rnd} {label}: {templates.figure(row)}", flush=True)
+            runs = {"template": run, **variants(x, w, RMSNORM.EPS, args.variants.split(","))}
+            templates.time_variants("rmsnorm", runs, y, ref, M, N, dname, args.rounds, timer, copy, results)
             results.setdefault("words_left_as_found", []).append(bool(_WORDS[x.device].eq(-1).all().item()))
     results["copy_gbps_end"] = device.measured_copy_gbps(refresh=True)
     (out / "rmsnorm_half_rows.json").write_text(json.dumps(results, indent=1))

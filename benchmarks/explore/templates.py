@@ -86,6 +86,20 @@ def time_sides(kernel: str, sides: dict, M: int, N: int, dname: str, rounds: int
             print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {figure(row)}", flush=True)
 
 
+def time_variants(kernel: str, runs: dict, out, ref, M: int, N: int, dname: str, rounds: int, timer, copy_gbps,
+                  results: dict):
+    """Variants of one row kernel (runs: label -> run(out)) on the same inputs, A B A B for `rounds` rounds,
+    each checked against `ref` then timed (check_and_time; the traffic is `out`'s bytes twice, x read and y
+    written); the rows go to results and are printed."""
+    nbytes = 2 * out.numel() * out.element_size()
+    for rnd in range(rounds):
+        for label, run in runs.items():
+            row = {"kernel": kernel, "shape": [M, N], "dtype": dname, "variant": label, "round": rnd}
+            check_and_time(row, run, out, ref, nbytes, timer, copy_gbps, on_gpu=True)
+            results["rows"].append(row)
+            print(f"{kernel} {M}x{N} {dname} round {rnd} {label}: {figure(row)}", flush=True)
+
+
 def host_us_per_call(fn, calls: int = 200) -> float:
     """Microseconds of host time per call of fn: `calls` calls enqueued back to back, timed before the
     one synchronize that follows them."""
