@@ -176,28 +176,32 @@ def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_
     offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_k = tl.arange(0, BLOCK_K)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    gate_row = e * 2 * I + pid_n * BLOCK_N                           # first gate row of this tile in (E*2I, HD)
-    if not USE_TMA:
+    if USE_TMA:
+        # one [2, BLOCK_N, BLOCK_K] box of w13's (E * 2, I, HD) view holds the tile's gate rows and its up
+        # rows: one wgmma 2 * BLOCK_N wide instead of two BLOCK_N wide that each read A again
+        acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, HD, BLOCK_K):
+            a = x_src.load([pid_m * BLOCK_M, k0])
+            w = w_src.load([2 * e, pid_n * BLOCK_N, k0]).reshape(2 * BLOCK_N, BLOCK_K)
+            acc = tl.dot(a, tl.trans(w), acc)
+        acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N)), (0, 2, 1)))
+    else:
         pair = tl.load(sorted_ids_ptr + offs_r)
         valid = pair < n_pairs
         x_ptrs = x_src + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_k[None, :]
+        gate_row = e * 2 * I + pid_n * BLOCK_N                       # first gate row of this tile in (E*2I, HD)
         wg_ptrs = w_src + (gate_row.to(tl.int64) + tl.arange(0, BLOCK_N))[:, None] * HD + offs_k[None, :]
-    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, HD, BLOCK_K):
-        if USE_TMA:
-            a = x_src.load([pid_m * BLOCK_M, k0])
-            wg = w_src.load([gate_row, k0])
-            wu = w_src.load([gate_row + I, k0])
-        else:
+        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, HD, BLOCK_K):
             a = tl.load(x_ptrs, mask=valid[:, None] & (offs_k[None, :] + k0 < HD), other=0.0)
             wmask = (offs_n[:, None] < I) & (offs_k[None, :] + k0 < HD)
             wg = tl.load(wg_ptrs, mask=wmask, other=0.0)
             wu = tl.load(wg_ptrs + I * HD, mask=wmask, other=0.0)
             wg_ptrs += BLOCK_K
             x_ptrs += BLOCK_K
-        acc_g = tl.dot(a, tl.trans(wg), acc_g)
-        acc_u = tl.dot(a, tl.trans(wu), acc_u)
+            acc_g = tl.dot(a, tl.trans(wg), acc_g)
+            acc_u = tl.dot(a, tl.trans(wu), acc_u)
     h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u                        # silu(gate) * up, fp32
     h_ptrs = h_ptr + offs_r.to(tl.int64)[:, None] * I + offs_n[None, :]
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=offs_n[None, :] < I)
@@ -311,7 +315,7 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
             BLOCK_D=GATHER_BLOCK_D, num_warps=4)
         x_src = TensorDescriptor.from_tensor(x_sorted, [block_m, bk])
-        w13_src = TensorDescriptor.from_tensor(w13.view(E * I2, HD), [bn, bk])
+        w13_src = TensorDescriptor.from_tensor(w13.view(E * 2, I, HD), [2, bn, bk])
         h_src = TensorDescriptor.from_tensor(h, [block_m, bk])
         w2_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
     else:
