@@ -7,6 +7,8 @@ FILE is the template before the change (`git show REV:skills/kernels/fused-moe/t
 after is this checkout's. Both run with their own AUTOTUNE on the same fresh inputs, are checked against
 the fp32 reference first, then timed A B dense, A B dense, ... with the harness's timer (L2 cleared, the
 GPU idle 100 ms before each function's first figure); each keeps its best median of the rounds.
+Session 18's A/B of persistent GEMMs (moe_persistent_ab.py at bfa697a, which this script replaces) ran the
+same rounds on the kernel test's inputs.
 
 Session 22's change: the gate/up GEMM's B tile from one [2, BLOCK_N, BLOCK_K] box of w13's (E * 2, I, HD)
 view, so that the gate rows and the up rows feed one m64n256k16 wgmma a warpgroup instead of two m64n128k16
@@ -41,11 +43,16 @@ def main():
     p.add_argument("--out", default=".")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dtypes", default="bf16,fp16")
+    p.add_argument("--also", action="append", default=[], metavar="LABEL=FILE",
+                   help="another side: a template file timed in the same rounds")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sides = {"before": templates.load("fused-moe", path=args.before, side="before"),
              "after": templates.load("fused-moe", side="after")}
+    for spec in args.also:
+        label, _, path = spec.partition("=")
+        sides[label] = templates.load("fused-moe", path=path, side=label)
     timer = Timer(repeats=3)
     T, E, K, HD, I = MIXTRAL
     flops = 6.0 * T * K * HD * I

@@ -101,6 +101,19 @@ def test_pointer_paths_match_reference():
     assert compare(out, m.reference(x, w13, w2, logits, 2), NORM["fp32"]) is None
 
 
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+def test_moe_sum_adds_each_tokens_k_rows_and_no_other(top_k):
+    """The layer's last step: out[t] = the sum of y's rows t*k .. t*k + k - 1 (k = 3 pads the k axis to 4:
+    the fourth row is the next token's and must not count), over hidden sizes that end inside a block."""
+    m = _template("fused-moe")
+    T, HD = 5, 40
+    y = torch.randn(T * top_k, HD)
+    out = torch.full((T, HD), float("nan"))
+    m.moe_sum_kernel[(T, triton.cdiv(HD, 32))](y, out, HD, out.stride(0), TOP_K=top_k,
+                                                K_PAD=triton.next_power_of_2(top_k), BLOCK_D=32)
+    assert torch.allclose(out, y.view(T, top_k, HD).sum(1), atol=1e-6)
+
+
 def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
     """A config of {} is CONFIG, and last_config names the configuration each call ran (gemm() keys its
     launch cache on the config, so an empty or reordered one must still work)."""

@@ -49,6 +49,7 @@ AUTOTUNE_CONFIGS = [
 ]
 # moe_gather_kernel's columns a program: BLOCK_M rows of 128 16-bit elements, 32 KB copied at BLOCK_M 128
 GATHER_BLOCK_D = 128
+SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
 
 
 @triton.jit
@@ -244,6 +245,21 @@ def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=valid[:, None] & (offs_n[None, :] < HD))
 
 
+@triton.jit
+def moe_sum_kernel(y_ptr, out_ptr, HD, stride_out, TOP_K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_D: tl.constexpr):
+    # out[t] = sum_j y[t * TOP_K + j], a token's k expert outputs (already weighted), added in fp32. A
+    # token's k rows are adjacent in y, so every load is contiguous: torch.sum over the k axis of y's
+    # (T, k, HD) view took 72 us at the Mixtral shape for 96 MB of traffic (25 us at the copy rate).
+    t = tl.program_id(0)
+    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    j = tl.arange(0, K_PAD)
+    rows = (t * TOP_K + j).to(tl.int64)
+    y = tl.load(y_ptr + rows[:, None] * HD + offs_d[None, :], mask=(j[:, None] < TOP_K) & (offs_d[None, :] < HD),
+                other=0.0)
+    tl.store(out_ptr + t.to(tl.int64) * stride_out + offs_d, tl.sum(y.to(tl.float32), axis=0).to(out_ptr.dtype.element_ty),
+             mask=offs_d < HD)
+
+
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
@@ -328,7 +344,9 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
         h_src, w2_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
         BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
         num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
-    torch.sum(y.view(T, top_k, HD), dim=1, out=out)                   # the k expert outputs of a token
+    moe_sum_kernel[(T, triton.cdiv(HD, SUM_BLOCK_D))](y, out, HD, out.stride(0), TOP_K=top_k,
+                                                      K_PAD=triton.next_power_of_2(top_k), BLOCK_D=SUM_BLOCK_D,
+                                                      num_warps=4)
     return out
 
 
@@ -371,6 +389,7 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
     assert w2.shape == (E, HD, I2 // 2) and x.is_contiguous() and w13.is_contiguous() and w2.is_contiguous()
     if out is None:
         out = torch.empty((T, HD), device=x.device, dtype=x.dtype)
+    assert out.shape == (T, HD) and out.stride(1) == 1, "out: (T, Hd) with unit column stride"
     if config is None:
         config = CONFIG
         if CONFIG["AUTOTUNE"] and x.device.type == "cuda":
