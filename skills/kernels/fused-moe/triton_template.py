@@ -165,8 +165,7 @@ def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_
                        stride_x, TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, USE_TMA: tl.constexpr):
     # USE_TMA: x_src, w_src are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD) and of
-    # w13's (E * 2I, HD) view. A gate tile past the expert's I rows reads up rows, an up tile past its 2I
-    # the next expert's gate rows (the last expert's: zeros): those columns are never stored. Made in
+    # w13's (E * 2, I, HD) view (gate and up of each expert), whose boxes read zeros past I. Made in
     # the kernel instead, a descriptor a program (each written and fenced) cost 9% of this GEMM at the
     # Mixtral shape (experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src, w_src are x and
     # w13, and each program gathers its rows.
@@ -256,8 +255,8 @@ def moe_sum_kernel(y_ptr, out_ptr, HD, stride_out, TOP_K: tl.constexpr, K_PAD: t
     rows = (t * TOP_K + j).to(tl.int64)
     y = tl.load(y_ptr + rows[:, None] * HD + offs_d[None, :], mask=(j[:, None] < TOP_K) & (offs_d[None, :] < HD),
                 other=0.0)
-    tl.store(out_ptr + t.to(tl.int64) * stride_out + offs_d, tl.sum(y.to(tl.float32), axis=0).to(out_ptr.dtype.element_ty),
-             mask=offs_d < HD)
+    total = tl.sum(y.to(tl.float32), axis=0)
+    tl.store(out_ptr + t.to(tl.int64) * stride_out + offs_d, total.to(out_ptr.dtype.element_ty), mask=offs_d < HD)
 
 
 # --------------------------------------------------------------------------------------------------
