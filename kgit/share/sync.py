@@ -83,7 +83,13 @@ def pull(repo: Repo, remote: str) -> list[str]:
         check_remote(repo, remote)
     write.configure_notes(repo)  # a clone that never ran 'kgit start' rebases pulled branches too
     fetch(repo, remote, source)
-    done = [f"records: {merge_notes(repo, remote)} new from {remote}"]
+    if read.rev(repo, refs.remote_snapshot(remote, "notes/kgit")) is None:
+        # a plain 'git push' sends branches and tags but no notes: say where the records are
+        done = [f"records: none in {Path(source).name}" if source else
+                f"records: none on {remote} ('git push' sends no records: 'kgit push {remote}' in the clone "
+                "that ran the loop sends them)"]
+    else:
+        done = [f"records: {merge_notes(repo, remote)} new from {remote}"]
     prefix = refs.remote_branch_ref(remote, "")
     for ref, theirs in sorted(read.refs_under(repo, prefix).items()):
         kernel = ref[len(prefix):]

@@ -42,6 +42,16 @@ def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
     assert run.returncode == 0 and "kgit" not in run.stderr  # no kgit ref: the hook says nothing
 
 
+def test_pull_from_a_remote_that_got_a_plain_git_push_says_the_records_are_not_there(remote, ws, tmp_path):
+    a_session(ws)
+    ws.git("push", "-q", "origin", "opt/fake")  # no hook, no kgit push: the branch goes, the records stay
+    b = clone(remote, tmp_path / "b")
+    out = b.ok("pull").stdout
+    assert "records: none on origin" in out and "kgit push origin" in out
+    ws.ok("push")
+    assert "records: 3 new from origin" in b.ok("pull").stdout
+
+
 # --- two clones -------------------------------------------------------------------------------------
 
 
