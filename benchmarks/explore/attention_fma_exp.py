@@ -199,11 +199,9 @@ def compile_only(variants):
                         t0 = time.time()
                         c = templates.compile_sm90(kernel, args, consts, {"num_warps": 4})
                         u = templates.resource_usage(c)
-                        sass = c.asm.get("sass") or ""
                         print(f"{tag}: regs {u['regs']} spills {u['spill_bytes']} B setmaxnreg {u['setmaxnreg']} "
                               f"ex2 in PTX {c.asm['ptx'].count('ex2.approx')} compile {time.time() - t0:.1f} s"
-                              + (f" WARNINGS {u['ptxas_warnings']}" if u["ptxas_warnings"] else "")
-                              + (f" sass lines {len(sass.splitlines())}" if sass else ""), flush=True)
+                              + (f" WARNINGS {u['ptxas_warnings']}" if u["ptxas_warnings"] else ""), flush=True)
                     except Exception as e:  # one variant's failure is a result, the others go on
                         print(f"{tag}: ERROR {templates.last_lines(e)}", flush=True)
 
