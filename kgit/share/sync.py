@@ -52,12 +52,15 @@ def fetch(repo: Repo, remote: str, source: str | None = None) -> None:
     ])
 
 
-def merge_notes(repo: Repo, remote: str) -> int:
-    """Bring the remote's records into refs/notes/kgit; the number of records that were new here."""
+def merge_notes(repo: Repo, remote: str) -> int | None:
+    """Bring the remote's records into refs/notes/kgit; the number of records that were new here, None
+    when the remote holds no records at all."""
     theirs_ref = refs.remote_snapshot(remote, "notes/kgit")
     theirs = read.rev(repo, theirs_ref)
+    if theirs is None:
+        return None
     ours = read.rev(repo, refs.NOTES_REF)
-    if theirs is None or theirs == ours or (ours and read.is_ancestor(repo, theirs, ours)):
+    if theirs == ours or (ours and read.is_ancestor(repo, theirs, ours)):
         return 0
     mine = notes.read_notes(repo).by_commit
     changed = {}
@@ -83,13 +86,14 @@ def pull(repo: Repo, remote: str) -> list[str]:
         check_remote(repo, remote)
     write.configure_notes(repo)  # a clone that never ran 'kgit start' rebases pulled branches too
     fetch(repo, remote, source)
-    if read.rev(repo, refs.remote_snapshot(remote, "notes/kgit")) is None:
-        # a plain 'git push' sends branches and tags but no notes: say where the records are
-        done = [f"records: none in {Path(source).name}" if source else
-                f"records: none on {remote} ('git push' sends no records: 'kgit push {remote}' in the clone "
+    added = merge_notes(repo, remote)
+    if added is not None:
+        done = [f"records: {added} new from {remote}"]
+    elif source:
+        done = [f"records: none in {Path(source).name}"]
+    else:  # a plain 'git push' sends branches and tags but no notes: say where the records are
+        done = [f"records: none on {remote} ('git push' sends no records: 'kgit push {remote}' in the clone "
                 "that ran the loop sends them)"]
-    else:
-        done = [f"records: {merge_notes(repo, remote)} new from {remote}"]
     prefix = refs.remote_branch_ref(remote, "")
     for ref, theirs in sorted(read.refs_under(repo, prefix).items()):
         kernel = ref[len(prefix):]
