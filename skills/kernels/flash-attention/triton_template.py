@@ -76,7 +76,10 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
 # (experiments/sweep-h200-session14/call5-attention-head-major/), bf16, against GLUON 1 in the same run:
 # D128 S1024 (B16) 613 against 557 TFLOP/s (SDPA 611), causal 458 against 392 (SDPA 434), causal S2048
 # 516 against 464, D64 causal S4096 418 against 366 (SDPA 415); but S8192 625 against 660, D64 S4096
-# 412 against 462.
+# 412 against 462. Since session 24 each tile's first Q K^T and softmax run under the last P V of the tile
+# before (the causal mask in S's initial value): x the default SDPA, head dim 64 S 1024 0.92 -> 1.03,
+# causal S 1024-8192 0.92-0.97 -> 0.95-0.99, head dim 128 causal S 4096 0.99 -> 1.11
+# (experiments/sweep-h200-session24/).
 # GLUON: 3 runs FlashAttention-3's head-dim-64 tile (_attn_fwd_ws3: 192 query rows on three consumers, 2
 # stages; other head dims run GLUON 1). On the H200 (experiments/sweep-h200-session15/call1-explore/), bf16
 # B16/4/1 H32 D64, x the default SDPA in the same run, against the template of then (GLUON 0-2, autotuned):
@@ -263,13 +266,16 @@ if gluon is not None:
     @gluon.jit
     def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
-                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None,
-                  MASK_INIT: gl.constexpr = False):
+                  BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
+                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
-        # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (the
-        # persistent kernel's last block of a tile): S_j was Q's last use, so Q's tile goes back at once.
-        # The causal mask goes on the scores (MASK) or into S's initial value (MASK_INIT, _ws_qk's diag).
+        # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
+        # kernel): Q's tile goes back once S_j, its last use, is done (if q_done). The causal mask goes on
+        # the scores (MASK) or into S's initial value (MASK_INIT, _ws_qk's diag).
+        # NEW_TILE (persistent): S_j is the next tile's key block 0 (q, q_row and j = 0 its own), run under
+        # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
+        # the ending tile's, not rescaled.
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
         if MASK_INIT:
@@ -281,12 +287,16 @@ if gluon is not None:
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
         mbarrier.arrive(k_empty.index(kbuf))
         if q_empty is not None:
-            mbarrier.arrive(q_empty)
+            mbarrier.arrive(q_empty, pred=q_done)
+        if NEW_TILE:
+            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
         p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
         p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
         acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
         mbarrier.arrive(v_empty.index(vbuf))
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)  # to m_j
+        if not NEW_TILE:
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)  # to m_j
         return acc, m_i, l_i, p16_next
 
     @gluon.jit
@@ -480,34 +490,48 @@ if gluon is not None:
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         q = q_smem.index(C)
         o_tile = o_smem.index(C)
+        n_waves = _persist_waves(n_tiles)
+        # Tile 0's key block 0 runs alone; every later tile's runs under the last P V of the tile before it
+        # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
+        start_m, row0, n_blocks = _persist_tile(0, S, BLOCK_M, BLOCK_N, CAUSAL)
+        q_row = start_m * BLOCK_M + C * M
+        mbarrier.wait(q_ready.index(C), 0)
+        m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                        BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                        MASK_INIT=CAUSAL)
         g = 0
-        for w in range(_persist_waves(n_tiles)):
-            start_m, row0, n_blocks = _persist_tile(w, S, BLOCK_M, BLOCK_N, CAUSAL)
-            q_row = start_m * BLOCK_M + C * M
-            mbarrier.wait(q_ready.index(C), w & 1)
-            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout, p_layout, M,
-                                            BLOCK_N, NUM_BUFFERS, CAUSAL, q_empty.index(C), n_blocks == 1)
+        for w in range(n_waves):
             acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
             for j in range(1, n_blocks - 1):
                 acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
                                                BLOCK_N, NUM_BUFFERS, False)
             # the last block apart: Q goes back right after its S, so the next tile's Q loads under this
-            # block's softmax, the last P V and the epilogue, with no arrive in every step of the loop
+            # block's softmax and P V, with no arrive in every step of the loop
             if n_blocks > 1:
                 acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
-                                               o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, CAUSAL,
-                                               q_empty.index(C))
-            acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g + n_blocks - 1, NUM_BUFFERS)
-            # O through this consumer's own staging tile (Q's may hold the next tile's Q by now), once the
+                                               o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
+                                               q_empty.index(C), MASK_INIT=CAUSAL)
+            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
+            o_row = row0 + q_row
+            g += n_blocks
+            if w + 1 < n_waves:
+                start_m, row0, n_blocks = _persist_tile(w + 1, S, BLOCK_M, BLOCK_N, CAUSAL)
+                q_row = start_m * BLOCK_M + C * M
+                mbarrier.wait(q_ready.index(C), (w + 1) & 1)
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                               BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                               MASK_INIT=CAUSAL, NEW_TILE=True)
+            else:
+                acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
+            # O through this consumer's own staging tile (Q's holds the next tile's Q by now), once the
             # previous tile's store from it has been read out (store_wait, then the partition's barrier)
-            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
             tma.store_wait(0)
             o_tile.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
             fence_async_shared()
-            tma_store(o_desc, [row0 + q_row, 0], o_tile)
-            g += n_blocks
+            tma_store(o_desc, [o_row, 0], o_tile)
         tma.store_wait(0)
 
     @gluon.jit
