@@ -206,7 +206,9 @@ def compile_only(variants):
                         print(f"{tag}: ERROR {templates.last_lines(e)}", flush=True)
 
 
-def run_case(S, D, causal, variants, rounds, results, out_path):
+def run_case(S, D, causal, variants, rounds, results, out_path, kernels=None):
+    """Time each variant's Gluon kernels (`kernels`, GLUON numbers; all that run at head dim D by default)
+    beside the default SDPA on one shape, each checked first; print and append a results row each."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     H = 32 if D == 64 else 16
@@ -220,7 +222,7 @@ def run_case(S, D, causal, variants, rounds, results, out_path):
     label = f"B{B} H{H} S{S} D{D} bf16{' causal' if causal else ''}"
     o = torch.empty_like(q)
     runs = {"sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)}
-    for g in ((1, 2, 3) if D == 64 else (1, 2)):
+    for g in kernels or ((1, 2, 3) if D == 64 else (1, 2)):
         for name, T in variants.items():
             kernel, grid, args, consts = launch_args(T, q, k, v, o, causal, g)
             run = (lambda kernel=kernel, grid=grid, args=args, consts=consts:

@@ -25,8 +25,6 @@ best median, beside the default SDPA timed in the same rounds.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,60 +34,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import templates  # noqa: E402  (beside this file)
-from attention_fma_exp import launch_args  # noqa: E402
-
-
-def run_case(S, D, causal, sides, kernels, rounds, results, out_path):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    H = 32 if D == 64 else 16
-    B = max(1, 16384 // S)
-    torch.manual_seed(S + D + causal)
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):  # fp32 without S x S scores in memory
-        ref = torch.nn.functional.scaled_dot_product_attention(q[:2].float(), k[:2].float(), v[:2].float(),
-                                                               is_causal=causal)
-    flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-    label = f"B{B} H{H} S{S} D{D} bf16{' causal' if causal else ''}"
-    o = torch.empty_like(q)
-    runs = {"sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)}
-    for g in kernels:
-        for side, T in sides.items():
-            name = f"G{g} {side}"
-            kernel, grid, args, consts = launch_args(T, q, k, v, o, causal, g)
-            run = (lambda kernel=kernel, grid=grid, args=args, consts=consts:
-                   kernel[grid](*args, **consts, num_warps=4))
-            o.fill_(float("nan"))
-            try:
-                run()
-                torch.cuda.synchronize()
-            except Exception as e:
-                print(f"{label} {name}: ERROR {templates.last_lines(e)}", flush=True)
-                continue
-            err = (o[:2].float() - ref).abs().max().item()
-            if not err < 2e-2:  # NaN fails too
-                print(f"{label} {name}: WRONG max abs error {err:.3g}", flush=True)
-                continue
-            runs[name] = run
-            results["rows"].append(dict(S=S, D=D, causal=causal, B=B, H=H, run=name, max_abs_err=err))
-    best = {key: float("inf") for key in runs}
-    spread = {}
-    for _ in range(rounds):
-        for key, run in runs.items():
-            times = triton.testing.do_bench(run, warmup=10, rep=40, return_mode="all")
-            med = statistics.median(times)
-            if med < best[key]:
-                best[key], spread[key] = med, 100 * (statistics.quantiles(times, n=10)[-1] - min(times)) / med
-    sdpa_tflops = flops / best["sdpa"] * 1e-9
-    for key in runs:
-        tflops = flops / best[key] * 1e-9
-        row = dict(S=S, D=D, causal=causal, B=B, H=H, run=key, ms=best[key], tflops=tflops,
-                   spread_pct=spread[key], vs_sdpa=tflops / sdpa_tflops)
-        results["rows"].append(row)
-        print(f"{label} {key:12s} {tflops:6.1f} TFLOP/s {best[key]:.3f} ms ±{spread[key]:.1f}% "
-              f"x{row['vs_sdpa']:.3f} of sdpa", flush=True)
-    out_path.write_text(json.dumps(results, indent=1))
-    templates.row_done()
+from attention_fma_exp import run_case  # noqa: E402
 
 
 def main():
@@ -126,9 +71,8 @@ def main():
             print(f"budget spent: skipping {spec} and later", flush=True)
             break
         seq, _, head_dim = spec.partition("@")
-        run_case(int(seq.rstrip("c")), int(head_dim or 64), seq.endswith("c"), sides,
-                 [int(g) for g in args.gluon.split(",")], args.rounds, results,
-                 out_path)
+        run_case(int(seq.rstrip("c")), int(head_dim or 64), seq.endswith("c"), sides, args.rounds, results,
+                 out_path, [int(g) for g in args.gluon.split(",")])
     print(f"done in {time.time() - started:.0f} s; rows in {out_path}", flush=True)
 
 
