@@ -32,8 +32,8 @@ back to back and computes softmax(S_j) while the second runs; P goes from regist
 second wgmma. The two consumers run independently, so one's exponentials hide under the other's
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
 exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
-persistent grid (one program an SM walking its tiles), which pays where tiles are short (S 1024-2048,
-causal, head dim 64 causal) and not at long ones; _attn_fwd_ws3 is FlashAttention-3's head-dim-64 tile,
+persistent grid (one program an SM walking its tiles, each tile's first block under the last one's tail),
+which pays where tiles are short (S 1024-2048) and causal, and not at long non-causal ones; _attn_fwd_ws3 is FlashAttention-3's head-dim-64 tile,
 192 query rows on three consumers, which pays at long S. AUTOTUNE picks per shape.
 """
 
@@ -526,7 +526,7 @@ if gluon is not None:
                                                MASK_INIT=CAUSAL, NEW_TILE=True)
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
-            # O through this consumer's own staging tile (Q's holds the next tile's Q by now), once the
+            # O through this consumer's own staging tile (Q's tile holds the next tile's Q by now), once the
             # previous tile's store from it has been read out (store_wait, then the partition's barrier)
             tma.store_wait(0)
             o_tile.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
