@@ -260,6 +260,18 @@ def run_case(S, D, causal, variants, rounds, results, out_path, kernels=None):
     templates.row_done()
 
 
+def run_cases(cases, deadline, variants, rounds, results, out_path, kernels=None):
+    """run_case on each of `cases` (comma-separated SPECs, see the module docstring) until time.time()
+    passes `deadline`."""
+    for spec in cases.split(","):
+        if time.time() > deadline:
+            print(f"budget spent: skipping {spec} and later", flush=True)
+            break
+        seq, _, head_dim = spec.partition("@")
+        run_case(int(seq.rstrip("c")), int(head_dim or 64), seq.endswith("c"), variants, rounds, results, out_path,
+                 kernels)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=".")
@@ -285,13 +297,7 @@ def main():
                "rows": []}
     variants = {name: variant_template(name) for name in names}
     templates.start_watchdog(args.hang_s)
-    for spec in args.cases.split(","):
-        if time.time() - started > args.budget_s:
-            print(f"budget spent: skipping {spec} and later", flush=True)
-            break
-        seq, _, head_dim = spec.partition("@")
-        run_case(int(seq.rstrip("c")), int(head_dim or 64), seq.endswith("c"), variants, args.rounds, results,
-                 out_path)
+    run_cases(args.cases, started + args.budget_s, variants, args.rounds, results, out_path)
     print(f"done in {time.time() - started:.0f} s; rows in {out_path}", flush=True)
 
 

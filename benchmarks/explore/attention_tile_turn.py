@@ -34,7 +34,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import templates  # noqa: E402  (beside this file)
-from attention_fma_exp import run_case  # noqa: E402
+from attention_fma_exp import run_cases  # noqa: E402
 
 
 def main():
@@ -66,13 +66,8 @@ def main():
             setattr(sides[name], constant, int(value))
     sides["after"] = templates.load("flash-attention", side="after")
     templates.start_watchdog(args.hang_s)
-    for spec in args.cases.split(","):
-        if time.time() - started > args.budget_s:
-            print(f"budget spent: skipping {spec} and later", flush=True)
-            break
-        seq, _, head_dim = spec.partition("@")
-        run_case(int(seq.rstrip("c")), int(head_dim or 64), seq.endswith("c"), sides, args.rounds, results,
-                 out_path, [int(g) for g in args.gluon.split(",")])
+    run_cases(args.cases, started + args.budget_s, sides, args.rounds, results, out_path,
+              [int(g) for g in args.gluon.split(",")])
     print(f"done in {time.time() - started:.0f} s; rows in {out_path}", flush=True)
 
 
