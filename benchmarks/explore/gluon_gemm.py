@@ -101,6 +101,10 @@ VARIANTS = {
     "ws8_128x128_s5": (128, 128, 64, 5, 1, 8, 0),
     "ws2x4_128x128_s5": (128, 128, 64, 5, 2, 4, 0),
     "ws4_64x128_s6": (64, 128, 64, 6, 1, 4, 0),
+    # session 25, 1024^3 (gemm_small_gluon.py): deeper rings, and cuBLAS's 128x64 tile there
+    "ws4_64x128_s8": (64, 128, 64, 8, 1, 4, 0),
+    "ws8_128x64_s8": (128, 64, 64, 8, 1, 8, 0),
+    "ws2x4_128x64_s8": (128, 64, 64, 8, 2, 4, 0),
 }
 # setmaxnreg requests, as in the attention kernel. The loader only issues copies and waits on barriers:
 # 24 registers (the minimum). Triton pads the workers to whole warpgroups and leaves the default
@@ -425,20 +429,23 @@ def run_case(M, N, K, dtype, variants, template, results, out_path):
     base.update(row_for("cublas", lambda c: torch.matmul(a, b, out=c)))
     # the template's gemm: its first call above runs its per-shape autotune and keeps the plan
     row_for("template", lambda c: template.gemm(a, b, out=c))
-    for name in variants:
-        row_for(name, lambda c, name=name: gluon_gemm(a, b, name, out=c))
+    # variants: names of VARIANTS, or name -> run(a, b, c) for kernels of other scripts (gemm_multicast.py)
+    runners = variants if isinstance(variants, dict) else {
+        name: (lambda a, b, c, name=name: gluon_gemm(a, b, name, out=c)) for name in variants}
+    for name, run in runners.items():
+        row_for(name, lambda c, run=run: run(a, b, c))
     _PLANS.clear()  # the plans hold this case's tensors (their descriptors) and addresses
 
 
-def summarize(results):
-    """One line a case: cuBLAS, the template and the fastest correct Gluon variant, x cuBLAS."""
+def summarize(results, names=VARIANTS):
+    """One line a case: cuBLAS, the template and the fastest correct Gluon variant (of names), x cuBLAS."""
     cases = {}
     for row in results["rows"]:
         cases.setdefault((row["M"], row["N"], row["K"], row["dtype"]), []).append(row)
     print("summary (x cuBLAS):", flush=True)
     for (M, N, K, dtype), rows in cases.items():
         timed = {r["variant"]: r for r in rows if "tflops" in r}
-        ours = [r for name, r in timed.items() if name in VARIANTS]
+        ours = [r for name, r in timed.items() if name in names]
         best = max(ours, key=lambda r: r["tflops"], default=None)
         parts = [f"{M}x{N}x{K} {dtype}:"]
         if "cublas" in timed:
