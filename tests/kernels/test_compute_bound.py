@@ -146,12 +146,128 @@ def test_autotune_runs_every_candidate_before_timing_and_times_them_twice(kernel
         cold = 1.3 if len(timed) == 1 else 1.0  # the first timing of the session, on cold clocks
         return true_ms[ran[-1]] * cold
 
-    monkeypatch.setattr(t.triton.testing, "do_bench", do_bench)
+    if kernel == "gemm":  # times as kgit does, the L2 left clean
+        monkeypatch.setattr(t, "_median_ms", lambda fn: do_bench(fn, 25, 20, "median"))
+    else:
+        monkeypatch.setattr(t.triton.testing, "do_bench", do_bench)
     candidates = [{"name": n} for n in ("config", "broken", "slower", "slowest")]
     assert t._fastest(run, candidates) == {"name": "config"}
     assert ran[:3] == ["config", "slower", "slowest"]          # each ran once before the first timing
     assert timed == ["config", "slower", "slowest"] * 2
     assert t._fastest(run, [{"name": "broken"}]) == t.CONFIG
+
+
+class _Matrix:
+    """What the gemm template's _gluon_runs reads of a, b and c."""
+
+    def __init__(self, dtype=torch.bfloat16, device="cuda", row_stride=1024, address=0):
+        self.dtype, self.device = dtype, torch.device(device)
+        self._strides, self._address = (row_stride, 1), address
+
+    def stride(self, dim):
+        return self._strides[dim]
+
+    def element_size(self):
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    def data_ptr(self):
+        return self._address
+
+
+def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_row_tiles(monkeypatch):
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(g, "_device_facts", lambda device: (132, True))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    cfg = {**g.CONFIG, **g.SMALL_OUTPUT_CONFIGS[0]}
+    m = _Matrix()
+    assert g._gluon_runs(m, m, m, cfg) and g._gluon_runs(*[_Matrix(torch.float16)] * 3, cfg)
+    assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128})  # one consumer warpgroup: 64 rows
+    assert not g._gluon_runs(*[_Matrix(torch.float32)] * 3, cfg)
+    assert not g._gluon_runs(_Matrix(device="cpu"), m, m, cfg)
+    assert not g._gluon_runs(m, _Matrix(row_stride=1001), m, cfg)  # rows not 16-byte aligned: no TMA
+    assert not g._gluon_runs(m, m, _Matrix(address=8), cfg)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not g._gluon_runs(m, m, m, cfg)  # Gluon has no interpreter
+    monkeypatch.delenv("TRITON_INTERPRET")
+    for capability in [(8, 0), (10, 0)]:  # wgmma is Hopper's alone
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert not g._gluon_runs(m, m, m, cfg)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert not g._gluon_runs(m, m, m, cfg)
+    monkeypatch.setattr(torch.version, "hip", None)
+    g._GLUON_FAILED[torch.device("cuda")] = "RuntimeError: no such op"
+    assert not g._gluon_runs(m, m, m, cfg)  # failed here before: not tried again
+
+
+def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_where_it_runs(monkeypatch):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    a = torch.empty(1024, 1024, dtype=torch.float16)  # 32 CONFIG tiles: fewer than half of 132 SMs
+    for runs in (True, False):
+        monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg, runs=runs: runs)
+        gluon = [cfg for cfg in g._candidates(a, a, a) if cfg["GLUON"]]
+        assert gluon == ([{**g.CONFIG, **g.SMALL_OUTPUT_CONFIGS[0]}] if runs else [])
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    big = torch.empty(2048, 2048, dtype=torch.float16)  # 128 tiles: CONFIG alone
+    assert g._candidates(big, big, big) == [g.CONFIG]
+
+
+def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch):
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = []
+
+    class Recorder:  # Gluon kernels run on a GPU only
+        def __getitem__(self, grid):
+            def launch(a_desc, b_desc, c_desc, *rest, **options):
+                launched.append((grid, [d.block_shape for d in (a_desc, b_desc, c_desc)], rest, options))
+            return launch
+
+    monkeypatch.setattr(g, "gemm_gluon_kernel", Recorder())
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 8}
+    g.gemm(a, b, config=config)
+    # 3 tile-rows (the last 2 rows deep: TMA clips it) x 2 tile-columns
+    assert launched == [((6, 1, 1), [[64, 64], [64, 128], [64, 128]], (130, 256, 72, 64, 128, 64, 8, 24),
+                         {"num_warps": 4, "maxnreg": 128})]
+    assert g.last_config == {**g.CONFIG, **config}
+    launched.clear()
+    c = g.gemm(a.float(), b.float(), config={**config, "GLUON": 0})
+    assert launched == [] and g.last_config["GLUON"] == 0  # a Triton kernel, here in the interpreter
+    assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
+
+
+def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch):
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    attempts = []
+
+    class NoCompile:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                attempts.append(grid)
+                raise RuntimeError("PassManager::run failed\nerror: no such op in this Triton")
+            return launch
+
+    monkeypatch.setattr(g, "gemm_gluon_kernel", NoCompile())
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: a.device not in g._GLUON_FAILED)
+    a, b = torch.randn(40, 32).half(), torch.randn(32, 48).half()
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 8}
+    with pytest.warns(UserWarning, match=r"gemm: the Gluon kernel does not run with Triton .*error: no such op"):
+        c = g.gemm(a, b, config=config)
+    assert compare(c.float(), g.reference(a, b), NORM["fp16"]) is None
+    assert g.last_config["GLUON"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        g.gemm(a, b, config=config)
+    assert len(attempts) == 1  # not tried again on this device
 
 
 class _Tensor:
@@ -314,49 +430,81 @@ def test_a_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkey
     assert len(attempts) == 1  # not tried again on this device
 
 
-# Compiles _attn_fwd_ws for sm_90 as the launcher would launch it and prints, a line each, the
-# compiled kernel's shared memory and cuobjdump's resource usage. Run in a process of its own: Triton
-# decides at import whether its functions are the interpreter's, and these tests import it under it.
-_COMPILE_GLUON_ATTENTION = """
+# Compiles a template's Gluon kernels for sm_90 as its launcher would launch them and prints, a line a case,
+# the compiled kernel's shared memory and cuobjdump's resource usage. Run in a process of its own: Triton
+# decides at import whether its functions are the interpreter's, and these tests import it under it. The
+# template's path is argv[1]; the cases follow.
+_COMPILE_FOR_SM90 = """
 import importlib.util, json, os, subprocess, sys, tempfile
 import torch, triton
 from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from triton.runtime.jit import native_specialize_impl
 
-spec = importlib.util.spec_from_file_location("fa", sys.argv[1])
-fa = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fa)
-B, H, S = 1, 2, 1024
-for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
-                                         ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 2),
-                                         ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
-    torch_dtype, gl_dtype = {"bf16": (torch.bfloat16, fa.gl.bfloat16), "fp16": (torch.float16, fa.gl.float16)}[dtype]
-    descs = [fa.GluonDescriptor(torch.empty(B * H * S, D, dtype=torch_dtype), [B * H * S, D], [D, 1], [rows, D],
-                                fa.gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype))
-             for rows in (64, 128, 128, 64)]
-    consts = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=buffers, CAUSAL=causal, LOADER_REGS=fa.WS_LOADER_REGS,
-                  CONSUMER_REGS=fa.WS_CONSUMER_REGS)
-    fn, scalars = {"ws": (fa._attn_fwd_ws, [S, 0.1]), "persist": (fa._attn_fwd_persist, [S, 16, 0.1]),
-                   "ws3": (fa._attn_fwd_ws3, [S, 0.1])}[which]
-    if which == "ws3":
-        consts.update(BLOCK_M=fa.WS3_BLOCK_M, CONSUMER_REGS=fa.WS3_CONSUMER_REGS)
+spec = importlib.util.spec_from_file_location("template", sys.argv[1])
+t = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(t)
+GL = {"bf16": (torch.bfloat16, t.gl.bfloat16), "fp16": (torch.float16, t.gl.float16)}
+
+
+def desc(tensor, block, gl_dtype):
+    return t.GluonDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block,
+                             t.gl.NVMMASharedLayout.get_default_for(block, gl_dtype))
+
+
+def compile_and_report(case, fn, args, consts, options):
     signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + scalars)):
+    for i, (name, arg) in enumerate(zip(fn.arg_names, args)):
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
         if specialization == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
     signature.update({name: "constexpr" for name in consts})
     src = GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.asm["cubin"])
         cubin.flush()
         usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
-    print(json.dumps({"case": [which, dtype, causal, D, buffers], "shared": kernel.metadata.shared,
-                      "usage": usage.stdout}))
+    print(json.dumps({"case": case, "shared": kernel.metadata.shared, "usage": usage.stdout}))
 """
+
+_ATTENTION_CASES = """
+B, H, S = 1, 2, 1024
+for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
+                                         ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 2),
+                                         ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
+    torch_dtype, gl_dtype = GL[dtype]
+    descs = [desc(torch.empty(B * H * S, D, dtype=torch_dtype), [rows, D], gl_dtype) for rows in (64, 128, 128, 64)]
+    consts = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=buffers, CAUSAL=causal, LOADER_REGS=t.WS_LOADER_REGS,
+                  CONSUMER_REGS=t.WS_CONSUMER_REGS)
+    fn, scalars = {"ws": (t._attn_fwd_ws, [S, 0.1]), "persist": (t._attn_fwd_persist, [S, 16, 0.1]),
+                   "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
+    if which == "ws3":
+        consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
+    compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})
+"""
+
+_GEMM_CASES = """
+for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000))]:
+    torch_dtype, gl_dtype = GL[dtype]
+    cfg = {**t.CONFIG, **t.SMALL_OUTPUT_CONFIGS[0]}
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype)
+             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS)
+    compile_and_report([dtype, M, N, K], t.gemm_gluon_kernel, descs + [M, N, K], consts,
+                       {"num_warps": 4, "maxnreg": t.GLUON_LAUNCH_REGS})
+"""
+
+
+def _compile_for_sm90(kernel, cases, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), "triton_template.py")
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_SM90 + cases, path], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
@@ -366,12 +514,7 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    path = os.path.join(ROOT, os.path.dirname(TESTS["flash-attention"]), "triton_template.py")
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_GLUON_ATTENTION, path], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    cases = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    cases = _compile_for_sm90("flash-attention", _ATTENTION_CASES, tmp_path)
     assert [c["case"] for c in cases] == [["ws", "bf16", False, 128, 2], ["ws", "fp16", True, 64, 3],
                                           ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 2],
                                           ["ws3", "bf16", False, 64, 2], ["ws3", "fp16", True, 64, 2]]
@@ -382,6 +525,20 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         # stack, where the H200's 3.6 keeps none (the kernel runs at 160 registers a consumer thread)
         ws3_causal_elsewhere = case["case"][0] == "ws3" and case["case"][2] and not triton.__version__.startswith("3.6")
         assert stack <= (128 if ws3_causal_elsewhere else 0) and "LOCAL:0 " in case["usage"], case
+
+
+def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
+    """The gemm template's Gluon kernel, its small-output candidate's configuration, for sm_90: no stack, no
+    spill, within the H200's shared memory (8 stages of 64x64 + 64x128 and C's 64x128 tile: 212 KB). On the
+    H200's Triton 3.6: 128 registers at launch, 24 for the loader and 232 for the consumer after setmaxnreg."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    cases = _compile_for_sm90("gemm", _GEMM_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [["bf16", 1024, 1024, 1024], ["fp16", 1000, 3000, 1000]]
+    for case in cases:
+        assert 8 * (64 * 64 + 64 * 128) * 2 + 64 * 128 * 2 <= case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 
 def test_attention_small_key_blocks():

@@ -15,6 +15,10 @@ How the kernel computes it (see SKILL.md for why):
     programs running together share B panels (and A panels) in L2.
   * Elsewhere (AMD, pre-Hopper NVIDIA, strides not 16-byte aligned) a pointer-based kernel with the
     same tiling and ordering.
+  * Small outputs on Hopper (GLUON 1, an AUTOTUNE candidate): a warp-specialized Gluon kernel, cuBLAS's
+    sm90 structure: one loader warp issues the TMA copies of A and B into a ring of NUM_STAGES stages,
+    one consumer warpgroup runs async wgmma on them and hands each stage back the moment its wgmma
+    retires. The Triton kernels issue the loads and the wgmma from the same warps.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
@@ -23,14 +27,29 @@ keeps the fastest: CONFIG is tuned for the big headline shape and would leave mo
 """
 
 import functools
+import os
+import warnings
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+try:  # Gluon is experimental: absent from older Tritons, renamed between releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                                  warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # async_load from 3.9
+    tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+except (ImportError, AttributeError):
+    gluon = None
+
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "AUTOTUNE": 1}
+          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "GLUON": 0,
+          "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], "num_warps": [4, 8],
                 "num_stages": [3, 4], "PERSISTENT": [0, 1], "EPILOGUE_SUBTILE": [0, 1]}
 # What fits in shared memory, checked before compiling (kgit tune never proposes a configuration that
@@ -55,8 +74,12 @@ CONFIG_CONSTRAINTS = [
 # At 1024^3 on the H200 (experiments/gemm-sizes-h200/) the pointer kernel's 64x128 tiles (128
 # programs) led at 0.90-0.92x cuBLAS with spreads under 1%; the TMA kernel's small tiles ran 0.2-0.8x,
 # with spreads up to 50%. Timed again once the host no longer bounded them (run3/), the same tiles with
-# 5-6 stages led (0.89-1.00x), the TMA ones still spread 25-300%.
+# 5-6 stages led (0.89-1.00x), the TMA ones still spread 25-300%. Timed as kgit times (the L2 cleared clean,
+# spreads under 2.5%), the Gluon kernel's 64x128 tiles on 8 stages ran 0.976-0.977x cuBLAS there against the
+# pointer kernel's 0.918-0.944 (experiments/sweep-h200-session25/call6-gemm-small-gluon/); _candidates offers
+# it where it runs (_gluon_runs).
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
+    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 6, "PERSISTENT": 0, "USE_TMA": 0},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "PERSISTENT": 0, "USE_TMA": 0},
@@ -154,10 +177,85 @@ def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
+# The Gluon kernel's register budgets (setmaxnreg): the loader only issues copies and waits on barriers, 24
+# is the minimum; the consumer warpgroup gets the 232 that leaves of a launch at 128 a thread (Triton pads
+# the loader warp to a warpgroup), far more than its 64x128 fp32 accumulator's 64.
+GLUON_LAUNCH_REGS = 128
+GLUON_LOADER_REGS = 24
+
+if gluon is not None:
+    @gluon.jit
+    def _gluon_loader(a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K: gl.constexpr,
+                      NUM_STAGES: gl.constexpr):
+        # The producer warp: k-step ki's A and B tiles into stage ki % NUM_STAGES once the consumer has
+        # released that stage's previous lap. A fresh mbarrier counts its (never run) phase before 0 as
+        # complete, so lap 0's wait for parity 1 passes at once; lap L waits for phase L - 1's release.
+        for ki in range(gl.cdiv(K, BLOCK_K)):
+            s = ki % NUM_STAGES
+            mbarrier.wait(empty.index(s), ((ki // NUM_STAGES) & 1) ^ 1)
+            # every byte both copies complete; a box that sticks out of the matrix still counts whole (TMA
+            # reads the outside as zeros), so ragged edges need no other count
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma_load(a_desc, [off_m, ki * BLOCK_K], ready.index(s), a_smem.index(s))
+            tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
+
+    @gluon.jit
+    def _gluon_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, BLOCK_M: gl.constexpr,
+                        BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr):
+        # One warpgroup: acc += A_ki @ B_ki with one async wgmma group in flight. Groups retire in order, so
+        # once at most one is outstanding the previous k-step's stage is read and goes back to the loader.
+        # B's [BLOCK_K, BLOCK_N] box (N contiguous) is wgmma's B operand as it lies (read N-major).
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, BLOCK_N, 16])
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        for ki in range(k_tiles):
+            s = ki % NUM_STAGES
+            mbarrier.wait(ready.index(s), (ki // NUM_STAGES) & 1)
+            a = a_smem.index(s)
+            b = b_smem.index(s)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
+            mbarrier.arrive(empty.index((ki + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
+        acc = warpgroup_mma_wait(0, deps=(acc, ))
+        # C through shared memory (the generic-proxy writes fenced before the TMA store reads them)
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma_store(c_desc, [off_m, off_n], c_smem)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def gemm_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                          BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr):
+        # One BLOCK_M x BLOCK_N tile of C a program, the programs down each tile-column in turn (one wave of
+        # a small output: they all run at once, and neighbours share B's column-panel in L2). Descriptors:
+        # a in [BLOCK_M, BLOCK_K] boxes, b in [BLOCK_K, BLOCK_N], c in [BLOCK_M, BLOCK_N].
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        off_m = (gl.program_id(0) % num_pid_m) * BLOCK_M
+        off_n = (gl.program_id(0) // num_pid_m) * BLOCK_N
+        dtype: gl.constexpr = a_desc.dtype
+        a_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+        b_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
+        c_smem = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
+        # ready: the loader's expect (one arrive) and the copies' bytes; empty: the consumer's one arrive
+        ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=1)
+        # the kernel's own 4 warps are the consumer; the worker: the loader's one warp
+        gl.warp_specialize([
+            (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, BLOCK_M, BLOCK_N,
+                               BLOCK_K, NUM_STAGES)),
+            (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K, NUM_STAGES)),
+        ], [1], [LOADER_REGS])
+
+
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
+_GLUON_FAILED = {}  # device -> why the Gluon kernel did not compile or launch there
 _PLANS = {}  # a call's shapes, strides, dtypes, alignment and config -> its compiled kernel and arguments
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
@@ -185,10 +283,48 @@ def _tma_ok(a, b, c) -> bool:
     return True
 
 
+def _gluon_runs(a, b, c, cfg) -> bool:
+    """Whether gemm_gluon_kernel can take this call: Gluon present, a Hopper GPU (wgmma is sm_90's alone),
+    not the interpreter (Gluon has none), 16-bit, TMA-aligned, one warpgroup's 64 rows a tile, and it has
+    not failed to compile or launch on this device before."""
+    if gluon is None or a.device.type != "cuda" or torch.version.hip or a.device in _GLUON_FAILED:
+        return False
+    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(a.device)[0] != 9:
+        return False
+    return a.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] == 64 and _tma_ok(a, b, c)
+
+
+def _launch_gluon(a, b, c, cfg):
+    """Launch gemm_gluon_kernel: as _launch returns, or None (and a warning, once a device) when it does not
+    compile or launch."""
+    M, K = a.shape
+    N = b.shape[1]
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1)
+    boxes = ([BM, BK], [BK, BN], [BM, BN])
+    rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS)
+    try:
+        kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
+                                         maxnreg=GLUON_LAUNCH_REGS)
+    except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
+        lines = str(e).strip().splitlines()
+        _GLUON_FAILED[a.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"gemm: the Gluon kernel does not run with Triton {triton.__version__} here "
+                      f"({_GLUON_FAILED[a.device]}); the Triton kernels take its shapes")
+        return None
+    return kernel, grid, rest, boxes
+
+
 def _launch(a, b, c, cfg):
     """Launch through the JIT; returns what a later call of the same shape needs to skip it: the compiled
-    kernel (None in the interpreter), its grid, the arguments after the three tensors, and the boxes of the
-    TMA descriptors (None for the pointer kernel)."""
+    kernel (None in the interpreter), its grid, the arguments after the three tensors, the boxes of the
+    TMA descriptors (None for the pointer kernel), and the config it ran (GLUON 0 where the Gluon kernel
+    could not)."""
+    if cfg["GLUON"]:
+        launched = _launch_gluon(a, b, c, cfg) if _gluon_runs(a, b, c, cfg) else None
+        if launched:
+            return (*launched, cfg)
+        cfg = {**cfg, "GLUON": 0}
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
@@ -206,19 +342,29 @@ def _launch(a, b, c, cfg):
         rest = (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                 BM, BN, BK, cfg["GROUP_M"])
         kernel = gemm_ptr_kernel[grid](a, b, c, *rest, **options)
-    return kernel, grid, rest, boxes
+    return kernel, grid, rest, boxes, cfg
 
 
-def _descriptors(a, b, c, boxes):
-    return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
+def _descriptors(a, b, c, boxes, gluon_layouts=False):
+    """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
+    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
+    if not gluon_layouts:
+        return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
+    dtype = gl.bfloat16 if a.dtype == torch.bfloat16 else gl.float16
+    return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box,
+                                 gl.NVMMASharedLayout.get_default_for(box, dtype))
+                 for t, box in zip((a, b, c), boxes))
 
 
-def _candidates(M, N, device):
+def _candidates(a, b, c):
     # Only an output of fewer CONFIG tiles than half the SMs needs smaller tiles. 2048^3 (128 tiles on
     # 132 SMs) runs CONFIG at 1.00x cuBLAS, and timing candidates there once picked a 0.68x one by noise.
-    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= _num_sms(device):
+    # The Gluon candidate only where it runs: elsewhere it would time a Triton kernel twice.
+    M, N = a.shape[0], b.shape[1]
+    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= _num_sms(a.device):
         return [dict(CONFIG)]
-    return [dict(CONFIG)] + [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
+    small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
+    return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
 
 def _autotune(a, b, c):
@@ -226,7 +372,7 @@ def _autotune(a, b, c):
     a shape with one candidate (CONFIG) is not timed."""
     key = (tuple(a.shape), b.shape[1], a.dtype)
     if key not in _TUNED:
-        candidates = _candidates(a.shape[0], b.shape[1], a.device)
+        candidates = _candidates(a, b, c)
         _TUNED[key] = candidates[0] if len(candidates) == 1 else _fastest(lambda cfg: _launch(a, b, c, cfg),
                                                                           candidates)
     return _TUNED[key]
@@ -250,9 +396,35 @@ def _fastest(run, candidates):
     best_ms = [float("inf")] * len(runnable)
     for _ in range(2):
         for i, cfg in enumerate(runnable):
-            ms = triton.testing.do_bench(lambda: run(cfg), warmup=25, rep=20, return_mode="median")
-            best_ms[i] = min(best_ms[i], ms)
+            best_ms[i] = min(best_ms[i], _median_ms(lambda: run(cfg)))
     return runnable[best_ms.index(min(best_ms))]
+
+
+_L2_READS = {}  # device -> (a 256 MB buffer, its sum): what _median_ms reads to clear the L2
+
+
+def _median_ms(fn, warmup_calls=5, calls=20):
+    """fn's median time in ms over `calls` calls, each after a read of 256 MB (five H200 L2s), as kgit times
+    a kernel (kgit/harness/timing.py): the L2 left clean. do_bench clears it by writing zeros, and the dirty
+    lines cost the next kernel their write-back: there, at 1024^3, the autotune kept the pointer kernel
+    (experiments/sweep-h200-session25/call7-sweep-gemm/, 0.93x cuBLAS) over the Gluon one, which kgit's
+    timer reads at 0.98x (call6-gemm-small-gluon/)."""
+    device = torch.cuda.current_device()
+    if device not in _L2_READS:
+        _L2_READS[device] = (torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda"),
+                             torch.empty((), dtype=torch.int64, device="cuda"))
+    buffer, total = _L2_READS[device]
+    times = []
+    for i in range(warmup_calls + calls):
+        torch.sum(buffer, dim=0, out=total)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        if i >= warmup_calls:
+            times.append((start, end))
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) for s, e in times)[calls // 2]
 
 
 def gemm(a, b, out=None, config=None):
@@ -271,12 +443,12 @@ def gemm(a, b, out=None, config=None):
         cfg = CONFIG if config is None else {**CONFIG, **config}
         if config is None and CONFIG["AUTOTUNE"] and a.device.type == "cuda":
             cfg = _autotune(a, b, c)
-        kernel, grid, rest, boxes = _launch(a, b, c, cfg)
+        kernel, grid, rest, boxes, cfg = _launch(a, b, c, cfg)
         if a.device.type == "cuda":
             _PLANS[key] = (kernel, grid, rest, boxes, cfg)
     else:
         kernel, grid, rest, boxes, cfg = plan
-        kernel[grid](*(_descriptors(a, b, c, boxes) if boxes else (a, b, c)), *rest)
+        kernel[grid](*(_descriptors(a, b, c, boxes, cfg["GLUON"]) if boxes else (a, b, c)), *rest)
     last_config.clear()
     last_config.update(cfg)
     return c
