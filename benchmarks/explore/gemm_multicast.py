@@ -29,6 +29,12 @@ multicast"), so this kernel does the cluster part in inline PTX:
 Prediction: at 4096^3 (128x256 tiles, 4 stages) a third less L2->SM traffic per k-step (B is 32 of 48 KB a
 stage, half of it now shared) lifts the kernel 1-3%, to 1.00-1.02x cuBLAS; at 1024^3 (64x128 tiles, B 16 of
 24 KB) the kernel is latency-bound (profile: L2 at 31-36% of peak), so +0-3%, 0.92-0.95x.
+Outcome (experiments/sweep-h200-session25/, calls 1-5): correct everywhere, and no gain. With the remote arrive
+at cluster scope (.release.cluster) 0.21-0.73x cuBLAS; at CTA scope, each consumer warp arriving itself
+(MODE 1), 4096^3 0.978x against 0.979x for the same clustered kernel without multicast (MODE 4) and 0.988x for
+gluon_gemm.py's without clusters; 1024^3 0.875 / 0.892 / 0.934. Under ncu the multicast kernel reads 12% fewer
+L2 sectors than MODE 4, and every kernel at 4096^3 keeps the tensor pipe 94-95% busy with L2 at half its peak:
+there is no bandwidth to win back.
 """
 
 from __future__ import annotations
