@@ -243,20 +243,11 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch):
     assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
 
 
-def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch):
+def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, uncompilable):
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    attempts = []
-
-    class NoCompile:
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                attempts.append(grid)
-                raise RuntimeError("PassManager::run failed\nerror: no such op in this Triton")
-            return launch
-
-    monkeypatch.setattr(g, "gemm_gluon_kernel", NoCompile())
+    monkeypatch.setattr(g, "gemm_gluon_kernel", uncompilable)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: a.device not in g._GLUON_FAILED)
     a, b = torch.randn(40, 32).half(), torch.randn(32, 48).half()
     config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 8}
@@ -267,7 +258,7 @@ def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
         g.gemm(a, b, config=config)
-    assert len(attempts) == 1  # not tried again on this device
+    assert len(uncompilable.attempts) == 1  # not tried again on this device
 
 
 class _Tensor:
@@ -404,20 +395,11 @@ def test_three_consumer_launch_covers_head_dim_64_in_192_row_tiles(monkeypatch, 
     assert 3 in timed[0] and 3 not in timed[1]
 
 
-def test_a_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch):
+def test_a_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, uncompilable):
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    attempts = []
-
-    class NoCompile:
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                attempts.append(grid)
-                raise RuntimeError("PassManager::run failed\nerror: no such op in this Triton")
-            return launch
-
-    monkeypatch.setattr(fa, "_attn_fwd_ws", NoCompile())
+    monkeypatch.setattr(fa, "_attn_fwd_ws", uncompilable)
     monkeypatch.setattr(fa, "_gluon_runs", lambda q: q.device not in fa._GLUON_FAILED)
     q, k, v = (torch.randn(1, 2, 128, 16).half() for _ in range(3))
     with pytest.warns(UserWarning, match=r"Gluon kernel does not run with Triton .*RuntimeError: error: no such op"):
@@ -427,7 +409,7 @@ def test_a_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkey
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
         fa.flash_attention(q, k, v)
-    assert len(attempts) == 1  # not tried again on this device
+    assert len(uncompilable.attempts) == 1  # not tried again on this device
 
 
 # Compiles a template's Gluon kernels for sm_90 as its launcher would launch them and prints, a line a case,

@@ -259,20 +259,11 @@ def test_layernorm_team_caps_its_registers_only_where_that_fits_more_programs(mo
 
 
 @pytest.mark.parametrize("name", list(SMEM_TEAM_TEMPLATES))
-def test_a_team_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, name):
+def test_a_team_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, name, uncompilable):
     # Gluon's API moves between Triton releases: on a Triton the team does not compile with, its rows
     # go to the other kernels (computed here in the interpreter and checked), with one warning.
     m, call, ref = _scaled_down_team_template(name)
-    attempts = []
-
-    class NoCompile:
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                attempts.append(grid)
-                raise RuntimeError("PassManager::run failed\nerror: no such op in this Triton")
-            return launch
-
-    monkeypatch.setattr(m, f"_{name}_smem_team", NoCompile(), raising=False)
+    monkeypatch.setattr(m, f"_{name}_smem_team", uncompilable, raising=False)
     monkeypatch.setattr(m, "_smem_team_run", lambda x2, y2, *wb: True)
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
     x, w, b = torch.randn(20, 600).to(torch.bfloat16), (torch.rand(600) + 0.5).to(torch.bfloat16), torch.randn(600)
@@ -283,7 +274,7 @@ def test_a_team_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, n
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
         call(m, x, w, b, {"BLOCK_SIZE": 64})
-    assert len(attempts) == 1  # not tried again on this device
+    assert len(uncompilable.attempts) == 1  # not tried again on this device
 
 
 @pytest.mark.parametrize("name", list(SMEM_TEAM_TEMPLATES))
