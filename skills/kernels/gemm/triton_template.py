@@ -76,8 +76,9 @@ CONFIG_CONSTRAINTS = [
 # with spreads up to 50%. Timed again once the host no longer bounded them (run3/), the same tiles with
 # 5-6 stages led (0.89-1.00x), the TMA ones still spread 25-300%. Timed as kgit times (the L2 cleared clean,
 # spreads under 2.5%), the Gluon kernel's 64x128 tiles on 8 stages ran 0.976-0.977x cuBLAS there against the
-# pointer kernel's 0.918-0.944 (experiments/sweep-h200-session25/call6-gemm-small-gluon/); _candidates offers
-# it where it runs (_gluon_runs).
+# pointer kernel's 0.918-0.944 (experiments/sweep-h200-session25/call6-gemm-small-gluon/), and in the kernel's
+# sweep, picked by AUTOTUNE, 1.00 / 1.01x (bf16 / fp16; call8-sweep-compute/). _candidates offers it where it
+# runs (_gluon_runs).
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
