@@ -5,7 +5,8 @@ ring of shared-memory stages, consumer warpgroups on async wgmma, a persistent g
                                             [--budget-s 200] [--hang-s 90]
     python benchmarks/explore/gluon_gemm.py --compile-only [--variants a,b]
 
-Not yet run on a GPU. Written for the H200 (sm_90, triton 3.6.0); --compile-only builds every variant
+Run on the H200 in sessions 13 and 25 (experiments/sweep-h200-session13/call11-gemm/, sweep-h200-session25/;
+its 64x128 kernel is the gemm template's GLUON path now). --compile-only builds every variant
 for sm_90 without a GPU and prints its registers, spills and shared memory. On the device, in one call:
 
     python benchmarks/explore/gluon_gemm.py --out DIR --budget-s 200
