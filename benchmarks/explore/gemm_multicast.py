@@ -60,7 +60,7 @@ from gluon_gemm import _store_tile, _tile_coords, _tma_load  # noqa: E402
 
 # name: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, consumer partitions, EPILOGUE_SPLIT, MODE); consumers of 4 warps.
 # MODE: 0 as described above (the remote arrive at CTA scope, as CUTLASS's ClusterBarrier::arrive: with
-# .release.cluster the first run read 0.21-0.67x cuBLAS, experiments/sweep-h200-session25/call1-2); 1 each
+# .release.cluster the first run read 0.21-0.73x cuBLAS, experiments/sweep-h200-session25/call1-2); 1 each
 # consumer warp arrives on both CTAs' barriers itself (no partition-wide bar.sync a k-step; the empty barriers
 # count warps); 2 no multicast (each CTA loads all of B itself), the cluster's releases kept; 4 neither
 # (independent CTAs, launched in clusters, in tile-pair order)
