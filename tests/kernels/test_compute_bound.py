@@ -126,6 +126,41 @@ def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
         assert g.last_config == {**g.CONFIG, **config}
 
 
+def test_gemm_autotune_times_each_call_after_a_clean_l2_clear_and_keeps_the_median(monkeypatch):
+    """_median_ms: every call (warm-up ones too) follows a read of the clear buffer; the warm-up calls'
+    times are dropped and the median of the rest is kept."""
+    g = _template("gemm")
+    events, order = [], []
+    # 5 warm-up calls (whatever they read: here fast, where counting them would move the median), then 20
+    # timed ones of 1..20 ms in shuffled order
+    elapsed = iter([0.5] * 5 + [float(t) for t in (7, 19, 3, 12, 1, 15, 9, 20, 5, 11, 2, 17, 14, 6, 10, 4, 18, 8,
+                                                     16, 13)])
+
+    class Event:
+        def __init__(self, enable_timing):
+            events.append(self)
+
+        def record(self):
+            order.append("event")
+
+        def elapsed_time(self, end):
+            return end.ms
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: "fake")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setitem(g._L2_READS, "fake", (torch.ones(8, dtype=torch.int32), torch.empty((), dtype=torch.int64)))
+    real_sum = torch.sum
+    monkeypatch.setattr(torch, "sum", lambda *a, **kw: (order.append("clear"), real_sum(*a, **kw))[1])
+
+    def fn():
+        order.append("call")
+        events[-1].ms = next(elapsed)  # the end event of this call, recorded after it
+
+    assert g._median_ms(fn) == 11.0  # the upper median of 1..20; the warm-ups left out
+    assert order == ["clear", "event", "call", "event"] * 25
+
+
 @pytest.mark.parametrize("kernel", ["fused-moe", "flash-attention", "gemm"])
 def test_autotune_runs_every_candidate_before_timing_and_times_them_twice(kernel, monkeypatch):
     """A session's first timing runs before the GPU's clocks rise and reads slow: the candidate timed
