@@ -127,8 +127,8 @@ def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
 
 
 def test_gemm_autotune_times_each_call_after_a_clean_l2_clear_and_keeps_the_median(monkeypatch):
-    """_median_ms: every call (warm-up ones too) follows a read of the clear buffer; the warm-up calls'
-    times are dropped and the median of the rest is kept."""
+    """_median_ms: every call (warm-up ones too) follows a clear of the L2; the warm-up calls' times are
+    dropped and the median of the rest is kept."""
     g = _template("gemm")
     events, order = [], []
     # 5 warm-up calls (whatever they read: here fast, where counting them would move the median), then 20
@@ -147,17 +147,13 @@ def test_gemm_autotune_times_each_call_after_a_clean_l2_clear_and_keeps_the_medi
             return end.ms
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: "fake")
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setitem(g._L2_READS, "fake", (torch.ones(8, dtype=torch.int32), torch.empty((), dtype=torch.int64)))
-    real_sum = torch.sum
-    monkeypatch.setattr(torch, "sum", lambda *a, **kw: (order.append("clear"), real_sum(*a, **kw))[1])
 
     def fn():
         order.append("call")
         events[-1].ms = next(elapsed)  # the end event of this call, recorded after it
 
-    assert g._median_ms(fn) == 11.0  # the upper median of 1..20; the warm-ups left out
+    assert g._median_ms(fn, lambda: order.append("clear")) == 11.0  # the upper median of 1..20; no warm-up
     assert order == ["clear", "event", "call", "event"] * 25
 
 
@@ -182,7 +178,8 @@ def test_autotune_runs_every_candidate_before_timing_and_times_them_twice(kernel
         return true_ms[ran[-1]] * cold
 
     if kernel == "gemm":  # times as kgit does, the L2 left clean
-        monkeypatch.setattr(t, "_median_ms", lambda fn: do_bench(fn, 25, 20, "median"))
+        monkeypatch.setattr(t, "_l2_clear", lambda: None)
+        monkeypatch.setattr(t, "_median_ms", lambda fn, clear: do_bench(fn, 25, 20, "median"))
     else:
         monkeypatch.setattr(t.triton.testing, "do_bench", do_bench)
     candidates = [{"name": n} for n in ("config", "broken", "slower", "slowest")]

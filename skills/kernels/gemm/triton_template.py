@@ -395,29 +395,30 @@ def _fastest(run, candidates):
     if not runnable:
         return dict(CONFIG)
     best_ms = [float("inf")] * len(runnable)
+    clear = _l2_clear()
     for _ in range(2):
         for i, cfg in enumerate(runnable):
-            best_ms[i] = min(best_ms[i], _median_ms(lambda: run(cfg)))
+            best_ms[i] = min(best_ms[i], _median_ms(lambda: run(cfg), clear))
     return runnable[best_ms.index(min(best_ms))]
 
 
-_L2_READS = {}  # device -> (a 256 MB buffer, its sum): what _median_ms reads to clear the L2
+def _l2_clear():
+    """A function that reads 256 MB (five H200 L2s) into a sum: the L2 is cleared, and left clean. The buffer
+    lives as long as the function (one autotune pass), not the process."""
+    buffer = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+    total = torch.empty((), dtype=torch.int64, device="cuda")
+    return lambda: torch.sum(buffer, dim=0, out=total)
 
 
-def _median_ms(fn, warmup_calls=5, calls=20):
-    """fn's median time in ms over `calls` calls, each after a read of 256 MB (five H200 L2s), as kgit times
-    a kernel (kgit/harness/timing.py): the L2 left clean. do_bench clears it by writing zeros, and the dirty
-    lines cost the next kernel their write-back: there, at 1024^3, the autotune kept the pointer kernel
-    (experiments/sweep-h200-session25/call7-sweep-gemm/, 0.93x cuBLAS) over the Gluon one, which kgit's
-    timer reads at 0.98x (call6-gemm-small-gluon/)."""
-    device = torch.cuda.current_device()
-    if device not in _L2_READS:
-        _L2_READS[device] = (torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda"),
-                             torch.empty((), dtype=torch.int64, device="cuda"))
-    buffer, total = _L2_READS[device]
+def _median_ms(fn, clear, warmup_calls=5, calls=20):
+    """fn's median time in ms over `calls` calls, each after clear(), as kgit times a kernel
+    (kgit/harness/timing.py): the L2 cleared and left clean. do_bench clears it by writing zeros, and the
+    dirty lines cost the next kernel their write-back: there, at 1024^3, the autotune kept the pointer
+    kernel (experiments/sweep-h200-session25/call7-sweep-gemm/, 0.93x cuBLAS) over the Gluon one, which
+    kgit's timer reads at 0.98x (call6-gemm-small-gluon/)."""
     times = []
     for i in range(warmup_calls + calls):
-        torch.sum(buffer, dim=0, out=total)
+        clear()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
