@@ -81,24 +81,30 @@ GROUP_PAIRS = gl.constexpr(4)  # grouped order in tile pairs: 8 tile-rows a grou
 # the kernel's parameters as the PTX names them: each host descriptor is 5 (the 128-byte tensor map, then
 # its two dims and two strides), so bh_desc, the third argument, starts at 10
 BH_TMAP = "gemm_mc_kernel_param_10"
+# bh_desc's box at column $2, row $3 into shared address $1 of both CTAs, completing bytes on the mbarrier at
+# address $4 of each; one elected thread of the loader warp issues it
+_MULTICAST_B_HALF = gl.constexpr(
+    "{ .reg .pred p; .reg .b64 t; .reg .b16 m; elect.sync _|p, -1; mov.b16 m, 3; "
+    "mov.b64 t, " + BH_TMAP + "; cvta.param.u64 t, t; "
+    "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+    "[$1], [t, {$2, $3}], [$4], m; mov.u32 $0, 0; }")
 
 
 @gluon.jit
 def _scalar_asm(asm: gl.constexpr, args, pure: gl.constexpr = False):
-    # one PTX snippet a thread, on scalars; $0 is a dummy (or the result), args are $1...
+    # one PTX snippet a thread, on 32-bit scalars; $0 is a dummy (or the result), args are $1...
     return gl.inline_asm_elementwise(asm, "=r" + ",r" * len(args), args, dtype=gl.int32, is_pure=pure, pack=1)
 
 
 @gluon.jit
 def _cluster_rank(x):
-    return gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r,r", [x], dtype=gl.int32, is_pure=True,
-                                     pack=1)
+    return _scalar_asm("mov.u32 $0, %cluster_ctarank;", [x], True)
 
 
 @gluon.jit
 def _smem_base(x):
     # the shared-memory address of Triton's one allocation, which every buffer's offset is from
-    return gl.inline_asm_elementwise("mov.u32 $0, global_smem;", "=r,r", [x], dtype=gl.int32, is_pure=True, pack=1)
+    return _scalar_asm("mov.u32 $0, global_smem;", [x], True)
 
 
 @gluon.jit
@@ -108,35 +114,23 @@ def _load_acquire(ptr):
 
 
 @gluon.jit
-def _multicast_b_half(dst, x, y, bar):
-    # bh_desc's box at column x, row y into shared address dst of both CTAs, completing bytes on the mbarrier
-    # at address bar of each; one elected thread of the loader warp issues it
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; .reg .b64 t; .reg .b16 m; elect.sync _|p, -1; mov.b16 m, 3; "
-        "mov.b64 t, gemm_mc_kernel_param_10; cvta.param.u64 t, t; "
-        "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-        "[$1], [t, {$2, $3}], [$4], m; mov.u32 $0, 0; }",
-        "=r,r,r,r,r", [dst, x, y, bar], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
 def _arrive_peer(bar, peer):
     # one thread of the calling consumer warpgroup arrives on the mbarrier at the same address in CTA `peer` of
     # the cluster; called right after Gluon's own arrive, which synchronized the partition
-    return gl.inline_asm_elementwise(
+    return _scalar_asm(
         "{ .reg .pred p; .reg .b32 t, r; mov.u32 t, %tid.x; and.b32 t, t, 127; setp.eq.u32 p, t, 0; "
         "mapa.shared::cluster.u32 r, $1, $2; @p mbarrier.arrive.shared::cluster.b64 _, [r]; mov.u32 $0, 0; }",
-        "=r,r,r", [bar, peer], dtype=gl.int32, is_pure=False, pack=1)
+        [bar, peer])
 
 
 @gluon.jit
 def _arrive_both_per_warp(bar, peer):
     # lane 0 of every warp arrives on this CTA's mbarrier and on the peer's, once its own wgmma wait is done
-    return gl.inline_asm_elementwise(
+    return _scalar_asm(
         "{ .reg .pred p; .reg .b32 t, r; mov.u32 t, %laneid; setp.eq.u32 p, t, 0; "
         "@p mbarrier.arrive.shared::cta.b64 _, [$1]; "
         "mapa.shared::cluster.u32 r, $1, $2; @p mbarrier.arrive.shared::cluster.b64 _, [r]; mov.u32 $0, 0; }",
-        "=r,r,r", [bar, peer], dtype=gl.int32, is_pure=False, pack=1)
+        [bar, peer])
 
 
 @gluon.jit
@@ -190,8 +184,8 @@ def _mc_loader(a_desc, b_desc, a_smem, b_smem, ready, empty, flags, epoch, M, N,
             else:
                 dst = smem + B_OFF + s * B_STAGE_BYTES + rank * (CHUNK_BYTES // 2)
                 for ch in gl.static_range(BLOCK_N // 64):
-                    _multicast_b_half(dst + ch * CHUNK_BYTES, off_n + ch * 64, ki * BLOCK_K + rank * (BLOCK_K // 2),
-                                      smem + READY_OFF + 8 * s)
+                    _scalar_asm(_MULTICAST_B_HALF, [dst + ch * CHUNK_BYTES, off_n + ch * 64,
+                                                    ki * BLOCK_K + rank * (BLOCK_K // 2), smem + READY_OFF + 8 * s])
             it += 1
     # every stage's last release, by this CTA's consumers and the peer's, before this CTA may exit
     for i in gl.static_range(NUM_STAGES):
@@ -237,7 +231,7 @@ def gemm_mc_kernel(a_desc, b_desc, bh_desc, c_desc, flags, M, N, K, epoch, BLOCK
                    NUM_CONSUMERS: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr, LOADER_REGS: gl.constexpr,
                    CONSUMER_REGS: gl.constexpr, B_OFF: gl.constexpr, READY_OFF: gl.constexpr,
                    EMPTY_OFF: gl.constexpr, MODE: gl.constexpr):
-    # bh_desc is only read by name, in _multicast_b_half (BH_TMAP)
+    # bh_desc is only read by name, in _MULTICAST_B_HALF (BH_TMAP)
     dtype: gl.constexpr = a_desc.dtype
     a_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES * NUM_CONSUMERS] + a_desc.block_type.shape, a_desc.layout)
     b_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
