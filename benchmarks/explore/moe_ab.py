@@ -73,7 +73,7 @@ def main():
             M.fused_moe(x, w13, w2, logits, K, out=o)  # autotunes on first call
             torch.cuda.synchronize()
             err = ((o.float() - ref).abs().max() / ref.abs().max()).item()
-            picked = {k: M.last_config.get(k) for k in ("BLOCK_M", "DOWN_BLOCK_N", "USE_TMA")}
+            picked = {k: M.last_config.get(k) for k in ("BLOCK_M", "DOWN_BLOCK_N", "USE_TMA", "GLUON")}
             print(f"{dname} {name}: max error {err:.2e} of the output's largest; config {picked}", flush=True)
             if not err < 2e-2:
                 raise SystemExit(f"{dname} {name}: wrong output ({err:.3g})")

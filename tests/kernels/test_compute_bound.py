@@ -109,9 +109,156 @@ def test_moe_sum_adds_each_tokens_k_rows_and_no_other(top_k):
     T, HD = 5, 40
     y = torch.randn(T * top_k, HD)
     out = torch.full((T, HD), float("nan"))
-    m.moe_sum_kernel[(T, triton.cdiv(HD, 32))](y, out, HD, out.stride(0), TOP_K=top_k,
-                                                K_PAD=triton.next_power_of_2(top_k), BLOCK_D=32)
+    m.moe_sum_kernel[(T, triton.cdiv(HD, 32))](y, out, None, None, HD, out.stride(0), TOP_K=top_k,
+                                                K_PAD=triton.next_power_of_2(top_k), BLOCK_D=32, SORTED=0)
     assert torch.allclose(out, y.view(T, top_k, HD).sum(1), atol=1e-6)
+
+
+def test_moe_sum_of_sorted_rows_weights_each_pair_and_reads_its_row():
+    """SORTED (the Gluon path): y holds the down GEMM's rows in expert-sorted order, unweighted, so
+    out[t] = sum_j w[t*k + j] * y[sorted_row[t*k + j]]."""
+    m = _template("fused-moe")
+    T, top_k, HD = 5, 3, 40
+    y = torch.randn(2 * T * top_k, HD)  # padding rows too
+    sorted_row = torch.randperm(2 * T * top_k)[:T * top_k].int()
+    weights = torch.rand(T * top_k)
+    out = torch.full((T, HD), float("nan"))
+    m.moe_sum_kernel[(T, triton.cdiv(HD, 32))](y, out, sorted_row, weights, HD, out.stride(0), TOP_K=top_k,
+                                                K_PAD=4, BLOCK_D=32, SORTED=1)
+    expected = (y[sorted_row.long()] * weights[:, None]).view(T, top_k, HD).sum(1)
+    assert torch.allclose(out, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("block_m", [16, 128])
+def test_moe_align_gives_each_pairs_row_and_each_experts_first_block(block_m):
+    """route_and_align's sorted_row is the inverse of sorted_ids, and expert_start[e] is expert e's first row
+    block (expert_start[E]: the blocks in use), agreeing with block_expert; experts 2 and 5 get no pair."""
+    m = _template("fused-moe")
+    T, E, top_k = 150, 7, 2
+    logits = torch.randn(T, E)
+    logits[:, [2, 5]] = -100.0
+    _, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = m.route_and_align(logits, top_k, block_m, 32)
+    pairs = torch.arange(T * top_k)
+    assert torch.equal(sorted_ids[sorted_row.long()], pairs.int())
+    used = int((block_expert >= 0).sum())
+    assert expert_start[0] == 0 and expert_start[E] == used and torch.all(block_expert[used:] == -1)
+    for e in range(E):
+        first, end = int(expert_start[e]), int(expert_start[e + 1])
+        assert torch.all(block_expert[first:end] == e)
+        rows = (torch.topk(logits, top_k).indices == e).sum().item()
+        assert end - first == triton.cdiv(rows, block_m)  # 0 for experts 2 and 5
+
+
+class _GluonGemmByTorch:
+    """moe_gemm_gluon_kernel's contract, in torch (Gluon kernels run on a GPU only): for every row block b
+    in use, of expert e = block_expert[b], its 128 rows of A times the expert's weight rows into C; SWIGLU
+    writes silu(gate) * up. Records each launch's grid, boxes and scalars."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        def launch(a_desc, w_desc, c_desc, block_expert, expert_start, num_m_blocks, n_tiles, K, **options):
+            self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
+            a, w, c = a_desc.base, w_desc.base, c_desc.base
+            assert int(expert_start[-1]) == int((block_expert >= 0).sum())
+            for b in range(num_m_blocks):
+                e = int(block_expert[b])
+                if e < 0:
+                    continue
+                rows = a[b * 128:(b + 1) * 128].float()
+                if options["SWIGLU"]:
+                    gate, up = rows @ w[2 * e].float().T, rows @ w[2 * e + 1].float().T
+                    c[b * 128:(b + 1) * 128] = (torch.nn.functional.silu(gate) * up).to(c.dtype)
+                else:
+                    c[b * 128:(b + 1) * 128] = (rows @ w[e].float().T).to(c.dtype)
+        return launch
+
+
+def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monkeypatch):
+    """GLUON 1 with the kernel's contract in torch: two launches of min(SMs, tiles) programs (gate/up: the
+    [2, BLOCK_N, BLOCK_K] box of gate and up rows, h in [64, BLOCK_N] boxes; down: [1, DOWN_BLOCK_N,
+    BLOCK_K] boxes of w2, y in [64, DOWN_BLOCK_N / 2] halves), then moe_sum_kernel's SORTED path: the
+    layer equals the reference."""
+    m = _template("fused-moe")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    gemms = _GluonGemmByTorch()
+    monkeypatch.setattr(m, "moe_gemm_gluon_kernel", gemms)
+    monkeypatch.setattr(m, "_gluon_runs", lambda x, w13, w2, cfg: True)
+    monkeypatch.setattr(m, "_num_sms", lambda device: 5)
+    T, E, top_k, HD, I = 150, 5, 2, 64, 96
+    x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
+    w13, w2 = (torch.randn(E, 2 * I, HD) / 8).half(), (torch.randn(E, HD, I) / 10).half()
+    config = {"GLUON": 1, "BLOCK_M": 128, "BLOCK_N": 64, "DOWN_BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3,
+              "DOWN_num_stages": 2}
+    out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
+    assert m.last_config["GLUON"] == 1
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, num_warps=4)
+    # (the host's bound on the row blocks, ceil(T*k / 128) + E = 8) x 2 column tiles = 16 tiles on 5 SMs
+    assert gemms.launches == [
+        ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, **regs)),
+        ((5, ), [[64, 32], [1, 32, 32], [64, 16]], 2, I, dict(NUM_STAGES=2, SWIGLU=0, **regs)),
+    ]
+    monkeypatch.setattr(m, "_num_sms", lambda device: 132)
+    gemms.launches.clear()
+    m.fused_moe(x, w13, w2, logits, top_k, config=config)
+    assert [grid for grid, *_ in gemms.launches] == [(16, ), (16, )]  # no more programs than tiles
+
+
+def test_moe_gluon_runs_on_hopper_16bit_128_row_blocks_one_wgmma_wide(monkeypatch):
+    m = _template("fused-moe")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(m, "_has_tma", lambda device: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    cfg = {**m.CONFIG, "GLUON": 1}
+    x = _Matrix()
+    w13, w2 = torch.empty(2, 64, 32, dtype=torch.bfloat16), torch.empty(2, 32, 32, dtype=torch.bfloat16)
+    assert m._gluon_runs(x, w13, w2, cfg) and m._gluon_runs(_Matrix(torch.float16), w13.half(), w2.half(), cfg)
+    assert not m._gluon_runs(_Matrix(torch.float32), w13.float(), w2.float(), cfg)
+    assert not m._gluon_runs(_Matrix(device="cpu"), w13, w2, cfg)
+    assert not m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_M": 64})  # two warpgroups of 64 rows
+    assert m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_N": 128, "DOWN_BLOCK_N": 256})
+    assert not m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_N": 256})  # gate + up: 512 wide, no wgmma
+    assert not m._gluon_runs(x, w13, w2, {**cfg, "DOWN_BLOCK_N": 512})
+    odd = torch.empty(2, 20, 10, dtype=torch.bfloat16)  # rows of 20 bytes: no TMA
+    assert not m._gluon_runs(x, odd, w2, cfg) and not m._gluon_runs(x, w13, odd, cfg)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not m._gluon_runs(x, w13, w2, cfg)  # Gluon has no interpreter
+    monkeypatch.delenv("TRITON_INTERPRET")
+    for capability in [(8, 0), (10, 0)]:  # wgmma is Hopper's alone
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert not m._gluon_runs(x, w13, w2, cfg)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert not m._gluon_runs(x, w13, w2, cfg)
+    monkeypatch.setattr(torch.version, "hip", None)
+    m._GLUON_FAILED[torch.device("cuda")] = "RuntimeError: no such op"
+    assert not m._gluon_runs(x, w13, w2, cfg)  # failed here before: not tried again
+
+
+def test_moe_gluon_gemms_that_do_not_compile_fall_back_once_and_say_so(monkeypatch, uncompilable):
+    m = _template("fused-moe")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.setattr(m, "moe_gemm_gluon_kernel", uncompilable)
+    monkeypatch.setattr(m, "_gluon_runs", lambda x, w13, w2, cfg: x.device not in m._GLUON_FAILED)
+    monkeypatch.setattr(m, "_num_sms", lambda device: 4)
+    T, E, top_k, HD, I = 40, 4, 2, 32, 48
+    x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
+    w13, w2 = (torch.randn(E, 2 * I, HD) / 6).half(), (torch.randn(E, HD, I) / 7).half()
+    config = {"GLUON": 1, "BLOCK_M": 128, "BLOCK_N": 32, "DOWN_BLOCK_N": 32, "BLOCK_K": 16}
+    with pytest.warns(UserWarning, match=r"fused-moe: the Gluon GEMMs do not run with Triton .*error: no such op"):
+        out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
+    assert m.last_config["GLUON"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        m.fused_moe(x, w13, w2, logits, top_k, config=config)
+    assert len(uncompilable.attempts) == 1  # not tried again on this device
 
 
 def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
@@ -511,6 +658,27 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
                        {"num_warps": 4, "maxnreg": t.GLUON_LAUNCH_REGS})
 """
 
+_MOE_CASES = """
+# Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD
+for dtype, (E, HD, I), rows in [("bf16", (8, 4096, 14336), 72 * 128), ("fp16", (4, 200, 360), 6 * 128)]:
+    torch_dtype, gl_dtype = GL[dtype]
+    cfg = {**t.CONFIG, "GLUON": 1}
+    bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
+    x_sorted, h, y = (torch.empty(rows, cols, dtype=torch_dtype) for cols in (HD, I, HD))
+    w13, w2 = torch.empty(E * 2, I, HD, dtype=torch_dtype), torch.empty(E, HD, I, dtype=torch_dtype)
+    block_expert = torch.empty(rows // 128, dtype=torch.int32)
+    expert_start = torch.empty(E + 1, dtype=torch.int32)
+    for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
+                                                     (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
+                                                      cfg["DOWN_num_stages"])]:
+        descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype)]
+        consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, LOADER_REGS=t.GLUON_LOADER_REGS,
+                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
+        compile_and_report([dtype, HD, I, swiglu], t.moe_gemm_gluon_kernel,
+                           descs + [block_expert, expert_start, rows // 128, 7, K], consts,
+                           {"num_warps": 4})
+"""
+
 
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -552,6 +720,22 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     assert [c["case"] for c in cases] == [["bf16", 1024, 1024, 1024], ["fp16", 1000, 3000, 1000]]
     for case in cases:
         assert 8 * (64 * 64 + 64 * 128) * 2 + 64 * 128 * 2 <= case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+
+
+def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
+    """The fused-MoE template's Gluon GEMM, both uses (gate/up with the SwiGLU epilogue, down in two
+    halves), at Mixtral's shape and a ragged one, for sm_90: no stack, no spill, 4 stages of 128x64 A and
+    256x64 W plus two 64x128 C buffers within the H200's shared memory (224 KB + barriers). On the H200's
+    Triton 3.6: 168 registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
+    m = _template("fused-moe")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    cases = _compile_for_sm90("fused-moe", _MOE_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1], ["bf16", 4096, 14336, 0],
+                                          ["fp16", 200, 360, 1], ["fp16", 200, 360, 0]]
+    for case in cases:
+        assert 4 * (128 * 64 + 256 * 64) * 2 + 2 * 64 * 128 * 2 <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 

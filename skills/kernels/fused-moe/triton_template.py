@@ -29,17 +29,31 @@ L2 while the expert's row-blocks use it: each weight byte is read from DRAM abou
 """
 
 import functools
+import os
+import warnings
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+try:  # Gluon is experimental: absent from older Tritons, renamed between releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                                  warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared  # async_load from 3.9
+    tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+except (ImportError, AttributeError):
+    gluon = None
+
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
-          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "AUTOTUNE": 1}
+          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "GLUON": 1, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128], "GROUP_M": [1, 4, 8, 16],
                 "num_warps": [4, 8], "num_stages": [2, 3, 4, 5], "DOWN_BLOCK_N": [64, 128, 256],
-                "DOWN_num_stages": [2, 3, 4, 5], "ROUTE_BLOCK_T": [32, 64, 128], "AUTOTUNE": [0, 1]}
+                "DOWN_num_stages": [2, 3, 4, 5], "ROUTE_BLOCK_T": [32, 64, 128], "GLUON": [0, 1], "AUTOTUNE": [0, 1]}
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG), timed once per shape. Few rows
 # per expert favour smaller row blocks (less padding); the down GEMM's N tile trades reuse for programs.
 AUTOTUNE_CONFIGS = [
@@ -100,12 +114,14 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, chunk_counts_pt
 
 
 @triton.jit
-def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, E,
-                     num_chunks, num_m_blocks, E_PAD: tl.constexpr, PAIRS_PER_CHUNK: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, sorted_row_ptr, block_expert_ptr,
+                     expert_start_ptr, n_pairs, E, num_chunks, num_m_blocks, E_PAD: tl.constexpr,
+                     PAIRS_PER_CHUNK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr,
+                     BLOCK_C: tl.constexpr):
     # Each program places its chunk's pairs: slot = start of the expert's padded run + pairs of that
-    # expert in earlier chunks + rank in the chunk. Program 0 also writes the padding sentinels and
-    # block_expert. Writes never overlap, so no ordering between programs is needed.
+    # expert in earlier chunks + rank in the chunk (sorted_row[pair] = slot, the inverse map). Program 0
+    # also writes the padding sentinels, block_expert and expert_start (E + 1 entries: each expert's first
+    # row block, then the blocks in use). Writes never overlap, so no ordering between programs is needed.
     pid = tl.program_id(0)
     ecols = tl.arange(0, E_PAD)
     total = tl.zeros([E_PAD], dtype=tl.int32)
@@ -128,12 +144,15 @@ def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, block_
         r = tl.load(rank_ptr + offs_p, mask=pmask, other=0)
         dest = tl.sum(tl.where(ecols[None, :] == e[:, None], base[None, :], 0), 1) + r
         tl.store(sorted_ids_ptr + dest, offs_p, mask=pmask)
+        tl.store(sorted_row_ptr + offs_p, dest, mask=pmask)
     if pid == 0:
         # padding slots of each expert's run: [pad_start + total, pad_end)
         jcols = tl.arange(0, BLOCK_M)
         slot = (pad_start + total)[:, None] + jcols[None, :]
         tl.store(sorted_ids_ptr + slot, tl.zeros([E_PAD, BLOCK_M], dtype=tl.int32) + n_pairs,
                  mask=jcols[None, :] < (padded - total)[:, None])
+        tl.store(expert_start_ptr + 1 + ecols, pad_end // BLOCK_M, mask=ecols < E)
+        tl.store(expert_start_ptr, 0)
         # owner of each row block: the number of experts whose run ends at or before its first row
         end_e = tl.where(ecols < E, pad_end, 2147483647)
         for b0 in range(0, num_m_blocks, BLOCK_P):
@@ -245,36 +264,181 @@ def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
 
 
 @triton.jit
-def moe_sum_kernel(y_ptr, out_ptr, HD, stride_out, TOP_K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_D: tl.constexpr):
+def moe_sum_kernel(y_ptr, out_ptr, sorted_row_ptr, topk_w_ptr, HD, stride_out, TOP_K: tl.constexpr,
+                   K_PAD: tl.constexpr, BLOCK_D: tl.constexpr, SORTED: tl.constexpr):
     # out[t] = sum_j y[t * TOP_K + j], a token's k expert outputs (already weighted), added in fp32. A
     # token's k rows are adjacent in y, so every load is contiguous: torch.sum over the k axis of y's
     # (T, k, HD) view took 72 us at the Mixtral shape for 96 MB of traffic (25 us at the copy rate).
+    # SORTED (the Gluon path): y is the down GEMM's output in expert-sorted order, unweighted, so
+    # out[t] = sum_j w[pair] * y[sorted_row[pair]], pair = t * TOP_K + j.
     t = tl.program_id(0)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     j = tl.arange(0, K_PAD)
-    rows = (t * TOP_K + j).to(tl.int64)
+    pairs = t * TOP_K + j
+    rows = pairs.to(tl.int64)
+    if SORTED:
+        rows = tl.load(sorted_row_ptr + pairs, mask=j < TOP_K, other=0).to(tl.int64)
     y = tl.load(y_ptr + rows[:, None] * HD + offs_d[None, :], mask=(j[:, None] < TOP_K) & (offs_d[None, :] < HD),
-                other=0.0)
-    total = tl.sum(y.to(tl.float32), axis=0)
+                other=0.0).to(tl.float32)
+    if SORTED:
+        y = y * tl.load(topk_w_ptr + pairs, mask=j < TOP_K, other=0.0)[:, None]
+    total = tl.sum(y, axis=0)
     tl.store(out_ptr + t.to(tl.int64) * stride_out + offs_d, total.to(out_ptr.dtype.element_ty), mask=offs_d < HD)
+
+
+# The Gluon GEMMs' register budgets (setmaxnreg): the loader only issues copies and waits on barriers (24,
+# the minimum); each consumer warpgroup asks for the 240 that leaves of 64K, room beside its 64x256 fp32
+# accumulator (128 a thread) for the SwiGLU epilogue.
+GLUON_LOADER_REGS = 24
+GLUON_CONSUMER_REGS = 240
+
+if gluon is not None:
+    @gluon.jit
+    def _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles):
+        # Each expert's row blocks are one group: consecutive tile ids walk down the expert's blocks in
+        # one column of weight tiles, then the next column, so the programs running at once share each
+        # weight tile through L2 and every weight byte comes from DRAM about once (_tile_coords's GROUP_M
+        # groups straddle experts, and the Triton gate/up GEMM read w13 twice: 4.0 GB for 1.9).
+        # An expert's tiles are ids [first * n_tiles, end * n_tiles), so tile_id // n_tiles is one of
+        # its blocks. Returns the tile's row block, column tile and expert (-1: past the blocks in use).
+        # Every partition calls this on the same tile ids, so they agree on what runs.
+        e = gl.load(block_expert_ptr + tile_id // n_tiles)
+        first = gl.load(expert_start_ptr + gl.maximum(e, 0))
+        group_m = gl.maximum(gl.load(expert_start_ptr + gl.maximum(e, 0) + 1) - first, 1)
+        local = tile_id - first * n_tiles
+        return first + local % group_m, local // group_m, e
+
+    @gluon.jit
+    def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
+                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr):
+        # The producer warp: for each tile of this program, each k-step's two A half-tiles (one a consumer)
+        # and the expert's weight box into the next stage of the ring once both consumers have released it.
+        # It never waits for an epilogue: it runs on into the next tile while the consumers store this one.
+        M_HALF: gl.constexpr = a_desc.block_type.shape[0]
+        W_BOX0: gl.constexpr = w_desc.block_type.shape[0]
+        W_BOX1: gl.constexpr = w_desc.block_type.shape[1]
+        BLOCK_K: gl.constexpr = w_desc.block_type.shape[2]
+        # every byte the stage's copies complete; a box that sticks out still counts whole (zeros outside)
+        STAGE_BYTES: gl.constexpr = 2 * a_desc.block_type.nbytes + w_desc.block_type.nbytes
+        it = 0  # k-steps issued over all tiles: the ring position, as the consumers count it
+        for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
+            pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
+            if e >= 0:
+                for ki in range(gl.cdiv(K, BLOCK_K)):
+                    s = it % NUM_STAGES
+                    # a fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait for
+                    # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
+                    mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
+                    mbarrier.expect(ready.index(s), STAGE_BYTES)
+                    for c in gl.static_range(2):
+                        tma_load(a_desc, [(2 * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
+                                 a_smem.index(2 * s + c))
+                    tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
+                    it += 1
+
+    @gluon.jit
+    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
+                            num_m_blocks, n_tiles, K, C: gl.constexpr, NUM_STAGES: gl.constexpr,
+                            SWIGLU: gl.constexpr):
+        # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
+        # wgmma group in flight (groups retire in order, so once at most one is outstanding the previous
+        # k-step's stage is read and goes back to the loader). The weight box [W_BOX0, W_BOX1, BLOCK_K]
+        # (K contiguous) is W_ROWS rows of W as one K-major B operand: for gate/up the tile's gate rows then
+        # its up rows, one m64n256k16 where two m64n128k16 would each read A again.
+        M_HALF: gl.constexpr = a_smem.shape[1]
+        BLOCK_K: gl.constexpr = a_smem.shape[2]
+        W_ROWS: gl.constexpr = w_smem.shape[1] * w_smem.shape[2]
+        OUT_N: gl.constexpr = W_ROWS // 2  # the columns of one store: h's tile, or half the down GEMM's
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, W_ROWS, 16])
+        c_buf = c_smem.index(C)
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        it = 0
+        for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
+            pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
+            if e >= 0:
+                acc = gl.zeros([M_HALF, W_ROWS], gl.float32, acc_layout)
+                for ki in range(k_tiles):
+                    s = it % NUM_STAGES
+                    mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
+                    a = a_smem.index(2 * s + C)
+                    w = w_smem.index(s).reshape([W_ROWS, BLOCK_K]).permute((1, 0))
+                    acc = warpgroup_mma(a, w, acc, is_async=True)
+                    acc, a, w = warpgroup_mma_wait(1, deps=(acc, a, w))
+                    # (Gluon's arrive synchronizes the warpgroup, then one thread arrives)
+                    mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
+                    it += 1
+                # the tile's last group, then its stage (hence no release at ki == 0 of the next tile)
+                acc = warpgroup_mma_wait(0, deps=(acc, ))
+                mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES))
+                # The epilogue through c_buf and a TMA store, which is left in flight under the next tile's
+                # mainloop: wait for the previous store to finish reading c_buf before writing it again, and
+                # fence the generic-proxy writes before the async proxy (TMA) reads them.
+                row = (2 * pid_m + C) * M_HALF
+                halves = acc.reshape([M_HALF, 2, OUT_N]).permute((0, 2, 1)).split()
+                if SWIGLU:
+                    g = halves[0]
+                    h = g / (1.0 + gl.exp(-g)) * halves[1]  # silu(gate) * up, fp32
+                    tma.store_wait(0)
+                    c_buf.store(h.to(c_desc.dtype))
+                    fence_async_shared()
+                    tma_store(c_desc, [row, pid_n * OUT_N], c_buf)
+                else:
+                    for i in gl.static_range(2):
+                        tma.store_wait(0)
+                        c_buf.store(halves[i].to(c_desc.dtype))
+                        fence_async_shared()
+                        tma_store(c_desc, [row, pid_n * W_ROWS + i * OUT_N], c_buf)
+        tma.store_wait(0)  # the last store, before the program's shared memory goes away
+
+    @gluon.jit
+    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, block_expert_ptr, expert_start_ptr, num_m_blocks, n_tiles, K,
+                              NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
+                              LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+        # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
+        # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and two consumer
+        # warpgroups of 64 rows each. SWIGLU: the gate/up GEMM (A x_sorted, W w13's (E * 2, I, HD) view in
+        # [2, BLOCK_N, BLOCK_K] boxes at [2e, n, k], C h in [64, BLOCK_N] boxes); else the down GEMM (A h,
+        # W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
+        # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K].
+        dtype: gl.constexpr = a_desc.dtype
+        a_smem = gl.allocate_shared_memory(dtype, [2 * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+        w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
+        c_smem = gl.allocate_shared_memory(dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+        # ready: the loader's expect (one arrive) and the copies' bytes; empty: one arrive a consumer
+        ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)
+        # the kernel's own 4 warps are consumer 0; the workers: consumer 1 and the loader's one warp
+        gl.warp_specialize([
+            (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
+                                   num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU)),
+            (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
+                                   num_m_blocks, n_tiles, K, 1, NUM_STAGES, SWIGLU)),
+            (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
+                                 num_m_blocks, n_tiles, K, NUM_STAGES)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
 last_config = {}  # the config of the latest launch (the benchmark reports it)
-
-
 _TUNED = {}
+_GLUON_FAILED = {}  # device -> why the Gluon GEMMs did not compile or launch there
 
 
 def route_and_align(router_logits, top_k, block_m, block_t):
     """Two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
-    expert's run padded to a multiple of block_m with the sentinel T*k; block_expert (num_m_blocks,)
-    int32: the expert of each row block, -1 past the end. num_m_blocks is an upper bound known on the
-    host (sum_e ceil(c_e / BM) <= ceil(T*k / BM) + E), so nothing is read back."""
+    expert's run padded to a multiple of block_m with the sentinel T*k; sorted_row (T*k,) int32: the
+    inverse, each pair's row in that order; block_expert (num_m_blocks,) int32: the expert of each row
+    block, -1 past the end; expert_start (E + 1,) int32: each expert's first row block, then the number
+    of blocks in use. num_m_blocks is an upper bound known on the host (sum_e ceil(c_e / BM) <=
+    ceil(T*k / BM) + E), so nothing is read back."""
     T, E = router_logits.shape
     dev = router_logits.device
     n_pairs = T * top_k
@@ -286,14 +450,16 @@ def route_and_align(router_logits, top_k, block_m, block_t):
     weights = torch.empty(n_pairs, dtype=torch.float32, device=dev)
     chunk_counts = torch.empty((num_chunks, e_pad), dtype=torch.int32, device=dev)
     sorted_ids = torch.empty(num_m_blocks * block_m, dtype=torch.int32, device=dev)
+    sorted_row = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
+    expert_start = torch.empty(E + 1, dtype=torch.int32, device=dev)
     logits = router_logits.float().contiguous()
     moe_route_kernel[(num_chunks,)](logits, ids, rank, weights, chunk_counts, T, E, TOP_K=top_k,
                                     K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad, BLOCK_T=block_t, num_warps=4)
-    moe_align_kernel[(num_chunks,)](ids, rank, chunk_counts, sorted_ids, block_expert, n_pairs, E, num_chunks,
-                                    num_m_blocks, E_PAD=e_pad, PAIRS_PER_CHUNK=block_t * top_k, BLOCK_M=block_m,
+    moe_align_kernel[(num_chunks,)](ids, rank, chunk_counts, sorted_ids, sorted_row, block_expert, expert_start,
+                                    n_pairs, E, num_chunks, num_m_blocks, E_PAD=e_pad, PAIRS_PER_CHUNK=block_t * top_k, BLOCK_M=block_m,
                                     BLOCK_P=max(16, min(256, 8192 // e_pad)), BLOCK_C=16, num_warps=4)
-    return weights, sorted_ids, block_expert, num_m_blocks
+    return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
 
 
 @functools.lru_cache(maxsize=None)
@@ -303,11 +469,62 @@ def _has_tma(device) -> bool:
     return True  # interpreter: descriptors are emulated
 
 
+@functools.lru_cache(maxsize=None)
+def _num_sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _tma_ok(*tensors):
     if not _has_tma(tensors[0].device):
         return False
     return all(t.is_contiguous() and (t.shape[-1] * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
                for t in tensors)
+
+
+def _gluon_runs(x, w13, w2, cfg) -> bool:
+    """Whether moe_gemm_gluon_kernel can take both GEMMs: Gluon present, a Hopper GPU (wgmma is sm_90's
+    alone), not the interpreter (Gluon has none), 16-bit, TMA-aligned weights, 128-row blocks (two
+    warpgroups of 64 rows), weight tiles one wgmma wide (2 * BLOCK_N and DOWN_BLOCK_N at most 256), and it
+    has not failed to compile or launch on this device before."""
+    if gluon is None or x.device.type != "cuda" or torch.version.hip or x.device in _GLUON_FAILED:
+        return False
+    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(x.device)[0] != 9:
+        return False
+    return (x.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] == 128 and 2 * cfg["BLOCK_N"] <= 256
+            and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
+
+
+def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg):
+    """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
+    expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
+    device, when the kernel does not compile or launch."""
+    E, I2, HD = w13.shape
+    I = I2 // 2
+    bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
+    y_sorted = torch.empty((h.shape[0], HD), device=h.device, dtype=h.dtype)
+    dtype = gl.bfloat16 if h.dtype == torch.bfloat16 else gl.float16
+
+    def desc(t, box):
+        return GluonDescriptor(t, list(t.shape), list(t.stride()), box, gl.NVMMASharedLayout.get_default_for(box, dtype))
+
+    gemms = [  # A, W (3-D), W's box, C, C's box, column tiles, K, stages, SWIGLU
+        (x_sorted, w13.view(E * 2, I, HD), [2, bn, bk], h, [64, bn], triton.cdiv(I, bn), HD, cfg["num_stages"], 1),
+        (h, w2, [1, dbn, bk], y_sorted, [64, dbn // 2], triton.cdiv(HD, dbn), I, cfg["DOWN_num_stages"], 0),
+    ]
+    try:
+        for a, w, w_box, c, c_box, n_tiles, K, stages, swiglu in gemms:
+            grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
+            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), block_expert, expert_start,
+                                        num_m_blocks, n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu,
+                                        LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
+                                        num_warps=4)
+    except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
+        lines = str(e).strip().splitlines()
+        _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"fused-moe: the Gluon GEMMs do not run with Triton {triton.__version__} here "
+                      f"({_GLUON_FAILED[h.device]}); the Triton kernels take the layer")
+        return None
+    return y_sorted
 
 
 def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
@@ -316,36 +533,42 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     I = I2 // 2
     block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     dbn = cfg["DOWN_BLOCK_N"]
-    weights, sorted_ids, block_expert, num_m_blocks = route_and_align(router_logits, top_k, block_m,
-                                                                      cfg["ROUTE_BLOCK_T"])
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = route_and_align(
+        router_logits, top_k, block_m, cfg["ROUTE_BLOCK_T"])
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
-    y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
-    last_config.clear()
-    last_config.update(cfg, USE_TMA=tma)
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
             BLOCK_D=GATHER_BLOCK_D, num_warps=4)
-        x_src = TensorDescriptor.from_tensor(x_sorted, [block_m, bk])
-        w13_src = TensorDescriptor.from_tensor(w13.view(E * 2, I, HD), [2, bn, bk])
-        h_src = TensorDescriptor.from_tensor(h, [block_m, bk])
-        w2_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
-    else:
-        x_src, w13_src, h_src, w2_src = x, w13, h, w2
-    moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
-        x_src, w13_src, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
-        TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    moe_down_kernel[(num_m_blocks * triton.cdiv(HD, dbn),)](
-        h_src, w2_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
-        BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
-        num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
-    moe_sum_kernel[(T, triton.cdiv(HD, SUM_BLOCK_D))](y, out, HD, out.stride(0), TOP_K=top_k,
+    y = None
+    if cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg):
+        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg)
+    if y is None:
+        cfg = {**cfg, "GLUON": 0}
+        y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
+        if tma:
+            x_src = TensorDescriptor.from_tensor(x_sorted, [block_m, bk])
+            w13_src = TensorDescriptor.from_tensor(w13.view(E * 2, I, HD), [2, bn, bk])
+            h_src = TensorDescriptor.from_tensor(h, [block_m, bk])
+            w2_src = TensorDescriptor.from_tensor(w2.view(E * HD, I), [dbn, bk])
+        else:
+            x_src, w13_src, h_src, w2_src = x, w13, h, w2
+        moe_gate_up_kernel[(num_m_blocks * triton.cdiv(I, bn),)](
+            x_src, w13_src, h, sorted_ids, block_expert, n_pairs, HD, I, num_m_blocks, x.stride(0),
+            TOP_K=top_k, BLOCK_M=block_m, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        moe_down_kernel[(num_m_blocks * triton.cdiv(HD, dbn),)](
+            h_src, w2_src, y, sorted_ids, block_expert, weights, n_pairs, HD, I, num_m_blocks,
+            BLOCK_M=block_m, BLOCK_N=dbn, BLOCK_K=bk, GROUP_M=cfg["GROUP_M"], USE_TMA=tma,
+            num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
+    moe_sum_kernel[(T, triton.cdiv(HD, SUM_BLOCK_D))](y, out, sorted_row, weights, HD, out.stride(0), TOP_K=top_k,
                                                       K_PAD=triton.next_power_of_2(top_k), BLOCK_D=SUM_BLOCK_D,
-                                                      num_warps=4)
+                                                      SORTED=cfg["GLUON"], num_warps=4)
+    last_config.clear()
+    last_config.update(cfg, USE_TMA=tma)
     return out
 
 
