@@ -23,7 +23,10 @@ How it runs (three steps, no per-expert Python loop, no host synchronization):
      that order by moe_gather_kernel (the rows are scattered in x), and the weights by TMA through a
      descriptor made on the host; elsewhere each program gathers its rows by pointer loads.
   3. down kernel: h (contiguous rows) @ W2[e]^T, scaled by the pair's routing weight, stored to
-     y[pair] (T*k, Hd); then out = y.view(T, k, Hd).sum(1).
+     y[pair] (T*k, Hd); then moe_sum_kernel adds each token's k rows of y in fp32.
+  On Hopper with GLUON 1, steps 2 and 3 are one warp-specialized, persistent Gluon kernel
+  (moe_gemm_gluon_kernel) launched twice, its tiles grouped by expert; the down GEMM writes y in
+  expert-sorted order, unweighted, and moe_sum_kernel weights each pair's row as it adds.
 Grouped ordering (GROUP_M row-blocks of one expert per column of weight tiles) keeps a weight tile in
 L2 while the expert's row-blocks use it: each weight byte is read from DRAM about once.
 """
