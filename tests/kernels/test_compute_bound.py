@@ -273,10 +273,11 @@ def test_gemm_takes_any_config_dict_and_reports_what_it_ran():
         assert g.last_config == {**g.CONFIG, **config}
 
 
-def test_gemm_autotune_times_each_call_after_a_clean_l2_clear_and_keeps_the_median(monkeypatch):
+@pytest.mark.parametrize("kernel", ["fused-moe", "flash-attention", "gemm"])
+def test_autotune_times_each_call_after_a_clean_l2_clear_and_keeps_the_median(kernel, monkeypatch):
     """_median_ms: every call (warm-up ones too) follows a clear of the L2; the warm-up calls' times are
     dropped and the median of the rest is kept."""
-    g = _template("gemm")
+    g = _template(kernel)
     events, order = [], []
     # 5 warm-up calls (whatever they read: here fast, where counting them would move the median), then 20
     # timed ones of 1..20 ms in shuffled order
@@ -318,17 +319,14 @@ def test_autotune_runs_every_candidate_before_timing_and_times_them_twice(kernel
             raise RuntimeError("out of shared memory")
         ran.append(cfg["name"])
 
-    def do_bench(fn, warmup, rep, return_mode):
+    def median_ms(fn, clear):
         fn()
         timed.append(ran[-1])
         cold = 1.3 if len(timed) == 1 else 1.0  # the first timing of the session, on cold clocks
         return true_ms[ran[-1]] * cold
 
-    if kernel == "gemm":  # times as kgit does, the L2 left clean
-        monkeypatch.setattr(t, "_l2_clear", lambda: None)
-        monkeypatch.setattr(t, "_median_ms", lambda fn, clear: do_bench(fn, 25, 20, "median"))
-    else:
-        monkeypatch.setattr(t.triton.testing, "do_bench", do_bench)
+    monkeypatch.setattr(t, "_l2_clear", lambda: None)
+    monkeypatch.setattr(t, "_median_ms", median_ms)
     candidates = [{"name": n} for n in ("config", "broken", "slower", "slowest")]
     assert t._fastest(run, candidates) == {"name": "config"}
     assert ran[:3] == ["config", "slower", "slowest"]          # each ran once before the first timing
