@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15: an Nsight Compute profile of each bundled kernel at its worst shape of the H200 sweep
-# (experiments/sweep-h200/), with torch's version of the same work in the same profile:
+# (experiments/sweep-h200-session28/: lowest % of copy, or a bar missed), with torch's version of the same
+# work in the same profile (the fused MoE's: experiments/sweep-h200-session26/call2-moe-ncu/):
 #     bash benchmarks/device/worst_shapes_h200.sh [SECONDS]
 # SHAPES="softmax 512x262144 bf16<newline>..." profiles those instead of the list below.
 # $OUT/worst-shapes.tgz holds one ncu text report per kernel (speed of light, memory, occupancy, launch,
@@ -13,7 +14,7 @@ budget=${1:-400}
 left() { echo $((budget - SECONDS)); }
 while read -r kernel shape dtype; do
   [ "$(left)" -gt 10 ] || { echo "$kernel: no time left" >> "$res/index.txt"; continue; }
-  report="$res/$kernel-${shape// /_}-$dtype.txt"
+  report="$res/$kernel-$shape-$dtype.txt"
   timeout "$(left)" ncu --clock-control none --nvtx --nvtx-include "profiled/" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats --section ComputeWorkloadAnalysis \
@@ -21,14 +22,16 @@ while read -r kernel shape dtype; do
     > "$report" 2>&1
   echo "$kernel ${shape//_/ } $dtype: exit $?, $(grep -c '^  [^ ]' "$report") kernels profiled" >> "$res/index.txt"
 done <<< "${SHAPES:-$(cat <<'LIST'
-softmax 512x262144 bf16
+flash-attention B16_H32_S1024_D64_causal bf16
+gemm 4096x4096x4096 bf16
+flash-attention B2_H32_S8192_D64_causal bf16
+layernorm 1024x131072 fp32
 layernorm 512x262144 bf16
-rmsnorm 512x262144 bf16
-cross-entropy 131072x1024 bf16
+softmax 512x262144 fp32
+rmsnorm 2048x65536 fp16
+cross-entropy 2048x65536 bf16
+gemm 4000x4000x4000 bf16
 rotary-embedding 16384x64x128 fp16
-gemm 1024x1024x1024 bf16
-flash-attention B4_H16_S4096_D128 bf16
-fused-moe T4096_E8_top2_H4096_I14336 bf16
 LIST
 )}"
 cat "$res/index.txt"
