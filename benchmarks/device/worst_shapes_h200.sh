@@ -3,7 +3,8 @@
 # (experiments/sweep-h200-session28/: lowest % of copy, or a bar missed), with torch's version of the same
 # work in the same profile (the fused MoE's: experiments/sweep-h200-session26/call2-moe-ncu/):
 #     bash benchmarks/device/worst_shapes_h200.sh [SECONDS]
-# SHAPES="softmax 512x262144 bf16<newline>..." profiles those instead of the list below.
+# SHAPES="softmax 512x262144 bf16<newline>..." profiles those instead of the list below; a line may end
+# with profile_shape.py's --set options, to profile the configuration the sweep ran ("ran" column).
 # $OUT/worst-shapes.tgz holds one ncu text report per kernel (speed of light, memory, occupancy, launch,
 # warp states, the compute pipes) and index.txt. Clocks are left alone (--clock-control none).
 set -uo pipefail
@@ -12,19 +13,19 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 res=/tmp/worst; mkdir -p "$res"
 budget=${1:-400}
 left() { echo $((budget - SECONDS)); }
-while read -r kernel shape dtype; do
+while read -r kernel shape dtype sets; do
   [ "$(left)" -gt 10 ] || { echo "$kernel: no time left" >> "$res/index.txt"; continue; }
   report="$res/$kernel-$shape-$dtype.txt"
   timeout "$(left)" ncu --clock-control none --nvtx --nvtx-include "profiled/" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats --section ComputeWorkloadAnalysis \
-    python3 benchmarks/explore/profile_shape.py skills/kernels/"$kernel"/test_*.py "${shape//_/ }" "$dtype" --torch \
+    python3 benchmarks/explore/profile_shape.py skills/kernels/"$kernel"/test_*.py "${shape//_/ }" "$dtype" --torch ${sets:-} \
     > "$report" 2>&1
-  echo "$kernel ${shape//_/ } $dtype: exit $?, $(grep -c '^  [^ ]' "$report") kernels profiled" >> "$res/index.txt"
+  echo "$kernel ${shape//_/ } $dtype ${sets:-}: exit $?, $(grep -c '^  [^ ]' "$report") kernels profiled" >> "$res/index.txt"
 done <<< "${SHAPES:-$(cat <<'LIST'
-flash-attention B16_H32_S1024_D64_causal bf16
+flash-attention B16_H32_S1024_D64_causal bf16 --set AUTOTUNE=0 --set GLUON=2
 gemm 4096x4096x4096 bf16
-flash-attention B2_H32_S8192_D64_causal bf16
+flash-attention B2_H32_S8192_D64_causal bf16 --set AUTOTUNE=0 --set GLUON=2
 layernorm 1024x131072 fp32
 layernorm 512x262144 bf16
 softmax 512x262144 fp32
