@@ -610,7 +610,8 @@ def _fastest(run, candidates):
 
 def _l2_clear():
     """A function that reads 256 MB (five H200 L2s) into a sum: the L2 is cleared, and left clean. The buffer
-    lives as long as the function (one autotune pass), not the process."""
+    lives as long as the function (one autotune pass), not the process. The gemm template's, repeated: each
+    template stands alone, to be copied into another repository by itself."""
     buffer = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
     total = torch.empty((), dtype=torch.int64, device="cuda")
     return lambda: torch.sum(buffer, dim=0, out=total)
