@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -68,6 +69,22 @@ def sync() -> None:
         import torch
 
         torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def profiled_range(name: str):
+    """An NVTX range named `name` around what a profiler should read (`ncu --nvtx --nvtx-include name/`);
+    on other devices a plain block."""
+    nvtx = detect()["backend"] == "cuda"
+    if nvtx:
+        import torch
+
+        torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        if nvtx:
+            torch.cuda.nvtx.range_pop()
 
 
 def _cache_file() -> Path:

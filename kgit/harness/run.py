@@ -22,6 +22,7 @@ from kgit.harness.inputs import seed_everything
 from kgit.harness.measure import time_entry
 from kgit.harness.spec import Plan, Spec, torch_dtype
 from kgit.harness.timing import Timer
+from kgit.profiling.profilers import PROFILE_RANGE
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,7 +32,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="for a tuner: fewer checks, in the headline's dtype; a few headline shapes; no torch timing")
     p.add_argument("--sweep", action="store_true", help="also time the plan's sweep shapes (not in the headline)")
     p.add_argument("--profile", action="store_true",
-                   help="run the kernel 3 times at the first headline shape and exit (for ncu)")
+                   help="run the kernel at the first headline shape, then 3 times in an NVTX range, and exit (for ncu)")
     p.add_argument("--check-only", action="store_true", help="correctness only, no timing")
     p.add_argument("--no-torch", action="store_true", help="do not time the torch baseline")
     p.add_argument("--repeats", type=int, default=Timer.repeats, help="timed figures per entry (for the spread)")
@@ -86,18 +87,26 @@ def run(spec: Spec, quick: bool = False, sweep: bool = False, timer: Timer = Tim
 
 
 def profile(spec: Spec, launches: int = 3) -> dict:
-    """Launch the kernel at the first headline shape and dtype, unchecked and untimed (for a profiler)."""
+    """Launch the kernel at the first headline shape and dtype, unchecked and untimed, for a profiler: once
+    to compile (and autotune: its candidates' launches are not what the benchmark ran), then `launches`
+    times inside the NVTX range PROFILE_RANGE, the launches kgit's ncu run reads. `config`: what they ran."""
     info = device.detect()
     plan = plan_of(spec)
     shape, dtype = plan.time_shapes[0], plan.headline_dtypes()[0]
     seed_everything()
     inputs = spec.make_inputs(shape, torch_dtype(dtype), info["device"], "normal")
     outputs = spec.make_outputs(inputs)
-    for _ in range(launches):
-        spec.kernel(inputs, outputs)
+    spec.kernel(inputs, outputs)
     device.sync()
-    return {"kernel": spec.name, "gpu": info["name"], "profile": True, "launches": launches,
-            "shape": list(shape), "dtype": dtype, "status": "profiled"}
+    with device.profiled_range(PROFILE_RANGE):
+        for _ in range(launches):
+            spec.kernel(inputs, outputs)
+        device.sync()
+    result = {"kernel": spec.name, "gpu": info["name"], "profile": True, "launches": launches,
+              "range": PROFILE_RANGE, "shape": list(shape), "dtype": dtype, "status": "profiled"}
+    if spec.launched is not None:
+        result["config"] = dict(spec.launched())
+    return result
 
 
 def main(spec: Spec, argv=None) -> dict:

@@ -33,7 +33,8 @@ NOTE_KERNELS = 4  # kernels kept per profile in a note (the primary first)
 
 
 def jit_kernel_names(source: str) -> list[str]:
-    """Names of the functions decorated with triton.jit (or autotune/heuristics over it): what ncu sees."""
+    """Names of the functions decorated with triton.jit or gluon.jit (or autotune/heuristics over it): what
+    ncu sees."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -45,7 +46,8 @@ def jit_kernel_names(source: str) -> list[str]:
                 target = deco.func if isinstance(deco, ast.Call) else deco
                 text = ast.unparse(target)
                 last = text.split(".")[-1]
-                if (last in ("jit", "autotune", "heuristics") and "triton" in text) or text == "jit":
+                if (last in ("jit", "autotune", "heuristics") and ("triton" in text or "gluon" in text)) \
+                        or text == "jit":
                     names.append(node.name)
                     break
     return names

@@ -3,8 +3,12 @@
 The test is run as `<python> <test_path> --profile` (a few launches at the headline shape, no checks,
 no timing), under:
   NVIDIA  ncu --clock-control none --target-processes all --metrics <kgit's list>
-              [--kernel-name regex:^(<the kernel file's @triton.jit names>)$] -o <report> ...
+              --nvtx --nvtx-include kgit-profile/ -o <report>
+              [--kernel-name regex:^(<the kernel file's @triton.jit / @gluon.jit names>)$] ...
           then ncu --import <report>.ncu-rep --page raw --csv --print-units base
+          kgit's harness launches the kernel once to compile and autotune, then in the NVTX range
+          PROFILE_RANGE: an autotune's candidates (dozens of launches of other tiles or kernels) stay out of
+          the profile. A test not on the harness has no such range: ncu is asked again without it.
   AMD     rocprofv3 --pmc <group> [--pmc <group> ...] --kernel-trace --output-format csv -d <dir> ...
 The clocks are left alone (--clock-control none): a locked base clock would misstate a kernel's speed,
 and this machine's rules forbid changing clocks.
@@ -25,6 +29,7 @@ from kgit.profiling import ncu, rocprof
 NCU_PLACES = ["/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"]
 ROCPROF_TOOLS = ["rocprofv3"]
 MAX_METRIC_RETRIES = 8
+PROFILE_RANGE = "kgit-profile"  # the NVTX range around the harness's profiled launches (harness.run.profile)
 
 
 @dataclass
@@ -56,15 +61,20 @@ def find_profiler(gpu: str) -> tuple[str | None, str | None, str]:
 
 def run_ncu(ncu_path: str, test_path: str, cwd: Path, out_dir: Path, kernel_names: list[str],
             timeout_s: float, env: dict | None = None) -> ProfilerRun:
-    """Profile the test's launches of the named kernels; retries without a metric ncu does not know,
-    and without the name filter when it matched no launch."""
+    """Profile the test's launches of the named kernels inside PROFILE_RANGE; retries without a metric ncu
+    does not know, and, when nothing was profiled, without the range (where the test did not say it ran
+    them in it: not a test on kgit's harness), else without the name filter."""
     metrics = ncu.metric_names()
     dropped: list[str] = []
     names = list(kernel_names)
+    in_range = True
     report = out_dir / "report"
     for _ in range(MAX_METRIC_RETRIES):
         command = [ncu_path, "--clock-control", "none", "--target-processes", "all",
-                   "--metrics", ",".join(metrics), "-f", "-o", str(report)]
+                   "--metrics", ",".join(metrics)]
+        if in_range:
+            command += ["--nvtx", "--nvtx-include", PROFILE_RANGE + "/"]
+        command += ["-f", "-o", str(report)]
         if names:
             command += ["--kernel-name", "regex:^(" + "|".join(names) + ")$"]
         command += [sys.executable, test_path, "--profile"]
@@ -80,8 +90,11 @@ def run_ncu(ncu_path: str, test_path: str, cwd: Path, out_dir: Path, kernel_name
             dropped += gone
             metrics = [m for m in metrics if m not in gone]
             continue
-        if names and "No kernels were profiled" in output:
-            names = []  # the names in the kernel file did not match what ran: take all, filter later
+        if "No kernels were profiled" in output and (in_range or names):
+            if in_range and (f'"range": "{PROFILE_RANGE}"' not in output or not names):
+                in_range = False  # the test launched nothing in the range (it has none)
+            else:
+                names = []  # the names in the kernel file did not match what ran: take all, filter later
             continue
         break
     why = _ncu_failure(code, output)

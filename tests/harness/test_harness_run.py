@@ -1,5 +1,6 @@
 """The test's command line: what is checked and timed, and the end-to-end JSON."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -64,7 +65,31 @@ def test_check_only_and_profile(softmax_spec, softmax_t):
     assert checked["status"] == "pass" and checked["shapes"] == [] and checked["gbps"] is None
     profiled = main(spec, ["--profile"])
     assert profiled == {"kernel": "softmax-under-test", "gpu": "triton-interpreter (CPU)", "profile": True,
-                        "launches": 3, "shape": [6, 40], "dtype": "fp32", "status": "profiled"}
+                        "launches": 3, "range": "kgit-profile", "shape": [6, 40], "dtype": "fp32",
+                        "status": "profiled"}
+
+
+def test_profile_launches_once_to_compile_then_in_the_range_and_says_what_they_ran(gemm_spec, gemm_t, monkeypatch):
+    from kgit.harness import device
+
+    events = []
+
+    @contextlib.contextmanager
+    def profiled_range(name):
+        events.append(f"push {name}")
+        yield
+        events.append("pop")
+
+    monkeypatch.setattr(device, "profiled_range", profiled_range)
+    config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}
+
+    def launch(inputs, outputs):
+        events.append("launch")
+        gemm_t.gemm(*inputs, out=outputs[0], config=config)
+
+    profiled = main(gemm_spec(launch, launched=lambda: gemm_t.last_config), ["--profile"])
+    assert events == ["launch", "push kgit-profile", "launch", "launch", "launch", "pop"]
+    assert profiled["config"] == {**gemm_t.CONFIG, **config}
 
 
 def test_a_timing_only_run_skips_the_checks_but_still_verifies_what_it_timed(softmax_spec, softmax_t, monkeypatch):

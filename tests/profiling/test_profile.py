@@ -16,9 +16,11 @@ def test_jit_names_are_read_from_the_kernel_file():
         "@triton.jit(do_not_specialize=['n'])\ndef _b(x): pass\n"
         "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef _c(x): pass\n"
         "@jit\ndef _d(x): pass\n"
+        "@gluon.jit\ndef _e(x): pass\n"
+        "@functools.cache\ndef _cached(x): pass\n"
         "def launcher(x): pass\n"
     )
-    assert jit_kernel_names(source) == ["_a", "_b", "_c", "_d"]
+    assert jit_kernel_names(source) == ["_a", "_b", "_c", "_d", "_e"]
     assert jit_kernel_names("def broken(:") == []
 
 

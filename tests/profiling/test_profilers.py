@@ -46,17 +46,47 @@ def test_cpu_only_machine_says_so(ws):
     assert run.stdout.splitlines()[0] == "kgit: no profiler: no GPU on this machine (CPU only): no profiler can run"
 
 
-def test_a_kernel_name_filter_that_matched_nothing_is_dropped_and_ncu_asked_again(tmp_path, ncu_env, monkeypatch):
+HARNESS_PROFILE = '{"profile": true, "range": "kgit-profile", "status": "profiled"}'  # what its --profile prints
+
+
+def _ncu_calls(tmp_path, mode, ncu_env, monkeypatch, prints=HARNESS_PROFILE):
+    """run_ncu under the stand-in ncu in `mode`, for a kernel file naming `_kernel` and a test that prints
+    `prints`: (its result, the (NVTX range, kernel-name filter) of each ncu call, None where absent)."""
     from kgit.profiling import profilers
 
-    env = ncu_env(tmp_path, mode="nokernels")
+    test = tmp_path / "test_k.py"
+    test.write_text(f"print({prints!r})\n")
+    env = ncu_env(tmp_path, mode=mode)
     monkeypatch.setenv("PATH", env["PATH"])
-    run = profilers.run_ncu(profilers.find_profiler("nvidia")[1], "test_k.py", tmp_path, tmp_path, ["_kernel"], 30, env)
+    run = profilers.run_ncu(profilers.find_profiler("nvidia")[1], str(test), tmp_path, tmp_path, ["_kernel"], 30,
+                            env)
     calls = [json.loads(line) for line in (tmp_path / "ncu_args.log").read_text().splitlines()]
-    assert "--kernel-name" in calls[0] and calls[0][calls[0].index("--kernel-name") + 1] == "regex:^(_kernel)$"
-    assert len(calls) == 2 and "--kernel-name" not in calls[1]
+    after = lambda args, option: args[args.index(option) + 1] if option in args else None  # noqa: E731
+    return run, [(after(c, "--nvtx-include"), after(c, "--kernel-name")) for c in calls]
+
+
+def test_ncu_reads_the_named_kernels_in_the_harness_range_only(tmp_path, ncu_env, monkeypatch):
+    run, calls = _ncu_calls(tmp_path, "ok", ncu_env, monkeypatch)
+    assert run.ok and calls == [("kgit-profile/", "regex:^(_kernel)$")]
+
+
+def test_when_nothing_was_profiled_the_range_then_the_name_filter_is_dropped(tmp_path, ncu_env, monkeypatch):
+    run, calls = _ncu_calls(tmp_path, "nokernels", ncu_env, monkeypatch)
+    assert calls == [("kgit-profile/", "regex:^(_kernel)$"), (None, "regex:^(_kernel)$"), (None, None)]
     assert not run.ok and run.reason == ("ncu profiled no kernel launch: does the test's --profile mode "
                                          "launch the kernel?")
+
+
+def test_a_test_without_the_range_is_profiled_again_without_it_and_keeps_the_name_filter(
+        tmp_path, ncu_env, monkeypatch):
+    run, calls = _ncu_calls(tmp_path, "norange", ncu_env, monkeypatch, prints="a benchmark of its own")
+    assert run.ok and calls == [("kgit-profile/", "regex:^(_kernel)$"), (None, "regex:^(_kernel)$")]
+
+
+def test_a_harness_test_whose_launches_the_names_miss_keeps_the_range(tmp_path, ncu_env, monkeypatch):
+    # the harness says it ran its launches in the range: the names are what missed them
+    run, calls = _ncu_calls(tmp_path, "namemiss", ncu_env, monkeypatch)
+    assert run.ok and calls == [("kgit-profile/", "regex:^(_kernel)$"), ("kgit-profile/", None)]
 
 
 def test_the_profiler_for_each_choice(monkeypatch, tmp_path):
