@@ -67,11 +67,13 @@ def _fmt(value, form=".1f") -> str:
 
 
 def ran(config: dict | None, base: dict) -> str:
-    """What served a timed shape: the keys of its launch's configuration that differ from the template's
-    CONFIG ("CONFIG" where none does), "-" where the test does not say (Spec.launched)."""
+    """What served a timed shape: the kernel, where the template names the one its launcher chose by shape
+    (the memory-bound ones), and the keys of its launch's configuration that differ from the template's
+    CONFIG ("CONFIG" where neither is said), "-" where the test does not say (Spec.launched)."""
     if config is None:
         return "-"
-    return " ".join(f"{k}={v}" for k, v in config.items() if k in base and base[k] != v) or "CONFIG"
+    kernel = [config["kernel"]] if "kernel" in config else []
+    return " ".join(kernel + [f"{k}={v}" for k, v in config.items() if k in base and base[k] != v]) or "CONFIG"
 
 
 def rows_of(kernel: str, metric: str, result: dict, base_config: dict | None = None) -> list[dict]:

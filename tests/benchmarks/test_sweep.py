@@ -48,8 +48,8 @@ def test_the_sweep_writes_one_table_of_both_kinds_of_kernel(tmp_path):
         assert float(row["spread %"]) >= 0
         assert row["% of copy"] == row["% of peak"] == "-"  # CPU figures are never compared with a GPU
     assert report["machine"]["cpu_timing"] is True and report["machine"]["repeats"] == 1
-    # gemm says what each launch ran (here CONFIG: the interpreter never autotunes); softmax does not
-    assert [r["ran"] for r in report["rows"]] == ["-"] * 3 + ["CONFIG"] * 4
+    # what each launch ran: softmax's kernel for rows of 256, gemm's CONFIG (the interpreter never autotunes)
+    assert [r["ran"] for r in report["rows"]] == ["_softmax_rows"] * 3 + ["CONFIG"] * 4
 
     table = (tmp_path / "sweep.md").read_text().splitlines()
     header = table.index("| " + " | ".join(columns) + " |")
@@ -66,6 +66,7 @@ def test_ran_names_what_a_shape_ran_against_the_templates_config():
     assert ran({"GLUON": 2, "NUM_BUFFERS": 2, "BLOCK_M": 128}, base) == "GLUON=2"
     assert ran({"GLUON": 0, "NUM_BUFFERS": 2, "BLOCK_M": 64}, base) == "GLUON=0 BLOCK_M=64"
     assert ran(None, base) == "-"
+    assert ran({"kernel": "_softmax_split"}, {"BLOCK_SIZE": 4096}) == "_softmax_split"
 
 
 def test_a_failed_kernel_is_one_row_saying_why():

@@ -3,9 +3,11 @@ through the same command kgit runs: `python <test> --json`, last JSON line."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -824,3 +826,37 @@ def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name):
     ref = m.softmax_ref(x) if name == "softmax" else m.rmsnorm_ref(x, w)
     torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)
     assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()
+
+
+class Spy:
+    """Stands in for a kernel object: records its name at each launch, then launches the kernel."""
+
+    def __init__(self, name, kernel, launched):
+        self.name, self.kernel, self.launched = name, kernel, launched
+
+    def __getitem__(self, grid):
+        self.launched.append(self.name)
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("name, call", [
+    ("softmax", lambda m, x, cfg: m.softmax(x, config=cfg)),
+    ("layernorm", lambda m, x, cfg: m.layernorm(x, torch.ones(x.shape[1]), torch.zeros(x.shape[1]), config=cfg)),
+    ("rmsnorm", lambda m, x, cfg: m.rmsnorm(x, torch.ones(x.shape[1]), config=cfg)),
+    ("cross-entropy", lambda m, x, cfg: m.cross_entropy(x, torch.zeros(x.shape[0], dtype=torch.int64), config=cfg)),
+])
+def test_the_launcher_names_the_kernel_it_chose_for_the_sweep(monkeypatch, name, call):
+    # last_config["kernel"] (the sweep's "ran" column) is the kernel that ran, at every row length the
+    # interpreter takes: rows of one block, whole rows, and rows past WHOLE_ROW_MAX (scaled down)
+    m = _template(name)
+    if hasattr(m, "WHOLE_ROW_MAX"):
+        monkeypatch.setattr(m, "WHOLE_ROW_MAX", 256)
+    launched = []
+    for kernel in set(re.findall(r"^\s*(_\w+)\[[^\]]*\]\(", Path(m.__file__).read_text(), re.MULTILINE)):  # launch sites
+        monkeypatch.setattr(m, kernel, Spy(kernel, getattr(m, kernel), launched))
+    named = []
+    for N in (48, 200, 600):
+        call(m, torch.randn(3, N), {"BLOCK_SIZE": 64, "CHUNK": 128})
+        named.append(m.last_config["kernel"])
+        assert named[-1] == launched[-1], (N, launched)
+    assert len(set(named)) >= 2, named  # the choice is by shape

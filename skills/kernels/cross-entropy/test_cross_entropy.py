@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import IGNORE_INDEX, cross_entropy, cross_entropy_ref  # noqa: E402
+from triton_template import IGNORE_INDEX, cross_entropy, cross_entropy_ref, last_config  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):
@@ -31,6 +31,7 @@ SPEC = harness.Spec(
     make_inputs=make_inputs,
     make_outputs=lambda inputs: (torch.empty(inputs[0].shape[0], device=inputs[0].device, dtype=torch.float32),),
     kernel=lambda inputs, outputs: cross_entropy(inputs[0], inputs[1], out=outputs[0]),
+    launched=lambda: last_config,
     reference=lambda inputs: (cross_entropy_ref(*inputs),),
     torch_impl=lambda inputs: torch.nn.functional.cross_entropy(inputs[0], inputs[1], reduction="none",
                                                                 ignore_index=IGNORE_INDEX),

@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import EPS, layernorm, layernorm_ref  # noqa: E402
+from triton_template import EPS, last_config, layernorm, layernorm_ref  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):
@@ -30,6 +30,7 @@ SPEC = harness.Spec(
     make_inputs=make_inputs,
     make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
     kernel=lambda inputs, outputs: layernorm(*inputs, out=outputs[0]),
+    launched=lambda: last_config,
     reference=lambda inputs: (layernorm_ref(*inputs),),
     torch_impl=lambda inputs: torch.nn.functional.layer_norm(inputs[0], (inputs[0].shape[-1],), inputs[1], inputs[2], EPS),
     cases=("normal", "large", "tiny", "equal"),

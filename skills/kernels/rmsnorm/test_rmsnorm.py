@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import EPS, rmsnorm, rmsnorm_ref  # noqa: E402
+from triton_template import EPS, last_config, rmsnorm, rmsnorm_ref  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):
@@ -29,6 +29,7 @@ SPEC = harness.Spec(
     make_inputs=make_inputs,
     make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
     kernel=lambda inputs, outputs: rmsnorm(inputs[0], inputs[1], out=outputs[0]),
+    launched=lambda: last_config,
     reference=lambda inputs: (rmsnorm_ref(*inputs),),
     torch_impl=lambda inputs: torch.nn.functional.rms_norm(inputs[0], (inputs[0].shape[-1],), inputs[1], EPS),
     cases=("normal", "large", "tiny", "equal"),

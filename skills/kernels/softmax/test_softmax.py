@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import softmax, softmax_ref  # noqa: E402
+from triton_template import last_config, softmax, softmax_ref  # noqa: E402
 
 SPEC = harness.Spec(
     name="softmax",
@@ -22,6 +22,7 @@ SPEC = harness.Spec(
     make_inputs=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case),),
     make_outputs=lambda inputs: (torch.empty_like(inputs[0]),),
     kernel=lambda inputs, outputs: softmax(inputs[0], out=outputs[0]),
+    launched=lambda: last_config,
     reference=lambda inputs: (softmax_ref(inputs[0]),),
     torch_impl=lambda inputs: torch.softmax(inputs[0], dim=-1),
     cases=("normal", "large", "tiny", "equal", "neginf"),

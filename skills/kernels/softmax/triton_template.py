@@ -564,6 +564,9 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
     return min(tiles, sms * occ) if int(cfg.get("PERSISTENT", 1)) else tiles
 
 
+last_config = {}  # which kernel served the latest launch (the benchmark reports it: Spec.launched)
+
+
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D (or flattened) tensor."""
     cfg = dict(CONFIG, **(config or {}))
@@ -587,6 +590,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "EVEN": N == block_n and M % rows == 0}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
         grid = (_rows_grid(M, rows, sms, occ, cfg),)
+        last_config["kernel"] = "_softmax_rows"
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
@@ -594,6 +598,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
             and x.element_size() == y.element_size() == 2 and _rows_of_16(x2, y2)):
         args = (x2, y2, x2.stride(0), y2.stride(0), 0)
         if _programs_per_sm(_softmax_row_pairs, args, {"BLOCK_N": N}, PAIRED_ROW_WARPS, 1, dev) >= 2:
+            last_config["kernel"] = "_softmax_row_pairs"
             _softmax_row_pairs[(M,)](*args, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
             return y
 
@@ -605,6 +610,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
                       "EVEN": N == triton.next_power_of_2(N)}
             warps = PIPELINED_ROWS["num_warps"]
             occ = _programs_per_sm(_softmax_rows, args, consts, warps, stages, dev)
+            last_config["kernel"] = "_softmax_rows"
             _softmax_rows[(min(M, sms * occ),)](*args, **consts, num_warps=warps, num_stages=stages)
             return y
 
@@ -612,6 +618,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         return y
 
     if N <= WHOLE_ROW_MAX:
+        last_config["kernel"] = "_softmax_row"
         _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
                            GROUPED=x.element_size() == 2 and N <= GROUPED_ROW_MAX and _rows_of_16(x2, y2),
                            GROUP=min(GROUP, triton.next_power_of_2(N)), num_warps=WHOLE_ROW_WARPS)
@@ -626,6 +633,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, dev)
         teams = min(M, (sms * occ) // P)
         if teams >= 1:
+            last_config["kernel"] = "_softmax_split"
             _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
             return y
 
@@ -682,6 +690,7 @@ def _launch_smem_team(x2, y2, M, N, sms) -> bool:
     if teams < 1:
         return False
     try:
+        last_config["kernel"] = "_softmax_smem_team"
         _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
@@ -707,6 +716,7 @@ def _team_words(device, n_programs: int):
 
 def _launch_streamed(x2, y2, M, N):
     st = STREAMED
+    last_config["kernel"] = "_softmax_streamed"
     _softmax_streamed[(M,)](x2, y2, N, x2.stride(0), y2.stride(0),
                             BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
                             num_warps=st["num_warps"], num_stages=st["num_stages"])
