@@ -135,7 +135,25 @@ def _profile(cfg, root: Path, out_dir: Path, timeout: float, record, kernel, pro
         return fallback
     summary = dict(ran.summary)
     summary.update(kernel_names=names, dropped_metrics=ran.dropped_metrics, command=ran.command)
+    if ran.launch and "config" in ran.launch:
+        summary.update({"config": ran.launch["config"],
+                        "config_mismatch": configuration_mismatch(ran.launch, record)})
     return summary
+
+
+def configuration_mismatch(launch: dict, record) -> str | None:
+    """One line where the profiled launches ran another configuration than the benchmark of the record
+    measured at their shape and dtype (an autotune timed under a profiler may pick otherwise), else None."""
+    shapes = ((record.test if record else None) or {}).get("shapes") or []
+    measured = next((e.get("config") for e in shapes if isinstance(e, dict) and e.get("shape") == launch.get("shape")
+                     and e.get("dtype") == launch.get("dtype")), None)
+    profiled = launch["config"]
+    if not isinstance(measured, dict) or not isinstance(profiled, dict) or measured == profiled:
+        return None
+    keys = [k for k in {**measured, **profiled} if measured.get(k) != profiled.get(k)]
+    what = lambda config: " ".join(f"{k}={config.get(k)}" for k in keys)  # noqa: E731
+    return (f"the profiled launches ran {what(profiled)} where the benchmark ran {what(measured)}: "
+            "this profile is of another configuration than the one measured")
 
 
 def _kernel_skill(root: Path, kernel: str) -> str | None:

@@ -17,6 +17,7 @@ and this machine's rules forbid changing clocks.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import sys
@@ -42,6 +43,7 @@ class ProfilerRun:
     dropped_metrics: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     output_tail: str = ""
+    launch: dict | None = None  # the test's --profile JSON where it printed one (kgit's harness does)
 
 
 def find_profiler(gpu: str) -> tuple[str | None, str | None, str]:
@@ -110,7 +112,7 @@ def run_ncu(ncu_path: str, test_path: str, cwd: Path, out_dir: Path, kernel_name
     if not summary["kernels"]:
         summary = ncu.summarize(launches, None)
     return ProfilerRun(True, "ncu", summary=summary, raw_csv=raw, dropped_metrics=dropped, command=command,
-                       output_tail=output[-2000:])
+                       output_tail=output[-2000:], launch=profile_json(output))
 
 
 def _ncu_failure(code: int | None, output: str) -> str | None:
@@ -151,7 +153,20 @@ def run_rocprof(tool_path: str, test_path: str, cwd: Path, out_dir: Path, kernel
     raw = "\n".join(p.read_text() for p in counters)
     summary = rocprof.parse(counters[0].read_text(), traces[0].read_text() if traces else None, kernel_names or None)
     return ProfilerRun(bool(summary["kernels"]), "rocprofv3", None if summary["kernels"] else "no kernel matched",
-                       summary=summary, raw_csv=raw, command=command, output_tail=output[-2000:])
+                       summary=summary, raw_csv=raw, command=command, output_tail=output[-2000:],
+                       launch=profile_json(output))
+
+
+def profile_json(output: str) -> dict | None:
+    """The last line of the test's output that is its --profile JSON object (`"profile": true`), or None."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("{") and '"profile": true' in line:
+            try:
+                found = json.loads(line)
+            except ValueError:
+                return None
+            return found if isinstance(found, dict) else None
+    return None
 
 
 def _run(command: list[str], cwd: Path, timeout_s: float, env: dict | None) -> tuple[int | None, str]:

@@ -47,7 +47,8 @@ def profile_text(prof: dict) -> str:
         rows.append([f"stall: {stall['reason']}", f"{stall['cycles_per_issue']:.2f} cycles/issue"])
     head = (f"{prof['kernel']} ({where}): {prof['tool']}, kernel {prof.get('primary')} "
             f"({prof.get('launches_selected', '?')} of {prof.get('launches_profiled', '?')} launches)")
-    lines = [head, tabulate(rows, tablefmt="plain")]
+    lines = [head] + ([f"kgit: {prof['config_mismatch']}"] if prof.get("config_mismatch") else [])
+    lines.append(tabulate(rows, tablefmt="plain"))
     others = [k["name"] for k in prof.get("kernels", [])[1:]]
     if others:
         lines.append(f"other kernels: {', '.join(others)}")

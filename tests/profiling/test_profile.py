@@ -56,6 +56,23 @@ def test_profile_runs_ncu_keeps_metrics_in_the_note_and_leaves_the_tree_clean(on
     on_nvidia.check_invariants()
 
 
+@pytest.mark.parametrize("profiled, said", [
+    ({"GLUON": 0, "BLOCK_M": 128}, "kgit: the profiled launches ran GLUON=0 where the benchmark ran GLUON=2: this "
+                                   "profile is of another configuration than the one measured"),
+    ({"GLUON": 2, "BLOCK_M": 128}, None),
+])
+def test_a_profile_of_another_configuration_than_the_benchmark_ran_says_so(ws, tmp_path, ncu_env, profiled, said):
+    # an autotune timed under the profiler picked otherwise than in the benchmark of the iteration
+    kernel = ws.root / "skills/kernels/fake/triton_template.py"
+    kernel.write_text(kernel.read_text() + f"RAN = {{'GLUON': 2, 'BLOCK_M': 128}}\nPROFILED = {profiled!r}\n")
+    ws.git("commit", "-qam", "an autotuned kernel")
+    ws.ok("start", "fake", "--gpu", "nvidia")
+    out = ws.ok("profile", "--json", env=ncu_env(tmp_path)).json()
+    assert out["config"] == profiled and out["config_mismatch"] == (said[len("kgit: "):] if said else None)
+    human = ws.ok("profile", env=ncu_env(tmp_path)).stdout.splitlines()
+    assert (human[1] == said) if said else not any(line.startswith("kgit: the profiled") for line in human)
+
+
 def test_an_old_iteration_is_profiled_in_a_temporary_worktree(on_nvidia, tmp_path, ncu_env):
     on_nvidia.set_kernel(METRIC=120.0)
     on_nvidia.ok("step", "-m", "faster", "--tier", "1")
