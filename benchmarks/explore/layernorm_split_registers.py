@@ -15,7 +15,8 @@ twice today's warps); 4096/8 capped at 64 spills 112 bytes. w and b read from L2
 registers as written (118 on 4096/8: loaded before the wait, they are live through it as the held ones
 were). With the device's Triton 3.6 (session 28, --compile-only): 8192/4 255 and 128 bytes of stack (as ncu
 read at 1024x131072 then: 74.9% of copy, occupancy 11.9%), 8192/8 186, 4096/8 112, 4096/8 capped at 64
-spills 112 bytes; from L2, 8192/8 194, 4096/8 117, 4096/4 168. Hypothesis: more warps an SM lift the team as they lifted softmax's. Prediction: 4096/8 reads
+spills 112 bytes; from L2, 8192/8 194, 4096/8 117, 4096/4 168.
+Hypothesis: more warps an SM lift the team as they lifted softmax's. Prediction: 4096/8 reads
 78-85% at rows of 65536-262144 (71.9-73.7 today); the L2 variants within a point of their held twins.
 Each variant is checked against torch's layer_norm in fp32 first.
 """

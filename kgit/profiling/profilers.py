@@ -17,7 +17,6 @@ and this machine's rules forbid changing clocks.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgit import device, runner
+from kgit.model.result import last_json_object
 from kgit.profiling import ncu, rocprof
 
 NCU_PLACES = ["/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"]
@@ -93,7 +93,7 @@ def run_ncu(ncu_path: str, test_path: str, cwd: Path, out_dir: Path, kernel_name
             metrics = [m for m in metrics if m not in gone]
             continue
         if "No kernels were profiled" in output and (in_range or names):
-            if in_range and (f'"range": "{PROFILE_RANGE}"' not in output or not names):
+            if in_range and ((profile_launch(output) or {}).get("range") != PROFILE_RANGE or not names):
                 in_range = False  # the test launched nothing in the range (it has none)
             else:
                 names = []  # the names in the kernel file did not match what ran: take all, filter later
@@ -112,7 +112,7 @@ def run_ncu(ncu_path: str, test_path: str, cwd: Path, out_dir: Path, kernel_name
     if not summary["kernels"]:
         summary = ncu.summarize(launches, None)
     return ProfilerRun(True, "ncu", summary=summary, raw_csv=raw, dropped_metrics=dropped, command=command,
-                       output_tail=output[-2000:], launch=profile_json(output))
+                       output_tail=output[-2000:], launch=profile_launch(output))
 
 
 def _ncu_failure(code: int | None, output: str) -> str | None:
@@ -154,19 +154,14 @@ def run_rocprof(tool_path: str, test_path: str, cwd: Path, out_dir: Path, kernel
     summary = rocprof.parse(counters[0].read_text(), traces[0].read_text() if traces else None, kernel_names or None)
     return ProfilerRun(bool(summary["kernels"]), "rocprofv3", None if summary["kernels"] else "no kernel matched",
                        summary=summary, raw_csv=raw, command=command, output_tail=output[-2000:],
-                       launch=profile_json(output))
+                       launch=profile_launch(output))
 
 
-def profile_json(output: str) -> dict | None:
-    """The last line of the test's output that is its --profile JSON object (`"profile": true`), or None."""
-    for line in reversed(output.splitlines()):
-        if line.startswith("{") and '"profile": true' in line:
-            try:
-                found = json.loads(line)
-            except ValueError:
-                return None
-            return found if isinstance(found, dict) else None
-    return None
+def profile_launch(output: str) -> dict | None:
+    """The test's --profile JSON (`"profile": true`, as kgit's harness prints it) where it is the last JSON
+    object of the output, else None."""
+    found = last_json_object(output)
+    return found if found and found.get("profile") is True else None
 
 
 def _run(command: list[str], cwd: Path, timeout_s: float, env: dict | None) -> tuple[int | None, str]:
