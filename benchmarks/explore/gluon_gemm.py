@@ -51,6 +51,12 @@ tiles in grouped order, the epilogue through shared memory and a TMA store):
   ws2x4_*   two consumer partitions of 4 warps (one warpgroup, 64 rows each) that run independently;
             each has its own A half-tile in a stage and its own epilogue buffer, B is shared.
   ws4_*     one 4-warp consumer on 64-row tiles (1024^3: 128 tiles for 132 SMs).
+  pp2x4_*   ping-pong (session 29): two 4-warp consumers that take whole tiles in turn, each holding its
+            own tile's accumulator (a 128x128 or 64x256 fp32 tile is 128 registers a thread). The ring
+            is filled tile after tile, so a consumer's next tile can only start once the other's stages
+            have come back: their mainloops alternate by themselves, and each consumer's epilogue (the
+            conversion, the shared-memory write, the store) runs under the other's mainloop instead of
+            leaving the tensor cores idle. Cooperative kernels (ws*) stop every wgmma for it once a tile.
   *_s4e     4 stages of 128x256x64 fit only with the C tile stored in two halves (EPILOGUE_SPLIT).
 Shared memory: a 128x256x64 stage is 48 KB (A 16 + B 32), the C staging tile 64 KB whole or 32 KB
 split: 3 + whole = 208 KB, 4 + split = 224 KB of 227 KB.
@@ -93,19 +99,24 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
 GROUP_M = 8
-# name: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, consumer partitions, warps each, EPILOGUE_SPLIT)
+# name: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, consumer partitions, warps each, EPILOGUE_SPLIT, PINGPONG)
 VARIANTS = {
-    "ws8_128x256_s3": (128, 256, 64, 3, 1, 8, 0),
-    "ws8_128x256_s4e": (128, 256, 64, 4, 1, 8, 1),
-    "ws2x4_128x256_s3": (128, 256, 64, 3, 2, 4, 0),
-    "ws2x4_128x256_s4e": (128, 256, 64, 4, 2, 4, 1),
-    "ws8_128x128_s5": (128, 128, 64, 5, 1, 8, 0),
-    "ws2x4_128x128_s5": (128, 128, 64, 5, 2, 4, 0),
-    "ws4_64x128_s6": (64, 128, 64, 6, 1, 4, 0),
+    "ws8_128x256_s3": (128, 256, 64, 3, 1, 8, 0, 0),
+    "ws8_128x256_s4e": (128, 256, 64, 4, 1, 8, 1, 0),
+    "ws2x4_128x256_s3": (128, 256, 64, 3, 2, 4, 0, 0),
+    "ws2x4_128x256_s4e": (128, 256, 64, 4, 2, 4, 1, 0),
+    "ws8_128x128_s5": (128, 128, 64, 5, 1, 8, 0, 0),
+    "ws2x4_128x128_s5": (128, 128, 64, 5, 2, 4, 0, 0),
+    "ws4_64x128_s6": (64, 128, 64, 6, 1, 4, 0, 0),
     # session 25, 1024^3 (gemm_small_gluon.py): deeper rings, and cuBLAS's 128x64 tile there
-    "ws4_64x128_s8": (64, 128, 64, 8, 1, 4, 0),
-    "ws8_128x64_s8": (128, 64, 64, 8, 1, 8, 0),
-    "ws2x4_128x64_s8": (128, 64, 64, 8, 2, 4, 0),
+    "ws4_64x128_s8": (64, 128, 64, 8, 1, 4, 0, 0),
+    "ws8_128x64_s8": (128, 64, 64, 8, 1, 8, 0, 0),
+    "ws2x4_128x64_s8": (128, 64, 64, 8, 2, 4, 0, 0),
+    # session 29, 4096^3: cuBLAS's own tile (256x128, two 128-row consumers), and ping-pong consumers
+    "ws2x4_256x128_s4e": (256, 128, 64, 4, 2, 4, 1, 0),
+    "pp2x4_128x128_s5": (128, 128, 64, 5, 2, 4, 0, 1),
+    "pp2x4_128x128_s6e": (128, 128, 64, 6, 2, 4, 1, 1),
+    "pp2x4_64x256_s4e": (64, 256, 64, 4, 2, 4, 1, 1),
 }
 # setmaxnreg requests, as in the attention kernel. The loader only issues copies and waits on barriers:
 # 24 registers (the minimum). Triton pads the workers to whole warpgroups and leaves the default
@@ -134,15 +145,15 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _loader(a_desc, b_desc, a_smem, b_smem, ready, empty, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-            BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
-    # The producer: for each of this program's tiles, each k-step's A tile (one [M_PER, BLOCK_K] box per
-    # consumer) and B tile ([BLOCK_K, BLOCK_N], shared by the consumers) into the next stage of the ring,
-    # once every consumer has released that stage. It never waits for an epilogue, so it runs into the
-    # next tile (up to NUM_STAGES k-steps ahead) while the consumers store this one.
-    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+            BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, A_BOXES: gl.constexpr):
+    # The producer: for each of this program's tiles, each k-step's A tile (A_BOXES [M_PER, BLOCK_K]
+    # boxes: one per cooperative consumer, one whole for ping-pong) and B tile ([BLOCK_K, BLOCK_N]) into
+    # the next stage of the ring, once the stage has been released. It never waits for an epilogue, so
+    # it runs into the next tile (up to NUM_STAGES k-steps ahead) while the consumers store this one.
+    M_PER: gl.constexpr = BLOCK_M // A_BOXES
     # expect-tx: every byte the stage's copies will complete. A box that sticks out of the matrix still
     # counts whole (TMA fills the out-of-range part with zeros), so ragged edges need no other count.
-    STAGE_BYTES: gl.constexpr = NUM_CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    STAGE_BYTES: gl.constexpr = A_BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
@@ -158,9 +169,8 @@ def _loader(a_desc, b_desc, a_smem, b_smem, ready, empty, M, N, K, BLOCK_M: gl.c
             # lap L-1, which complete phase L-1 of the empty barrier: parity ((L - 1) & 1) = (L & 1) ^ 1.
             mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
             mbarrier.expect(ready.index(s), STAGE_BYTES)
-            for c in gl.static_range(NUM_CONSUMERS):
-                _tma_load(a_desc, [off_m + c * M_PER, ki * BLOCK_K], ready.index(s),
-                          a_smem.index(s * NUM_CONSUMERS + c))
+            for c in gl.static_range(A_BOXES):
+                _tma_load(a_desc, [off_m + c * M_PER, ki * BLOCK_K], ready.index(s), a_smem.index(s * A_BOXES + c))
             _tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
             it += 1
 
@@ -190,12 +200,17 @@ def _store_tile(acc, c_desc, c_smem, row, col, BLOCK_N: gl.constexpr, EPILOGUE_S
 
 
 @gluon.jit
-def _consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, C: gl.constexpr, BLOCK_M: gl.constexpr,
+def _consumer(a_smem, b_smem, c_smem, ready, empty, turn, c_desc, M, N, K, C: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr,
-              NUM_CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr):
-    # Consumer C of NUM_CONSUMERS: rows [C * M_PER, (C + 1) * M_PER) of each of this program's tiles, on
-    # CONSUMER_WARPS warps (4: one warpgroup; 8: two warpgroups of M_PER / 2 rows each).
-    M_PER: gl.constexpr = BLOCK_M // NUM_CONSUMERS
+              NUM_CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr,
+              PINGPONG: gl.constexpr):
+    # Consumer C of NUM_CONSUMERS, on CONSUMER_WARPS warps (4: one warpgroup; 8: two warpgroups of M_PER / 2
+    # rows each). Cooperative: rows [C * M_PER, (C + 1) * M_PER) of each of this program's tiles.
+    # Ping-pong: the whole of every NUM_CONSUMERS-th tile of this program, from its C-th; NUM_CONSUMERS 2.
+    A_BOXES: gl.constexpr = 1 if PINGPONG else NUM_CONSUMERS
+    M_PER: gl.constexpr = BLOCK_M // A_BOXES
+    A_BOX: gl.constexpr = 0 if PINGPONG else C
+    TILE_TURN: gl.constexpr = NUM_CONSUMERS if PINGPONG else 1
     # wgmma accumulator: m16 per warp, the warps stacked along M (a warpgroup owns 64 whole rows), one
     # instruction across the tile's whole N (n256 at most, the widest wgmma); k16 for 16-bit inputs.
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
@@ -204,17 +219,31 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, C: gl.const
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
-    it = 0  # k-steps consumed over all tiles, in step with the loader's count
-    for tile_id in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+    # k-steps over all this program's tiles, in step with the loader's count; a ping-pong consumer starts
+    # after the tiles of the consumers before it and skips the others' tiles' k-steps
+    it = (C * k_tiles) if PINGPONG else 0
+    first_tile = gl.program_id(0) + (C * gl.num_programs(0) if PINGPONG else 0)
+    done = 0  # this consumer's tiles so far
+    for tile_id in range(first_tile, num_pid_m * num_pid_n, TILE_TURN * gl.num_programs(0)):
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros([M_PER, BLOCK_N], gl.float32, acc_layout)
+        if PINGPONG:
+            # Ping-pong's turn: a ready barrier's wait is by parity, so it is only sound within one lap of
+            # the ring; this tile's first k-step is k_tiles positions past this consumer's last. Wait until
+            # the other consumer has reached the last k-step of the tile before this one (all positions
+            # before this tile's are then filled), as its (done - 1 + C)-th arrival on turn[C]; consumer 0's
+            # first tile has no tile before it.
+            phase = done - 1 + C
+            mbarrier.wait(turn.index(C), phase & 1, pred=phase >= 0)
         for ki in range(k_tiles):
             s = it % NUM_STAGES
             mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
+            if PINGPONG:
+                mbarrier.arrive(turn.index(1 - C), pred=ki == k_tiles - 1)
             # B row-major: its [BLOCK_K, BLOCK_N] box (N contiguous) is wgmma's B operand as it lies
             # (an "N-major" B, which 16-bit wgmma reads with its transpose bit; the attention kernel's
             # P V reads V's [keys, D] stage the same way). A's [M_PER, BLOCK_K] box is K-major.
-            a = a_smem.index(s * NUM_CONSUMERS + C)
+            a = a_smem.index(s * A_BOXES + A_BOX)
             b = b_smem.index(s)
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # One group in flight: wgmma groups retire in order, so with <= 1 outstanding the previous
@@ -228,7 +257,9 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, C: gl.const
         # way, hence no release at ki == 0 above)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES))
-        _store_tile(acc, c_desc, c_buf, pid_m * BLOCK_M + C * M_PER, pid_n * BLOCK_N, BLOCK_N, EPILOGUE_SPLIT)
+        _store_tile(acc, c_desc, c_buf, pid_m * BLOCK_M + A_BOX * M_PER, pid_n * BLOCK_N, BLOCK_N, EPILOGUE_SPLIT)
+        it += (TILE_TURN - 1) * k_tiles
+        done += 1
     tma.store_wait(0)  # the program's last store, before its shared memory goes away
 
 
@@ -236,38 +267,42 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, C: gl.const
 def gemm_ws_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                    NUM_CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr, EPILOGUE_SPLIT: gl.constexpr,
-                   LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    # Descriptors: a in [BLOCK_M / NUM_CONSUMERS, BLOCK_K] boxes, b in [BLOCK_K, BLOCK_N], c in
-    # [BLOCK_M / NUM_CONSUMERS, BLOCK_N (/ 2 when EPILOGUE_SPLIT)].
+                   PINGPONG: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # Descriptors: a in [M_PER, BLOCK_K] boxes, b in [BLOCK_K, BLOCK_N], c in [M_PER, BLOCK_N (/ 2 when
+    # EPILOGUE_SPLIT)], where M_PER is BLOCK_M / NUM_CONSUMERS (cooperative) or BLOCK_M (ping-pong).
+    A_BOXES: gl.constexpr = 1 if PINGPONG else NUM_CONSUMERS
     dtype: gl.constexpr = a_desc.dtype
-    a_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES * NUM_CONSUMERS] + a_desc.block_type.shape, a_desc.layout)
+    a_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES * A_BOXES] + a_desc.block_type.shape, a_desc.layout)
     b_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
     c_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    # ready: the loader's expect (one arrive) and the copies' bytes; empty: one arrive per consumer
-    # partition
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # ping-pong's only
+    # ready: the loader's expect (one arrive) and the copies' bytes; empty: one arrive per consumer that
+    # reads the stage (every cooperative one; the one whose tile it is, in ping-pong)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=NUM_CONSUMERS)
+        mbarrier.init(empty.index(i), count=A_BOXES)
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
 
     # the kernel's own CONSUMER_WARPS warps are consumer 0 (the default partition); workers: the other
     # consumer, if any, and the loader's one warp
     if NUM_CONSUMERS == 1:
         gl.warp_specialize([
-            (_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, 0, BLOCK_M, BLOCK_N, BLOCK_K,
-                         GROUP_M, NUM_STAGES, 1, CONSUMER_WARPS, EPILOGUE_SPLIT)),
+            (_consumer, (a_smem, b_smem, c_smem, ready, empty, turn, c_desc, M, N, K, 0, BLOCK_M, BLOCK_N, BLOCK_K,
+                         GROUP_M, NUM_STAGES, 1, CONSUMER_WARPS, EPILOGUE_SPLIT, 0)),
             (_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
                        NUM_STAGES, 1)),
         ], [1], [LOADER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, 0, BLOCK_M, BLOCK_N, BLOCK_K,
-                         GROUP_M, NUM_STAGES, 2, CONSUMER_WARPS, EPILOGUE_SPLIT)),
-            (_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, M, N, K, 1, BLOCK_M, BLOCK_N, BLOCK_K,
-                         GROUP_M, NUM_STAGES, 2, CONSUMER_WARPS, EPILOGUE_SPLIT)),
+            (_consumer, (a_smem, b_smem, c_smem, ready, empty, turn, c_desc, M, N, K, 0, BLOCK_M, BLOCK_N, BLOCK_K,
+                         GROUP_M, NUM_STAGES, 2, CONSUMER_WARPS, EPILOGUE_SPLIT, PINGPONG)),
+            (_consumer, (a_smem, b_smem, c_smem, ready, empty, turn, c_desc, M, N, K, 1, BLOCK_M, BLOCK_N, BLOCK_K,
+                         GROUP_M, NUM_STAGES, 2, CONSUMER_WARPS, EPILOGUE_SPLIT, PINGPONG)),
             (_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                       NUM_STAGES, 2)),
+                       NUM_STAGES, 1 if PINGPONG else 2)),
         ], [CONSUMER_WARPS, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
@@ -280,7 +315,7 @@ NUM_SMS_OFFLINE = 132  # the H200's, for --compile-only (the grid does not chang
 
 def _launch_args(a, b, c, variant, num_sms):
     """The kernel's arguments by name (host descriptors included), its grid and compile options."""
-    BM, BN, BK, stages, consumers, warps, split = VARIANTS[variant]
+    BM, BN, BK, stages, consumers, warps, split, pingpong = VARIANTS[variant]
     M, K = a.shape
     N = b.shape[1]
     if a.dtype not in GL_DTYPE or not (a.dtype == b.dtype == c.dtype):
@@ -289,7 +324,7 @@ def _launch_args(a, b, c, variant, num_sms):
         if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
             raise ValueError("unsupported layout: TMA needs row-major, 16-byte aligned rows")
     gdt = GL_DTYPE[a.dtype]
-    m_per = BM // consumers
+    m_per = BM if pingpong else BM // consumers
 
     def desc(t, block):
         return TensorDescriptor(t, list(t.shape), list(t.stride()), block,
@@ -297,7 +332,8 @@ def _launch_args(a, b, c, variant, num_sms):
 
     args = dict(a_desc=desc(a, [m_per, BK]), b_desc=desc(b, [BK, BN]), c_desc=desc(c, [m_per, BN // (1 + split)]),
                 M=M, N=N, K=K, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=GROUP_M, NUM_STAGES=stages,
-                NUM_CONSUMERS=consumers, CONSUMER_WARPS=warps, EPILOGUE_SPLIT=split, LOADER_REGS=LOADER_REGS,
+                NUM_CONSUMERS=consumers, CONSUMER_WARPS=warps, EPILOGUE_SPLIT=split, PINGPONG=pingpong,
+                LOADER_REGS=LOADER_REGS,
                 CONSUMER_REGS=CONSUMER_REGS)
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     # The launch's register budget a thread, before setmaxnreg moves registers between partitions.
