@@ -501,8 +501,9 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, causal, co
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, causal):
-    """GLUON 2: a grid of min(SMs, tiles) programs, told how many tiles there are, on PERSISTENT_BUFFERS
-    stages whatever NUM_BUFFERS says (a third does not fit beside O's staging tiles)."""
+    """GLUON 2: a grid of min(SMs, tiles) programs, each given its row of the schedule (its tile count,
+    its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says (a third does not fit
+    beside O's staging tiles)."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -510,9 +511,9 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
 
     class Recorder:
         def __getitem__(self, grid):
-            def launch(q_desc, k_desc, v_desc, o_desc, S, n_tiles, qk_scale, **kw):
-                launched.append((grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)], S, n_tiles,
-                                 kw["NUM_BUFFERS"], kw["CAUSAL"]))
+            def launch(q_desc, k_desc, v_desc, o_desc, S, sched, sched_w, qk_scale, **kw):
+                launched.append((grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)], S,
+                                 sched.tolist(), sched_w, kw["NUM_BUFFERS"], kw["CAUSAL"]))
             return launch
 
     class Properties:
@@ -523,12 +524,58 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
     q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
-    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, 6, 2, causal)]  # 6 tiles, 4 SMs
+    # 6 tiles (2 a head), 4 SMs. Causal: tiles 0, 2, 4 hold 2 key blocks (cost 3), 1, 3, 5 one (cost 2);
+    # dealt heaviest first: programs 0-2 take the heavy ones, program 3 a light one, then the two light
+    # ones left go to program 3 (2 so far) and program 0 (the first of the 3s)
+    rows = ([[2, 0, 5, 0], [1, 2, 0, 0], [1, 4, 0, 0], [2, 1, 3, 0]] if causal else
+            [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]])
+    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2, causal)]
     assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
     launched.clear()
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2})
     assert launched[0][0] == (2,)  # 2 tiles: a program each
+
+
+def _timeline(dealt, n_m, causal):
+    """(start, end, head) of every tile, each program running its row back to back, a tile costing its key
+    blocks and one more (persist_schedule's model)."""
+    spans = []
+    for row in dealt:
+        start = 0
+        for t in row:
+            cost = (n_m - t % n_m if causal else n_m) + 1
+            spans.append((start, start + cost, t // n_m))
+            start += cost
+    return spans
+
+
+@pytest.mark.parametrize("S, heads", [(1024, 512), (2048, 256), (4096, 128), (8192, 64), (16384, 32)])
+def test_persistent_schedule_deals_every_causal_tile_once_and_evenly(S, heads):
+    """The test's causal sweep shapes at head dim 64 on the H200's 132 SMs: every tile once; the last
+    program to finish within 1% of the mean (dealt in turn, wave after wave, as before: 3.1% over at
+    every one); and at any time the tiles running span about two and a half waves' worth of heads or
+    fewer (a wave of 132 tiles covers 132 / n_m heads), so that their K and V share the L2."""
+    fa = _template("flash-attention")
+    n_m = S // 128
+    dealt = fa.persist_schedule(n_m, heads, 132, True)
+    assert len(dealt) == 132 and sorted(t for row in dealt for t in row) == list(range(n_m * heads))
+    spans = _timeline(dealt, n_m, True)
+    finish = [0] * 132
+    for p, row in enumerate(dealt):
+        finish[p] = sum(n_m - t % n_m + 1 for t in row)
+    assert max(finish) / (sum(finish) / 132) < 1.01
+    end = max(finish)
+    for i in range(1, 100):
+        now = end * i / 100
+        running = {head for start, stop, head in spans if start <= now < stop}
+        assert len(running) <= 5 * 132 // n_m + 2, (now, sorted(running))
+
+
+def test_persistent_schedule_in_turn_without_causal_and_one_tile_a_program_when_few():
+    fa = _template("flash-attention")
+    assert fa.persist_schedule(4, 3, 5, False) == [[0, 5, 10], [1, 6, 11], [2, 7], [3, 8], [4, 9]]
+    assert fa.persist_schedule(8, 1, 132, True) == [[t] for t in range(8)]  # 8 tiles: 8 programs
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -637,7 +684,8 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
     descs = [desc(torch.empty(B * H * S, D, dtype=torch_dtype), [rows, D], gl_dtype) for rows in (64, 128, 128, 64)]
     consts = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=buffers, CAUSAL=causal, LOADER_REGS=t.WS_LOADER_REGS,
                   CONSUMER_REGS=t.WS_CONSUMER_REGS)
-    fn, scalars = {"ws": (t._attn_fwd_ws, [S, 0.1]), "persist": (t._attn_fwd_persist, [S, 16, 0.1]),
+    sched = torch.zeros(132, 34, dtype=torch.int32)
+    fn, scalars = {"ws": (t._attn_fwd_ws, [S, 0.1]), "persist": (t._attn_fwd_persist, [S, sched, 34, 0.1]),
                    "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)

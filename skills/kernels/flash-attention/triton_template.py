@@ -32,13 +32,15 @@ back to back and computes softmax(S_j) while the second runs; P goes from regist
 second wgmma. The two consumers run independently, so one's exponentials hide under the other's
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
 exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
-persistent grid (one program an SM walking its tiles, each tile's first block under the last one's tail),
-which pays where tiles are short (S 1024-2048) and causal, and not at long non-causal ones; _attn_fwd_ws3
+persistent grid (one program an SM walking the tiles persist_schedule dealt it, each tile's first block
+under the last one's tail), which pays where tiles are short (S 1024-2048) and causal, and not at long
+non-causal ones; _attn_fwd_ws3
 is FlashAttention-3's head-dim-64 tile, 192 query rows on three consumers, which pays at long S. AUTOTUNE
 picks per shape.
 """
 
 import functools
+import heapq
 import math
 import os
 import warnings
@@ -412,26 +414,21 @@ if gluon is not None:
 
 
     @gluon.jit
-    def _persist_waves(n_tiles):
-        # This program's tiles: wave w holds tiles [w * P, (w + 1) * P) of P programs, odd waves dealt
-        # right to left so that who drew a wave's longest causal tile draws the next wave's shortest.
-        # All full waves, and the last, partial one if this program's place in it is below what is left.
-        pid = gl.program_id(0)
-        nprog = gl.num_programs(0)
-        n_full = n_tiles // nprog
-        place = pid + (n_full % 2) * (nprog - 1 - 2 * pid)
-        return n_full + (place < n_tiles % nprog).to(gl.int32)
+    def _persist_waves(sched, sched_w):
+        # How many tiles this program runs: the first entry of its row of the schedule (persist_schedule)
+        return gl.load(sched + gl.program_id(0) * sched_w)
 
     @gluon.jit
-    def _persist_tile(w, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-        # Wave w's tile of this program: its query block, its head's first row in the (B*H*S, D) views
-        # and its key blocks. Tiles go head by head, as the one-tile grid's do, so the tiles running at
-        # once share a few heads' K and V in L2 (causal across all heads, heaviest first, read 10% less
-        # at S 4096: experiments/sweep-h200-session14/call4-attention-persistent/); causal takes each
-        # head's heaviest query blocks first.
-        pid = gl.program_id(0)
-        nprog = gl.num_programs(0)
-        t = w * nprog + pid + (w % 2) * (nprog - 1 - 2 * pid)
+    def _persist_tile_id(sched, sched_w, w):
+        # The id of this program's tile of wave w (its row's entries after the count; one padding entry past
+        # the longest row lets a consumer read a wave ahead)
+        return gl.load(sched + gl.program_id(0) * sched_w + 1 + w)
+
+    @gluon.jit
+    def _persist_tile(t, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        # Tile t: its query block, its head's first row in the (B*H*S, D) views and its key blocks. Tile t is
+        # query block t % n_m of head t // n_m; causal counts the blocks from the head's last, so that each
+        # head's heaviest tiles have its lowest ids.
         n_m = S // BLOCK_M
         if CAUSAL:
             start_m = n_m - 1 - t % n_m
@@ -452,13 +449,17 @@ if gluon is not None:
 
     @gluon.jit
     def _persist_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                        v_ready, v_empty, S, n_tiles, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                        v_ready, v_empty, S, sched, sched_w, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
         # The producer over all of this program's tiles: one stream of K/V blocks whose counter g runs on
         # across tiles (the consumers count alike), and each tile's Q, a tile per consumer.
         g = 0
-        for w in range(_persist_waves(n_tiles)):
-            start_m, row0, n_blocks = _persist_tile(w, S, BLOCK_M, BLOCK_N, CAUSAL)
+        t = _persist_tile_id(sched, sched_w, 0)
+        for w in range(_persist_waves(sched, sched_w)):
+            # the next tile's id read a tile ahead, as the consumers read it, so that its latency does not
+            # hold back the next tile's first K
+            t_next = _persist_tile_id(sched, sched_w, w + 1)
+            start_m, row0, n_blocks = _persist_tile(t, S, BLOCK_M, BLOCK_N, CAUSAL)
             # K_0 first: its stage was freed a step before Q's (by the previous tile's next-to-last S)
             _ring_load(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
             for c in gl.static_range(2):
@@ -474,10 +475,11 @@ if gluon is not None:
                 _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
                 _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
             g += n_blocks
+            t = t_next
 
     @gluon.jit
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                          o_desc, S, n_tiles, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
+                          o_desc, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; key block j of a tile is ring
         # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last.
@@ -491,10 +493,10 @@ if gluon is not None:
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         q = q_smem.index(C)
         o_tile = o_smem.index(C)
-        n_waves = _persist_waves(n_tiles)
+        n_waves = _persist_waves(sched, sched_w)
         # Tile 0's key block 0 runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
-        start_m, row0, n_blocks = _persist_tile(0, S, BLOCK_M, BLOCK_N, CAUSAL)
+        start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = start_m * BLOCK_M + C * M
         mbarrier.wait(q_ready.index(C), 0)
         m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
@@ -502,6 +504,8 @@ if gluon is not None:
                                         MASK_INIT=CAUSAL)
         g = 0
         for w in range(n_waves):
+            # the next tile's id read now, its latency under this tile's blocks
+            t_next = _persist_tile_id(sched, sched_w, w + 1)
             acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
             for j in range(1, n_blocks - 1):
                 acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
@@ -518,7 +522,7 @@ if gluon is not None:
             o_row = row0 + q_row
             g += n_blocks
             if w + 1 < n_waves:
-                start_m, row0, n_blocks = _persist_tile(w + 1, S, BLOCK_M, BLOCK_N, CAUSAL)
+                start_m, row0, n_blocks = _persist_tile(t_next, S, BLOCK_M, BLOCK_N, CAUSAL)
                 q_row = start_m * BLOCK_M + C * M
                 mbarrier.wait(q_ready.index(C), (w + 1) & 1)
                 acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
@@ -536,11 +540,11 @@ if gluon is not None:
         tma.store_wait(0)
 
     @gluon.jit
-    def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, S, n_tiles, qk_scale, BLOCK_M: gl.constexpr,
+    def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-        # _attn_fwd_ws's partitions on a persistent grid of min(SMs, n_tiles) programs, each walking
-        # its tiles (_persist_tile); n_tiles = (S / BLOCK_M) * B * H. Each consumer's Q tile has a
+        # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
+        # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer's Q tile has a
         # ready/empty barrier pair (counts 1: the loader's expect and bytes; the consumer's arrive), and
         # O leaves through a staging tile of its own (2 x 16 KB at D 128: 197 KB with 2 K/V stages).
         dtype: gl.constexpr = q_desc.dtype
@@ -556,11 +560,11 @@ if gluon is not None:
         k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                                 v_empty, o_desc, S, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                                 v_empty, o_desc, S, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
             (_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                               v_ready, v_empty, S, n_tiles, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                               v_ready, v_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
@@ -690,6 +694,7 @@ if gluon is not None:
 # --------------------------------------------------------------------------------------------------
 _TUNED = {}
 _GLUON_FAILED = {}  # device -> why the Gluon kernel did not compile or launch there
+_SCHEDULES = {}  # (device, n_m, heads, SMs, causal) -> the persistent kernel's schedule there
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
@@ -698,6 +703,52 @@ def _has_tma(device) -> bool:
     if device.type == "cuda":
         return (not torch.version.hip) and torch.cuda.get_device_capability(device)[0] >= 9
     return True  # interpreter: descriptors are emulated
+
+
+def persist_schedule(n_m: int, heads: int, sms: int, causal: bool) -> list:
+    """The persistent kernel's tiles for each of its min(sms, tiles) programs, in the order each runs
+    them: a list of lists of tile ids (tile t is query block t % n_m of head t // n_m; causal counts the
+    blocks from a head's last, so that a head's heaviest tiles have its lowest ids).
+
+    Dealt as a list scheduler would deal them: each tile of the order goes to the program that would
+    finish first, a tile costing its key blocks and one more for its start and end. Without causal every
+    tile costs the same, and head by head in turn is that. Causal tiles cost 1 to n_m blocks, and dealt
+    to the programs in turn, wave after wave, the busiest of 132 programs had 3.1% more than the mean at
+    every causal shape of the test's sweep (its end is the kernel's). The causal order goes by groups of
+    heads, each group's heaviest tiles first: enough heads in a group for two waves of tiles or more, so
+    that light tiles fill in behind heavy ones within it, and not many more, so that the tiles running at once
+    keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096:
+    experiments/sweep-h200-session14/call4-attention-persistent/)."""
+    tiles = n_m * heads
+    if causal:
+        # groups of equal size (to a head), so that the order does not end on a lone group of heavy tiles
+        groups = max(1, heads * n_m // (2 * sms))
+        bounds = [g * heads // groups for g in range(groups + 1)]
+        order = [(head * n_m + r, n_m - r + 1) for first, end in zip(bounds, bounds[1:]) for r in range(n_m)
+                 for head in range(first, end)]
+    else:
+        order = [(t, n_m + 1) for t in range(tiles)]
+    programs = min(sms, tiles)
+    finish = [(0, p) for p in range(programs)]  # a heap: (cost so far, program)
+    dealt = [[] for _ in range(programs)]
+    for t, cost in order:
+        busy, p = heapq.heappop(finish)
+        dealt[p].append(t)
+        heapq.heappush(finish, (busy + cost, p))
+    return dealt
+
+
+def _schedule_on(device, n_m: int, heads: int, sms: int, causal: bool):
+    """persist_schedule as the kernel reads it, made once a shape on each device: an int32 table whose row
+    p is program p's tile count, then its tile ids, then zeros, one entry past the longest row (a consumer
+    reads the id of its next tile while it runs this one)."""
+    key = (device, n_m, heads, sms, causal)
+    if key not in _SCHEDULES:
+        dealt = persist_schedule(n_m, heads, sms, causal)
+        width = 2 + max(len(row) for row in dealt)
+        table = [[len(row), *row] + [0] * (width - 1 - len(row)) for row in dealt]
+        _SCHEDULES[key] = torch.tensor(table, dtype=torch.int32, device=device)
+    return _SCHEDULES[key]
 
 
 def _gluon_runs(q) -> bool:
@@ -733,10 +784,10 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
                                                                  **{**consts, "BLOCK_M": WS3_BLOCK_M,
                                                                     "CONSUMER_REGS": WS3_CONSUMER_REGS})
         elif cfg["GLUON"] == 2:
-            n_tiles = S // WS_BLOCK_M * B * H
             sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-            _attn_fwd_persist[(min(sms, n_tiles),)](*descs, S, n_tiles, LOG2E / math.sqrt(D),
-                                                    NUM_BUFFERS=PERSISTENT_BUFFERS, **consts)
+            sched = _schedule_on(q.device, S // WS_BLOCK_M, B * H, sms, causal)
+            _attn_fwd_persist[(sched.shape[0],)](*descs, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
+                                                 NUM_BUFFERS=PERSISTENT_BUFFERS, **consts)
         else:
             _attn_fwd_ws[(S // WS_BLOCK_M, B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=cfg["NUM_BUFFERS"],
                                                    **consts)
