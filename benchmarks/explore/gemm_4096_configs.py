@@ -1,7 +1,7 @@
 """Issue 15, session 29: GEMM at 4096^3, the last bar missed (0.992x cuBLAS in bf16 and fp16, session 29's
 sweep): the template's CONFIG against its neighbours in one process, alternated, timed as kgit times.
 
-    python benchmarks/explore/gemm_4096_configs.py [--out DIR] [--rounds 5] [--size 4096]
+    python benchmarks/explore/gemm_4096_configs.py [--out DIR] [--rounds 5] [--sizes 4096] [--variants "A|B"]
 
 Why: under ncu (experiments/worst-shapes-h200/session28-2026-12-04/) the template's kernel read DRAM 24.9%
 busy and hit L2 67.1% of the time, cuBLAS's 20.6% and 72.3%: ours goes to DRAM for ~20% more bytes. A
@@ -10,6 +10,10 @@ GROUP_M 16 would span 16 rows and ~8 columns (32 MB). Session 12 found GROUP_M 8
 spreads of 1-14%; kgit's timer has since brought them under 1%. Also the 4-stage pipeline with the C tile
 stored in halves, and the tile loop not flattened.
 Prediction: GROUP_M 16 +0-1%; the others level. Each side is checked against an fp32 product first.
+Outcome (experiments/sweep-h200-session29/call7-gemm-4096-configs/): GROUP_M 16 level, GROUP_M 4 +0.5% in
+both dtypes (0.994 / 0.996x cuBLAS against CONFIG's 0.988 / 0.991, spreads 0.1-0.4%), 4 stages with C in
+halves +0.1-0.3%, not flattened -1.2%. Call 8 tried smaller groups, with and without 4 stages, at 2048^3,
+4096^3 and 8192^3.
 """
 
 from __future__ import annotations
@@ -26,20 +30,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import templates  # noqa: E402  (beside this file)
 
+SPLIT_4 = {"num_stages": 4, "EPILOGUE_SUBTILE": 1}
 VARIANTS = {"CONFIG": {}, "GROUP_M 4": {"GROUP_M": 4}, "GROUP_M 16": {"GROUP_M": 16}, "GROUP_M 32": {"GROUP_M": 32},
-            "4 stages, split C": {"num_stages": 4, "EPILOGUE_SUBTILE": 1}, "not flattened": {"FLATTEN": 0}}
+            "4 stages, split C": SPLIT_4, "not flattened": {"FLATTEN": 0},
+            "GROUP_M 2": {"GROUP_M": 2}, "GROUP_M 3": {"GROUP_M": 3}, "GROUP_M 6": {"GROUP_M": 6},
+            "GROUP_M 4, 4 stages": {"GROUP_M": 4, **SPLIT_4}, "GROUP_M 2, 4 stages": {"GROUP_M": 2, **SPLIT_4}}
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--size", type=int, default=4096)
+    p.add_argument("--sizes", default="4096", help="comma-separated squares")
+    p.add_argument("--variants", default="CONFIG|GROUP_M 4|GROUP_M 16|GROUP_M 32|4 stages, split C|not flattened",
+                   help="names of VARIANTS, separated by |")
     args = p.parse_args()
+    names = args.variants.split("|")
+    unknown = [name for name in names if name not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variants {unknown}")
+    variants = {name: VARIANTS[name] for name in names}
     out, timer, _, results = templates.begin(args.out)
     G = templates.load("gemm")
-    n = args.size
-    for dtype in (torch.bfloat16, torch.float16):
+    for n, dtype in ((int(size), dtype) for size in args.sizes.split(",") for dtype in (torch.bfloat16, torch.float16)):
         torch.manual_seed(0)
         a = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
         b = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
@@ -47,7 +60,7 @@ def main():
         c = torch.empty(n, n, device="cuda", dtype=dtype)
         runs = {"cuBLAS": lambda: torch.matmul(a, b, out=c)}
         runs.update({name: (lambda cfg=cfg: G.gemm(a, b, out=c, config={**G.CONFIG, "AUTOTUNE": 0, **cfg}))
-                     for name, cfg in VARIANTS.items()})
+                     for name, cfg in variants.items()})
         rows = {name: {"size": n, "dtype": str(dtype)[6:], "side": name, "ms": []} for name in runs}
         for name, run in runs.items():
             c.fill_(float("nan"))
