@@ -380,7 +380,7 @@ def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_row_tiles(mo
     assert not g._gluon_runs(m, m, m, cfg)  # failed here before: not tried again
 
 
-def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_where_it_runs(monkeypatch):
+def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_where_it_runs_and_neighbours_for_large(monkeypatch):
     g = _template("gemm")
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     a = torch.empty(1024, 1024, dtype=torch.float16)  # 32 CONFIG tiles: fewer than half of 132 SMs
@@ -389,8 +389,8 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_where_it_runs(m
         gluon = [cfg for cfg in g._candidates(a, a, a) if cfg["GLUON"]]
         assert gluon == ([{**g.CONFIG, **g.SMALL_OUTPUT_CONFIGS[0]}] if runs else [])
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
-    big = torch.empty(2048, 2048, dtype=torch.float16)  # 128 tiles: CONFIG alone
-    assert g._candidates(big, big, big) == [g.CONFIG]
+    big = torch.empty(2048, 2048, dtype=torch.float16)  # 128 tiles: CONFIG and its neighbours on its tiles
+    assert g._candidates(big, big, big) == [g.CONFIG, {**g.CONFIG, "GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
 
 
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch):

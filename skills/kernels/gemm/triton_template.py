@@ -23,7 +23,8 @@ How the kernel computes it (see SKILL.md for why):
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
 CONFIG tiles than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape and
-keeps the fastest: CONFIG is tuned for the big headline shape and would leave most SMs idle there.
+keeps the fastest: CONFIG is tuned for the big headline shape and would leave most SMs idle there. A larger
+output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles.
 """
 
 import functools
@@ -79,6 +80,12 @@ CONFIG_CONSTRAINTS = [
 # pointer kernel's 0.918-0.944 (experiments/sweep-h200-session25/call6-gemm-small-gluon/), and in the kernel's
 # sweep, picked by AUTOTUNE, 1.00 / 1.01x (bf16 / fp16; call8-sweep-compute/). _candidates offers it where it
 # runs (_gluon_runs).
+# AUTOTUNE=1, at least half the SMs' worth of CONFIG tiles: CONFIG's tiles walked in groups of 4 tile-rows on 4
+# stages (C stored in halves to fit). x cuBLAS on the H200, against CONFIG in one process, kgit's timer, 5
+# rounds alternated, spreads 0.1-0.5% (experiments/sweep-h200-session29/call8-gemm-configs/), bf16 / fp16:
+# 4096^3 0.999 / 0.997 against 0.991 / 0.991, 2048^3 0.990 / 0.990 against 0.981 / 0.984; 8192^3 0.993 /
+# 0.972 against 0.985 / 1.019 with spreads of 1.6-5.1%, so it is timed against CONFIG rather than replacing it.
+LARGE_OUTPUT_CONFIGS = [{"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
@@ -358,24 +365,22 @@ def _descriptors(a, b, c, boxes, gluon_layouts=False):
 
 
 def _candidates(a, b, c):
-    # Only an output of fewer CONFIG tiles than half the SMs needs smaller tiles. 2048^3 (128 tiles on
-    # 132 SMs) runs CONFIG at 1.00x cuBLAS, and timing candidates there once picked a 0.68x one by noise.
-    # The Gluon candidate only where it runs: elsewhere it would time a Triton kernel twice.
+    # Only an output of fewer CONFIG tiles than half the SMs needs smaller tiles; a larger one times
+    # CONFIG's neighbours on the same tiles (timing small tiles at 2048^3, 128 tiles on 132 SMs, once
+    # picked a 0.68x one by noise, when the autotune timed with do_bench). The Gluon candidate only where
+    # it runs: elsewhere it would time a Triton kernel twice.
     M, N = a.shape[0], b.shape[1]
     if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= _num_sms(a.device):
-        return [dict(CONFIG)]
+        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS]
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
 
 def _autotune(a, b, c):
-    """Time the candidates once per shape (median, L2 cleared) and remember the fastest that compiles;
-    a shape with one candidate (CONFIG) is not timed."""
+    """Time the candidates once per shape (median, L2 cleared) and remember the fastest that compiles."""
     key = (tuple(a.shape), b.shape[1], a.dtype)
     if key not in _TUNED:
-        candidates = _candidates(a, b, c)
-        _TUNED[key] = candidates[0] if len(candidates) == 1 else _fastest(lambda cfg: _launch(a, b, c, cfg),
-                                                                          candidates)
+        _TUNED[key] = _fastest(lambda cfg: _launch(a, b, c, cfg), _candidates(a, b, c))
     return _TUNED[key]
 
 
