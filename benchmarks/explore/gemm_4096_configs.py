@@ -34,7 +34,13 @@ SPLIT_4 = {"num_stages": 4, "EPILOGUE_SUBTILE": 1}
 VARIANTS = {"CONFIG": {}, "GROUP_M 4": {"GROUP_M": 4}, "GROUP_M 16": {"GROUP_M": 16}, "GROUP_M 32": {"GROUP_M": 32},
             "4 stages, split C": SPLIT_4, "not flattened": {"FLATTEN": 0},
             "GROUP_M 2": {"GROUP_M": 2}, "GROUP_M 3": {"GROUP_M": 3}, "GROUP_M 6": {"GROUP_M": 6},
-            "GROUP_M 4, 4 stages": {"GROUP_M": 4, **SPLIT_4}, "GROUP_M 2, 4 stages": {"GROUP_M": 2, **SPLIT_4}}
+            "GROUP_M 4, 4 stages": {"GROUP_M": 4, **SPLIT_4}, "GROUP_M 2, 4 stages": {"GROUP_M": 2, **SPLIT_4},
+            # call 10: cuBLAS's tile (256x128: a warpgroup 128x128), finer k-steps, no persistence
+            "256x128, GROUP_M 4, 4 stages": {"BLOCK_M": 256, "BLOCK_N": 128, "GROUP_M": 4, **SPLIT_4},
+            "256x128, 4 stages": {"BLOCK_M": 256, "BLOCK_N": 128, **SPLIT_4},
+            "256x128, GROUP_M 4": {"BLOCK_M": 256, "BLOCK_N": 128, "GROUP_M": 4},
+            "GROUP_M 4, BLOCK_K 32, 8 stages": {"GROUP_M": 4, "BLOCK_K": 32, "num_stages": 8, "EPILOGUE_SUBTILE": 1},
+            "GROUP_M 4, 4 stages, not persistent": {"GROUP_M": 4, "num_stages": 4, "PERSISTENT": 0}}
 
 
 def main():
