@@ -70,8 +70,12 @@ def main():
         rows = {name: {"size": n, "dtype": str(dtype)[6:], "side": name, "ms": []} for name in runs}
         for name, run in runs.items():
             c.fill_(float("nan"))
-            run()
-            torch.cuda.synchronize()
+            try:
+                run()
+                torch.cuda.synchronize()
+            except Exception as e:  # one that does not compile or fit is a result too
+                rows[name]["error"] = templates.last_lines(e)
+                continue
             err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
             rows[name]["max_rel_err"] = err
             if not err < 1e-2:
@@ -80,7 +84,7 @@ def main():
             for name, run in runs.items():
                 if "error" not in rows[name]:
                     rows[name]["ms"].append(statistics.median(timer.times_ms(run, on_gpu=True)))
-        base = statistics.median(rows["cuBLAS"]["ms"])
+        base = statistics.median(rows["cuBLAS"]["ms"])  # cuBLAS is checked like the others: it passes
         for name, row in rows.items():
             if row["ms"]:
                 row["median_ms"] = statistics.median(row["ms"])
