@@ -5,9 +5,10 @@ ring of shared-memory stages, consumer warpgroups on async wgmma, a persistent g
                                             [--budget-s 200] [--hang-s 90]
     python benchmarks/explore/gluon_gemm.py --compile-only [--variants a,b]
 
-Run on the H200 in sessions 13, 25 and 29 (experiments/sweep-h200-session13/call11-gemm/, sweep-h200-session25/,
-sweep-h200-session29/call1-gemm-pingpong/; its 64x128 kernel is the gemm template's GLUON path now). Session
-29's ping-pong consumers were correct and 2-4% slower than the cooperative 128x256 kernel at 4096^3 and 8192^3. --compile-only builds every variant
+Run on the H200 in sessions 13, 25 and 29 (experiments/sweep-h200-session13/call11-gemm/,
+sweep-h200-session25/, sweep-h200-session29/call1-gemm-pingpong/; its 64x128 kernel is the gemm template's
+GLUON path now). Session 29's ping-pong consumers were correct and 2-4% slower than the cooperative
+128x256 kernel at 4096^3 and 8192^3. --compile-only builds every variant
 for sm_90 without a GPU and prints its registers, spills and shared memory. On the device, in one call:
 
     python benchmarks/explore/gluon_gemm.py --out DIR --budget-s 200

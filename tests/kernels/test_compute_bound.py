@@ -380,7 +380,7 @@ def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_row_tiles(mo
     assert not g._gluon_runs(m, m, m, cfg)  # failed here before: not tried again
 
 
-def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_where_it_runs_and_neighbours_for_large(monkeypatch):
+def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour_for_large(monkeypatch):
     g = _template("gemm")
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     a = torch.empty(1024, 1024, dtype=torch.float16)  # 32 CONFIG tiles: fewer than half of 132 SMs
@@ -389,8 +389,9 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_where_it_runs_a
         gluon = [cfg for cfg in g._candidates(a, a, a) if cfg["GLUON"]]
         assert gluon == ([{**g.CONFIG, **g.SMALL_OUTPUT_CONFIGS[0]}] if runs else [])
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
-    big = torch.empty(2048, 2048, dtype=torch.float16)  # 128 tiles: CONFIG and its neighbours on its tiles
-    assert g._candidates(big, big, big) == [g.CONFIG, {**g.CONFIG, "GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
+    big = torch.empty(2048, 2048, dtype=torch.float16)  # 128 tiles: CONFIG and its neighbour on its tiles
+    neighbour = {**g.CONFIG, "GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}
+    assert g._candidates(big, big, big) == [g.CONFIG, neighbour]
 
 
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch):
@@ -537,17 +538,18 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     assert launched[0][0] == (2,)  # 2 tiles: a program each
 
 
-def _timeline(dealt, n_m, causal):
-    """(start, end, head) of every tile, each program running its row back to back, a tile costing its key
-    blocks and one more (persist_schedule's model)."""
-    spans = []
+def _causal_timeline(dealt, n_m):
+    """Each program's (start, end, head) of every tile, running its row back to back, a causal tile
+    costing its key blocks and one more (persist_schedule's model)."""
+    timeline = []
     for row in dealt:
-        start = 0
+        spans, start = [], 0
         for t in row:
-            cost = (n_m - t % n_m if causal else n_m) + 1
+            cost = n_m - t % n_m + 1
             spans.append((start, start + cost, t // n_m))
             start += cost
-    return spans
+        timeline.append(spans)
+    return timeline
 
 
 @pytest.mark.parametrize("S, heads", [(1024, 512), (2048, 256), (4096, 128), (8192, 64), (16384, 32)])
@@ -560,15 +562,12 @@ def test_persistent_schedule_deals_every_causal_tile_once_and_evenly(S, heads):
     n_m = S // 128
     dealt = fa.persist_schedule(n_m, heads, 132, True)
     assert len(dealt) == 132 and sorted(t for row in dealt for t in row) == list(range(n_m * heads))
-    spans = _timeline(dealt, n_m, True)
-    finish = [0] * 132
-    for p, row in enumerate(dealt):
-        finish[p] = sum(n_m - t % n_m + 1 for t in row)
+    timeline = _causal_timeline(dealt, n_m)
+    finish = [spans[-1][1] for spans in timeline]
     assert max(finish) / (sum(finish) / 132) < 1.01
-    end = max(finish)
     for i in range(1, 100):
-        now = end * i / 100
-        running = {head for start, stop, head in spans if start <= now < stop}
+        now = max(finish) * i / 100
+        running = {head for spans in timeline for start, stop, head in spans if start <= now < stop}
         assert len(running) <= 5 * 132 // n_m + 2, (now, sorted(running))
 
 

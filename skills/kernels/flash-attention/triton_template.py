@@ -560,9 +560,11 @@ if gluon is not None:
         k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS,
+                                 CAUSAL)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS,
+                                 CAUSAL)),
             (_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
                                v_ready, v_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
@@ -716,8 +718,8 @@ def persist_schedule(n_m: int, heads: int, sms: int, causal: bool) -> list:
     to the programs in turn, wave after wave, the busiest of 132 programs had 3.1% more than the mean at
     every causal shape of the test's sweep (its end is the kernel's). The causal order goes by groups of
     heads, each group's heaviest tiles first: enough heads in a group for two waves of tiles or more, so
-    that light tiles fill in behind heavy ones within it, and not many more, so that the tiles running at once
-    keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096:
+    that light tiles fill in behind heavy ones within it, and not many more, so that the tiles running at
+    once keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096:
     experiments/sweep-h200-session14/call4-attention-persistent/)."""
     tiles = n_m * heads
     if causal:
