@@ -135,6 +135,49 @@ def test_layernorm_rows_load_w_and_b_per_tile_on_long_16bit_rows(monkeypatch, dt
     torch.testing.assert_close(y.double(), m.layernorm_ref(x, w, b), **tol)
 
 
+def _norm_run(name, m, x, config=None):
+    """One row kernel's template m on x (w near 1 and b around 0 where it takes them): (output, reference)."""
+    N = x.shape[1]
+    w, b = (torch.rand(N) + 0.5).to(x.dtype), torch.randn(N).to(x.dtype)
+    if name == "softmax":
+        return m.softmax(x, config=config), m.softmax_ref(x)
+    if name == "rmsnorm":
+        return m.rmsnorm(x, w, config=config), m.rmsnorm_ref(x, w)
+    return m.layernorm(x, w, b, config=config), m.layernorm_ref(x, w, b)
+
+
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype, N, gpu, config, launch", [
+    # (ROWS, num_warps) of the rows kernel's launch; CONFIG tiles 4096 elements on 4 warps
+    (torch.float32, 1000, True, None, (1, 4)),  # fp32 on an NVIDIA GPU: one row a program, 8 elements a thread
+    (torch.float32, 100, True, None, (1, 4)),
+    (torch.float32, 2048, True, None, (1, 8)),
+    (torch.float32, 4096, True, None, (1, 16)),
+    (torch.bfloat16, 1000, True, None, (4, 4)),  # 16-bit rows: CONFIG's tile of four rows of 1024
+    (torch.float32, 1000, True, {}, (4, 4)),  # a config passed in wins over the table
+    (torch.float32, 1000, False, None, (4, 4)),  # the interpreter (or AMD): CONFIG, whose knobs a tuner moves
+])
+def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, name, dtype, N, gpu, config, launch):
+    m = _template(name)
+    rows_kernel_name = {"softmax": "_softmax_rows", "rmsnorm": "_rmsnorm_rows", "layernorm": "_layernorm_rows"}[name]
+    kernel, launched = getattr(m, rows_kernel_name), []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append((kw["ROWS"], kw["num_warps"]))
+                return kernel[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, rows_kernel_name, Recorder())
+    monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
+    x = (torch.randn(12, N) * 2 + 0.5).to(dtype)
+    y, ref = _norm_run(name, m, x, config)
+    assert launched == [launch]
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.double(), ref.double(), **tol)
+
+
 @pytest.mark.parametrize("name, N, launch", [
     # (BLOCK_N, P, num_warps, maxnreg) of the split team's launch, with the templates' settings scaled down
     ("softmax", 300, (128, 3, 8, 64)),  # SPLIT, its registers capped

@@ -517,6 +517,11 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
 
+def _on_nvidia_gpu(x) -> bool:
+    """Whether x's kernels run on an NVIDIA GPU (not an AMD one, not Triton's interpreter on the CPU)."""
+    return x.is_cuda and torch.version.hip is None and not _interpreting()
+
+
 def _stream_key(device):
     """Where the buffers of the programs that trade partials are kept: one set a stream, since launches on
     two streams may run at once and would take each other's words from one set."""
@@ -564,6 +569,16 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
     return min(tiles, sms * occ) if int(cfg.get("PERSISTENT", 1)) else tiles
 
 
+# fp32 rows of at most BLOCK_SIZE on an NVIDIA GPU (unless a config is passed): one row a program, on the
+# warps Triton's fused-softmax tutorial gives a row (8 elements a thread), instead of CONFIG's tile of rows
+# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/explore/
+# peer_rows.py, experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
+# layernorm: 131072x1024 CONFIG 97.0 / 96.7 / 96.8 against the one-row kernel's 99.6 / 99.6 / 99.5;
+# 32768x4096 96.9 / 97.2 / 97.7 against 98.0 / 97.7 / 98.1. 16-bit rows keep CONFIG's tiles (there the
+# one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there.
+FP32_ROW_WARPS = [(1024, 4), (2048, 8)]  # (longest row, num_warps); longer rows 16
+
+
 last_config = {}  # which kernel served the latest launch (the benchmark reports it: Spec.launched)
 
 
@@ -586,6 +601,8 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
     if P == 1:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
+        if config is None and x.element_size() == 4 and _on_nvidia_gpu(x):
+            rows, num_warps = 1, next((w for longest, w in FP32_ROW_WARPS if block_n <= longest), 16)
         args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "EVEN": N == block_n and M % rows == 0}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
