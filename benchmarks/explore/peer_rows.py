@@ -31,32 +31,15 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import templates  # noqa: E402  (beside this file)
+from whole_rows import _peer_rmsnorm, _peer_softmax  # noqa: E402  (session 7's peer kernels, beside this file)
 
 SHAPES = [(131072, 1024), (32768, 4096), (8192, 16384), (4096, 32768)]
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @triton.jit
-def _peer_softmax(x_ptr, y_ptr, N, stride, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * stride + cols, mask=cols < N, other=-float("inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(y_ptr + row * stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=cols < N)
-
-
-@triton.jit
-def _peer_rmsnorm(x_ptr, w_ptr, y_ptr, N, stride, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * stride + cols, mask=cols < N, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
-    tl.store(y_ptr + row * stride + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=cols < N)
-
-
-@triton.jit
 def _peer_layernorm(x_ptr, w_ptr, b_ptr, y_ptr, N, stride, eps, BLOCK: tl.constexpr):
+    # written as whole_rows.py's two peers are: one program a row, the whole row in registers
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
