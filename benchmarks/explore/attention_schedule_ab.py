@@ -24,6 +24,7 @@ timer (the median of calls after a clean L2 clear, 3 repeats), A B SDPA in each 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -32,17 +33,17 @@ from pathlib import Path
 
 import torch
 
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(ROOT))
 import templates  # noqa: E402  (beside this file)
 
-TOKENS = 16 * 16384  # the test's: B * S * 16 at every length
-
-
-def sweep_shape(S, D, causal):
-    """The test's sweep shape (test_flash_attention.bench_shape)."""
-    return max(1, TOKENS // S // 16), 16 if D == 128 else 32, S, D, causal
-
+# the test's own sweep shapes (bench_shape: B * S fixed, H by head dim), from the test file itself
+_test_file = importlib.util.spec_from_file_location(
+    "attention_test", ROOT / "skills" / "kernels" / "flash-attention" / "test_flash_attention.py")
+_test = importlib.util.module_from_spec(_test_file)
+_test_file.loader.exec_module(_test)
+sweep_shape = _test.bench_shape
 
 # where AUTOTUNE took GLUON 2 in session 28 or could, causal first; then two with fewer tiles than SMs
 # (a program a tile) and one with a last partial wave of a few tiles
