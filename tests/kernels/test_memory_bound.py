@@ -176,8 +176,13 @@ def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, name
     x = (torch.randn(12, N) * 2 + 0.5).to(dtype)
     y, ref = _norm_run(name, m, x, config)
     assert launched == [launch]
+    rows, warps = launch  # what the sweep's "ran" column reads: the tile and warps as launched
+    assert m.last_config == {"kernel": rows_kernel_name, "BLOCK_SIZE": rows * max(16, 1 << (N - 1).bit_length()),
+                             "num_warps": warps}
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(y.double(), ref.double(), **tol)
+    _norm_run(name, m, x[:0], config)  # a later call that launches nothing leaves no stale keys behind
+    assert m.last_config == {}
 
 
 @pytest.mark.parametrize("name, N, launch", [

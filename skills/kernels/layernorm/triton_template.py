@@ -695,6 +695,7 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     y = torch.empty_like(x) if out is None else out
     y2 = y.reshape(-1, y.shape[-1])
     M, N = x2.shape
+    last_config.clear()
     if M == 0 or N == 0:
         return y
     block = int(cfg["BLOCK_SIZE"])
@@ -712,7 +713,9 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         wb_per_tile = not int(cfg.get("PERSISTENT", 1)) and x.element_size() == 2 and N > WB_PER_TILE_ABOVE
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "WB_PER_TILE": int(wb_per_tile)}
         occ = _programs_per_sm(_layernorm_rows, args, consts, num_warps, num_stages, dev)
-        last_config["kernel"] = "_layernorm_rows"
+        # BLOCK_SIZE and num_warps as launched: the sweep's "ran" column then says when fp32 rows ran one
+        # a program (BLOCK_SIZE the row's) rather than CONFIG's tile.
+        last_config.update(kernel="_layernorm_rows", BLOCK_SIZE=rows * block_n, num_warps=num_warps)
         _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                  num_stages=num_stages)
         return y

@@ -494,6 +494,7 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
     y = torch.empty_like(x) if out is None else out
     y2 = y.reshape(-1, y.shape[-1])
     M, N = x2.shape
+    last_config.clear()
     if M == 0 or N == 0:
         return y
     block = int(cfg["BLOCK_SIZE"])
@@ -510,7 +511,9 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         args = (x2, w, y2, M, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages}
         occ = _programs_per_sm(_rmsnorm_rows, args, consts, num_warps, num_stages, dev)
-        last_config["kernel"] = "_rmsnorm_rows"
+        # BLOCK_SIZE and num_warps as launched: the sweep's "ran" column then says when fp32 rows ran one
+        # a program (BLOCK_SIZE the row's) rather than CONFIG's tile.
+        last_config.update(kernel="_rmsnorm_rows", BLOCK_SIZE=rows * block_n, num_warps=num_warps)
         _rmsnorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
                                                                num_stages=num_stages)
         return y

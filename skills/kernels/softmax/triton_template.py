@@ -592,6 +592,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
     y = torch.empty_like(x) if out is None else out
     y2 = y.reshape(-1, y.shape[-1])
     M, N = x2.shape
+    last_config.clear()
     if M == 0 or N == 0:
         return y
     block = int(cfg["BLOCK_SIZE"])
@@ -610,7 +611,9 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "EVEN": N == block_n and M % rows == 0}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
         grid = (_rows_grid(M, rows, sms, occ, cfg),)
-        last_config["kernel"] = "_softmax_rows"
+        # BLOCK_SIZE and num_warps as launched: the sweep's "ran" column then says when fp32 rows ran one
+        # a program (BLOCK_SIZE the row's) rather than CONFIG's tile.
+        last_config.update(kernel="_softmax_rows", BLOCK_SIZE=rows * block_n, num_warps=num_warps)
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
