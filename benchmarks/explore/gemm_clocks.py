@@ -1,0 +1,107 @@
+"""Issue 15, session 30: GEMM at 4096^3 reads 0.994-0.999x cuBLAS (bar 1.00). Is the gap the clock?
+
+    python benchmarks/explore/gemm_clocks.py [--out DIR] [--seconds 3] [--rounds 2]
+
+Why: under ncu, which locks the SM clock to its base, the template's kernel kept the tensor pipe busy 89.1%
+of the cycles against cuBLAS's 90.2% (session 28), ~1.1% apart; unlocked, kgit's timer reads 0.5-1.1% apart.
+An H200 running dense bf16 GEMMs back to back can reach its 700 W limit and lower its clock. cuBLAS moves
+fewer bytes (2-CTA clusters multicast the shared operand tile; 20.6% DRAM busy against our 24.9%), so it
+may draw less power a flop and hold a higher clock. Here each side runs back to back for --seconds (no L2
+clear between launches: the sustained case) while nvidia-smi samples the SM clock, the power draw and the
+active clock-throttle reasons every 50 ms; each side is checked against an fp32 product first.
+Prediction: if power is the cause, cuBLAS holds a higher median clock (by about the gap) and ours shows the
+software power cap (throttle bit 0x4) more often; if both hold the same clock, the gap is the rate within a
+tile at the same clock, as ncu said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import templates  # noqa: E402  (beside this file)
+
+SIDES = {"CONFIG": {}, "GROUP_M 4, 4 stages": {"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}}
+QUERY = "clocks.sm,power.draw,clocks_throttle_reasons.active"
+POWER_CAP = 0x4  # clocks_throttle_reasons: SW power cap
+
+
+def sustained(run, seconds: float) -> dict:
+    """Launch run back to back for about `seconds` while nvidia-smi samples; its figures and the samples'."""
+    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", "-lms", "50"],
+                           stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # nvidia-smi's first sample comes late; let the kernel's own samples follow
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    launches, t0 = 0, time.perf_counter()
+    start.record()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(20):
+            run()
+        launches += 20
+        torch.cuda.synchronize()
+    end.record()
+    torch.cuda.synchronize()
+    smi.terminate()
+    out, _ = smi.communicate()
+    samples = [[field.strip() for field in line.split(",")] for line in out.strip().splitlines()]
+    samples = samples[len(samples) // 5:]  # the first fifth: the clock settling, and idle samples
+    clocks = [float(s[0]) for s in samples if s[0].replace(".", "").isdigit()]
+    power = [float(s[1]) for s in samples if s[1].replace(".", "").isdigit()]
+    reasons = [int(s[2], 16) for s in samples if s[2].startswith("0x")]
+    return {"ms_a_launch": start.elapsed_time(end) / launches, "launches": launches, "samples": len(samples),
+            "sm_mhz_median": statistics.median(clocks) if clocks else None,
+            "sm_mhz_min": min(clocks) if clocks else None,
+            "watts_median": statistics.median(power) if power else None,
+            "power_capped_share": sum(bool(r & POWER_CAP) for r in reasons) / len(reasons) if reasons else None,
+            "reasons_seen": sorted({hex(r) for r in reasons})}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=".")
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--size", type=int, default=4096)
+    args = p.parse_args()
+    out, _, _, results = templates.begin(args.out)
+    G = templates.load("gemm")
+    n = args.size
+    for dtype in (torch.bfloat16, torch.float16):
+        torch.manual_seed(0)
+        a = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
+        b = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
+        ref = G.reference(a, b)
+        c = torch.empty(n, n, device="cuda", dtype=dtype)
+        runs = {"cuBLAS": lambda: torch.matmul(a, b, out=c)}
+        runs.update({name: (lambda cfg=cfg: G.gemm(a, b, out=c, config={**G.CONFIG, "AUTOTUNE": 0, **cfg}))
+                     for name, cfg in SIDES.items()})
+        for name, run in runs.items():
+            c.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+            if not err < 1e-2:
+                sys.exit(f"{name} {dtype}: wrong output, max relative error {err:.3g}")
+        for round_ in range(args.rounds):
+            for name, run in runs.items():
+                row = {"size": n, "dtype": str(dtype)[6:], "side": name, "round": round_,
+                       **sustained(run, args.seconds)}
+                row["tflops"] = 2 * n ** 3 / row["ms_a_launch"] * 1e-9
+                results["rows"].append(row)
+                print(f"{n}^3 {row['dtype']} round {round_} {name:20s} {row['tflops']:6.1f} TFLOP/s sustained, "
+                      f"SM {row['sm_mhz_median']} MHz (min {row['sm_mhz_min']}), {row['watts_median']} W, "
+                      f"power-capped {row['power_capped_share']}, reasons {row['reasons_seen']}", flush=True)
+        (out / "gemm_clocks.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
