@@ -6,17 +6,23 @@ Why: under ncu, which locks the SM clock to its base, the template's kernel kept
 of the cycles against cuBLAS's 90.2% (session 28), ~1.1% apart; unlocked, kgit's timer reads 0.5-1.1% apart.
 An H200 running dense bf16 GEMMs back to back can reach its 700 W limit and lower its clock. cuBLAS moves
 fewer bytes (2-CTA clusters multicast the shared operand tile; 20.6% DRAM busy against our 24.9%), so it
-may draw less power a flop and hold a higher clock. Here each side runs back to back for --seconds (no L2
-clear between launches: the sustained case) while nvidia-smi samples the SM clock, the power draw and the
-active clock-throttle reasons every 50 ms; each side is checked against an fp32 product first.
+may draw less power a flop and hold a higher clock. Here each side runs for --seconds, back to back (no L2
+clear between launches: the sustained case) and then as kgit's timer times it (the L2 cleared before each
+call: the sweep's figure), while nvidia-smi samples the SM clock, the power draw and the active
+clock-throttle reasons every 50 ms; each side is checked against an fp32 product first.
 Prediction: if power is the cause, cuBLAS holds a higher median clock (by about the gap) and ours shows the
 software power cap (throttle bit 0x4) more often; if both hold the same clock, the gap is the rate within a
 tile at the same clock, as ncu said.
+Outcome, back to back (experiments/sweep-h200-session30/call1-clocks-sweep/): every side at the power cap in
+every sample (689-691 W of 700, reason 0x4 only), the SM clock at 1545-1560 MHz in bf16 and 1470-1485 in
+fp16 (1980 the maximum, ncu's lock 1590); the same clock for both sides within nvidia-smi's 15 MHz step
+(cuBLAS one step higher in 3 of 4 fp16 pairs); cuBLAS 1.3-2.0% ahead in bf16 and 0.7-1.5% in fp16.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
@@ -35,18 +41,22 @@ QUERY = "clocks.sm,power.draw,clocks_throttle_reasons.active"
 POWER_CAP = 0x4  # clocks_throttle_reasons: SW power cap
 
 
-def sustained(run, seconds: float) -> dict:
-    """Launch run back to back for about `seconds` while nvidia-smi samples; its figures and the samples'."""
+def sampled(run, seconds: float, timer=None) -> dict:
+    """Run for about `seconds` while nvidia-smi samples: launches back to back, or, given kgit's timer, its
+    timings one after another (the L2 cleared before each call, as the sweep times); the samples' figures."""
     smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", "-lms", "50"],
                            stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)  # nvidia-smi's first sample comes late; let the kernel's own samples follow
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    launches, t0 = 0, time.perf_counter()
+    launches, timed, t0 = 0, [], time.perf_counter()
     start.record()
     while time.perf_counter() - t0 < seconds:
-        for _ in range(20):
-            run()
-        launches += 20
+        if timer is None:
+            for _ in range(20):
+                run()
+            launches += 20
+        else:
+            timed.append(statistics.median(timer.times_ms(run, on_gpu=True)))
         torch.cuda.synchronize()
     end.record()
     torch.cuda.synchronize()
@@ -57,7 +67,8 @@ def sustained(run, seconds: float) -> dict:
     clocks = [float(s[0]) for s in samples if s[0].replace(".", "").isdigit()]
     power = [float(s[1]) for s in samples if s[1].replace(".", "").isdigit()]
     reasons = [int(s[2], 16) for s in samples if s[2].startswith("0x")]
-    return {"ms_a_launch": start.elapsed_time(end) / launches, "launches": launches, "samples": len(samples),
+    ms = statistics.median(timed) if timer is not None else start.elapsed_time(end) / launches
+    return {"ms_a_launch": ms, "launches": launches or len(timed), "samples": len(samples),
             "sm_mhz_median": statistics.median(clocks) if clocks else None,
             "sm_mhz_min": min(clocks) if clocks else None,
             "watts_median": statistics.median(power) if power else None,
@@ -72,7 +83,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--size", type=int, default=4096)
     args = p.parse_args()
-    out, _, _, results = templates.begin(args.out)
+    out, timer, _, results = templates.begin(args.out)
     G = templates.load("gemm")
     n = args.size
     for dtype in (torch.bfloat16, torch.float16):
@@ -91,15 +102,15 @@ def main():
             err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
             if not err < 1e-2:
                 sys.exit(f"{name} {dtype}: wrong output, max relative error {err:.3g}")
-        for round_ in range(args.rounds):
-            for name, run in runs.items():
-                row = {"size": n, "dtype": str(dtype)[6:], "side": name, "round": round_,
-                       **sustained(run, args.seconds)}
-                row["tflops"] = 2 * n ** 3 / row["ms_a_launch"] * 1e-9
-                results["rows"].append(row)
-                print(f"{n}^3 {row['dtype']} round {round_} {name:20s} {row['tflops']:6.1f} TFLOP/s sustained, "
-                      f"SM {row['sm_mhz_median']} MHz (min {row['sm_mhz_min']}), {row['watts_median']} W, "
-                      f"power-capped {row['power_capped_share']}, reasons {row['reasons_seen']}", flush=True)
+        for (round_, mode), (name, run) in itertools.product(
+                itertools.product(range(args.rounds), ("back to back", "timed")), runs.items()):
+            row = {"size": n, "dtype": str(dtype)[6:], "side": name, "round": round_, "mode": mode,
+                   **sampled(run, args.seconds, timer if mode == "timed" else None)}
+            row["tflops"] = 2 * n ** 3 / row["ms_a_launch"] * 1e-9
+            results["rows"].append(row)
+            print(f"{n}^3 {row['dtype']} round {round_} {mode:12s} {name:20s} {row['tflops']:6.1f} TFLOP/s, "
+                  f"SM {row['sm_mhz_median']} MHz (min {row['sm_mhz_min']}), {row['watts_median']} W, "
+                  f"power-capped {row['power_capped_share']}, reasons {row['reasons_seen']}", flush=True)
         (out / "gemm_clocks.json").write_text(json.dumps(results, indent=1))
 
 

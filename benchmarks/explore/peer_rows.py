@@ -1,7 +1,7 @@
 """Issue 15's bar "never below the simplest one-program-per-row kernel", checked again (session 29): softmax,
 rmsnorm and layernorm at every row length of their sweeps up to 32768, in every dtype, against that peer.
 
-    python benchmarks/explore/peer_rows.py [--out DIR] [--rounds 2]
+    python benchmarks/explore/peer_rows.py [--out DIR] [--rounds 2] [--kernels a,b] [--shapes MxN,..] [--dtypes fp32,..]
 
 The peer is the kernel of Triton's fused-softmax tutorial and of the kernel-skill collections: one program
 per row, the whole row in registers (BLOCK = the row's next power of two), num_warps as the tutorial picks
@@ -68,11 +68,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--kernels", default="softmax,rmsnorm,layernorm")
+    p.add_argument("--shapes", default=",".join(f"{M}x{N}" for M, N in SHAPES), help="e.g. 8192x16384,32768x4096")
+    p.add_argument("--dtypes", default=",".join(DTYPES))
     args = p.parse_args()
+    shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
     out, timer, copy, results = templates.begin(args.out)
-    for kernel in ("softmax", "rmsnorm", "layernorm"):
+    for kernel in args.kernels.split(","):
         T = templates.load(kernel)
-        for (M, N), (dname, dtype) in ((shape, d) for shape in SHAPES for d in DTYPES.items()):
+        for (M, N), dname in ((shape, d) for shape in shapes for d in args.dtypes.split(",")):
+            dtype = DTYPES[dname]
             torch.manual_seed(0)
             x, w, b = templates.norm_inputs(M, N, dtype)
             y = torch.empty_like(x)
@@ -89,11 +94,14 @@ def main():
             row = {"kernel": kernel, "shape": [M, N], "dtype": dname,
                    **{name: statistics.median(v) if isinstance(v, list) else v for name, v in gbps.items()}}
             row["kgit_over_peer"] = row["kgit"] / row["peer"]
+            spreads = {name: 100 * (max(v) - min(v)) / statistics.median(v) for name, v in gbps.items()
+                       if isinstance(v, list) and len(v) > 1}
+            row.update({f"{name}_spread_pct": spread for name, spread in spreads.items()})
             results["rows"].append(row)
             errors = "".join(f"  {k}: {v}" for k, v in row.items() if k.endswith("error"))
             print(f"{kernel:10s} {M}x{N} {dname}: peer {row['peer']:.0f} GB/s ({100 * row['peer'] / copy:.1f}%)  "
                   f"kgit {row['kgit']:.0f} GB/s ({100 * row['kgit'] / copy:.1f}%)  x{row['kgit_over_peer']:.3f}"
-                  + errors, flush=True)
+                  + "".join(f"  {name} spread {spread:.1f}%" for name, spread in spreads.items()) + errors, flush=True)
         (out / "peer_rows.json").write_text(json.dumps(results, indent=1))
     below = [r for r in results["rows"] if not r["kgit_over_peer"] >= 1.0]
     print(f"kgit under the peer at {len(below)} of {len(results['rows'])}: "
