@@ -40,7 +40,10 @@ VARIANTS = {"CONFIG": {}, "GROUP_M 4": {"GROUP_M": 4}, "GROUP_M 16": {"GROUP_M":
             "256x128, 4 stages": {"BLOCK_M": 256, "BLOCK_N": 128, **SPLIT_4},
             "256x128, GROUP_M 4": {"BLOCK_M": 256, "BLOCK_N": 128, "GROUP_M": 4},
             "GROUP_M 4, BLOCK_K 32, 8 stages": {"GROUP_M": 4, "BLOCK_K": 32, "num_stages": 8, "EPILOGUE_SUBTILE": 1},
-            "GROUP_M 4, 4 stages, not persistent": {"GROUP_M": 4, "num_stages": 4, "PERSISTENT": 0}}
+            "GROUP_M 4, 4 stages, not persistent": {"GROUP_M": 4, "num_stages": 4, "PERSISTENT": 0},
+            # session 30: k-steps of 128 on 2 stages (the space's BLOCK_K 128 had 3-4 stages: too big to fit)
+            "BLOCK_K 128, 2 stages": {"BLOCK_K": 128, "num_stages": 2, "EPILOGUE_SUBTILE": 1},
+            "GROUP_M 4, BLOCK_K 128, 2 stages": {"GROUP_M": 4, "BLOCK_K": 128, "num_stages": 2, "EPILOGUE_SUBTILE": 1}}
 
 
 def main():
