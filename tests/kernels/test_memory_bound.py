@@ -910,3 +910,39 @@ def test_the_launcher_names_the_kernel_it_chose_for_the_sweep(monkeypatch, name,
         named.append(m.last_config["kernel"])
         assert named[-1] == launched[-1], (N, launched)
     assert len(set(named)) >= 2, named  # the choice is by shape
+
+
+@pytest.mark.parametrize("M, stride, block_n, wide", [
+    (2, 2 ** 31 - 16, 16, False),  # the last row's last column is element 2^31 - 1: a 32-bit offset
+    (2, 2 ** 31 - 16, 17, True),  # one column further: 2^31
+    (2 ** 15 + 1, 2 ** 16 - 1, 2 ** 15, False),  # 2^31 - 2^15 + 2^15 - 1
+    (2 ** 15 + 1, 2 ** 16, 1, True),  # the last row starts at 2^31
+    (1, 2 ** 40, 2 ** 20, False),  # a single row starts at 0 whatever its stride
+])
+def test_rmsnorm_row_offsets_widen_only_past_2_31_elements(M, stride, block_n, wide):
+    assert _template("rmsnorm").row_offsets_64(M, stride, block_n) is wide
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_rmsnorm_whole_rows_take_the_offset_width_the_shape_needs(monkeypatch, wide):
+    # Rows over BLOCK_SIZE go to _rmsnorm_row; either offset width computes every row (x's stride is not y's)
+    m = _template("rmsnorm")
+    m.WHOLE_ROW_MAX, m.HALF_ROWS_ABOVE = 512, 512
+    real, launched = m._rmsnorm_row, []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def run(*args, **kw):
+                launched.append(kw["OFFSETS_64"])
+                return real[grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(m, "_rmsnorm_row", Recorder())
+    sizes = []
+    monkeypatch.setattr(m, "row_offsets_64", lambda M, stride, block_n: sizes.append((M, stride, block_n)) or wide)
+    x = (torch.randn(6, 400) * 2 + 0.5)[:, :300]  # rows of 300 a stride of 400 apart; y's 500 apart
+    w = torch.rand(300) + 0.5
+    y = torch.full((6, 500), float("nan"))[:, :300]
+    m.rmsnorm(x, w, out=y, config={"BLOCK_SIZE": 64})
+    assert launched == [wide] and sizes == [(6, 500, 512)]  # the larger stride decides
+    torch.testing.assert_close(y.double(), m.rmsnorm_ref(x, w).double(), rtol=1e-5, atol=1e-5)

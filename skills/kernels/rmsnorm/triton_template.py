@@ -65,6 +65,12 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
 # as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
 # kernel did better, 72%).
+# Its row offset is a 32-bit product where every row's offset fits (OFFSETS_64 off: row_offsets_64). On
+# the H200 (experiments/sweep-h200-session30/, calls 3-4, 4-6 rounds, rounds within 0.2%) the 64-bit
+# offset read 0.990-0.995x the tutorial's kernel (32-bit) in fp32 and fp16 at 8192x12288-16384 and the
+# 32-bit one 1.000-1.027x; in bf16 64-bit read 1.03-1.07x there and 32-bit 1.01-1.03x. The same loads in
+# the same order in either, a few integer instructions apart before the first: the schedule moves 16-bit
+# rows by 2-3% either way, and only the 32-bit offset was never under the peer (0.9975-1.033).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
 # Rows of a power of two over HALF_ROWS_ABOVE, up to WHOLE_ROW_MAX (32768), go to _rmsnorm_half_rows where
@@ -145,8 +151,10 @@ def _rmsnorm_rows(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
 
 
 @triton.jit
-def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _rmsnorm_row(x_ptr, w_ptr, y_ptr, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr, OFFSETS_64: tl.constexpr):
+    row = tl.program_id(0)
+    if OFFSETS_64:  # some row starts past 2^31 elements
+        row = row.to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     ok = cols < N
     x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
@@ -421,6 +429,12 @@ _HALF_ROW_WORDS = {}
 _TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
 
 
+def row_offsets_64(M: int, stride: int, block_n: int) -> bool:
+    """Whether a kernel that adds row * stride to a pointer, then up to block_n columns, needs 64-bit offsets:
+    the last row's last column past 2^31 - 1 elements."""
+    return (M - 1) * stride + block_n - 1 >= 2 ** 31
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
@@ -522,7 +536,9 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, e
         return y
     if N <= WHOLE_ROW_MAX:
         last_config["kernel"] = "_rmsnorm_row"
-        _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=triton.next_power_of_2(N),
+        block_n = triton.next_power_of_2(N)
+        _rmsnorm_row[(M,)](x2, w, y2, N, x2.stride(0), y2.stride(0), eps, BLOCK_N=block_n,
+                           OFFSETS_64=row_offsets_64(M, max(x2.stride(0), y2.stride(0)), block_n),
                            num_warps=WHOLE_ROW_WARPS)
         return y
     if _smem_team_run(x2, y2) and _launch_smem_team(x2, w, y2, M, N, eps, sms):
