@@ -14,6 +14,10 @@ Outcome (experiments/sweep-h200-session29/call7-gemm-4096-configs/): GROUP_M 16 
 both dtypes (0.994 / 0.996x cuBLAS against CONFIG's 0.988 / 0.991, spreads 0.1-0.4%), 4 stages with C in
 halves +0.1-0.3%, not flattened -1.2%. Call 8 tried smaller groups, with and without 4 stages, at 2048^3,
 4096^3 and 8192^3.
+Session 30: k-steps of 128 on 2 stages (call 3 there: 0.73-0.80x, refuted); then as many programs as make
+equal waves (128: 4 tiles each at 4096^3, 16 at 8192^3). Prediction: level to +0.5% (the same makespan in
+tiles; a wave of 128 in GROUP_M 4 spans exactly two groups, 8 tile-rows of A and all of B, and 4 fewer
+programs share the L2 and DRAM).
 """
 
 from __future__ import annotations
@@ -43,7 +47,24 @@ VARIANTS = {"CONFIG": {}, "GROUP_M 4": {"GROUP_M": 4}, "GROUP_M 16": {"GROUP_M":
             "GROUP_M 4, 4 stages, not persistent": {"GROUP_M": 4, "num_stages": 4, "PERSISTENT": 0},
             # session 30: k-steps of 128 on 2 stages (the space's BLOCK_K 128 had 3-4 stages: too big to fit)
             "BLOCK_K 128, 2 stages": {"BLOCK_K": 128, "num_stages": 2, "EPILOGUE_SUBTILE": 1},
-            "GROUP_M 4, BLOCK_K 128, 2 stages": {"GROUP_M": 4, "BLOCK_K": 128, "num_stages": 2, "EPILOGUE_SUBTILE": 1}}
+            "GROUP_M 4, BLOCK_K 128, 2 stages": {"GROUP_M": 4, "BLOCK_K": 128, "num_stages": 2, "EPILOGUE_SUBTILE": 1},
+            # session 30: as many persistent programs as make equal waves (SMS: the count the launcher sees;
+            # 512 tiles in 4 waves of 128 rather than 3.88 of 132; with GROUP_M 4 a wave is two whole groups)
+            "128 programs": {"SMS": 128},
+            "128 programs, GROUP_M 4, 4 stages": {"GROUP_M": 4, **SPLIT_4, "SMS": 128},
+            "128 programs, 4 stages": {**SPLIT_4, "SMS": 128}}
+
+
+def run_variant(G, a, b, c, cfg):
+    """One call of the template with cfg over its CONFIG, AUTOTUNE off; cfg's SMS, where given, is the
+    multiprocessor count its launcher sees (the key also keeps the plan it caches apart from CONFIG's)."""
+    real = G._num_sms
+    if "SMS" in cfg:
+        G._num_sms = lambda device: cfg["SMS"]
+    try:
+        return G.gemm(a, b, out=c, config={**G.CONFIG, "AUTOTUNE": 0, **cfg})
+    finally:
+        G._num_sms = real
 
 
 def main():
@@ -68,8 +89,7 @@ def main():
         ref = G.reference(a, b)
         c = torch.empty(n, n, device="cuda", dtype=dtype)
         runs = {"cuBLAS": lambda: torch.matmul(a, b, out=c)}
-        runs.update({name: (lambda cfg=cfg: G.gemm(a, b, out=c, config={**G.CONFIG, "AUTOTUNE": 0, **cfg}))
-                     for name, cfg in variants.items()})
+        runs.update({name: (lambda cfg=cfg: run_variant(G, a, b, c, cfg)) for name, cfg in variants.items()})
         rows = {name: {"size": n, "dtype": str(dtype)[6:], "side": name, "ms": []} for name in runs}
         for name, run in runs.items():
             c.fill_(float("nan"))
