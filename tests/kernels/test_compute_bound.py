@@ -394,6 +394,44 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour
     assert g._candidates(big, big, big) == [g.CONFIG, neighbour]
 
 
+@pytest.mark.parametrize("tiles, sms, programs", [
+    (512, 132, 128),  # 4096^3 in 128x256 tiles on the H200: 4 waves of 128, not 3.88 of 132
+    (2048, 132, 128),  # 8192^3: 16 waves
+    (528, 132, 132),  # whole waves: every SM
+    (529, 132, 106),  # one tile over: 5 waves, 106 programs of 5 tiles or 4
+    (133, 132, 67),
+    (128, 132, 128),  # under a wave: a program a tile
+    (1, 132, 1),
+])
+def test_the_persistent_gemm_takes_as_few_programs_as_keep_its_waves(tiles, sms, programs):
+    g = _template("gemm")
+    assert g.persistent_programs(tiles, sms) == programs
+    waves = -(-tiles // sms)
+    assert -(-tiles // programs) == waves  # the same waves, each program within one tile of the others
+
+
+@pytest.mark.parametrize("M, N, sms, grid", [(64, 128, 5, 4), (96, 96, 5, 5), (96, 96, 9, 9), (32, 64, 5, 2)])
+def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, M, N, sms, grid):
+    # 32x32 tiles: 8 on 5 SMs take 2 waves of 4 programs; 9 take 2 of 5; 9 on 9 SMs one; 2 one of 2
+    g = _template("gemm")
+    real, launched = g.gemm_tma_kernel, []
+
+    class Recorder:
+        def __getitem__(self, launch_grid):
+            def run(*args, **kw):
+                launched.append((launch_grid, args[3 + 7]))  # after the 3 descriptors and M, N, K, 4 blocks
+                return real[launch_grid](*args, **kw)
+            return run
+
+    monkeypatch.setattr(g, "gemm_tma_kernel", Recorder())
+    monkeypatch.setattr(g, "_num_sms", lambda device: sms)
+    a, b = torch.randn(M, 40), torch.randn(40, N)
+    c = torch.full((M, N), float("nan"))
+    g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "PERSISTENT": 1, "GLUON": 0})
+    assert launched == [((grid, 1, 1), grid)]
+    assert compare(c, a @ b, NORM["fp32"]) is None
+
+
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch):
     g = _template("gemm")
     if g.gluon is None:
