@@ -67,6 +67,18 @@ def run_variant(G, a, b, c, cfg):
         G._num_sms = real
 
 
+def square_runs(G, n: int, dtype, variants: dict):
+    """Fresh n x n inputs (scaled so that C's entries stay near 1), their fp32 product, an output, and a run
+    writing it for cuBLAS and for each variant (name -> config over CONFIG)."""
+    torch.manual_seed(0)
+    a = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
+    b = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
+    c = torch.empty(n, n, device="cuda", dtype=dtype)
+    runs = {"cuBLAS": lambda: torch.matmul(a, b, out=c)}
+    runs.update({name: (lambda cfg=cfg: run_variant(G, a, b, c, cfg)) for name, cfg in variants.items()})
+    return G.reference(a, b), c, runs
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=".")
@@ -83,13 +95,7 @@ def main():
     out, timer, _, results = templates.begin(args.out)
     G = templates.load("gemm")
     for n, dtype in ((int(size), dtype) for size in args.sizes.split(",") for dtype in (torch.bfloat16, torch.float16)):
-        torch.manual_seed(0)
-        a = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
-        b = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
-        ref = G.reference(a, b)
-        c = torch.empty(n, n, device="cuda", dtype=dtype)
-        runs = {"cuBLAS": lambda: torch.matmul(a, b, out=c)}
-        runs.update({name: (lambda cfg=cfg: run_variant(G, a, b, c, cfg)) for name, cfg in variants.items()})
+        ref, c, runs = square_runs(G, n, dtype, variants)
         rows = {name: {"size": n, "dtype": str(dtype)[6:], "side": name, "ms": []} for name in runs}
         for name, run in runs.items():
             c.fill_(float("nan"))

@@ -35,8 +35,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import templates  # noqa: E402  (beside this file)
+from gemm_4096_configs import VARIANTS, square_runs  # noqa: E402  (beside this file)
 
-SIDES = {"CONFIG": {}, "GROUP_M 4, 4 stages": {"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}}
+SIDES = ["CONFIG", "GROUP_M 4, 4 stages"]  # gemm_4096_configs.py's VARIANTS
 QUERY = "clocks.sm,power.draw,clocks_throttle_reasons.active"
 POWER_CAP = 0x4  # clocks_throttle_reasons: SW power cap
 
@@ -87,14 +88,7 @@ def main():
     G = templates.load("gemm")
     n = args.size
     for dtype in (torch.bfloat16, torch.float16):
-        torch.manual_seed(0)
-        a = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
-        b = (torch.randn(n, n, device="cuda") * n ** -0.25).to(dtype)
-        ref = G.reference(a, b)
-        c = torch.empty(n, n, device="cuda", dtype=dtype)
-        runs = {"cuBLAS": lambda: torch.matmul(a, b, out=c)}
-        runs.update({name: (lambda cfg=cfg: G.gemm(a, b, out=c, config={**G.CONFIG, "AUTOTUNE": 0, **cfg}))
-                     for name, cfg in SIDES.items()})
+        ref, c, runs = square_runs(G, n, dtype, {name: VARIANTS[name] for name in SIDES})
         for name, run in runs.items():
             c.fill_(float("nan"))
             run()
