@@ -22,7 +22,7 @@ from kgit.harness.inputs import seed_everything
 from kgit.harness.measure import time_entry
 from kgit.harness.spec import Plan, Spec, torch_dtype
 from kgit.harness.timing import Timer
-from kgit.profiling.profilers import PROFILE_RANGE
+from kgit.profiling import PROFILE_RANGE
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -25,12 +25,11 @@ from pathlib import Path
 
 from kgit import device, runner
 from kgit.model.result import last_json_object
-from kgit.profiling import ncu, rocprof
+from kgit.profiling import PROFILE_RANGE, ncu, rocprof
 
 NCU_PLACES = ["/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"]
 ROCPROF_TOOLS = ["rocprofv3"]
 MAX_METRIC_RETRIES = 8
-PROFILE_RANGE = "kgit-profile"  # the NVTX range around the harness's profiled launches (harness.run.profile)
 
 
 @dataclass
