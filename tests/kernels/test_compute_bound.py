@@ -411,19 +411,11 @@ def test_the_persistent_gemm_takes_as_few_programs_as_keep_its_waves(tiles, sms,
 
 
 @pytest.mark.parametrize("M, N, sms, grid", [(64, 128, 5, 4), (96, 96, 5, 5), (96, 96, 9, 9), (32, 64, 5, 2)])
-def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, M, N, sms, grid):
+def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, record_launches, M, N, sms, grid):
     # 32x32 tiles: 8 on 5 SMs take 2 waves of 4 programs; 9 take 2 of 5; 9 on 9 SMs one; 2 one of 2
     g = _template("gemm")
-    real, launched = g.gemm_tma_kernel, []
-
-    class Recorder:
-        def __getitem__(self, launch_grid):
-            def run(*args, **kw):
-                launched.append((launch_grid, args[3 + 7]))  # after the 3 descriptors and M, N, K, 4 blocks
-                return real[launch_grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(g, "gemm_tma_kernel", Recorder())
+    # NUM_PROGRAMS: after the 3 descriptors and M, N, K, the 3 blocks and GROUP_M
+    launched = record_launches(g, "gemm_tma_kernel", lambda launch_grid, args, kw: (launch_grid, args[3 + 7]))
     monkeypatch.setattr(g, "_num_sms", lambda device: sms)
     a, b = torch.randn(M, 40), torch.randn(40, N)
     c = torch.full((M, N), float("nan"))
@@ -432,19 +424,12 @@ def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, M, N, 
     assert compare(c, a @ b, NORM["fp32"]) is None
 
 
-def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch):
+def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches):
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    launched = []
-
-    class Recorder:  # Gluon kernels run on a GPU only
-        def __getitem__(self, grid):
-            def launch(a_desc, b_desc, c_desc, *rest, **options):
-                launched.append((grid, [d.block_shape for d in (a_desc, b_desc, c_desc)], rest, options))
-            return launch
-
-    monkeypatch.setattr(g, "gemm_gluon_kernel", Recorder())
+    launched = record_launches(g, "gemm_gluon_kernel", lambda grid, args, options: (
+        grid, [d.block_shape for d in args[:3]], args[3:], options), launch=False)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
     config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 8}
@@ -512,20 +497,14 @@ def test_attention_takes_the_gluon_kernel_on_hopper_16bit_tiled_shapes(monkeypat
 
 
 @pytest.mark.parametrize("causal, config, buffers", [(False, {}, 2), (True, {"NUM_BUFFERS": 3}, 3)])
-def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, causal, config, buffers):
+def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_launches, causal, config, buffers):
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    launched = []
-
-    class Recorder:  # Gluon kernels run on a GPU only
-        def __getitem__(self, grid):
-            def launch(q_desc, k_desc, v_desc, o_desc, S, qk_scale, **kw):
-                launched.append((grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)], S, qk_scale,
-                                 kw["NUM_BUFFERS"], kw["CAUSAL"], kw["num_warps"]))
-            return launch
-
-    monkeypatch.setattr(fa, "_attn_fwd_ws", Recorder())
+    # (q, k, v, o descriptors, S, qk_scale)
+    launched = record_launches(fa, "_attn_fwd_ws", lambda grid, args, kw: (
+        grid, [d.block_shape for d in args[:4]], args[4], args[5], kw["NUM_BUFFERS"], kw["CAUSAL"], kw["num_warps"]),
+        launch=False)
     monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
     q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config=config)
@@ -539,26 +518,21 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, causal, co
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, causal):
+def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, record_launches, causal):
     """GLUON 2: a grid of min(SMs, tiles) programs, each given its row of the schedule (its tile count,
     its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says (a third does not fit
     beside O's staging tiles)."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    launched = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def launch(q_desc, k_desc, v_desc, o_desc, S, sched, sched_w, qk_scale, **kw):
-                launched.append((grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)], S,
-                                 sched.tolist(), sched_w, kw["NUM_BUFFERS"], kw["CAUSAL"]))
-            return launch
+    # (q, k, v, o descriptors, S, the schedule, its row width, qk_scale)
+    launched = record_launches(fa, "_attn_fwd_persist", lambda grid, args, kw: (
+        grid, [d.block_shape for d in args[:4]], args[4], args[5].tolist(), args[6], kw["NUM_BUFFERS"], kw["CAUSAL"]),
+        launch=False)
 
     class Properties:
         multi_processor_count = 4
 
-    monkeypatch.setattr(fa, "_attn_fwd_persist", Recorder())
     monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
     q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))

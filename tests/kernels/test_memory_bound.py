@@ -85,18 +85,10 @@ def test_cross_entropy_split_path_with_last_arriver_combine():
     (torch.bfloat16, 4097, (2048, 1, 4, 1)),  # longer rows: CONFIG
     (torch.float32, 1000, (1024, 2, 4, 1)),  # fp32: CONFIG
 ])
-def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, dtype, V, launch):
+def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, record_launches, dtype, V, launch):
     ce = _template("cross-entropy")
-    kernel, launched = ce._ce_rows, []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((kw["BLOCK_N"], kw["ROWS"], kw["num_warps"], kw["NUM_STAGES"]))
-                return kernel[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(ce, "_ce_rows", Recorder())
+    launched = record_launches(ce, "_ce_rows", lambda grid, args, kw: (kw["BLOCK_N"], kw["ROWS"], kw["num_warps"],
+                                                                        kw["NUM_STAGES"]))
     x = (torch.randn(3, V) * 3).to(dtype)
     t = torch.tensor([5, -100, V - 1])
     loss = ce.cross_entropy(x, t)
@@ -115,18 +107,10 @@ def test_cross_entropy_short_16bit_rows_take_few_warps(monkeypatch, dtype, V, la
     (torch.bfloat16, 1000, 0, (4, 0, 10)),  # four rows of 1024 a tile
     (torch.bfloat16, 4096, 1, (1, 0, 4)),  # persistent: w and b once a program, for all its tiles
 ])
-def test_layernorm_rows_load_w_and_b_per_tile_on_long_16bit_rows(monkeypatch, dtype, N, persistent, launch):
+def test_layernorm_rows_load_w_and_b_per_tile_on_long_16bit_rows(monkeypatch, record_launches, dtype, N, persistent,
+                                                                  launch):
     m = _template("layernorm")
-    kernel, launched = m._layernorm_rows, []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((kw["ROWS"], kw["WB_PER_TILE"], grid[0]))
-                return kernel[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, "_layernorm_rows", Recorder())
+    launched = record_launches(m, "_layernorm_rows", lambda grid, args, kw: (kw["ROWS"], kw["WB_PER_TILE"], grid[0]))
     x = (torch.randn(40, N) * 2 + 3).to(dtype)
     w, b = torch.randn(N).to(dtype), torch.randn(N).to(dtype)
     y = m.layernorm(x, w, b, config={"PERSISTENT": persistent})
@@ -157,19 +141,11 @@ def _norm_run(name, m, x, config=None):
     (torch.float32, 1000, True, {}, (4, 4)),  # a config passed in wins over the table
     (torch.float32, 1000, False, None, (4, 4)),  # the interpreter (or AMD): CONFIG, whose knobs a tuner moves
 ])
-def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, name, dtype, N, gpu, config, launch):
+def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, record_launches, name, dtype, N, gpu,
+                                                                config, launch):
     m = _template(name)
     rows_kernel_name = {"softmax": "_softmax_rows", "rmsnorm": "_rmsnorm_rows", "layernorm": "_layernorm_rows"}[name]
-    kernel, launched = getattr(m, rows_kernel_name), []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((kw["ROWS"], kw["num_warps"]))
-                return kernel[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, rows_kernel_name, Recorder())
+    launched = record_launches(m, rows_kernel_name, lambda grid, args, kw: (kw["ROWS"], kw["num_warps"]))
     monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
     if name == "layernorm" and N > 1024 and dtype == torch.float32:
         launch = (max(1, 4096 // N), 4)  # its one row on 16 warps read 94.5% of copy at 4096, CONFIG 97.7
@@ -192,18 +168,13 @@ def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, name
     ("rmsnorm", 256, (64, 4, 4, None)),  # rows up to it: CONFIG's chunk and warps
     ("layernorm", 300, (128, 3, 8, None)),  # SPLIT
 ])
-def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, name, N, launch):
+def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, record_launches, name, N, launch):
     m = _template(name)
     m.WHOLE_ROW_MAX = 128
     m.SPLIT = {"BLOCK_N": 128, "num_warps": 8, "maxnreg": 64}
     m.SPLIT_LONG, m.SPLIT_LONG_ABOVE = {"BLOCK_N": 128, "num_warps": 8}, 256
-    launched = []
-
-    class Recorder:  # records the launch only: in the interpreter a team would wait forever
-        def __getitem__(self, grid):
-            return lambda *args, **kw: launched.append((kw["BLOCK_N"], kw["P"], kw["num_warps"], kw.get("maxnreg")))
-
-    monkeypatch.setattr(m, f"_{name}_split", Recorder())
+    launched = record_launches(m, f"_{name}_split", lambda grid, args, kw: (kw["BLOCK_N"], kw["P"], kw["num_warps"],
+                                                                          kw.get("maxnreg")), launch=False)
     monkeypatch.setattr(m, "_interpreting", lambda: False)
     x, config = torch.randn(2, N), {"BLOCK_SIZE": 64, "num_warps": 4}
     w, b = torch.rand(N) + 0.5, torch.randn(N)
@@ -290,16 +261,11 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
     (torch.float16, 1, 2, 0, ((6,), 80)),
     (torch.float16, 2, 2, 0, ((6,), None)),
 ])
-def test_layernorm_team_caps_its_registers_only_where_that_fits_more_programs(monkeypatch, dtype, uncapped,
-                                                                               capped, spills, launch):
+def test_layernorm_team_caps_its_registers_only_where_that_fits_more_programs(monkeypatch, record_launches, dtype,
+                                                                               uncapped, capped, spills, launch):
     m, call, _ = _scaled_down_team_template("layernorm")
-    launched = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: launched.append((grid, kw.get("maxnreg"), kw["PAIRS"]))
-
-    monkeypatch.setattr(m, "_layernorm_smem_team", Recorder(), raising=False)
+    launched = record_launches(m, "_layernorm_smem_team", lambda grid, args, kw: (grid, kw.get("maxnreg"), kw["PAIRS"]),
+                               launch=False)
     monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
     monkeypatch.setattr(m, "_programs_per_sm",
                         lambda kernel, args, consts, *rest: capped if consts.get("maxnreg") == 80 else uncapped)
@@ -385,22 +351,14 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
     (torch.float32, 300, 4, False),  # fp32 rows: the whole row
     (torch.bfloat16, 300, 0, False),  # no room for MIN_PIPELINED_STAGES: the team
 ])
-def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch, dtype, N, stages, pipelined):
+def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch, record_launches, dtype, N, stages,
+                                                                    pipelined):
     # The row loop runs here in the interpreter (which ignores the stages) and is checked.
     m = _template("softmax")
     m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
-    launched, asked = [], []
-    real = m._softmax_rows
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                launched.append((grid, kw["BLOCK_N"], kw["ROWS"], kw["NUM_STAGES"], kw["num_warps"], kw["num_stages"],
-                                 kw["EVEN"]))
-                real[grid](*args, **kw)
-            return launch
-
-    monkeypatch.setattr(m, "_softmax_rows", Recorder())
+    asked = []
+    launched = record_launches(m, "_softmax_rows", lambda grid, args, kw: (
+        grid, kw["BLOCK_N"], kw["ROWS"], kw["NUM_STAGES"], kw["num_warps"], kw["num_stages"], kw["EVEN"]))
     monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: asked.append(row_bytes) or stages)
     monkeypatch.setattr(m, "_programs_per_sm", lambda kernel, *args: 2 if kernel is m._softmax_row_pairs else 1)
     x = torch.randn(20, N).to(dtype)
@@ -425,20 +383,13 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
     (torch.bfloat16, 1024, 2, False),  # over WHOLE_ROW_MAX
     (torch.float32, 512, 2, False),  # fp32: no pairs
 ])
-def test_softmax_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, dtype, N, occ, paired):
+def test_softmax_16bit_rows_of_32768_stay_in_registers_as_pairs(monkeypatch, record_launches, dtype, N, occ,
+                                                                paired):
     # Each pass unpacks the words again: a wrong half or a lost word shows against torch.
     m = _template("softmax")
     m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
-    launched, real = [], m._softmax_row_pairs
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((grid, kw["BLOCK_N"], args[4], kw["num_warps"]))  # args[4]: `zero`
-                real[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, "_softmax_row_pairs", Recorder())
+    launched = record_launches(m, "_softmax_row_pairs",  # args[4]: `zero`
+                               lambda grid, args, kw: (grid, kw["BLOCK_N"], args[4], kw["num_warps"]))
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: occ)
     x = torch.randn(6, N) * 3
     x[0, -1] = 30.0  # the max in the last word's high half
@@ -692,18 +643,9 @@ def test_rmsnorm_halves_stay_off_the_interpreter_and_need_16bit_x_w_y_alike_and_
     (8, 60, (64, 4, False)),  # rows padded to 64
     (3, 256, (256, 1, True)),
 ])
-def test_softmax_row_tiles_drop_their_masks_only_on_whole_tiles(monkeypatch, M, N, launch):
+def test_softmax_row_tiles_drop_their_masks_only_on_whole_tiles(monkeypatch, record_launches, M, N, launch):
     m = _template("softmax")
-    launched, real = [], m._softmax_rows
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((kw["BLOCK_N"], kw["ROWS"], kw["EVEN"]))
-                real[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, "_softmax_rows", Recorder())
+    launched = record_launches(m, "_softmax_rows", lambda grid, args, kw: (kw["BLOCK_N"], kw["ROWS"], kw["EVEN"]))
     x = torch.randn(M, N) * 3
     x[0, -1] = 20.0  # the row's max at its last column: a dropped column would show
     y = m.softmax(x, config={"BLOCK_SIZE": 256})
@@ -715,20 +657,11 @@ def test_softmax_row_tiles_drop_their_masks_only_on_whole_tiles(monkeypatch, M, 
     (torch.float16, 240, True), (torch.bfloat16, 240, True),  # a ragged last group of 48
     (torch.bfloat16, 250, False),  # a length Triton does not see as a multiple of 16: the plain row
 ])
-def test_softmax_grouped_row_combines_its_groups_once(monkeypatch, dtype, N, grouped):
+def test_softmax_grouped_row_combines_its_groups_once(monkeypatch, record_launches, dtype, N, grouped):
     # 16-bit rows over BLOCK_SIZE up to GROUPED_ROW_MAX: groups of 64, combined by one reduction. Rows whose
     # groups are all -inf, far below zero, huge, or ragged must come out as torch's.
     m = _template("softmax")
-    launched, real = [], m._softmax_row
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append((kw["BLOCK_N"], kw["GROUPED"], kw["GROUP"]))
-                real[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, "_softmax_row", Recorder())
+    launched = record_launches(m, "_softmax_row", lambda grid, args, kw: (kw["BLOCK_N"], kw["GROUPED"], kw["GROUP"]))
     x = torch.randn(4, N) * 3
     x[0, 64:] -= 200.0
     x[2] *= 1e4  # a huge range: each group's sum is rescaled by exp(m_g - m) near 0
@@ -750,19 +683,10 @@ def test_softmax_grouped_row_combines_its_groups_once(monkeypatch, dtype, N, gro
     (256, 3, 2, True),
     (300, 2, 2, False),  # rows padded to 512: masked
 ])
-def test_layernorm_whole_row_drops_its_masks_where_that_costs_no_program(monkeypatch, N, even_programs,
-                                                                         masked_programs, even):
+def test_layernorm_whole_row_drops_its_masks_where_that_costs_no_program(monkeypatch, record_launches, N,
+                                                                         even_programs, masked_programs, even):
     m = _template("layernorm")
-    launched, real = [], m._layernorm_row
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append(kw["EVEN"])
-                real[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, "_layernorm_row", Recorder())
+    launched = record_launches(m, "_layernorm_row", lambda grid, args, kw: kw["EVEN"])
     monkeypatch.setattr(m, "_programs_per_sm",
                         lambda kernel, args, consts, *rest: even_programs if consts["EVEN"] else masked_programs)
     x, w, b = torch.randn(5, N) * 2 + 3, torch.rand(N) + 0.5, torch.randn(N)
@@ -772,16 +696,10 @@ def test_layernorm_whole_row_drops_its_masks_where_that_costs_no_program(monkeyp
 
 
 @pytest.mark.parametrize("N, even", [(256, True), (384, True), (300, False), (192, False)])  # 192: 3 chunks, not whole parts
-def test_layernorm_team_drops_its_column_masks_on_rows_of_whole_parts(monkeypatch, N, even):
+def test_layernorm_team_drops_its_column_masks_on_rows_of_whole_parts(monkeypatch, record_launches, N, even):
     # parts of 2 x 64 = 128 elements in the scaled-down team
     m, call, _ = _scaled_down_team_template("layernorm")
-    launched = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: launched.append(kw["EVEN"])
-
-    monkeypatch.setattr(m, "_layernorm_smem_team", Recorder(), raising=False)
+    launched = record_launches(m, "_layernorm_smem_team", lambda grid, args, kw: kw["EVEN"], launch=False)
     monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
     x, w, b = torch.randn(20, N).half(), (torch.rand(N) + 0.5).half(), torch.randn(N).half()
@@ -924,20 +842,11 @@ def test_rmsnorm_row_offsets_widen_only_past_2_31_elements(M, stride, block_n, w
 
 
 @pytest.mark.parametrize("wide", [False, True])
-def test_rmsnorm_whole_rows_take_the_offset_width_the_shape_needs(monkeypatch, wide):
+def test_rmsnorm_whole_rows_take_the_offset_width_the_shape_needs(monkeypatch, record_launches, wide):
     # Rows over BLOCK_SIZE go to _rmsnorm_row; either offset width computes every row (x's stride is not y's)
     m = _template("rmsnorm")
     m.WHOLE_ROW_MAX, m.HALF_ROWS_ABOVE = 512, 512
-    real, launched = m._rmsnorm_row, []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def run(*args, **kw):
-                launched.append(kw["OFFSETS_64"])
-                return real[grid](*args, **kw)
-            return run
-
-    monkeypatch.setattr(m, "_rmsnorm_row", Recorder())
+    launched = record_launches(m, "_rmsnorm_row", lambda grid, args, kw: kw["OFFSETS_64"])
     sizes = []
     monkeypatch.setattr(m, "row_offsets_64", lambda M, stride, block_n: sizes.append((M, stride, block_n)) or wide)
     x = (torch.randn(6, 400) * 2 + 0.5)[:, :300]  # rows of 300 a stride of 400 apart; y's 500 apart
