@@ -828,6 +828,8 @@ def test_the_launcher_names_the_kernel_it_chose_for_the_sweep(monkeypatch, name,
         named.append(m.last_config["kernel"])
         assert named[-1] == launched[-1], (N, launched)
     assert len(set(named)) >= 2, named  # the choice is by shape
+    call(m, torch.randn(0, 48), {"BLOCK_SIZE": 64, "CHUNK": 128})  # no rows: no kernel, none named
+    assert m.last_config == {}
 
 
 @pytest.mark.parametrize("M, stride, block_n, wide", [

@@ -170,6 +170,7 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, out: torch.Tensor | Non
         config = next((short for longest, short in SHORT_16BIT if V <= longest), None)
     cfg = dict(CONFIG, **(config or {}))
     loss = torch.empty(M, device=x.device, dtype=torch.float32) if out is None else out
+    last_config.clear()
     if M == 0:
         return loss
     block, chunk = int(cfg["BLOCK_SIZE"]), int(cfg["CHUNK"])
