@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15: an Nsight Compute profile of each bundled kernel at its worst shape of the H200 sweep
-# (experiments/sweep-h200-session28/: lowest % of copy, or a bar missed), with torch's version of the same
+# (experiments/sweep-h200-session31/: lowest % of copy or ratio to torch, or nearest its bar; the
+# "ran" column's configuration set where an autotune picks), with torch's version of the same
 # work in the same profile (the fused MoE's: experiments/sweep-h200-session26/call2-moe-ncu/):
 #     bash benchmarks/device/worst_shapes_h200.sh [SECONDS]
 # SHAPES="softmax 512x262144 bf16<newline>..." profiles those instead of the list below; a line may end
@@ -23,16 +24,15 @@ while read -r kernel shape dtype sets; do
     > "$report" 2>&1
   echo "$kernel ${shape//_/ } $dtype ${sets:-}: exit $?, $(grep -c '^  [^ ]' "$report") kernels profiled" >> "$res/index.txt"
 done <<< "${SHAPES:-$(cat <<'LIST'
-flash-attention B16_H32_S1024_D64_causal bf16 --set AUTOTUNE=0 --set GLUON=2
-gemm 4096x4096x4096 bf16
-flash-attention B2_H32_S8192_D64_causal bf16 --set AUTOTUNE=0 --set GLUON=2
-layernorm 1024x131072 fp32
+gemm 1024x1024x1024 bf16 --set AUTOTUNE=0 --set GLUON=1 --set BLOCK_M=64 --set BLOCK_N=128 --set num_warps=4 --set num_stages=8 --set PERSISTENT=0
+gemm 4096x4096x4096 fp16 --set AUTOTUNE=0 --set GROUP_M=4 --set num_stages=4 --set EPILOGUE_SUBTILE=1
+flash-attention B8_H32_S2048_D64 bf16 --set AUTOTUNE=0 --set BLOCK_M=192 --set GLUON=3
+layernorm 512x262144 fp32
 layernorm 512x262144 bf16
 softmax 512x262144 fp32
-rmsnorm 2048x65536 fp16
+rmsnorm 2048x65536 bf16
 cross-entropy 2048x65536 bf16
-gemm 4000x4000x4000 bf16
-rotary-embedding 16384x64x128 fp16
+rotary-embedding 16384x64x128 bf16
 LIST
 )}"
 cat "$res/index.txt"

@@ -151,6 +151,9 @@ def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, reco
         launch = (max(1, 4096 // N), 4)  # its one row on 16 warps read 94.5% of copy at 4096, CONFIG 97.7
     x = (torch.randn(12, N) * 2 + 0.5).to(dtype)
     y, ref = _norm_run(name, m, x, config)
+    if name == "layernorm" and N > m.FP32_WHOLE_ROW_ABOVE and dtype == torch.float32 and gpu and config is None:
+        assert launched == []  # the 1-D whole-row kernel serves them (the test below)
+        return
     assert launched == [launch]
     rows, warps = launch  # what the sweep's "ran" column reads: the tile and warps as launched
     assert m.last_config == {"kernel": rows_kernel_name, "BLOCK_SIZE": rows * max(16, 1 << (N - 1).bit_length()),
@@ -159,6 +162,33 @@ def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, reco
     torch.testing.assert_close(y.double(), ref.double(), **tol)
     _norm_run(name, m, x[:0], config)  # a later call that launches nothing leaves no stale keys behind
     assert m.last_config == {}
+
+
+@pytest.mark.parametrize("dtype, N, gpu, config, whole_row", [
+    (torch.float32, 4096, True, None, True),
+    (torch.float32, 3000, True, None, True),  # masked columns
+    (torch.float32, 2049, True, None, True),
+    (torch.float32, 2048, True, None, False),  # the bound: CONFIG's tile of two rows of 2048
+    (torch.float16, 4096, True, None, False),
+    (torch.float32, 4096, False, None, False),  # the interpreter (or AMD)
+    (torch.float32, 4096, True, {}, False),  # a config passed in: CONFIG's rows, whose knobs a tuner moves
+])
+def test_layernorm_fp32_rows_over_2048_take_the_whole_row_kernel_with_its_mask(monkeypatch, record_launches, dtype, N,
+                                                                             gpu, config, whole_row):
+    m = _template("layernorm")
+    row = record_launches(m, "_layernorm_row", lambda grid, args, kw: (grid, kw["BLOCK_N"], kw["EVEN"],
+                                                                       kw["num_warps"]))
+    rows = record_launches(m, "_layernorm_rows", lambda grid, args, kw: kw["ROWS"])
+    monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
+    x = (torch.randn(12, N) * 2 + 0.5).to(dtype)
+    y, ref = _norm_run("layernorm", m, x, config)
+    if whole_row:  # the peer's kernel: masked even where N is BLOCK_N (it read 0.16% faster so)
+        assert (row, rows) == ([((12,), 1 << (N - 1).bit_length(), False, m.WHOLE_ROW_WARPS)], [])
+        assert m.last_config == {"kernel": "_layernorm_row"}
+    else:
+        assert row == [] and len(rows) == 1
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.double(), ref.double(), **tol)
 
 
 @pytest.mark.parametrize("name, N, launch", [

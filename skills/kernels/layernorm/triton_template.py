@@ -680,8 +680,17 @@ def _sync_buffers(device, n_programs: int):
 # 32768x4096 96.9 / 97.2 / 97.7 against 98.0 / 97.7 / 98.1. 16-bit rows keep CONFIG's tiles (there the
 # one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it
 # (call13-peer-rows-after/): 131072x1024 99.7 / 99.6 / 99.9, 32768x4096 98.1 / 97.6 and layernorm's one row
-# on 16 warps 94.5, so layernorm's rows of 4096 keep CONFIG (one row on 4 warps there).
-FP32_ROW_WARPS = [(1024, 4)]  # (longest row, num_warps); longer rows: CONFIG
+# on 16 warps 94.5, so layernorm's rows of 4096 do not take it (below).
+FP32_ROW_WARPS = [(1024, 4)]  # (longest row, num_warps); longer rows: CONFIG, or FP32_WHOLE_ROW_ABOVE's
+# fp32 rows over FP32_WHOLE_ROW_ABOVE up to BLOCK_SIZE on an NVIDIA GPU (unless a config is passed) go to
+# _layernorm_row, the 1-D whole-row kernel, on WHOLE_ROW_WARPS warps with its column mask: the peer's code
+# (but for a 64-bit row offset). CONFIG's one row of 4096 on 4 warps takes 121 registers a thread (four
+# programs, 16 warps an SM); the 1-D row on 16 warps 32 (four programs, 64 warps). H200, 32768x4096, 20
+# rounds in one process, paired (benchmarks/explore/layernorm_fp32_rows.py, experiments/sweep-h200-session31/
+# call7-layernorm-fp32-rows/): CONFIG 97.9% of copy, x0.9971 the peer, under it in 20 of 20 rounds;
+# _layernorm_row masked 98.2%, x0.9996, x1.0024 CONFIG (ahead in 19 of 20); unmasked (EVEN) x0.9985 the
+# peer, 0.16% under masked in 16 of 20 rounds (8 of 8 in call 5), so these rows keep the mask.
+FP32_WHOLE_ROW_ABOVE = 2048
 
 
 last_config = {}  # which kernel served the latest launch (the benchmark reports it: Spec.launched)
@@ -703,7 +712,9 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     dev = x.device
     sms = _sm_count(dev)
     P = triton.cdiv(N, block)
-    if P == 1:
+    fp32_short_row = (P == 1 and config is None and x.element_size() == 4 and N > FP32_WHOLE_ROW_ABOVE
+                      and _on_nvidia_gpu(x))  # to _layernorm_row, masked (see FP32_WHOLE_ROW_ABOVE)
+    if P == 1 and not fp32_short_row:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
         one_row_warps = next((w for longest, w in FP32_ROW_WARPS if block_n <= longest), None)
@@ -729,7 +740,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         args = (x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": triton.next_power_of_2(N), "W_IN_L1": row_bytes > W_IN_L1_BYTES, "EVEN": False}
         warps = WIDE_ROW_WARPS if row_bytes > WIDE_ROW_BYTES else WHOLE_ROW_WARPS
-        if N == consts["BLOCK_N"]:  # unmasked where that costs no program an SM (see 'Unmasked rows' by SMEM_TEAM)
+        # unmasked where that costs no program an SM (see 'Unmasked rows' by SMEM_TEAM)
+        if N == consts["BLOCK_N"] and not fp32_short_row:
             even = {**consts, "EVEN": True}
             if _programs_per_sm(_layernorm_row, args, even, warps, 1, dev) >= \
                     _programs_per_sm(_layernorm_row, args, consts, warps, 1, dev):
