@@ -34,9 +34,14 @@ import templates  # noqa: E402  (beside this file)
 from peer_rows import _peer_layernorm  # noqa: E402
 
 
+def row_block(N: int) -> int:
+    """A whole row's block: N's next power of two (at least 16), as the template and the peer take it."""
+    return max(16, 1 << (N - 1).bit_length())
+
+
 def template_row(T, x, w, b, warps: int, wb_per_tile: int):
     M, N = x.shape
-    block = max(16, 1 << (N - 1).bit_length())
+    block = row_block(N)
     return lambda y: T._layernorm_rows[(M,)](x, w, b, y, M, N, x.stride(0), y.stride(0), T.EPS, BLOCK_N=block,
                                               ROWS=1, NUM_STAGES=1, WB_PER_TILE=wb_per_tile, num_warps=warps,
                                               num_stages=1)
@@ -45,14 +50,14 @@ def template_row(T, x, w, b, warps: int, wb_per_tile: int):
 def whole_row(T, x, w, b, warps: int, even: bool):
     """The template's _layernorm_row (1-D, the peer's code with a 64-bit row offset), W_IN_L1 off."""
     M, N = x.shape
-    block = max(16, 1 << (N - 1).bit_length())
+    block = row_block(N)
     return lambda y: T._layernorm_row[(M,)](x, w, b, y, N, x.stride(0), y.stride(0), T.EPS, BLOCK_N=block,
                                              W_IN_L1=False, EVEN=even, num_warps=warps)
 
 
 def peer_row(T, x, w, b, warps: int):
     M, N = x.shape
-    block = max(16, 1 << (N - 1).bit_length())
+    block = row_block(N)
     return lambda y: _peer_layernorm[(M,)](x, w, b, y, N, x.stride(0), T.EPS, BLOCK=block, num_warps=warps)
 
 
