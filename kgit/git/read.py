@@ -28,6 +28,16 @@ def current_kernel(repo: Repo) -> str | None:
     return refs.kernel_of_branch(current_branch(repo))
 
 
+def checked_out_elsewhere(repo: Repo, ref: str) -> str | None:
+    """The folder of another worktree of this repository that has the branch ref checked out, if any."""
+    here = repo.root.resolve()
+    for block in git(repo, "worktree", "list", "--porcelain", "-z").split("\0\0"):
+        fields = dict(line.split(" ", 1) for line in block.split("\0") if " " in line)
+        if fields.get("branch") == ref and Path(fields["worktree"]).resolve() != here:
+            return fields["worktree"]
+    return None
+
+
 def refs_under(repo: Repo, prefix: str) -> dict[str, str]:
     """Every ref under prefix (a full ref name ending in '/'), by name, with the object it points at."""
     out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
@@ -104,14 +114,19 @@ def first_parent_walk(repo: Repo, tip: str, page: int = 50):
     """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time."""
     start = tip
     while start:
-        out = git(repo, "log", "--first-parent", f"-n{page}", "--format=%x00%H %s", "--name-only",
+        # -z: paths as they are (without it git quotes a path with non-ASCII characters, and it would
+        # match no kernel_path); each commit is a \x01-marked header, then its paths, all NUL-separated
+        out = git(repo, "log", "-z", "--first-parent", f"-n{page}", "--format=%x01%H %s", "--name-only",
                   "--end-of-options", start, "--")
-        sha = None
-        for entry in out.split("\0")[1:]:
-            head, _, paths = entry.partition("\n")
-            sha, _, subject = head.partition(" ")
-            yield sha, subject, [p for p in paths.splitlines() if p]
-        start = first_parent(repo, sha) if sha and out.count("\0") == page else None
+        commits = []
+        for token in out.split("\0"):
+            if token.startswith("\x01"):
+                sha, _, subject = token[1:].partition(" ")
+                commits.append((sha, subject, []))
+            elif token.strip("\n") and commits:
+                commits[-1][2].append(token.removeprefix("\n"))  # the first path follows its header's newline
+        yield from commits
+        start = first_parent(repo, commits[-1][0]) if len(commits) == page else None
 
 
 def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:

@@ -80,6 +80,22 @@ def test_first_parent_walk_pages_through_history(ws, repo):
     assert read.existing(repo, [shas[0], "0" * 40]) == {shas[0]}
 
 
+def test_first_parent_walk_gives_paths_as_they_are_and_commits_without_any(ws, repo):
+    # git quotes a non-ASCII path in --name-only ("my ops/k\303\251rnel.py") unless -z: a kernel path
+    # that matched no commit would let an unrecorded change of it through (kgit push, kgit step)
+    odd = "my ops/kérnel ü \"1\".py"
+    two = commit_file(ws, odd, "1\n", "odd path")
+    (ws.root / "a.txt").write_text("a\n")
+    (ws.root / odd).write_text("2\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "two paths")
+    ws.git("commit", "-q", "--allow-empty", "-m", "nothing")
+    walked = list(read.first_parent_walk(repo, "HEAD", page=2))
+    assert [(subject, sorted(paths)) for _, subject, paths in walked[:3]] == [
+        ("nothing", []), ("two paths", sorted(["a.txt", odd])), ("odd path", [odd])]
+    assert walked[2][0] == two and len(walked) == 4
+
+
 def test_file_at_and_is_tracked(ws, repo):
     sha = commit_file(ws, "dir/x.txt", "first\n", "x")
     (ws.root / "dir/x.txt").write_text("second\n")
