@@ -30,6 +30,9 @@ def delete_ref(repo: Repo, ref: str) -> None:
     git(repo, "update-ref", "-d", "--end-of-options", ref)
 
 
+NO_HOOKS = "/dev/null"  # as core.hooksPath: a folder with no hook in it
+
+
 def set_tag(repo: Repo, kernel: str, sha: str) -> None:
     set_ref(repo, refs.tag_ref(kernel), sha)
 
@@ -39,7 +42,9 @@ def create_branch(repo: Repo, kernel: str, sha: str) -> None:
 
 
 def switch(repo: Repo, kernel: str) -> None:
-    git(repo, "checkout", "--quiet", refs.branch(kernel), "--")
+    # The start's last move (the branch is the commit it left, plus kgit's log): a post-checkout hook that
+    # fails there (git-lfs's, git-lfs not installed) would fail a start that is done; hooks are skipped.
+    git(repo, "-c", f"core.hooksPath={NO_HOOKS}", "checkout", "--quiet", refs.branch(kernel), "--")
 
 
 # --- commits ----------------------------------------------------------------------------------------
@@ -128,17 +133,19 @@ def restore_saved_edits(repo: Repo) -> Restored:
     done = Restored([], [])
     for path in paths:
         target = repo.root / path
-        current = target.read_bytes() if target.is_file() else None
-        if current != _blob(repo, "HEAD", path):
-            if current != _blob(repo, saved, path):
+        # compared as git stores them: with core.autocrlf or an eol attribute the file on disk has CRLF
+        # where the blob has LF, and a byte comparison would take every file for edited again
+        current = _worktree_object(repo, path)
+        if current != _object(repo, "HEAD", path):
+            if current != _object(repo, saved, path):
                 done.kept_aside.append(path)
             continue
-        content = _blob(repo, saved, path)
-        if content is None:
+        if _object(repo, saved, path) is None:
             target.unlink(missing_ok=True)  # the user had deleted it
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
+        # as checkout writes it (line endings and filters of the path), as it was on disk when saved
+        target.write_bytes(git_bytes(repo, "cat-file", "--filters", f"{saved}:{path}"))
         done.paths.append(path)
     if done.kept_aside:
         done.ref = f"{refs.UNRESTORED_EDITS}/{saved}"
@@ -147,11 +154,20 @@ def restore_saved_edits(repo: Repo) -> Restored:
     return done
 
 
-def _blob(repo: Repo, commit: str, path: str) -> bytes | None:
+def _object(repo: Repo, commit: str, path: str) -> str | None:
+    """The object id of path in commit, or None where the commit has no such file."""
     try:
-        return git_bytes(repo, "cat-file", "blob", f"{commit}:{path}")
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{commit}:{path}").strip()
     except GitError:
         return None
+
+
+def _worktree_object(repo: Repo, path: str) -> str | None:
+    """The object id the working tree's file would have as git stores it (its clean filters and line
+    endings applied), or None where there is no file."""
+    if not (repo.root / path).is_file():
+        return None
+    return git(repo, "hash-object", f"--path={path}", "--", str(repo.root / path)).strip()
 
 
 # `git worktree add` and `prune` read and write .git/worktrees/ with no lock of their own: a prune that
@@ -165,7 +181,10 @@ def add_worktree(repo: Repo, path: Path, commit: str) -> None:
     with _WORKTREES:
         if path.exists():  # left by a killed run
             _remove_worktree(repo, path)
-        git(repo, "worktree", "add", "--quiet", "--detach", "--end-of-options", str(path), commit)
+        # without the user's hooks: a post-checkout hook that fails (git-lfs's, where git-lfs is not
+        # installed) would fail the add, and this checkout is kgit's own, for a test to run in
+        git(repo, "-c", f"core.hooksPath={NO_HOOKS}", "worktree", "add", "--quiet", "--detach", "--end-of-options",
+            str(path), commit)
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:

@@ -121,3 +121,14 @@ def test_worktrees_added_and_removed_from_several_threads_at_once(ws, repo):
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(churn, range(4)))
     assert ws.git("worktree", "list").count("\n") == 0  # only the main one is left
+
+
+def test_a_failing_post_checkout_hook_of_the_user_does_not_stop_a_start(ws, tmp_path):
+    # git-lfs installs one that fails where git-lfs is not on PATH; kgit's test checkouts are its own
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "post-checkout").write_text("#!/bin/sh\necho 'this repository needs git-lfs' >&2\nexit 1\n")
+    (hooks / "post-checkout").chmod(0o755)
+    ws.git("config", "core.hooksPath", str(hooks))
+    assert ws.ok("start", "fake", "--json").json()["status"] == "BASELINE"
+    assert ws.git("worktree", "list").count("\n") == 0  # none left registered

@@ -162,6 +162,31 @@ def test_an_edit_made_while_the_test_runs_is_kept(ws, tmp_path):
     assert ws.git("for-each-ref", "refs/kgit/saved-edits") == ""
 
 
+@pytest.mark.parametrize("setting", [("config", "core.autocrlf", "true"), (".gitattributes", "* text=auto eol=crlf")])
+def test_an_edit_made_while_the_test_runs_is_kept_where_git_writes_crlf(ws, tmp_path, setting):
+    # the working tree has CRLF where the blobs have LF: written back as edits (not taken for newer ones,
+    # left aside under a ref nobody is told of), with the line endings they had on disk
+    if setting[0] == "config":
+        ws.git(*setting)
+    else:
+        (ws.root / setting[0]).write_text(setting[1] + "\n")
+    (ws.root / "kgit.yaml").write_text("fake:\n  test_timeout_s: 3\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "config")
+    ws.git("rm", "-q", "--cached", "-r", ".")
+    ws.git("reset", "-q", "--hard")  # every file checked out again, with CRLF
+    assert b"\r\n" in (ws.root / KERNEL).read_bytes()
+    ws.ok("start", "fake")
+    proc, _ = spawn_step(ws, tmp_path)
+    idea = b"METRIC = 2.0\r\nCORRECT = True\r\nSPREAD = 0.5\r\nMODE = 'ok'\r\n# my next idea\r\n"
+    (ws.root / KERNEL).write_bytes(idea)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert (ws.root / KERNEL).read_bytes() == idea
+    assert ws.git("for-each-ref", "refs/kgit/saved-edits", "refs/kgit/unrestored-edits") == ""  # nothing aside
+    assert "METRIC = 100.0" in ws.kernel_text("HEAD")
+
+
 def test_saved_edits_are_restored_after_a_crash(started):
     # Simulate a kgit killed between its reset and the write-back: the edits live only in the saved ref.
     (started.root / KERNEL).write_text("METRIC = 3.0\nCORRECT = True\nSPREAD = 0.5\nMODE = 'ok'\n")
