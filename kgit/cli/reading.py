@@ -41,7 +41,7 @@ def best_command(ctx, kernel, as_json):
     found = history.best(where, kernel)
     warn_invalid(found.invalid)
     emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit),
-         lambda: commands.best(found.record, found.commit, found.tag))
+         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit))
 
 
 @click.command("log")

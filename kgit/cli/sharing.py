@@ -13,10 +13,12 @@ from kgit.errors import KgitError
 
 @click.command("push")
 @click.argument("remote", default="origin")
+@json_option
 @click.pass_context
-def push_command(ctx, remote):
+def push_command(ctx, remote, as_json):
     """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
     from kgit.render import commands
+    from kgit.render.text import SUMMARY_HEADERS
     from kgit.share import sync
     from kgit.state import transaction
 
@@ -24,18 +26,25 @@ def push_command(ctx, remote):
     with transaction.begin(where) as recovered:
         notes(recovered)
         rows, done, unsent = sync.push(where, remote)
+    incomplete = f"the push is incomplete: {unsent} ref{'s' if unsent != 1 else ''} not sent"
+    if as_json:
+        if unsent:  # one object on stdout, the refusal's: it carries the lines that say why
+            raise KgitError(f"{incomplete}: {'; '.join(done)}")
+        emit(True, lambda: {"remote": remote, "kernels": [dict(zip(SUMMARY_HEADERS, row)) for row in rows],
+                            "done": done}, None)
+        return
     if rows:
         click.echo(commands.summary_table(rows))
     click.echo("\n".join(done))
     if unsent:
-        raise KgitError(f"the push is incomplete: {unsent} ref{'s' if unsent != 1 else ''} not sent (the lines above "
-                        "say why)")
+        raise KgitError(f"{incomplete} (the lines above say why)")
 
 
 @click.command("pull")
 @click.argument("remote", default="origin")
+@json_option
 @click.pass_context
-def pull_command(ctx, remote):
+def pull_command(ctx, remote, as_json):
     """Fetch REMOTE's kgit refs; merge its records with ours, fast-forward opt/* branches."""
     from kgit.share import sync
     from kgit.state import transaction
@@ -43,7 +52,8 @@ def pull_command(ctx, remote):
     where = repo(ctx)
     with transaction.begin(where) as recovered:
         notes(recovered)
-        click.echo("\n".join(sync.pull(where, remote)))
+        done = sync.pull(where, remote)
+    emit(as_json, lambda: {"remote": remote, "done": done}, lambda: "\n".join(done))
 
 
 @click.group("hooks")

@@ -41,8 +41,17 @@ def git_bytes(repo: Repo | Path, *args: str, input: bytes | None = None, env: di
         ["git", *args], cwd=cwd, input=input, capture_output=True, env={**os.environ, **(env or {})}
     )
     if proc.returncode != 0:
-        raise GitError(f"git {args[0]} failed: {_complaint(proc.stderr.decode(errors='replace'), proc.returncode)}")
+        reason = _complaint(proc.stderr.decode(errors="replace"), proc.returncode)
+        raise GitError(f"git {_command(args)} failed: {reason}")
     return proc.stdout
+
+
+def _command(args: tuple[str, ...]) -> str:
+    """The git command of these arguments, past the '-c key=value' settings that may come first."""
+    i = 0
+    while i < len(args) - 1 and args[i] == "-c":
+        i += 2
+    return args[i] if i < len(args) else "?"
 
 
 def _complaint(stderr: str, returncode: int) -> str:

@@ -6,7 +6,7 @@ for the next writing command to finish).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kgit import config
 from kgit.errors import KgitError
@@ -47,6 +47,21 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
                             f" is not {branch})", f"'git checkout {branch}', where its loop runs") from None
         raise
     return LoopState(history, cfg, decide.stop_reason(records, cfg, history.last_iteration))
+
+
+def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes.History) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits on opt/<kernel> above its latest recorded one that change the kernel
+    file, newest first: a change no step measured (a hand commit), which a step now would credit to its
+    own iteration. A commit whose note is no valid record counts as recorded: its note is reported
+    (kgit doctor) and decided without, not taken for a hand commit."""
+    recorded = {sha for sha, _ in history.pairs} | {note.commit for note in history.invalid}
+    found = []
+    for sha, subject, paths in read.first_parent_walk(repo, refs.branch_ref(kernel)):
+        if sha in recorded:
+            break
+        if kernel_path in paths:
+            found.append((sha, subject))
+    return found
 
 
 def resolve_kernel(repo: Repo, kernel: str | None) -> str:
@@ -141,6 +156,7 @@ class Status:
     working: int | None = None  # the pid of a kgit working in the repository now (0: unknown), if any
     pending: bool = False  # a killed kgit left a step to finish
     test_changed: bool = False  # the test on the branch differs from the best's (committed since)
+    unrecorded: list[tuple[str, str]] = field(default_factory=list)  # hand commits of the kernel (unrecorded_commits)
 
 
 def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
@@ -174,6 +190,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         pending=journal.pending(repo),
         test_changed=best_commit is not None and read.changed(repo, best_commit, refs.branch_ref(kernel),
                                                               cfg.test_path),
+        unrecorded=unrecorded_commits(repo, kernel, cfg.kernel_path, history),
     )
 
 

@@ -13,7 +13,7 @@ from kgit.errors import KgitError
 from kgit.git import read, refs, write
 from kgit.git.run import Repo
 from kgit.loop import measure, testing
-from kgit.loop.history import LoopState, loop_state
+from kgit.loop.history import LoopState, loop_state, unrecorded_commits
 from kgit.model import decide
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
@@ -108,6 +108,7 @@ def next_round(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     Refuses uncommitted changes: the round's own change would carry them into its commit.
     """
     state = loop_state(repo, kernel, overrides)
+    check_recorded(repo, kernel, state)
     if not state.stopped and read.modified_tracked_files(repo):
         raise KgitError("the working tree has uncommitted changes: commit or stash them; "
                         "this loop edits the kernel itself")
@@ -224,9 +225,23 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
     """The current kernel's loop; refuse when it has no baseline or has stopped."""
     kernel = current_kernel(repo)
     state = loop_state(repo, kernel, overrides)
+    check_recorded(repo, kernel, state)
     if state.stopped:
         raise stopped_refusal(kernel, state)
     return state
+
+
+def check_recorded(repo: Repo, kernel: str, state: LoopState) -> None:
+    """Refuse to add an iteration on top of a kernel change that no step measured: the decision would
+    credit that change to this iteration, and the record would show only its own diff."""
+    unrecorded = unrecorded_commits(repo, kernel, state.cfg.kernel_path, state.history)
+    if unrecorded:
+        oldest = unrecorded[-1][0]
+        commits = ", ".join(f"{sha[:10]} ({subject[:50]})" for sha, subject in unrecorded)
+        raise KgitError(f"{refs.branch(kernel)} has {len(unrecorded)} commit{'s' if len(unrecorded) > 1 else ''} of "
+                        f"{state.cfg.kernel_path} that no step recorded: {commits}",
+                        f"'git reset --soft {oldest[:10]}~1' puts the change back in the working tree for "
+                        f"'kgit step' to measure (or 'git reset --hard {oldest[:10]}~1' drops it)")
 
 
 def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
@@ -236,7 +251,7 @@ def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
         return KgitError(f"the loop for {kernel} has stopped ({state.stopped}: {last} iterations of "
                          f"{state.cfg.max_iterations})",
                          f"give --max-iterations above {last} (the loop's total, not a number of more) or set "
-                         "max_iterations in kgit.yaml, to go on")
+                         "max_iterations in kgit.yaml and commit it, to go on")
     return KgitError(f"the loop for {kernel} has stopped ({state.stopped})",
                      "raise the target (kgit.yaml or the command's options) to go on")
 
@@ -262,11 +277,17 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
     return Outcome(record, commit, recovered, state.history.invalid)
 
 
+MAX_MESSAGE = 500  # characters of a change's one line: a commit subject and a cell of the log's table
+
+
 def one_line(text: str, what: str = "the change's message (-m)") -> str:
     """The text as the one line it becomes in a commit subject, a table cell and the README."""
     line = " ".join(text.split())
     if not line:
         raise KgitError(f"{what} is empty", "say in a few words what this iteration changes, or why")
+    if len(line) > MAX_MESSAGE:
+        raise KgitError(f"{what} is {len(line)} characters long, over {MAX_MESSAGE}",
+                        "say in a line what this iteration changes; the diff is in the record (kgit show N)")
     return line
 
 
@@ -308,6 +329,11 @@ def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | Non
         return (f"kgit runs 'python {test_path} --json' from the repository's root, as a script: it must import "
                 f"what it tests from there (a pytest module run so prints no result either; 'kgit init {kernel} "
                 "--kernel PATH' writes a test on kgit's harness)")
+    if reason and reason.startswith("crashed") and re.search(r"unrecognized arguments:.*--json", reason):
+        # argparse's refusal of the one argument kgit always passes: the test is fine, its parser is not
+        return (f"kgit runs 'python {test_path} --json' (then test_args): let the test accept --json, e.g. "
+                "parser.add_argument('--json', action='store_true') in argparse (it may print its JSON line "
+                f"either way), commit it, and run 'kgit start {kernel}' again")
     if reason and reason.startswith(("correctness", "crashed", "timeout")):
         return (f"the loop starts from a kernel that passes its test: see 'python {test_path} --json', "
                 f"fix the kernel, commit, and run 'kgit start {kernel}' again")

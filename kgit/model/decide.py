@@ -198,7 +198,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         status=status,
         started=started,
         tier=tier,
-        gpu=gpu_name if isinstance(gpu_name, str) else None,
+        gpu=" ".join(gpu_name.split()) or None if isinstance(gpu_name, str) else None,  # one line, as printed
         cpu_timing=cpu_timing,
         correctness=result.correctness if result.ok else None,
         metric=result.metric or (best.metric if best else None),  # a failed run's unit is the best's

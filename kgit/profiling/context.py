@@ -54,7 +54,12 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
         for sha, r in pairs if r.iteration > 0
     ]
     nxt = diag["next_tier"]
-    if state.stopped:
+    if state.unrecorded:  # a step would refuse (kgit.loop.steps.check_recorded): settle the hand commits first
+        sha, subject = state.unrecorded[-1]
+        next_step = (f"{state.kernel_path} was committed past kgit from {sha[:10]} ({subject[:50]}), and a step "
+                     f"refuses until it is measured: git reset --soft {sha[:10]}~1 (the change stays in the working "
+                     "tree), then: kgit step -m \"<what it changes>\"")
+    elif state.stopped:
         next_step = f"the loop has stopped ({state.stopped}): report with 'kgit report'"
     elif nxt is None:
         next_step = ("every tier of the order was tried: stop; the branch holds the best (kgit report renders "

@@ -62,11 +62,13 @@ def loop_summary(what: str, stopped: StopReason, best: Record) -> str:
     return f"{what} stopped: {stopped}; best is iteration {best.iteration} ({best.action})"
 
 
-def best(record: Record, commit: str, tag: str) -> str:
+def best(record: Record, commit: str, tag: str, tag_commit: str | None) -> str:
+    where = ("" if tag_commit == commit else " (missing: 'kgit doctor --fix' sets it)" if tag_commit is None
+             else f" (on {tag_commit[:10]}, not the best: 'kgit doctor --fix' moves it)")
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
         f"{metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
-        f"on {record.gpu or 'an unknown device'}, commit {commit[:10]}, tag {tag}"
+        f"on {record.gpu or 'an unknown device'}, commit {commit[:10]}, tag {tag}{where}"
     )
 
 
@@ -194,6 +196,10 @@ def _state_words(state) -> str:
         return working(state.working)
     if state.pending:
         return "an interrupted step is pending: the next writing kgit command, or 'kgit doctor --fix', finishes it"
+    if state.unrecorded:
+        sha, subject = state.unrecorded[-1]
+        return (f"{len(state.unrecorded)} commit(s) of the kernel that no step recorded, from {sha[:10]} "
+                f"({subject[:40]}): steps refuse until they are measured or dropped ('kgit doctor' says how)")
     if state.stopped:
         return f"stopped: {state.stopped}"
     return "kernel edited, ready to step" if state.kernel_modified else "waiting for an edit of the kernel"

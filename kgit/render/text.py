@@ -116,7 +116,8 @@ def summary_row(records: list[Record]) -> list[str]:
 
 
 def gpu_names(records: list[Record]) -> str:
-    return ", ".join(sorted({r.gpu for r in records if r.gpu})) or "an unknown device"
+    # one line whatever a test printed (a name with a newline would split a README heading in two)
+    return ", ".join(sorted({" ".join(r.gpu.split()) for r in records if r.gpu})) or "an unknown device"
 
 
 def gpu_label(records: list[Record]) -> str:

@@ -16,14 +16,19 @@ Read-only: each problem says what --fix would do about it.
   a branch diverged from a remote's   reported: two clones continued one loop, and only a person can say
                            which side goes on (every record of both stays in the notes)
   a note that is no valid record   reported: kgit decides without it; only a person can repair it
+  a kernel commit no step recorded   reported (a hand commit on opt/<kernel>): only a person can say
+                           whether it is measured as the next step or dropped; steps refuse until then
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kgit import config
+from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.run import Repo
+from kgit.loop import history
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record
 from kgit.state import journal, lock
@@ -46,7 +51,7 @@ def find_problems(repo: Repo) -> list[Problem]:
                                 "finish or roll it back, as the next writing kgit command would"))
     all_notes = notes.read_notes(repo)
     return (problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
-            + diverged_problems(repo))
+            + diverged_problems(repo) + unrecorded_problems(repo))
 
 
 def invalid_note_problems(invalid: list[InvalidNote]) -> list[Problem]:
@@ -150,4 +155,23 @@ def diverged_problems(repo: Repo) -> list[Problem]:
             f"{name} has diverged from {remote}'s (both clones continued the loop)",
             f"none automatic: keep one side, e.g. 'git reset --hard {remote}/{name}' on {name}; every record of "
             "both stays in the notes"))
+    return problems
+
+
+def unrecorded_problems(repo: Repo) -> list[Problem]:
+    """Commits of a loop's kernel file that no step measured (history.unrecorded_commits)."""
+    problems = []
+    for kernel in read.kernels_with_branches(repo):
+        try:
+            kernel_path = config.load(repo.root, kernel).kernel_path
+        except KgitError:  # this checkout does not define the kernel: nothing to tell its file by
+            continue
+        unrecorded = history.unrecorded_commits(repo, kernel, kernel_path, notes.kernel_history(repo, kernel))
+        if unrecorded:
+            oldest, subject = unrecorded[-1]
+            problems.append(Problem(
+                f"{refs.branch(kernel)} has {len(unrecorded)} commit(s) of {kernel_path} that no step recorded, "
+                f"from {oldest[:10]} ({subject[:50]})",
+                f"none automatic: on {refs.branch(kernel)}, 'git reset --soft {oldest[:10]}~1' puts the change back "
+                f"in the working tree for 'kgit step' to measure, or 'git reset --hard {oldest[:10]}~1' drops it"))
     return problems

@@ -111,6 +111,10 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> str:
     if ours is not None and not read.is_ancestor(repo, ours, theirs):
         return (f"{branch}: not updated, it has diverged from {remote}'s (both clones continued it); every "
                 f"record of both is kept in the notes; keep one side, e.g. git reset --hard {remote}/{branch}")
+    elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
+    if ours is not None and elsewhere:  # moved under it, that checkout would show the pulled work undone
+        return (f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there, or "
+                f"'git merge --ff-only {remote}/{branch}' there")
     if ours is None:
         write.create_branch(repo, kernel, theirs)
         what = "new"

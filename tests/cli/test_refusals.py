@@ -46,6 +46,34 @@ def test_untracked_files_are_left_alone(started):
     assert "scratch.txt" not in started.git("ls-files")
 
 
+def test_step_on_a_hand_commit_of_the_kernel_refuses_and_its_advice_makes_it_the_next_step(started):
+    started.set_kernel(METRIC=120.0)
+    started.git("commit", "-qam", "hand edit")  # on opt/fake, past kgit: a change no step measured
+    hand = started.git("rev-parse", "HEAD")
+    started.set_kernel(MODE="ok", METRIC=121.0)  # the next edit, which a step would be credited the 20% for
+    message = started.refused("step", "-m", "tiny tweak")
+    assert message.startswith(f"kgit: opt/fake has 1 commit of skills/kernels/fake/triton_template.py that no step "
+                              f"recorded: {hand[:10]} (hand edit)")
+    assert "kgit: opt/fake has 1 commit" in started.refused("tune", "fake", "--max-iterations", "3")
+    assert f"from {hand[:10]} (hand edit)" in started.ok("status").stdout
+    assert f"git reset --soft {hand[:10]}~1" in started.ok("context", "--json").json()["next_step"]  # what an agent reads
+    reset = message.split("): ")[-1].split("'")[1]  # the hint, after the refusal's commit list
+    assert reset == f"git reset --soft {hand[:10]}~1"
+    subprocess.run(reset, shell=True, cwd=started.root, check=True)
+    record = started.ok("step", "-m", "hand edit and tiny tweak", "--json").json()
+    assert record["status"] == "IMPROVED" and record["iteration"] == 1  # measured as one step, whole
+    assert "METRIC = 121.0" in started.kernel_text("HEAD")
+    started.check_invariants()
+
+
+def test_a_hand_commit_that_leaves_the_kernel_alone_is_no_reason_to_refuse(started):
+    (started.root / "notes.txt").write_text("mine\n")
+    started.git("add", "notes.txt")
+    started.git("commit", "-qm", "notes on the branch")
+    started.set_kernel(METRIC=120.0)
+    assert started.ok("step", "-m", "x", "--json").json()["status"] == "IMPROVED"
+
+
 def test_step_off_an_opt_branch(started):
     started.git("checkout", "-q", "main")
     started.set_kernel(METRIC=120.0)
@@ -68,6 +96,14 @@ def test_a_clone_on_its_default_branch_is_told_to_check_out_the_loop(started):
 def test_step_on_a_detached_head(started):
     started.git("checkout", "-q", "--detach")
     assert "detached HEAD" in started.refused("step", "-m", "x")
+
+
+def test_step_refuses_a_message_too_long_for_a_line(started):
+    started.set_kernel(METRIC=120.0)
+    assert "is 501 characters long, over 500" in started.refused("step", "-m", "x" * 501)
+    assert "is 100000 characters long" in started.refused("step", "-m", "y" * 100000)  # git's argument limit is near
+    assert started.ok("step", "-m", "z" * 500, "--json").json()["action"] == "z" * 500
+    started.check_invariants()
 
 
 def test_step_needs_a_message(started):
@@ -153,6 +189,23 @@ def test_start_when_the_test_cannot_import_what_it_tests(ws):
                                        "named 'myproject'); nothing was changed")
     assert refusal["hint"].startswith("kgit runs 'python skills/kernels/fake/test_fake.py --json' from the "
                                       "repository's root, as a script")
+
+
+def test_start_when_the_test_takes_no_json_flag_says_so_and_the_advice_works(ws):
+    # a benchmark written the way others write them: argparse with its own flags, exit status 2 on --json
+    test = ws.root / "skills/kernels/fake/test_fake.py"
+    original = test.read_text()
+    test.write_text("import argparse\nargparse.ArgumentParser().parse_args()\n" + original)
+    ws.git("commit", "-qam", "a test with its own parser")
+    refusal = ws.refused_json("start", "fake")
+    assert "unrecognized arguments: --json" in refusal["error"] and "fix the kernel" not in refusal["hint"]
+    assert refusal["hint"].startswith("kgit runs 'python skills/kernels/fake/test_fake.py --json' (then test_args): "
+                                      "let the test accept --json, e.g. parser.add_argument('--json', "
+                                      "action='store_true') in argparse")
+    test.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--json', action='store_true')\n"
+                    "p.parse_args()\n" + original)
+    ws.git("commit", "-qam", "the test takes --json")
+    assert ws.ok("start", "fake", "--json").json()["status"] == "BASELINE"
 
 
 def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):

@@ -35,3 +35,22 @@ def test_doctor_answers_in_text_or_one_json_object(started):
 def test_push_and_pull_refuse_an_unknown_remote(started):
     assert "no remote named 'nowhere'" in started.refused("push", "nowhere")
     assert "no remote named 'nowhere'" in started.refused("pull", "nowhere")
+
+
+def test_push_and_pull_answer_in_one_json_object(ws, tmp_path):
+    from workspace import clone
+
+    a_session(ws)
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    ws.git("remote", "add", "origin", str(bare))
+    out = ws.ok("push", "origin", "--json").stdout
+    pushed = json.loads(out)
+    assert out.count("\n") == 1 and pushed["remote"] == "origin"
+    assert [(k["Kernel"], k["Iterations"], k["Reverted"]) for k in pushed["kernels"]] == [("fake", "2", "1")]
+    assert any("opt/fake" in line for line in pushed["done"])
+    other = clone(bare, tmp_path / "other")
+    out = other.ok("pull", "origin", "--json").stdout
+    pulled = json.loads(out)
+    assert out.count("\n") == 1 and pulled["remote"] == "origin" and pulled["done"]
+    assert other.refused_json("pull", "nowhere")["error"].startswith("no remote named 'nowhere'")

@@ -43,6 +43,9 @@ def test_a_git_failure_is_a_gitError_with_gits_reason(repo):
     with pytest.raises(GitError) as caught:  # a reason on several lines becomes one
         git(repo, "commit", "-m", "nothing staged")
     assert "\n" not in str(caught.value) and str(caught.value).startswith("git commit failed: ")
+    with pytest.raises(GitError) as caught:  # named past the settings kgit gives some commands
+        git(repo, "-c", "user.name=x", "-c", "user.email=y", "commit", "-m", "nothing staged")
+    assert str(caught.value).startswith("git commit failed: ")
 
 
 def test_git_output_and_input(ws, repo):

@@ -137,7 +137,7 @@ def test_max_iterations_ends_on_the_best_kernel(ws):
     ws.set_kernel(METRIC=130.0)
     assert ws.refused("step", "-m", "again") == (
         "kgit: the loop for fake has stopped (MAX_ITERATIONS: 2 iterations of 2): give --max-iterations above 2 "
-        "(the loop's total, not a number of more) or set max_iterations in kgit.yaml, to go on")
+        "(the loop's total, not a number of more) or set max_iterations in kgit.yaml and commit it, to go on")
     assert "MAX_ITERATIONS" in ws.ok("status", "--json").stdout
     ws.git("checkout", "-q", "--", ".")
     # tune and run on a loop that has stopped do nothing, and say why as step does (they said nothing, exit 0)

@@ -89,7 +89,7 @@ def test_tune_stops_at_max_iterations_on_the_best(landscape):
     # a limit already reached: nothing to do, said as step says it (it exited 0 without a word)
     assert landscape.refused("tune", "--max-iterations", "6") == (
         "kgit: the loop for fake has stopped (MAX_ITERATIONS: 6 iterations of 6): give --max-iterations above 6 "
-        "(the loop's total, not a number of more) or set max_iterations in kgit.yaml, to go on")
+        "(the loop's total, not a number of more) or set max_iterations in kgit.yaml and commit it, to go on")
 
 
 def test_tune_stops_at_the_target(landscape):
@@ -138,9 +138,11 @@ def test_tests_left_running_by_a_killed_parallel_tune_are_stopped(landscape, tmp
     import sys
     import time
 
+    # the baseline's configuration passes, every proposal hangs
+    (landscape.root / KERNEL).write_text(LANDSCAPE.replace(
+        'MODE = "ok"', 'MODE = "ok" if CONFIG == {"BLOCK": 256, "WARPS": 2} else "hang"'))
+    landscape.git("commit", "-qam", "every proposal will hang")
     landscape.ok("start", "fake")
-    (landscape.root / KERNEL).write_text(LANDSCAPE.replace('MODE = "ok"', 'MODE = "hang"'))
-    landscape.git("commit", "-qam", "every proposal now hangs")
     output = tmp_path / "tune.out"
     with output.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kgit", "tune", "--gpus", "0,1"], cwd=landscape.root,

@@ -79,11 +79,16 @@ def test_start_best_report_and_an_invalid_note():
                                          "tag best/softmax at 0123456789")
     met = commands.start(base.replace(stop_reason=StopReason.TARGET_MET), SHA)
     assert met.endswith("\nThe baseline already meets the target: TARGET_MET.")
-    assert commands.best(base, SHA, "best/softmax") == \
+    assert commands.best(base, SHA, "best/softmax", SHA) == \
         "softmax: best is iteration 0 (baseline): 100 GBps on NVIDIA H200, commit 0123456789, tag best/softmax"
     # a test that names no GPU (one written the way others write them): never "on None"
-    assert commands.best(base.replace(gpu=None), SHA, "best/softmax") == \
+    assert commands.best(base.replace(gpu=None), SHA, "best/softmax", SHA) == \
         "softmax: best is iteration 0 (baseline): 100 GBps on an unknown device, commit 0123456789, tag best/softmax"
+    # the tag deleted or moved by hand: said, with the repair
+    assert commands.best(base, SHA, "best/softmax", None).endswith(
+        "tag best/softmax (missing: 'kgit doctor --fix' sets it)")
+    assert commands.best(base, SHA, "best/softmax", "f" * 40).endswith(
+        "tag best/softmax (on ffffffffff, not the best: 'kgit doctor --fix' moves it)")
     assert commands.report(None, "experiments/README.md") == "experiments/README.md is up to date"
     assert commands.report(SHA, "log.md") == "log.md rendered and committed at 0123456789"
     warning = commands.invalid_note(InvalidNote(SHA, "not JSON"))

@@ -20,6 +20,18 @@ def test_two_runs_of_one_kernel_on_one_gpu_are_two_sections():
     assert "## Optimization: fake on Fake GPU, started 2026-11-02 09:00 UTC" in text
 
 
+def test_a_gpu_name_with_a_newline_stays_in_its_heading_and_rendering_again_changes_nothing():
+    from kgit.model.record import Record, Status
+    from kgit.render.readme import KEPT_NOTE, render_readme
+
+    records = [Record("fake", 0, "baseline", Status.BASELINE, gpu="Fake\n## Optimization: ghost", metric="gbps",
+                      value=100.0, started="2026-11-30T08:00:00+00:00", correctness=True)]
+    text = render_readme(records)
+    assert "## Optimization: fake on Fake ## Optimization: ghost, started 2026-11-30 08:00 UTC\n" in text
+    assert text.count("\n## ") == 1 and KEPT_NOTE not in text
+    assert render_readme(records, previous=text) == text
+
+
 def test_a_section_whose_records_are_not_here_is_kept_and_marked_once():
     from kgit.model.record import Record, Status
     from kgit.render.readme import KEPT_NOTE, is_kgits, render_readme

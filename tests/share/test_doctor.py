@@ -33,3 +33,16 @@ def test_a_tag_missing_or_off_the_best_is_found(started):
     started.git("tag", "-d", "best/fake")
     assert [p["problem"] for p in doctor(started)] == ["best/fake is missing"]
 
+
+def test_a_hand_commit_of_the_kernel_is_reported_with_what_a_person_can_do(started):
+    started.set_kernel(METRIC=120.0)
+    started.git("commit", "-qam", "hand edit")
+    hand = started.git("rev-parse", "HEAD")
+    before = started.snapshot()
+    assert [(p["problem"], p["fix"]) for p in doctor(started)] == [(
+        f"opt/fake has 1 commit(s) of skills/kernels/fake/triton_template.py that no step recorded, from {hand[:10]} "
+        "(hand edit)",
+        f"none automatic: on opt/fake, 'git reset --soft {hand[:10]}~1' puts the change back in the working tree "
+        f"for 'kgit step' to measure, or 'git reset --hard {hand[:10]}~1' drops it")]
+    started.ok("doctor", "--fix")  # nothing automatic: the commit stays for a person to settle
+    assert started.snapshot() == before and len(doctor(started)) == 1

@@ -152,6 +152,27 @@ def test_pull_fast_forwards_and_refuses_unknown_remotes(remote, ws, tmp_path):
     assert "no remote named 'nowhere'" in b.refused("pull", "nowhere")
 
 
+def test_pull_leaves_a_branch_checked_out_in_another_worktree_to_that_worktree(remote, ws, tmp_path):
+    # moved under it, the linked worktree would show the pulled iteration undone, staged for its next commit
+    a_session(ws)
+    ws.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    linked = tmp_path / "b-opt"
+    b.git("worktree", "add", "-q", str(linked), "opt/fake")
+    before = b.git("rev-parse", "opt/fake")
+    ws.set_kernel(METRIC=150.0)
+    ws.ok("step", "-m", "much better")
+    ws.ok("push")
+    assert (f"opt/fake: not updated, it is checked out in {linked}: run 'kgit pull origin' there"
+            in b.ok("pull").stdout)
+    assert b.git("rev-parse", "opt/fake") == before
+    assert git_run(b, "-C", str(linked), "status", "--porcelain").stdout == ""
+    there = type(b)(linked)
+    assert "opt/fake: fast-forwarded" in there.ok("pull").stdout  # the advice works
+    assert "METRIC = 150.0" in there.kernel_text() and there.git("status", "--porcelain") == ""
+
+
 # --- rewrites -----------------------------------------------------------------------------------------
 
 
