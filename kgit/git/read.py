@@ -94,6 +94,12 @@ def changed(repo: Repo, base: str, commit: str, path: str) -> bool:
     return bool(git(repo, "diff", "--name-only", "--end-of-options", base, commit, "--", path).strip())
 
 
+def edited(repo: Repo, path: str) -> bool:
+    """Whether the working tree's path differs from HEAD's (what a commit of it would change; a staged
+    change that the file on disk no longer has does not count)."""
+    return bool(git(repo, "diff", "--name-only", "HEAD", "--", path).strip())
+
+
 def diff(repo: Repo, base: str, commit: str, exclude: list[str]) -> str:
     return git(repo, "diff", "--end-of-options", base, commit, "--", ".", *(f":(exclude){p}" for p in exclude))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kgit import config, device
 from kgit.errors import KgitError
-from kgit.git import read, refs, write
+from kgit.git import notes, read, refs, write
 from kgit.git.run import Repo
 from kgit.loop import measure, testing
 from kgit.loop.history import LoopState, loop_state, unrecorded_commits
@@ -42,7 +42,12 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         cfg = config.load(repo.root, kernel, overrides)
         if read.rev(repo, refs.branch_ref(kernel)):
             raise KgitError(f"{refs.branch(kernel)} already exists",
-                            "continue with 'kgit step', or delete the branch to start over")
+                            f"continue with 'kgit step'; a new run takes a name of its own ({_new_run_hint(kernel, cfg)})")
+        earlier = notes.kernel_history(repo, kernel)
+        if earlier.pairs:  # the branch was deleted: a run under the same name would count and stop with these
+            raise KgitError(f"{kernel} has records of an earlier run here (iterations 0 to {earlier.last_iteration}; "
+                            f"{refs.branch(kernel)} was deleted since), which a new run under that name would be "
+                            "counted, stopped and judged with", _new_run_hint(kernel, cfg))
         elsewhere = read.fetched_runs(repo, kernel)
         if elsewhere:  # a second baseline here could never be pushed beside that run: it would diverge
             remote, branch = elsewhere[0]
@@ -90,6 +95,11 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
             record = record.replace(stop_reason=StopReason.TARGET_MET)
         journal = transaction.start(repo, cfg, head, record)
         return Outcome(record, journal.final, recovered)
+
+
+def _new_run_hint(kernel: str, cfg: config.KernelConfig) -> str:
+    return (f"an entry of kgit.yaml naming the same files, e.g. '{kernel}-2:' with kernel_path: {cfg.kernel_path} "
+            f"and test_path: {cfg.test_path}, committed; then 'kgit start {kernel}-2'")
 
 
 def ensure_started(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome | None:
@@ -152,7 +162,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
         changed = check_clean(repo, allowed=[state.cfg.kernel_path])
-        if state.cfg.kernel_path not in changed:
+        if state.cfg.kernel_path not in changed or not read.edited(repo, state.cfg.kernel_path):
             raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")

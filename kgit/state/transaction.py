@@ -25,7 +25,7 @@ import signal
 from kgit import config, runner
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
-from kgit.git.run import Repo
+from kgit.git.run import GitError, Repo
 from kgit.model import decide
 from kgit.model.record import Record, Status
 from kgit.model.result import not_run
@@ -111,7 +111,11 @@ def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, actio
                       tier=tier, base=read.rev(repo, "HEAD"), started=decide.now(), config=cfg.as_dict())
     journals.save(repo, journal)
     subject = refs.iteration_subject(cfg.name, iteration, action)
-    candidate = write.commit_paths(repo, paths, subject) if paths else write.commit_all(repo, subject)
+    try:
+        candidate = write.commit_paths(repo, paths, subject) if paths else write.commit_all(repo, subject)
+    except GitError:  # nothing was committed (git's index locked, say): no step to finish or roll back
+        journals.clear(repo)
+        raise
     write.set_ref(repo, refs.attempt_ref(cfg.name, iteration), candidate)
     crash_point("candidate-committed")
     journal.phase, journal.candidate = "testing", candidate

@@ -31,6 +31,25 @@ def test_step_with_another_tracked_file_modified(started):
     assert "notes.txt" in started.refused("step", "-m", "x")
 
 
+def test_step_with_a_kernel_change_staged_but_undone_on_disk(started):
+    started.set_kernel(METRIC=120.0)
+    started.git("add", "skills/kernels/fake/triton_template.py")
+    started.set_kernel(METRIC=100.0)  # the file as HEAD has it: a commit of it would change nothing
+    assert "no change to skills/kernels/fake/triton_template.py" in started.refused("step", "-m", "x")
+    assert "no problems found" in started.ok("doctor").stdout  # and no interrupted step left behind
+
+
+def test_step_while_gits_index_is_locked_leaves_no_interrupted_step(started):
+    started.set_kernel(METRIC=120.0)
+    lock = started.root / ".git/index.lock"
+    lock.write_text("")
+    refusal = started.refused("step", "-m", "x")
+    assert refusal.startswith("kgit: git commit failed: fatal: Unable to create") and "index.lock" in refusal
+    lock.unlink()
+    assert "no problems found" in started.ok("doctor").stdout
+    assert started.ok("step", "-m", "x", "--json").json()["iteration"] == 1
+
+
 def test_step_with_a_staged_file(started):
     started.set_kernel(METRIC=120.0)
     (started.root / "new.txt").write_text("new\n")
@@ -130,6 +149,34 @@ def test_unsafe_kernel_names(ws, name):
 
 def test_start_twice(started):
     assert "opt/fake already exists" in started.refused("start", "fake")
+
+
+def test_a_new_run_under_the_name_of_a_deleted_one_is_refused_and_the_advice_works(ws):
+    # the old run's records stay in the notes: under the same name they would count toward the new run's
+    # max_iterations, stop it, and mix its log
+    (ws.root / "kgit.yaml").write_text("fake:\n  max_iterations: 1\n")
+    ws.git("add", "kgit.yaml")
+    ws.git("commit", "-qm", "config")
+    ws.ok("start", "fake")
+    ws.set_kernel(METRIC=120.0)
+    ws.ok("step", "-m", "faster")
+    ws.git("checkout", "-q", "main")
+    ws.git("branch", "-D", "opt/fake")
+    ws.git("tag", "-d", "best/fake")
+    refusal = ws.refused_json("start", "fake")
+    assert refusal["error"].startswith("fake has records of an earlier run here (iterations 0 to 1; opt/fake was "
+                                       "deleted since)")
+    assert refusal["hint"] == ("an entry of kgit.yaml naming the same files, e.g. 'fake-2:' with kernel_path: "
+                               "skills/kernels/fake/triton_template.py and test_path: skills/kernels/fake/test_fake.py, "
+                               "committed; then 'kgit start fake-2'")
+    (ws.root / "kgit.yaml").write_text("fake:\n  max_iterations: 1\nfake-2:\n  kernel_path: "
+                                       "skills/kernels/fake/triton_template.py\n  test_path: "
+                                       "skills/kernels/fake/test_fake.py\n  max_iterations: 1\n")
+    ws.git("commit", "-qam", "a second run")
+    assert ws.ok("start", "fake-2", "--json").json()["iteration"] == 0
+    ws.set_kernel(METRIC=130.0)
+    assert ws.ok("step", "-m", "faster still", "--json").json()["status"] in ("IMPROVED", "TARGET_MET")
+    ws.check_invariants("fake-2")
 
 
 def test_start_with_uncommitted_changes(ws):
