@@ -182,8 +182,10 @@ def doctor(done: list[str], problems: list, repaired: bool) -> str:
     lines += [f"{p.problem}; fix: {p.fix}" for p in problems]
     if not problems:
         lines.append("no problems found" if not done else "no problems left")
-    elif not repaired:
+    elif not repaired and any(p.repair for p in problems):
         lines.append("run 'kgit doctor --fix' to repair")
+    elif not repaired:  # each says what a person can do: --fix would change nothing
+        lines.append("none of these is repaired automatically: each says what to do")
     return "\n".join(lines)
 
 

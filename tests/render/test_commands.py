@@ -64,10 +64,16 @@ def test_a_status():
 def test_a_doctor_with_and_without_problems():
     assert commands.doctor([], [], repaired=False) == "no problems found"
     assert commands.doctor(["moved best/softmax"], [], repaired=True) == "fixed: moved best/softmax\nno problems left"
-    problems = [Problem("best/softmax is missing", "move it to 0123456789 (iteration 2)")]
+    problems = [Problem("best/softmax is missing", "move it to 0123456789 (iteration 2)",
+                        ("set_tag", "softmax", "0123456789"))]
     assert commands.doctor([], problems, repaired=False).splitlines() == [
         "best/softmax is missing; fix: move it to 0123456789 (iteration 2)",
         "run 'kgit doctor --fix' to repair",
+    ]
+    manual = [Problem("opt/softmax has diverged from origin's", "none automatic: keep one side")]
+    assert commands.doctor([], manual, repaired=False).splitlines() == [  # never sent to a --fix that does nothing
+        "opt/softmax has diverged from origin's; fix: none automatic: keep one side",
+        "none of these is repaired automatically: each says what to do",
     ]
     assert commands.doctor([], problems, repaired=True) == \
         "best/softmax is missing; fix: move it to 0123456789 (iteration 2)"
