@@ -190,7 +190,8 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         pending=journal.pending(repo),
         test_changed=best_commit is not None and read.changed(repo, best_commit, refs.branch_ref(kernel),
                                                               cfg.test_path),
-        unrecorded=unrecorded_commits(repo, kernel, cfg.kernel_path, history),
+        # while a killed step is pending its candidate is on the branch unrecorded: not a hand commit
+        unrecorded=[] if journal.pending(repo) else unrecorded_commits(repo, kernel, cfg.kernel_path, history),
     )
 
 

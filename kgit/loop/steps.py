@@ -18,6 +18,7 @@ from kgit.model import decide
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
+from kgit.state import journal as journals
 from kgit.state import transaction
 
 INTERRUPTED_BY_USER = "interrupted by the user"
@@ -118,7 +119,8 @@ def next_round(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     Refuses uncommitted changes: the round's own change would carry them into its commit.
     """
     state = loop_state(repo, kernel, overrides)
-    check_recorded(repo, kernel, state)
+    if not journals.pending(repo):  # a killed step's candidate is no hand commit: the step's recovery settles it
+        check_recorded(repo, kernel, state)
     if not state.stopped and read.modified_tracked_files(repo):
         raise KgitError("the working tree has uncommitted changes: commit or stash them; "
                         "this loop edits the kernel itself")

@@ -51,7 +51,7 @@ def find_problems(repo: Repo) -> list[Problem]:
                                 "finish or roll it back, as the next writing kgit command would"))
     all_notes = notes.read_notes(repo)
     return (problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
-            + diverged_problems(repo) + unrecorded_problems(repo))
+            + diverged_problems(repo) + ([] if unfinished else unrecorded_problems(repo)))
 
 
 def invalid_note_problems(invalid: list[InvalidNote]) -> list[Problem]:

@@ -157,3 +157,15 @@ def test_an_agent_is_told_the_limit_this_run_raised(ws, tmp_path):
     assert [r["iteration"] for r in result["iterations"]] == [2]
     context = (tmp_path / "turns.context1").read_text()
     assert "iteration 1 of 2" in context and "has stopped" not in context  # it read "stopped" before
+
+
+def test_a_run_after_a_killed_step_recovers_it_rather_than_take_its_candidate_for_a_hand_commit(started):
+    import signal
+
+    started.set_kernel(METRIC=120.0)
+    assert started.kgit("step", "-m", "x", env={"KGIT_TEST_CRASH_AT": "candidate-committed"}).returncode == \
+        -signal.SIGKILL
+    run = started.kgit("run", "fake", "--agent", "true", "--max-iterations", "2")
+    assert run.returncode == 0, run.stderr
+    assert "finished an interrupted step: iteration 1 of fake is FAILED, rolled back" in run.stderr
+    started.check_invariants()

@@ -46,3 +46,17 @@ def test_a_hand_commit_of_the_kernel_is_reported_with_what_a_person_can_do(start
         f"for 'kgit step' to measure, or 'git reset --hard {hand[:10]}~1' drops it")]
     started.ok("doctor", "--fix")  # nothing automatic: the commit stays for a person to settle
     assert started.snapshot() == before and len(doctor(started)) == 1
+
+
+def test_a_killed_steps_candidate_is_an_interrupted_step_not_a_hand_commit(started):
+    import signal
+
+    started.set_kernel(METRIC=120.0)
+    assert started.kgit("step", "-m", "x", env={"KGIT_TEST_CRASH_AT": "candidate-committed"}).returncode == \
+        -signal.SIGKILL
+    assert [p["problem"] for p in doctor(started)] == ["an interrupted step (kgit was killed in the middle of it)"]
+    status = started.ok("status", "--json").json()
+    assert status["pending"] and status["unrecorded"] == []
+    assert "git reset --soft" not in started.ok("context", "--json").json()["next_step"]
+    started.ok("doctor", "--fix")  # rolled back or finished: either way no hand commit is left
+    assert doctor(started) == []
