@@ -15,7 +15,8 @@ from kgit.git import read, refs
 from kgit.git.run import GitError, Repo, config_values, git, git_bytes
 from kgit.model.record import Record, note_text, parse_note
 
-_COMMIT_CONFIG = ["-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
+_NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # kgit's own commits and checkouts run none of the user's hooks
+_COMMIT_CONFIG = ["-c", "commit.gpgsign=false", *_NO_HOOKS]
 
 
 # --- refs -------------------------------------------------------------------------------------------
@@ -30,9 +31,6 @@ def delete_ref(repo: Repo, ref: str) -> None:
     git(repo, "update-ref", "-d", "--end-of-options", ref)
 
 
-NO_HOOKS = "/dev/null"  # as core.hooksPath: a folder with no hook in it
-
-
 def set_tag(repo: Repo, kernel: str, sha: str) -> None:
     set_ref(repo, refs.tag_ref(kernel), sha)
 
@@ -44,7 +42,7 @@ def create_branch(repo: Repo, kernel: str, sha: str) -> None:
 def switch(repo: Repo, kernel: str) -> None:
     # The start's last move (the branch is the commit it left, plus kgit's log): a post-checkout hook that
     # fails there (git-lfs's, git-lfs not installed) would fail a start that is done; hooks are skipped.
-    git(repo, "-c", f"core.hooksPath={NO_HOOKS}", "checkout", "--quiet", refs.branch(kernel), "--")
+    git(repo, *_NO_HOOKS, "checkout", "--quiet", refs.branch(kernel), "--")
 
 
 # --- commits ----------------------------------------------------------------------------------------
@@ -183,8 +181,7 @@ def add_worktree(repo: Repo, path: Path, commit: str) -> None:
             _remove_worktree(repo, path)
         # without the user's hooks: a post-checkout hook that fails (git-lfs's, where git-lfs is not
         # installed) would fail the add, and this checkout is kgit's own, for a test to run in
-        git(repo, "-c", f"core.hooksPath={NO_HOOKS}", "worktree", "add", "--quiet", "--detach", "--end-of-options",
-            str(path), commit)
+        git(repo, *_NO_HOOKS, "worktree", "add", "--quiet", "--detach", "--end-of-options", str(path), commit)
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:

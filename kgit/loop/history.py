@@ -64,6 +64,13 @@ def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes
     return found
 
 
+def hand_commit_advice(oldest: str) -> str:
+    """What to do about the unrecorded commits from oldest up (unrecorded_commits): the step, doctor and
+    context all give it."""
+    return (f"'git reset --soft {oldest[:10]}~1' puts the change back in the working tree for 'kgit step' to "
+            f"measure, or 'git reset --hard {oldest[:10]}~1' drops it")
+
+
 def resolve_kernel(repo: Repo, kernel: str | None) -> str:
     """The kernel named, else the one of the current opt/ branch, else the only one with records."""
     if kernel:

@@ -13,7 +13,7 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
 from kgit.git.run import Repo
 from kgit.loop import measure, testing
-from kgit.loop.history import LoopState, loop_state, unrecorded_commits
+from kgit.loop.history import LoopState, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import decide
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
@@ -163,8 +163,8 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     """
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
-        changed = check_clean(repo, allowed=[state.cfg.kernel_path])
-        if state.cfg.kernel_path not in changed or not read.edited(repo, state.cfg.kernel_path):
+        check_clean(repo, allowed=[state.cfg.kernel_path])
+        if not read.edited(repo, state.cfg.kernel_path):  # a staged change undone on disk is none either
             raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
@@ -251,9 +251,7 @@ def check_recorded(repo: Repo, kernel: str, state: LoopState) -> None:
         oldest = unrecorded[-1][0]
         commits = ", ".join(f"{sha[:10]} ({subject[:50]})" for sha, subject in unrecorded)
         raise KgitError(f"{refs.branch(kernel)} has {len(unrecorded)} commit{'s' if len(unrecorded) > 1 else ''} of "
-                        f"{state.cfg.kernel_path} that no step recorded: {commits}",
-                        f"'git reset --soft {oldest[:10]}~1' puts the change back in the working tree for "
-                        f"'kgit step' to measure (or 'git reset --hard {oldest[:10]}~1' drops it)")
+                        f"{state.cfg.kernel_path} that no step recorded: {commits}", hand_commit_advice(oldest))
 
 
 def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
@@ -303,10 +301,9 @@ def one_line(text: str, what: str = "the change's message (-m)") -> str:
     return line
 
 
-def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
-    """The modified tracked files; refuse when any is not in allowed."""
-    changed = read.modified_tracked_files(repo)
-    others = [p for p in changed if p not in allowed]
+def check_clean(repo: Repo, allowed: list[str]) -> None:
+    """Refuse when a tracked file not in allowed is modified."""
+    others = [p for p in read.modified_tracked_files(repo) if p not in allowed]
     if others:
         if not allowed:
             raise KgitError(f"uncommitted changes to {', '.join(others)}", "commit or stash them first")
@@ -317,7 +314,6 @@ def check_clean(repo: Repo, allowed: list[str]) -> list[str]:
             f"only (the test is the judge and never changes with the kernel)",
             f"put the rest back with git restore -- {' '.join(others)} (or git stash push -- "
             f"{' '.join(others)} to keep it aside)")
-    return changed
 
 
 def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | None:

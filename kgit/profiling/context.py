@@ -57,8 +57,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
     if state.unrecorded:  # a step would refuse (kgit.loop.steps.check_recorded): settle the hand commits first
         sha, subject = state.unrecorded[-1]
         next_step = (f"{state.kernel_path} was committed past kgit from {sha[:10]} ({subject[:50]}), and a step "
-                     f"refuses until it is measured: git reset --soft {sha[:10]}~1 (the change stays in the working "
-                     "tree), then: kgit step -m \"<what it changes>\"")
+                     f"refuses until it is measured: {history.hand_commit_advice(sha)}")
     elif state.stopped:
         next_step = f"the loop has stopped ({state.stopped}): report with 'kgit report'"
     elif nxt is None:

@@ -172,6 +172,5 @@ def unrecorded_problems(repo: Repo) -> list[Problem]:
             problems.append(Problem(
                 f"{refs.branch(kernel)} has {len(unrecorded)} commit(s) of {kernel_path} that no step recorded, "
                 f"from {oldest[:10]} ({subject[:50]})",
-                f"none automatic: on {refs.branch(kernel)}, 'git reset --soft {oldest[:10]}~1' puts the change back "
-                f"in the working tree for 'kgit step' to measure, or 'git reset --hard {oldest[:10]}~1' drops it"))
+                f"none automatic: on {refs.branch(kernel)}, {history.hand_commit_advice(oldest)}"))
     return problems
