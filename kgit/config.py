@@ -8,6 +8,12 @@ kgit.yaml maps kernel names to their loop settings, for example:
       max_iterations: 8
     gemm:
       metric: benchmarks.triton_tflops    # where the figure is in the test's JSON (kgit.model.result)
+    rmsnorm:
+      kernel_path: ops/rmsnorm.py
+      test_path: tests/test_rmsnorm.py
+      test_command: python -m pytest -q tests/test_rmsnorm.py   # any command; run by sh in the checkout
+      verdict: exit_status                # or {key: passed, pass: true}; default: the JSON's correctness
+      metric: device_us                   # kgit's own device time of ops/rmsnorm.py's kernels
 
 A kernel without an entry is looked up at skills/kernels/<name>/ (triton_template.py and its test_*.py).
 One top-level key is not a kernel: `report_path`, where kgit renders its log (experiments/README.md).
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgit.errors import KgitError
+from kgit.model.result import DEVICE_METRIC, Reading
 
 CONFIG_FILE = "kgit.yaml"
 KERNELS_DIR = "skills/kernels"
@@ -54,10 +61,23 @@ class KernelConfig:
     # +3% under 1% noise per run is kept in 95% of simulated decisions (tests/loop/test_measure.py).
     max_pairs: int = 12
     test_args: tuple[str, ...] = ()  # passed to the test after --json, e.g. ["--quick"]
+    # A command that runs the test instead of 'python <test_path> --json' (pytest, make, a script
+    # without --json), by sh in the checkout's root; test_path still names the file that judges.
+    test_command: str | None = None
+    verdict: str | dict | None = None  # None: the JSON's correctness; "exit_status"; {"key": K, "pass": V}
+    metric_pattern: str | None = None  # a regular expression whose first group is the figure, in plain text
+    # Which figure's pairs decide a step: "auto" (the steadier of the test's and kgit's device time, as
+    # measured by 'kgit start'), "test" or "device".
+    decide_on: str = "auto"
 
     @property
     def lower_is_better(self) -> bool:
         return self.better == "lower"
+
+    @property
+    def reading(self) -> Reading:
+        """How to read the test's output."""
+        return Reading(self.figure, self.verdict, self.metric_pattern)
 
     @property
     def figure(self) -> str | None:
@@ -87,7 +107,12 @@ _KEY_TYPES = {
     "min_gain_pct": ((int, float), "a percentage"),
     "max_pairs": ((int,), "an integer from 1 to 100"),
     "test_args": ((list,), "a list of strings"),
+    "test_command": ((str,), "a shell command that runs the test"),
+    "verdict": ((str, dict), "exit_status, or a mapping {key: <the JSON key>, pass: <the value that means pass>}"),
+    "metric_pattern": ((str,), "a regular expression whose first group is the figure"),
+    "decide_on": ((str,), "auto, test or device"),
 }
+DECIDE_ON = ("auto", "test", "device")
 
 
 def check_kernel_name(name: str) -> str:
@@ -116,7 +141,21 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
     for key in ("kernel_path", "test_path"):
         settings[key] = check_path(root, settings[key], key)
     settings["test_args"] = tuple(settings.get("test_args", ()))
+    _check_combination(settings, where=f"{CONFIG_FILE}: {name}")
     return KernelConfig(name=name, **settings)
+
+
+def _check_combination(settings: dict, where: str) -> None:
+    """Settings that are valid alone but not together; the figure kgit's device time gets its direction."""
+    if settings.get("test_command") and settings.get("test_args"):
+        raise KgitError(f"{where}: test_args go with kgit's own 'python <test_path> --json'; with test_command, "
+                        "write the arguments into the command")
+    if settings.get("metric") == DEVICE_METRIC:
+        if settings.setdefault("better", "lower") != "lower":
+            raise KgitError(f"{where}: metric {DEVICE_METRIC} is a time: it falls as the kernel gets faster "
+                            "(better: lower)")
+        if settings.get("metric_pattern"):
+            raise KgitError(f"{where}: metric {DEVICE_METRIC} and metric_pattern name two figures; keep one")
 
 
 def for_loop(root: Path, kernel: str, remembered: dict | None, overrides: dict) -> KernelConfig:
@@ -181,9 +220,27 @@ def _check_value(key: str, value, where: str) -> None:
         or (key == "max_pairs" and not 1 <= value <= 100)
         or (key == "min_gain_pct" and value < 0)
         or (key == "test_args" and not all(isinstance(arg, str) for arg in value))
+        or (key == "test_command" and not value.strip())
+        or (key == "verdict" and not _valid_verdict(value))
+        or (key == "metric_pattern" and not _valid_pattern(value))
+        or (key == "decide_on" and value not in DECIDE_ON)
     )
     if bad:
         raise KgitError(f"{where}: {key} must be {description}, not {value!r}")
+
+
+def _valid_verdict(value) -> bool:
+    if isinstance(value, str):
+        return value == "exit_status"
+    return (set(value) == {"key", "pass"} and isinstance(value["key"], str) and bool(value["key"])
+            and isinstance(value["pass"], (str, bool, int, float)))
+
+
+def _valid_pattern(value: str) -> bool:
+    try:
+        return re.compile(value).groups >= 1
+    except re.error:
+        return False
 
 
 def _default_paths(root: Path, name: str) -> tuple[str, str]:

@@ -18,7 +18,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgit.model import result
+from kgit.config import KernelConfig
+from kgit.model import device_time, result
 from kgit.model.result import TestResult
 
 TAIL_CHARS = 2000
@@ -83,20 +84,29 @@ def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_t
         )
 
 
-def run_test(
-    test_path: str,
-    cwd: Path,
-    timeout_s: float,
-    env: dict,
-    preferred_metric: str | None = None,
-    on_tick=None,
-    on_spawn=None,
-    test_args: tuple[str, ...] = (),
-) -> TestResult:
-    """Run a kernel's test by the contract and validate what it prints."""
-    args = [sys.executable, test_path, "--json", *test_args]
-    done = run_command(args, cwd, timeout_s, env, None, on_tick, on_spawn)
-    return result.from_output(done.stdout, done.failure(timeout_s), preferred_metric, done.duration_s, tail(done))
+# kgit's device timing (kgit.harness.device_timing): a folder first on the test's PYTHONPATH whose
+# sitecustomize records kernel launches into the file named by DEVICE_TIMES.
+DEVICE_TIMING = Path(__file__).resolve().parent / "harness" / "device_timing"
+DEVICE_TIMES = "KGIT_DEVICE_TIMES"
+
+
+def run_test(cfg: KernelConfig, cwd: Path, timeout_s: float, env: dict, kernels: set[str] = frozenset(),
+             on_tick=None, on_spawn=None) -> TestResult:
+    """Run a kernel's test (by the contract, or its test_command) with kgit's device timing of these
+    kernels, and read what it prints."""
+    if cfg.test_command:
+        args = ["/bin/sh", "-c", cfg.test_command]
+    else:
+        args = [sys.executable, cfg.test_path, "--json", *cfg.test_args]
+    with tempfile.TemporaryDirectory(prefix="kgit-device-times-") as folder:
+        recording = Path(folder) / "launches.jsonl"
+        python_path = os.pathsep.join(filter(None, [str(DEVICE_TIMING), env.get("PYTHONPATH",
+                                                                                 os.environ.get("PYTHONPATH"))]))
+        timed_env = {**env, "PYTHONPATH": python_path, DEVICE_TIMES: str(recording)}
+        done = run_command(args, cwd, timeout_s, timed_env, None, on_tick, on_spawn)
+        text = recording.read_text(errors="replace") if recording.exists() else ""
+    device = device_time.from_recording(text, kernels)
+    return result.from_output(done.stdout, done.failure(timeout_s), cfg.reading, done.duration_s, tail(done), device)
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, started: float, on_tick) -> bool:

@@ -18,6 +18,6 @@ limit=${LIMIT_S:-540}
   timeout $((limit - SECONDS)) python3 benchmarks/noise/decisions.py noop --steps "${STEPS:-20}" --out "$OUT/noise" \
     > "$OUT/noise/noop.out" 2>&1
 ) &
-CUDA_VISIBLE_DEVICES=1 timeout "$limit" python3 benchmarks/noise/decisions.py cut --steps "${STEPS:-20}" \
+CUDA_VISIBLE_DEVICES=1 timeout "$limit" python3 benchmarks/noise/decisions.py gain --steps "${STEPS:-20}" \
     --out "$OUT/noise" > "$OUT/noise/cut.out" 2>&1 &
 wait

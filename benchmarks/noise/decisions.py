@@ -1,28 +1,36 @@
-"""kgit's keep-or-revert decisions on a test that reports no spread (the H200 experiment of the noise
-issue): 20 steps that change nothing measurable, and 20 real 3% traffic cuts.
+"""kgit's keep-or-revert decisions on a test that times itself with perf_counter around a loop: steps
+that change nothing measurable must never be kept, a real gain must be.
 
-    python benchmarks/noise/decisions.py noop --steps 20 --out DIR
-    python benchmarks/noise/decisions.py cut --steps 20 --out DIR
-    python benchmarks/noise/decisions.py probe --steps 8 --out DIR
+    python benchmarks/noise/decisions.py noop --steps 20 --out DIR [--peer FOLDER]
+    python benchmarks/noise/decisions.py gain --steps 20 --out DIR [--peer FOLDER]
+    python benchmarks/noise/decisions.py probe --steps 4 --out DIR [--peer FOLDER]
 
-Builds a scratch repository with benchmarks/noise/scale/ (a test in the collection's style: perf_counter
-around a loop, no warm-up, no spread), runs `kgit start scale`, then:
-  noop   appends a comment to the kernel and steps, STEPS times on one branch;
-  cut    STEPS times, on one branch: a step that cuts the 3% extra read; when it is kept, a
-         `git reset --hard` back to the kernel with the extra read (kgit then judges against that
-         again), so that every trial starts from the same best, with the noise of earlier ones known;
-  probe  runs the test alone STEPS times with 100 and with 1000 launches in its timed loop, alternately:
-         how much its figure moves from run to run.
-Each step's record (status, gain and interval, runs, wall time) is appended to DIR/<series>.jsonl as
-it is decided, so a run cut short still leaves what it measured. SCALE_N and SCALE_ITERS (the test's
-size and launches) pass through to the test.
+The kernel under test, in a scratch repository at skills/kernels/<name>/ (so that no kgit.yaml is needed):
+  default   benchmarks/noise/scale/ (y = 2x with an extra read of EXTRA of the traffic; gain: EXTRA
+            0.06 -> 0.0, a 3% traffic cut).
+  --peer F  a folder holding a collection's softmax, triton_template.py and test_softmax.py, unchanged
+            (the awesome-kernel-skills collection's: its test times 200 launches with perf_counter).
+            For the gain series the template gets a knob, EXTRA_EVERY = 20: one extra program per 20
+            recomputes a row already done (same values, so the test passes), 1/20 more work; the
+            gain step sets it to 0, which is the collection's kernel as it was: 5% less device time.
+Series:
+  noop   STEPS steps, each renaming a local variable of the kernel to a new name: a change of the
+         code (not refused as a comment-only change, never the same code twice) that compiles to the
+         same machine code.
+  gain   STEPS trials on one branch: the step that removes the extra work; when it is kept, a
+         `git reset --hard` back to the slow kernel, so that every trial starts from the same best,
+         with the noise of the earlier ones known (repeats are stepped with --again).
+  probe  `kgit start` only, then times the slow and the fast kernel with triton.testing.do_bench
+         (median, L2 cleared) and as kgit's device timing records them: the gain the trials look for.
+Each step's record (status, gain and interval, which figure decided, runs, wall time) is appended to
+DIR/<series>.jsonl as it is decided, so a run cut short still leaves what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +39,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KERNEL = "skills/kernels/scale/triton_template.py"
+SCALE = {"name": "scale", "folder": HERE / "scale", "rename": "offsets",
+         "slow": "EXTRA = 0.06", "fast": "EXTRA = 0.0"}
+PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA_EVERY = 20", "fast": "EXTRA_EVERY = 0"}
 
 
 def git(root: Path, *args: str) -> str:
@@ -45,26 +55,53 @@ def kgit(root: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def make_repo(root: Path) -> None:
-    shutil.copytree(HERE / "scale", root / "skills/kernels/scale")
+def with_extra_programs(source: str) -> str:
+    """The collection's softmax template with EXTRA_EVERY: its grid gets one program per EXTRA_EVERY
+    that recomputes (and rewrites, with the same values) every EXTRA_EVERY-th row block."""
+    edits = [
+        ("    NUM_ROWS: tl.constexpr,\n", "    NUM_ROWS: tl.constexpr,\n    EXTRA_EVERY: tl.constexpr,\n"),
+        ("    pid = tl.program_id(0)\n",
+         "    pid = tl.program_id(0)\n    if EXTRA_EVERY > 0:\n        n_programs = tl.cdiv(n_rows, NUM_ROWS)\n"
+         "        pid = tl.where(pid >= n_programs, (pid - n_programs) * EXTRA_EVERY, pid)\n"),
+        ("    grid = (triton.cdiv(n_rows, ROWS_PER_PROG),)\n",
+         "    programs = triton.cdiv(n_rows, ROWS_PER_PROG)\n"
+         "    grid = (programs + (programs // EXTRA_EVERY if EXTRA_EVERY else 0),)\n"),
+        ("        NUM_ROWS=ROWS_PER_PROG,\n", "        NUM_ROWS=ROWS_PER_PROG,\n        EXTRA_EVERY=EXTRA_EVERY,\n"),
+        ("\n\n@triton.jit\n", "\n\nEXTRA_EVERY = 20\n\n\n@triton.jit\n"),
+    ]
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise SystemExit(f"the template does not read as the collection's softmax: {old.strip()!r}")
+        source = source.replace(old, new)
+    return source
+
+
+def make_repo(root: Path, case: dict, series: str) -> Path:
+    folder = root / "skills/kernels" / case["name"]
+    shutil.copytree(case["folder"], folder, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = folder / "triton_template.py"
+    if case is not SCALE and series != "noop":
+        kernel.write_text(with_extra_programs(kernel.read_text()))
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "bench@example.com")
     git(root, "config", "user.name", "bench")
     git(root, "add", "-A")
-    git(root, "commit", "-qm", "a small kernel and its collection-style test")
+    git(root, "commit", "-qm", "a kernel and its collection-style test")
+    return kernel
 
 
 def summary(record: dict, wall: float) -> dict:
     found = record.get("measurement") or {}
     return {"iteration": record["iteration"], "action": record["action"], "status": record["status"],
             "gain_pct": record.get("delta_pct"), "interval_pct": found.get("interval_pct"),
-            "pairs": found.get("pairs"), "runs": found.get("runs"), "best": found.get("best"),
-            "candidate": found.get("candidate"), "reason": record.get("reason"), "wall_s": round(wall, 1)}
+            "decided_on": found.get("decided_on"), "pairs": found.get("pairs"), "runs": found.get("runs"),
+            "best": found.get("best"), "candidate": found.get("candidate"), "device_us": found.get("device_us"),
+            "reason": record.get("reason"), "wall_s": round(wall, 1)}
 
 
-def step(root: Path, message: str, out) -> dict:
+def step(root: Path, message: str, out, *extra: str) -> dict:
     t0 = time.monotonic()
-    record = kgit(root, "step", "-m", message)
+    record = kgit(root, "step", "-m", message, *extra)
     line = summary(record, time.monotonic() - t0)
     write_line(out, line)
     return line
@@ -76,43 +113,75 @@ def write_line(out, line: dict) -> None:
     print(json.dumps(line), flush=True)
 
 
-def probe(root: Path, runs: int, out) -> None:
-    test = root / "skills/kernels/scale/test_scale.py"
-    for i in range(runs):
-        for iterations in (100, 1000):
-            done = subprocess.run([sys.executable, str(test), "--json"], cwd=test.parent, capture_output=True,
-                                  text=True, env={**os.environ, "SCALE_ITERS": str(iterations)}, check=True)
-            write_line(out, {"run": i, "iterations": iterations, **json.loads(done.stdout.splitlines()[-1])})
+def start(root: Path, case: dict, steps: int, out) -> None:
+    t0 = time.monotonic()
+    record = kgit(root, "start", case["name"], "--max-iterations", str(steps + 1))
+    spread = (record.get("measurement") or {}).get("spread")
+    write_line(out, {"start": record["value"], "metric": record["metric"], "spread": spread,
+                     "wall_s": round(time.monotonic() - t0, 1)})
+
+
+def probe(kernel: Path, case: dict, out) -> None:
+    """do_bench's median of the slow and the fast kernel, in this process, beside each other."""
+    import importlib.util
+
+    import torch
+    import triton.testing
+
+    medians = {}
+    for side in ("slow", "fast"):
+        source = kernel.read_text().replace(case["slow"], case[side])
+        path = kernel.with_name(f"probe_{side}.py")
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(f"probe_{side}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if case is SCALE:
+            x = torch.randn(12 * 1024 * 1024, device="cuda")
+            out_tensor = torch.empty_like(x)
+            call = lambda m=module: m.scale(x, out_tensor)  # noqa: E731
+        else:
+            x = torch.randn(2048, 4096, device="cuda", dtype=torch.float16)
+            call = lambda m=module: m.softmax(x)  # noqa: E731
+        times = [triton.testing.do_bench(call, warmup=50, rep=300, return_mode="median") for _ in range(5)]
+        medians[side] = sorted(times)[2]
+        write_line(out, {"probe": side, "do_bench_median_ms": times})
+        path.unlink()
+    write_line(out, {"probe": "gain", "device_time_gain_pct": (medians["slow"] / medians["fast"] - 1) * 100})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("series", choices=["noop", "cut", "probe"])
+    parser.add_argument("series", choices=["noop", "gain", "probe"])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--peer", type=Path, help="a folder with a collection's softmax template and test")
     args = parser.parse_args()
+    case = {**PEER, "folder": args.peer} if args.peer else SCALE
     args.out.mkdir(parents=True, exist_ok=True)
+    again = "--again" in subprocess.run([sys.executable, "-m", "kgit", "step", "--help"], capture_output=True,
+                                        text=True).stdout
     with tempfile.TemporaryDirectory() as tmp, open(args.out / f"{args.series}.jsonl", "a") as out:
         root = Path(tmp) / "repo"
         root.mkdir()
-        make_repo(root)
-        kernel = root / KERNEL
+        kernel = make_repo(root, case, args.series)
+        start(root, case, args.steps, out)
         if args.series == "probe":
-            return probe(root, args.steps, out)
+            return probe(kernel, case, out)
+        original = kernel.read_text()
         if args.series == "noop":
-            kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
             for i in range(1, args.steps + 1):
-                kernel.write_text(kernel.read_text() + f"# no-op {i}\n")
-                step(root, f"no-op {i}: a comment", out)
+                kernel.write_text(re.sub(rf"\b{case['rename']}\b", f"{case['rename']}_{i}", original))
+                step(root, f"no-op {i}: rename {case['rename']}", out)
         else:
-            kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
-            with_extra_read = git(root, "rev-parse", "HEAD")
+            slow = git(root, "rev-parse", "HEAD")
             for i in range(1, args.steps + 1):
-                kernel.write_text(kernel.read_text().replace("EXTRA = 0.06", "EXTRA = 0.0"))
-                if step(root, f"trial {i}: cut the 3% extra read", out)["status"] == "IMPROVED":
-                    git(root, "reset", "-q", "--hard", with_extra_read)
+                kernel.write_text(original.replace(case["slow"], case["fast"]))
+                repeat = ("--again",) if again and i > 1 else ()
+                if step(root, f"trial {i}: {case['slow']} -> {case['fast']}", out, *repeat)["status"] == "IMPROVED":
+                    git(root, "reset", "-q", "--hard", slow)
         (args.out / f"{args.series}-log.txt").write_text(git(root, "log", "--oneline", "--all", "-n", "200"))
-        subprocess.run([sys.executable, "-m", "kgit", "log", "scale"], cwd=root,
+        subprocess.run([sys.executable, "-m", "kgit", "log", case["name"]], cwd=root,
                        stdout=open(args.out / f"{args.series}-kgit-log.txt", "w"), stderr=subprocess.STDOUT)
 
 

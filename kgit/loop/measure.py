@@ -17,35 +17,41 @@ import math
 from typing import Callable
 
 from kgit.model.noise import Comparison, Prior, interval, test_sd_of, verdict
-from kgit.model.result import TestResult
+from kgit.model.result import TestResult, decimals_of, not_run, rounding_of
 
 Run = Callable[[bool], TestResult]  # run(timing_only)
+DEVICE = "device"  # the pairs of kgit's own device time decide, not the test's figure
 
 
 def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, max_pairs: int,
-            warm_best: bool, lower_is_better: bool = False, on_pair=None) -> Comparison:
+            warm_best: bool, lower_is_better: bool = False, on_pair=None, decides_on: str = "test") -> Comparison:
     """The pairs' log-ratios are of the gain: candidate over best, or best over candidate when the
-    figure falls as the kernel gets faster. on_pair(pairs so far, max_pairs, the interval or None while
-    there is none yet) follows each pair."""
+    figure falls as the kernel gets faster, of the test's figure or (decides_on DEVICE) of the device
+    time, which always falls. on_pair(pairs so far, max_pairs, the interval or None while there is none
+    yet) follows each pair."""
     first = run_candidate(False)
-    found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1)
+    found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1, decided_on=decides_on)
     if not first.passed:
         found.failure, found.failed_side = first, "candidate"
         return found
-    if warm_best and not _counted(found, "best", run_best(True), warmup=True):
+    seen = {"best": [], "candidate": [first]}  # the passing runs: their digits tell how the test rounds
+    if warm_best and not _counted(found, "best", run_best(True), seen, warmup=True):
         return found
-    test_sd = test_sd_of(first.spread_pct)
+    test_sd = test_sd_of(first.spread_pct) if decides_on != DEVICE else 0.0
     for pair in range(max_pairs):
         sides = (("best", run_best), ("candidate", run_candidate))
-        rounding = 0.0  # this pair's: its two printed figures' bounds
         for side, run in sides if pair % 2 == 0 else reversed(sides):
-            result = run(True)
-            if not _counted(found, side, result):
+            if not _counted(found, side, run(True), seen):
                 return found
-            rounding += result.rounding
-        ratio = found.candidate[-1] / found.best[-1]
-        found.log_ratios.append(-math.log(ratio) if lower_is_better else math.log(ratio))
-        found.rounding = max(found.rounding, rounding)
+        if decides_on == DEVICE:
+            ratio, lower = found.device_candidate[-1] / found.device_best[-1], True
+        else:
+            ratio, lower = found.candidate[-1] / found.best[-1], lower_is_better
+            # this pair's two printed figures' bounds, with the rounding read from every run so far
+            decimals = decimals_of(seen["best"] + seen["candidate"])
+            pair_rounding = sum(rounding_of(seen[side][-1].printed, decimals) for side in ("best", "candidate"))
+            found.rounding = max(found.rounding, pair_rounding)
+        found.log_ratios.append(-math.log(ratio) if lower else math.log(ratio))
         found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs, rounding=found.rounding)
         found.verdict = verdict(found.interval, floor_pct) if found.interval else None
         if on_pair:
@@ -56,14 +62,34 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
     return found
 
 
-def _counted(found: Comparison, side: str, result: TestResult, warmup: bool = False) -> bool:
-    """Record one run; False (and the failure noted) when it did not pass."""
+def _counted(found: Comparison, side: str, result: TestResult, seen: dict, warmup: bool = False) -> bool:
+    """Record one run; False (and the failure noted) when it did not pass or cannot be compared."""
     found.runs += 1
+    if result.passed:
+        result, side = _comparable(found, side, result, seen)
     if not result.passed:
         found.failure, found.failed_side = result, side
         return False
+    seen[side].append(result)
     if warmup:
         found.warmups += 1
-    else:
-        getattr(found, side).append(result.value)
+        return True
+    getattr(found, side).append(result.value)
+    getattr(found, f"device_{side}").append(result.device.total_us if result.device else None)
     return True
+
+
+def _comparable(found: Comparison, side: str, result: TestResult, seen: dict) -> tuple[TestResult, str]:
+    """The result and its side, or a failure where it cannot be set beside the other side's: another
+    number of figures (a shape dropped is no speed-up: the candidate's fault, whichever side showed
+    it), or no device time where it decides."""
+    if found.decided_on == DEVICE and result.device is None:
+        return not_run("kgit's device timing recorded no launch of the kernel file's kernels in this run, and "
+                       "device time decides this loop", result.output_tail), side
+    others = seen["best" if side == "candidate" else "candidate"]
+    if others and len(others[0].printed) != len(result.printed):
+        count = {side: len(result.printed), ("best" if side == "candidate" else "candidate"): len(others[0].printed)}
+        return not_run(f"the candidate reports {count['candidate']} figures at {result.figure or result.metric} and "
+                       f"the best {count['best']}: they measure different work, not comparable",
+                       result.output_tail), "candidate"
+    return result, side

@@ -74,18 +74,23 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = decide.now()
         environment = device.environment(cfg.gpu)
+        runs = []  # after a warm-up (its first run fills compile caches: it never counts), START_RUNS runs
         with testing.checkouts(repo, cfg, {"baseline": (head, None)}, progress=progress) as run:
-            result = run("baseline")  # the first run of a commit fills compile caches: it never counts
-            if result.passed:
-                result = run("baseline")
+            result = run("baseline")
+            while result.passed and len(runs) < decide.START_RUNS:
+                result = run("baseline", timing_only=bool(runs))  # the first counted run checks as well
+                runs.append(result)
         if not result.passed:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f"; the test's output ends: {last}" if last not in (result.reason or "") else ""
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed{ends}",
                             _baseline_hint(result.reason, kernel, cfg.test_path))
-        measured = Comparison(first=result, best=[], candidate=[result.value], log_ratios=[], runs=2, warmups=1)
-        record = decide.new_record(cfg, 0, "baseline", None, result, Status.BASELINE, None, started, head,
+        spread = decide.start_spread(cfg, runs)
+        measured = Comparison(first=runs[0], best=[], candidate=[r.value for r in runs], log_ratios=[],
+                              runs=len(runs) + 1, warmups=1)
+        record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
                                    measured, environment)
+        record = record.replace(measurement={**record.measurement, "spread": spread})
         # the loop's own settings: later commands start from them
         record = record.replace(options=overrides)
         proposal = decide.proposed_target(record) if record.target is None else None
@@ -207,10 +212,11 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
                 return not_run(why, result.output_tail)
             return result
 
+        figure = decide.decides_on(state.cfg, state.records)
         return measure.compare(lambda timing_only: run("best", timing_only), run_candidate,
-                               decide.noise_prior(state.records, environment), state.cfg.min_gain_pct,
+                               decide.noise_prior(state.records, environment, figure), state.cfg.min_gain_pct,
                                state.cfg.max_pairs, warm_best, state.cfg.lower_is_better,
-                               on_pair=progress.pair if progress else None)
+                               on_pair=progress.pair if progress else None, decides_on=figure)
 
 
 def failed(result) -> Comparison:

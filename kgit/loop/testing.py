@@ -16,6 +16,7 @@ from kgit import device, runner
 from kgit.config import KernelConfig
 from kgit.git import read, refs, write
 from kgit.git.run import Repo
+from kgit.model import device_time
 from kgit.model.result import TestResult, not_run
 from kgit.state import journal
 
@@ -36,21 +37,22 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
     if progress:
         progress.begin(cfg.test_path + (f" on GPU {gpu}" if gpu is not None else ""), device_note)
     with contextlib.ExitStack() as stack:
-        paths, as_written = {}, {}
+        paths, as_written, kernels = {}, {}, {}
         for name, (commit, source) in trees.items():
             paths[name] = stack.enter_context(worktree(repo, f"{name}-{gpu}" if gpu else name, commit))
             if source is not None:
                 (paths[name] / cfg.kernel_path).write_text(source)
             as_written[name] = set(read.modified_tracked_files(paths[name]))
+            # the kernels whose device time counts: those this tree's kernel file defines
+            kernels[name] = device_time.kernel_names((paths[name] / cfg.kernel_path).read_text(errors="replace"))
         guarded = [refs.branch_ref(cfg.name), refs.tag_ref(cfg.name), refs.NOTES_REF]
 
         def run(name: str, timing_only: bool = False, timeout_s: float | None = None) -> TestResult:
             before = [read.rev(repo, ref) for ref in guarded]
             with _registered(repo, cfg.test_path) as on_spawn:
                 run_env = {**env, TIMING_ONLY: "1"} if timing_only else env
-                result = runner.run_test(cfg.test_path, paths[name], timeout_s or cfg.test_timeout_s, run_env,
-                                         cfg.figure, on_tick=progress.tick if progress else None,
-                                         on_spawn=on_spawn, test_args=cfg.test_args)
+                result = runner.run_test(cfg, paths[name], timeout_s or cfg.test_timeout_s, run_env, kernels[name],
+                                         on_tick=progress.tick if progress else None, on_spawn=on_spawn)
             edited = sorted(set(read.modified_tracked_files(paths[name])) - as_written[name])
             moved = [ref for ref, old in zip(guarded, before) if read.rev(repo, ref) != old]
             if edited or moved:

@@ -10,9 +10,10 @@ import math
 
 from kgit import gpu
 from kgit.config import KernelConfig
-from kgit.model.noise import Comparison, Prior
+from kgit.errors import KgitError
+from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
 from kgit.model.record import Record, Status, StopReason
-from kgit.model.result import TestResult, unit_of
+from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, rounding_of, test_latency_us, unit_of
 
 
 def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False,
@@ -55,6 +56,8 @@ def reason(comparison: Comparison, status: Status, floor_pct: float) -> str | No
         return None
     gain = f"{found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] over {found.pairs} pair"
     gain += "s" if found.pairs != 1 else ""
+    if comparison.decided_on == "device":
+        gain += " of device time"
     if comparison.rounding >= 0.001:  # below 0.1% the test's rounding is not worth a word
         gain += f" (widened {math.expm1(comparison.rounding) * 100:.1f}% each way: the test rounds its figure)"
     if status == Status.TARGET_MET:
@@ -237,6 +240,9 @@ def measurement_json(comparison: Comparison) -> dict:
         "sd": found.sd if found else None,
         "rounding": comparison.rounding,
         "df": found.df if found else None,
+        "decided_on": comparison.decided_on,
+        **({"device_us": {"best": comparison.device_best, "candidate": comparison.device_candidate}}
+           if any(comparison.device_best + comparison.device_candidate) else {}),
     }
 
 
@@ -249,10 +255,84 @@ def same_environment(a: dict | None, b: dict | None) -> bool:
     return a is not None and b is not None and all(a.get(k) == b.get(k) for k in _ENVIRONMENT_KEY)
 
 
-def noise_prior(records: list[Record], environment: dict | None) -> Prior:
-    """The kernel's known noise: the pairs of its earlier decisions measured in this environment."""
-    return Prior.from_decisions([r.measurement.get("log_ratios") or [] for r in records
-                                 if r.measurement and same_environment(r.environment, environment)])
+def noise_prior(records: list[Record], environment: dict | None, decides_on: str = "test") -> Prior:
+    """The kernel's known noise: the pairs of its earlier decisions on the same figure measured in this
+    environment, then the runs of its start there."""
+    here = [r for r in records if r.measurement and same_environment(r.environment, environment)]
+    prior = Prior.from_decisions([r.measurement.get("log_ratios") or [] for r in here
+                                  if r.measurement.get("decided_on", "test") == decides_on])
+    spread = next((r.measurement.get("spread") for r in here if r.status == Status.BASELINE), None)
+    runs = (spread or {}).get("device_us" if decides_on == "device" else "test")
+    if prior.df < PRIOR_DF_LIMIT and isinstance(runs, list) and all(_positive(v) for v in runs):
+        prior = prior.plus(Prior.from_runs(runs))
+    return prior
+
+
+def decides_on(cfg: KernelConfig, records: list[Record]) -> str:
+    """Whose pairs decide this loop's steps: kgit.yaml's decide_on, else what its start chose."""
+    if cfg.decide_on != "auto":
+        return cfg.decide_on
+    baseline = next((r for r in records if r.status == Status.BASELINE), None)
+    chosen = ((baseline.measurement or {}).get("spread") or {}).get("decides_on") if baseline else None
+    return chosen if chosen in ("test", "device") else "test"
+
+
+# kgit start runs the baseline this many times after its warm-up: the spread of its runs tells the
+# smallest change a step can keep, and which figure decides.
+START_RUNS = 4
+# A loop that cannot keep a change this small is told so at its start.
+DETECTABLE_WARNING_PCT = 5.0
+# A test whose own time of a call is this many times the kernel's device time times mostly Python and
+# the launch path (a perf_counter around a loop of small launches).
+LAUNCH_BOUND_RATIO = 1.5
+
+
+def start_spread(cfg: KernelConfig, runs: list[TestResult]) -> dict:
+    """What kgit start's runs of the baseline say of the noise: each figure's runs and spread, which
+    decides (the steadier, unless kgit.yaml says), the smallest change a step can keep, and why it is
+    large when kgit can tell."""
+    test = [r.value for r in runs]
+    device = [r.device.total_us if r.device else None for r in runs]
+    sd = {"test": log_sd(test), "device": log_sd(device) if all(device) else None}
+    choice = cfg.decide_on
+    if choice == "device" and sd["device"] is None:
+        raise KgitError(f"decide_on: device, but kgit's device timing recorded no launch of the Triton kernels "
+                        f"of {cfg.kernel_path} in every run of the baseline",
+                        "set decide_on: auto (or test) in kgit.yaml, or check that the test launches the kernel "
+                        "file's @triton.jit functions")
+    if choice == "auto":
+        steadier = sd["device"] is not None and sd["test"] is not None and sd["device"] < sd["test"]
+        choice = "device" if steadier and cfg.figure != DEVICE_METRIC else "test"
+    rounding = 0.0 if choice == "device" else 2 * rounding_of(runs[-1].printed, decimals_of(runs))
+    pair_sd = math.sqrt(2) * (sd[choice] or 0.0)
+    keepable = smallest_keepable_pct(pair_sd, cfg.max_pairs, cfg.min_gain_pct, rounding, prior_df=len(runs) - 1)
+    return {
+        "runs": len(runs),
+        "test": test,
+        **({"device_us": device} if all(device) else {}),
+        "sd_pct": {name: round(math.expm1(value) * 100, 3) for name, value in sd.items() if value is not None},
+        "decides_on": choice,
+        "max_pairs": cfg.max_pairs,
+        "smallest_keepable_pct": round(keepable, 2) if math.isfinite(keepable) else None,
+        "why": _why_noisy(runs[-1], sd) if keepable > DETECTABLE_WARNING_PCT or choice == "device" else None,
+    }
+
+
+def _why_noisy(run: TestResult, sd: dict) -> str | None:
+    """Why the test's figure moves, where kgit can tell: it times far more than the kernel's device time."""
+    latency = test_latency_us(run.payload)
+    if latency and run.device and latency[1] > LAUNCH_BOUND_RATIO * run.device.median_launch_us:
+        return (f"launch-bound timing: the test times {latency[1]:.4g} us a call ({latency[0]}), of which the "
+                f"kernel runs {run.device.median_launch_us:.4g} us on the device; the rest is Python and the "
+                "launch path, which vary from run to run")
+    if sd["device"] is not None and sd["test"] is not None and sd["test"] > 2 * sd["device"]:
+        return (f"the test's own figure varies {math.expm1(sd['test']) * 100:.1f}% from run to run, the kernel's "
+                f"device time {math.expm1(sd['device']) * 100:.1f}%")
+    return None
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def now() -> str:

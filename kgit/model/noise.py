@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Every decision may look at its interval after each pair, up to max_pairs looks: a 95% interval read
 # that many times would be wrong far more often than 5% of the time (a no-op "kept" or "regressed" by
@@ -97,6 +97,17 @@ class Prior:
         return Prior(ss, df)
 
 
+    @staticmethod
+    def from_runs(values: list[float]) -> Prior:
+        """From repeated runs of one kernel (kgit start's): a pair's log-ratio is the difference of two
+        runs' logs, so its variance is twice one run's."""
+        sd = log_sd(values)
+        return Prior(2 * sd * sd * (len(values) - 1), len(values) - 1) if sd is not None else Prior()
+
+    def plus(self, other: Prior) -> Prior:
+        return Prior(self.sum_squares + other.sum_squares, self.df + other.df)
+
+
 @dataclass(frozen=True)
 class Interval:
     gain_pct: float  # the estimate: exp(mean log-ratio) - 1, in %
@@ -125,6 +136,27 @@ def interval(log_ratios: list[float], prior: Prior, test_sd: float = 0.0, looks:
     sd = max(math.sqrt(ss / df), test_sd)
     half = t_quantile(1 - ERROR_RATE / looks / 2, df) * sd / math.sqrt(n) + rounding
     return Interval(_pct(mean), _pct(mean - half), _pct(mean + half), sd, df, n)
+
+
+def smallest_keepable_pct(pair_sd: float, max_pairs: int, floor_pct: float, rounding: float = 0.0,
+                          prior_df: int = 0) -> float:
+    """The smallest true gain, in %, whose interval after max_pairs pairs lies above the floor when the
+    pairs average exactly that gain: log(1 + gain) - half = log(1 + floor), with half the interval's
+    half-width (as interval() computes it). A smaller one is kept by luck alone, if ever."""
+    df = prior_df + max_pairs - 1
+    if df < 1:
+        return math.inf
+    half = t_quantile(1 - ERROR_RATE / max_pairs / 2, df) * pair_sd / math.sqrt(max_pairs) + rounding
+    return _pct(math.log1p(floor_pct / 100.0) + half)
+
+
+def log_sd(values: list[float]) -> float | None:
+    """The standard deviation of the logs of these figures (one run's noise); None with fewer than 2."""
+    if len(values) < 2 or any(not v or v <= 0 for v in values):
+        return None
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
 
 
 def agrees(prior: Prior, own_ss: float, own_df: int) -> bool:
@@ -183,6 +215,10 @@ class Comparison:
     runs: int = 0  # every test run, warm-ups included
     warmups: int = 0
     rounding: float = 0.0  # the widest a pair's printed figures may lie from those measured (log terms)
+    decided_on: str = "test"  # whose pairs the log-ratios are of: "test" (its figure) or "device" (kgit's)
+    # kgit's device time of each counted run (None where none was recorded), beside the test's figures
+    device_best: list = field(default_factory=list)
+    device_candidate: list = field(default_factory=list)
 
     def candidate_value(self) -> float | None:
         return _median(self.candidate) if self.candidate else None

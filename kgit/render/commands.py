@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
-from kgit.model.decide import same_environment
+from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
 from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, final_line, gain, log_row, metric, pct_of_peak
 
 
@@ -22,9 +22,33 @@ def start(record: Record, commit: str) -> str:
     figure = (record.measurement or {}).get("figure")
     if figure:
         text += f"\nfigure: {figure} (name another with 'metric' in kgit.yaml)"
+    spread = (record.measurement or {}).get("spread")
+    if spread:
+        text += "\n" + detectable(spread)
     if record.stop_reason:
         text += f"\nThe baseline already meets the target: {record.stop_reason}."
     return text
+
+
+def detectable(spread: dict) -> str:
+    """What kgit start's runs say a step can detect, and a warning when it is little."""
+    runs = spread.get("sd_pct") or {}
+    shown = {"test": "the test's figure", "device": "kgit's device time of the kernel's launches"}
+    noise = "; ".join(f"{shown[name]} varies {pct:.2g}% from run to run" for name, pct in runs.items())
+    decides = shown[spread.get("decides_on", "test")]
+    keepable = spread.get("smallest_keepable_pct")
+    pairs = f"{spread.get('max_pairs')} pairs (max_pairs)"
+    line = f"decided on {decides} ({noise or 'one figure'})"
+    if keepable is None:
+        return line + "; the noise is unknown"
+    line += f"; the smallest change a step can keep at {pairs}: {keepable:.1f}%"
+    if keepable > DETECTABLE_WARNING_PCT:
+        line += (f"\nwarning: a step cannot keep a change under {keepable:.0f}% here, above "
+                 f"{DETECTABLE_WARNING_PCT:g}%")
+        line += f": {spread['why']}" if spread.get("why") else "; a steadier test, or more pairs, would see more"
+    elif spread.get("why"):
+        line += f"\n({spread['why']})"
+    return line
 
 
 def step(record: Record, commit: str, with_tail: bool) -> str:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kgit.model.result import from_output, last_json_object, unit_of, validate
+from kgit.model.result import Reading, from_output, last_json_object, unit_of, validate
 from workspace import KERNEL
 
 
@@ -62,14 +62,14 @@ def test_a_per_shape_list_gives_the_geometric_mean_of_the_kernels_figures_not_th
 @pytest.mark.parametrize("path, value", [("avg_vs_pytorch", 0.95), ("benchmarks.vs_pytorch", math.sqrt(0.92 * 0.99)),
                                          ("benchmarks.pytorch_tflops", math.sqrt(695.9 * 710.0))])
 def test_a_named_path_picks_the_figure(path, value):
-    found = validate(GEMM, path, 1.0, "")
+    found = validate(GEMM, Reading(path), 1.0, "")
     assert found.passed and found.metric == path and found.value == pytest.approx(value)
     # where the figure came from is said only when it is not simply the field kgit.yaml named
     assert (found.figure is None) == ("." not in path)
 
 
 def test_a_path_to_nothing_or_to_a_bad_number_fails_with_its_reason():
-    assert validate(GEMM, "benchmarks.nope", 1.0, "").reason == "invalid JSON: no number at benchmarks.nope"
+    assert validate(GEMM, Reading("benchmarks.nope"), 1.0, "").reason == "invalid JSON: no number at benchmarks.nope"
     bad = {**GEMM, "benchmarks": [{"triton_tflops": 1.0}, {"triton_tflops": -2.0}]}
     assert validate(bad, None, 1.0, "").reason.startswith("invalid metric: benchmarks.triton_tflops holds")
     assert validate({"correctness": True, "size": 3}, None, 1.0, "").reason.startswith("invalid JSON: no gbps or tflops")
@@ -82,7 +82,8 @@ def test_a_path_to_nothing_or_to_a_bad_number_fails_with_its_reason():
     ('{"correctness": true, "gbps": 6e-06}', -math.log(1 - 0.5 / 6)),
     ('{"correctness": true, "gbps": 0.01}', math.log(2)),  # the smallest figure printed: half of it may be rounding
     ('{"correctness": true, "benchmarks": [{"x_tflops": 10.0}, {"x_tflops": 1.25}]}',
-     (-math.log(1 - 0.05 / 10) - math.log(1 - 0.005 / 1.25)) / 2),  # a geometric mean: the mean of the logs' bounds
+     # a geometric mean: the mean of the logs' bounds, each figure rounded as the most precise shows (2 decimals)
+     (-math.log(1 - 0.005 / 10) - math.log(1 - 0.005 / 1.25)) / 2),
 ])
 def test_a_figures_rounding_bound_comes_from_its_printed_digits(printed, rounding):
     found = from_output(printed + "\n", None, None, 1.0, "")
@@ -122,7 +123,9 @@ def test_a_collection_style_test_runs_the_loop_unchanged(ws):
     ({"ok": True, "gbps": 10.0}, True, None),  # as many hand-written tests print it
     ({"ok": False, "gbps": 10.0}, False, "correctness: the test reports incorrect results"),
     ({"ok": "yes", "gbps": 10.0}, False, 'invalid JSON: ok = "yes": the verdict must be true or false'),
-    ({"gbps": 10.0}, False, 'invalid JSON: no verdict: print "correctness": true or false (or "correct", "ok")'),
+    ({"gbps": 10.0}, False, 'invalid JSON: no verdict: print "correctness": true or false (or "correct", "ok"), or '
+                            "say in kgit.yaml what the test's verdict is: 'verdict: {key: passed, pass: true}' or "
+                            "'verdict: exit_status'"),
 ])
 def test_the_verdict_is_read_under_either_name_and_never_guessed(payload, passed, reason):
     result = validate(payload, None, 1.0, "")
@@ -155,13 +158,13 @@ def test_a_time_alone_is_never_taken_but_named_with_how_to_use_it(payload, named
     assert not result.passed
     assert result.reason == (f"invalid JSON: no gbps or tflops field; {named} looks like a time: name it with "
                              f"'metric: {named}' and 'better: lower' for this kernel in kgit.yaml")
-    assert validate(payload, named, 1.0, "").value == payload[named]  # named, it is the figure
+    assert validate(payload, Reading(named), 1.0, "").value == payload[named]  # named, it is the figure
 
 
 def test_two_figures_spelled_with_units_are_not_guessed_between():
     result = validate({"correctness": True, "GB/s": 1.0, "TFLOP/s": 2.0}, None, 1.0, "")
     assert result.reason.startswith("invalid JSON: no gbps or tflops field")
-    assert validate({"correctness": True, "GB/s": 1.0, "TFLOP/s": 2.0}, "TFLOP/s", 1.0, "").value == 2.0
+    assert validate({"correctness": True, "GB/s": 1.0, "TFLOP/s": 2.0}, Reading("TFLOP/s"), 1.0, "").value == 2.0
 
 
 @pytest.mark.parametrize("name, unit", [
