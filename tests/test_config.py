@@ -36,6 +36,18 @@ def write_config(ws, text):
     ("fake:\n  metric: 'GB/s '\n", "metric must be a dotted path"),
     ("report_path: notes.txt\n", "report_path must be the path of a .md file"),
     ("report_path: ../../outside.md\n", "report_path '../../outside.md' lies outside the repository"),
+    ("fake:\n  test_command: ' '\n", "test_command must be a shell command"),
+    ("fake:\n  test_command: [pytest]\n", "test_command must be a shell command"),
+    ("fake:\n  test_command: pytest -q\n  test_args: [--quick]\n", "with test_command, write the arguments into the command"),
+    ("fake:\n  verdict: exit-code\n", "verdict must be exit_status, or a mapping"),
+    ("fake:\n  verdict: {key: passed}\n", "verdict must be exit_status, or a mapping"),
+    ("fake:\n  verdict: {key: passed, pass: true, also: 1}\n", "verdict must be exit_status, or a mapping"),
+    ("fake:\n  verdict: {key: passed, pass: [true]}\n", "verdict must be exit_status, or a mapping"),
+    ("fake:\n  metric_pattern: 'GB/s'\n", "metric_pattern must be a regular expression whose first group"),
+    ("fake:\n  metric_pattern: '(['\n", "metric_pattern must be a regular expression whose first group"),
+    ("fake:\n  decide_on: fastest\n", "decide_on must be auto, test or device"),
+    ("fake:\n  metric: device_us\n  better: higher\n", "metric device_us is a time"),
+    ("fake:\n  metric: device_us\n  metric_pattern: '([0-9]+)'\n", "name two figures"),
 ])
 def test_config_errors(ws, text, named):
     write_config(ws, text)
@@ -72,3 +84,12 @@ def test_test_args_reach_the_test(ws):
 def test_a_config_that_is_not_utf8_is_one_line(ws):
     (ws.root / "kgit.yaml").write_bytes(b"fake:\n  max_iterations: 3 # caf\xe9\n")
     assert "kgit.yaml: not UTF-8 text" in ws.refused("start", "fake")
+
+
+def test_device_us_falls_as_the_kernel_gets_faster_without_being_told(ws):
+    from kgit import config
+
+    write_config(ws, "fake:\n  metric: device_us\n  verdict: {key: ok, pass: true}\n  decide_on: device\n")
+    cfg = config.load(ws.root, "fake")
+    assert cfg.lower_is_better and cfg.reading.figure == "device_us" and cfg.decide_on == "device"
+    assert cfg.reading.verdict == {"key": "ok", "pass": True}

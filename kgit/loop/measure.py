@@ -89,7 +89,7 @@ def _comparable(found: Comparison, side: str, result: TestResult, seen: dict) ->
     others = seen["best" if side == "candidate" else "candidate"]
     if others and len(others[0].printed) != len(result.printed):
         count = {side: len(result.printed), ("best" if side == "candidate" else "candidate"): len(others[0].printed)}
-        return not_run(f"the candidate reports {count['candidate']} figures at {result.figure or result.metric} and "
+        return not_run(f"the candidate reports {count['candidate']} figures at {result.metric} and "
                        f"the best {count['best']}: they measure different work, not comparable",
                        result.output_tail), "candidate"
     return result, side

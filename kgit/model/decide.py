@@ -13,7 +13,7 @@ from kgit.config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
 from kgit.model.record import Record, Status, StopReason
-from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, rounding_of, test_latency_us, unit_of
+from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, rounding_of, reported_latency_us, unit_of
 
 
 def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False,
@@ -320,7 +320,7 @@ def start_spread(cfg: KernelConfig, runs: list[TestResult]) -> dict:
 
 def _why_noisy(run: TestResult, sd: dict) -> str | None:
     """Why the test's figure moves, where kgit can tell: it times far more than the kernel's device time."""
-    latency = test_latency_us(run.payload)
+    latency = reported_latency_us(run.payload)
     if latency and run.device and latency[1] > LAUNCH_BOUND_RATIO * run.device.median_launch_us:
         return (f"launch-bound timing: the test times {latency[1]:.4g} us a call ({latency[0]}), of which the "
                 f"kernel runs {run.device.median_launch_us:.4g} us on the device; the rest is Python and the "

@@ -68,7 +68,7 @@ def from_recording(text: str, kernels: set[str]) -> DeviceTime | None:
             continue
         sources.add(process.get("source"))
         groups += [g for g in process.get("groups") or [] if isinstance(g, dict) and g.get("name") in kernels
-                   and _finite_positive(g.get("median_us")) and isinstance(g.get("launches"), int) and g["launches"] > 0]
+                   and _finite_positive(g.get("median_us")) and type(g.get("launches")) is int and g["launches"] > 0]
     if not groups:
         return None
     most = max(groups, key=lambda g: g["launches"])

@@ -176,7 +176,7 @@ def _figure(payload: dict | None, reading: Reading, device: DeviceTime | None,
         if device is None:
             return (f"no figure: kgit recorded no launch of the kernel file's Triton kernels ({DEVICE_METRIC} "
                     "is the device time of the @triton.jit functions the kernel file defines)")
-        return DEVICE_METRIC, device.total_us, None, [device.total_us]
+        return DEVICE_METRIC, device.total_us, None, []  # measured, never rounded
     if reading.pattern:
         matches = re.findall(reading.pattern, stdout)
         if not matches:
@@ -231,7 +231,7 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
 _TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "seconds": 1e6}
 
 
-def test_latency_us(payload: dict | None) -> tuple[str, float] | None:
+def reported_latency_us(payload: dict | None) -> tuple[str, float] | None:
     """The time of one call of the kernel as the test reports it (latency_us, time_ms, triton_us ...), in
     microseconds, with its key; None when it reports none with a unit kgit can read."""
     for key, value in (payload or {}).items():

@@ -177,3 +177,87 @@ def test_each_pair_reports_the_interval_so_far_and_the_step_prints_it(started):
     pairs = [line for line in run.stderr.splitlines() if ": pair " in line]
     assert pairs and pairs[0].startswith("kgit: step: pair 1 of at most ") and pairs[-1].endswith("] so far")
     assert len(pairs) == len(run.json()["measurement"]["log_ratios"])
+
+
+# --- kgit's own device time decides on a launch-bound test --------------------------------------
+
+from kgit.model.device_time import DeviceTime  # noqa: E402
+
+
+class LaunchBound:
+    """A collection-style test around a kernel: its own figure (a perf_counter around a loop of
+    launches) swings with the host by test_noise_pct, while the kernel's device time moves by
+    device_noise_pct only; the candidate's device time is gain_pct faster."""
+
+    def __init__(self, rng, gain_pct, test_noise_pct=30.0, device_noise_pct=0.5, with_device=("best", "candidate")):
+        self.rng, self.with_device = rng, with_device
+        self.device_us = {"best": 2500.0, "candidate": 2500.0 / (1 + gain_pct / 100)}
+        self.test_sigma, self.device_sigma = math.log1p(test_noise_pct / 100), math.log1p(device_noise_pct / 100)
+
+    def run(self, side):
+        def once(timing_only):
+            gbps = 1000.0 * math.exp(self.rng.gauss(0.0, self.test_sigma))  # mostly Python, the same for both
+            us = self.device_us[side] * math.exp(self.rng.gauss(0.0, self.device_sigma))
+            device = DeviceTime(us, 250, ("_k",), "cupti", us / 250) if side in self.with_device else None
+            return TestResult(True, True, None, "gbps", gbps, None, {"gbps": gbps}, 0.1, "", printed=(gbps,),
+                              device=device)
+        return once
+
+
+def launch_bound_decisions(gain_pct, decides_on, n=200, seed=SEED):
+    rng, statuses, history = random.Random(seed), [], []
+    for _ in range(n):
+        test = LaunchBound(rng, gain_pct)
+        found = measure.compare(test.run("best"), test.run("candidate"), Prior.from_decisions(history), 1.0,
+                                MAX_PAIRS, warm_best=False, decides_on=decides_on)
+        statuses.append(decide.decide(found, None).value)
+        history.append(found.log_ratios)
+    return statuses
+
+
+def test_on_a_launch_bound_test_the_device_time_keeps_a_five_percent_gain_the_tests_figure_cannot_see():
+    by_device = launch_bound_decisions(5.0, measure.DEVICE)
+    assert by_device.count("IMPROVED") >= 190, f"seed {SEED}: {by_device.count('IMPROVED')} of 200"
+    by_test = launch_bound_decisions(5.0, "test")
+    assert by_test.count("IMPROVED") <= 20, f"seed {SEED}: the test's own figure is blind to 5% under 30% noise"
+
+
+def test_on_a_launch_bound_test_a_no_op_is_never_kept_by_the_device_time():
+    statuses = launch_bound_decisions(0.0, measure.DEVICE)
+    assert statuses.count("IMPROVED") == 0 and statuses.count("REGRESSED") <= 10, f"seed {SEED}"
+
+
+def test_the_record_keeps_both_figures_and_says_which_decided():
+    test = LaunchBound(random.Random(SEED), 5.0)
+    found = measure.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
+                            decides_on=measure.DEVICE)
+    kept = decide.measurement_json(found)
+    assert kept["decided_on"] == measure.DEVICE and len(kept["device_us"]["candidate"]) == len(kept["candidate"])
+    # the log-ratios are the device time's (it falls as the kernel gets faster), not the test's figure's
+    assert kept["log_ratios"][0] == pytest.approx(math.log(kept["device_us"]["best"][0] / kept["device_us"]["candidate"][0]))
+    assert decide.reason(found, decide.decide(found, None), 1.0).split(":")[0].endswith("of device time")
+
+
+@pytest.mark.parametrize("missing_on", ["best", "candidate"])
+def test_a_run_without_device_time_where_it_decides_fails_the_step(missing_on):
+    test = LaunchBound(random.Random(SEED), 5.0, with_device=[s for s in ("best", "candidate") if s != missing_on])
+    found = measure.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
+                            decides_on=measure.DEVICE)
+    assert found.failure is not None and found.failed_side == missing_on
+    assert "recorded no launch" in found.failure.reason
+
+
+def figures(count):
+    def once(timing_only):
+        payload = {"correctness": True, "benchmarks": [{"x_tflops": 100.0 + i} for i in range(count)]}
+        return from_output(json.dumps(payload) + "\n", None, None, 0.1, "")
+    return once
+
+
+@pytest.mark.parametrize("best, candidate", [(4, 3), (3, 4)])
+def test_a_candidate_reporting_another_number_of_figures_is_refused_not_compared(best, candidate):
+    found = measure.compare(figures(best), figures(candidate), Prior(), 1.0, 4, warm_best=True)
+    assert found.failure is not None and found.failed_side == "candidate"
+    assert found.failure.reason == (f"the candidate reports {candidate} figures at benchmarks.x_tflops and the best "
+                                    f"{best}: they measure different work, not comparable")
+    assert decide.decide(found, None).value == "FAILED"

@@ -198,3 +198,78 @@ def test_a_candidate_far_slower_than_the_best_is_stopped_at_ten_times_its_time(b
     assert decide.candidate_timeout(cfg, None, here) == (timeout_s, None)
     elsewhere = {**here, "gpu_uuid": "GPU-2"}  # its time on another GPU says nothing of this one's
     assert decide.candidate_timeout(cfg, best, elsewhere) == (timeout_s, None)
+
+
+# --- kgit start's runs: which figure decides, and the smallest change a step can keep ---------------
+
+from kgit.errors import KgitError  # noqa: E402
+from kgit.model.device_time import DeviceTime  # noqa: E402
+
+
+def started(test_figures, device_us=None, latency_us=None):
+    runs = []
+    for i, value in enumerate(test_figures):
+        payload = {"gbps": value, **({"latency_us": latency_us} if latency_us else {})}
+        device = (DeviceTime(device_us[i], 250, ("_k",), "cupti", device_us[i] / 250) if device_us else None)
+        runs.append(TestResult(True, True, None, "gbps", value, None, payload, 1.0, "", printed=(value,),
+                               device=device))
+    return runs
+
+
+NOISY_TEST = [1000.0, 1300.0, 800.0, 1100.0]
+QUIET_DEVICE = [2500.0, 2510.0, 2495.0, 2505.0]
+
+
+def test_the_steadier_figure_decides_and_the_start_says_how_small_a_change_it_can_keep():
+    spread = decide.start_spread(cfg(max_pairs=12), started(NOISY_TEST, QUIET_DEVICE, latency_us=30.0))
+    assert spread["decides_on"] == "device" and spread["runs"] == 4 and spread["max_pairs"] == 12
+    assert spread["test"] == NOISY_TEST and spread["device_us"] == QUIET_DEVICE
+    sd = noise.log_sd(QUIET_DEVICE)
+    assert spread["sd_pct"]["device"] == round(math.expm1(sd) * 100, 3)
+    assert spread["smallest_keepable_pct"] == round(noise.smallest_keepable_pct(math.sqrt(2) * sd, 12, 1.0,
+                                                                                prior_df=3), 2)
+    # why the test's own figure moves: it times 30 us a call where the kernel runs 10 us on the device
+    assert spread["why"].startswith("launch-bound timing: the test times 30 us a call (latency_us), of which the "
+                                    "kernel runs 10.02 us on the device")
+
+
+def test_the_tests_figure_decides_where_it_is_the_steadier_or_the_only_one():
+    assert decide.start_spread(cfg(), started(QUIET_DEVICE, NOISY_TEST))["decides_on"] == "test"
+    alone = decide.start_spread(cfg(), started(NOISY_TEST))
+    assert alone["decides_on"] == "test" and "device_us" not in alone and "device" not in alone["sd_pct"]
+    # a noisy test and nothing kgit can say why
+    assert alone["smallest_keepable_pct"] > decide.DETECTABLE_WARNING_PCT and alone["why"] is None
+
+
+def test_kgit_yaml_chooses_the_figure_and_device_without_a_recording_is_refused():
+    assert decide.start_spread(cfg(decide_on="test"), started(NOISY_TEST, QUIET_DEVICE))["decides_on"] == "test"
+    assert decide.start_spread(cfg(decide_on="device"), started(QUIET_DEVICE, NOISY_TEST))["decides_on"] == "device"
+    with pytest.raises(KgitError, match="decide_on: device, but kgit's device timing recorded no launch"):
+        decide.start_spread(cfg(decide_on="device"), started(NOISY_TEST))
+
+
+def baseline(spread, environment=None):
+    return Record("k", 0, "baseline", Status.BASELINE, value=1.0, measurement={"spread": spread},
+                  environment=environment)
+
+
+def test_a_loop_decides_on_what_its_start_chose_unless_kgit_yaml_says():
+    chose_device = baseline({"decides_on": "device"})
+    assert decide.decides_on(cfg(), [chose_device]) == "device"
+    assert decide.decides_on(cfg(decide_on="test"), [chose_device]) == "test"
+    assert decide.decides_on(cfg(), [baseline({})]) == "test"  # a loop started before kgit measured devices
+    assert decide.decides_on(cfg(), []) == "test"
+
+
+def test_the_noise_prior_is_of_the_deciding_figure_and_starts_from_the_starts_runs():
+    env = {"host": "h", "device": "nvidia"}
+    start = baseline({"test": NOISY_TEST, "device_us": QUIET_DEVICE}, env)
+    on_device = Record("k", 1, "s", Status.WITHIN_NOISE, environment=env,
+                       measurement={"log_ratios": [0.01, 0.03], "decided_on": "device"})
+    on_test = Record("k", 2, "s", Status.WITHIN_NOISE, environment=env,
+                     measurement={"log_ratios": [0.3, -0.3, 0.1]})
+    prior = decide.noise_prior([start, on_device, on_test], env, "device")
+    assert prior == noise.Prior.from_decisions([[0.01, 0.03]]).plus(noise.Prior.from_runs(QUIET_DEVICE))
+    assert decide.noise_prior([start, on_device, on_test], env, "test") == noise.Prior.from_decisions(
+        [[0.3, -0.3, 0.1]]).plus(noise.Prior.from_runs(NOISY_TEST))
+    assert decide.noise_prior([start], {"host": "other"}, "device") == noise.Prior()  # another machine's noise

@@ -83,3 +83,22 @@ def test_a_prior_whose_noise_the_decision_contradicts_is_set_aside():
     assert noise.interval([0.02, 0.03, 0.025], noise.Prior(22 * 0.005 ** 2, 22)).df == 24
     # the other way round too: a noisy decision does not borrow a quiet past's narrow interval
     assert noise.interval([0.1, -0.2, 0.15], noise.Prior(22 * 0.002 ** 2, 22)).df == 2
+
+
+def test_the_smallest_keepable_gain_is_the_floor_plus_the_intervals_half_width_at_max_pairs():
+    half = noise.t_quantile(1 - 0.05 / 12 / 2, 11 + 3) * 0.02 / math.sqrt(12) + 0.001
+    assert noise.smallest_keepable_pct(0.02, 12, 1.0, rounding=0.001, prior_df=3) == pytest.approx(
+        (math.exp(math.log(1.01) + half) - 1) * 100)
+    # no noise: the floor alone; one pair and no prior: the noise is unknown, nothing can be kept
+    assert noise.smallest_keepable_pct(0.0, 12, 1.0) == pytest.approx(1.0)
+    assert noise.smallest_keepable_pct(0.01, 1, 1.0) == math.inf
+
+
+def test_a_prior_from_repeated_runs_is_of_a_pair_twice_one_runs_variance():
+    runs = [100.0, 102.0, 99.0, 101.0]
+    logs = [math.log(v) for v in runs]
+    mean = sum(logs) / 4
+    prior = noise.Prior.from_runs(runs)
+    assert prior.df == 3 and prior.sum_squares == pytest.approx(2 * sum((x - mean) ** 2 for x in logs))
+    assert noise.Prior.from_runs([100.0]) == noise.Prior() and noise.Prior.from_runs([1.0, None]) == noise.Prior()
+    assert noise.log_sd([1.0, math.e]) == pytest.approx(math.sqrt(0.5))

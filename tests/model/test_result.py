@@ -182,3 +182,101 @@ def test_a_spread_is_what_the_test_reported_and_none_when_it_reported_none():
     assert validate({"correctness": True, "gbps": 10.0, "spread_pct": None}, None, 1.0, "").spread_pct is None
     assert not validate({"correctness": True, "gbps": 10.0, "spread_pct": -1}, None, 1.0, "").ok
     assert validate({"correctness": False, "gbps": 10.0}, None, 1.0, "").spread_pct is None
+
+
+# --- any test format: kgit.yaml's verdict, metric_pattern and device_us ---------------------------
+
+from kgit.model.device_time import DeviceTime  # noqa: E402
+from kgit.model.result import DEVICE_METRIC, decimals_of, rounding_of, reported_latency_us  # noqa: E402
+
+DEVICE = DeviceTime(total_us=2500.0, launches=250, kernels=("_k",), source="cupti", median_launch_us=10.0)
+
+
+@pytest.mark.parametrize("payload, passed", [
+    ({"passed": True, "gbps": 3.0}, True),
+    ({"passed": False, "gbps": 3.0}, False),
+    ({"passed": 1, "gbps": 3.0}, False),  # true is not 1
+    ({"passed": "true", "gbps": 3.0}, False),
+])
+def test_a_verdict_mapping_names_the_key_and_the_value_that_means_pass(payload, passed):
+    result = validate(payload, Reading(verdict={"key": "passed", "pass": True}), 1.0, "")
+    assert result.ok and result.passed is passed
+    assert result.reason == (None if passed else "correctness: the test reports incorrect results")
+
+
+def test_a_verdict_mapping_to_a_string_and_a_missing_key():
+    reading = Reading(verdict={"key": "status", "pass": "PASS"})
+    assert validate({"status": "PASS", "gbps": 3.0}, reading, 1.0, "").passed
+    assert not validate({"status": "FAIL", "gbps": 3.0}, reading, 1.0, "").passed
+    missing = validate({"gbps": 3.0, "correctness": True}, reading, 1.0, "")
+    assert not missing.ok and missing.reason == "invalid JSON: no status in the test's JSON (kgit.yaml's verdict names it)"
+
+
+def test_the_exit_status_as_the_verdict():
+    reading = Reading(figure=DEVICE_METRIC, verdict="exit_status")
+    passed = from_output("3 passed in 0.5s\n", None, reading, 1.0, "", DEVICE)
+    assert passed.passed and passed.metric == DEVICE_METRIC and passed.value == 2500.0
+    failed = from_output("1 failed\n", "crashed: exit status 1: AssertionError", reading, 1.0, "", DEVICE)
+    assert failed.ok and not failed.correctness
+    assert failed.reason == "correctness: the test failed (exit status 1: AssertionError)"
+    killed = from_output("", "crashed: killed by signal SIGSEGV", reading, 1.0, "", DEVICE)
+    assert not killed.ok and killed.reason == "crashed: killed by signal SIGSEGV"  # a crash, not a verdict
+    timeout = from_output("", "timeout: no result after 5 s", reading, 1.0, "")
+    assert not timeout.ok
+
+
+def test_without_a_verdict_setting_a_test_without_json_fails_with_the_way_out():
+    result = from_output("all good\n", None, Reading(), 1.0, "")
+    assert not result.ok and result.reason == "no JSON object on stdout"
+
+
+def test_device_us_is_kgits_device_time_and_needs_a_recorded_launch():
+    found = validate({"correctness": True}, Reading(DEVICE_METRIC), 1.0, "", DEVICE)
+    assert found.passed and (found.metric, found.value, found.rounding) == (DEVICE_METRIC, 2500.0, 0.0)
+    missing = validate({"correctness": True}, Reading(DEVICE_METRIC), 1.0, "", None)
+    assert not missing.ok and missing.reason.startswith("no figure: kgit recorded no launch")
+
+
+def test_a_figure_read_from_plain_text_by_a_pattern():
+    reading = Reading(verdict="exit_status", pattern=r"softmax: ([0-9.]+) GB/s")
+    out = "warming up\nsoftmax: 812.5 GB/s\nsoftmax: 815.25 GB/s\ndone\n"
+    found = from_output(out, None, reading, 1.0, "")
+    assert found.passed and found.value == 815.25 and found.printed == (815.25,)  # the last match
+    assert not from_output("nothing\n", None, reading, 1.0, "").ok
+    bad = from_output("softmax: 1.2.3 GB/s\n", None, reading, 1.0, "")
+    assert not bad.ok and "not a number" in bad.reason
+
+
+def test_a_test_printing_no_figure_is_told_both_ways_out():
+    found = from_output("ok\n", None, Reading(verdict="exit_status"), 1.0, "")
+    assert not found.ok and "metric_pattern" in found.reason and DEVICE_METRIC in found.reason
+
+
+def test_rounding_is_read_from_every_run_of_the_figure_not_one_value():
+    # round(x, 4) prints 0.004 for 0.00401: taken alone it looks rounded to 3 decimals (a 12.5% bound)
+    alone = from_output('{"correctness": true, "gbps": 0.004}\n', None, None, 1.0, "")
+    assert decimals_of([alone]) == 3
+    other_run = from_output('{"correctness": true, "gbps": 0.0043}\n', None, None, 1.0, "")
+    assert decimals_of([alone, other_run]) == 4
+    assert rounding_of(alone.printed, decimals_of([alone, other_run])) == pytest.approx(-math.log(1 - 0.00005 / 0.004))
+
+
+def test_rounding_is_read_from_the_tests_other_figures_too():
+    # a test that prints every figure with round(x, 4): its 0.004 is 0.0040
+    found = from_output('{"correctness": true, "gbps": 0.004, "latency_us": 12.3456, "ratio": 1.0012}\n',
+                        None, None, 1.0, "")
+    assert found.other_decimals == 4 and decimals_of([found]) == 4
+    # the least precise of the others counts: one at 1 decimal, one at 4, says no more than 1
+    mixed = from_output('{"correctness": true, "gbps": 0.004, "latency_us": 12.3, "ratio": 1.0012}\n',
+                        None, None, 1.0, "")
+    assert decimals_of([mixed]) == 3
+    # a figure printed unrounded (17 digits) is not rounded at all, whatever else the test prints
+    raw = from_output('{"correctness": true, "gbps": 0.0040123456789012345, "latency_us": 12.3}\n', None, None,
+                      1.0, "")
+    assert decimals_of([raw]) is None and raw.rounding == 0.0
+
+
+def test_the_tests_own_time_of_a_call_in_microseconds_():
+    assert reported_latency_us({"latency_us": 26.4}) == ("latency_us", 26.4)
+    assert reported_latency_us({"pytorch_us": 9.0, "time_ms": 0.03}) == ("time_ms", 30.0)
+    assert reported_latency_us({"gbps": 3.0, "ms": True}) is None
