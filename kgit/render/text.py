@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kgit.model.decide import best_record
 from kgit.model.record import Record, Status, StopReason
-from kgit.model.result import unit_of
+from kgit.model.result import DEVICE_METRIC, unit_of
 
 LOG_HEADERS = ["Iter", "Action", "Tier", "Correctness", "Metric", "Delta", "Status"]
 SUMMARY_HEADERS = ["Kernel", "GPU", "Baseline", "Best", "% of peak", "Iterations", "Reverted", "Target"]
@@ -30,7 +30,10 @@ def metric(value: float | None, name: str | None, cpu_timing: bool = False) -> s
 
 
 def unit_label(name: str) -> str:
-    """How a figure's unit reads: GBps or TFLOPS for a figure named so (a path too), else its name."""
+    """How a figure's unit reads: GBps or TFLOPS for a figure named so (a path too), "us on the device"
+    for kgit's device time, else its name."""
+    if name == DEVICE_METRIC:
+        return "us on the device"
     unit = unit_of(name)
     return UNITS[unit] if unit else name
 
