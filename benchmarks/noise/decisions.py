@@ -7,8 +7,9 @@ issue): 20 steps that change nothing measurable, and 20 real 3% traffic cuts.
 
 Builds a scratch repository with benchmarks/noise/scale/ (a test in the collection's style: perf_counter
 around a loop, no warm-up, no spread), runs `kgit start scale`, then:
-  noop   appends a comment to the kernel and steps, STEPS times on one branch;
-  cut    STEPS times, on one branch: a step that cuts the 3% extra read; when it is kept, a
+  noop   appends an unused constant to the kernel and steps, STEPS times on one branch (a comment
+         alone is refused: its code is the same);
+  cut    STEPS times, on one branch: a step (with --again) that cuts the 3% extra read; when it is kept, a
          `git reset --hard` back to the kernel with the extra read (kgit then judges against that
          again), so that every trial starts from the same best, with the noise of earlier ones known;
   probe  runs the test alone STEPS times with 100 and with 1000 launches in its timed loop, alternately:
@@ -64,7 +65,8 @@ def summary(record: dict, wall: float) -> dict:
 
 def step(root: Path, message: str, out) -> dict:
     t0 = time.monotonic()
-    record = kgit(root, "step", "-m", message)
+    # --again: the cut series measures one kernel code many times on purpose (kgit refuses a repeat otherwise)
+    record = kgit(root, "step", "-m", message, "--again")
     line = summary(record, time.monotonic() - t0)
     write_line(out, line)
     return line
@@ -102,8 +104,9 @@ def main() -> None:
         if args.series == "noop":
             kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
             for i in range(1, args.steps + 1):
-                kernel.write_text(kernel.read_text() + f"# no-op {i}\n")
-                step(root, f"no-op {i}: a comment", out)
+                # an assignment nothing reads: kgit step refuses a change of comments alone
+                kernel.write_text(kernel.read_text() + f"NO_OP_{i} = {i}\n")
+                step(root, f"no-op {i}: an unused constant", out)
         else:
             kgit(root, "start", "scale", "--max-iterations", str(args.steps + 1))
             with_extra_read = git(root, "rev-parse", "HEAD")
