@@ -217,7 +217,7 @@ def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
     if kernel_code.code(path, texts[0]) == mine:
         raise SameCode(f"the change touches only comments, whitespace or docstrings of {path}, whose code stays "
                        f"as HEAD has it; nothing was run, no iteration used",
-                       f"step it with your next change to the code, or drop it with git restore -- {path} (a "
+                       f"step it with your next change to the code, or drop it with git restore --staged --worktree -- {path} (a "
                        f"commit of it by hand would stop the loop: steps refuse kernel commits no step recorded)",
                        f"changed only comments, whitespace or docstrings of {path}")
     parsed = {}  # many iterations share a kernel text: each text is parsed once

@@ -37,9 +37,10 @@ def test_a_change_of_comments_whitespace_or_docstrings_is_refused_and_touches_no
 
 def test_either_way_the_no_op_refusal_advises_works(started):
     _edit(started, NO_OPS["a comment"])
+    started.git("add", KERNEL)  # staged or not, the advice drops it
     message = started.refused("step", "-m", "a comment")
     restore = message.split("drop it with ")[1].split(" (")[0]
-    assert restore == f"git restore -- {KERNEL}"
+    assert restore == f"git restore --staged --worktree -- {KERNEL}"
     subprocess.run(restore, shell=True, cwd=started.root, check=True)
     assert started.git("status", "--porcelain") == ""  # dropped, and the loop is as it was
     assert "no change to" in started.refused("step", "-m", "x")

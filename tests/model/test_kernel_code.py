@@ -62,11 +62,15 @@ def test_an_edit_of_the_code_is_another_code(edit):
     assert not same_code("k.py", KERNEL, DIFFERENT[edit])
 
 
-def test_a_string_statement_after_the_first_is_code():
+def test_a_string_statement_that_is_no_docstring_is_code():
     # only the first statement of a module, class or function is its docstring
     with_second = KERNEL.replace('    """Launches it."""\n', '    """Launches it."""\n    "a note"\n')
     assert not same_code("k.py", KERNEL, with_second)
     assert not same_code("k.py", with_second, with_second.replace('"a note"', '"another note"'))
+    # nor is the first statement of any other block
+    in_a_block = KERNEL.replace("        return softmax(x)\n", '        if x is None:\n            "a note"\n'
+                                                              "        return softmax(x)\n")
+    assert not same_code("k.py", in_a_block, in_a_block.replace('"a note"', '"another note"'))
 
 
 def test_a_file_that_does_not_parse_is_compared_by_its_text_with_whitespace_collapsed():
