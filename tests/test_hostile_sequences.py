@@ -98,8 +98,10 @@ class Loop(RuleBasedStateMachine):
     def edit(self, metric):
         self.edits += 1
         text = (self.ws.root / KERNEL).read_text().split("# edit ")[0]
-        lines = [f"METRIC = {metric!r}" if line.startswith("METRIC = ") else line for line in text.splitlines()]
-        (self.ws.root / KERNEL).write_text("\n".join(lines) + f"\n# edit {self.edits}-{metric}\n")
+        lines = [f"METRIC = {metric!r}" if line.startswith("METRIC = ") else line for line in text.splitlines()
+                 if not line.startswith("EDIT = ")]
+        # each edit is new code (EDIT), not a comment alone: kgit step refuses a change it has measured
+        (self.ws.root / KERNEL).write_text("\n".join(lines) + f"\nEDIT = {self.edits}  # edit {self.edits}-{metric}\n")
 
     @precondition(lambda self: self.ws.on_branch())
     @rule()

@@ -37,17 +37,21 @@ def start_command(ctx, kernel, as_json, **options):
 @click.option("--keep-anyway", "keep_anyway", metavar="REASON",
               help="Keep the change on the branch even if it is not faster (it paves the way for a bigger "
                    "next step); the best stays where it is.")
+@click.option("--again", is_flag=True,
+              help="Measure a kernel whose code an earlier iteration measured already (the test or the machine "
+                   "may have changed since); the record names that iteration.")
 @loop_options
 @json_option
 @click.pass_context
-def step_command(ctx, action, tier, keep_anyway, as_json, **options):
+def step_command(ctx, action, tier, keep_anyway, again, as_json, **options):
     """Commit the edited kernel, measure it against the best pair by pair, keep or revert it."""
     from kgit.loop import steps
     from kgit.render import commands
 
     progress = Progress("step")
     try:
-        outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress, keep_anyway=keep_anyway)
+        outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress, keep_anyway=keep_anyway,
+                             again=again)
     finally:
         progress.end()
     notes(outcome.recovered)

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from kgit import config, device
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
-from kgit.git.run import Repo
+from kgit.git.run import Repo, cat_blobs
 from kgit.loop import measure, testing
 from kgit.loop.history import LoopState, hand_commit_advice, loop_state, unrecorded_commits
-from kgit.model import decide
+from kgit.model import decide, kernel_code
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
+from kgit.render.text import verdict
 from kgit.state import journal as journals
 from kgit.state import transaction
 
@@ -157,7 +158,7 @@ def current_kernel(repo: Repo) -> str:
 
 def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
          measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None,
-         agent_turn: dict | None = None) -> Outcome:
+         agent_turn: dict | None = None, again: bool = False) -> Outcome:
     """Commit the edited kernel, measure it against the best pair by pair, decide, keep or revert it.
 
     measured: this exact kernel already compared with the current best elsewhere (on another GPU),
@@ -165,6 +166,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     keep_anyway: a reason to keep a change that is not faster on the branch (it paves the way for a
     bigger next step); the best stays where it is.
     agent_turn: the turn of kgit run --agent that made the change, kept in the record.
+    again: measure a kernel whose code an earlier iteration measured already (SameCode otherwise).
     """
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
@@ -173,6 +175,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
+        repeats = check_new_code(repo, state, again)  # before the commit: a refusal uses no iteration
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
         comparison, environment = measured or (None, device.environment(state.cfg.gpu))
@@ -181,7 +184,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         except KeyboardInterrupt:
             comparison = failed(not_run(INTERRUPTED_BY_USER))
         outcome = _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
-                          agent_turn)
+                          agent_turn, repeats)
     if outcome.record.reason == INTERRUPTED_BY_USER:
         # recorded and rolled back like any failure; the change waits at its attempt ref
         ref = refs.attempt_ref(outcome.record.kernel, outcome.record.iteration)
@@ -189,6 +192,60 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
                                f"rolled back; 'git checkout {ref} -- {state.cfg.kernel_path}' brings the change "
                                "back to step it again")
     return outcome
+
+
+class SameCode(KgitError):
+    """A step refused because its kernel's code was run already: HEAD's (a change of comments,
+    whitespace or docstrings only), or an earlier iteration's. reason: the same in a few words, for the
+    record of an agent's turn (kgit.loop.agent); repeats: that earlier iteration, if it is one."""
+
+    def __init__(self, problem: str, hint: str, reason: str, repeats: int | None = None):
+        super().__init__(problem, hint)
+        self.reason, self.repeats = reason, repeats
+
+
+def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
+    """Refuse (SameCode) a kernel in the working tree whose code (kgit.model.kernel_code) is HEAD's, or
+    that of an earlier iteration whose test ran: that one's verdict stands, and a step would spend an
+    iteration to repeat it. With again the latter is measured anyway: the iteration it repeats, else None."""
+    path = state.cfg.kernel_path
+    try:
+        text = (repo.root / path).read_bytes().decode(errors="replace")
+    except OSError:  # the kernel file deleted: a change its test judges
+        return None
+    # An attempt that never ran (interrupted, or an agent's turn refused untested) has no verdict: the
+    # advice after an interruption is to step the same change again.
+    tried = [(sha, record) for sha, record in state.history.pairs if _ran(record)]
+    # HEAD's kernel and every earlier iteration's, read by one git process
+    texts = cat_blobs(repo, [f"HEAD:{path}"] + [f"{sha}:{path}" for sha, _ in tried])
+    mine = kernel_code.code(path, text)
+    if kernel_code.code(path, texts[0]) == mine:
+        raise SameCode(f"the change touches only comments, whitespace or docstrings of {path}, whose code stays "
+                       f"as HEAD has it; nothing was run, no iteration used",
+                       f"step it with your next change to the code, or drop it with git restore --staged --worktree -- {path} (a "
+                       f"commit of it by hand would stop the loop: steps refuse kernel commits no step recorded)",
+                       f"changed only comments, whitespace or docstrings of {path}")
+    parsed = {}  # many iterations share a kernel text: each text is parsed once
+    for (sha, record), earlier in reversed(list(zip(tried, texts[1:]))):  # the latest verdict first
+        if earlier and earlier not in parsed:  # empty: a commit gone from this clone
+            parsed[earlier] = kernel_code.code(path, earlier)
+        if earlier and parsed[earlier] == mine:
+            if again:
+                return record.iteration
+            raise SameCode(f"{path} holds the same kernel code as iteration {record.iteration} ({verdict(record)}); "
+                           "nothing was run, no iteration used",
+                           f"make another change, or measure this one again with 'kgit step --again' (the test "
+                           f"or the machine may have changed since; 'kgit show {record.iteration}' shows that one)",
+                           f"repeated the kernel code of iteration {record.iteration} ({verdict(record)})",
+                           record.iteration)
+    return None
+
+
+def _ran(record: Record) -> bool:
+    """Whether the record's kernel was run by its test (its verdict says something of its code)."""
+    if record.measurement is not None:
+        return bool(record.measurement.get("runs"))
+    return record.correctness is not None  # a record without its measurement (an older kgit's)
 
 
 def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: dict,
@@ -274,7 +331,7 @@ def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
 
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
             environment: dict | None, keep_anyway: str | None, overrides: dict,
-            agent_turn: dict | None = None) -> Outcome:
+            agent_turn: dict | None = None, repeats: int | None = None) -> Outcome:
     best_commit, best = decide.best_pair(state.history.pairs) or (None, None)
     test_changed = best_commit is not None and read.changed(repo, best_commit, journal.candidate,
                                                             state.cfg.test_path)
@@ -289,6 +346,8 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
         record = record.replace(options=overrides)
     if agent_turn:
         record = record.replace(agent=agent_turn)
+    if repeats is not None:  # kgit step --again: the same kernel code as that iteration, measured again
+        record = record.replace(repeats=repeats)
     commit = transaction.decided(repo, journal, record)
     return Outcome(record, commit, recovered, state.history.invalid)
 

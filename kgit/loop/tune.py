@@ -265,10 +265,17 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 measured = []
             for i, (candidate, text) in enumerate(zip(candidates, sources)):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
+                before = (repo.root / cfg.kernel_path).read_text()
                 (repo.root / cfg.kernel_path).write_text(text)
                 tier = skillfiles.tier_of_change(tiers, [k for k, v in candidate.items() if current.get(k) != v])
-                outcome = steps.step(repo, describe_change(current, candidate), tier, overrides, progress,
-                                     measured[i] if i < len(measured) else None)
+                try:
+                    # again: the search never proposes a configuration measured before; should one's code
+                    # still equal an earlier iteration's, measuring it is what was asked for
+                    outcome = steps.step(repo, describe_change(current, candidate), tier, overrides, progress,
+                                         measured[i] if i < len(measured) else None, again=True)
+                except steps.SameCode:  # code as HEAD's: refused, the kernel put back as it was
+                    (repo.root / cfg.kernel_path).write_text(before)
+                    raise
                 on_outcome(outcome)
                 steps.raise_if_interrupted(outcome)
                 if outcome.record.stop_reason:

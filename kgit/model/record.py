@@ -90,6 +90,8 @@ class Record:
     # an agent's turn that made the change (kgit run --agent): its command, the context it was given,
     # what it printed (both bounded), how long it took
     agent: dict | None = None
+    # the earlier iteration whose kernel code this one measured again (kgit step --again)
+    repeats: int | None = None
     version: int = RECORD_VERSION
     # keys this kgit does not know (a newer kgit wrote them): kept and written back unchanged
     extra: dict = field(default_factory=dict, compare=False)
@@ -207,6 +209,9 @@ def from_json(data) -> Record:
     duration = data.get("duration_s", 0.0)
     if type(duration) not in (int, float) or not math.isfinite(duration):
         raise InvalidRecord(f"duration_s must be a finite number, not {duration!r}")
+    repeats = data.get("repeats")
+    if repeats is not None and (type(repeats) is not int or repeats < 0):
+        raise InvalidRecord(f"repeats must be an iteration number, not {repeats!r}")
     version = data.get("kgit", RECORD_VERSION)
     if type(version) is not int:
         raise InvalidRecord(f"kgit must be a version number, not {version!r}")
@@ -214,7 +219,7 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     return Record(kernel=kernel, iteration=iteration, action=action, status=status, tier=tier,
                   cpu_timing=bool(cpu_timing), correctness=correctness, stop_reason=stop_reason, base=base,
-                  duration_s=float(duration), version=version,
+                  duration_s=float(duration), repeats=repeats, version=version,
                   extra={k: v for k, v in data.items() if k not in _KNOWN}, **fields)
 
 
@@ -226,6 +231,8 @@ def to_json(record: Record) -> dict:
     for attachment in ("options", "measurement", "environment", "profile", "diagnosis", "agent"):  # not in every record
         if data[attachment] is None:
             del data[attachment]
+    if data["repeats"] is None:  # only a step made with --again has it
+        del data["repeats"]
     return {**record.extra, **data}
 
 

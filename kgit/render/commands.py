@@ -152,6 +152,8 @@ def show(shown) -> str:
         f"commit {shown.commit}  {row[6]}",
         f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or 'an unknown device'}",
         *([f"reason: {record.reason}"] if record.reason else []),
+        *([f"measured again (kgit step --again): the same kernel code as iteration {record.repeats}"]
+          if record.repeats is not None else []),
         *_measured(record),
         *([_tail_label(record)] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
           if record.output_tail and record.output_tail.strip() else []),

@@ -68,6 +68,16 @@ def status_words(record: Record, reason_chars: int | None = 100, resumed: bool =
     return words
 
 
+def verdict(record: Record) -> str:
+    """An iteration's decision in a few words, with the gain that decided it when pairs measured it:
+    'within noise, reverted: +0.3% [-1.1, +1.7] over 3 pairs'."""
+    words = status_words(record, reason_chars=100)
+    pairs = (record.measurement or {}).get("pairs")
+    if record.delta_pct is not None and pairs:
+        words += f": {gain(record)} over {pairs} pair{'s' if pairs != 1 else ''}"
+    return words
+
+
 def log_row(record: Record, resumed: bool = False) -> list[str]:
     correctness = {True: "PASS", False: "FAIL", None: "-"}[record.correctness]
     return [

@@ -169,3 +169,17 @@ def test_a_run_after_a_killed_step_recovers_it_rather_than_take_its_candidate_fo
     assert run.returncode == 0, run.stderr
     assert "finished an interrupted step: iteration 1 of fake is FAILED, rolled back" in run.stderr
     started.check_invariants()
+
+
+def test_a_turn_that_repeats_an_iteration_or_changes_only_comments_is_recorded_failed_and_the_loop_goes_on(ws, tmp_path):
+    # kgit step refuses such a change (nothing new to measure); in the agent's loop the turn is recorded
+    # as one that changed nothing, so that the agent reads why in its next context
+    command = agent_command(tmp_path, ["metric=90.0", "metric=90.0", "chatty", "metric=120.0"])
+    records = ws.ok("run", "fake", "--agent", command, "--max-iterations", "4", "--json").json()["iterations"]
+    assert [r["status"] for r in records] == ["BASELINE", "REGRESSED", "FAILED", "FAILED", "IMPROVED"]
+    assert records[2]["reason"].startswith("agent repeated the kernel code of iteration 1 (regressed, reverted: -10.0% [")
+    assert records[3]["reason"] == f"agent changed only comments, whitespace or docstrings of {KERNEL}"
+    assert "METRIC = 90.0" in ws.git("show", f"refs/kgit/attempts/fake/2:{KERNEL}")  # kept as its attempt
+    assert "agent repeated the kernel code of iteration 1" in (tmp_path / "turns.context3").read_text()
+    assert records[4]["agent"] and "METRIC = 120.0" in ws.kernel_text("HEAD")
+    ws.check_invariants()

@@ -57,7 +57,8 @@ else:
     text = kernel.read_text()
     metric = float(re.search(r"METRIC = ([0-9.]+)", text).group(1))
     effect = {2: 1.2, 1: 1.0, 3: 0.8}.get(tier, 1.0)
-    text = re.sub(r"METRIC = [0-9.]+", f"METRIC = {metric * effect:.1f}", text) + f"# {action}\n"
+    # a change of code (kgit refuses one of comments only), whose effect on speed the tier decides
+    text = re.sub(r"METRIC = [0-9.]+", f"METRIC = {metric * effect:.1f}", text) + f"TRIED = {action!r}\n"
     kernel.write_text(text)
     pathlib.Path(os.environ["KGIT_ACTION_FILE"]).write_text(f"{action}\ntier: {tier}\n")
 with journal.open("a") as out:

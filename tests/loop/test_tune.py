@@ -302,3 +302,36 @@ def test_in_triton_s_interpreter_tune_holds_the_launch_options_it_cannot_time(ws
     assert all('"num_warps": 2' in text for text in tried) is held
     assert ("Triton's interpreter ignores num_warps: kgit tune holds num_warps=2 on this machine" in run.stderr) is held
     ws.check_invariants()
+
+
+def _tune_proposing(ws, monkeypatch, config: dict) -> tuple:
+    """kgit tune, in this process, with a search that proposes config once, then nothing."""
+    from kgit.git.run import find_repo
+    from kgit.loop import tune
+
+    proposals = [config]
+    monkeypatch.setattr(tune, "propose_next", lambda *args, **kwargs: proposals.pop() if proposals else None)
+    outcomes = []
+    stopped = tune.run(find_repo(ws.root), "fake", {}, None, outcomes.append)
+    return stopped, outcomes
+
+
+def test_a_proposal_whose_code_an_iteration_measured_is_measured_again_and_says_so(landscape, monkeypatch):
+    landscape.ok("start", "fake")
+    (landscape.root / KERNEL).write_text(write_config(LANDSCAPE, KERNEL, {"BLOCK": 128, "WARPS": 2}))
+    assert landscape.ok("step", "-m", "BLOCK 256->128", "--json").json()["status"] == "REGRESSED"
+    stopped, outcomes = _tune_proposing(landscape, monkeypatch, {"BLOCK": 128, "WARPS": 2})
+    assert stopped.value == "SPACE_EXHAUSTED"
+    assert [(o.record.iteration, o.record.repeats) for o in outcomes] == [(2, 1)]
+    landscape.check_invariants()
+
+
+def test_a_proposal_whose_code_is_head_s_is_refused_and_the_kernel_put_back(ws, monkeypatch):
+    from kgit.loop import steps
+
+    (ws.root / KERNEL).write_text(LANDSCAPE.replace('{"BLOCK": 256, "WARPS": 2}', "{'BLOCK': 256, 'WARPS': 2}"))
+    ws.git("commit", "-qam", "a tunable kernel, written with single quotes")
+    ws.ok("start", "fake")
+    with pytest.raises(steps.SameCode):  # HEAD's configuration, written as kgit writes it: the same code
+        _tune_proposing(ws, monkeypatch, {"BLOCK": 256, "WARPS": 2})
+    assert ws.git("status", "--porcelain") == "" and ws.ok("status", "--json").json()["iteration"] == 0
