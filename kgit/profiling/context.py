@@ -78,6 +78,8 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
                  "pct_of_peak": top.pct_of_peak, "commit": state.best_commit} if top else None,
         "gap": state.gap,
         "gap_pct": state.gap_pct,
+        # what kgit start measured of the noise: a change smaller than smallest_keepable_pct is not kept
+        "detectable": _detectable(records),
         "iteration": state.iteration,
         "max_iterations": state.max_iterations,
         "stopped": state.stopped.value if state.stopped else None,
@@ -91,6 +93,13 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
         "invalid_notes": [note.to_json() for note in log.invalid],
         "platform": {"device": vendor, "profiler": on_gpu, "note": None if on_gpu else INTERPRETER_NOTE},
     }
+
+
+def _detectable(records: list) -> dict | None:
+    spread = next(((r.measurement or {}).get("spread") for r in records if r.iteration == 0), None)
+    if not spread:
+        return None
+    return {k: spread.get(k) for k in ("decides_on", "smallest_keepable_pct", "max_pairs", "sd_pct", "why")}
 
 
 def _no_profile(on_gpu: bool) -> str:
