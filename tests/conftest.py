@@ -29,13 +29,7 @@ def ws(tmp_path: Path) -> Workspace:
     (root / "skills/kernels/fake").mkdir(parents=True)
     for name in ("triton_template.py", "test_fake.py"):
         shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
-    w = Workspace(root)
-    w.git("init", "-q", "-b", "main")
-    w.git("config", "user.email", "test@example.com")
-    w.git("config", "user.name", "kgit test")
-    w.git("add", "-A")
-    w.git("commit", "-qm", "fake kernel")
-    return w
+    return Workspace(root).init("fake kernel")
 
 
 @pytest.fixture

@@ -46,6 +46,15 @@ class Workspace:
     def __init__(self, root: Path):
         self.root = root
 
+    def init(self, message: str) -> Workspace:
+        """A new repository of what is in the root, committed on main by a test identity."""
+        self.git("init", "-q", "-b", "main")
+        self.git("config", "user.email", "test@example.com")
+        self.git("config", "user.name", "kgit test")
+        self.git("add", "-A")
+        self.git("commit", "-qm", message)
+        return self
+
     def git(self, *args: str) -> str:
         return subprocess.run(
             ["git", *args], cwd=self.root, check=True, capture_output=True, text=True

@@ -55,11 +55,7 @@ def foreign(tmp_path):
         "scale:\n  kernel_path: ops/scale.py\n  test_path: tests/test_scale.py\n"
         f"  test_command: {sys.executable} -m pytest -q -p no:cacheprovider tests/test_scale.py\n"
         "  verdict: exit_status\n  metric: device_us\n  max_pairs: 2\n")
-    w.git("init", "-q", "-b", "main")
-    w.git("config", "user.email", "test@example.com")
-    w.git("config", "user.name", "kgit test")
-    w.git("add", "-A")
-    w.git("commit", "-qm", "their kernel and their pytest test")
+    w.init("their kernel and their pytest test")
     return w
 
 
@@ -87,11 +83,7 @@ def test_a_verdict_key_of_the_users_json(tmp_path):
     (w.root / "kgit.yaml").write_text(
         "k:\n  kernel_path: ops/k.py\n  test_path: bench.py\n  test_command: python bench.py\n"
         "  verdict: {key: passed, pass: true}\n")
-    w.git("init", "-q", "-b", "main")
-    w.git("config", "user.email", "test@example.com")
-    w.git("config", "user.name", "kgit test")
-    w.git("add", "-A")
-    w.git("commit", "-qm", "a script without --json, its verdict under 'passed'")
+    w.init("a script without --json, its verdict under 'passed'")
     env = {"PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
     record = w.ok("start", "k", "--json", env=env).json()
     assert record["value"] == 100.0 and record["test"]["passed"] is True
@@ -106,11 +98,7 @@ def test_a_test_with_no_verdict_kgit_can_read_is_refused_at_start_with_the_setti
     (w.root / "k.py").write_text("X = 1\n")
     (w.root / "bench.py").write_text("print('fast enough')\n")
     (w.root / "kgit.yaml").write_text("k:\n  kernel_path: k.py\n  test_path: bench.py\n")
-    w.git("init", "-q", "-b", "main")
-    w.git("config", "user.email", "test@example.com")
-    w.git("config", "user.name", "kgit test")
-    w.git("add", "-A")
-    w.git("commit", "-qm", "a test that prints no JSON")
+    w.init("a test that prints no JSON")
     refusal = w.refused_json("start", "k", "--json")
     assert refusal["error"].startswith("baseline failed (no JSON object on stdout)")
     (w.root / "kgit.yaml").write_text("k:\n  kernel_path: k.py\n  test_path: bench.py\n  verdict: exit_status\n")
