@@ -2,7 +2,8 @@
 # kgit's decisions on a collection's own softmax test, unchanged (perf_counter around 200 launches):
 # benchmarks/noise/decisions.py --peer on the folder PEER (the collection's triton_template.py and
 # test_softmax.py; carried to the device, never committed). SERIES: probe, noop, gain, in that order;
-# each stops after LIMIT_S seconds (keeping what it measured). Writes DIR/<series>.jsonl and the logs to $OUT.
+# each stops after LIMIT_S seconds (keeping what it measured), and none runs after a probe in which
+# kgit's device time did not decide. Writes DIR/<series>.jsonl and the logs to $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -19,5 +20,9 @@ for series in ${SERIES:-probe noop gain}; do
   timeout "${LIMIT_S:-560}" python3 benchmarks/noise/decisions.py "$series" --steps "${STEPS:-20}" --peer "$PEER" \
     --out "$OUT" > "$OUT/$series.out" 2>&1
   echo "$series: exit $?" >> "$OUT/exits.txt"
+  if [ "$series" = probe ] && ! grep -q '"decides_on": "device"' "$OUT/probe.jsonl"; then
+    echo "probe: kgit's device time does not decide; the series would measure nothing new" >> "$OUT/exits.txt"
+    break
+  fi
 done
 tail -n 3 "$OUT"/*.out; cat "$OUT/exits.txt"; head -c 1500 "$OUT/recording.jsonl"
