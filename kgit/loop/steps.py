@@ -85,7 +85,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
             last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
             ends = f"; the test's output ends: {last}" if last not in (result.reason or "") else ""
             raise KgitError(f"baseline failed ({result.reason}); nothing was changed{ends}",
-                            _baseline_hint(result.reason, kernel, cfg.test_path))
+                            _baseline_hint(result.reason, kernel, cfg))
         spread = decide.start_spread(cfg, runs)
         measured = Comparison(first=runs[0], best=[], candidate=[r.value for r in runs], log_ratios=[],
                               runs=len(runs) + 1, warmups=1)
@@ -381,12 +381,15 @@ def check_clean(repo: Repo, allowed: list[str]) -> None:
             f"{' '.join(others)} to keep it aside)")
 
 
-def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | None:
+def _baseline_hint(reason: str | None, kernel: str, cfg: config.KernelConfig) -> str | None:
     """What to do about a baseline that failed: for the way its test reports, or for its kernel."""
+    test_path = cfg.test_path
+    command = cfg.test_command or f"python {test_path} --json"
     if reason == "no JSON object on stdout":
-        return ("kgit runs 'python TEST --json' and reads the last JSON object it prints, such as "
-                "{\"correctness\": true, \"gbps\": 812.5} (kgit's README.md, 'The test contract'); or let "
-                f"'kgit init {kernel} --kernel PATH' write a test for the kernel on kgit's harness")
+        return (f"kgit runs '{command}' and reads the last JSON object it prints, such as "
+                "{\"correctness\": true, \"gbps\": 812.5} (kgit's README.md, 'The test contract'); a test that "
+                "prints none is read with 'verdict: exit_status' and 'metric: device_us' (or 'metric_pattern') in "
+                f"kgit.yaml; or let 'kgit init {kernel} --kernel PATH' write a test for the kernel on kgit's harness")
     time_named = re.search(r"; (\S+) looks like a time", reason or "")
     if time_named:
         return (f"add 'metric: {time_named.group(1)}' and 'better: lower' under '{kernel}:' in kgit.yaml, "
@@ -398,16 +401,17 @@ def _baseline_hint(reason: str | None, kernel: str, test_path: str) -> str | Non
     if reason and reason.startswith("invalid JSON"):
         return (f"print the JSON of kgit's README.md, 'The test contract', or let 'kgit init {kernel} --kernel "
                 f"PATH' write a test for the kernel on kgit's harness")
-    if reason and reason.startswith("crashed") and "No module named" in reason:
+    if reason and reason.startswith("crashed") and "No module named" in reason and not cfg.test_command:
         return (f"kgit runs 'python {test_path} --json' from the repository's root, as a script: it must import "
                 f"what it tests from there (a pytest module run so prints no result either; 'kgit init {kernel} "
                 "--kernel PATH' writes a test on kgit's harness)")
-    if reason and reason.startswith("crashed") and re.search(r"unrecognized arguments:.*--json", reason):
+    if (reason and reason.startswith("crashed") and re.search(r"unrecognized arguments:.*--json", reason)
+            and not cfg.test_command):
         # argparse's refusal of the one argument kgit always passes: the test is fine, its parser is not
         return (f"kgit runs 'python {test_path} --json' (then test_args): let the test accept --json, e.g. "
                 "parser.add_argument('--json', action='store_true') in argparse (it may print its JSON line "
                 f"either way), commit it, and run 'kgit start {kernel}' again")
     if reason and reason.startswith(("correctness", "crashed", "timeout")):
-        return (f"the loop starts from a kernel that passes its test: see 'python {test_path} --json', "
+        return (f"the loop starts from a kernel that passes its test: see '{command}', "
                 f"fix the kernel, commit, and run 'kgit start {kernel}' again")
     return None

@@ -189,6 +189,8 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         delta = (delta_pct(value, best.value, cfg.lower_is_better) if best and result.passed and value is not None
                  else None)
     gpu_name = payload.get("gpu")
+    if gpu_name is None and result.passed:  # a test that names no device (a pytest run): where kgit ran it
+        gpu_name = (environment or {}).get("gpu") or ("cpu (Triton's interpreter)" if cpu_timing else None)
     stop = None
     if status == Status.TARGET_MET:
         stop = StopReason.TARGET_MET
@@ -300,9 +302,11 @@ def start_spread(cfg: KernelConfig, runs: list[TestResult]) -> dict:
                         f"of {cfg.kernel_path} in every run of the baseline",
                         "set decide_on: auto (or test) in kgit.yaml, or check that the test launches the kernel "
                         "file's @triton.jit functions")
-    if choice == "auto":
+    if cfg.figure == DEVICE_METRIC:  # the test's figure is the device time: one figure, not two
+        sd, choice = {"device": sd["device"]}, "device"
+    elif choice == "auto":
         steadier = sd["device"] is not None and sd["test"] is not None and sd["device"] < sd["test"]
-        choice = "device" if steadier and cfg.figure != DEVICE_METRIC else "test"
+        choice = "device" if steadier else "test"
     rounding = 0.0 if choice == "device" else 2 * rounding_of(runs[-1].printed, decimals_of(runs))
     pair_sd = math.sqrt(2) * (sd[choice] or 0.0)
     keepable = smallest_keepable_pct(pair_sd, cfg.max_pairs, cfg.min_gain_pct, rounding, prior_df=len(runs) - 1)
@@ -325,7 +329,7 @@ def _why_noisy(run: TestResult, sd: dict) -> str | None:
         return (f"launch-bound timing: the test times {latency[1]:.4g} us a call ({latency[0]}), of which the "
                 f"kernel runs {run.device.median_launch_us:.4g} us on the device; the rest is Python and the "
                 "launch path, which vary from run to run")
-    if sd["device"] is not None and sd["test"] is not None and sd["test"] > 2 * sd["device"]:
+    if sd.get("device") is not None and sd.get("test") is not None and sd["test"] > 2 * sd["device"]:
         return (f"the test's own figure varies {math.expm1(sd['test']) * 100:.1f}% from run to run, the kernel's "
                 f"device time {math.expm1(sd['device']) * 100:.1f}%")
     return None

@@ -260,8 +260,11 @@ def test_start_when_the_test_prints_no_json_says_what_kgit_reads(ws):
     ws.git("commit", "-qam", "a test written the way others write them")
     message = ws.refused("start", "fake")
     assert "baseline failed (no JSON object on stdout); nothing was changed" in message
-    assert "kgit runs 'python TEST --json' and reads the last JSON object it prints" in message
-    assert "(kgit's README.md, 'The test contract'); or let 'kgit init fake --kernel PATH' write a test" in message
+    assert ("kgit runs 'python skills/kernels/fake/test_fake.py --json' and reads the last JSON object it prints"
+            in message)
+    assert ("(kgit's README.md, 'The test contract'); a test that prints none is read with 'verdict: exit_status' "
+            "and 'metric: device_us' (or 'metric_pattern') in kgit.yaml; or let 'kgit init fake --kernel PATH' "
+            "write a test") in message
 
 
 def test_start_when_the_test_prints_a_time_alone_says_how_to_name_it(ws):

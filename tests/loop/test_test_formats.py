@@ -63,8 +63,9 @@ def test_a_pytest_test_judged_by_its_exit_status_on_kgits_device_time(foreign):
     record = foreign.ok("start", "scale", "--json").json()
     assert record["metric"] == "device_us" and record["value"] > 0
     spread = record["measurement"]["spread"]
-    assert spread["runs"] == 4 and spread["decides_on"] == "test"  # the test's figure is the device time
+    assert spread["runs"] == 4 and spread["decides_on"] == "device" and list(spread["sd_pct"]) == ["device"]
     assert f"{record['value']:.0f} us on the device (CPU)" in foreign.ok("log", "scale").stdout
+    assert record["gpu"] == "cpu (Triton's interpreter)"
 
     kernel = foreign.root / "ops/scale.py"
     kernel.write_text(kernel.read_text().replace("SCALE = 2.0", "SCALE = 3.0"))  # wrong values: the test fails
