@@ -25,6 +25,16 @@ from kgit.model.result import TestResult
 TAIL_CHARS = 2000
 CUT = "[...] "  # where a tail begins inside a line
 RUN_TAG = "KGIT_RUN_TAG"  # inherited by every descendant of a command kgit runs
+# Set for a run of a commit whose correctness kgit has already seen pass: a test may then skip its slow
+# checks and only time (the bundled harness does, and still verifies the outputs it timed).
+TIMING_ONLY = "KGIT_TIMING_ONLY"
+# kgit's device timing (kgit.harness.device_timing): a folder first on the test's PYTHONPATH whose
+# sitecustomize records kernel launches into the file named by DEVICE_TIMES.
+DEVICE_TIMING = Path(__file__).resolve().parent / "harness" / "device_timing"
+DEVICE_TIMES = "KGIT_DEVICE_TIMES"
+# kgit's own switches to the commands it runs: only kgit sets them, never the environment it was started
+# in (a KGIT_TIMING_ONLY=1 left exported would let every run skip the correctness checks).
+INTERNAL = (RUN_TAG, TIMING_ONLY, DEVICE_TIMES)
 
 
 @dataclass
@@ -63,7 +73,7 @@ def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_t
         proc = subprocess.Popen(
             args, cwd=cwd, stdout=out, stderr=err, stdin=stdin,
             # no __pycache__ folders in the user's working tree: a kernel's test imports its template
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **env, RUN_TAG: tag}, start_new_session=True,
+            env={**inherited(), "PYTHONDONTWRITEBYTECODE": "1", **env, RUN_TAG: tag}, start_new_session=True,
         )
         try:
             if on_spawn:
@@ -84,10 +94,9 @@ def run_command(args: list[str], cwd: Path, timeout_s: float, env: dict, stdin_t
         )
 
 
-# kgit's device timing (kgit.harness.device_timing): a folder first on the test's PYTHONPATH whose
-# sitecustomize records kernel launches into the file named by DEVICE_TIMES.
-DEVICE_TIMING = Path(__file__).resolve().parent / "harness" / "device_timing"
-DEVICE_TIMES = "KGIT_DEVICE_TIMES"
+def inherited() -> dict:
+    """The environment kgit was started in, less kgit's own switches."""
+    return {key: value for key, value in os.environ.items() if key not in INTERNAL}
 
 
 def run_test(cfg: KernelConfig, cwd: Path, timeout_s: float, env: dict, kernels: set[str] = frozenset(),

@@ -7,7 +7,7 @@ says better, worse or noise (kgit.model.noise), or the bound on pairs is reached
 
 A first run of a commit fills compile caches and never counts. The order alternates pair by pair,
 so a drift of the machine that is linear in time cancels over two pairs. Only the candidate's first
-run must check correctness in full: every later run is told it may time only (testing.TIMING_ONLY),
+run must check correctness in full: every later run is told it may time only (runner.TIMING_ONLY),
 since its commit passed the checks already, and nothing is checked twice without reason.
 """
 

@@ -20,10 +20,6 @@ from kgit.model import device_time
 from kgit.model.result import TestResult, not_run
 from kgit.state import journal
 
-# Set for a run of a commit whose correctness kgit has already seen pass: a test may then skip its slow
-# checks and only time (the bundled harness does, and still verifies the outputs it timed).
-TIMING_ONLY = "KGIT_TIMING_ONLY"
-
 
 @contextlib.contextmanager
 def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | None]],
@@ -50,7 +46,7 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
         def run(name: str, timing_only: bool = False, timeout_s: float | None = None) -> TestResult:
             before = [read.rev(repo, ref) for ref in guarded]
             with _registered(repo, cfg.test_path) as on_spawn:
-                run_env = {**env, TIMING_ONLY: "1"} if timing_only else env
+                run_env = {**env, runner.TIMING_ONLY: "1"} if timing_only else env
                 result = runner.run_test(cfg, paths[name], timeout_s or cfg.test_timeout_s, run_env, kernels[name],
                                          on_tick=progress.tick if progress else None, on_spawn=on_spawn)
             edited = sorted(set(read.modified_tracked_files(paths[name])) - as_written[name])

@@ -52,6 +52,16 @@ def test_a_run_may_be_told_it_need_only_time(ws):
         assert run("test", timing_only=True).payload["timing_only"] == "1"
 
 
+def test_kgits_own_switches_never_come_from_the_users_environment(ws):
+    # a KGIT_TIMING_ONLY=1 left exported must not let the candidate's first run skip its checks
+    env = {"KGIT_TIMING_ONLY": "1", "KGIT_DEVICE_TIMES": "/dev/full", "KGIT_RUN_TAG": "forged"}
+    ws.ok("start", "fake", env=env)
+    ws.set_kernel(METRIC=150.0)
+    record = ws.ok("step", "-m", "faster", "--json", env=env).json()
+    assert record["test"]["timing_only"] is None  # the candidate's first run, which checks in full
+    assert record["status"] == "IMPROVED"
+
+
 def test_a_test_that_edits_a_tracked_file_or_moves_the_best_tag_fails(started):
     best = started.git("rev-parse", "best/fake")
     for mode, changed in (("edit-judge", "skills/kernels/fake/test_fake.py"), ("move-tag", "refs/tags/best/fake")):
