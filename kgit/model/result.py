@@ -132,11 +132,10 @@ def validate(payload: dict | None, reading: Reading | None, duration: float, tai
         return failed(found)
     metric, value, figure, printed = found
     if not math.isfinite(value) or value <= 0:
-        return failed(f"invalid metric: {metric} = {value!r}")
+        return failed(f"invalid metric: {metric} = {_shown(value)}")
     spread = (payload or {}).get("spread_pct")
-    if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float))
-                               or not math.isfinite(spread) or spread < 0):
-        return failed(f"invalid JSON: spread_pct = {spread!r}")
+    if spread is not None and (not _is_number(spread) or not math.isfinite(spread) or spread < 0):
+        return failed(f"invalid JSON: spread_pct = {_shown(spread)}")
     return TestResult(True, True, None, metric, float(value), None if spread is None else float(spread), payload,
                       duration, tail, figure, tuple(printed), _other_decimals(payload, metric, figure), device)
 
@@ -209,7 +208,7 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
         if name in payload:
             value = payload[name]
             if not _is_number(value):
-                return f"invalid metric: {name} = {value!r}"
+                return f"invalid metric: {name} = {_shown(value)}"
             return name, float(value), None, [value]
     spelled = [key for key in payload if re.fullmatch(r"[^a-z]*(gb|tflop)[^a-z]*s", key.lower())]
     if len(spelled) == 1 and _is_number(payload[spelled[0]]):  # "GB/s", "TFLOP/s", "TFLOPS"
@@ -261,10 +260,12 @@ def _at(node, keys: list[str]) -> list:
 
 
 def _reduced(name: str, values: list, path: str) -> tuple[str, float, str, list] | str:
+    if not values:
+        return f"invalid JSON: no number at {path}"
     if len(values) == 1:
         return name, float(values[0]), path, values
     if any(not math.isfinite(v) or v <= 0 for v in values):
-        return f"invalid metric: {path} holds {values!r}"
+        return f"invalid metric: {path} holds {_shown(values)}"
     mean = math.exp(sum(math.log(v) for v in values) / len(values))
     return name, mean, f"geometric mean of {len(values)} figures at {path}", values
 
@@ -321,7 +322,20 @@ def _other_decimals(payload: dict | None, metric: str, figure: str | None) -> in
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A JSON number kgit can compute with: an int a float can hold (a 400-digit integer is none)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _shown(value) -> str:
+    """A value as an error message quotes it: whatever a test printed, one short line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def last_json_object(stdout: str) -> dict | None:
@@ -337,7 +351,7 @@ def last_json_object(stdout: str) -> dict | None:
             continue
         try:
             obj, _ = decoder.raw_decode(stdout, offsets[i])
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # malformed, an integer of thousands of digits, nested too deep
             continue
         if isinstance(obj, dict):
             return obj

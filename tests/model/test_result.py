@@ -280,3 +280,17 @@ def test_the_tests_own_time_of_a_call_in_microseconds_():
     assert reported_latency_us({"latency_us": 26.4}) == ("latency_us", 26.4)
     assert reported_latency_us({"pytorch_us": 9.0, "time_ms": 0.03}) == ("time_ms", 30.0)
     assert reported_latency_us({"gbps": 3.0, "ms": True}) is None
+
+
+@pytest.mark.parametrize("printed, reason", [
+    ('{"correctness": true, "gbps": 1' + "0" * 400 + "}", "invalid metric: gbps = 1" + "0" * 56 + "..."),
+    ('{"correctness": true, "gbps": 1.0, "spread_pct": 1' + "0" * 400 + "}",
+     "invalid JSON: spread_pct = 1" + "0" * 56 + "..."),
+    ('{"correctness": true, "gbps": 1' + "0" * 5000 + "}", "no JSON object on stdout"),  # past int's digit limit
+    ('{"correctness": true, "gbps": 1.0, "x": ' + "[" * 100000 + "]" * 100000 + "}", "no JSON object on stdout"),
+    ('{"correctness": true, "benchmarks": [{"x_gbps": 1' + "0" * 400 + "}]}",
+     "invalid JSON: no number at benchmarks.x_gbps"),
+])
+def test_numbers_no_float_holds_and_json_nested_past_any_limit_are_refused_in_one_short_line(printed, reason):
+    found = from_output(printed + "\n", None, None, 1.0, "")
+    assert not found.ok and found.reason == reason
