@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgit.errors import KgitError
-from kgit.model.result import DEVICE_METRIC, Reading
+from kgit.model.result import DEVICE_METRIC, Reading, unit_of
 
 CONFIG_FILE = "kgit.yaml"
 KERNELS_DIR = "skills/kernels"
@@ -150,6 +150,9 @@ def _check_combination(settings: dict, where: str) -> None:
     if settings.get("test_command") and settings.get("test_args"):
         raise KgitError(f"{where}: test_args go with kgit's own 'python <test_path> --json'; with test_command, "
                         "write the arguments into the command")
+    if settings.get("better") == "lower" and unit_of(settings.get("metric") or settings.get("target_metric")):
+        raise KgitError(f"{where}: better: lower with a throughput ({settings.get('metric') or settings['target_metric']}"
+                        "), which rises as the kernel gets faster; 'better: lower' is for a time")
     if settings.get("metric") == DEVICE_METRIC:
         if settings.setdefault("better", "lower") != "lower":
             raise KgitError(f"{where}: metric {DEVICE_METRIC} is a time: it falls as the kernel gets faster "
@@ -169,7 +172,10 @@ def report_path(root: Path) -> str:
     path = read_file(root).get("report_path", REPORT_PATH)
     if not isinstance(path, str) or not path.endswith(".md"):
         raise KgitError(f"{CONFIG_FILE}: report_path must be the path of a .md file, not {path!r}")
-    return _inside(root, path, "report_path")
+    inside = _inside(root, path, "report_path")
+    if ".git" in inside.split("/"):  # git's own files: the log is committed, and git tracks nothing there
+        raise KgitError(f"{CONFIG_FILE}: report_path {path!r} lies inside .git, where git tracks nothing")
+    return inside
 
 
 def read_file(root: Path) -> dict:
@@ -187,6 +193,8 @@ def read_file(root: Path) -> dict:
         where = getattr(e, "problem_mark", None)
         line = f" line {where.line + 1}" if where else ""
         raise KgitError(f"{CONFIG_FILE}{line}: not valid YAML") from None
+    except RecursionError:
+        raise KgitError(f"{CONFIG_FILE}: nested too deep to be settings") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

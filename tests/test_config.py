@@ -47,6 +47,11 @@ def write_config(ws, text):
     ("fake:\n  metric_pattern: '(['\n", "metric_pattern must be a regular expression whose first group"),
     ("fake:\n  decide_on: fastest\n", "decide_on must be auto, test or device"),
     ("fake:\n  metric: device_us\n  better: higher\n", "metric device_us is a time"),
+    ("fake:\n  better: lower\n  metric: GB/s\n", "better: lower with a throughput (GB/s)"),
+    ("fake:\n  better: lower\n  target_metric: tflops\n", "better: lower with a throughput (tflops)"),
+    ("fake:\n  test_args: " + "[" * 20000 + "]" * 20000 + "\n", "kgit.yaml: nested too deep to be settings"),
+    ("report_path: .git/kgit.md\n", "report_path '.git/kgit.md' lies inside .git"),
+    ("report_path: docs/../.git/x.md\n", "report_path 'docs/../.git/x.md' lies inside .git"),
     ("fake:\n  metric: device_us\n  metric_pattern: '([0-9]+)'\n", "name two figures"),
 ])
 def test_config_errors(ws, text, named):
