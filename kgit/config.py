@@ -38,6 +38,7 @@ REPORT_PATH = "experiments/README.md"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 METRICS = ("gbps", "tflops")
+RESERVED_NAMES = ("report_path",)  # kgit.yaml's top-level keys that are not kernels
 GPU_CHOICES = ("auto", "nvidia", "amd", "cpu")
 
 
@@ -121,6 +122,8 @@ def check_kernel_name(name: str) -> str:
             f"invalid kernel name {name!r}: use letters, digits, '.', '_' and '-' "
             "(it becomes a branch, a tag and a path)"
         )
+    if name in RESERVED_NAMES:
+        raise KgitError(f"invalid kernel name {name!r}: kgit.yaml's top-level {name} is a setting, not a kernel")
     return name
 
 
@@ -200,7 +203,7 @@ def read_file(root: Path) -> dict:
     if not isinstance(data, dict):
         raise KgitError(f"{CONFIG_FILE}: expected a mapping of kernel names to settings")
     for kernel, entry in data.items():
-        if kernel == "report_path":
+        if kernel in RESERVED_NAMES:
             continue
         if not isinstance(entry, dict) and entry is not None:
             raise KgitError(f"{CONFIG_FILE}: {kernel}: expected a mapping of settings")

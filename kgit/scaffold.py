@@ -112,7 +112,9 @@ def init(root: Path, name: str, kernel_path: str, function: str | None, metric: 
     (root / test).write_text(SKELETON.format(module=module, function=function, test_path=test, name=name,
                                              metric=metric, import_root=import_root, params=", ".join(params),
                                              inputs=inputs))
-    entry = f"{name}:\n  kernel_path: {kernel}\n  test_path: {test}\n"
+    import yaml  # quoted where YAML would read a name or a path as something else (1e3, yes, 'a: b')
+
+    entry = yaml.safe_dump({name: {"kernel_path": kernel, "test_path": test}}, sort_keys=False)
     yaml_path = root / config.CONFIG_FILE
     before = yaml_path.read_text() if yaml_path.exists() else ""
     yaml_path.write_text(before + ("\n" if before and not before.endswith("\n") else "") + entry)

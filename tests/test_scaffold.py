@@ -77,6 +77,19 @@ def test_init_refuses_what_it_would_overwrite_or_cannot_use(ws):
     assert "--kernel: file 'ops/none.py' does not exist" in ws.refused("init", "x", "--kernel", "ops/none.py")
     assert "--metric must be one of gbps, tflops" in ws.refused("init", "x", "--kernel", "ops/double.py", "--metric", "fps")
     assert "invalid kernel name" in ws.refused("init", "a/b", "--kernel", "ops/double.py")
+    assert "kgit.yaml's top-level report_path is a setting, not a kernel" in ws.refused(
+        "init", "report_path", "--kernel", "ops/double.py")
+
+
+def test_init_writes_yaml_that_reads_back_as_written(ws):
+    # a name YAML would read as a number, in a folder YAML would read as a mapping, without quotes
+    (ws.root / "ops: v2").mkdir()
+    (ws.root / "ops: v2/double.py").write_text(KERNEL)
+    ws.ok("init", "1e3", "--kernel", "ops: v2/double.py", "--function", "double")
+    import yaml
+
+    entry = yaml.safe_load((ws.root / "kgit.yaml").read_text())
+    assert entry == {"1e3": {"kernel_path": "ops: v2/double.py", "test_path": "ops: v2/test_1e3.py"}}
 
 
 def test_init_finds_the_launcher_when_the_file_is_named_otherwise(ws):
