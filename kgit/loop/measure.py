@@ -86,6 +86,10 @@ def _comparable(found: Comparison, side: str, result: TestResult, seen: dict) ->
     if found.decided_on == DEVICE and result.device is None:
         return not_run("kgit's device timing recorded no launch of the kernel file's kernels in this run, and "
                        "device time decides this loop", result.output_tail), side
+    first = (seen["candidate"] + seen["best"])[0]
+    if result.metric != first.metric:  # a test whose output changes from run to run: no pair to take
+        return not_run(f"the test reported {first.metric} in one run and {result.metric} in another: its runs "
+                       "cannot be set beside each other", result.output_tail), side
     others = seen["best" if side == "candidate" else "candidate"]
     if others and len(others[0].printed) != len(result.printed):
         count = {side: len(result.printed), ("best" if side == "candidate" else "candidate"): len(others[0].printed)}

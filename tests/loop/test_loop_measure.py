@@ -261,3 +261,16 @@ def test_a_candidate_reporting_another_number_of_figures_is_refused_not_compared
     assert found.failure.reason == (f"the candidate reports {candidate} figures at benchmarks.x_tflops and the best "
                                     f"{best}: they measure different work, not comparable")
     assert decide.decide(found, None).value == "FAILED"
+
+
+def test_a_test_whose_figure_changes_name_between_runs_is_not_compared():
+    calls = []
+
+    def run(timing_only):
+        calls.append(1)
+        name = "gbps" if len(calls) % 2 else "tflops"  # alternates, whatever the kernel
+        return from_output(json.dumps({"correctness": True, name: 100.0}) + "\n", None, None, 0.1, "")
+
+    found = measure.compare(run, run, Prior(), 1.0, 4, warm_best=True)
+    assert found.failure is not None and decide.decide(found, None).value == "FAILED"
+    assert found.failure.reason.startswith("the test reported gbps in one run and tflops in another")
