@@ -63,15 +63,25 @@ class Timer:
     rep_ms: int = 100
     pause_ms: int = 100  # the GPU idles before a function's first figure
 
-    def times_ms(self, fn, on_gpu: bool) -> list[float]:
-        """`repeats` times of fn() in milliseconds: medians over calls on a GPU, perf_counter calls on the CPU."""
+    def times_ms(self, fn, on_gpu: bool, before=None) -> list[float]:
+        """`repeats` times of fn() in milliseconds: medians over calls on a GPU, perf_counter calls on the CPU.
+        before(), if given, runs before every call of fn, outside the time (the outputs' poison)."""
+        before = before or (lambda: None)
         if on_gpu:
-            return [gpu_median_ms(fn, self.warmup_ms if i == 0 else self.rewarm_ms, self.rep_ms,
+            clear_l2 = _l2_clear()
+
+            def clear():
+                before()  # first: the L2 clear then evicts what it wrote
+                clear_l2()
+
+            return [gpu_median_ms(fn, self.warmup_ms if i == 0 else self.rewarm_ms, self.rep_ms, clear,
                                   pause_ms=self.pause_ms if i == 0 else 0)
                     for i in range(self.repeats)]
+        before()
         fn()  # compiles (traces) once
         times = []
         for _ in range(self.repeats):
+            before()
             start = time.perf_counter()
             fn()
             times.append((time.perf_counter() - start) * 1e3)

@@ -32,3 +32,75 @@ def test_a_compute_figure_above_the_datasheet_peak_is_impossible(gemm_spec):
         spec, {"bytes": 1, "dtype": "bf16", "tflops": PEAK_CEILING * peak * 1.01}, "NVIDIA H200", None)
     assert impossible(spec, {"bytes": 1, "dtype": "bf16", "tflops": PEAK_CEILING * peak * 0.99}, "NVIDIA H200", None) is None
     assert impossible(spec, {"bytes": 1, "dtype": "bf16", "tflops": 1e6}, "an unknown GPU", None) is None
+
+
+def test_every_timed_call_writes_a_poisoned_output_so_skipping_work_gains_nothing(softmax_spec, softmax_t):
+    import math
+
+    from kgit.harness.measure import time_entry
+    from kgit.harness.timing import Timer
+
+    counts = {"calls": 0, "work": 0}
+
+    def skips_when_written(inputs, outputs):  # a cheat: nothing to do when the output holds a result already
+        counts["calls"] += 1
+        if not math.isnan(outputs[0][0, 0].item()):  # a scalar read: an allowed op, no computing in torch
+            return
+        counts["work"] += 1
+        softmax_t.softmax(inputs[0], out=outputs[0])
+
+    entry = time_entry(softmax_spec(skips_when_written), (6, 40), "fp32", "time", Timer(repeats=3), False, None)
+    assert "error" not in entry
+    assert counts["work"] == counts["calls"] == 5  # the timed calls (1 + 3) and the recheck: each did the work
+
+
+def test_a_kernel_that_skips_some_timed_calls_is_caught(softmax_spec, softmax_t):
+    from kgit.harness.measure import time_entry
+    from kgit.harness.timing import Timer
+
+    calls = [0]
+
+    def every_other(inputs, outputs):
+        calls[0] += 1
+        if calls[0] % 2 == 0:
+            return
+        softmax_t.softmax(inputs[0], out=outputs[0])
+
+    entry = time_entry(softmax_spec(every_other), (6, 40), "fp32", "time", Timer(repeats=3), False, None)
+    assert "error" in entry and "the timed output is wrong" in entry["error"]
+
+
+def test_a_share_of_the_timed_calls_is_checked_before_its_output_is_reused(softmax_spec):
+    import random
+
+    import torch
+
+    from kgit.harness import measure
+
+    calls = [0]
+
+    def skips_the_second_call(inputs, outputs):
+        calls[0] += 1
+        if calls[0] != 2:
+            outputs[0].copy_(torch.softmax(inputs[0], -1))
+
+    spec = softmax_spec(skips_the_second_call)
+    inputs = spec.make_inputs((6, 40), torch.float32, "cpu", "normal")
+    sets = [spec.make_outputs(inputs) for _ in range(measure.ROTATED_OUTPUTS)]
+
+    class Always(random.Random):
+        def random(self):
+            return 0.0  # every draw below CHECKED_SHARE: every reuse is checked
+
+    call, before, wrong = measure.rotating(spec, inputs, sets, Always())
+    for _ in range(measure.ROTATED_OUTPUTS + 2):  # the second call's buffer is checked before its reuse
+        before()
+        call()
+    assert calls[0] == 5 and wrong() is not None and wrong().startswith("a timed call: output 0: ")
+    # honest calls: neither the sampled checks nor the sets' last results find anything
+    calls[0] = 10
+    call, before, wrong = measure.rotating(spec, inputs, sets, random.Random(1))
+    for _ in range(measure.ROTATED_OUTPUTS + 1):
+        before()
+        call()
+    assert wrong() is None
