@@ -40,6 +40,8 @@ MAX_CANDIDATES = 20000  # a larger space is searched over a seeded sample of it,
 LENGTH_SCALE = 1.5  # octaves, for sizes: tiles, num_warps, chunks
 LENGTH_SCALE_FLAT = 4.0  # octaves or positions, for num_stages and flags
 CURVATURE = 0.1  # the prior mean falls by this much log score per octave squared from the space's centre
+DESIGN_POINTS = 0  # a cold run's first steps that spread over the space instead of following the model
+INTERACTION = 0.02  # log score a pair of keys must gain together beyond their single moves to move at once
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -127,18 +129,49 @@ def candidates(best: dict, space: dict, exclude: set, seed: int, allowed=None) -
     return [c for k, c in found.items() if k not in exclude and (allowed is None or allowed(c))]
 
 
+class Proposal(NamedTuple):
+    config: dict
+    reason: str = ""  # why it changes more than one key of the best; empty when it changes one
+
+
+def moves(best: dict, space: dict, exclude: set, allowed=None, most: int = 2) -> list[dict]:
+    """The configurations that change one key of best (to any of its values), or up to most keys, that are
+    not in exclude and are allowed: what one step may try."""
+    found = []
+    for count in range(1, most + 1):
+        for names in itertools.combinations([n for n in space if len(space[n]) > 1], count):
+            others = [[v for v in space[n] if v != best[n]] for n in names]
+            for values in itertools.product(*others):
+                c = {**best, **dict(zip(names, values))}
+                if key(c) not in exclude and (allowed is None or allowed(c)):
+                    found.append(c)
+    return found
+
+
 def propose_model(best: dict, space: dict, measured: list[Point], pending: list[dict] = (),
-                  seed: int = 0, fail_penalty: float = 1.0,
-                  min_gain: float = 0.01, allowed=None, elsewhere: list[Point] = ()) -> dict | None:
-    """The unmeasured configuration of the highest expected improvement, or None when none is worth it.
+                  seed: int = 0, min_gain: float = 0.01, allowed=None, elsewhere: list[Point] = ()) -> Proposal | None:
+    """The next configuration to measure and why it changes more than one key, or None when none is worth it.
+
+    A step changes one key of the best, to the value of the highest expected improvement, weighed by its
+    chance to run, with three exceptions, each named in the Proposal's reason (kgit tune writes it into
+    the iteration's action, so the record says why the step changed several keys):
+    - the first DESIGN_POINTS steps of a cold run are a space-filling design: the configuration farthest
+      from everything measured (in length scales) and not far from the centre, so that a plateau around
+      the start does not hide the rest of the space;
+    - two keys move at once when the model says they interact: the pair's joint move is expected to gain
+      more than the two single moves add up to, by INTERACTION (log score), and its expected improvement
+      beats every single move's (softmax's BLOCK_SIZE and num_warps at the same elements per thread);
+    - another run's best (elsewhere), proposed first while it beats the best here by min_gain.
+    When every move of one or two keys was measured, any unmeasured configuration may be proposed.
 
     elsewhere: what other runs of this kernel measured on the same GPU (another clone's, pulled). The
-    model learns from them as from its own, but they were not measured here, so none is excluded. The
-    best configuration another run found is proposed first, while it beats the best here by min_gain
-    (it is kept only if it wins here too).
+    model learns from them as from its own, but they were not measured here, so none is excluded.
 
-    allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed
-    (and counts as measured for the rule below).
+    allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed.
+
+    A failure is a constraint, not a figure: the process is fitted to what ran, and a logistic model of
+    failure over the same coordinates weighs each candidate's gain by its chance to run; a configuration
+    beyond a failure, in the direction it moved from its origin, is proposed only when nothing else is left.
 
     None when the space is measured, or when every neighbour of the best (one key, one position) was
     measured and no configuration is expected to gain min_gain (a log ratio; kgit.yaml min_gain_pct /
@@ -147,7 +180,9 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     """
     space = {name: values for name, values in space.items() if name in best}
     exclude = {key(p.config) for p in measured} | {key(c) for c in pending} | {key(best)}
-    pool = candidates(best, space, exclude, seed + len(measured), allowed)
+    pool = moves(best, space, exclude, allowed)
+    if not pool:  # every step of one or two keys was taken: any configuration left
+        pool = candidates(best, space, exclude, seed + len(measured), allowed)
     if not pool:
         return None
     here = [p for p in measured if _has_figure(p)]
@@ -155,36 +190,73 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     ok = here + there
     failed = [p for p in [*measured, *elsewhere] if p.score is None]
     if not ok:  # nothing measured ran: the nearest untried configuration not beyond a failure
-        return _nearest(best, space, pool, failed)
+        return Proposal(_nearest(best, space, pool, failed))
 
     incumbent = max(p.score for p in here) if here else None
     found = max(there, key=lambda p: p.score, default=None)
-    if found and key(found.config) in {key(c) for c in pool} and (
+    if found and key(found.config) not in exclude and (allowed is None or allowed(found.config)) and (
             incumbent is None or found.score > incumbent + min_gain):
-        return found.config
+        return Proposal(found.config, "another run's best on this GPU")
 
     import numpy as np
     from scipy.special import ndtr
 
+    if not there and 0 < len(measured) + len(pending) <= DESIGN_POINTS:
+        design = candidates(best, space, exclude, seed + len(measured), allowed)
+        if design:
+            return Proposal(_spread(space, [p.config for p in measured] + list(pending), design),
+                            f"space-filling start, point {len(measured) + len(pending)} of {DESIGN_POINTS}")
+
+    safe = [c for c in pool if not any(beyond_failure(c, p.config, p.origin, space) for p in failed)]
+    pool = safe or pool
+    X = np.array([coordinates(p.config, space) for p in ok])
     scores = np.array([p.score for p in ok])
-    spread = max(float(scores.max() - scores.min()), 0.05)
-    X = np.array([coordinates(p.config, space) for p in ok + failed])
-    y = np.r_[scores, np.full(len(failed), scores.min() - fail_penalty * spread)]
-    candidates_x = np.array([coordinates(c, space) for c in pool])
-    mean, sd = _posterior(X, y, candidates_x, space)
-    # the gain is over the best measured here: one measured only elsewhere is still worth measuring here
-    if incumbent is None:
+    # the best's single moves, measured or not: what a pair's joint move is compared with
+    singles = moves(best, space, set(), None, most=1) + [best]
+    at = np.array([coordinates(c, space) for c in pool + singles])
+    mean, sd = _posterior(X, scores, at, space)
+    mean, sd, single_mean = mean[:len(pool)], sd[:len(pool)], dict(zip(map(key, singles), mean[len(pool):]))
+    if incumbent is None:  # the gain is over the best measured here
         incumbent = float(scores.max())
     z = (mean - incumbent) / sd
     gain = (mean - incumbent) * ndtr(z) + sd * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     if failed:
-        gain = gain * _chance_to_run(X, len(ok), candidates_x)
-        beyond = np.array([any(beyond_failure(c, p.config, p.origin, space) for p in failed) for c in pool])
-        gain = np.where(beyond, gain * 0.01, gain)
+        gain = gain * _chance_to_run(np.array([coordinates(p.config, space) for p in ok + failed]), len(ok),
+                                     at[:len(pool)])
     if float(gain.max()) < min_gain and _neighbours_measured(best, space, exclude, allowed):
         return None
-    ties = np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded, never by order alone
-    return pool[int(np.argmax(gain + ties))]
+    gain = gain + np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded ties
+    changed = [[n for n in space if c[n] != best[n]] for c in pool]
+    one = [i for i, names in enumerate(changed) if len(names) == 1]
+    two = [i for i, names in enumerate(changed) if len(names) == 2]
+    if not one or not two:
+        chosen = int(np.argmax(gain))
+        return Proposal(pool[chosen], "" if len(changed[chosen]) == 1 else
+                        f"every step of one key was measured: {len(changed[chosen])} keys at once")
+    best_one, best_two = max(one, key=lambda i: gain[i]), max(two, key=lambda i: gain[i])
+    if gain[best_two] > gain[best_one]:
+        a, b = changed[best_two]
+        c = pool[best_two]
+        together = mean[best_two] - single_mean[key({**best, a: c[a]})] - single_mean[key({**best, b: c[b]})] \
+            + single_mean[key(best)]
+        if together > INTERACTION:
+            return Proposal(c, f"{a} and {b} interact: the model expects them together to gain "
+                               f"{math.expm1(together):.1%} more than each alone")
+    return Proposal(pool[best_one])
+
+
+def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
+    """The configuration of pool farthest from everything measured, less its distance from the centre
+    (both in length scales): spread over the space, but not into its far corners, which on every
+    measured space were the slowest and the ones that fail."""
+    import numpy as np
+
+    scale, top = np.array(length_scales(space)), np.array(centre(space))
+    at = np.array([coordinates(c, space) for c in pool]) / scale
+    seen = np.array([coordinates(c, space) for c in measured]) / scale
+    apart = np.sqrt(((at[:, None, :] - seen[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+    off_centre = np.sqrt(((at - top / scale) ** 2).sum(axis=1))
+    return pool[int(np.argmax(apart - off_centre))]
 
 
 def _posterior(X, y, candidates_x, space: dict):
