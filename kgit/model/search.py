@@ -205,7 +205,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         design = candidates(best, space, exclude, seed + len(measured), allowed)
         if design:
             return Proposal(_spread(space, [p.config for p in measured] + list(pending), design),
-                            f"space-filling start, point {len(measured) + len(pending)} of {DESIGN_POINTS}")
+                            f"space-filling start: point {len(measured) + len(pending)} of {DESIGN_POINTS}")
 
     safe = [c for c in pool if not any(beyond_failure(c, p.config, p.origin, space) for p in failed)]
     pool = safe or pool
@@ -300,21 +300,22 @@ def _chance_to_run(X, n_ok: int, candidates_x, penalty: float = 0.1):
     the rest (they failed); the weights, not the intercept, are held back by penalty * |w|^2 / 2, so that
     two or three failures cannot make a wall of certainty."""
     import numpy as np
-    from scipy.optimize import minimize
     from scipy.special import expit
 
     failed = np.r_[np.zeros(n_ok), np.ones(len(X) - n_ok)]
     if failed.min() == failed.max():
         return np.ones(len(candidates_x))
     A = np.c_[np.ones(len(X)), X]
-
-    def loss(w):
+    held = penalty * np.diag(np.r_[0.0, np.ones(X.shape[1])])
+    w = np.zeros(A.shape[1])
+    for _ in range(50):  # Newton's method on a convex loss: a few steps to the optimum
         p = expit(A @ w)
-        eps = 1e-12
-        value = -(failed * np.log(p + eps) + (1 - failed) * np.log(1 - p + eps)).sum() + penalty * (w[1:] @ w[1:]) / 2
-        return value, A.T @ (p - failed) + penalty * np.r_[0.0, w[1:]]
-
-    w = minimize(loss, np.zeros(A.shape[1]), jac=True, method="L-BFGS-B").x
+        gradient = A.T @ (p - failed) + held @ w
+        hessian = A.T @ (A * (p * (1 - p))[:, None]) + held + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
     return 1 - expit(np.c_[np.ones(len(candidates_x)), candidates_x] @ w)
 
 
