@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_PAIRS = 12  # kgit tune's default --max-pairs
-SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD", "DESIGN_POINTS", "INTERACTION")  # what --set may change
+SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD", "DESIGN_POINTS", "INTERACTION", "JUMP")  # what --set may change
 sys.path.insert(0, str(ROOT))
 from kgit.loop import measure, tune  # noqa: E402
 from kgit.model import search  # noqa: E402

@@ -11,21 +11,23 @@ measured for this kernel. A tunable whose values are positive numbers is measure
 its value): doubling a tile or the warps is the same step whether the space spans two octaves or five,
 which is what lets one set of length scales serve every template. Sizes (tiles, num_warps, chunks) vary
 over LENGTH_SCALE octaves; num_stages and tunables with a value that is not a positive number (flags)
-over LENGTH_SCALE_FLAT, since they move a kernel's figure by a few percent where sizes move it by several
-times. The prior mean is a dome: CURVATURE per octave squared below its top at the centre of the space,
-because the author of a space brackets where they expect the best, and a cold model with a flat mean
-sends its first proposals to the far corners, which on the measured spaces are the slowest and the
-ones that fail. The dome is shallow enough (a factor 0.9 at one octave from the centre) that a best at
-the edge of a short key (gemm's BLOCK_N 256) is still found. The length scales and the curvature were
-chosen on the measured H200 spaces and checked by leaving each space out (experiments/tune/replay.md,
-benchmarks/tune/settings.py).
+over LENGTH_SCALE_FLAT. The prior mean may be a dome (CURVATURE per octave squared below its top at the
+centre of the space): it served the project's own spaces, whose best sits near their centre, and lost
+the spaces whose best is at an edge; left out one space at a time, the choice made on the others is no
+dome (experiments/tune/leave-one-out/).
 
-A failed configuration enters the process as a score well below the worst measured, and teaches
-feasibility twice: a logistic model of failure over the same coordinates, and the rule that the
-configurations beyond it in the direction it moved from its origin (every key that moved, moved at
-least as far; every other key unchanged) fail too. The proposal is the unmeasured configuration of the
-highest expected improvement over the best score, weighed by its chance to run. A configuration the
-template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a candidate of any strategy.
+A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
+writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
+model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best. The
+settings were chosen by benchmarks/tune/leave_one_out.py, each space scored with settings chosen on the
+others.
+
+A failure is a constraint, not a figure: the process is fitted to what ran, and a logistic model of
+failure over the same coordinates weighs each candidate's expected improvement by its chance to run;
+the configurations beyond a failure in the direction it moved from its origin (every key that moved,
+moved at least as far; every other key unchanged) are proposed only when nothing else is left. A
+configuration the template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a
+candidate of any strategy.
 
 numpy and scipy are imported when a proposal is made, never when kgit starts.
 """
@@ -37,11 +39,12 @@ import math
 from typing import NamedTuple
 
 MAX_CANDIDATES = 20000  # a larger space is searched over a seeded sample of it, plus the best's neighbours
-LENGTH_SCALE = 1.5  # octaves, for sizes: tiles, num_warps, chunks
+LENGTH_SCALE = 2.5  # octaves, for sizes: tiles, num_warps, chunks
 LENGTH_SCALE_FLAT = 4.0  # octaves or positions, for num_stages and flags
-CURVATURE = 0.1  # the prior mean falls by this much log score per octave squared from the space's centre
+CURVATURE = 0.0  # the prior mean falls by this much log score per octave squared from the space's centre
 DESIGN_POINTS = 0  # a cold run's first steps that spread over the space instead of following the model
-INTERACTION = 0.02  # log score a pair of keys must gain together beyond their single moves to move at once
+INTERACTION = 0.0  # log score a pair of keys must gain together beyond their single moves to move at once
+JUMP = 1.5  # how many times the best step of one or two keys' expected gain a step of more must promise
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -134,18 +137,9 @@ class Proposal(NamedTuple):
     reason: str = ""  # why it changes more than one key of the best; empty when it changes one
 
 
-def moves(best: dict, space: dict, exclude: set, allowed=None, most: int = 2) -> list[dict]:
-    """The configurations that change one key of best (to any of its values), or up to most keys, that are
-    not in exclude and are allowed: what one step may try."""
-    found = []
-    for count in range(1, most + 1):
-        for names in itertools.combinations([n for n in space if len(space[n]) > 1], count):
-            others = [[v for v in space[n] if v != best[n]] for n in names]
-            for values in itertools.product(*others):
-                c = {**best, **dict(zip(names, values))}
-                if key(c) not in exclude and (allowed is None or allowed(c)):
-                    found.append(c)
-    return found
+def single_moves(best: dict, space: dict) -> list[dict]:
+    """The configurations that change one key of best, to any other of its values."""
+    return [{**best, name: value} for name, values in space.items() for value in values if value != best[name]]
 
 
 def propose_model(best: dict, space: dict, measured: list[Point], pending: list[dict] = (),
@@ -180,9 +174,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     """
     space = {name: values for name, values in space.items() if name in best}
     exclude = {key(p.config) for p in measured} | {key(c) for c in pending} | {key(best)}
-    pool = moves(best, space, exclude, allowed)
-    if not pool:  # every step of one or two keys was taken: any configuration left
-        pool = candidates(best, space, exclude, seed + len(measured), allowed)
+    pool = candidates(best, space, exclude, seed + len(measured), allowed)
     if not pool:
         return None
     here = [p for p in measured if _has_figure(p)]
@@ -212,7 +204,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     X = np.array([coordinates(p.config, space) for p in ok])
     scores = np.array([p.score for p in ok])
     # the best's single moves, measured or not: what a pair's joint move is compared with
-    singles = moves(best, space, set(), None, most=1) + [best]
+    singles = single_moves(best, space) + [best]
     at = np.array([coordinates(c, space) for c in pool + singles])
     mean, sd = _posterior(X, scores, at, space)
     mean, sd, single_mean = mean[:len(pool)], sd[:len(pool)], dict(zip(map(key, singles), mean[len(pool):]))
@@ -227,28 +219,33 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         return None
     gain = gain + np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded ties
     changed = [[n for n in space if c[n] != best[n]] for c in pool]
-    one = [i for i, names in enumerate(changed) if len(names) == 1]
-    two = [i for i, names in enumerate(changed) if len(names) == 2]
-    if not one or not two:
+    by_count = {n: [i for i, names in enumerate(changed) if len(names) == n] for n in (1, 2)}
+    far = [i for i, names in enumerate(changed) if len(names) > 2]
+    if not by_count[1]:  # every step of one key was taken: the model's choice, however many keys it changes
         chosen = int(np.argmax(gain))
         return Proposal(pool[chosen], "" if len(changed[chosen]) == 1 else
                         f"every step of one key was measured: {len(changed[chosen])} keys at once")
-    best_one, best_two = max(one, key=lambda i: gain[i]), max(two, key=lambda i: gain[i])
-    if gain[best_two] > gain[best_one]:
-        a, b = changed[best_two]
-        c = pool[best_two]
-        together = mean[best_two] - single_mean[key({**best, a: c[a]})] - single_mean[key({**best, b: c[b]})] \
+    chosen, reason = max(by_count[1], key=lambda i: gain[i]), ""
+    if by_count[2] and gain[pair := max(by_count[2], key=lambda i: gain[i])] > gain[chosen]:
+        a, b = changed[pair]
+        c = pool[pair]
+        together = mean[pair] - single_mean[key({**best, a: c[a]})] - single_mean[key({**best, b: c[b]})] \
             + single_mean[key(best)]
         if together > INTERACTION:
-            return Proposal(c, f"{a} and {b} interact: the model expects them together to gain "
-                               f"{math.expm1(together):.1%} more than each alone")
-    return Proposal(pool[best_one])
+            chosen, reason = pair, (f"{a} and {b} interact: the model expects them together to gain "
+                                    f"{math.expm1(together):.1%} more than each alone")
+    if far and gain[jump := max(far, key=lambda i: gain[i])] > JUMP * gain[chosen]:
+        chosen, reason = jump, (f"the model expects {gain[jump] / gain[chosen]:.1f} times the gain of any step of "
+                                f"one or two keys from {len(changed[jump])} at once")
+    return Proposal(pool[chosen], reason)
 
 
 def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
-    """The configuration of pool farthest from everything measured, less its distance from the centre
-    (both in length scales): spread over the space, but not into its far corners, which on every
-    measured space were the slowest and the ones that fail."""
+    """The configuration of pool farthest from everything measured, less 1.25 times its distance from the
+    centre (both in length scales): spread over the space, but not into its far corners, which on every
+    measured space were the slowest and the ones that fail. Past the centre, a step away from what was
+    measured is a step away from the centre too: the 1.25 makes it cost more than it gains, so that the
+    choice is never a tie along a line through the centre."""
     import numpy as np
 
     scale, top = np.array(length_scales(space)), np.array(centre(space))
@@ -256,7 +253,7 @@ def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
     seen = np.array([coordinates(c, space) for c in measured]) / scale
     apart = np.sqrt(((at[:, None, :] - seen[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
     off_centre = np.sqrt(((at - top / scale) ** 2).sum(axis=1))
-    return pool[int(np.argmax(apart - off_centre))]
+    return pool[int(np.argmax(apart - 1.25 * off_centre))]
 
 
 def _posterior(X, y, candidates_x, space: dict):

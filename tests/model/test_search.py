@@ -45,7 +45,7 @@ def configurations(space=SPACE):
 
 
 def test_never_proposes_a_measured_or_pending_configuration():
-    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 30)
+    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 30, min_gain=0.0)  # no stop before 30
     keys = [search.key(p.config) for p in points]
     assert len(keys) == len(set(keys)) >= 9
     pending = [{"BLOCK": 512, "WARPS": 2}]
@@ -67,21 +67,24 @@ def test_gets_near_the_optimum_of_a_coupled_space_from_most_starts():
     top = max(v for c in configurations() if (v := coupled(c)) is not None)
     starts = [c for c in configurations() if coupled(c) is not None]
     found = [coupled(tune(coupled, start, 8)[0]) / top for start in starts]
-    # every start of 33 gets within 90% today, and 11 to the optimum itself (97%: no neighbour is that close);
-    # the model free to change every key at once: 33 and 15; the model before it: 27 and 1
-    assert sum(f >= 0.9 for f in found) >= 32 and sum(f >= 0.97 for f in found) >= 10, sorted(found)
+    # of 33 starts, 20 get within 90% today and 12 to the optimum itself (97%: no neighbour is that close);
+    # 13 stop at 88%, where the model (2.5 octaves' length scale) expects no move to gain the 1% it needs.
+    # The model before (any number of keys a step, 1.5 octaves and a dome, fitted to the project's spaces): 33, 15.
+    assert sum(f >= 0.9 for f in found) >= 18 and sum(f >= 0.97 for f in found) >= 11, sorted(found)
 
 
 def test_coordinates_are_octaves_for_numbers_and_positions_for_flags():
     space = {"BLOCK": [1024, 2048, 4096, 8192], "num_stages": [1, 2, 4], "PERSISTENT": [0, 1], "GROUP": [8]}
     config = {"BLOCK": 4096, "num_stages": 4, "PERSISTENT": 1, "GROUP": 8}
     assert search.coordinates(config, space) == [2.0, 2.0, 1.0]  # GROUP, of one value, is no coordinate
-    assert search.length_scales(space) == [1.5, 4.0, 4.0]  # sizes 1.5 octaves; stages and flags 4
+    assert search.length_scales(space) == [search.LENGTH_SCALE, 4.0, 4.0]  # sizes, then stages and flags
     assert search.centre(space) == [1.5, 1.0, 0.5]
 
 
-def test_the_posterior_follows_the_dome_far_from_what_was_measured_and_the_data_near_it():
+def test_the_posterior_follows_the_dome_far_from_what_was_measured_and_the_data_near_it(monkeypatch):
     np = pytest.importorskip("numpy")
+    monkeypatch.setattr(search, "CURVATURE", 0.1)
+    monkeypatch.setattr(search, "LENGTH_SCALE", 1.5)
     space = {"BLOCK": [2 ** i for i in range(31)]}  # 30 octaves: the centre is 2^15
     X, y = np.array([[15.0]]), np.array([0.0])  # one score, 0, at the dome's top
     at = np.array([[15.0], [16.5], [0.0]])  # on the point, one length scale away, 15 octaves away
@@ -113,9 +116,11 @@ def test_the_chance_to_run_is_a_logistic_fit_whose_slope_alone_is_held_back():
 
 @pytest.mark.parametrize("start", [{"BLOCK": 256, "WARPS": 1}, {"BLOCK": 8192, "WARPS": 32},
                                    {"BLOCK": 256, "WARPS": 32}])
-def test_a_cold_model_moves_a_key_towards_the_middle_of_the_space_not_to_its_far_end(start):
+def test_with_a_dome_a_cold_model_moves_a_key_towards_the_middle_not_to_its_far_end(start, monkeypatch):
     # a flat prior mean sends the first proposal to the end farthest from the one point measured: on the
-    # H200's spaces the slowest configurations and the ones that fail (experiments/tune/replay.md)
+    # H200's spaces the slowest configurations and the ones that fail (experiments/tune/replay.md); the
+    # dome is off by default since spaces whose best is at an edge were left out (leave_one_out.py)
+    monkeypatch.setattr(search, "CURVATURE", 0.1)
     proposal = search.propose_model(start, SPACE, [Point(start, start, True, math.log(1000.0))])
     moved = [i for i, name in enumerate(SPACE) if proposal.config[name] != start[name]]
     assert len(moved) == 1 and proposal.reason == ""
@@ -303,10 +308,13 @@ def test_a_cold_run_starts_with_a_space_filling_design_then_follows_the_model(mo
 def test_spread_is_the_farthest_from_what_was_measured_less_its_distance_from_the_centre():
     line = {"BLOCK": [2 ** i for i in range(9)]}  # 8 octaves: the centre is 2^4
     pool = [{"BLOCK": 2 ** i} for i in range(1, 9)]
-    # from 2^0, every point at or past the centre is 4 length scales' worth apart less off centre: the first
+    # from 2^0, x octaves up scores x - 1.25 |x - 4|: the centre; past it each octave gains 1 and costs 1.25
     assert search._spread(line, [{"BLOCK": 1}], pool) == {"BLOCK": 16}
-    # from 2^4 and 2^0: 2^2 and 2^6 score the same (2 apart, 2 off centre), less than 2^8 (4 apart, 4 off)...
-    assert search._spread(line, [{"BLOCK": 1}, {"BLOCK": 16}], pool) == {"BLOCK": 4}
+    # from 2^0 and 2^6: the centre again (2 from both, 0 off centre), not 2^3 (3 apart, 1 off: 1.75)
+    assert search._spread(line, [{"BLOCK": 1}, {"BLOCK": 64}], [c for c in pool if c["BLOCK"] != 64]) == {"BLOCK": 16}
+    # far from both, 2^8 (2 octaves from 2^6, 4 off centre: -3) loses to 2^2 (2 apart, 2 off: -0.5)
+    assert search._spread(line, [{"BLOCK": 1}, {"BLOCK": 64}, {"BLOCK": 16}],
+                          [{"BLOCK": 4}, {"BLOCK": 256}]) == {"BLOCK": 4}
 
 
 def test_a_failure_is_a_constraint_not_a_figure(monkeypatch):
