@@ -25,9 +25,9 @@ The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the t
 every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
 --ignore-constraints replays the search without them.
 
---set LENGTH_SCALE=1.2 replays the model with one of kgit.model.search's settings changed (LENGTH_SCALE,
-LENGTH_SCALE_FLAT, CURVATURE, SIGNAL_SD, NOISE_SD): how the settings were chosen, and how much the
-result depends on them (experiments/tune/replay.md).
+--set LENGTH_SCALE=1.2 replays the model with one of kgit.model.search's settings changed (SETTINGS below):
+how much the result depends on them. benchmarks/tune/leave_one_out.py chooses them, one space left out
+at a time (experiments/tune/leave-one-out/).
 """
 
 import argparse
