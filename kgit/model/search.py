@@ -147,7 +147,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     """The next configuration to measure and why it changes more than one key, or None when none is worth it.
 
     A step changes one key of the best, to the value of the highest expected improvement, weighed by its
-    chance to run, with three exceptions, each named in the Proposal's reason (kgit tune writes it into
+    chance to run, with four exceptions, each named in the Proposal's reason (kgit tune writes it into
     the iteration's action, so the record says why the step changed several keys):
     - the first DESIGN_POINTS steps of a cold run are a space-filling design: the configuration farthest
       from everything measured (in length scales) and not far from the centre, so that a plateau around
@@ -155,8 +155,10 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     - two keys move at once when the model says they interact: the pair's joint move is expected to gain
       more than the two single moves add up to, by INTERACTION (log score), and its expected improvement
       beats every single move's (softmax's BLOCK_SIZE and num_warps at the same elements per thread);
+    - more keys at once when the model expects JUMP times the expected improvement of the step of one or
+      two keys it would take otherwise;
     - another run's best (elsewhere), proposed first while it beats the best here by min_gain.
-    When every move of one or two keys was measured, any unmeasured configuration may be proposed.
+    When every step of one key was measured, the configuration of the highest expected improvement.
 
     elsewhere: what other runs of this kernel measured on the same GPU (another clone's, pulled). The
     model learns from them as from its own, but they were not measured here, so none is excluded.
@@ -194,10 +196,8 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     from scipy.special import ndtr
 
     if not there and 0 < len(measured) + len(pending) <= DESIGN_POINTS:
-        design = candidates(best, space, exclude, seed + len(measured), allowed)
-        if design:
-            return Proposal(_spread(space, [p.config for p in measured] + list(pending), design),
-                            f"space-filling start: point {len(measured) + len(pending)} of {DESIGN_POINTS}")
+        return Proposal(_spread(space, [p.config for p in measured] + list(pending), pool),
+                        f"space-filling start: point {len(measured) + len(pending)} of {DESIGN_POINTS}")
 
     safe = [c for c in pool if not any(beyond_failure(c, p.config, p.origin, space) for p in failed)]
     pool = safe or pool
