@@ -223,8 +223,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     far = [i for i, names in enumerate(changed) if len(names) > 2]
     if not by_count[1]:  # every step of one key was taken: the model's choice, however many keys it changes
         chosen = int(np.argmax(gain))
-        return Proposal(pool[chosen], "" if len(changed[chosen]) == 1 else
-                        f"every step of one key was measured: {len(changed[chosen])} keys at once")
+        return Proposal(pool[chosen], f"every step of one key was measured: {len(changed[chosen])} keys at once")
     chosen, reason = max(by_count[1], key=lambda i: gain[i]), ""
     if by_count[2] and gain[pair := max(by_count[2], key=lambda i: gain[i])] > gain[chosen]:
         a, b = changed[pair]

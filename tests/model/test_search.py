@@ -330,3 +330,31 @@ def test_a_failure_is_a_constraint_not_a_figure(monkeypatch):
     assert len(X) == len(y) == 2  # the process is fitted to what ran alone
     # beyond the failure (both keys at least as far from the start): never proposed while anything else is left
     assert not search.beyond_failure(proposal.config, failed, start, SPACE)
+
+
+def test_more_than_two_keys_move_only_when_the_model_expects_jump_times_the_gain(monkeypatch):
+    import re
+
+    space = {**SPACE, "STAGES": [1, 2, 3]}
+
+    def value_of(c):
+        return None if coupled(c) is None else coupled(c) * (1 + 0.05 * c["STAGES"])
+
+    for start in [{**c, "STAGES": 1} for c in configurations() if coupled(c)]:
+        best, points = start, [Point(start, start, True, math.log(value_of(start)))]
+        for _ in range(8):
+            proposal = search.propose_model(best, space, points)
+            if proposal is None:
+                break
+            if len(changed(proposal, best)) == 3:
+                found = re.fullmatch(r"the model expects (\d+\.\d) times the gain of any step of one or two keys "
+                                     r"from 3 at once", proposal.reason)
+                assert found and float(found.group(1)) >= search.JUMP, proposal
+                monkeypatch.setattr(search, "JUMP", math.inf)  # never: the same measurements give a smaller step
+                assert len(changed(search.propose_model(best, space, points), best)) <= 2
+                return
+            value = value_of(proposal.config)
+            kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
+            points.append(Point(proposal.config, best, kept, None if value is None else math.log(value)))
+            best = proposal.config if kept else best
+    raise AssertionError("no step of three keys")
