@@ -25,9 +25,9 @@ The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the t
 every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
 --ignore-constraints replays the search without them.
 
---set LENGTH_SCALE=1.2 replays the model with one of kgit.model.search's settings changed (LENGTH_SCALE,
-LENGTH_SCALE_FLAT, CURVATURE, SIGNAL_SD, NOISE_SD): how the settings were chosen, and how much the
-result depends on them (experiments/tune/replay.md).
+--set LENGTH_SCALE=1.2 replays the model with one of kgit.model.search's settings changed (SETTINGS below):
+how much the result depends on them. benchmarks/tune/leave_one_out.py chooses them, one space left out
+at a time (experiments/tune/leave-one-out/).
 """
 
 import argparse
@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_PAIRS = 12  # kgit tune's default --max-pairs
-SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD")  # what --set may change
+SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD", "DESIGN_POINTS", "INTERACTION", "JUMP")  # what --set may change
 sys.path.insert(0, str(ROOT))
 from kgit.loop import measure, tune  # noqa: E402
 from kgit.model import search  # noqa: E402
@@ -87,9 +87,11 @@ def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None, 
     if name == "random":
         return lambda best, space, points: search.propose_random(best, space, points, seed=seed, allowed=allowed)
     if name == "model":
-        return lambda best, space, points: search.propose_model(best, space, points, seed=seed,
-                                                                min_gain=min_gain_pct / 100, allowed=allowed,
-                                                                elsewhere=elsewhere)
+        def model(best, space, points):
+            found = search.propose_model(best, space, points, seed=seed, min_gain=min_gain_pct / 100,
+                                         allowed=allowed, elsewhere=elsewhere)
+            return found and found.config
+        return model
     raise SystemExit(f"unknown strategy {name!r}: model, descent or random")
 
 
@@ -124,7 +126,11 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
 def load(path: str, reference: str | None = None) -> tuple[dict, dict, dict]:
     """The table, its rows by configuration and its space; with reference (a space.py --remeasure file),
     the rows it holds take its figures, and the table's best is the best of the result."""
-    measured = json.loads(Path(path).read_text())
+    return tabulate(json.loads(Path(path).read_text()), reference)
+
+
+def tabulate(measured: dict, reference: str | None = None) -> tuple[dict, dict, dict]:
+    """load's work on a table already read (or made: benchmarks/tune/synthetic.py)."""
     rows = measured["rows"]
     if reference:
         again = {key(r["config"]): r for r in json.loads(Path(reference).read_text())["rows"] if r["correct"]}
@@ -138,7 +144,7 @@ def load(path: str, reference: str | None = None) -> tuple[dict, dict, dict]:
 
 def constraints(measured: dict):
     """The allows(config) of the template beside the table's test (its CONFIG_CONSTRAINTS), or None."""
-    template = ROOT / Path(measured["test"]).parent / "triton_template.py"
+    template = ROOT / Path(measured.get("test") or "no test").parent / "triton_template.py"
     if not template.is_file():
         return None
     tunables = tune.read_tunables(template.read_text(), str(template.relative_to(ROOT)), check_config=False)
@@ -205,7 +211,7 @@ def main() -> None:
         name, value = pair.split("=", 1)
         if name not in SETTINGS:
             raise SystemExit(f"--set {name}: not one of {', '.join(SETTINGS)}")
-        setattr(search, name, float(value))
+        setattr(search, name, type(getattr(search, name))(float(value)))
     references = dict(pair.split("=", 1) for pair in args.reference)
 
     lines = ["| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)

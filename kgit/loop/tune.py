@@ -15,9 +15,11 @@ that breaks one, and a CONFIG that breaks one is refused.
 
 The search is model-based (kgit.model.search.propose_model): a Gaussian process fitted to every figure
 measured for this kernel, read back from git, proposes the unmeasured configuration of the highest
-expected improvement, weighed by its chance to run (failures teach where configurations fail). It never
-proposes a configuration already measured (kept or reverted, as recorded in git), and stops when the
-whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
+expected improvement, weighed by its chance to run (failures teach where configurations fail). A step
+changes one key, unless the search gives a reason to change more (two keys the model reads as
+coupled, another run's best): the reason is written into the iteration's action, beside every key it
+changes. It never proposes a configuration already measured (kept or reverted, as recorded in git),
+and stops when the whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
 environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scipy are not
 installed. benchmarks/tune/replay.py compares the two on measured spaces.
 
@@ -135,9 +137,11 @@ def _literal_assignments(source: str, path: str) -> dict[str, ast.Assign]:
     return found
 
 
-def describe_change(old: dict, new: dict) -> str:
+def describe_change(old: dict, new: dict, reason: str = "") -> str:
+    """The iteration's action: every key that changes, and why several change at once where they do."""
     changes = [f"{key} {old.get(key)}->{value}" for key, value in new.items() if old.get(key) != value]
-    return ", ".join(changes) or "no change"
+    text = ", ".join(changes) or "no change"
+    return f"{text} ({len(changes)} keys at once: {reason})" if len(changes) > 1 and reason else text
 
 
 def propose(best: dict, space: dict, measured: list[tuple[dict, dict, bool]], allowed=None) -> dict | None:
@@ -186,17 +190,19 @@ def model_search_missing() -> str | None:
 
 
 def propose_next(best: dict, space: dict, measured: list[search.Point], pending: list[dict] = (),
-                 min_gain_pct: float = 1.0, allowed=None, elsewhere: list[search.Point] = ()) -> dict | None:
-    """The search's next configuration: the model's, or coordinate descent's where the model cannot run.
-    Never one that allowed (the template's constraints) refuses. elsewhere: what other runs of the kernel
-    measured on this GPU, which only the model learns from."""
+                 min_gain_pct: float = 1.0, allowed=None, elsewhere: list[search.Point] = ()) -> search.Proposal | None:
+    """The search's next configuration and why it changes several keys, if it does: the model's, or
+    coordinate descent's (one key a step) where the model cannot run. Never one that allowed (the
+    template's constraints) refuses. elsewhere: what other runs of the kernel measured on this GPU, which
+    only the model learns from."""
     if not _descent_asked():
         try:
             return search.propose_model(best, space, measured, pending, min_gain=min_gain_pct / 100,
                                         allowed=allowed, elsewhere=elsewhere)
         except ImportError:  # numpy / scipy missing: the search that needs neither
             pass
-    return propose(best, space, list(measured) + [(c, best, False) for c in pending], allowed)
+    found = propose(best, space, list(measured) + [(c, best, False) for c in pending], allowed)
+    return search.Proposal(found) if found else None
 
 
 def _direction(values: list, old, new) -> int:
@@ -247,13 +253,14 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             if elsewhere is None:
                 elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
                                       cfg.lower_is_better)
-            candidates = []
+            candidates, reasons = [], []
             for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
-                candidate = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
-                                         _allows(tunables, held), elsewhere)
-                if candidate is None:
+                proposal = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
+                                        _allows(tunables, held), elsewhere)
+                if proposal is None:
                     break
-                candidates.append(candidate)  # pending: not proposed twice in a round
+                candidates.append(proposal.config)  # pending: not proposed twice in a round
+                reasons.append(proposal.reason)
             if not candidates:
                 return StopReason.SPACE_EXHAUSTED
             sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
@@ -263,16 +270,19 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 measured = _measure_on_gpus(repo, state, sources, gpus, progress)
             else:
                 measured = []
-            for i, (candidate, text) in enumerate(zip(candidates, sources)):
+            for i, (candidate, reason, text) in enumerate(zip(candidates, reasons, sources)):
                 current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
                 before = (repo.root / cfg.kernel_path).read_text()
                 (repo.root / cfg.kernel_path).write_text(text)
-                tier = skillfiles.tier_of_change(tiers, [k for k, v in candidate.items() if current.get(k) != v])
+                changed = [k for k, v in candidate.items() if current.get(k) != v]
+                if len(changed) > 1 and not reason:  # one key from the best this round began with, since kept
+                    reason = "proposed from the best this round began with"
+                tier = skillfiles.tier_of_change(tiers, changed)
                 try:
                     # again: the search never proposes a configuration measured before; should one's code
                     # still equal an earlier iteration's, measuring it is what was asked for
-                    outcome = steps.step(repo, describe_change(current, candidate), tier, overrides, progress,
-                                         measured[i] if i < len(measured) else None, again=True)
+                    outcome = steps.step(repo, describe_change(current, candidate, reason), tier, overrides,
+                                         progress, measured[i] if i < len(measured) else None, again=True)
                 except steps.SameCode:  # code as HEAD's: refused, the kernel put back as it was
                     (repo.root / cfg.kernel_path).write_text(before)
                     raise

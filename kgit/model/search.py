@@ -11,21 +11,23 @@ measured for this kernel. A tunable whose values are positive numbers is measure
 its value): doubling a tile or the warps is the same step whether the space spans two octaves or five,
 which is what lets one set of length scales serve every template. Sizes (tiles, num_warps, chunks) vary
 over LENGTH_SCALE octaves; num_stages and tunables with a value that is not a positive number (flags)
-over LENGTH_SCALE_FLAT, since they move a kernel's figure by a few percent where sizes move it by several
-times. The prior mean is a dome: CURVATURE per octave squared below its top at the centre of the space,
-because the author of a space brackets where they expect the best, and a cold model with a flat mean
-sends its first proposals to the far corners, which on the measured spaces are the slowest and the
-ones that fail. The dome is shallow enough (a factor 0.9 at one octave from the centre) that a best at
-the edge of a short key (gemm's BLOCK_N 256) is still found. The length scales and the curvature were
-chosen on the measured H200 spaces and checked by leaving each space out (experiments/tune/replay.md,
-benchmarks/tune/settings.py).
+over LENGTH_SCALE_FLAT. The prior mean may be a dome (CURVATURE per octave squared below its top at the
+centre of the space): it served the project's own spaces, whose best sits near their centre, and lost
+the spaces whose best is at an edge; left out one space at a time, the choice made on the others is no
+dome (experiments/tune/leave-one-out/).
 
-A failed configuration enters the process as a score well below the worst measured, and teaches
-feasibility twice: a logistic model of failure over the same coordinates, and the rule that the
-configurations beyond it in the direction it moved from its origin (every key that moved, moved at
-least as far; every other key unchanged) fail too. The proposal is the unmeasured configuration of the
-highest expected improvement over the best score, weighed by its chance to run. A configuration the
-template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a candidate of any strategy.
+A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
+writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
+model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best. The
+settings were chosen by benchmarks/tune/leave_one_out.py, each space scored with settings chosen on the
+others.
+
+A failure is a constraint, not a figure: the process is fitted to what ran, and a logistic model of
+failure over the same coordinates weighs each candidate's expected improvement by its chance to run;
+the configurations beyond a failure in the direction it moved from its origin (every key that moved,
+moved at least as far; every other key unchanged) are proposed only when nothing else is left. A
+configuration the template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a
+candidate of any strategy.
 
 numpy and scipy are imported when a proposal is made, never when kgit starts.
 """
@@ -37,9 +39,12 @@ import math
 from typing import NamedTuple
 
 MAX_CANDIDATES = 20000  # a larger space is searched over a seeded sample of it, plus the best's neighbours
-LENGTH_SCALE = 1.5  # octaves, for sizes: tiles, num_warps, chunks
+LENGTH_SCALE = 2.5  # octaves, for sizes: tiles, num_warps, chunks
 LENGTH_SCALE_FLAT = 4.0  # octaves or positions, for num_stages and flags
-CURVATURE = 0.1  # the prior mean falls by this much log score per octave squared from the space's centre
+CURVATURE = 0.0  # the prior mean falls by this much log score per octave squared from the space's centre
+DESIGN_POINTS = 0  # a cold run's first steps that spread over the space instead of following the model
+INTERACTION = 0.0  # log score a pair of keys must gain together beyond their single moves to move at once
+JUMP = 1.5  # how many times the best step of one or two keys' expected gain a step of more must promise
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -127,18 +132,42 @@ def candidates(best: dict, space: dict, exclude: set, seed: int, allowed=None) -
     return [c for k, c in found.items() if k not in exclude and (allowed is None or allowed(c))]
 
 
+class Proposal(NamedTuple):
+    config: dict
+    reason: str = ""  # why it changes more than one key of the best; empty when it changes one
+
+
+def single_moves(best: dict, space: dict) -> list[dict]:
+    """The configurations that change one key of best, to any other of its values."""
+    return [{**best, name: value} for name, values in space.items() for value in values if value != best[name]]
+
+
 def propose_model(best: dict, space: dict, measured: list[Point], pending: list[dict] = (),
-                  seed: int = 0, fail_penalty: float = 1.0,
-                  min_gain: float = 0.01, allowed=None, elsewhere: list[Point] = ()) -> dict | None:
-    """The unmeasured configuration of the highest expected improvement, or None when none is worth it.
+                  seed: int = 0, min_gain: float = 0.01, allowed=None, elsewhere: list[Point] = ()) -> Proposal | None:
+    """The next configuration to measure and why it changes more than one key, or None when none is worth it.
+
+    A step changes one key of the best, to the value of the highest expected improvement, weighed by its
+    chance to run, with four exceptions, each named in the Proposal's reason (kgit tune writes it into
+    the iteration's action, so the record says why the step changed several keys):
+    - the first DESIGN_POINTS steps of a cold run are a space-filling design: the configuration farthest
+      from everything measured (in length scales) and not far from the centre, so that a plateau around
+      the start does not hide the rest of the space;
+    - two keys move at once when the model says they interact: the pair's joint move is expected to gain
+      more than the two single moves add up to, by INTERACTION (log score), and its expected improvement
+      beats every single move's (softmax's BLOCK_SIZE and num_warps at the same elements per thread);
+    - more keys at once when the model expects JUMP times the expected improvement of the step of one or
+      two keys it would take otherwise;
+    - another run's best (elsewhere), proposed first while it beats the best here by min_gain.
+    When every step of one key was measured, the configuration of the highest expected improvement.
 
     elsewhere: what other runs of this kernel measured on the same GPU (another clone's, pulled). The
-    model learns from them as from its own, but they were not measured here, so none is excluded. The
-    best configuration another run found is proposed first, while it beats the best here by min_gain
-    (it is kept only if it wins here too).
+    model learns from them as from its own, but they were not measured here, so none is excluded.
 
-    allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed
-    (and counts as measured for the rule below).
+    allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed.
+
+    A failure is a constraint, not a figure: the process is fitted to what ran, and a logistic model of
+    failure over the same coordinates weighs each candidate's gain by its chance to run; a configuration
+    beyond a failure, in the direction it moved from its origin, is proposed only when nothing else is left.
 
     None when the space is measured, or when every neighbour of the best (one key, one position) was
     measured and no configuration is expected to gain min_gain (a log ratio; kgit.yaml min_gain_pct /
@@ -155,36 +184,75 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     ok = here + there
     failed = [p for p in [*measured, *elsewhere] if p.score is None]
     if not ok:  # nothing measured ran: the nearest untried configuration not beyond a failure
-        return _nearest(best, space, pool, failed)
+        return Proposal(_nearest(best, space, pool, failed))
 
     incumbent = max(p.score for p in here) if here else None
     found = max(there, key=lambda p: p.score, default=None)
-    if found and key(found.config) in {key(c) for c in pool} and (
+    if found and key(found.config) not in exclude and (allowed is None or allowed(found.config)) and (
             incumbent is None or found.score > incumbent + min_gain):
-        return found.config
+        return Proposal(found.config, "another run's best on this GPU")
 
     import numpy as np
     from scipy.special import ndtr
 
+    if not there and 0 < len(measured) + len(pending) <= DESIGN_POINTS:
+        return Proposal(_spread(space, [p.config for p in measured] + list(pending), pool),
+                        f"space-filling start: point {len(measured) + len(pending)} of {DESIGN_POINTS}")
+
+    safe = [c for c in pool if not any(beyond_failure(c, p.config, p.origin, space) for p in failed)]
+    pool = safe or pool
+    X = np.array([coordinates(p.config, space) for p in ok])
     scores = np.array([p.score for p in ok])
-    spread = max(float(scores.max() - scores.min()), 0.05)
-    X = np.array([coordinates(p.config, space) for p in ok + failed])
-    y = np.r_[scores, np.full(len(failed), scores.min() - fail_penalty * spread)]
-    candidates_x = np.array([coordinates(c, space) for c in pool])
-    mean, sd = _posterior(X, y, candidates_x, space)
-    # the gain is over the best measured here: one measured only elsewhere is still worth measuring here
-    if incumbent is None:
+    # the best's single moves, measured or not: what a pair's joint move is compared with
+    singles = single_moves(best, space) + [best]
+    at = np.array([coordinates(c, space) for c in pool + singles])
+    mean, sd = _posterior(X, scores, at, space)
+    mean, sd, single_mean = mean[:len(pool)], sd[:len(pool)], dict(zip(map(key, singles), mean[len(pool):]))
+    if incumbent is None:  # the gain is over the best measured here
         incumbent = float(scores.max())
     z = (mean - incumbent) / sd
     gain = (mean - incumbent) * ndtr(z) + sd * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     if failed:
-        gain = gain * _chance_to_run(X, len(ok), candidates_x)
-        beyond = np.array([any(beyond_failure(c, p.config, p.origin, space) for p in failed) for c in pool])
-        gain = np.where(beyond, gain * 0.01, gain)
+        gain = gain * _chance_to_run(np.array([coordinates(p.config, space) for p in ok + failed]), len(ok),
+                                     at[:len(pool)])
     if float(gain.max()) < min_gain and _neighbours_measured(best, space, exclude, allowed):
         return None
-    ties = np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded, never by order alone
-    return pool[int(np.argmax(gain + ties))]
+    gain = gain + np.random.default_rng(seed + len(measured)).random(len(pool)) * 1e-12  # seeded ties
+    changed = [[n for n in space if c[n] != best[n]] for c in pool]
+    by_count = {n: [i for i, names in enumerate(changed) if len(names) == n] for n in (1, 2)}
+    far = [i for i, names in enumerate(changed) if len(names) > 2]
+    if not by_count[1]:  # every step of one key was taken: the model's choice, however many keys it changes
+        chosen = int(np.argmax(gain))
+        return Proposal(pool[chosen], f"every step of one key was measured: {len(changed[chosen])} keys at once")
+    chosen, reason = max(by_count[1], key=lambda i: gain[i]), ""
+    if by_count[2] and gain[pair := max(by_count[2], key=lambda i: gain[i])] > gain[chosen]:
+        a, b = changed[pair]
+        c = pool[pair]
+        together = mean[pair] - single_mean[key({**best, a: c[a]})] - single_mean[key({**best, b: c[b]})] \
+            + single_mean[key(best)]
+        if together > INTERACTION:
+            chosen, reason = pair, (f"{a} and {b} interact: the model expects them together to gain "
+                                    f"{math.expm1(together):.1%} more than each alone")
+    if far and gain[jump := max(far, key=lambda i: gain[i])] > JUMP * gain[chosen]:
+        chosen, reason = jump, (f"the model expects {gain[jump] / gain[chosen]:.1f} times the gain of any step of "
+                                f"one or two keys from {len(changed[jump])} at once")
+    return Proposal(pool[chosen], reason)
+
+
+def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
+    """The configuration of pool farthest from everything measured, less 1.25 times its distance from the
+    centre (both in length scales): spread over the space, but not into its far corners, which on every
+    measured space were the slowest and the ones that fail. Past the centre, a step away from what was
+    measured is a step away from the centre too: the 1.25 makes it cost more than it gains, so that the
+    choice is never a tie along a line through the centre."""
+    import numpy as np
+
+    scale, top = np.array(length_scales(space)), np.array(centre(space))
+    at = np.array([coordinates(c, space) for c in pool]) / scale
+    seen = np.array([coordinates(c, space) for c in measured]) / scale
+    apart = np.sqrt(((at[:, None, :] - seen[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+    off_centre = np.sqrt(((at - top / scale) ** 2).sum(axis=1))
+    return pool[int(np.argmax(apart - 1.25 * off_centre))]
 
 
 def _posterior(X, y, candidates_x, space: dict):
@@ -228,21 +296,22 @@ def _chance_to_run(X, n_ok: int, candidates_x, penalty: float = 0.1):
     the rest (they failed); the weights, not the intercept, are held back by penalty * |w|^2 / 2, so that
     two or three failures cannot make a wall of certainty."""
     import numpy as np
-    from scipy.optimize import minimize
     from scipy.special import expit
 
     failed = np.r_[np.zeros(n_ok), np.ones(len(X) - n_ok)]
     if failed.min() == failed.max():
         return np.ones(len(candidates_x))
     A = np.c_[np.ones(len(X)), X]
-
-    def loss(w):
+    held = penalty * np.diag(np.r_[0.0, np.ones(X.shape[1])])
+    w = np.zeros(A.shape[1])
+    for _ in range(50):  # Newton's method on a convex loss: a few steps to the optimum
         p = expit(A @ w)
-        eps = 1e-12
-        value = -(failed * np.log(p + eps) + (1 - failed) * np.log(1 - p + eps)).sum() + penalty * (w[1:] @ w[1:]) / 2
-        return value, A.T @ (p - failed) + penalty * np.r_[0.0, w[1:]]
-
-    w = minimize(loss, np.zeros(A.shape[1]), jac=True, method="L-BFGS-B").x
+        gradient = A.T @ (p - failed) + held @ w
+        hessian = A.T @ (A * (p * (1 - p))[:, None]) + held + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
     return 1 - expit(np.c_[np.ones(len(candidates_x)), candidates_x] @ w)
 
 

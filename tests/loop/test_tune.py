@@ -269,6 +269,35 @@ def test_each_proposal_is_recorded_with_the_tier_of_the_keys_it_changes(landscap
     assert {frozenset({"BLOCK"}), frozenset({"WARPS"})} <= set(tiers), tiers
 
 
+def test_describe_change_names_every_key_and_why_several_change():
+    from kgit.loop.tune import describe_change
+
+    assert describe_change({"a": 1, "b": 2}, {"a": 2, "b": 2}, "ignored") == "a 1->2"
+    assert describe_change({"a": 1, "b": 2}, {"a": 2, "b": 3}, "a and b interact") == (
+        "a 1->2, b 2->3 (2 keys at once: a and b interact)")
+    assert describe_change({"a": 1}, {"a": 1}) == "no change"
+
+
+# BLOCK and WARPS on a ridge of constant BLOCK / WARPS, rising with WARPS: up the ridge is a move of both
+COUPLED = LANDSCAPE.replace(
+    'METRIC = 1000.0 - 20.0 * (math.log2(CONFIG["BLOCK"]) - 11) ** 2 - 40.0 * (math.log2(CONFIG["WARPS"]) - 3) ** 2',
+    'METRIC = 1000.0 - 60.0 * (math.log2(CONFIG["BLOCK"] / CONFIG["WARPS"]) - 7) ** 2 + 15.0 * math.log2(CONFIG["WARPS"])')
+
+
+def test_a_step_that_changes_two_keys_says_so_in_its_record(ws):
+    # one key a step, unless the model reads two as coupled: then the action names both and why
+    assert COUPLED != LANDSCAPE
+    (ws.root / KERNEL).write_text(COUPLED)
+    ws.git("commit", "-qam", "a kernel whose two tunables are coupled")
+    result = ws.ok("tune", "fake", "--max-iterations", "4", "--json").json()
+    actions = [r["action"] for r in result["iterations"][1:]]
+    pairs = [a for a in actions if a.count("->") == 2]
+    assert pairs and all(" (2 keys at once: BLOCK and WARPS interact: the model expects them together to gain "
+                         in a for a in pairs), actions
+    assert all(a.count("->") <= 2 for a in actions), actions
+    assert [a for a in actions if a.count("->") == 1], actions
+
+
 def test_a_proposal_without_a_skill_is_tier_1(landscape):
     result = landscape.ok("tune", "fake", "--max-iterations", "3", "--json").json()
     assert [r["tier"] for r in result["iterations"][1:]] == [1, 1, 1]

@@ -23,14 +23,15 @@ def coupled(config):
     return 1000.0 * math.exp(-0.5 * math.log2(per_thread / 8) ** 2) * (1 + 0.05 * math.log2(block))
 
 
-def tune(value_of, start, budget, seed=0, space=SPACE):
+def tune(value_of, start, budget, seed=0, space=SPACE, min_gain=0.01):
     """Each proposal measured and kept when it is better (no noise): the best found after budget steps."""
     best = start
     points = [Point(start, start, True, math.log(value_of(start)))]
     for _ in range(budget):
-        candidate = search.propose_model(best, space, points, seed=seed)
-        if candidate is None:
+        proposal = search.propose_model(best, space, points, seed=seed, min_gain=min_gain)
+        if proposal is None:
             break
+        candidate = proposal.config
         value = value_of(candidate)
         kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
         points.append(Point(candidate, best, kept, None if value is None else math.log(value)))
@@ -44,43 +45,46 @@ def configurations(space=SPACE):
 
 
 def test_never_proposes_a_measured_or_pending_configuration():
-    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 30)
+    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 30, min_gain=0.0)  # no stop before 30
     keys = [search.key(p.config) for p in points]
     assert len(keys) == len(set(keys)) >= 9
     pending = [{"BLOCK": 512, "WARPS": 2}]
     proposal = search.propose_model(best, SPACE, points, pending)
-    assert proposal is None or search.key(proposal) not in set(keys) | {search.key(pending[0])}
+    assert proposal is None or search.key(proposal.config) not in set(keys) | {search.key(pending[0])}
     early = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 3)[1]  # before any stop: a proposal, never a pending one
     proposal = search.propose_model(early[-1].config, SPACE, early, [{"BLOCK": 512, "WARPS": 2}])
-    assert proposal is not None and search.key(proposal) not in {search.key(p.config) for p in early} | {
+    assert proposal is not None and search.key(proposal.config) not in {search.key(p.config) for p in early} | {
         search.key({"BLOCK": 512, "WARPS": 2})}
 
 
 def test_stops_when_the_space_is_measured():
     small = {"BLOCK": [256, 512], "WARPS": [1, 2]}
-    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 10, space=small)
-    assert len(points) == 4 and search.propose_model(best, small, points) is None
+    best, points = tune(coupled, {"BLOCK": 256, "WARPS": 1}, 10, space=small, min_gain=0.0)
+    assert len(points) == 4 and search.propose_model(best, small, points, min_gain=0.0) is None
 
 
 def test_gets_near_the_optimum_of_a_coupled_space_from_most_starts():
     top = max(v for c in configurations() if (v := coupled(c)) is not None)
     starts = [c for c in configurations() if coupled(c) is not None]
     found = [coupled(tune(coupled, start, 8)[0]) / top for start in starts]
-    # every start of 33 gets within 90% today, and 15 to the optimum itself (97%: no neighbour is that close);
-    # the model before this one: 27 and 1
-    assert sum(f >= 0.9 for f in found) >= 32 and sum(f >= 0.97 for f in found) >= 12, sorted(found)
+    # of 33 starts, 20 get within 90% today and 12 to the optimum itself (97%: no neighbour is that close);
+    # 13 stop at 88%, where the model (2.5 octaves' length scale) expects no move to gain the 1% it needs.
+    # The model before (any number of keys a step, 1.5 octaves and a dome, fitted to the project's spaces): 33, 15.
+    assert sum(f >= 0.9 for f in found) >= 18 and sum(f >= 0.97 for f in found) >= 11, sorted(found)
 
 
 def test_coordinates_are_octaves_for_numbers_and_positions_for_flags():
     space = {"BLOCK": [1024, 2048, 4096, 8192], "num_stages": [1, 2, 4], "PERSISTENT": [0, 1], "GROUP": [8]}
     config = {"BLOCK": 4096, "num_stages": 4, "PERSISTENT": 1, "GROUP": 8}
     assert search.coordinates(config, space) == [2.0, 2.0, 1.0]  # GROUP, of one value, is no coordinate
-    assert search.length_scales(space) == [1.5, 4.0, 4.0]  # sizes 1.5 octaves; stages and flags 4
+    assert search.length_scales(space) == [search.LENGTH_SCALE, 4.0, 4.0]  # sizes, then stages and flags
     assert search.centre(space) == [1.5, 1.0, 0.5]
 
 
-def test_the_posterior_follows_the_dome_far_from_what_was_measured_and_the_data_near_it():
+def test_the_posterior_follows_the_dome_far_from_what_was_measured_and_the_data_near_it(monkeypatch):
     np = pytest.importorskip("numpy")
+    monkeypatch.setattr(search, "CURVATURE", 0.1)
+    monkeypatch.setattr(search, "LENGTH_SCALE", 1.5)
     space = {"BLOCK": [2 ** i for i in range(31)]}  # 30 octaves: the centre is 2^15
     X, y = np.array([[15.0]]), np.array([0.0])  # one score, 0, at the dome's top
     at = np.array([[15.0], [16.5], [0.0]])  # on the point, one length scale away, 15 octaves away
@@ -112,11 +116,16 @@ def test_the_chance_to_run_is_a_logistic_fit_whose_slope_alone_is_held_back():
 
 @pytest.mark.parametrize("start", [{"BLOCK": 256, "WARPS": 1}, {"BLOCK": 8192, "WARPS": 32},
                                    {"BLOCK": 256, "WARPS": 32}])
-def test_a_cold_model_looks_near_the_middle_of_the_space_not_in_its_far_corners(start):
-    # a flat prior mean sends the first proposal to the corner farthest from the one point measured: on the
-    # H200's spaces the slowest configurations and the ones that fail (experiments/tune/replay.md)
+def test_with_a_dome_a_cold_model_moves_a_key_towards_the_middle_not_to_its_far_end(start, monkeypatch):
+    # a flat prior mean sends the first proposal to the end farthest from the one point measured: on the
+    # H200's spaces the slowest configurations and the ones that fail (experiments/tune/replay.md); the
+    # dome is off by default since spaces whose best is at an edge were left out (leave_one_out.py)
+    monkeypatch.setattr(search, "CURVATURE", 0.1)
     proposal = search.propose_model(start, SPACE, [Point(start, start, True, math.log(1000.0))])
-    assert all(abs(x - middle) <= 1.0 for x, middle in zip(search.coordinates(proposal, SPACE), search.centre(SPACE)))
+    moved = [i for i, name in enumerate(SPACE) if proposal.config[name] != start[name]]
+    assert len(moved) == 1 and proposal.reason == ""
+    x, middle = search.coordinates(proposal.config, SPACE)[moved[0]], search.centre(SPACE)[moved[0]]
+    assert abs(x - middle) <= 1.0, proposal
 
 
 def test_a_failure_teaches_that_its_neighbours_beyond_it_fail():
@@ -130,7 +139,8 @@ def test_a_failure_teaches_that_its_neighbours_beyond_it_fail():
     assert not search.beyond_failure({"BLOCK": 1024, "WARPS": 4}, points[2].config, points[2].origin, space)
     # without the failure the model follows the trend to 8192; with it, it stops (nothing worth it is left)
     assert search.propose_model({"BLOCK": 2048, "WARPS": 4}, space, points[:2] + [
-        Point({"BLOCK": 4096, "WARPS": 4}, points[1].config, False, math.log(160.0))]) == {"BLOCK": 8192, "WARPS": 4}
+        Point({"BLOCK": 4096, "WARPS": 4}, points[1].config, False, math.log(160.0))]).config == {
+            "BLOCK": 8192, "WARPS": 4}
     assert search.propose_model({"BLOCK": 2048, "WARPS": 4}, space, points) is None
 
 
@@ -162,7 +172,8 @@ def test_no_strategy_proposes_a_configuration_that_breaks_a_constraint(strategy)
 
     def proposal(best, points):
         if strategy == "model":
-            return search.propose_model(best, SPACE, points, allowed=fits, min_gain=0.0)  # on to the end
+            found = search.propose_model(best, SPACE, points, allowed=fits, min_gain=0.0)  # on to the end
+            return found and found.config
         if strategy == "random":
             return search.propose_random(best, SPACE, points, seed=1, allowed=fits)
         return propose(best, SPACE, [(p.config, p.origin, p.kept) for p in points], allowed=fits)
@@ -191,8 +202,9 @@ def test_what_another_run_measured_is_learnt_from_but_measured_again_here():
     found = {"BLOCK": 4096, "WARPS": 16}
     other = [Point(c, c, True, math.log(coupled(c)))
              for c in ({"BLOCK": 512, "WARPS": 4}, {"BLOCK": 2048, "WARPS": 8}, found, {"BLOCK": 8192, "WARPS": 4})]
-    assert search.propose_model(start, SPACE, here, seed=3, elsewhere=other) == found
-    assert search.propose_model(start, SPACE, here, seed=3) != found  # cold, the model does not guess it
+    proposal = search.propose_model(start, SPACE, here, seed=3, elsewhere=other)
+    assert proposal.config == found and proposal.reason == "another run's best on this GPU"
+    assert search.propose_model(start, SPACE, here, seed=3).config != found  # cold, the model does not guess it
 
 
 def test_another_runs_failures_steer_but_exclude_nothing():
@@ -206,7 +218,143 @@ def test_another_runs_failures_steer_but_exclude_nothing():
         c = search.propose_model(start, SPACE, points, seed=1, elsewhere=other, min_gain=0.0)
         if c is None:
             break
+        c = c.config
         proposals.add(search.key(c))
         points.append(Point(c, start, False, None if coupled(c) is None else math.log(coupled(c))))
     assert search.key(failed) in proposals or len(proposals) < 35  # never excluded: reachable when all else is
-    assert search.propose_model(start, SPACE, here, seed=1, elsewhere=other) != failed
+    assert search.propose_model(start, SPACE, here, seed=1, elsewhere=other).config != failed
+
+
+# --- one key a step, unless the proposal says why; a space-filling start; failures as constraints -------
+
+def changed(proposal, best):
+    return [name for name in best if proposal.config[name] != best[name]]
+
+
+def test_a_step_changes_one_key_unless_its_reason_says_why():
+    several = 0
+    for start in [c for c in configurations() if coupled(c)][::3]:
+        best, points = start, [Point(start, start, True, math.log(coupled(start)))]
+        for _ in range(8):
+            proposal = search.propose_model(best, SPACE, points)
+            if proposal is None:
+                break
+            keys = changed(proposal, best)
+            assert (len(keys) == 1) == (proposal.reason == ""), (best, proposal)
+            assert len(keys) <= 2, proposal  # nothing but the pair of a coupled move, in a space not measured out
+            several += len(keys) == 2
+            value = coupled(proposal.config)
+            kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
+            points.append(Point(proposal.config, best, kept, None if value is None else math.log(value)))
+            best = proposal.config if kept else best
+    assert several >= 1  # the coupled space does call for pairs
+
+
+def first_pair():
+    """The first state of a search on the coupled space in which the model moves two keys at once."""
+    for start in [c for c in configurations() if coupled(c)]:
+        best, points = start, [Point(start, start, True, math.log(coupled(start)))]
+        for _ in range(8):
+            proposal = search.propose_model(best, SPACE, points)
+            if proposal is None:
+                break
+            if len(changed(proposal, best)) == 2:
+                return best, points, proposal
+            value = coupled(proposal.config)
+            kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
+            points.append(Point(proposal.config, best, kept, None if value is None else math.log(value)))
+            best = proposal.config if kept else best
+    raise AssertionError("no pair moved")
+
+
+def test_two_keys_move_together_when_the_model_reads_them_as_coupled(monkeypatch):
+    np = pytest.importorskip("numpy")
+    best, points, proposal = first_pair()
+    a, b = changed(proposal, best)
+    # the reason quotes the interaction: the pair's posterior mean less each single move's, plus the best's
+    ran = [p for p in points if p.score is not None]
+    at = [proposal.config, {**best, a: proposal.config[a]}, {**best, b: proposal.config[b]}, best]
+    mean, _ = search._posterior(np.array([search.coordinates(p.config, SPACE) for p in ran]),
+                                np.array([p.score for p in ran]),
+                                np.array([search.coordinates(c, SPACE) for c in at]), SPACE)
+    together = mean[0] - mean[1] - mean[2] + mean[3]
+    assert together > search.INTERACTION
+    assert proposal.reason == (f"{a} and {b} interact: the model expects them together to gain "
+                               f"{math.expm1(together):.1%} more than each alone")
+    # with the threshold just above it, the same measurements give a single move
+    monkeypatch.setattr(search, "INTERACTION", together + 1e-9)
+    alone = search.propose_model(best, SPACE, points)
+    assert len(changed(alone, best)) == 1 and alone.reason == ""
+
+
+def test_a_cold_run_starts_with_a_space_filling_design_then_follows_the_model(monkeypatch):
+    monkeypatch.setattr(search, "DESIGN_POINTS", 2)
+    start = {"BLOCK": 256, "WARPS": 1}
+    best, points = start, [Point(start, start, True, math.log(coupled(start)))]
+    reasons = []
+    for _ in range(3):
+        proposal = search.propose_model(best, SPACE, points)
+        reasons.append(proposal.reason)
+        value = coupled(proposal.config)
+        points.append(Point(proposal.config, best, False, None if value is None else math.log(value)))
+    assert reasons[:2] == ["space-filling start: point 1 of 2", "space-filling start: point 2 of 2"]
+    assert not reasons[2].startswith("space-filling")
+    # the first is just past the middle (centre 2.5, 2.5 octaves), on the side away from the start
+    assert search.coordinates(points[1].config, SPACE) == [3.0, 3.0]
+    monkeypatch.setattr(search, "DESIGN_POINTS", 0)
+    assert search.propose_model(start, SPACE, points[:1]).reason == ""
+
+
+def test_spread_is_the_farthest_from_what_was_measured_less_its_distance_from_the_centre():
+    line = {"BLOCK": [2 ** i for i in range(9)]}  # 8 octaves: the centre is 2^4
+    pool = [{"BLOCK": 2 ** i} for i in range(1, 9)]
+    # from 2^0, x octaves up scores x - 1.25 |x - 4|: the centre; past it each octave gains 1 and costs 1.25
+    assert search._spread(line, [{"BLOCK": 1}], pool) == {"BLOCK": 16}
+    # from 2^0 and 2^6: the centre again (2 from both, 0 off centre), not 2^3 (3 apart, 1 off: 1.75)
+    assert search._spread(line, [{"BLOCK": 1}, {"BLOCK": 64}], [c for c in pool if c["BLOCK"] != 64]) == {"BLOCK": 16}
+    # far from both, 2^8 (2 octaves from 2^6, 4 off centre: -3) loses to 2^2 (2 apart, 2 off: -0.5)
+    assert search._spread(line, [{"BLOCK": 1}, {"BLOCK": 64}, {"BLOCK": 16}],
+                          [{"BLOCK": 4}, {"BLOCK": 256}]) == {"BLOCK": 4}
+
+
+def test_a_failure_is_a_constraint_not_a_figure(monkeypatch):
+    seen = []
+    real = search._posterior
+    monkeypatch.setattr(search, "_posterior", lambda X, y, at, space: seen.append((X, y)) or real(X, y, at, space))
+    start = {"BLOCK": 1024, "WARPS": 4}
+    failed = {"BLOCK": 8192, "WARPS": 16}
+    points = [Point(start, start, True, math.log(100.0)), Point({"BLOCK": 2048, "WARPS": 4}, start, False, math.log(90.0)),
+              Point(failed, start, False, None)]
+    proposal = search.propose_model(start, SPACE, points)
+    X, y = seen[-1]
+    assert len(X) == len(y) == 2  # the process is fitted to what ran alone
+    # beyond the failure (both keys at least as far from the start): never proposed while anything else is left
+    assert not search.beyond_failure(proposal.config, failed, start, SPACE)
+
+
+def test_more_than_two_keys_move_only_when_the_model_expects_jump_times_the_gain(monkeypatch):
+    import re
+
+    space = {**SPACE, "STAGES": [1, 2, 3]}
+
+    def value_of(c):
+        return None if coupled(c) is None else coupled(c) * (1 + 0.05 * c["STAGES"])
+
+    for start in [{**c, "STAGES": 1} for c in configurations() if coupled(c)]:
+        best, points = start, [Point(start, start, True, math.log(value_of(start)))]
+        for _ in range(8):
+            proposal = search.propose_model(best, space, points)
+            if proposal is None:
+                break
+            if len(changed(proposal, best)) == 3:
+                found = re.fullmatch(r"the model expects (\d+\.\d) times the gain of any step of one or two keys "
+                                     r"from 3 at once", proposal.reason)
+                assert found and float(found.group(1)) >= search.JUMP, proposal
+                monkeypatch.setattr(search, "JUMP", math.inf)  # never: the same measurements give a smaller step
+                assert len(changed(search.propose_model(best, space, points), best)) <= 2
+                return
+            value = value_of(proposal.config)
+            kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
+            points.append(Point(proposal.config, best, kept, None if value is None else math.log(value)))
+            best = proposal.config if kept else best
+    raise AssertionError("no step of three keys")

@@ -322,5 +322,6 @@ def test_tune_tries_first_the_best_that_another_clone_found(remote, ws, tmp_path
     a.ok("step", "-m", "A: a little better")
     a.ok("pull")  # the branches diverged: A keeps its own, and fetches B's records
     tuned = a.ok("tune", "--max-iterations", "2", "--json").json()  # iteration 1 is A's step
-    assert [r["action"] for r in tuned["iterations"]] == ["BLOCK 512->2048, WARPS 2->8"]
+    assert [r["action"] for r in tuned["iterations"]] == [
+        "BLOCK 512->2048, WARPS 2->8 (2 keys at once: another run's best on this GPU)"]
     assert tuned["iterations"][0]["status"] == "IMPROVED"  # measured again here, and kept here

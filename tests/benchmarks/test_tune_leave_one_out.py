@@ -1,0 +1,52 @@
+"""The leave-one-out replay of kgit tune (benchmarks/tune/leave_one_out.py) and its synthetic spaces,
+on a few starts of small spaces: what it scores, and that a space's family never chooses for it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scipy")
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "tune"))
+import leave_one_out  # noqa: E402
+import synthetic  # noqa: E402
+
+
+def test_synthetic_spaces_are_made_from_their_seed_alone_and_have_their_shape():
+    assert synthetic.table("plateau", 1) == synthetic.table("plateau", 1) != synthetic.table("plateau", 2)
+    plateau = synthetic.table("plateau", 1)
+    values = sorted((r["value"] for r in plateau["rows"]), reverse=True)
+    assert values[0] == 1000.0 and values[1] == 930.0 and values[len(values) // 2] < 820.0  # one narrow peak
+    failing = synthetic.table("failing", 2)
+    assert failing["correct"] <= 2 * failing["configurations"] // 3  # a third or more fail
+    noisy = synthetic.table("noisy", 1)
+    assert min(r["spread_pct"] for r in noisy["rows"]) >= 8.0
+    assert all(t["test"] is None and t["synthetic"] for t in (plateau, failing, noisy))  # labelled, no template
+
+
+def test_a_space_is_never_chosen_for_by_its_own_family():
+    families = leave_one_out.spaces()
+    assert "softmax (old)" not in leave_one_out.others(families, "softmax")
+    assert "synthetic plateau 2" not in leave_one_out.others(families, "synthetic plateau 1")
+    assert {"gemm", "rmsnorm", "layernorm", "synthetic coupled 1"} <= set(leave_one_out.others(families, "softmax"))
+
+
+@pytest.mark.parametrize("method", ["model", "descent", "random", "tpe"])
+def test_each_method_is_scored_at_both_bars_on_the_same_starts(method):
+    if method == "tpe":
+        pytest.importorskip("optuna")
+    got = leave_one_out.reached("synthetic noisy 1", method, starts=4)
+    assert got["starts"] == 4 and set(got["share"]) == {(0.97, 8), (0.99, 16)}
+    assert all(0.0 <= share <= 1.0 for share in got["share"].values())
+
+
+def test_a_start_counts_when_its_kept_best_reaches_the_bar_within_the_budget(monkeypatch):
+    # a replay whose kept best is 96%, then 97.5% at iteration 8, then 99% at 17: it counts at 97% within 8,
+    # not at 99% within 16
+    table = synthetic.table("noisy", 1)
+    top = table["best"]["value"]
+    trail = [{"value": top * 0.96}] * 8 + [{"value": top * 0.975}] * 9 + [{"value": top * 0.99}]
+    monkeypatch.setattr(leave_one_out.replay, "replay", lambda *args: trail)
+    got = leave_one_out.reached("synthetic noisy 1", "descent", starts=2)
+    assert got["share"] == {(0.97, 8): 1.0, (0.99, 16): 0.0}
