@@ -337,8 +337,9 @@ def _tune_proposing(ws, monkeypatch, config: dict) -> tuple:
     """kgit tune, in this process, with a search that proposes config once, then nothing."""
     from kgit.git.run import find_repo
     from kgit.loop import tune
+    from kgit.model.search import Proposal
 
-    proposals = [config]
+    proposals = [Proposal(config)]
     monkeypatch.setattr(tune, "propose_next", lambda *args, **kwargs: proposals.pop() if proposals else None)
     outcomes = []
     stopped = tune.run(find_repo(ws.root), "fake", {}, None, outcomes.append)
