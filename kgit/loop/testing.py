@@ -45,7 +45,7 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
 
         def run(name: str, timing_only: bool = False, timeout_s: float | None = None) -> TestResult:
             before = [read.rev(repo, ref) for ref in guarded]
-            with _registered(repo, cfg.test_path) as on_spawn:
+            with _registered(repo, cfg.test_command or cfg.test_path) as on_spawn:  # as its command line shows it
                 run_env = {**env, runner.TIMING_ONLY: "1"} if timing_only else env
                 result = runner.run_test(cfg, paths[name], timeout_s or cfg.test_timeout_s, run_env, kernels[name],
                                          on_tick=progress.tick if progress else None, on_spawn=on_spawn)
