@@ -18,11 +18,17 @@ from kgit.errors import KgitError
 class Repo:
     root: Path
     git_dir: Path
+    common_dir: Path | None = None  # the main repository's git directory, where git_dir is a worktree's
 
     @property
     def kgit_dir(self) -> Path:
-        """kgit's own files (lock, journal, caches, temporary worktrees), inside the git directory."""
+        """kgit's own files of this worktree (journal, caches, temporary worktrees), in its git directory."""
         return self.git_dir / "kgit"
+
+    @property
+    def shared_kgit_dir(self) -> Path:
+        """kgit's files of the whole repository, every worktree's (the lock), in the common git directory."""
+        return (self.common_dir or self.git_dir) / "kgit"
 
 
 class GitError(KgitError):
@@ -67,15 +73,15 @@ def find_repo(start: Path) -> Repo:
     if not start.is_dir():
         raise KgitError(f"no such directory: {start}")
     try:
-        out = git(start, "rev-parse", "--show-toplevel", "--absolute-git-dir")
+        out = git(start, "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
     except GitError as e:
         if "work tree" in str(e):
             raise KgitError(f"kgit needs a work tree; {start} is a bare repository") from None
         raise KgitError(f"not a git repository: {start}") from None
     except FileNotFoundError:
         raise KgitError("git is not installed or not on PATH") from None
-    root, git_dir = out.splitlines()
-    return Repo(Path(root), Path(git_dir))
+    root, git_dir, common_dir = out.splitlines()
+    return Repo(Path(root), Path(git_dir), (Path(start) / common_dir).resolve())  # relative to start
 
 
 def cat_blobs(repo: Repo, shas: list[str]) -> list[str]:

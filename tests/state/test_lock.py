@@ -98,3 +98,33 @@ def test_the_lock_admits_one_process_at_a_time(started, tmp_path):
         held = sorted(h for h in held if h)
         assert held, "someone got the lock"
         assert all(a[1] <= b[0] for a, b in zip(held, held[1:])), f"two holders at once: {held}"
+
+
+def test_one_lock_for_every_worktree_of_the_repository(started, tmp_path):
+    # a step in a linked worktree and one in the main checkout would each see the other's notes move
+    linked = tmp_path / "linked"
+    started.git("worktree", "add", "-q", "--detach", str(linked))
+    main, other = find_repo(started.root), find_repo(linked)
+    assert other.git_dir != main.git_dir and other.shared_kgit_dir == main.shared_kgit_dir
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(linked)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert lock.holder(main) == holder.pid
+        started.set_kernel(METRIC=150.0)
+        assert "another kgit process" in started.refused("step", "-m", "while the linked worktree works")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert started.ok("step", "-m", "after it", "--json").json()["status"] == "IMPROVED"
+
+
+def test_deleting_the_lock_file_lets_no_second_kgit_in(started):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(started.root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (started.root / ".git/kgit/lock").unlink()  # what a user (or an agent) might try
+        started.set_kernel(METRIC=150.0)
+        assert "another kgit process" in started.refused("step", "-m", "past a deleted lock file")
+    finally:
+        holder.kill()
+        holder.wait()
