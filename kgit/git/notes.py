@@ -40,7 +40,7 @@ class Notes:
 
 def read_notes(repo: Repo, ref: str = refs.NOTES_REF) -> Notes:
     """Every record under a notes ref by the commit it annotates, and every note that is not valid."""
-    return _read(repo, _list(repo, ref), None)
+    return _read(repo, note_blobs(repo, ref), None)
 
 
 def read_kernel_notes(repo: Repo, kernel: str) -> Notes:
@@ -60,7 +60,7 @@ def _read(repo: Repo, blob_by_commit: dict[str, str], kernel: str | None) -> Not
     return notes
 
 
-def _list(repo: Repo, ref: str) -> dict[str, str]:
+def note_blobs(repo: Repo, ref: str) -> dict[str, str]:
     """commit -> note blob, for every note under ref."""
     try:
         listing = git(repo, "ls-tree", "-r", "--full-tree", ref)
@@ -94,7 +94,7 @@ def _indexed(repo: Repo, kernel: str) -> dict[str, str]:
             elif old_tip != tip:
                 _update(repo, folder, old_tip, tip)
     except OSError:  # a read-only repository: read every note instead
-        return _list(repo, refs.NOTES_REF)
+        return note_blobs(repo, refs.NOTES_REF)
     return _read_pairs(folder / "kernels" / _file_name(kernel)) | _read_pairs(folder / "invalid")
 
 
@@ -122,7 +122,7 @@ def _update(repo: Repo, folder: Path, old_tip: str | None, tip: str) -> None:
         for path in folder.joinpath("kernels").iterdir():
             path.unlink()
         (folder / "invalid").unlink(missing_ok=True)
-        changes = {commit: (None, blob) for commit, blob in _list(repo, refs.NOTES_REF).items()}
+        changes = {commit: (None, blob) for commit, blob in note_blobs(repo, refs.NOTES_REF).items()}
     blobs = sorted({b for pair in changes.values() for b in pair if b})
     holders = {blob: _holders(text) for blob, text in zip(blobs, cat_blobs(repo, blobs))}
     edits: dict[str, dict[str, str | None]] = {}  # index file -> commit -> new blob (None: remove)
