@@ -52,8 +52,13 @@ def pull_command(ctx, remote, as_json):
     where = repo(ctx)
     with transaction.begin(where) as recovered:
         notes(recovered)
-        done = sync.pull(where, remote)
+        done, refused = sync.pull(where, remote)
+    incomplete = f"the pull refused {refused} thing{'s' if refused != 1 else ''} (kgit doctor lists them)"
+    if as_json and refused:  # one object on stdout, the refusal's: it carries the lines that say why
+        raise KgitError(f"{incomplete}: {'; '.join(done)}")
     emit(as_json, lambda: {"remote": remote, "done": done}, lambda: "\n".join(done))
+    if refused:  # the rest was pulled; a script must still be able to tell
+        raise KgitError(incomplete)
 
 
 @click.group("hooks")

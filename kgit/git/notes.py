@@ -7,17 +7,22 @@ is not a valid record comes back as an InvalidNote, to be reported: it is never 
 Reading every note is two git processes whatever their number: `git ls-tree` lists them, one
 `git cat-file --batch` reads the blobs. A team's notes grow to many thousands of records over many
 kernels, and most commands need one kernel's, so kgit keeps an index in .git/kgit/note-index/:
-  tip              the commit of refs/notes/kgit the index describes
+  tip              the commit of refs/notes/kgit the index describes, then "<sha256> <file>" of each
+                   file below: what it held when kgit wrote it
   kernels/<hex>    "<commit> <blob>" of each note holding a record of one kernel (its name in hex)
   invalid          "<commit> <blob>" of each note holding something that is not a valid record
 When refs/notes/kgit has moved, `git diff-tree` between the old tip and the new one names the notes
 that changed, and only those are read; without an index (or with an old tip gc removed) it is built
-from every note once. The index is derived data: deleting the folder costs one full read.
+from every note once. The index is derived data: deleting the folder costs one full read. It is
+checked before it is used: a file that is not what kgit wrote (a truncated write, a disk error, a
+hand edit) would hide records, and a loop that misses its kept iterations moves best/ to a worse one
+and calls its commits unrecorded; such an index is built again from the notes.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +40,7 @@ class Notes:
 
 def read_notes(repo: Repo, ref: str = refs.NOTES_REF) -> Notes:
     """Every record under a notes ref by the commit it annotates, and every note that is not valid."""
-    return _read(repo, _list(repo, ref), None)
+    return _read(repo, note_blobs(repo, ref), None)
 
 
 def read_kernel_notes(repo: Repo, kernel: str) -> Notes:
@@ -55,7 +60,7 @@ def _read(repo: Repo, blob_by_commit: dict[str, str], kernel: str | None) -> Not
     return notes
 
 
-def _list(repo: Repo, ref: str) -> dict[str, str]:
+def note_blobs(repo: Repo, ref: str) -> dict[str, str]:
     """commit -> note blob, for every note under ref."""
     try:
         listing = git(repo, "ls-tree", "-r", "--full-tree", ref)
@@ -83,21 +88,41 @@ def _indexed(repo: Repo, kernel: str) -> dict[str, str]:
         folder.joinpath("kernels").mkdir(parents=True, exist_ok=True)
         with open(folder / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one reader brings the index up to date, the others wait
-            if _read_lines(folder / "tip") != [tip]:
-                _update(repo, folder, tip)
+            old_tip, digests = _manifest(folder)
+            if not _intact(folder, digests):
+                _update(repo, folder, None, tip)
+            elif old_tip != tip:
+                _update(repo, folder, old_tip, tip)
     except OSError:  # a read-only repository: read every note instead
-        return _list(repo, refs.NOTES_REF)
+        return note_blobs(repo, refs.NOTES_REF)
     return _read_pairs(folder / "kernels" / _file_name(kernel)) | _read_pairs(folder / "invalid")
 
 
-def _update(repo: Repo, folder: Path, tip: str) -> None:
-    old = _read_lines(folder / "tip")
-    changes = _changes(repo, old[0], tip) if len(old) == 1 else None
-    if changes is None:  # no index yet, or its tip is gone: build it from every note
+def _manifest(folder: Path) -> tuple[str | None, dict[str, str] | None]:
+    """The tip the index describes and the digest of each of its files; None, None for no index."""
+    words = _read_lines(folder / "tip")
+    if len(words) % 2 != 1:
+        return None, None
+    return words[0], dict(zip(words[2::2], words[1::2]))
+
+
+def _intact(folder: Path, digests: dict[str, str] | None) -> bool:
+    """Whether every file of the index holds what kgit wrote, and no other file is there."""
+    return digests is not None and digests == _digests(folder)
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    files = [*sorted(folder.joinpath("kernels").iterdir()), folder / "invalid"]
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.exists()}
+
+
+def _update(repo: Repo, folder: Path, old_tip: str | None, tip: str) -> None:
+    changes = _changes(repo, old_tip, tip) if old_tip else None
+    if changes is None:  # no index yet, one not intact, or its tip is gone: build it from every note
         for path in folder.joinpath("kernels").iterdir():
             path.unlink()
         (folder / "invalid").unlink(missing_ok=True)
-        changes = {commit: (None, blob) for commit, blob in _list(repo, refs.NOTES_REF).items()}
+        changes = {commit: (None, blob) for commit, blob in note_blobs(repo, refs.NOTES_REF).items()}
     blobs = sorted({b for pair in changes.values() for b in pair if b})
     holders = {blob: _holders(text) for blob, text in zip(blobs, cat_blobs(repo, blobs))}
     edits: dict[str, dict[str, str | None]] = {}  # index file -> commit -> new blob (None: remove)
@@ -110,7 +135,8 @@ def _update(repo: Repo, folder: Path, tip: str) -> None:
         path = folder / name
         pairs = {**_read_pairs(path), **edit}
         _write(path, "".join(f"{c} {b}\n" for c, b in pairs.items() if b))
-    _write(folder / "tip", tip + "\n")  # last: an index interrupted before this line is redone
+    manifest = "".join(f"{digest} {name}\n" for name, digest in _digests(folder).items())
+    _write(folder / "tip", f"{tip}\n{manifest}")  # last: an index interrupted before this line is redone
 
 
 def _changes(repo: Repo, old_tip: str, tip: str) -> dict[str, tuple[str | None, str | None]] | None:

@@ -192,3 +192,8 @@ def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[st
         # --exclude takes a pattern as --tags/--glob see it: relative to refs/tags/ for --tags.
         args += ["--glob=refs/kgit", f"--exclude={refs.TAG_PREFIX}*", "--tags"]
     return shas & set(git(repo, "rev-list", *args).split())
+
+
+def message(repo: Repo, sha: str) -> str:
+    """A commit's whole message."""
+    return git(repo, "log", "-1", "--format=%B", "--end-of-options", sha, "--")

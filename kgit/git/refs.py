@@ -7,6 +7,7 @@
   refs/kgit/saved-edits                uncommitted edits kgit saved across a reset, until they are back
   refs/kgit/unrestored-edits/<sha>     saved edits kgit did not write back over newer ones (yours to take)
   refs/kgit/remotes/<remote>/...       what kgit last saw of a remote's tags, notes and attempts
+  refs/kgit/quarantine/<remote>        the notes kgit pull refused, and why (kgit.share.screen)
   refs/remotes/<remote>/opt/<kernel>   a remote's branches, where git keeps them
 
 Commit subjects:
@@ -25,6 +26,7 @@ ATTEMPTS = "refs/kgit/attempts"
 OUTGOING_NOTES = "refs/kgit/outgoing-notes"  # what kgit push last sent as refs/notes/kgit, when not all of it
 SAVED_EDITS = "refs/kgit/saved-edits"
 UNRESTORED_EDITS = "refs/kgit/unrestored-edits"
+QUARANTINE = "refs/kgit/quarantine/"
 BRANCH_PREFIX = "opt/"
 TAG_PREFIX = "best/"
 BRANCHES = "refs/heads/" + BRANCH_PREFIX

@@ -233,6 +233,16 @@ def write_notes(repo: Repo, notes: dict[str, list[Record]], message: str, merge:
     return read.rev(repo, ref)
 
 
+def keep_blobs(repo: Repo, ref: str, blob_by_name: dict[str, str], message: str, parents: list[str]) -> str:
+    """One commit on ref whose tree holds these blobs as they are, by name, with these parents (one at least,
+    and ref's commit among them if it has one): what kgit keeps of something it refused (a name each, a commit's id for a note's blob)."""
+    lines = [f"commit {ref}", f"committer {_ident(repo)}", _data(message)]
+    lines += [f"from {parents[0]}"] + [f"merge {p}" for p in parents[1:]]
+    lines += [f"M 100644 {blob} {name}" for name, blob in blob_by_name.items()]
+    git(repo, "fast-import", "--quiet", "--done", input=("\n".join(lines) + "\ndone\n").encode())
+    return read.rev(repo, ref)
+
+
 def _data(text: str) -> str:
     return f"data {len(text.encode())}\n{text}"
 

@@ -15,6 +15,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from kgit.config import check_kernel_name
+from kgit.errors import KgitError
+
 RECORD_VERSION = 1
 
 
@@ -144,6 +147,52 @@ _POSITIVE_NUMBERS = ("value", "peak", "target")
 _OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis", "agent")
 _KNOWN = set(_JSON_KEYS.values())
 
+# What kgit writes stays small: an action of one line (500 characters), a test's last 2,000 characters
+# of output, an agent's texts of 8,000, a profile's summary. A note of megabytes is no record of kgit's,
+# and the log and README that show it would be megabytes too: such a note is invalid, never rendered.
+MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every attachment included
+_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
+
+
+def _shown(value) -> str:
+    """A value in an error message: notes come from anywhere, and a message stays one short line."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def to_json(self) -> dict:
+        return {"commit": self.commit, "reason": self.reason}
+
+
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_JSON_KEYS = {f.name: f.name for f in dataclasses.fields(Record) if f.name != "extra"}
+_JSON_KEYS["version"] = "kgit"  # the field's name in the JSON, as records have always been written
+
+
+def is_object_id(text) -> bool:
+    """A full hexadecimal object id (SHA-1 or SHA-256): safe to hand to git, never read as an option."""
+    return isinstance(text, str) and _OBJECT_ID.fullmatch(text) is not None
+
+
+# The optional fields by the check they get where a note enters (the others are checked one by one).
+_TEXTS = ("started", "gpu", "metric", "reason", "output_tail")
+_NUMBERS = ("spread_pct", "pct_of_peak", "best_before", "delta_pct")
+_POSITIVE_NUMBERS = ("value", "peak", "target")
+_OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis", "agent")
+_KNOWN = set(_JSON_KEYS.values())
+
+# What kgit writes stays small: an action of one line (500 characters), a test's last 2,000 characters
+# of output, an agent's texts of 8,000, a profile's summary. A note of megabytes is no record of kgit's,
+# and the log and README that show it would be megabytes too: such a note is invalid, never rendered.
+MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every attachment included
+_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
+
+
+def _shown(value) -> str:
+    """A value in an error message: notes come from anywhere, and a message stays one short line."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
 
 def from_json(data) -> Record:
     """A Record from a JSON object; InvalidRecord names the first key that is missing or wrong.
@@ -154,67 +203,75 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"a record is a JSON object, not {type(data).__name__}")
     for key in ("kernel", "iteration", "action", "status"):
         if key not in data:
-            raise InvalidRecord(f"missing key {key!r}")
+            raise InvalidRecord(f"missing key {_shown(key)}")
     fields = {}
     for key in _TEXTS:
         value = data.get(key)
         if value is not None and type(value) is not str:
-            raise InvalidRecord(f"{key} must be a string, not {value!r}")
+            raise InvalidRecord(f"{key} must be a string, not {_shown(value)}")
+        if value is not None and len(value) > _MAX_CHARS[key]:
+            raise InvalidRecord(f"{key} is {len(value)} characters long, over {_MAX_CHARS[key]}")
         fields[key] = value
     for key in _NUMBERS + _POSITIVE_NUMBERS:
         value = data.get(key)
         if value is not None:
             if type(value) not in (int, float) or not math.isfinite(value):  # type(): a bool is no number
-                raise InvalidRecord(f"{key} must be a finite number, not {value!r}")
+                raise InvalidRecord(f"{key} must be a finite number, not {_shown(value)}")
             if value <= 0 and key in _POSITIVE_NUMBERS:
-                raise InvalidRecord(f"{key} must be above 0, not {value!r}")
+                raise InvalidRecord(f"{key} must be above 0, not {_shown(value)}")
             value = float(value)
         fields[key] = value
     for key in _OBJECTS:
         value = data.get(key)
         if value is not None and type(value) is not dict:
-            raise InvalidRecord(f"{key} must be an object, not {value!r}")
+            raise InvalidRecord(f"{key} must be an object, not {_shown(value)}")
         fields[key] = value
 
     kernel, iteration, action = data["kernel"], data["iteration"], data["action"]
     if type(kernel) is not str or not kernel:
-        raise InvalidRecord(f"kernel must be a string that names it, not {kernel!r}")
+        raise InvalidRecord(f"kernel must be a string that names it, not {_shown(kernel)}")
+    try:
+        check_kernel_name(kernel)  # it names a branch, a tag and a file of the notes index
+    except KgitError:
+        raise InvalidRecord(f"kernel {_shown(kernel)} is no valid kernel name") from None
     if type(iteration) is not int:
-        raise InvalidRecord(f"iteration must be an integer, not {iteration!r}")
+        raise InvalidRecord(f"iteration must be an integer, not {_shown(iteration)}")
     if iteration < 0:
-        raise InvalidRecord(f"iteration must be 0 or more, not {iteration!r}")
+        raise InvalidRecord(f"iteration must be 0 or more, not {_shown(iteration)}")
     if type(action) is not str:
-        raise InvalidRecord(f"action must be a string, not {action!r}")
+        raise InvalidRecord(f"action must be a string, not {_shown(action)}")
+    if len(action) > _MAX_CHARS["action"]:
+        raise InvalidRecord(f"action is {len(action)} characters long, over {_MAX_CHARS['action']}")
     try:
         status = Status(data["status"])
     except ValueError:
-        raise InvalidRecord(f"status {data['status']!r} is none of {', '.join(s.value for s in Status)}") from None
+        raise InvalidRecord(f"status {_shown(data['status'])} is none of {', '.join(s.value for s in Status)}") from None
     stop = data.get("stop_reason")
     try:
         stop_reason = StopReason(stop) if stop is not None else None
     except ValueError:
-        raise InvalidRecord(f"stop_reason {stop!r} is none of {', '.join(s.value for s in StopReason)}") from None
+        raise InvalidRecord(f"stop_reason {_shown(stop)} is none of {', '.join(s.value for s in StopReason)}") from None
     base = data.get("base")
     if base is not None and not is_object_id(base):
-        raise InvalidRecord(f"base must be a full object id, not {base!r}")
+        raise InvalidRecord(f"base must be a full object id, not {_shown(base)}")
     tier = data.get("tier")
     if tier is not None and (type(tier) is not int or not 1 <= tier <= 5):
-        raise InvalidRecord(f"tier must be an integer from 1 to 5, not {tier!r}")
+        raise InvalidRecord(f"tier must be an integer from 1 to 5, not {_shown(tier)}")
     correctness = data.get("correctness")
     if correctness is not None and type(correctness) is not bool:
-        raise InvalidRecord(f"correctness must be true, false or null, not {correctness!r}")
+        raise InvalidRecord(f"correctness must be true, false or null, not {_shown(correctness)}")
     cpu_timing = data.get("cpu_timing", False)
     if cpu_timing is not None and type(cpu_timing) is not bool:
-        raise InvalidRecord(f"cpu_timing must be true or false, not {cpu_timing!r}")
+        raise InvalidRecord(f"cpu_timing must be true or false, not {_shown(cpu_timing)}")
     duration = data.get("duration_s", 0.0)
     if type(duration) not in (int, float) or not math.isfinite(duration):
-        raise InvalidRecord(f"duration_s must be a finite number, not {duration!r}")
+        raise InvalidRecord(f"duration_s must be a finite number, not {_shown(duration)}")
     repeats = data.get("repeats")
     if repeats is not None and (type(repeats) is not int or repeats < 0):
-        raise InvalidRecord(f"repeats must be an iteration number, not {repeats!r}")
+        raise InvalidRecord(f"repeats must be an iteration number, not {_shown(repeats)}")
     version = data.get("kgit", RECORD_VERSION)
     if type(version) is not int:
-        raise InvalidRecord(f"kgit must be a version number, not {version!r}")
+        raise InvalidRecord(f"kgit must be a version number, not {_shown(version)}")
     if status.on_branch and fields["value"] is None:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     return Record(kernel=kernel, iteration=iteration, action=action, status=status, tier=tier,
@@ -250,10 +307,14 @@ def parse_note(commit: str, text: str) -> tuple[list[Record], list[InvalidNote]]
         if pos == len(text):
             return records, invalid
         try:
-            value, pos = decoder.raw_decode(text, pos)
+            value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             invalid.append(InvalidNote(commit, f"not JSON at character {e.pos}: {e.msg}"))
             return records, invalid
+        size, pos = end - pos, end
+        if size > MAX_RECORD_CHARS:
+            invalid.append(InvalidNote(commit, f"a record of {size} characters, over {MAX_RECORD_CHARS}"))
+            continue
         try:
             records.append(from_json(value))
         except InvalidRecord as e:

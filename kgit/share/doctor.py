@@ -16,6 +16,8 @@ Read-only: each problem says what --fix would do about it.
   a branch diverged from a remote's   reported: two clones continued one loop, and only a person can say
                            which side goes on (every record of both stays in the notes)
   a note that is no valid record   reported: kgit decides without it; only a person can repair it
+  a record kgit pull refused  reported (kgit.share.screen): kept under refs/kgit/quarantine/<remote>
+                           until a person has looked and deletes that ref
   a kernel commit no step recorded   reported (a hand commit on opt/<kernel>): only a person can say
                            whether it is measured as the next step or dropped; steps refuse until then
 """
@@ -51,7 +53,20 @@ def find_problems(repo: Repo) -> list[Problem]:
                                 "finish or roll it back, as the next writing kgit command would"))
     all_notes = notes.read_notes(repo)
     return (problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
-            + diverged_problems(repo) + ([] if unfinished else unrecorded_problems(repo)))
+            + diverged_problems(repo) + quarantine_problems(repo) + ([] if unfinished else unrecorded_problems(repo)))
+
+
+def quarantine_problems(repo: Repo) -> list[Problem]:
+    """What kgit pull refused (kgit.share.screen): not in the records, kept aside."""
+    return [Problem(f"refused by kgit pull ({ref}): {line}",
+                    f"none automatic: 'git log -1 {ref}' lists what was refused, 'git show {ref}:COMMIT' "
+                    f"shows its note; once settled: git update-ref -d {ref}")
+            for ref in sorted(read.refs_under(repo, refs.QUARANTINE)) for line in quarantined(repo, ref)]
+
+
+def quarantined(repo: Repo, ref: str) -> list[str]:
+    """The refusals listed in a quarantine ref's commit (kgit.share.screen.keep writes them), a line each."""
+    return [line for line in read.message(repo, ref).splitlines()[2:] if line.strip()]
 
 
 def invalid_note_problems(invalid: list[InvalidNote]) -> list[Problem]:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, remote as remotes, write
 from kgit.git.run import GitError, Repo
-from kgit.share import hooks
+from kgit.share import hooks, screen
 
 
 def check_remote(repo: Repo, remote: str) -> None:
@@ -52,32 +53,35 @@ def fetch(repo: Repo, remote: str, source: str | None = None) -> None:
     ])
 
 
-def merge_notes(repo: Repo, remote: str) -> int | None:
-    """Bring the remote's records into refs/notes/kgit; the number of records that were new here, None
-    when the remote holds no records at all."""
+def merge_notes(repo: Repo, remote: str) -> tuple[int | None, list[screen.Refused]]:
+    """Bring the remote's records into refs/notes/kgit; the number of records that were new here (None
+    when the remote holds no records at all), and those refused (kgit.share.screen), kept aside."""
     theirs_ref = refs.remote_snapshot(remote, "notes/kgit")
     theirs = read.rev(repo, theirs_ref)
     if theirs is None:
-        return None
+        return None, []
     ours = read.rev(repo, refs.NOTES_REF)
     if theirs == ours or (ours and read.is_ancestor(repo, theirs, ours)):
-        return 0
+        return 0, []
     mine = notes.read_notes(repo).by_commit
+    accepted, refused = screen.screen(repo, remote, theirs_ref, mine)
     changed = {}
-    for commit, records in notes.read_notes(repo, ref=theirs_ref).by_commit.items():
+    for commit, records in accepted.items():
         merged = notes.union(mine.get(commit, []), records)
         if merged != mine.get(commit):
             changed[commit] = merged
-    if ours is None or read.is_ancestor(repo, ours, theirs):
+    if refused:
+        screen.keep(repo, remote, theirs, refused)
+    if not refused and (ours is None or read.is_ancestor(repo, ours, theirs)):
         write.set_ref(repo, refs.NOTES_REF, theirs)  # nothing of ours is missing there: fast-forward
-    else:
+    else:  # theirs as a parent: what was refused is not offered again until the remote's notes move
         write.write_notes(repo, changed, f"kgit: merge the records of {remote}", merge=theirs)
-    return sum(len(records) - len(mine.get(commit, [])) for commit, records in changed.items())
+    return sum(len(records) - len(mine.get(commit, [])) for commit, records in changed.items()), refused
 
 
-def pull(repo: Repo, remote: str) -> list[str]:
+def pull(repo: Repo, remote: str) -> tuple[list[str], int]:
     """Fetch and merge the kgit refs of a remote, or of a git bundle file (records committed as
-    bundles travel so); what happened, a line each."""
+    bundles travel so); what happened, a line each, and how many things were refused."""
     source = None
     bundle = bundle_name(repo, remote)
     if bundle:
@@ -86,7 +90,8 @@ def pull(repo: Repo, remote: str) -> list[str]:
         check_remote(repo, remote)
     write.configure_notes(repo)  # a clone that never ran 'kgit start' rebases pulled branches too
     fetch(repo, remote, source)
-    added = merge_notes(repo, remote)
+    bad_names = _refuse_bad_names(repo, remote)
+    added, refused = merge_notes(repo, remote)
     if added is not None:
         done = [f"records: {added} new from {remote}"]
     elif source:
@@ -94,27 +99,50 @@ def pull(repo: Repo, remote: str) -> list[str]:
     else:  # a plain 'git push' sends branches and tags but no notes: say where the records are
         done = [f"records: none on {remote} ('git push' sends no records: 'kgit push {remote}' in the clone "
                 "that ran the loop sends them)"]
+    done += [f"refused: {r.describe()} (kept under {refs.QUARANTINE}{remote}; 'kgit doctor' lists it)"
+             for r in refused] + bad_names
     prefix = refs.remote_branch_ref(remote, "")
+    tags_refused = 0
     for ref, theirs in sorted(read.refs_under(repo, prefix).items()):
         kernel = ref[len(prefix):]
-        done.append(_pull_branch(repo, remote, kernel, theirs))
-    return done
+        lines = _pull_branch(repo, remote, kernel, theirs)
+        tags_refused += sum(line.startswith("refused:") for line in lines)
+        done += lines
+    return done, len(refused) + len(bad_names) + tags_refused
 
 
-def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> str:
+def _refuse_bad_names(repo: Repo, remote: str) -> list[str]:
+    """Drop the fetched branches and tags whose name is no kernel's (a branch 'opt/a/b' or 'opt/-x'
+    would become a branch, a tag and a path here); a line each."""
+    lines = []
+    for prefix, made in ((refs.remote_branch_ref(remote, ""), refs.branch),
+                         (refs.remote_snapshot(remote, refs.TAG_PREFIX), refs.tag)):
+        for ref in sorted(read.refs_under(repo, prefix)):
+            name = ref[len(prefix):]
+            try:
+                config.check_kernel_name(name)
+            except KgitError:
+                write.delete_ref(repo, ref)
+                lines.append(f"refused: {made(name)[:100]!r} of {remote}, not created: it names no valid kernel "
+                             "(letters, digits, '.', '_' and '-')")
+    return lines
+
+
+def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:
+    """What pulling one branch did, a line each (one that starts 'refused:' when its tag is not taken)."""
     branch = refs.branch(kernel)
     ours = read.rev(repo, refs.branch_ref(kernel))
     if ours == theirs:
-        return f"{branch}: up to date"
+        return [f"{branch}: up to date"]
     if ours is not None and read.is_ancestor(repo, theirs, ours):
-        return f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"
+        return [f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
     if ours is not None and not read.is_ancestor(repo, ours, theirs):
-        return (f"{branch}: not updated, it has diverged from {remote}'s (both clones continued it); every "
-                f"record of both is kept in the notes; keep one side, e.g. git reset --hard {remote}/{branch}")
+        return [(f"{branch}: not updated, it has diverged from {remote}'s (both clones continued it); every "
+                f"record of both is kept in the notes; keep one side, e.g. git reset --hard {remote}/{branch}")]
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
     if ours is not None and elsewhere:  # moved under it, that checkout would show the pulled work undone
-        return (f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there, or "
-                f"'git merge --ff-only {remote}/{branch}' there")
+        return [(f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there, or "
+                f"'git merge --ff-only {remote}/{branch}' there")]
     if ours is None:
         write.create_branch(repo, kernel, theirs)
         what = "new"
@@ -122,12 +150,18 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> str:
         try:
             write.fast_forward(repo, kernel, ours, theirs)
         except GitError as e:
-            return f"{branch}: not updated ({e})"
+            return [f"{branch}: not updated ({e})"]
         what = "fast-forwarded"
+    done = [f"{branch}: {what} to {theirs[:10]}"]
     tag = read.rev(repo, refs.remote_snapshot(remote, refs.tag(kernel)))
-    if tag is not None:
-        write.set_tag(repo, kernel, tag)  # the branch is now theirs: so is its best
-    return f"{branch}: {what} to {theirs[:10]}"
+    if tag is None:
+        return done
+    if not read.is_ancestor(repo, tag, theirs) or not any(
+            r.kept and r.kernel == kernel for r in notes.read_notes(repo).by_commit.get(tag, [])):
+        return done + [f"refused: {remote}'s {refs.tag(kernel)} ({tag[:10]}), it is no kept iteration of "
+                       f"{branch}: 'kgit doctor --fix' puts {refs.tag(kernel)} on the branch's best"]
+    write.set_tag(repo, kernel, tag)  # the branch is now theirs: so is its best
+    return done
 
 
 def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
@@ -141,14 +175,15 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
     if (where if where.is_absolute() else repo.root / where).is_file():
         raise KgitError(f"{remote} is a git bundle ({where}), which git cannot push to",
                         "push to a repository, or write the records to a new bundle with 'git bundle create "
-                        "FILE --branches=opt/* --tags=best/* refs/notes/kgit'")
+                        "FILE --branches=opt/* --tags=best/* --glob=refs/kgit/attempts/* refs/notes/kgit'")
     tips = {ref[len(refs.BRANCHES):]: sha for ref, sha in read.refs_under(repo, refs.BRANCHES).items()}
     by_commit = notes.read_notes(repo).by_commit
     hooks.check_tips(repo, tips, by_commit, from_hook=False)
     fetch(repo, remote)
     before = read.rev(repo, refs.NOTES_REF)
-    added = merge_notes(repo, remote)
+    added, refused = merge_notes(repo, remote)
     done = [f"records: {added} new from {remote} merged first"] if added else []
+    done += [f"refused: {r.describe()} (kept under {refs.QUARANTINE}{remote})" for r in refused]
     notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha != before:
         by_commit = notes.read_notes(repo).by_commit  # the merged records: what the push sends

@@ -6,6 +6,7 @@ import pytest
 
 from kgit.git import notes
 from kgit.git.run import find_repo
+from workspace import a_session
 
 BROKEN = {
     "not JSON": "this note was typed by hand",
@@ -65,7 +66,7 @@ def test_one_kernels_read_uses_the_index_and_finds_only_its_records(started):
     assert [r.kernel for rs in mine.by_commit.values() for r in rs] == ["fake"]
     index = started.root / ".git/kgit/note-index"
     assert sorted(p.name for p in (index / "kernels").iterdir()) == ["66616b65", "6f74686572"]  # hex names
-    assert (index / "tip").read_text().strip() == started.git("rev-parse", "refs/notes/kgit")
+    assert (index / "tip").read_text().split()[0] == started.git("rev-parse", "refs/notes/kgit")
 
 
 def test_the_index_follows_every_change_of_the_notes(started):
@@ -100,3 +101,25 @@ def test_a_copy_left_by_a_rebase_counts_once(started):
     log = started.ok("log", "--json").json()
     assert [r["iteration"] for r in log["iterations"]] == [0, 1]
     assert log["iterations"][1]["commit"] == started.git("rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "removed", "line dropped from the manifest"])
+def test_a_damaged_index_is_built_again_rather_than_trusted(ws, damage):
+    """An index file that hides a kept iteration made doctor move best/ to the baseline and call the
+    iteration a hand commit to reset away (and with every record hidden, advise 'git branch -D')."""
+    a_session(ws)
+    index = ws.root / ".git/kgit/note-index"
+    kernel_file = index / "kernels" / "fake".encode().hex()
+    assert ws.ok("log", "--json").json()["iterations"]  # the index is written
+    if damage == "truncated":
+        kernel_file.write_text(kernel_file.read_text().splitlines()[0][:50] + "\n")
+    elif damage == "emptied":
+        kernel_file.write_text("")
+    elif damage == "removed":
+        kernel_file.unlink()
+    else:
+        tip = index / "tip"
+        tip.write_text("".join(line + "\n" for line in tip.read_text().splitlines() if "kernels/" not in line))
+    assert [r["iteration"] for r in ws.ok("log", "--json").json()["iterations"]] == [0, 1, 2]
+    assert ws.ok("doctor", "--json").json()["problems"] == []
+    assert ws.ok("best", "--json").json()["iteration"] == 1

@@ -293,7 +293,7 @@ def test_records_committed_as_a_bundle_are_imported_by_pull(ws, tmp_path):
 def test_push_to_a_remote_that_is_a_bundle_is_refused_with_a_command_that_works(ws, tmp_path):
     a_session(ws)
     bundle = tmp_path / "run.bundle"
-    ws.git("bundle", "create", "-q", str(bundle), "opt/fake", "best/fake", "refs/notes/kgit")
+    ws.git("bundle", "create", "-q", str(bundle), "opt/fake", "best/fake", "refs/notes/kgit", "refs/kgit/attempts/fake/2")
     from_bundle = clone(bundle, tmp_path / "from-bundle")  # git clone FILE.bundle: origin is the bundle
     from_bundle.ok("pull", "origin")
     message = from_bundle.refused("push", "origin")
