@@ -10,9 +10,12 @@ The kernel under test, in a scratch repository at skills/kernels/<name>/ (so tha
             0.06 -> 0.0, a 3% traffic cut).
   --peer F  a folder holding a collection's softmax, triton_template.py and test_softmax.py, unchanged
             (the awesome-kernel-skills collection's: its test times 200 launches with perf_counter).
-            For the gain series the template gets a knob, EXTRA_EVERY = 20: one extra program per 20
-            recomputes a row already done (same values, so the test passes), 1/20 more work; the
-            gain step sets it to 0, which is the collection's kernel as it was: 5% less device time.
+            For the gain series the template gets a knob, EXTRA = 0.1: the first tenth of the rows also
+            add a row of zeros read from DRAM (same values, so the test passes), 5% more traffic
+            than one read and one write; the gain step sets it to 0.0. An earlier knob (an extra
+            program per 20 rows, rewriting a row already done) cost only 0.4% on an H100: the L2
+            served it (experiments/noise-decisions/h100-collection-softmax/). Calibrate EXTRA with
+            the probe series, which prints the gain do_bench sees, before a series.
 Series:
   noop   STEPS steps, each renaming a local variable of the kernel to a new name: a change of the
          code (not refused as a comment-only change, never the same code twice) that compiles to the
@@ -41,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCALE = {"name": "scale", "folder": HERE / "scale", "rename": "offsets",
          "slow": "EXTRA = 0.06", "fast": "EXTRA = 0.0"}
-PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA_EVERY = 20", "fast": "EXTRA_EVERY = 0"}
+PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA = 0.1", "fast": "EXTRA = 0.0"}
 
 
 def git(root: Path, *args: str) -> str:
@@ -55,19 +58,28 @@ def kgit(root: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def with_extra_programs(source: str) -> str:
-    """The collection's softmax template with EXTRA_EVERY: its grid gets one program per EXTRA_EVERY
-    that recomputes (and rewrites, with the same values) every EXTRA_EVERY-th row block."""
+def with_extra_read(source: str) -> str:
+    """The collection's softmax template with EXTRA: the first EXTRA of the rows also add a row of a side
+    array of zeros (the results do not change), EXTRA of the input's bytes more to read. Each call reads
+    the next of SLICES slices of the zeros, 24 of them, so that the extra read comes from DRAM rather
+    than from the L2 (which holds the test's own input and output between its launches)."""
     edits = [
-        ("    NUM_ROWS: tl.constexpr,\n", "    NUM_ROWS: tl.constexpr,\n    EXTRA_EVERY: tl.constexpr,\n"),
-        ("    pid = tl.program_id(0)\n",
-         "    pid = tl.program_id(0)\n    if EXTRA_EVERY > 0:\n        n_programs = tl.cdiv(n_rows, NUM_ROWS)\n"
-         "        pid = tl.where(pid >= n_programs, (pid - n_programs) * EXTRA_EVERY, pid)\n"),
+        ("    input_ptr, output_ptr,\n", "    input_ptr, output_ptr, pad_ptr, n_pad,\n"),
+        ("        row = tl.load(in_ptr + col_offsets, mask=load_mask, other=float(\"-inf\")).to(tl.float32)\n",
+         "        row = tl.load(in_ptr + col_offsets, mask=load_mask, other=float(\"-inf\")).to(tl.float32)\n"
+         "        pad_offsets = row_idx * n_cols + col_offsets\n"
+         "        row += tl.load(pad_ptr + pad_offsets, mask=load_mask & (pad_offsets < n_pad), other=0.0)\n"),
+        ("        x, output,\n", "        x, output, pad[start:], n_pad,\n"),
         ("    grid = (triton.cdiv(n_rows, ROWS_PER_PROG),)\n",
-         "    programs = triton.cdiv(n_rows, ROWS_PER_PROG)\n"
-         "    grid = (programs + (programs // EXTRA_EVERY if EXTRA_EVERY else 0),)\n"),
-        ("        NUM_ROWS=ROWS_PER_PROG,\n", "        NUM_ROWS=ROWS_PER_PROG,\n        EXTRA_EVERY=EXTRA_EVERY,\n"),
-        ("\n\n@triton.jit\n", "\n\nEXTRA_EVERY = 20\n\n\n@triton.jit\n"),
+         "    grid = (triton.cdiv(n_rows, ROWS_PER_PROG),)\n"
+         "    n_pad = int(x.numel() * EXTRA)\n"
+         "    pad = _zeros(max(n_pad, 1) * SLICES, x.device)\n"
+         "    start = (_calls[0] % SLICES) * max(n_pad, 1)\n"
+         "    _calls[0] += 1\n"),
+        ("\n\n@triton.jit\n", "\n\nEXTRA = 0.1\nSLICES = 24\n_pads, _calls = {}, [0]\n\n\n"
+         "def _zeros(n, device):\n    if (n, device) not in _pads:\n"
+         "        _pads[(n, device)] = torch.zeros(n, device=device)\n    return _pads[(n, device)]\n\n\n"
+         "@triton.jit\n"),
     ]
     for old, new in edits:
         if source.count(old) != 1:
@@ -81,7 +93,7 @@ def make_repo(root: Path, case: dict, series: str) -> Path:
     shutil.copytree(case["folder"], folder, ignore=shutil.ignore_patterns("__pycache__"))
     kernel = folder / "triton_template.py"
     if case is not SCALE and series != "noop":
-        kernel.write_text(with_extra_programs(kernel.read_text()))
+        kernel.write_text(with_extra_read(kernel.read_text()))
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "bench@example.com")
     git(root, "config", "user.name", "bench")
