@@ -160,40 +160,6 @@ def _shown(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def to_json(self) -> dict:
-        return {"commit": self.commit, "reason": self.reason}
-
-
-_OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
-_JSON_KEYS = {f.name: f.name for f in dataclasses.fields(Record) if f.name != "extra"}
-_JSON_KEYS["version"] = "kgit"  # the field's name in the JSON, as records have always been written
-
-
-def is_object_id(text) -> bool:
-    """A full hexadecimal object id (SHA-1 or SHA-256): safe to hand to git, never read as an option."""
-    return isinstance(text, str) and _OBJECT_ID.fullmatch(text) is not None
-
-
-# The optional fields by the check they get where a note enters (the others are checked one by one).
-_TEXTS = ("started", "gpu", "metric", "reason", "output_tail")
-_NUMBERS = ("spread_pct", "pct_of_peak", "best_before", "delta_pct")
-_POSITIVE_NUMBERS = ("value", "peak", "target")
-_OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis", "agent")
-_KNOWN = set(_JSON_KEYS.values())
-
-# What kgit writes stays small: an action of one line (500 characters), a test's last 2,000 characters
-# of output, an agent's texts of 8,000, a profile's summary. A note of megabytes is no record of kgit's,
-# and the log and README that show it would be megabytes too: such a note is invalid, never rendered.
-MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every attachment included
-_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
-
-
-def _shown(value) -> str:
-    """A value in an error message: notes come from anywhere, and a message stays one short line."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def from_json(data) -> Record:
     """A Record from a JSON object; InvalidRecord names the first key that is missing or wrong.
 
