@@ -88,7 +88,8 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
                             _baseline_hint(result.reason, kernel, cfg))
         spread = decide.start_spread(cfg, runs)
         measured = Comparison(first=runs[0], best=[], candidate=[r.value for r in runs], log_ratios=[],
-                              runs=len(runs) + 1, warmups=1)
+                              runs=len(runs) + 1, warmups=1, decided_on=spread["decides_on"],
+                              device_candidate=[r.device.total_us if r.device else None for r in runs])
         record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
                                    measured, environment)
         record = record.replace(measurement={**record.measurement, "spread": spread})

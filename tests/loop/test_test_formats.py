@@ -64,6 +64,8 @@ def test_a_pytest_test_judged_by_its_exit_status_on_kgits_device_time(foreign):
     assert record["metric"] == "device_us" and record["value"] > 0
     spread = record["measurement"]["spread"]
     assert spread["runs"] == 4 and spread["decides_on"] == "device" and list(spread["sd_pct"]) == ["device"]
+    assert record["measurement"]["decided_on"] == "device"
+    assert record["measurement"]["device_us"]["candidate"] == spread["device_us"]
     assert f"{record['value']:.0f} us on the device (CPU)" in foreign.ok("log", "scale").stdout
     assert record["gpu"] == "cpu (Triton's interpreter)"
 
