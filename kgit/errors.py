@@ -1,6 +1,12 @@
 """The one exception type that reaches the user as a one-line message."""
 
 
+def shown(value, limit: int = 80) -> str:
+    """A value as an error message quotes it: whatever a test or a note held, one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class KgitError(Exception):
     """A refusal or a user error: printed as one line, exit status 1, nothing changed.
 

@@ -13,7 +13,8 @@ from kgit.config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
 from kgit.model.record import Record, Status, StopReason
-from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, rounding_of, reported_latency_us, unit_of
+from kgit.model.result import (DEVICE_METRIC, TestResult, decimals_of, is_positive_number, reported_latency_us,
+                               rounding_of, unit_of)
 
 
 def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False,
@@ -263,9 +264,8 @@ def noise_prior(records: list[Record], environment: dict | None, decides_on: str
     here = [r for r in records if r.measurement and same_environment(r.environment, environment)]
     prior = Prior.from_decisions([r.measurement.get("log_ratios") or [] for r in here
                                   if r.measurement.get("decided_on", "test") == decides_on])
-    spread = next((r.measurement.get("spread") for r in here if r.status == Status.BASELINE), None)
-    runs = (spread or {}).get("device_us" if decides_on == "device" else "test")
-    if prior.df < PRIOR_DF_LIMIT and isinstance(runs, list) and all(_positive(v) for v in runs):
+    runs = measured_at_start(here).get("device_us" if decides_on == "device" else "test")
+    if prior.df < PRIOR_DF_LIMIT and isinstance(runs, list) and all(is_positive_number(v) for v in runs):
         prior = prior.plus(Prior.from_runs(runs))
     return prior
 
@@ -274,9 +274,15 @@ def decides_on(cfg: KernelConfig, records: list[Record]) -> str:
     """Whose pairs decide this loop's steps: kgit.yaml's decide_on, else what its start chose."""
     if cfg.decide_on != "auto":
         return cfg.decide_on
-    baseline = next((r for r in records if r.status == Status.BASELINE), None)
-    chosen = ((baseline.measurement or {}).get("spread") or {}).get("decides_on") if baseline else None
+    chosen = measured_at_start(records).get("decides_on")
     return chosen if chosen in ("test", "device") else "test"
+
+
+def measured_at_start(records: list[Record]) -> dict:
+    """What the loop's kgit start measured of the noise (start_spread's dict) among these records; empty
+    for a loop started before kgit measured it, or whose baseline is not among them."""
+    baseline = next((r for r in records if r.status == Status.BASELINE), None)
+    return ((baseline.measurement or {}).get("spread") or {}) if baseline else {}
 
 
 # kgit start runs the baseline this many times after its warm-up: the spread of its runs tells the
@@ -333,10 +339,6 @@ def _why_noisy(run: TestResult, sd: dict) -> str | None:
         return (f"the test's own figure varies {math.expm1(sd['test']) * 100:.1f}% from run to run, the kernel's "
                 f"device time {math.expm1(sd['device']) * 100:.1f}%")
     return None
-
-
-def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def now() -> str:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 from dataclasses import dataclass
+
+from kgit.model.result import is_positive_number
 
 # A decorator that makes a function a kernel: @triton.jit, @jit, @triton.autotune(...) on top of one...
 _KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
@@ -68,7 +69,7 @@ def from_recording(text: str, kernels: set[str]) -> DeviceTime | None:
             continue
         sources.add(process.get("source"))
         groups += [g for g in process.get("groups") or [] if isinstance(g, dict) and g.get("name") in kernels
-                   and _finite_positive(g.get("median_us")) and type(g.get("launches")) is int and g["launches"] > 0]
+                   and is_positive_number(g.get("median_us")) and type(g.get("launches")) is int and g["launches"] > 0]
     if not groups:
         return None
     most = max(groups, key=lambda g: g["launches"])
@@ -79,7 +80,3 @@ def from_recording(text: str, kernels: set[str]) -> DeviceTime | None:
         source="cupti" if "cupti" in sources else "interpreter",
         median_launch_us=most["median_us"],
     )
-
-
-def _finite_positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0

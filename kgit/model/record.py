@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from kgit.config import check_kernel_name
-from kgit.errors import KgitError
+from kgit.errors import KgitError, shown
 
 RECORD_VERSION = 1
 
@@ -154,12 +154,6 @@ MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every 
 _MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
 
 
-def _shown(value) -> str:
-    """A value in an error message: notes come from anywhere, and a message stays one short line."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def from_json(data) -> Record:
     """A Record from a JSON object; InvalidRecord names the first key that is missing or wrong.
 
@@ -169,12 +163,12 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"a record is a JSON object, not {type(data).__name__}")
     for key in ("kernel", "iteration", "action", "status"):
         if key not in data:
-            raise InvalidRecord(f"missing key {_shown(key)}")
+            raise InvalidRecord(f"missing key {shown(key)}")
     fields = {}
     for key in _TEXTS:
         value = data.get(key)
         if value is not None and type(value) is not str:
-            raise InvalidRecord(f"{key} must be a string, not {_shown(value)}")
+            raise InvalidRecord(f"{key} must be a string, not {shown(value)}")
         if value is not None and len(value) > _MAX_CHARS[key]:
             raise InvalidRecord(f"{key} is {len(value)} characters long, over {_MAX_CHARS[key]}")
         fields[key] = value
@@ -182,62 +176,62 @@ def from_json(data) -> Record:
         value = data.get(key)
         if value is not None:
             if type(value) not in (int, float) or not math.isfinite(value):  # type(): a bool is no number
-                raise InvalidRecord(f"{key} must be a finite number, not {_shown(value)}")
+                raise InvalidRecord(f"{key} must be a finite number, not {shown(value)}")
             if value <= 0 and key in _POSITIVE_NUMBERS:
-                raise InvalidRecord(f"{key} must be above 0, not {_shown(value)}")
+                raise InvalidRecord(f"{key} must be above 0, not {shown(value)}")
             value = float(value)
         fields[key] = value
     for key in _OBJECTS:
         value = data.get(key)
         if value is not None and type(value) is not dict:
-            raise InvalidRecord(f"{key} must be an object, not {_shown(value)}")
+            raise InvalidRecord(f"{key} must be an object, not {shown(value)}")
         fields[key] = value
 
     kernel, iteration, action = data["kernel"], data["iteration"], data["action"]
     if type(kernel) is not str or not kernel:
-        raise InvalidRecord(f"kernel must be a string that names it, not {_shown(kernel)}")
+        raise InvalidRecord(f"kernel must be a string that names it, not {shown(kernel)}")
     try:
         check_kernel_name(kernel)  # it names a branch, a tag and a file of the notes index
     except KgitError:
-        raise InvalidRecord(f"kernel {_shown(kernel)} is no valid kernel name") from None
+        raise InvalidRecord(f"kernel {shown(kernel)} is no valid kernel name") from None
     if type(iteration) is not int:
-        raise InvalidRecord(f"iteration must be an integer, not {_shown(iteration)}")
+        raise InvalidRecord(f"iteration must be an integer, not {shown(iteration)}")
     if iteration < 0:
-        raise InvalidRecord(f"iteration must be 0 or more, not {_shown(iteration)}")
+        raise InvalidRecord(f"iteration must be 0 or more, not {shown(iteration)}")
     if type(action) is not str:
-        raise InvalidRecord(f"action must be a string, not {_shown(action)}")
+        raise InvalidRecord(f"action must be a string, not {shown(action)}")
     if len(action) > _MAX_CHARS["action"]:
         raise InvalidRecord(f"action is {len(action)} characters long, over {_MAX_CHARS['action']}")
     try:
         status = Status(data["status"])
     except ValueError:
-        raise InvalidRecord(f"status {_shown(data['status'])} is none of {', '.join(s.value for s in Status)}") from None
+        raise InvalidRecord(f"status {shown(data['status'])} is none of {', '.join(s.value for s in Status)}") from None
     stop = data.get("stop_reason")
     try:
         stop_reason = StopReason(stop) if stop is not None else None
     except ValueError:
-        raise InvalidRecord(f"stop_reason {_shown(stop)} is none of {', '.join(s.value for s in StopReason)}") from None
+        raise InvalidRecord(f"stop_reason {shown(stop)} is none of {', '.join(s.value for s in StopReason)}") from None
     base = data.get("base")
     if base is not None and not is_object_id(base):
-        raise InvalidRecord(f"base must be a full object id, not {_shown(base)}")
+        raise InvalidRecord(f"base must be a full object id, not {shown(base)}")
     tier = data.get("tier")
     if tier is not None and (type(tier) is not int or not 1 <= tier <= 5):
-        raise InvalidRecord(f"tier must be an integer from 1 to 5, not {_shown(tier)}")
+        raise InvalidRecord(f"tier must be an integer from 1 to 5, not {shown(tier)}")
     correctness = data.get("correctness")
     if correctness is not None and type(correctness) is not bool:
-        raise InvalidRecord(f"correctness must be true, false or null, not {_shown(correctness)}")
+        raise InvalidRecord(f"correctness must be true, false or null, not {shown(correctness)}")
     cpu_timing = data.get("cpu_timing", False)
     if cpu_timing is not None and type(cpu_timing) is not bool:
-        raise InvalidRecord(f"cpu_timing must be true or false, not {_shown(cpu_timing)}")
+        raise InvalidRecord(f"cpu_timing must be true or false, not {shown(cpu_timing)}")
     duration = data.get("duration_s", 0.0)
     if type(duration) not in (int, float) or not math.isfinite(duration):
-        raise InvalidRecord(f"duration_s must be a finite number, not {_shown(duration)}")
+        raise InvalidRecord(f"duration_s must be a finite number, not {shown(duration)}")
     repeats = data.get("repeats")
     if repeats is not None and (type(repeats) is not int or repeats < 0):
-        raise InvalidRecord(f"repeats must be an iteration number, not {_shown(repeats)}")
+        raise InvalidRecord(f"repeats must be an iteration number, not {shown(repeats)}")
     version = data.get("kgit", RECORD_VERSION)
     if type(version) is not int:
-        raise InvalidRecord(f"kgit must be a version number, not {_shown(version)}")
+        raise InvalidRecord(f"kgit must be a version number, not {shown(version)}")
     if status.on_branch and fields["value"] is None:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     return Record(kernel=kernel, iteration=iteration, action=action, status=status, tier=tier,

@@ -38,8 +38,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kgit.model.device_time import DeviceTime
+from kgit.errors import shown
+
+if TYPE_CHECKING:  # an annotation only: kgit.model.device_time checks its numbers with this module's helper
+    from kgit.model.device_time import DeviceTime
 
 DEVICE_METRIC = "device_us"  # kgit's own device time of the kernel file's kernels (kgit.model.device_time)
 REFERENCES = re.compile(r"^(torch|pytorch|reference|ref|baseline|cublas)_")
@@ -78,7 +82,7 @@ class TestResult:
     @property
     def rounding(self) -> float:
         """The most |log(value / measured value)| that the printed rounding allows, from this run alone."""
-        return rounding_of(self.printed, decimals_of([self], self.printed))
+        return rounding_of(self.printed, decimals_of([self]))
 
     @property
     def passed(self) -> bool:
@@ -285,12 +289,12 @@ def rounding_of(printed: tuple | list, decimals: int | None) -> float:
     return sum(-math.log1p(-min(step / (2 * v), 0.5)) for v in printed) / len(printed)
 
 
-def decimals_of(results, printed: tuple | list = ()) -> int | None:
-    """The decimals a figure is rounded to, from every value of it printed in these runs (and printed):
+def decimals_of(results) -> int | None:
+    """The decimals a figure is rounded to, from every value of it printed in these runs:
     the most any showed, since a rounded figure drops its trailing zeros (round(x, 4) prints 0.004 for
     0.00401), and at least as many as the test's least precise other figure shows (the most any run
     showed of it). None: not rounded."""
-    values = [v for r in results for v in r.printed] + list(printed)
+    values = [v for r in results for v in r.printed]
     if not values or any(isinstance(v, float) and _significant_digits(v) >= _UNROUNDED_DIGITS for v in values):
         return None
     own = max(_decimals(v) for v in values)
@@ -332,10 +336,13 @@ def _is_number(value) -> bool:
     return True
 
 
+def is_positive_number(value) -> bool:
+    """A number kgit can divide by and take the log of: finite and above 0."""
+    return _is_number(value) and math.isfinite(value) and value > 0
+
+
 def _shown(value) -> str:
-    """A value as an error message quotes it: whatever a test printed, one short line."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown(value, limit=60)
 
 
 def last_json_object(stdout: str) -> dict | None:

@@ -96,7 +96,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
 
 
 def _detectable(records: list) -> dict | None:
-    spread = next(((r.measurement or {}).get("spread") for r in records if r.iteration == 0), None)
+    spread = decide.measured_at_start(records)
     if not spread:
         return None
     return {k: spread.get(k) for k in ("decides_on", "smallest_keepable_pct", "max_pairs", "sd_pct", "why")}
