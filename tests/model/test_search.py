@@ -250,21 +250,30 @@ def test_a_step_changes_one_key_unless_its_reason_says_why():
     assert several >= 1  # the coupled space does call for pairs
 
 
-def first_pair():
-    """The first state of a search on the coupled space in which the model moves two keys at once."""
-    for start in [c for c in configurations() if coupled(c)]:
-        best, points = start, [Point(start, start, True, math.log(coupled(start)))]
+def first_move(keys: int, space: dict, value_of, starts: list[dict]):
+    """The first state of a search from these starts in which the model moves this many keys at once:
+    (best, points, proposal); None when no search of 8 steps from any start did."""
+    for start in starts:
+        best, points = start, [Point(start, start, True, math.log(value_of(start)))]
         for _ in range(8):
-            proposal = search.propose_model(best, SPACE, points)
+            proposal = search.propose_model(best, space, points)
             if proposal is None:
                 break
-            if len(changed(proposal, best)) == 2:
+            if len(changed(proposal, best)) == keys:
                 return best, points, proposal
-            value = coupled(proposal.config)
+            value = value_of(proposal.config)
             kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
             points.append(Point(proposal.config, best, kept, None if value is None else math.log(value)))
             best = proposal.config if kept else best
-    raise AssertionError("no pair moved")
+    return None
+
+
+def first_pair():
+    """The first state of a search on the coupled space in which the model moves two keys at once."""
+    found = first_move(2, SPACE, coupled, [c for c in configurations() if coupled(c)])
+    if found is None:
+        raise AssertionError("no pair moved")
+    return found
 
 
 def test_two_keys_move_together_when_the_model_reads_them_as_coupled(monkeypatch):
@@ -340,21 +349,12 @@ def test_more_than_two_keys_move_only_when_the_model_expects_jump_times_the_gain
     def value_of(c):
         return None if coupled(c) is None else coupled(c) * (1 + 0.05 * c["STAGES"])
 
-    for start in [{**c, "STAGES": 1} for c in configurations() if coupled(c)]:
-        best, points = start, [Point(start, start, True, math.log(value_of(start)))]
-        for _ in range(8):
-            proposal = search.propose_model(best, space, points)
-            if proposal is None:
-                break
-            if len(changed(proposal, best)) == 3:
-                found = re.fullmatch(r"the model expects (\d+\.\d) times the gain of any step of one or two keys "
-                                     r"from 3 at once", proposal.reason)
-                assert found and float(found.group(1)) >= search.JUMP, proposal
-                monkeypatch.setattr(search, "JUMP", math.inf)  # never: the same measurements give a smaller step
-                assert len(changed(search.propose_model(best, space, points), best)) <= 2
-                return
-            value = value_of(proposal.config)
-            kept = value is not None and value > math.exp(max(p.score for p in points if p.score is not None))
-            points.append(Point(proposal.config, best, kept, None if value is None else math.log(value)))
-            best = proposal.config if kept else best
-    raise AssertionError("no step of three keys")
+    found = first_move(3, space, value_of, [{**c, "STAGES": 1} for c in configurations() if coupled(c)])
+    if found is None:
+        raise AssertionError("no step of three keys")
+    best, points, proposal = found
+    said = re.fullmatch(r"the model expects (\d+\.\d) times the gain of any step of one or two keys "
+                        r"from 3 at once", proposal.reason)
+    assert said and float(said.group(1)) >= search.JUMP, proposal
+    monkeypatch.setattr(search, "JUMP", math.inf)  # never: the same measurements give a smaller step
+    assert len(changed(search.propose_model(best, space, points), best)) <= 2
