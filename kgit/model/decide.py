@@ -13,8 +13,8 @@ from kgit.config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
 from kgit.model.record import Record, Status, StopReason
-from kgit.model.result import (DEVICE_METRIC, TestResult, decimals_of, is_positive_number, reported_latency_us,
-                               rounding_of, unit_of)
+from kgit.model.device_time import is_positive_number
+from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, reported_latency_us, rounding_of, unit_of
 
 
 def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False,

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from dataclasses import dataclass
-
-from kgit.model.result import is_positive_number
 
 # A decorator that makes a function a kernel: @triton.jit, @jit, @triton.autotune(...) on top of one...
 _KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
@@ -80,3 +79,20 @@ def from_recording(text: str, kernels: set[str]) -> DeviceTime | None:
         source="cupti" if "cupti" in sources else "interpreter",
         median_launch_us=most["median_us"],
     )
+
+
+def is_number(value) -> bool:
+    """A JSON number kgit can compute with: an int a float can hold (a 400-digit integer is none); what a
+    test or its recording prints is read with it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def is_positive_number(value) -> bool:
+    """A number kgit can divide by and take the log of: finite and above 0."""
+    return is_number(value) and math.isfinite(value) and value > 0

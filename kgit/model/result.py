@@ -38,12 +38,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kgit.errors import shown
-
-if TYPE_CHECKING:  # an annotation only: kgit.model.device_time checks its numbers with this module's helper
-    from kgit.model.device_time import DeviceTime
+from kgit.model.device_time import DeviceTime, is_number
 
 DEVICE_METRIC = "device_us"  # kgit's own device time of the kernel file's kernels (kgit.model.device_time)
 REFERENCES = re.compile(r"^(torch|pytorch|reference|ref|baseline|cublas)_")
@@ -138,7 +135,7 @@ def validate(payload: dict | None, reading: Reading | None, duration: float, tai
     if not math.isfinite(value) or value <= 0:
         return failed(f"invalid metric: {metric} = {_shown(value)}")
     spread = (payload or {}).get("spread_pct")
-    if spread is not None and (not _is_number(spread) or not math.isfinite(spread) or spread < 0):
+    if spread is not None and (not is_number(spread) or not math.isfinite(spread) or spread < 0):
         return failed(f"invalid JSON: spread_pct = {_shown(spread)}")
     return TestResult(True, True, None, metric, float(value), None if spread is None else float(spread), payload,
                       duration, tail, figure, tuple(printed), _other_decimals(payload, metric, figure), device)
@@ -189,7 +186,7 @@ def _figure(payload: dict | None, reading: Reading, device: DeviceTime | None,
             number = json.loads(text.strip())
         except json.JSONDecodeError:
             number = None
-        if not _is_number(number):
+        if not is_number(number):
             return f"invalid metric: metric_pattern {reading.pattern!r} matched {text!r}, not a number"
         return "metric_pattern", float(number), f"the last match of {reading.pattern}", [number]
     if payload is None:
@@ -211,11 +208,11 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
     for name in ("gbps", "tflops"):
         if name in payload:
             value = payload[name]
-            if not _is_number(value):
+            if not is_number(value):
                 return f"invalid metric: {name} = {_shown(value)}"
             return name, float(value), None, [value]
     spelled = [key for key in payload if re.fullmatch(r"[^a-z]*(gb|tflop)[^a-z]*s", key.lower())]
-    if len(spelled) == 1 and _is_number(payload[spelled[0]]):  # "GB/s", "TFLOP/s", "TFLOPS"
+    if len(spelled) == 1 and is_number(payload[spelled[0]]):  # "GB/s", "TFLOP/s", "TFLOPS"
         return spelled[0], float(payload[spelled[0]]), spelled[0], [payload[spelled[0]]]
     for key, items in payload.items():
         if not (isinstance(items, list) and items and all(isinstance(item, dict) for item in items)):
@@ -224,7 +221,7 @@ def find_figure(payload: dict, path: str | None) -> tuple[str, float, str | None
                         if re.search(r"(^|_)(gbps|tflops)$", name) and not REFERENCES.match(name)})
         if len(names) == 1:
             return _reduced(f"{key}.{names[0]}", _at(payload, [key, names[0]]), f"{key}.{names[0]}")
-    times = [key for key in payload if _is_number(payload[key]) and LATENCY.search(key) and not REFERENCES.match(key)]
+    times = [key for key in payload if is_number(payload[key]) and LATENCY.search(key) and not REFERENCES.match(key)]
     if times:  # kgit cannot tell on its own that a smaller figure is better: say how to tell it
         return (f"invalid JSON: no gbps or tflops field; {times[0]} looks like a time: name it with "
                 f"'metric: {times[0]}' and 'better: lower' for this kernel in kgit.yaml")
@@ -238,7 +235,7 @@ def reported_latency_us(payload: dict | None) -> tuple[str, float] | None:
     """The time of one call of the kernel as the test reports it (latency_us, time_ms, triton_us ...), in
     microseconds, with its key; None when it reports none with a unit kgit can read."""
     for key, value in (payload or {}).items():
-        if not _is_number(value) or value <= 0 or REFERENCES.match(key) or not LATENCY.search(key):
+        if not is_number(value) or value <= 0 or REFERENCES.match(key) or not LATENCY.search(key):
             continue
         unit = next((u for u in re.split(r"[^a-z]+", key.lower()) if u in _TIME_UNITS_US), None)
         if unit:
@@ -259,7 +256,7 @@ def _at(node, keys: list[str]) -> list:
     if isinstance(node, list):
         return [value for item in node for value in _at(item, keys)]
     if not keys:
-        return [node] if _is_number(node) else []
+        return [node] if is_number(node) else []
     return _at(node[keys[0]], keys[1:]) if isinstance(node, dict) and keys[0] in node else []
 
 
@@ -323,22 +320,6 @@ def _other_decimals(payload: dict | None, metric: str, figure: str | None) -> in
     counts = [_decimals(v) for k, v in payload.items() if k not in taken and isinstance(v, float)
               and math.isfinite(v) and v != 0 and _significant_digits(v) < _UNROUNDED_DIGITS]
     return min(counts) if counts else None
-
-
-def _is_number(value) -> bool:
-    """A JSON number kgit can compute with: an int a float can hold (a 400-digit integer is none)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
-
-
-def is_positive_number(value) -> bool:
-    """A number kgit can divide by and take the log of: finite and above 0."""
-    return _is_number(value) and math.isfinite(value) and value > 0
 
 
 def _shown(value) -> str:
