@@ -23,8 +23,8 @@ Series:
   gain   STEPS trials on one branch: the step that removes the extra work; when it is kept, a
          `git reset --hard` back to the slow kernel, so that every trial starts from the same best,
          with the noise of the earlier ones known (repeats are stepped with --again).
-  probe  `kgit start` only, then times the slow and the fast kernel with triton.testing.do_bench
-         (median, L2 cleared) and as kgit's device timing records them: the gain the trials look for.
+  probe  `kgit start` only, then times the fast kernel and the slow one at several sizes of its extra
+         work with triton.testing.do_bench (median of 5, L2 cleared): the gain the trials look for.
 Each step's record (status, gain and interval, which figure decided, runs, wall time) is appended to
 DIR/<series>.jsonl as it is decided, so a run cut short still leaves what it measured.
 """
@@ -134,18 +134,22 @@ def start(root: Path, case: dict, steps: int, out) -> None:
 
 
 def probe(kernel: Path, case: dict, out) -> None:
-    """do_bench's median of the slow and the fast kernel, in this process, beside each other."""
+    """do_bench's median of the fast kernel and of the slow one at several sizes of its extra work, in
+    this process, beside each other: the gain each size would give the trials."""
     import importlib.util
 
     import torch
     import triton.testing
 
+    knob = case["slow"].split("=")[0]  # "EXTRA "
+    sizes = {"fast": case["fast"], "slow": case["slow"],
+             **{f"{knob}= {size}": f"{knob}= {size}" for size in (0.05, 0.2, 0.3)}}
     medians = {}
-    for side in ("slow", "fast"):
-        source = kernel.read_text().replace(case["slow"], case[side])
-        path = kernel.with_name(f"probe_{side}.py")
+    for side, setting in sizes.items():
+        source = kernel.read_text().replace(case["slow"], setting)
+        path = kernel.with_name(f"probe_{len(medians)}.py")
         path.write_text(source)
-        spec = importlib.util.spec_from_file_location(f"probe_{side}", path)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         if case is SCALE:
@@ -157,9 +161,9 @@ def probe(kernel: Path, case: dict, out) -> None:
             call = lambda m=module: m.softmax(x)  # noqa: E731
         times = [triton.testing.do_bench(call, warmup=50, rep=300, return_mode="median") for _ in range(5)]
         medians[side] = sorted(times)[2]
-        write_line(out, {"probe": side, "do_bench_median_ms": times})
+        gain = (medians[side] / medians["fast"] - 1) * 100
+        write_line(out, {"probe": setting, "do_bench_median_ms": times, "gain_over_fast_pct": round(gain, 2)})
         path.unlink()
-    write_line(out, {"probe": "gain", "device_time_gain_pct": (medians["slow"] / medians["fast"] - 1) * 100})
 
 
 def main() -> None:

@@ -75,6 +75,24 @@ def note_blobs(repo: Repo, ref: str) -> dict[str, str]:
     return blob_by_commit
 
 
+def last_valid_version(repo: Repo, commit: str) -> tuple[str, str] | None:
+    """(notes commit, note text) of the newest version of commit's note in refs/notes/kgit's history
+    that holds valid records and nothing else, or None. Every write of a note is a commit of the notes
+    ref, so a note damaged since (by hand, a tool, a bad merge) usually has an intact version there."""
+    # git stores a note at the commit's hex name, split into folders of two characters as notes grow
+    paths = [commit, f"{commit[:2]}/{commit[2:]}", f"{commit[:2]}/{commit[2:4]}/{commit[4:]}"]
+    try:
+        changed = git(repo, "log", "--format=%H", refs.NOTES_REF, "--", *paths).split()  # newest first
+    except GitError:
+        return None
+    versions = [(notes_commit, path) for notes_commit in changed for path in paths]
+    for (notes_commit, _), text in zip(versions, cat_blobs(repo, [f"{c}:{path}" for c, path in versions])):
+        records, invalid = parse_note(commit, text) if text else ([], [])
+        if records and not invalid:
+            return notes_commit, text
+    return None
+
+
 # --- the index of one kernel's notes -------------------------------------------------------------
 
 

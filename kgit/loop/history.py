@@ -64,6 +64,15 @@ def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes
     return found
 
 
+def damaged_notes(repo: Repo, kernel: str, history: notes.History) -> list[InvalidNote]:
+    """The notes on opt/<kernel>'s commits (its first parents) or on its best/ tag's that are not valid
+    records: one of them may be the best's, and a step deciding without it would compare with an older
+    record, keep a worse kernel and move the branch off the best."""
+    on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
+    tagged = read.rev(repo, refs.tag_ref(kernel))
+    return [note for note in history.invalid if note.commit in on_branch or note.commit == tagged]
+
+
 def hand_commit_advice(oldest: str) -> str:
     """What to do about the unrecorded commits from oldest up (unrecorded_commits): the step, doctor and
     context all give it."""

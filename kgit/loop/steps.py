@@ -13,7 +13,7 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
 from kgit.git.run import Repo, cat_blobs
 from kgit.loop import measure, testing
-from kgit.loop.history import LoopState, hand_commit_advice, loop_state, unrecorded_commits
+from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import decide, kernel_code
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
@@ -301,10 +301,22 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
     """The current kernel's loop; refuse when it has no baseline or has stopped."""
     kernel = current_kernel(repo)
     state = loop_state(repo, kernel, overrides)
+    check_intact(repo, kernel, state)
     check_recorded(repo, kernel, state)
     if state.stopped:
         raise stopped_refusal(kernel, state)
     return state
+
+
+def check_intact(repo: Repo, kernel: str, state: LoopState) -> None:
+    """Refuse to step while a note of the branch is damaged: the best may be the one it held."""
+    damaged = damaged_notes(repo, kernel, state.history)
+    if damaged:
+        commits = ", ".join(dict.fromkeys(note.commit[:10] for note in damaged))
+        raise KgitError(f"{refs.branch(kernel)} holds a damaged kgit record (on {commits}: {damaged[0].reason}); a "
+                        "step would decide without it and could keep a kernel worse than the best",
+                        "'kgit doctor' says what is wrong, and 'kgit doctor --fix' puts back the note's last valid "
+                        "version where the notes' history has one")
 
 
 def check_recorded(repo: Repo, kernel: str, state: LoopState) -> None:

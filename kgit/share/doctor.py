@@ -15,7 +15,8 @@ Read-only: each problem says what --fix would do about it.
   a best/ tag off its branch   moved to the branch's best kept iteration
   a branch diverged from a remote's   reported: two clones continued one loop, and only a person can say
                            which side goes on (every record of both stays in the notes)
-  a note that is no valid record   reported: kgit decides without it; only a person can repair it
+  a note that is no valid record   its last valid version put back from the notes ref's history;
+                           reported where it has none (kgit decides without it, its kernel's steps refuse)
   a record kgit pull refused  reported (kgit.share.screen): kept under refs/kgit/quarantine/<remote>
                            until a person has looked and deletes that ref
   a kernel commit no step recorded   reported (a hand commit on opt/<kernel>): only a person can say
@@ -52,7 +53,7 @@ def find_problems(repo: Repo) -> list[Problem]:
         problems.append(Problem("an interrupted step (kgit was killed in the middle of it)",
                                 "finish or roll it back, as the next writing kgit command would"))
     all_notes = notes.read_notes(repo)
-    return (problems + invalid_note_problems(all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
+    return (problems + invalid_note_problems(repo, all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
             + diverged_problems(repo) + quarantine_problems(repo) + ([] if unfinished else unrecorded_problems(repo)))
 
 
@@ -69,12 +70,25 @@ def quarantined(repo: Repo, ref: str) -> list[str]:
     return [line for line in read.message(repo, ref).splitlines()[2:] if line.strip()]
 
 
-def invalid_note_problems(invalid: list[InvalidNote]) -> list[Problem]:
-    """Notes that hold something that is not a valid record: kgit decides without them."""
-    return [Problem(note.describe(),
-                    f"none automatic: read it with 'git notes --ref={refs.NOTES_REF} show {note.commit}', "
-                    f"then repair or remove it ('git notes --ref={refs.NOTES_REF} remove {note.commit}')")
-            for note in invalid]
+def invalid_note_problems(repo: Repo, invalid: list[InvalidNote]) -> list[Problem]:
+    """Notes that hold something that is not a valid record: kgit decides without them, and steps of
+    the kernel whose branch holds one refuse (kgit.loop.history.damaged_notes). Where the notes ref's
+    history has a valid version of the note, --fix puts it back."""
+    problems = []
+    for commit in dict.fromkeys(note.commit for note in invalid):  # a note may hold several invalid parts
+        reasons = "; ".join(note.reason for note in invalid if note.commit == commit)
+        problem = f"the note on {commit[:10]} is not a valid kgit record ({reasons})"
+        earlier = notes.last_valid_version(repo, commit)
+        if earlier is None:
+            problems.append(Problem(problem, f"none automatic: read it with 'git notes --ref={refs.NOTES_REF} show "
+                                             f"{commit}', then repair or remove it ('git notes --ref={refs.NOTES_REF} "
+                                             f"remove {commit}')"))
+            continue
+        notes_commit, text = earlier
+        problems.append(Problem(problem, f"put back its last valid version, from {refs.NOTES_REF} at {notes_commit[:10]} "
+                                         f"(the damaged one stays in the notes' history)",
+                                ("restore_note", commit, text)))
+    return problems
 
 
 def note_problems(repo: Repo, all_notes: notes.Notes) -> list[Problem]:

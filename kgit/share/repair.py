@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kgit.git import notes, write
 from kgit.git.run import Repo
+from kgit.model.record import parse_note
 from kgit.share import doctor
 from kgit.share.doctor import Problem
 from kgit.state import transaction
@@ -16,12 +17,16 @@ def fix(repo: Repo) -> tuple[list[str], list[Problem]]:
         done += recovered
         # Notes first: a note moved back onto its rewritten commit puts its record on the branch,
         # where the best/ tag can then find it.
-        for find in (_note_problems, doctor.tag_problems):  # each found after the repairs before it
+        for find in (_invalid_note_problems, _note_problems, doctor.tag_problems):  # each found after the repairs before it
             for problem in find(repo):
                 if problem.repair is not None:
                     _apply(repo, problem.repair)
                     done.append(f"{problem.problem}: {problem.fix}")
     return done, doctor.find_problems(repo)
+
+
+def _invalid_note_problems(repo: Repo) -> list[Problem]:
+    return doctor.invalid_note_problems(repo, notes.read_notes(repo).invalid)
 
 
 def _note_problems(repo: Repo) -> list[Problem]:
@@ -37,6 +42,10 @@ def _apply(repo: Repo, repair: tuple) -> None:
         records = notes.read_notes(repo).by_commit[old]
         write.write_notes(repo, {new: records}, f"kgit doctor: move the note of {old[:10]} to {new[:10]}")
         write.remove_notes(repo, [old])
+    elif operation == "restore_note":
+        commit, text = args
+        records, _ = parse_note(commit, text)
+        write.write_notes(repo, {commit: records}, f"kgit doctor: put back the last valid note of {commit[:10]}")
     elif operation == "set_ref":
         write.set_ref(repo, *args)
     elif operation == "set_tag":

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from workspace import a_session
 
 
@@ -68,3 +70,54 @@ def test_an_interrupted_step_is_reported_then_recovered(started):
     assert any("finished an interrupted step" in line for line in fixed)
     assert doctor(started) == []
     started.check_invariants()
+
+
+def damage_best_note(ws, how: str) -> str:
+    """Damage the note of the best kept iteration (iteration 1 at 150), as a hand or a tool would."""
+    best = ws.git("rev-parse", "best/fake")
+    text = ws.git("notes", "--ref=refs/notes/kgit", "show", best)
+    if how == "not JSON":
+        damaged = text[: len(text) // 2]
+    else:  # a field removed
+        record = json.loads(text)
+        del record["status"]
+        damaged = json.dumps(record)
+    ws.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", damaged, best)
+    return best
+
+
+@pytest.mark.parametrize("how", ["not JSON", "a field removed"])
+def test_a_damaged_best_stops_the_loop_until_doctor_puts_its_last_valid_version_back(started, how):
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")
+    best = damage_best_note(started, how)
+    started.set_kernel(METRIC=120.0)  # better than the baseline (100), worse than the damaged best (150)
+    refusal = started.refused("step", "-m", "worse than the best")
+    assert f"opt/fake holds a damaged kgit record (on {best[:10]}" in refusal
+    assert "kgit doctor --fix" in refusal
+    problem, = [p for p in doctor(started) if "not a valid kgit record" in p["problem"]]
+    assert problem["fix"].startswith("put back its last valid version, from refs/notes/kgit at ")
+
+    started.ok("doctor", "--fix")
+    assert doctor(started) == []
+    record = started.ok("step", "-m", "worse than the best", "--json").json()
+    assert (record["status"], record["iteration"]) == ("REGRESSED", 2)  # judged against 150, not 100
+    assert started.git("rev-parse", "best/fake") == best
+    started.check_invariants()
+
+
+def test_a_note_damaged_at_its_first_write_is_reported_not_repaired(started):
+    main = started.git("rev-parse", "main")
+    started.git("notes", "--ref=refs/notes/kgit", "add", "-m", "typed by hand", main)
+    before = started.snapshot()
+    started.ok("doctor", "--fix")
+    assert started.snapshot() == before  # nothing valid to put back: a person decides
+    problem, = doctor(started)
+    assert problem["fix"].startswith("none automatic")
+
+
+def test_a_damaged_note_off_the_branch_does_not_stop_the_loop(started):
+    orphan = started.git("commit-tree", started.git("rev-parse", "HEAD^{tree}"), "-m", "elsewhere")
+    started.git("notes", "--ref=refs/notes/kgit", "add", "-m", "{broken", orphan)
+    started.set_kernel(METRIC=120.0)
+    assert started.ok("step", "-m", "faster", "--json").json()["status"] == "IMPROVED"
