@@ -42,18 +42,22 @@ def push_command(ctx, remote, as_json):
 
 @click.command("pull")
 @click.argument("remote", default="origin")
+@click.option("--take", type=click.Choice(["ours", "theirs"]),
+              help="Where a kernel's branch forked (both clones kept kernels): the line that goes on.")
 @json_option
 @click.pass_context
-def pull_command(ctx, remote, as_json):
-    """Fetch REMOTE's kgit refs; merge its records with ours, fast-forward opt/* branches."""
+def pull_command(ctx, remote, take, as_json):
+    """Fetch REMOTE's kgit refs; merge its records with ours, bring opt/* branches up to date (a branch
+    that both clones continued is joined, the line that kept kernels going on)."""
     from kgit.share import sync
     from kgit.state import transaction
 
     where = repo(ctx)
     with transaction.begin(where) as recovered:
         notes(recovered)
-        done, refused = sync.pull(where, remote)
-    incomplete = f"the pull refused {refused} thing{'s' if refused != 1 else ''} (kgit doctor lists them)"
+        done, refused = sync.pull(where, remote, take)
+    incomplete = (f"the pull is incomplete: {refused} thing{'s' if refused != 1 else ''} refused or not updated "
+                  "(the lines above say why)")
     if as_json and refused:  # one object on stdout, the refusal's: it carries the lines that say why
         raise KgitError(f"{incomplete}: {'; '.join(done)}")
     emit(as_json, lambda: {"remote": remote, "done": done}, lambda: "\n".join(done))

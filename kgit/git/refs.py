@@ -27,6 +27,7 @@ OUTGOING_NOTES = "refs/kgit/outgoing-notes"  # what kgit push last sent as refs/
 SAVED_EDITS = "refs/kgit/saved-edits"
 UNRESTORED_EDITS = "refs/kgit/unrestored-edits"
 QUARANTINE = "refs/kgit/quarantine/"
+FORKS = "refs/kgit/forks"  # a line of a kernel that a join left behind a fork, kept from gc
 BRANCH_PREFIX = "opt/"
 TAG_PREFIX = "best/"
 BRANCHES = "refs/heads/" + BRANCH_PREFIX

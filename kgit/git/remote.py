@@ -64,6 +64,12 @@ def push(repo: Repo, remote: str, refspecs: list[str], env: dict) -> dict[str, s
     return results
 
 
+def set_upstream(repo: Repo, branch: str, remote: str) -> None:
+    """Make remote's branch of the same name the upstream of branch (git status then says ahead or behind)."""
+    git(repo, "config", f"branch.{branch}.remote", remote)
+    git(repo, "config", f"branch.{branch}.merge", f"refs/heads/{branch}")
+
+
 def hooks_dir(repo: Repo) -> Path:
     """Where git looks for this repository's hooks: core.hooksPath if set, else .git/hooks."""
     return repo.root / git(repo, "rev-parse", "--git-path", "hooks").strip()

@@ -65,8 +65,10 @@ def uncommit(repo: Repo, sha: str) -> None:
     git(repo, "reset", "--quiet", "--soft", sha, "--")
 
 
-def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, str], message: str) -> str:
-    """A new commit object on parent: the tree of commit tree_of with these files replaced.
+def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, str], message: str,
+                      also_parent: str | None = None) -> str:
+    """A new commit object on parent (and also_parent, a merge's second): the tree of commit tree_of
+    with these files replaced.
 
     Touches no ref, no index and no file in the working tree.
     """
@@ -80,7 +82,8 @@ def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, st
         tree = git(repo, "write-tree", env=env).strip()
     finally:
         index.unlink(missing_ok=True)
-    return git(repo, *_COMMIT_CONFIG, "commit-tree", tree, "-p", parent, "-m", message).strip()
+    parents = ["-p", parent] + (["-p", also_parent] if also_parent else [])
+    return git(repo, *_COMMIT_CONFIG, "commit-tree", tree, *parents, "-m", message).strip()
 
 
 def fast_forward(repo: Repo, kernel: str, old: str, new: str) -> None:

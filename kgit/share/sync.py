@@ -23,7 +23,8 @@ from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, remote as remotes, write
 from kgit.git.run import GitError, Repo
-from kgit.share import hooks, screen
+from kgit.model import decide
+from kgit.share import hooks, join, screen
 
 
 def check_remote(repo: Repo, remote: str) -> None:
@@ -79,9 +80,10 @@ def merge_notes(repo: Repo, remote: str) -> tuple[int | None, list[screen.Refuse
     return sum(len(records) - len(mine.get(commit, [])) for commit, records in changed.items()), refused
 
 
-def pull(repo: Repo, remote: str) -> tuple[list[str], int]:
+def pull(repo: Repo, remote: str, take: str | None = None) -> tuple[list[str], int]:
     """Fetch and merge the kgit refs of a remote, or of a git bundle file (records committed as
-    bundles travel so); what happened, a line each, and how many things were refused."""
+    bundles travel so); what happened, a line each, and how many things were refused or not updated.
+    take: which line goes on where a kernel's branch forked (kgit.share.join), "ours" or "theirs"."""
     source = None
     bundle = bundle_name(repo, remote)
     if bundle:
@@ -102,13 +104,13 @@ def pull(repo: Repo, remote: str) -> tuple[list[str], int]:
     done += [f"refused: {r.describe()} (kept under {refs.QUARANTINE}{remote}; 'kgit doctor' lists it)"
              for r in refused] + bad_names
     prefix = refs.remote_branch_ref(remote, "")
-    tags_refused = 0
+    not_done = 0
     for ref, theirs in sorted(read.refs_under(repo, prefix).items()):
         kernel = ref[len(prefix):]
-        lines = _pull_branch(repo, remote, kernel, theirs)
-        tags_refused += sum(line.startswith("refused:") for line in lines)
+        lines = _pull_branch(repo, remote, kernel, theirs, take)
+        not_done += sum(line.startswith(("refused:", f"{refs.branch(kernel)}: not updated")) for line in lines)
         done += lines
-    return done, len(refused) + len(bad_names) + tags_refused
+    return done, len(refused) + len(bad_names) + not_done
 
 
 def _refuse_bad_names(repo: Repo, remote: str) -> list[str]:
@@ -128,40 +130,99 @@ def _refuse_bad_names(repo: Repo, remote: str) -> list[str]:
     return lines
 
 
-def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:
-    """What pulling one branch did, a line each (one that starts 'refused:' when its tag is not taken)."""
+def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | None) -> list[str]:
+    """What pulling one branch did, a line each; a line that starts 'refused:' or '<branch>: not updated'
+    counts as not done (the pull exits non-zero)."""
     branch = refs.branch(kernel)
     ours = read.rev(repo, refs.branch_ref(kernel))
     if ours == theirs:
-        return [f"{branch}: up to date"]
+        return [f"{branch}: up to date"] + _follow_records(repo, remote, kernel, theirs)
     if ours is not None and read.is_ancestor(repo, theirs, ours):
-        return [f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
-    if ours is not None and not read.is_ancestor(repo, ours, theirs):
-        return [(f"{branch}: not updated, it has diverged from {remote}'s (both clones continued it); every "
-                f"record of both is kept in the notes; keep one side, e.g. git reset --hard {remote}/{branch}")]
+        return [f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"] + _follow_records(repo, remote, kernel,
+                                                                                                theirs)
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
     if ours is not None and elsewhere:  # moved under it, that checkout would show the pulled work undone
-        return [(f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there, or "
-                f"'git merge --ff-only {remote}/{branch}' there")]
+        return [(f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there")]
     if ours is None:
         write.create_branch(repo, kernel, theirs)
-        what = "new"
+        if remote in remotes.remotes(repo):  # a bundle's branches have no remote to track
+            remotes.set_upstream(repo, refs.branch(kernel), remote)
+        done = [f"{branch}: new to {theirs[:10]}"]
+    elif read.is_ancestor(repo, ours, theirs):
+        if not _moved(repo, kernel, ours, theirs):
+            return [_held_by_edits(branch)]
+        done = [f"{branch}: fast-forwarded to {theirs[:10]}"]
     else:
-        try:
-            write.fast_forward(repo, kernel, ours, theirs)
-        except GitError as e:
-            return [f"{branch}: not updated ({e})"]
-        what = "fast-forwarded"
-    done = [f"{branch}: {what} to {theirs[:10]}"]
+        found = join.lines(repo, kernel, ours, theirs, notes.read_notes(repo).by_commit)
+        if found.forked and take is None:
+            return [_forked(repo, remote, found)]
+        first = found.going_on(take)
+        joined = join.join(repo, found, first, remote)
+        if not _moved(repo, kernel, ours, joined):
+            return [_held_by_edits(branch)]
+        if first == join.OURS:
+            why = (f"{remote}'s line taken in below it" if found.forked else
+                   f"this clone's line goes on: {remote}'s kept no kernel since they parted")
+        else:
+            why = (f"{remote}'s line goes on, as asked; this clone's stays in the branch's history" if found.forked
+                   else f"{remote}'s line goes on: this clone's kept no kernel since they parted")
+        done = [f"{branch}: joined with {remote}'s at {joined[:10]} ({why})"]
+    return done + _follow_records(repo, remote, kernel, theirs)
+
+
+def _follow_records(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:
+    """Put best/<kernel> on the branch's best by its records (a plain `git pull` moves the branch and
+    leaves the tag behind), and say so where the remote's tag disagrees with the remote's own records."""
+    best = decide.best_pair(notes.deciding_history(repo, kernel).pairs)
+    if best is not None:
+        write.set_tag(repo, kernel, best[0])
+    return _check_their_tag(repo, remote, kernel, theirs)
+
+
+def _check_their_tag(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:
+    """A 'refused:' line when the remote's best/ tag is not the best of the remote's own branch by its
+    records (a tag moved by hand, or forged): never taken, the tag here follows the records."""
     tag = read.rev(repo, refs.remote_snapshot(remote, refs.tag(kernel)))
     if tag is None:
-        return done
-    if not read.is_ancestor(repo, tag, theirs) or not any(
-            r.kept and r.kernel == kernel for r in notes.read_notes(repo).by_commit.get(tag, [])):
-        return done + [f"refused: {remote}'s {refs.tag(kernel)} ({tag[:10]}), it is no kept iteration of "
-                       f"{branch}: 'kgit doctor --fix' puts {refs.tag(kernel)} on the branch's best"]
-    write.set_tag(repo, kernel, tag)  # the branch is now theirs: so is its best
-    return done
+        return []
+    line = set(read.first_parents(repo, theirs, limit=1_000_000))
+    their_best = decide.best_pair([(sha, r) for sha, r in notes.kernel_history(repo, kernel).pairs if sha in line])
+    if their_best is not None and tag == their_best[0]:
+        return []
+    return [f"refused: {remote}'s {refs.tag(kernel)} ({tag[:10]}), it is not the best kept iteration of its "
+            f"{refs.branch(kernel)} by the records: {refs.tag(kernel)} here follows this clone's records"]
+
+
+def _moved(repo: Repo, kernel: str, old: str, new: str) -> bool:
+    """Move opt/<kernel> from old to its descendant new; False when uncommitted edits are in the way."""
+    try:
+        write.fast_forward(repo, kernel, old, new)
+    except GitError:  # git's --ff-only refuses to overwrite edits the move would touch
+        return False
+    return True
+
+
+def _held_by_edits(branch: str) -> str:
+    return (f"{branch}: not updated, uncommitted edits in this checkout are in the way (files the pull would change): "
+            "'kgit step' them or 'git stash' them, then pull again")
+
+
+def _forked(repo: Repo, remote: str, found: join.Lines) -> str:
+    """The line that says a kernel's branch forked: both clones kept kernels since they parted."""
+    branch, kernel = refs.branch(found.kernel), found.kernel
+    pinned = join.pin(repo, kernel, remote, found.theirs)
+    try:
+        cfg = config.load(repo.root, kernel)
+        lower, measure_both = cfg.lower_is_better, (f"; to measure theirs against this clone's on one GPU: 'git checkout "
+                                                    f"{pinned} -- {cfg.kernel_path}', then 'kgit step'")
+    except KgitError:
+        lower, measure_both = False, ""
+    iterations = lambda kept: ", ".join(str(r.iteration) for _, r in kept)  # noqa: E731
+    return (f"{branch}: not updated, forked: this clone kept iteration(s) {iterations(found.kept_ours)} and "
+            f"{remote} kept {iterations(found.kept_theirs)} since they parted; "
+            f"{join.which_measured_better(found, lower)}; {remote}'s line is pinned at {pinned}; "
+            f"'kgit pull {remote} --take theirs' makes it the line that goes on, '--take ours' keeps this one "
+            f"(either keeps the other in the branch's history){measure_both}")
 
 
 def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
@@ -198,11 +259,13 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
             continue
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
         pushed_tips.append(tip)
-        best = read.rev(repo, refs.tag_ref(kernel))
-        if best and read.is_ancestor(repo, best, tip):
+        tagged = read.rev(repo, refs.tag_ref(kernel))
+        best = decide.best_pair(notes.deciding_history(repo, kernel).pairs)
+        if tagged and best and tagged == best[0]:
             refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design, along its branch
-        elif best:
-            done.append(f"{tag}: not pushed, it points off {branch}: 'kgit doctor --fix' moves it")
+        elif tagged:  # sent, a stale tag would move the remote's best to a worse kernel
+            where = "points off" if not read.is_ancestor(repo, tagged, tip) else "is not on the best kept iteration of"
+            done.append(f"{tag}: not pushed, it {where} {branch}: 'kgit doctor --fix' moves it")
             unsent += 1
     attempts = _attempt_refspecs(repo, remote)
     if notes_sha:

@@ -164,8 +164,9 @@ def test_pull_leaves_a_branch_checked_out_in_another_worktree_to_that_worktree(r
     ws.set_kernel(METRIC=150.0)
     ws.ok("step", "-m", "much better")
     ws.ok("push")
-    assert (f"opt/fake: not updated, it is checked out in {linked}: run 'kgit pull origin' there"
-            in b.ok("pull").stdout)
+    run = b.kgit("pull")  # exit 1: a branch was not updated
+    assert run.returncode == 1 and "the pull is incomplete" in run.stderr
+    assert f"opt/fake: not updated, it is checked out in {linked}: run 'kgit pull origin' there" in run.stdout
     assert b.git("rev-parse", "opt/fake") == before
     assert git_run(b, "-C", str(linked), "status", "--porcelain").stdout == ""
     there = type(b)(linked)
@@ -215,7 +216,10 @@ def test_a_clone_is_not_judged_by_the_best_of_a_branch_it_did_not_take(remote, w
 
     a.set_kernel(METRIC=120.0)
     a.ok("step", "-m", "A: better")
-    a.ok("pull")  # the branches diverged: A keeps its own, and fetches B's records
+    run = a.kgit("pull")  # a fork: both kept kernels; A keeps its own line, fetches B's records, exits 1
+    assert run.returncode == 1, run.stderr
+    fork, = [line for line in run.stdout.splitlines() if line.startswith("opt/fake: not updated, forked")]
+    assert "--take theirs" in fork and "theirs measured better" in fork and "refs/kgit/forks/fake/origin-" in fork
     a.set_kernel(METRIC=150.0)
     record = a.ok("step", "-m", "A: better still", "--json").json()
     assert record["status"] == "IMPROVED" and record["best_before"] == 120.0
@@ -320,7 +324,7 @@ def test_tune_tries_first_the_best_that_another_clone_found(remote, ws, tmp_path
 
     (a.root / KERNEL).write_text(LANDSCAPE.replace('"BLOCK": 256, "WARPS": 2', '"BLOCK": 512, "WARPS": 2'))
     a.ok("step", "-m", "A: a little better")
-    a.ok("pull")  # the branches diverged: A keeps its own, and fetches B's records
+    assert a.kgit("pull").returncode == 1  # a fork: A keeps its own line, and fetches B's records
     tuned = a.ok("tune", "--max-iterations", "2", "--json").json()  # iteration 1 is A's step
     assert [r["action"] for r in tuned["iterations"]] == [
         "BLOCK 512->2048, WARPS 2->8 (2 keys at once: another run's best on this GPU)"]

@@ -1,0 +1,178 @@
+"""Two clones stepping one kernel at once, met through a remote: kgit pull joins their lines (the one
+that kept kernels goes on), a fork (both kept) is said, pinned and settled by one kgit command, and no
+record, attempt or kept kernel is lost, even after git gc on every side."""
+
+import subprocess
+
+from workspace import KERNEL, clone, remote_refs
+
+
+def two_clones(remote, ws, tmp_path):
+    """A (ws) and B, a clone of the remote, both at iteration 1 (kept at 120) of fake's loop."""
+    ws.ok("start", "fake")
+    ws.set_kernel(METRIC=120.0)
+    ws.ok("step", "-m", "better")
+    ws.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    b.git("checkout", "-q", "opt/fake")
+    return ws, b
+
+
+def step(w, metric, message):
+    w.set_kernel(METRIC=metric)
+    return w.ok("step", "-m", message, "--json").json()["status"]
+
+
+def on_best(w):
+    """A clean checkout of the branch's best kernel, best/fake on the best of the records on its line."""
+    assert w.git("status", "--porcelain") == ""
+    best = w.ok("best", "--json").json()
+    assert w.git("rev-parse", "best/fake") == best["commit"]
+    assert w.kernel_text("HEAD") == w.kernel_text("best/fake")
+
+
+def gc_everywhere(remote, *clones):
+    for w in clones:
+        w.git("gc", "-q", "--prune=now")
+    subprocess.run(["git", "gc", "-q", "--prune=now"], cwd=remote, check=True)
+
+
+def kept_commits_exist(w):
+    """Every record's commit is still in w (a kept kernel, an attempt, a log commit)."""
+    for record in w.ok("log", "--json").json()["iterations"]:
+        assert w.git("cat-file", "-t", record["commit"]) == "commit", record
+
+
+def agree(remote, *clones):
+    """Every clone and the remote agree on the branch, its best and the records."""
+    there = remote_refs(remote)
+    for w in clones:
+        assert w.git("rev-parse", "opt/fake") == there["refs/heads/opt/fake"]
+        assert w.git("rev-parse", "best/fake") == there["refs/tags/best/fake"]
+        assert w.git("rev-parse", "refs/notes/kgit") == there["refs/notes/kgit"]
+
+
+def test_two_reverted_steps_at_once_are_joined_by_pull_and_push_with_no_git_command(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 90.0, "A: worse") == "REGRESSED"  # each adds a log commit: the branches diverge
+    assert step(b, 80.0, "B: worse") == "REGRESSED"
+    b.ok("push")
+    assert a.kgit("push").returncode == 1  # origin has B's log commit, which A lacks
+    out = a.ok("pull").stdout
+    assert "opt/fake: joined with origin's at " in out and "origin's line goes on: this clone's kept no kernel" in out
+    a.ok("push")
+    assert "opt/fake: fast-forwarded" in b.ok("pull").stdout
+    agree(remote, a, b)
+    for w in (a, b):
+        on_best(w)
+    readme = (a.root / "experiments/README.md").read_text()
+    assert "A: worse" in readme and "B: worse" in readme  # rendered again from the merged records
+    gc_everywhere(remote, a, b)
+    for w in (a, b):
+        kept_commits_exist(w)
+        assert w.ok("best", "--json").json()["value"] == 120.0
+
+
+def test_the_line_that_kept_a_kernel_goes_on_whichever_clone_pulls(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 90.0, "A: worse") == "REGRESSED"
+    assert step(b, 150.0, "B: better") == "IMPROVED"
+    a.ok("push")  # A's log commit reaches origin first
+    out = b.ok("pull").stdout  # B kept a kernel, origin's line only logged: B's line goes on
+    assert "this clone's line goes on: origin's kept no kernel" in out
+    assert b.ok("best", "--json").json()["value"] == 150.0
+    b.ok("push")
+    a.ok("pull")
+    agree(remote, a, b)
+    assert a.ok("best", "--json").json()["value"] == 150.0
+    assert "METRIC = 150.0" in a.kernel_text()  # A's checkout holds the best kernel now
+    assert step(a, 160.0, "A: better still") == "IMPROVED"  # judged against 150, on from B's kernel
+    a.ok("push")
+    b.ok("pull")
+    agree(remote, a, b)
+    gc_everywhere(remote, a, b)
+    kept_commits_exist(b)
+
+
+def test_a_fork_is_said_pinned_and_settled_by_one_kgit_command(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 130.0, "A: better") == "IMPROVED"
+    assert step(b, 150.0, "B: much better") == "IMPROVED"
+    b.ok("push")
+    before = a.git("rev-parse", "opt/fake")
+    run = a.kgit("pull")
+    assert run.returncode == 1 and "the pull is incomplete" in run.stderr
+    fork, = [line for line in run.stdout.splitlines() if "forked" in line]
+    pinned = f"refs/kgit/forks/fake/origin-{b.git('rev-parse', 'opt/fake')[:10]}"
+    assert f"origin's line is pinned at {pinned}" in fork and "theirs measured better" in fork
+    assert f"'git checkout {pinned} -- {KERNEL}', then 'kgit step'" in fork
+    assert a.git("rev-parse", "opt/fake") == before and a.ok("best", "--json").json()["value"] == 130.0
+
+    out = a.ok("pull", "--take", "theirs").stdout
+    assert "origin's line goes on, as asked" in out
+    assert a.ok("best", "--json").json()["value"] == 150.0 and "METRIC = 150.0" in a.kernel_text()
+    assert a.git("merge-base", "--is-ancestor", before, "opt/fake") == ""  # A's kept kernel stays in the history
+    a.ok("push")
+    b.ok("pull")
+    agree(remote, a, b)
+    gc_everywhere(remote, a, b)
+    for w in (a, b):
+        kept_commits_exist(w)
+    assert b.git("cat-file", "-t", before) == "commit"  # A's kernel reached B and the remote with the join
+
+
+def test_take_ours_keeps_this_clones_line_and_push_sends_it(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 150.0, "A: much better") == "IMPROVED"
+    assert step(b, 130.0, "B: better") == "IMPROVED"
+    b.ok("push")
+    assert a.kgit("pull").returncode == 1
+    assert "origin's line taken in below it" in a.ok("pull", "--take", "ours").stdout
+    a.ok("push")
+    b.ok("pull")
+    agree(remote, a, b)
+    assert b.ok("best", "--json").json()["value"] == 150.0
+
+
+def test_an_uncommitted_kernel_edit_in_the_way_stops_the_pull_and_is_kept(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(b, 150.0, "B: better") == "IMPROVED"
+    b.ok("push")
+    a.set_kernel(METRIC=333.0)  # an edit in progress
+    before = a.git("rev-parse", "opt/fake")
+    run = a.kgit("pull")
+    assert run.returncode == 1
+    assert "opt/fake: not updated, uncommitted edits in this checkout are in the way" in run.stdout
+    assert a.git("rev-parse", "opt/fake") == before and "METRIC = 333.0" in a.kernel_text()
+    a.git("stash", "-q")
+    assert "fast-forwarded" in a.ok("pull").stdout
+
+
+def test_commits_whose_records_have_not_arrived_are_named_so_and_push_never_sends_a_stale_tag(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(b, 150.0, "B: better") == "IMPROVED"
+    b.ok("push")
+    a.git("pull", "-q", "--no-rebase", "origin", "opt/fake")  # plain git: B's commit, not its record, nor the tag
+    why = a.refused("push")
+    assert "is iteration 2 of a kgit step whose record is not in this clone" in why and "'kgit pull'" in why
+    assert "opt/fake: up to date" in a.ok("pull").stdout  # the records arrive; best/fake follows them
+    assert a.git("rev-parse", "best/fake") == b.git("rev-parse", "best/fake")
+    a.ok("push")
+
+    best_there = remote_refs(remote)["refs/tags/best/fake"]
+    a.git("tag", "-f", "best/fake", "opt/fake~2")  # moved back by hand: iteration 1, a worse kernel
+    run = a.kgit("push")
+    assert run.returncode == 1 and "best/fake: not pushed, it is not on the best kept iteration of opt/fake" in run.stdout
+    assert remote_refs(remote)["refs/tags/best/fake"] == best_there  # the remote's best did not move back
+    a.ok("doctor", "--fix")
+    assert a.git("rev-parse", "best/fake") == best_there
+
+
+def test_a_branch_pull_creates_tracks_the_remote(remote, ws, tmp_path):
+    ws.ok("start", "fake")
+    ws.ok("push")
+    b = clone(remote, tmp_path / "b")
+    b.ok("pull")
+    assert b.git("config", "branch.opt/fake.remote") == "origin"
+    assert b.git("config", "branch.opt/fake.merge") == "refs/heads/opt/fake"
