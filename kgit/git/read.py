@@ -116,14 +116,15 @@ def first_parents(repo: Repo, sha: str, limit: int = 200) -> list[str]:
     return git(repo, "rev-list", "--first-parent", f"--max-count={limit}", "--end-of-options", sha).split()
 
 
-def first_parent_walk(repo: Repo, tip: str, page: int = 50):
-    """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time."""
+def first_parent_walk(repo: Repo, tip: str, page: int = 50, unless_in: str | None = None):
+    """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time; those
+    that unless_in reaches left out."""
     start = tip
     while start:
         # -z: paths as they are (without it git quotes a path with non-ASCII characters, and it would
         # match no kernel_path); each commit is a \x01-marked header, then its paths, all NUL-separated
         out = git(repo, "log", "-z", "--first-parent", f"-n{page}", "--format=%x01%H %s", "--name-only",
-                  "--end-of-options", start, "--")
+                  "--end-of-options", start, *([f"^{unless_in}"] if unless_in else []), "--")
         commits = []
         for token in out.split("\0"):
             if token.startswith("\x01"):

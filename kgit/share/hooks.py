@@ -74,7 +74,7 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
     """
     if os.environ.get(PUSHING_ENV):
         return [], None
-    tips, kernels, carries_notes = {}, set(), False
+    tips, replaced, kernels, carries_notes = {}, {}, set(), False
     for line in lines:
         words = line.split()
         if len(words) != 4 or not all(is_object_id(w) for w in (words[1], words[3])):
@@ -85,6 +85,8 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
             continue  # a deletion carries nothing to check
         if remote_ref.startswith(refs.BRANCHES):
             tips[remote_ref[len(refs.BRANCHES):]] = local_sha
+            if _remote_sha != ZERO:
+                replaced[remote_ref[len(refs.BRANCHES):]] = _remote_sha
         elif remote_ref.startswith(refs.TAGS):
             kernels.add(remote_ref[len(refs.TAGS):])
         carries_notes |= remote_ref == refs.NOTES_REF
@@ -93,6 +95,8 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
         return [], None
     by_commit = notes.read_notes(repo).by_commit
     check_tips(repo, tips, by_commit, from_hook=True)
+    for kernel, theirs in sorted(replaced.items()):
+        check_not_dropped(repo, kernel, theirs, tips[kernel], by_commit)
     reminder = None
     if not carries_notes and not records_on_remote(repo, remote):
         reminder = (
@@ -111,14 +115,38 @@ def check_tips(repo: Repo, tips: dict[str, str], by_commit: dict[str, list[Recor
                             f"'kgit step' (see 'kgit doctor'){skip}")
 
 
+def check_not_dropped(repo: Repo, kernel: str, theirs: str, tip: str, by_commit: dict[str, list[Record]]) -> None:
+    """Refuse a push that would replace the remote's opt/<kernel> (theirs) by a tip that lacks some of
+    its kernels (a `git push --force`): a kept iteration, or a kernel change whose record has not
+    reached this clone. gc on the remote would delete them. Log commits may go: the notes keep them."""
+    branch = refs.branch(kernel)
+    if not read.existing(repo, [theirs]):
+        raise KgitError(f"refusing to push {branch}: the remote's {branch} is at {theirs[:10]}, which this clone does "
+                        f"not have; a forced push would drop whatever it holds: 'kgit pull' first, which joins the "
+                        f"two lines, or push without this check: git push --no-verify")
+    kernel_path = _kernel_path(repo, kernel)
+    dropped = [(sha, [r for r in by_commit.get(sha, []) if r.kernel == kernel and r.kept], kernel_path in paths)
+               for sha, _subject, paths in read.first_parent_walk(repo, theirs, unless_in=tip)]
+    kernels = [(sha, kept) for sha, kept, changed in dropped if kept or changed]
+    if kernels:
+        named = ", ".join(f"iteration {kept[-1].iteration}" if kept else sha[:10] for sha, kept in kernels)
+        raise KgitError(f"refusing to push {branch}: it would drop kernels the remote's {branch} holds and this tip "
+                        f"does not ({named}; a forced push): 'kgit pull' joins the two lines, or push without this "
+                        "check: git push --no-verify")
+
+
+def _kernel_path(repo: Repo, kernel: str) -> str | None:
+    try:
+        return config.load(repo.root, kernel).kernel_path
+    except KgitError:  # no kernel file here to tell kernel changes from others
+        return None
+
+
 def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Record]]) -> str | None:
     """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc)."""
     recorded = {r.iteration for records in by_commit.values() for r in records if r.kernel == kernel}
     report = config.report_path(repo.root)
-    try:
-        kernel_path = config.load(repo.root, kernel).kernel_path
-    except KgitError:  # no kernel file here to tell kernel changes from others: every commit counts
-        kernel_path = None
+    kernel_path = _kernel_path(repo, kernel)  # None: every commit counts
     for sha, subject, paths in read.first_parent_walk(repo, tip):
         mine = [r for r in by_commit.get(sha, []) if r.kernel == kernel]
         if mine:

@@ -135,11 +135,9 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
     counts as not done (the pull exits non-zero)."""
     branch = refs.branch(kernel)
     ours = read.rev(repo, refs.branch_ref(kernel))
-    if ours == theirs:
-        return [f"{branch}: up to date"] + _follow_records(repo, remote, kernel, theirs)
-    if ours is not None and read.is_ancestor(repo, theirs, ours):
-        return [f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"] + _follow_records(repo, remote, kernel,
-                                                                                                theirs)
+    if ours == theirs or (ours is not None and read.is_ancestor(repo, theirs, ours)):
+        _follow_records(repo, kernel)  # the remote's tag was judged when the branch last moved
+        return [f"{branch}: up to date" if ours == theirs else f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
     if ours is not None and elsewhere:  # moved under it, that checkout would show the pulled work undone
         return [(f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there")]
@@ -167,16 +165,16 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
             why = (f"{remote}'s line goes on, as asked; this clone's stays in the branch's history" if found.forked
                    else f"{remote}'s line goes on: this clone's kept no kernel since they parted")
         done = [f"{branch}: joined with {remote}'s at {joined[:10]} ({why})"]
-    return done + _follow_records(repo, remote, kernel, theirs)
+    _follow_records(repo, kernel)
+    return done + _check_their_tag(repo, remote, kernel, theirs)
 
 
-def _follow_records(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:
+def _follow_records(repo: Repo, kernel: str) -> None:
     """Put best/<kernel> on the branch's best by its records (a plain `git pull` moves the branch and
-    leaves the tag behind), and say so where the remote's tag disagrees with the remote's own records."""
+    leaves the tag behind)."""
     best = decide.best_pair(notes.deciding_history(repo, kernel).pairs)
     if best is not None:
         write.set_tag(repo, kernel, best[0])
-    return _check_their_tag(repo, remote, kernel, theirs)
 
 
 def _check_their_tag(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:

@@ -4,7 +4,7 @@ record, attempt or kept kernel is lost, even after git gc on every side."""
 
 import subprocess
 
-from workspace import KERNEL, clone, remote_refs
+from workspace import KERNEL, clone, git_run, remote_refs
 
 
 def two_clones(remote, ws, tmp_path):
@@ -176,3 +176,23 @@ def test_a_branch_pull_creates_tracks_the_remote(remote, ws, tmp_path):
     b.ok("pull")
     assert b.git("config", "branch.opt/fake.remote") == "origin"
     assert b.git("config", "branch.opt/fake.merge") == "refs/heads/opt/fake"
+
+
+def test_the_hook_refuses_a_forced_push_that_would_drop_a_kept_kernel(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    a.ok("hooks", "install")
+    assert step(a, 130.0, "A: better") == "IMPROVED"
+    assert step(b, 150.0, "B: much better") == "IMPROVED"
+    b.ok("push")
+    before = remote_refs(remote)
+    run = git_run(a, "push", "-f", "origin", "opt/fake")  # A has not fetched B's commit
+    assert run.returncode != 0 and "which this clone does not have" in run.stderr and "'kgit pull' first" in run.stderr
+    a.git("fetch", "-q", "origin")
+    run = git_run(a, "push", "-f", "origin", "opt/fake")
+    assert run.returncode != 0 and "it would drop kernels the remote's opt/fake holds and this tip does not" in run.stderr
+    assert a.kgit("pull").returncode == 1  # a fork; B's records arrive, and the refusal names its kept iteration
+    run = git_run(a, "push", "-f", "origin", "opt/fake")
+    assert run.returncode != 0 and "(iteration 2; a forced push)" in run.stderr
+    assert remote_refs(remote) == before
+    a.ok("pull", "--take", "ours")
+    assert git_run(a, "push", "origin", "opt/fake").returncode == 0  # the join holds B's kernel: nothing dropped
