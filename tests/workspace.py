@@ -72,6 +72,13 @@ class Workspace:
         assert run.returncode == 0, run.stderr
         return run
 
+    def doctor(self, *args: str) -> Run:
+        """kgit doctor: exit 0 when it leaves no problem, 1 when it does (its output lists them)."""
+        run = self.kgit("doctor", *args, "--json")
+        assert "Traceback" not in run.stderr, run.stderr
+        assert run.returncode == (1 if run.json()["problems"] else 0), (run.stdout, run.stderr)
+        return run
+
     def refused(self, *args: str) -> str:
         """Run a command that must refuse: exit 1, one line on stderr, no traceback, nothing changed."""
         before = self.snapshot()

@@ -46,13 +46,16 @@ def main() -> None:
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, _interrupt)
     try:
-        cli.main(standalone_mode=False)
+        status = cli.main(standalone_mode=False)  # a command's ctx.exit(code) comes back here
     except KgitError as e:
         _refuse(str(e), e.hint, 1)
     except (click.exceptions.Abort, KeyboardInterrupt):
         _refuse("interrupted", "the next kgit command that writes finishes or rolls back a step left in flight", 130)
     except click.ClickException as e:
         _refuse(e.format_message(), "'kgit COMMAND --help' lists a command's arguments and options", 1)
+    else:
+        if isinstance(status, int) and status:
+            sys.exit(status)
 
 
 def _interrupt(signum, frame) -> None:

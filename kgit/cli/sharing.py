@@ -118,6 +118,8 @@ def doctor_command(ctx, fix, as_json):
         done, left = [], doctor.find_problems(where)
     problems = [{"problem": p.problem, "fix": p.fix} for p in left]
     emit(as_json, lambda: {"fixed": done, "problems": problems}, lambda: commands.doctor(done, left, fix))
+    if left:  # as git fsck: a script can tell a healthy repository from one that needs a look
+        ctx.exit(1)
 
 
 COMMANDS = [push_command, pull_command, hooks_command, doctor_command]

@@ -24,12 +24,13 @@ def test_the_hook_speaks_on_stderr_only(ws):
 
 def test_doctor_answers_in_text_or_one_json_object(started):
     assert started.ok("doctor").stdout == "no problems found\n"
-    out = started.ok("doctor", "--json").stdout
+    out = started.doctor().stdout
     assert out.count("\n") == 1 and json.loads(out) == {"fixed": [], "problems": []}
     started.git("tag", "-d", "best/fake")
-    problems = json.loads(started.ok("doctor", "--json").stdout)["problems"]
+    problems = json.loads(started.doctor().stdout)["problems"]
     assert [p["problem"] for p in problems] == ["best/fake is missing"]
-    assert started.ok("doctor").stdout.endswith("run 'kgit doctor --fix' to repair\n")
+    run = started.kgit("doctor")
+    assert run.returncode == 1 and run.stdout.endswith("run 'kgit doctor --fix' to repair\n")
 
 
 def test_push_and_pull_refuse_an_unknown_remote(started):

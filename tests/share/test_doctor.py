@@ -2,7 +2,7 @@
 
 
 def doctor(ws):
-    return ws.ok("doctor", "--json").json()["problems"]
+    return ws.doctor().json()["problems"]
 
 
 def test_a_healthy_repository(started):
@@ -44,7 +44,7 @@ def test_a_hand_commit_of_the_kernel_is_reported_with_what_a_person_can_do(start
         "(hand edit)",
         f"none automatic: on opt/fake, 'git reset --soft {hand[:10]}~1' puts the change back in the working tree "
         f"for 'kgit step' to measure, or 'git reset --hard {hand[:10]}~1' drops it")]
-    started.ok("doctor", "--fix")  # nothing automatic: the commit stays for a person to settle
+    started.doctor("--fix")  # nothing automatic (exit 1): the commit stays for a person to settle
     assert started.snapshot() == before and len(doctor(started)) == 1
 
 

@@ -17,7 +17,7 @@ def rebase_onto_new_main(ws, *git_options):
 
 
 def doctor(ws):
-    return ws.ok("doctor", "--json").json()["problems"]
+    return ws.doctor().json()["problems"]
 
 
 def test_after_a_rebase_stale_notes_and_the_tag_are_repaired(ws):
@@ -29,7 +29,7 @@ def test_after_a_rebase_stale_notes_and_the_tag_are_repaired(ws):
     assert sum("a copy left by a rewrite" in p for p in problems) == 2  # baseline and iteration 1
     assert ws.snapshot() == before  # without --fix nothing changes
 
-    fixed = ws.ok("doctor", "--fix", "--json").json()
+    fixed = ws.doctor("--fix").json()
     assert fixed["problems"] == [] and len(fixed["fixed"]) == 3
     assert doctor(ws) == []
     ws.check_invariants()  # one note per iteration, best/fake on the branch's best kept commit
@@ -66,7 +66,7 @@ def test_an_interrupted_step_is_reported_then_recovered(started):
     problems = [p["problem"] for p in doctor(started)]
     assert any("interrupted step" in p for p in problems)
     assert (started.root / ".git/kgit/journal.json").exists()  # reporting recovers nothing
-    fixed = started.ok("doctor", "--fix", "--json").json()["fixed"]
+    fixed = started.doctor("--fix").json()["fixed"]
     assert any("finished an interrupted step" in line for line in fixed)
     assert doctor(started) == []
     started.check_invariants()
@@ -110,7 +110,7 @@ def test_a_note_damaged_at_its_first_write_is_reported_not_repaired(started):
     main = started.git("rev-parse", "main")
     started.git("notes", "--ref=refs/notes/kgit", "add", "-m", "typed by hand", main)
     before = started.snapshot()
-    started.ok("doctor", "--fix")
+    started.doctor("--fix")  # exit 1: the problem is left
     assert started.snapshot() == before  # nothing valid to put back: a person decides
     problem, = doctor(started)
     assert problem["fix"].startswith("none automatic")

@@ -40,7 +40,7 @@ def test_a_forged_figure_is_refused_kept_aside_and_listed_by_doctor(remote, ws, 
     assert "fake iteration 1 on" in refused[0] and "its figure 1e+09 is over 10 times its GPU's peak" in refused[0]
     assert "origin's best/fake" in refused[1]  # the tag then names no kept iteration: not taken either
     assert b.ok("best", "fake", "--json").json()["value"] == 100.0  # the baseline: the forged one is no best
-    problems = [p["problem"] for p in b.ok("doctor", "--json").json()["problems"]]
+    problems = [p["problem"] for p in b.doctor().json()["problems"]]
     assert any("refused by kgit pull (refs/kgit/quarantine/origin): fake iteration 1" in p for p in problems)
     assert b.git("rev-parse", "best/fake") != tip  # the clone's tag is on the records' best, not the remote's
     assert json.loads(b.git("show", f"refs/kgit/quarantine/origin:{tip}"))["value"] == 1e9

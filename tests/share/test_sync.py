@@ -82,7 +82,7 @@ def test_two_clones_merge_their_records_with_none_lost(remote, ws, tmp_path):
     out = run.stdout
     assert run.returncode == 1 and "the push is incomplete" in run.stderr
     assert "opt/fake: not pushed" in out and "kgit pull origin" in out
-    problems = a.ok("doctor", "--json").json()["problems"]
+    problems = a.doctor().json()["problems"]
     assert [p["problem"] for p in problems] == ["opt/fake has diverged from origin's (both clones continued the loop)"]
     assert "git reset --hard origin/opt/fake" in problems[0]["fix"]
     assert "records: 2 new from origin merged first" in out

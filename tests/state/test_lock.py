@@ -22,7 +22,7 @@ time.sleep(60)
 
 
 def doctor(ws):
-    return ws.ok("doctor", "--json").json()["problems"]
+    return ws.doctor().json()["problems"]
 
 
 def test_another_process_holding_the_lock_is_named_and_its_death_frees_it(ws, tmp_path):
