@@ -139,6 +139,9 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]
     if ours is not None and not read.is_ancestor(repo, ours, theirs):
         return [(f"{branch}: not updated, it has diverged from {remote}'s (both clones continued it); every "
                 f"record of both is kept in the notes; keep one side, e.g. git reset --hard {remote}/{branch}")]
+    problem = hooks.tip_problem(repo, kernel, theirs, notes.read_notes(repo).by_commit)
+    if problem:  # a tip whose record was refused (a forged figure, say) or never made: not taken
+        return [f"refused: {remote}'s {branch} ({theirs[:10]}), not taken: {problem}"]
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
     if ours is not None and elsewhere:  # moved under it, that checkout would show the pulled work undone
         return [(f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there, or "
