@@ -145,7 +145,7 @@ class ForgedPulls(RuleBasedStateMachine):
                    f.git("notes", "--ref=refs/notes/kgit", "list").split()[1::2]]
         last = max(r["iteration"] for r in records if r["kernel"] == "fake")
         template = max((r for r in records if r["status"] in KEPT), key=lambda r: r["iteration"])
-        if kind == "tag_off_branch":
+        if kind in ("tag_off_branch", "bad_branch"):  # a commit on no opt/fake: only the bad names reach it
             f.git("checkout", "-q", "-B", "side", "origin/opt/fake")
         f.set_kernel(METRIC=999.0)
         with open(f.root / KERNEL, "a") as fh:
@@ -160,7 +160,7 @@ class ForgedPulls(RuleBasedStateMachine):
             record.update(iteration=1_000_000)
         elif kind == "huge":
             record.update(output_tail="x" * (50 * 2**20))
-        text = json.dumps(record)
+        text = json.dumps(record) if kind != "bad_branch" else json.dumps({**record, "iteration": 1_000_000})
         subprocess.run(["git", "notes", "--ref=refs/notes/kgit", "add", "-f", "-F", "-", commit], cwd=f.root,
                        input=text, text=True, check=True, capture_output=True)
         f.git("tag", "-f", "best/fake", commit)
