@@ -138,6 +138,9 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
     if ours == theirs or (ours is not None and read.is_ancestor(repo, theirs, ours)):
         _follow_records(repo, kernel)  # the remote's tag was judged when the branch last moved
         return [f"{branch}: up to date" if ours == theirs else f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
+    problem = hooks.tip_problem(repo, kernel, theirs, notes.read_notes(repo).by_commit)
+    if problem:  # a tip whose record was refused (a forged figure, say) or never made: not taken
+        return [f"refused: {remote}'s {branch} ({theirs[:10]}), not taken: {problem}"]
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
     if ours is not None and elsewhere:  # moved under it, that checkout would show the pulled work undone
         return [(f"{branch}: not updated, it is checked out in {elsewhere}: run 'kgit pull {remote}' there")]

@@ -110,12 +110,14 @@ def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, actio
     journal = Journal(op="step", phase="commit", kernel=cfg.name, iteration=iteration, action=action,
                       tier=tier, base=read.rev(repo, "HEAD"), started=decide.now(), config=cfg.as_dict())
     journals.save(repo, journal)
+    crash_point("candidate-journaled")  # recovery finds HEAD at the base: nothing to undo
     subject = refs.iteration_subject(cfg.name, iteration, action)
     try:
         candidate = write.commit_paths(repo, paths, subject) if paths else write.commit_all(repo, subject)
     except GitError:  # nothing was committed (git's index locked, say): no step to finish or roll back
         journals.clear(repo)
         raise
+    crash_point("candidate-unpinned")  # HEAD is the candidate, no attempt ref yet: its subject names it
     write.set_ref(repo, refs.attempt_ref(cfg.name, iteration), candidate)
     crash_point("candidate-committed")
     journal.phase, journal.candidate = "testing", candidate

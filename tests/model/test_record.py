@@ -101,3 +101,18 @@ def test_a_record_is_a_value():
     record = Record("k", 0, "baseline", Status.BASELINE, value=1.0)
     with pytest.raises(AttributeError):
         record.value = 2.0
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_every_record_on_the_branch_needs_a_value_and_no_attempt_does(status):
+    """The boundary is Status.on_branch, not Status.kept: a KEPT_ANYWAY commit stays on the branch and the
+    log, README and tune read its figure, so one without a value is as invalid as an IMPROVED one."""
+    data = {**VALID, "status": status.value, "value": None}
+    if status in (Status.BASELINE, Status.IMPROVED, Status.TARGET_MET, Status.KEPT_ANYWAY):
+        with pytest.raises(InvalidRecord, match=re.escape(f"a kept record ({status.value}) needs a value")):
+            from_json(data)
+        records, invalid = parse_note(SHA, json.dumps(data))
+        assert records == [] and invalid == [InvalidNote(SHA, f"a kept record ({status.value}) needs a value")]
+    else:
+        assert from_json(data).value is None  # an attempt that crashed has no figure
+    assert from_json({**data, "value": 1e-9}).value == 1e-9  # any figure above 0 will do
