@@ -54,6 +54,8 @@ def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes
     file, newest first: a change no step measured (a hand commit), which a step now would credit to its
     own iteration. A commit whose note is no valid record counts as recorded: its note is reported
     (kgit doctor) and decided without, not taken for a hand commit."""
+    if read.rev(repo, refs.branch_ref(kernel)) is None:  # a clone that fetched the records only
+        return []
     recorded = {sha for sha, _ in history.pairs} | {note.commit for note in history.invalid}
     found = []
     for sha, subject, paths in read.first_parent_walk(repo, refs.branch_ref(kernel)):
@@ -68,7 +70,8 @@ def damaged_notes(repo: Repo, kernel: str, history: notes.History) -> list[Inval
     """The notes on opt/<kernel>'s commits (its first parents) or on its best/ tag's that are not valid
     records: one of them may be the best's, and a step deciding without it would compare with an older
     record, keep a worse kernel and move the branch off the best."""
-    on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
+    tip = read.rev(repo, refs.branch_ref(kernel))
+    on_branch = set(read.first_parents(repo, tip, limit=1_000_000)) if tip else set()
     tagged = read.rev(repo, refs.tag_ref(kernel))
     return [note for note in history.invalid if note.commit in on_branch or note.commit == tagged]
 
@@ -204,8 +207,8 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=journal.pending(repo),
-        test_changed=best_commit is not None and read.changed(repo, best_commit, refs.branch_ref(kernel),
-                                                              cfg.test_path),
+        test_changed=best_commit is not None and read.rev(repo, refs.branch_ref(kernel)) is not None
+        and read.changed(repo, best_commit, refs.branch_ref(kernel), cfg.test_path),
         # while a killed step is pending its candidate is on the branch unrecorded: not a hand commit
         unrecorded=[] if journal.pending(repo) else unrecorded_commits(repo, kernel, cfg.kernel_path, history),
     )

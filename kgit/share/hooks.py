@@ -167,8 +167,9 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
             continue  # not a change of the kernel
         if parsed and parsed.kernel == kernel and parsed.iteration not in recorded:
             return (f"its commit {sha[:10]} is iteration {parsed.iteration} of a kgit step whose record is not in this "
-                    "clone (pushed with plain git, which sends no notes): 'kgit pull' brings it, once the clone "
-                    "that stepped it has run 'kgit push'")
+                    "clone (the commit was pushed with plain git, which sends no notes, or kgit pull refused the "
+                    "record: 'kgit doctor' lists refusals); 'kgit pull' brings it once the clone that stepped it has "
+                    "run 'kgit push'")
         return f"its tip {sha[:10]} ({subject[:60]}) has no kgit record"
     return "no commit on it has a kgit record"
 

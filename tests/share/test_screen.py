@@ -38,13 +38,15 @@ def test_a_forged_figure_is_refused_kept_aside_and_listed_by_doctor(remote, ws, 
     b = clone(remote, tmp_path / "b")
     refused = pull_refusing(b)
     assert "fake iteration 1 on" in refused[0] and "its figure 1e+09 is over 10 times its GPU's peak" in refused[0]
-    assert "origin's best/fake" in refused[1]  # the tag then names no kept iteration: not taken either
+    # the branch's kernel is then that of a commit with no record here: not taken
+    assert refused[1].startswith("refused: origin's opt/fake") and "iteration 1 of a kgit step" in refused[1]
+    assert "refs/heads/opt/fake" not in b.git("for-each-ref")
     assert b.ok("best", "fake", "--json").json()["value"] == 100.0  # the baseline: the forged one is no best
     problems = [p["problem"] for p in b.doctor().json()["problems"]]
     assert any("refused by kgit pull (refs/kgit/quarantine/origin): fake iteration 1" in p for p in problems)
-    assert b.git("rev-parse", "best/fake") != tip  # the clone's tag is on the records' best, not the remote's
     assert json.loads(b.git("show", f"refs/kgit/quarantine/origin:{tip}"))["value"] == 1e9
-    assert b.ok("pull").returncode == 0  # nothing new: the refusal is not said again
+    again = b.kgit("pull")  # the branch is still not taken (exit 1); the record's refusal is not said again
+    assert again.returncode == 1 and "fake iteration 1 on" not in again.stdout and "opt/fake" in again.stdout
 
 
 def test_a_forged_iteration_does_not_stop_the_loop(remote, ws, tmp_path):

@@ -46,10 +46,13 @@ def test_pull_from_a_remote_that_got_a_plain_git_push_says_the_records_are_not_t
     a_session(ws)
     ws.git("push", "-q", "origin", "opt/fake")  # no hook, no kgit push: the branch goes, the records stay
     b = clone(remote, tmp_path / "b")
-    out = b.ok("pull").stdout
-    assert "records: none on origin" in out and "kgit push origin" in out
+    run = b.kgit("pull")  # exit 1: a branch whose records are not there is not taken
+    assert run.returncode == 1
+    assert "records: none on origin" in run.stdout and "kgit push origin" in run.stdout
+    assert "refused: origin's opt/fake" in run.stdout and "has no record" in run.stdout
     ws.ok("push")
-    assert "records: 3 new from origin" in b.ok("pull").stdout
+    out = b.ok("pull").stdout
+    assert "records: 3 new from origin" in out and "opt/fake: new to" in out
 
 
 # --- two clones -------------------------------------------------------------------------------------
