@@ -72,7 +72,8 @@ def _random_record(draw, kernel, iteration, started):
     status = draw(st.sampled_from(list(Status)))
     correct = status is not Status.FAILED
     return Record(kernel, iteration, draw(st.sampled_from(["tile", "fuse | split", "warps x2"])), status,
-                  tier=draw(st.sampled_from([None, 1, 3])), gpu=draw(st.sampled_from([None, "NVIDIA H200", "Fake GPU"])),
+                  tier=draw(st.sampled_from([None, 1, 3])),
+                  gpu=draw(st.sampled_from([None, "NVIDIA H200", "Fake GPU"])),
                   metric="gbps", value=draw(st.floats(1, 5000)) if correct else None, correctness=correct,
                   started=started, reason="kept anyway: a wider tile next" if status is Status.KEPT_ANYWAY else None)
 
