@@ -174,6 +174,18 @@ def _changes(repo: Repo, old_tip: str, tip: str) -> dict[str, tuple[str | None, 
     return changes
 
 
+def kernels_changed(repo: Repo, old_tip: str, tip: str) -> set[str] | None:
+    """The kernels whose records differ between two commits of refs/notes/kgit (those of every note that
+    changed, before and after); None if old_tip is gone. Reads the changed notes only."""
+    if old_tip == tip:
+        return set()
+    changes = _changes(repo, old_tip, tip)
+    if changes is None:
+        return None
+    blobs = sorted({b for pair in changes.values() for b in pair if b})
+    return {r.kernel for text in cat_blobs(repo, blobs) for r in parse_note("", text)[0]}
+
+
 def _holders(text: str) -> list[str]:
     """The index files a note's text belongs in: one per kernel it has records of, and 'invalid'."""
     records, invalid = parse_note("", text)

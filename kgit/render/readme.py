@@ -25,6 +25,28 @@ def is_kgits(text: str) -> bool:
 def render_readme(records: list[Record], previous: str | None = None) -> str:
     """One section per run of a kernel on a GPU, each with its table, final line and chart; the
     previous rendering's sections that these records cannot render again, kept."""
+    rendered = _rendered(records)
+    for heading, body in _sections_of(previous or "").items():
+        if heading not in rendered:
+            rendered[heading] = _kept(body)
+    return _joined(rendered)
+
+
+def render_kernel(kernel: str, records: list[Record], previous: str) -> str:
+    """previous with one kernel's sections rendered again from its records (every one of them), the
+    other kernels' sections left as they are: render_readme's text, at a cost that grows with this
+    kernel's records alone, wherever previous is what render_readme gives for the other kernels'
+    records (rendering it again would change nothing of theirs; kgit.render.cache knows when)."""
+    rendered = _rendered(records)
+    mine = f"{SECTION}{kernel} on "  # a kernel's name has no space: no other kernel's heading starts so
+    for heading, body in _sections_of(previous).items():
+        if heading not in rendered:
+            rendered[heading] = _kept(body) if heading.startswith(mine) else body
+    return _joined(rendered)
+
+
+def _rendered(records: list[Record]) -> dict[str, list[str]]:
+    """The sections these records render, by heading, each its lines."""
     from tabulate import tabulate
 
     rendered = {}
@@ -35,9 +57,15 @@ def render_readme(records: list[Record], previous: str | None = None) -> str:
         rows = [[cell.replace("|", "\\|") for cell in log_row(r, resumed=r.iteration < final)] for r in section]
         rendered[heading] = [heading, "", tabulate(rows, LOG_HEADERS, tablefmt="github"), "",
                              final_line(section), "", *chart(kernel, section)]
-    for heading, body in _sections_of(previous or "").items():
-        if heading not in rendered:
-            rendered[heading] = body if KEPT_NOTE in body else [heading, "", KEPT_NOTE, *body[1:]]
+    return rendered
+
+
+def _kept(body: list[str]) -> list[str]:
+    """A section of an earlier rendering that no record here renders, marked so once."""
+    return body if KEPT_NOTE in body else [body[0], "", KEPT_NOTE, *body[1:]]
+
+
+def _joined(rendered: dict[str, list[str]]) -> str:
     lines = [
         "# Experiments",
         "",
@@ -50,10 +78,11 @@ def render_readme(records: list[Record], previous: str | None = None) -> str:
 
 
 def _sections_of(text: str) -> dict[str, list[str]]:
-    """A rendering's sections by heading, each its lines (the heading first)."""
+    """A rendering's sections by heading, each its lines (the heading first), as they are: split at
+    newlines only, so that a section kept joins again into the same text."""
     found: dict[str, list[str]] = {}
     current = None
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if line.startswith(SECTION):
             current = found.setdefault(line, [line])
         elif current is not None:

@@ -29,9 +29,9 @@ from kgit.git.run import GitError, Repo
 from kgit.model import decide
 from kgit.model.record import Record, Status
 from kgit.model.result import not_run
-from kgit.render.readme import is_kgits, render_readme
+from kgit.render.readme import is_kgits, render_kernel, render_readme
 from kgit.state import journal as journals
-from kgit.state import lock
+from kgit.state import lock, rendered
 from kgit.state.journal import Journal
 
 # Tests kill kgit at a named point of a step to prove that the next command recovers (as git's own
@@ -137,9 +137,11 @@ def finish(repo: Repo, journal: Journal) -> str:
     """Apply a decided step: safe to repeat after a crash at any point. Returns the record's commit."""
     record, kernel = journal.record, journal.kernel
     _check_branch_tip(repo, kernel, (journal.base, journal.candidate, journal.final))
+    path = config.report_path(repo.root)
+    rendered_from = None  # known only to the command that rendered it (not to a recovery after a crash)
     if journal.final is None:
-        path = config.report_path(repo.root)
-        readme = {path: readme_text(repo, path, journal.base, record)}
+        text, rendered_from = readme_text(repo, path, journal.base, record)
+        readme = {path: text}
         if record.status.on_branch:
             subject = refs.iteration_subject(kernel, journal.iteration, journal.action)
             journal.final = write.commit_with_files(repo, journal.candidate, journal.base, readme, subject)
@@ -151,6 +153,7 @@ def finish(repo: Repo, journal: Journal) -> str:
     noted = journal.final if record.status.on_branch else journal.candidate
     write.write_note(repo, noted, record)
     crash_point("noted")
+    _remember(repo, journal.final, path, rendered_from)
     _move_branch(repo, kernel, journal.final)
     crash_point("moved")
     if record.kept:
@@ -164,13 +167,14 @@ def finish(repo: Repo, journal: Journal) -> str:
 def start(repo: Repo, cfg: config.KernelConfig, head: str, record: Record) -> Journal:
     """Journal and apply the baseline: a commit on head with the rendered log, its note, branch, tag."""
     path = config.report_path(repo.root)
-    final = write.commit_with_files(repo, head, head, {path: readme_text(repo, path, head, record)},
-                                    refs.iteration_subject(cfg.name, 0, "baseline"))
+    text, rendered_from = readme_text(repo, path, head, record)
+    final = write.commit_with_files(repo, head, head, {path: text}, refs.iteration_subject(cfg.name, 0, "baseline"))
     journal = Journal(op="start", phase="decided", kernel=cfg.name, iteration=0, action="baseline", tier=None,
                       base=head, started=record.started, config=cfg.as_dict(), record=record, final=final)
     journals.save(repo, journal)
     crash_point("start-decided")
     finish_start(repo, journal)
+    _remember(repo, final, path, rendered_from)
     return journal
 
 
@@ -187,14 +191,40 @@ def finish_start(repo: Repo, journal: Journal) -> None:
     journals.clear(repo)
 
 
-def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -> str:
+def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -> tuple[str, str | None]:
     """The log rendered from every record, with extra (the record being written: its note may already
-    be there after a crash) in place of its earlier copy, over the rendering in commit base."""
-    pairs = notes.records_with_commits(repo, notes.read_notes(repo))
-    records = [r for _, r in pairs]
-    if extra is not None:
-        records = [r for r in records if r.key != extra.key] + [extra]
-    return render_readme(records, read.file_at(repo, path, base))
+    be there after a crash) in place of its earlier copy, over the rendering in commit base; and the
+    notes commit whose records it renders, extra's note aside (None where extra's run had a note).
+
+    A step's record changes its kernel's sections alone: where the rendering in base is up to date
+    with every other kernel's records (kgit.state.rendered), only that kernel's records are read and
+    rendered, and the text is the same.
+    """
+    tip = read.rev(repo, refs.NOTES_REF)
+    blob = rendered.blob_at(repo, base, path)
+    previous = read.file_at(repo, path, base) if blob else None
+    since = rendered.notes_of(repo, blob)
+    changed = notes.kernels_changed(repo, since, tip) if since and tip else None
+    if extra is not None and changed is not None and changed <= {extra.kernel}:
+        records = notes.kernel_history(repo, extra.kernel).records
+        text = render_kernel(extra.kernel, _with(records, extra), previous)
+    else:
+        records = [r for _, r in notes.records_with_commits(repo, notes.read_notes(repo, tip or refs.NOTES_REF))]
+        text = render_readme(_with(records, extra), previous)
+    fresh = extra is None or all(r.key != extra.key for r in records)
+    return text, tip if fresh else None
+
+
+def _with(records: list[Record], extra: Record | None) -> list[Record]:
+    return records if extra is None else [r for r in records if r.key != extra.key] + [extra]
+
+
+def _remember(repo: Repo, commit: str, path: str, rendered_from: str | None) -> None:
+    """After a step's note is written: the rendering it committed renders every record now, if that
+    note is all that changed since the records it rendered were read."""
+    now = rendered.notes_written(repo, rendered_from)
+    if now:
+        rendered.remember(repo, commit, path, now)
 
 
 def commit_report(repo: Repo) -> str | None:
@@ -210,11 +240,13 @@ def commit_report(repo: Repo) -> str | None:
     if read.rev(repo, refs.NOTES_REF) is None:  # rendering nothing would delete every result shown
         raise KgitError(f"no kgit records in this clone ({refs.NOTES_REF} is missing; 'kgit pull' fetches it "
                         f"from a remote): {path} is left as it is")
-    text = readme_text(repo, path, head)
+    text, rendered_from = readme_text(repo, path, head)
     if read.file_at(repo, path) == text:
+        rendered.remember(repo, head, path, rendered_from)
         return None
     commit = write.commit_with_files(repo, head, head, {path: text}, refs.report_subject(path))
     write.move_head(repo, commit)
+    rendered.remember(repo, commit, path, rendered_from)
     return commit
 
 

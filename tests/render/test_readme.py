@@ -62,3 +62,47 @@ def test_the_chart_names_the_unit_as_the_table_does():
     assert chart("gemm", records)[-2] == (
         "Bars: each iteration's own measurement; 1 reverted (a bar past the line did not beat the best beyond the "
         "noise); 1 failed (0: nothing measured). Line: the best kept so far.")
+
+
+def _random_record(draw, kernel, iteration, started):
+    from hypothesis import strategies as st
+
+    from kgit.model.record import Record, Status
+
+    status = draw(st.sampled_from(list(Status)))
+    correct = status is not Status.FAILED
+    return Record(kernel, iteration, draw(st.sampled_from(["tile", "fuse | split", "warps x2"])), status,
+                  tier=draw(st.sampled_from([None, 1, 3])),
+                  gpu=draw(st.sampled_from([None, "NVIDIA H200", "Fake GPU"])),
+                  metric="gbps", value=draw(st.floats(1, 5000)) if correct else None, correctness=correct,
+                  started=started, reason="kept anyway: a wider tile next" if status is Status.KEPT_ANYWAY else None)
+
+
+def test_rendering_one_kernel_over_an_up_to_date_log_gives_the_full_rendering():
+    """render_kernel (a step's rendering) equals render_readme over random sequences of records of
+    several kernels, GPUs and runs, some sections kept from records this clone never had."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kgit.render.readme import render_kernel, render_readme
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.data())
+    def check(data):
+        kernels = ["gemm", "softmax", "soft"]  # soft: a prefix of another kernel's name
+        counts, lost, done, steps = {}, [], [], []
+        for n in range(data.draw(st.integers(1, 25))):
+            kernel = data.draw(st.sampled_from(kernels))
+            iteration = counts.get(kernel, -1) + 1 if data.draw(st.integers(0, 9)) else 0  # 0: a new run
+            counts[kernel] = iteration
+            record = _random_record(data.draw, kernel, iteration, f"2026-11-{1 + n // 10:02d}T{n % 10:02d}:00:00+00:00")
+            data.draw(st.sampled_from([lost, done, steps, steps])).append(record)
+        # a clone that lacks the lost records, its log rendered from what it has over a log that had them
+        text = render_readme(done, render_readme(done + lost))
+        for record in steps:  # each a step's record: its kernel rendered alone over the log so far
+            done.append(record)
+            full = render_readme(done, text)
+            text = render_kernel(record.kernel, [r for r in done if r.kernel == record.kernel], text)
+            assert text == full
+
+    check()
