@@ -1,0 +1,237 @@
+"""One memory-bound kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: the old
+template (a file, e.g. main's version from git) against this checkout's and torch, beside the measured
+device-copy bandwidth, in one process (issue 52).
+
+    python benchmarks/held_out_bench.py KERNEL OLD_TEMPLATE [--json FILE]
+
+Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
+reference before it is timed. Times are triton.testing.do_bench medians (L2 cleared before each run), taken
+in two rounds in opposite orders (old, new, torch, then torch, new, old); the table shows the mean of the
+two. Traffic is the minimal one: each input read once, each output written once.
+
+HELD_OUT_TINY=1 cuts every shape's first dimension to 2 and times one call with a wall clock: with
+TRITON_INTERPRET=1 on a CPU it checks this script's code paths, not any speed. HELD_OUT_DEADLINE (a Unix
+time) skips the shapes left when it passes, so that the device run ends in time.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import torch
+import triton
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from shapes import split  # noqa: E402
+
+TINY = os.environ.get("HELD_OUT_TINY", "") not in ("", "0")
+DEADLINE = float(os.environ.get("HELD_OUT_DEADLINE", "inf"))
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# allclose tolerances (rtol, atol) by the output's dtype: one rounding of the result, plus fp32 sums
+TOL = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (2e-2, 1e-3), torch.float16: (4e-3, 1e-4)}
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# Per kernel: inputs(dims, dtype, device) -> tuple; run(module, inputs, out) fills out; out(inputs) -> an
+# empty output; ref(module, inputs) -> float64; torch(inputs) -> output; bytes(inputs) -> minimal traffic.
+def _softmax():
+    return dict(
+        inputs=lambda dims, dt, dev: (torch.randn(dims, device=dev).mul_(3).to(dt),),
+        out=lambda i: torch.empty_like(i[0]),
+        run=lambda m, i, o: m.softmax(i[0], out=o),
+        ref=lambda m, i: m.softmax_ref(i[0]),
+        torch=lambda i: torch.softmax(i[0], dim=-1),
+        bytes=lambda i: 2 * i[0].numel() * i[0].element_size(),
+    )
+
+
+def _layernorm():
+    def inputs(dims, dt, dev):
+        n = dims[-1]
+        return (torch.randn(dims, device=dev).to(dt), (torch.rand(n, device=dev) + 0.5).to(dt),
+                torch.randn(n, device=dev).to(dt))
+    return dict(
+        inputs=inputs,
+        out=lambda i: torch.empty_like(i[0]),
+        run=lambda m, i, o: m.layernorm(*i, out=o),
+        ref=lambda m, i: m.layernorm_ref(*i),
+        torch=lambda i: torch.nn.functional.layer_norm(i[0], (i[0].shape[-1],), i[1], i[2], 1e-5),
+        bytes=lambda i: (2 * i[0].numel() + 2 * i[1].numel()) * i[0].element_size(),
+    )
+
+
+def _cross_entropy():
+    def inputs(dims, dt, dev):
+        m, v = dims
+        t = torch.randint(0, v, (m,), device=dev)
+        t = torch.where(torch.rand(m, device=dev) < 0.05, -100, t)  # some ignored rows
+        return torch.randn(dims, device=dev).mul_(3).to(dt), t
+    return dict(
+        inputs=inputs,
+        out=lambda i: torch.empty(i[0].shape[0], device=i[0].device, dtype=torch.float32),
+        run=lambda m, i, o: m.cross_entropy(i[0], i[1], out=o),
+        ref=lambda m, i: m.cross_entropy_ref(*i),
+        torch=lambda i: torch.nn.functional.cross_entropy(i[0], i[1], reduction="none", ignore_index=-100),
+        bytes=lambda i: i[0].numel() * i[0].element_size() + i[1].numel() * 8 + i[0].shape[0] * 4,
+    )
+
+
+def _rotary():
+    def inputs(dims, dt, dev):
+        t, _, d = dims
+        pos = torch.arange(t, device=dev, dtype=torch.float32)[:, None] + torch.rand(1, device=dev) * 100
+        ang = pos * (10000.0 ** (-torch.arange(d // 2, device=dev, dtype=torch.float32) * 2 / d))
+        return torch.randn(dims, device=dev).to(dt), torch.cos(ang).to(dt), torch.sin(ang).to(dt)
+    return dict(
+        inputs=inputs,
+        out=lambda i: torch.empty_like(i[0]),
+        run=lambda m, i, o: m.rope(*i, out=o),
+        ref=lambda m, i: m.rope_ref(*i),
+        torch=None,  # set from the template: rope_torch, what a model does in eager torch
+        # eager torch rounds each product and difference to the 16-bit dtype: up to a few of its ulps of
+        # |x| (about 4), not of the result, so it is checked against an absolute bound
+        torch_atol=3e-2,
+        bytes=lambda i: (2 * i[0].numel() + i[1].numel() + i[2].numel()) * i[0].element_size(),
+    )
+
+
+KERNELS = {"softmax": _softmax, "layernorm": _layernorm, "cross-entropy": _cross_entropy,
+           "rotary-embedding": _rotary}
+
+
+def bench(fn) -> float:
+    """Microseconds: do_bench's median on a GPU; one wall-clock call on a CPU (HELD_OUT_TINY's check)."""
+    if torch.cuda.is_available():
+        return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median") * 1e3
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e6
+
+
+def copy_gbps(device) -> float:
+    """Device-to-device copy of a large tensor, bytes read plus written, in GB/s."""
+    n = (1 << 14) if TINY else (1 << 30)
+    a = torch.empty(n, dtype=torch.uint8, device=device).random_()
+    b = torch.empty_like(a)
+    return 2 * n / bench(lambda: b.copy_(a)) / 1e3
+
+
+def close(out, ref, atol=None) -> bool:
+    rtol, dtype_atol = TOL[out.dtype]
+    atol = dtype_atol if atol is None or out.dtype == torch.float32 else atol
+    return bool(torch.allclose(out.double(), ref, rtol=rtol, atol=atol))
+
+
+def measure(spec, old, new, shape, device):
+    dims = (2, *shape.dims[1:]) if TINY else shape.dims
+    dt = DTYPES[shape.dtype]
+    inputs = spec["inputs"](dims, dt, device)
+    ref = spec["ref"](new, inputs)
+    # torch allocates its own output (in the logits' dtype for cross-entropy): part of what a user calls
+    calls = {"old": lambda o: spec["run"](old, inputs, o), "new": lambda o: spec["run"](new, inputs, o),
+             "torch": lambda o: spec["torch"](inputs)}
+    row = {"shape": "x".join(map(str, shape.dims)), "dtype": shape.dtype, "source": shape.source}
+    outs = {}
+    for name, call in calls.items():
+        out = spec["out"](inputs).fill_(float("nan"))
+        try:
+            out = call(out) if name == "torch" else (call(out), out)[1]
+            outs[name] = out
+            row[f"{name}_ok"] = close(out, ref, spec.get("torch_atol") if name == "torch" else None)
+        except Exception as e:  # one failing launcher must not hide the others' figures
+            row[f"{name}_ok"] = False
+            row[f"{name}_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
+    row["path"] = dict(getattr(new, "last_config", {})).get("kernel", "")
+    del ref
+    times = {name: [] for name in outs}
+    for order in (list(outs), list(reversed(outs))):
+        for name in order:
+            times[name].append(bench(lambda call=calls[name], o=outs[name]: call(o)))
+    for name, ts in times.items():
+        row[f"{name}_us"] = sum(ts) / len(ts)
+        row[f"{name}_us_rounds"] = ts
+    row["bytes"] = spec["bytes"](inputs)
+    return row
+
+
+def table(kernel, half, rows, copy):
+    print(f"\n{kernel}, {half} half (copy {copy:.0f} GB/s)")
+    head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
+           f"{'new %copy':>9s} {'new/old':>7s} {'x torch':>7s}  ok(o/n/t)  path"
+    print(head)
+    for r in rows:
+        def pct(name):
+            us = r.get(f"{name}_us")
+            return f"{100 * r['bytes'] / (us * 1e3) / copy:9.1f}" if us else f"{'-':>9s}"
+        def us(name):
+            return f"{r[name + '_us']:9.2f}" if f"{name}_us" in r else f"{'-':>9s}"
+        ratio = f"{r['old_us'] / r['new_us']:7.3f}" if "old_us" in r and "new_us" in r else f"{'-':>7s}"
+        xt = f"{r['torch_us'] / r['new_us']:7.3f}" if "torch_us" in r and "new_us" in r else f"{'-':>7s}"
+        ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in ("old", "new", "torch"))
+        print(f"{r['shape']:>14s} {r['dtype']:5s} {us('old')} {us('new')} {us('torch')} {pct('old')} {pct('new')} "
+              f"{ratio} {xt}  {ok:9s}  {r['path']}")
+        for n in ("old", "new", "torch"):
+            if f"{n}_error" in r:
+                print(f"{'':>14s} {n}: {r[n + '_error']}")
+    timed = [r for r in rows if "new_us" in r and "old_us" in r and "torch_us" in r]
+    if timed:
+        pcts = sorted(100 * r["bytes"] / (r["new_us"] * 1e3) / copy for r in timed)
+        gain = 1.0
+        for r in timed:
+            gain *= r["old_us"] / r["new_us"]
+        print(f"{'summary':>14s}: new % of copy min {pcts[0]:.1f} median {pcts[len(pcts) // 2]:.1f}; new/old "
+              f"geomean {gain ** (1 / len(timed)):.3f}; x torch min {min(r['torch_us'] / r['new_us'] for r in timed):.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kernel", choices=sorted(KERNELS))
+    ap.add_argument("old_template")
+    ap.add_argument("--json", help="write the rows here, one JSON object a line")
+    args = ap.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    here = os.path.join(ROOT, "skills", "kernels", args.kernel, "triton_template.py")
+    tag = args.kernel.replace("-", "_")
+    old, new = load(args.old_template, f"old_{tag}"), load(here, f"new_{tag}")
+    spec = KERNELS[args.kernel]()
+    if spec["torch"] is None:
+        spec["torch"] = lambda i: new.rope_torch(*i)
+    copy = copy_gbps(device)
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter)"
+    print(f"{args.kernel} on {gpu}, torch {torch.__version__}, triton {triton.__version__}")
+    records = []
+    for half, shapes in zip(("tune", "held-out"), split(args.kernel)):
+        rows = []
+        for shape in shapes:
+            if time.time() > DEADLINE:
+                print(f"  {shape.label}: skipped, out of time")
+                continue
+            row = measure(spec, old, new, shape, device)
+            row.update(kernel=args.kernel, half=half, copy_gbps=copy, gpu=gpu)
+            rows.append(row)
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        table(args.kernel, half, rows, copy)
+        records += rows
+    if args.json:
+        with open(args.json, "w") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+    bad = [f"{r['shape']} {r['dtype']}" for r in records if not r.get("new_ok")]
+    if bad:
+        print(f"\nNEW TEMPLATE WRONG OR FAILED at: {', '.join(bad)}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
