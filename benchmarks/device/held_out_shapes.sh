@@ -3,7 +3,7 @@
 # configurations), tune half and held-out half apart, in one process per kernel: the old template (from git,
 # OLD_REV, default main) against this checkout's and torch, beside the measured device-copy bandwidth
 # (benchmarks/held_out_bench.py says how it times and checks). On one H100, within BUDGET seconds (default
-# 380: each kernel gets an equal share of what is left, and skips the shapes past it):
+# 330: each kernel gets an equal share of what is left, and skips the shapes past it):
 #     bash benchmarks/device/held_out_shapes.sh
 # OLD_DIR=dir takes the old templates from dir/<kernel>.py instead of git. $OUT/<kernel>.txt holds each
 # kernel's tables, $OUT/<kernel>.jsonl its rows. On a CPU, HELD_OUT_TINY=1 TRITON_INTERPRET=1 runs the same
@@ -12,7 +12,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PYTHON=${PYTHON:-python3}
-budget=${BUDGET:-380}
+budget=${BUDGET:-330}
 kernels=(softmax layernorm cross-entropy rotary-embedding)
 old=$(mktemp -d)
 for k in "${kernels[@]}"; do
