@@ -13,8 +13,8 @@ Read-only: each problem says what --fix would do about it.
                            - the only copy, and no ref at all reaches the commit: pinned by an attempt ref
                              so that gc keeps it
   a best/ tag off its branch   moved to the branch's best kept iteration
-  a branch diverged from a remote's   reported: two clones continued one loop, and only a person can say
-                           which side goes on (every record of both stays in the notes)
+  a branch diverged from a remote's   reported: two clones continued one loop; kgit pull joins them
+                           (every record of both stays in the notes)
   a note that is no valid record   its last valid version put back from the notes ref's history;
                            reported where it has none (kgit decides without it, its kernel's steps refuse)
   a record kgit pull refused  reported (kgit.share.screen): kept under refs/kgit/quarantine/<remote>
@@ -182,8 +182,8 @@ def diverged_problems(repo: Repo) -> list[Problem]:
             continue  # one side is behind: a push or a pull settles it
         problems.append(Problem(
             f"{name} has diverged from {remote}'s (both clones continued the loop)",
-            f"none automatic: keep one side, e.g. 'git reset --hard {remote}/{name}' on {name}; every record of "
-            "both stays in the notes"))
+            f"none automatic: 'kgit pull {remote}' joins the two lines, the one that kept kernels going on (or, "
+            "where both did, says so and how to choose); every record of both stays in the notes"))
     return problems
 
 
