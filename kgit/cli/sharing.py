@@ -29,7 +29,8 @@ def push_command(ctx, remote, as_json):
     incomplete = f"the push is incomplete: {unsent} ref{'s' if unsent != 1 else ''} not sent"
     if as_json:
         if unsent:  # one object on stdout, the refusal's: it carries the lines that say why
-            raise KgitError(f"{incomplete}: {'; '.join(done)}")
+            raise KgitError(f"{incomplete}: {'; '.join(done)}",
+                            f"each line says what to do; then 'kgit push {remote}' again")
         emit(True, lambda: {"remote": remote, "kernels": [dict(zip(SUMMARY_HEADERS, row)) for row in rows],
                             "done": done}, None)
         return
@@ -59,7 +60,8 @@ def pull_command(ctx, remote, take, as_json):
     incomplete = (f"the pull is incomplete: {refused} thing{'s' if refused != 1 else ''} refused or not updated "
                   "(the lines above say why)")
     if as_json and refused:  # one object on stdout, the refusal's: it carries the lines that say why
-        raise KgitError(f"{incomplete}: {'; '.join(done)}")
+        raise KgitError(f"{incomplete}: {'; '.join(done)}", f"each line says what to do; 'kgit doctor' lists "
+                                                             "what was refused")
     emit(as_json, lambda: {"remote": remote, "done": done}, lambda: "\n".join(done))
     if refused:  # the rest was pulled; a script must still be able to tell
         raise KgitError(incomplete)

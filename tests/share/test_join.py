@@ -196,3 +196,14 @@ def test_the_hook_refuses_a_forced_push_that_would_drop_a_kept_kernel(remote, ws
     assert remote_refs(remote) == before
     a.ok("pull", "--take", "ours")
     assert git_run(a, "push", "origin", "opt/fake").returncode == 0  # the join holds B's kernel: nothing dropped
+
+
+def test_json_refusals_of_push_and_pull_carry_a_hint(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 130.0, "A: better") == "IMPROVED"
+    assert step(b, 150.0, "B: much better") == "IMPROVED"
+    b.ok("push")
+    refusal = a.kgit("push", "--json").json()  # origin has B's commit: the branch is held back
+    assert refusal["error"].startswith("the push is incomplete") and "kgit push origin" in refusal["hint"]
+    refusal = a.kgit("pull", "--json").json()  # the fork
+    assert "forked" in refusal["error"] and "kgit doctor" in refusal["hint"]
