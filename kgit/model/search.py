@@ -11,10 +11,13 @@ measured for this kernel. A tunable whose values are positive numbers is measure
 its value): doubling a tile or the warps is the same step whether the space spans two octaves or five,
 which is what lets one set of length scales serve every template. Sizes (tiles, num_warps, chunks) vary
 over LENGTH_SCALE octaves; num_stages and tunables with a value that is not a positive number (flags)
-over LENGTH_SCALE_FLAT. The prior mean may be a dome (CURVATURE per octave squared below its top at the
-centre of the space): it served the project's own spaces, whose best sits near their centre, and lost
-the spaces whose best is at an edge; left out one space at a time, the choice made on the others is no
-dome (experiments/tune/leave-one-out/).
+over LENGTH_SCALE_FLAT. Once FIT_AFTER scores ran, every length scale is multiplied by one of
+STRETCHES, and the signal's sd is one of SIGNALS, whichever pair makes the scores measured likeliest
+(`fitted`): a plateau with a narrow peak reads as short scales and a small signal, a row kernel's
+smooth slopes as long ones, which no setting chosen on other spaces can know. The prior mean may be
+a dome (CURVATURE per octave squared below its top at the centre of the space): it served the
+project's own spaces, whose best sits near their centre, and lost the spaces whose best is at an edge;
+left out one space at a time, the choice made on the others is no dome (experiments/tune/leave-one-out/).
 
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
