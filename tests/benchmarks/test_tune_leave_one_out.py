@@ -89,3 +89,17 @@ def test_the_verdict_is_the_bar_and_says_where_even_the_oracle_misses_it():
     # the oracle under 90% at 99% within 16: said, and the verdict stays as the bar reads
     assert leave_one_out.verdict({(0.97, 8): 0.95, (0.99, 16): 0.6}, [], {(0.97, 8): 0.95, (0.99, 16): 0.7}) == (
         "**not met** (undecidable at 99% within 16: the oracle keeps it from fewer than 90%)")
+
+
+def test_the_trace_prints_each_proposal_and_counts_what_was_kept_measured_and_failed(monkeypatch, capsys):
+    import traces
+
+    monkeypatch.setattr(sys, "argv", ["traces.py", "synthetic failing 2", "--starts", "2", "--iterations", "6", "--all"])
+    traces.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("start")] == ["start 0", "start 1"]
+    steps = [line for line in lines if line.startswith("  ")]
+    assert len(steps) == 12 and all(s.split()[-1].endswith("}") for s in steps)  # 6 proposals of each start
+    failed = sum(" fails " in s for s in steps)
+    assert failed and lines[-1].startswith("synthetic failing 2, 2 starts: kept 97% at 8 ")
+    assert lines[-1].endswith(f"failed runs {failed}")
