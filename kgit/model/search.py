@@ -286,17 +286,19 @@ def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd:
 
 
 def fitted(X, y, space: dict) -> tuple[float, float]:
-    """The factor of STRETCHES on the length scales under which the scores measured so far are likeliest
-    (the process's log marginal likelihood); 1 until FIT_AFTER scores ran. A narrow peak on a plateau
-    reads as short length scales, a smooth row kernel as long ones: settings chosen on other spaces
-    cannot know which shape this one has, its own scores can."""
+    """(stretch, signal sd): the factor of STRETCHES on the length scales and the sd of SIGNALS under which
+    the scores measured so far are likeliest (the process's log marginal likelihood); (1, SIGNAL_SD)
+    until FIT_AFTER scores ran. A narrow peak on a plateau reads as short length scales, a smooth row
+    kernel as long ones: settings chosen on other spaces cannot know which shape this one has, its own
+    scores can."""
     if len(y) < FIT_AFTER:
         return 1.0, SIGNAL_SD
     return max(itertools.product(STRETCHES, SIGNALS), key=lambda s: _log_likelihood(X, y, space, *s))
 
 
 def _log_likelihood(X, y, space: dict, stretch: float, signal: float) -> float:
-    """log p(y | X) under the process with its length scales multiplied by stretch (constants dropped)."""
+    """log p(y | X) under the process with its length scales multiplied by stretch and the signal's sd
+    signal (constants dropped), its level at the scores' mean as _posterior's."""
     import numpy as np
 
     scale, top = stretch * np.array(length_scales(space)), np.array(centre(space))
