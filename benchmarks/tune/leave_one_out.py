@@ -4,8 +4,8 @@
 
 The spaces: the five measured on the H200 (experiments/tune/h200/) and the synthetic ones of
 benchmarks/tune/synthetic.py (two seeds of each shape). For each space, the model's settings (GRID:
-kgit.model.search's length scale, curvature, space-filling start, and what a step of more than two keys
-must promise) are chosen on the other spaces alone, on a seeded sample of their starts (--choose-starts):
+kgit.model.search's curvature, space-filling start, what a step of more than two keys must promise, and
+whether its length scales are fitted to the scores, after 4 of them, or never) are chosen on the other spaces alone, on a seeded sample of their starts (--choose-starts):
 the setting of the best mean share over them (a worst-space rule lets the hardest space choose alone).
 A space's family is left out with it (both softmax tables; both
 seeds of a synthetic shape), so that a sibling cannot choose for it. The chosen setting is then replayed
@@ -15,7 +15,14 @@ extra) at the same budget, all through benchmarks/tune/replay.py: kgit's own pai
 drawn around each configuration's measured figure and spread.
 
 The bar, per space: at least 90% of starts keep a configuration at 97% of the space's best within 8
-iterations and at 99% within 16, ahead of TPE and random at the same budget.
+iterations and at 99% within 16, ahead of TPE and random at the same budget. A start counts by the
+table's figure of the configuration it keeps at the budget (not by the figure its runs happened to
+show, and not by one it kept earlier and lost to a slower one that the noise made look better).
+
+An oracle (a search that knows the table and proposes its best unmeasured configuration first) is
+replayed through the same decision: where even it keeps the bar's configuration from fewer than 90% of
+starts, the runs are too noisy for kgit's decision (min_gain_pct 1, at most 12 pairs) to tell the
+configurations apart, and the bar is marked undecidable there, beside its verdict, which stands.
 """
 
 import argparse
@@ -42,10 +49,11 @@ MEASURED = {  # name: (family, table, re-measured leaders)
     "rmsnorm": ("rmsnorm", H200 / "spaces" / "space-rmsnorm.json", None),
     "layernorm": ("layernorm", H200 / "spaces" / "space-layernorm.json", None)}
 SEEDS = (1, 2)
-GRID = {"LENGTH_SCALE": [1.0, 1.5, 2.5], "CURVATURE": [0.0, 0.05, 0.1], "DESIGN_POINTS": [0, 2],
-        "JUMP": [math.inf, 1.5]}
+# LENGTH_SCALE is no longer chosen here: every space left out chose 2.5 octaves over 1.0 and 1.5 in the
+# two runs before (experiments/tune/leave-one-out/), and FIT_AFTER (inf: never fitted) takes its place
+GRID = {"CURVATURE": [0.0, 0.05], "DESIGN_POINTS": [0, 2], "JUMP": [math.inf, 1.5], "FIT_AFTER": [4, math.inf]}
 BARS = ((0.97, 8), (0.99, 16))  # (fraction of the space's best, iterations)
-METHODS = ("model", "descent", "random", "tpe")
+METHODS = ("model", "descent", "random", "tpe", "oracle")
 
 
 def spaces() -> dict[str, str]:
@@ -118,6 +126,20 @@ def tpe(seed: int, space: dict, allowed):
     return propose
 
 
+def oracle(table: dict):
+    """propose(best, space, points) of a search that knows the whole table: the best configuration not yet
+    measured, whatever keys it changes. It is no rival (the bar compares with TPE and random) but a
+    ceiling: where its runs cannot be told apart by kgit's paired decision (noise, min_gain_pct), even
+    it does not keep them, and no search could."""
+    ranked = sorted((r for r in table.values() if r["correct"]), key=lambda r: -r["value"])
+
+    def propose(best, space, points):
+        seen = {search.key(p.config) for p in points}
+        return next((r["config"] for r in ranked if search.key(r["config"]) not in seen), None)
+
+    return propose
+
+
 def reached(name: str, method: str, setting: dict | None = None, starts: int | None = None, seed: int = 0) -> dict:
     """For each bar of BARS, the share of starts (a seeded sample of starts of them) whose kept best reaches
     it; setting: kgit.model.search's settings for the model."""
@@ -133,12 +155,28 @@ def reached(name: str, method: str, setting: dict | None = None, starts: int | N
     for i, row in enumerate(rows):
         if method == "tpe":
             propose = tpe(seed * 100_003 + i, space, allowed)
+        elif method == "oracle":
+            propose = oracle(table)
         else:
             propose = replay.strategy(method, seed * 100_003 + i, allowed=allowed)
         trail = replay.replay(table, space, row["config"], budget, 1.0, propose)
         for fraction, iterations in BARS:
-            got[(fraction, iterations)] += any(r["value"] >= fraction * top for r in trail[: iterations + 1])
+            # what the search keeps at the budget, by its figure in the table: a start that kept the bar's
+            # configuration, then a slower one the noise made look better, does not count
+            got[(fraction, iterations)] += trail[min(iterations, len(trail) - 1)]["value"] >= fraction * top
     return {"starts": len(rows), "share": {bar: n / len(rows) for bar, n in got.items()}}
+
+
+def verdict(share: dict, rivals: list[dict], ceiling: dict) -> str:
+    """The bar's verdict on the model's shares: met when both reach 90% and no rival (TPE, random) does
+    better at either; where the oracle's share (ceiling) is under 90%, said to be undecidable beside it,
+    the verdict standing as the bar reads."""
+    ahead = all(share[b] >= r[b] for r in rivals for b in BARS)
+    found = "met" if all(share[b] >= 0.9 for b in BARS) and ahead else "**not met**"
+    undecidable = [f"{f:.0%} within {b}" for f, b in BARS if ceiling[f, b] < 0.9]
+    if undecidable:
+        found += f" (undecidable at {' and '.join(undecidable)}: the oracle keeps it from fewer than 90%)"
+    return found
 
 
 def _task(args):
@@ -186,10 +224,7 @@ def main() -> None:
         rivals = [scored[name, m]["share"] for m in methods if m in ("random", "tpe")]
         for m in methods:
             got = scored[name, m]
-            bar = ""
-            if m == "model":
-                ahead = all(got["share"][b] >= r[b] for r in rivals for b in BARS)
-                bar = "met" if all(got["share"][b] >= 0.9 for b in BARS) and ahead else "**not met**"
+            bar = verdict(got["share"], rivals, scored[name, "oracle"]["share"]) if m == "model" else ""
             setting = ", ".join(str(v) for v in chosen[name].values()) if m == "model" else ""
             lines.append(f"| {name} | {setting} | {m} | {got['starts']} | "
                          + " | ".join(f"{got['share'][b]:.0%}" for b in BARS) + f" | {bar} |")

@@ -11,10 +11,13 @@ measured for this kernel. A tunable whose values are positive numbers is measure
 its value): doubling a tile or the warps is the same step whether the space spans two octaves or five,
 which is what lets one set of length scales serve every template. Sizes (tiles, num_warps, chunks) vary
 over LENGTH_SCALE octaves; num_stages and tunables with a value that is not a positive number (flags)
-over LENGTH_SCALE_FLAT. The prior mean may be a dome (CURVATURE per octave squared below its top at the
-centre of the space): it served the project's own spaces, whose best sits near their centre, and lost
-the spaces whose best is at an edge; left out one space at a time, the choice made on the others is no
-dome (experiments/tune/leave-one-out/).
+over LENGTH_SCALE_FLAT. Once FIT_AFTER scores ran, every length scale is multiplied by one of
+STRETCHES, and the signal's sd is one of SIGNALS, whichever pair makes the scores measured likeliest
+(`fitted`): a plateau with a narrow peak reads as short scales and a small signal, a row kernel's
+smooth slopes as long ones, which no setting chosen on other spaces can know. The prior mean may be
+a dome (CURVATURE per octave squared below its top at the centre of the space): it served the
+project's own spaces, whose best sits near their centre, and lost the spaces whose best is at an edge;
+left out one space at a time, the choice made on the others is no dome (experiments/tune/leave-one-out/).
 
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
@@ -45,6 +48,9 @@ CURVATURE = 0.0  # the prior mean falls by this much log score per octave square
 DESIGN_POINTS = 0  # a cold run's first steps that spread over the space instead of following the model
 INTERACTION = 0.0  # log score a pair of keys must gain together beyond their single moves to move at once
 JUMP = 1.5  # how many times the best step of one or two keys' expected gain a step of more must promise
+STRETCHES = (0.25, 0.5, 1.0, 2.0)  # what the length scales may be multiplied by, fitted to the scores (fitted)
+SIGNALS = (0.05, 0.1, 0.2, 0.5, 1.0)  # what the signal's sd may be, fitted with them
+FIT_AFTER = 4  # scores that must have run before the two are fitted to them; SIGNAL_SD and x1 until then
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -206,7 +212,7 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     # the best's single moves, measured or not: what a pair's joint move is compared with
     singles = single_moves(best, space) + [best]
     at = np.array([coordinates(c, space) for c in pool + singles])
-    mean, sd = _posterior(X, scores, at, space)
+    mean, sd = _posterior(X, scores, at, space, *fitted(X, scores, space))
     mean, sd, single_mean = mean[:len(pool)], sd[:len(pool)], dict(zip(map(key, singles), mean[len(pool):]))
     if incumbent is None:  # the gain is over the best measured here
         incumbent = float(scores.max())
@@ -255,18 +261,20 @@ def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
     return pool[int(np.argmax(apart - 1.25 * off_centre))]
 
 
-def _posterior(X, y, candidates_x, space: dict):
-    """The process's mean and standard deviation at candidates_x, given scores y measured at X."""
+def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd: float | None = None):
+    """The process's mean and standard deviation at candidates_x, given scores y measured at X, with
+    every length scale multiplied by stretch and the signal's sd signal_sd (SIGNAL_SD if None)."""
     import numpy as np
 
-    scale, top = np.array(length_scales(space)), np.array(centre(space))
+    signal = SIGNAL_SD if signal_sd is None else signal_sd
+    scale, top = stretch * np.array(length_scales(space)), np.array(centre(space))
 
     def dome(Z):
         return -CURVATURE * ((Z - top) ** 2).sum(axis=1)
 
     def covariance(A, B):  # Matern 5/2
         r = np.sqrt(5.0 * (((A[:, None, :] - B[None, :, :]) / scale) ** 2).sum(axis=2))
-        return SIGNAL_SD ** 2 * (1 + r + r * r / 3) * np.exp(-r)
+        return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
 
     level = float(np.mean(y - dome(X)))  # the dome's top: where the measured scores put it
     chol = np.linalg.cholesky(covariance(X, X) + NOISE_SD ** 2 * np.eye(len(X)))
@@ -274,7 +282,32 @@ def _posterior(X, y, candidates_x, space: dict):
     cross = covariance(candidates_x, X)
     mean = level + dome(candidates_x) + cross @ weights
     explained = np.linalg.solve(chol, cross.T)
-    return mean, np.sqrt(np.maximum(SIGNAL_SD ** 2 - (explained ** 2).sum(axis=0), 1e-18))
+    return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
+
+
+def fitted(X, y, space: dict) -> tuple[float, float]:
+    """(stretch, signal sd): the factor of STRETCHES on the length scales and the sd of SIGNALS under which
+    the scores measured so far are likeliest (the process's log marginal likelihood); (1, SIGNAL_SD)
+    until FIT_AFTER scores ran. A narrow peak on a plateau reads as short length scales, a smooth row
+    kernel as long ones: settings chosen on other spaces cannot know which shape this one has, its own
+    scores can."""
+    if len(y) < FIT_AFTER:
+        return 1.0, SIGNAL_SD
+    return max(itertools.product(STRETCHES, SIGNALS), key=lambda s: _log_likelihood(X, y, space, *s))
+
+
+def _log_likelihood(X, y, space: dict, stretch: float, signal: float) -> float:
+    """log p(y | X) under the process with its length scales multiplied by stretch and the signal's sd
+    signal (constants dropped), its level at the scores' mean as _posterior's."""
+    import numpy as np
+
+    scale, top = stretch * np.array(length_scales(space)), np.array(centre(space))
+    dome = -CURVATURE * ((X - top) ** 2).sum(axis=1)
+    r = np.sqrt(5.0 * (((X[:, None, :] - X[None, :, :]) / scale) ** 2).sum(axis=2))
+    chol = np.linalg.cholesky(signal ** 2 * (1 + r + r * r / 3) * np.exp(-r) + NOISE_SD ** 2 * np.eye(len(X)))
+    residual = y - dome - float(np.mean(y - dome))
+    fit = np.linalg.solve(chol, residual)
+    return float(-0.5 * fit @ fit - np.log(np.diag(chol)).sum())
 
 
 def _has_figure(point: Point) -> bool:
