@@ -1,17 +1,19 @@
 """Random interleavings of what a small team does to one kernel's loop: a bare remote, two or three clones.
 
-Rules: a clone steps a better, worse or failing kernel (kept, reverted, failed); `kgit pull` (settling a
-fork, exit 1 and a line saying "forked", with `--take theirs` or `--take ours`); `kgit push`; a plain
-`git push origin opt/fake` through kgit's pre-push hook; a plain `git pull --no-rebase origin opt/fake`
-(aborted when it conflicts, as a person would); a forced `git push -f` (the hook must refuse it whenever
-it would drop a kept kernel); `git gc --prune=now` on a clone or on the remote. Checked:
-  - no kgit command, and no hook git runs, shows a traceback (after every rule);
+Rules: a clone steps a better, worse or failing kernel (kept, reverted, failed), or a better one and
+`kgit push` at once; `kgit pull` (settling a fork, exit 1 and a line saying "forked", with `--take
+theirs` or `--take ours`); `kgit push`; a plain `git push origin opt/fake` through kgit's pre-push hook;
+a plain `git pull --no-rebase origin opt/fake` (aborted when it conflicts, as a person would); a forced
+`git push -f` (the hook must refuse it whenever it would drop a kept kernel); `git gc --prune=now` on a
+clone or on the remote. Checked after every rule:
+  - no kgit command, and no hook git runs, shows a traceback;
   - best/fake never points to a worse record than the best kept record on its branch's first-parent
-    line, by the records: on the remote after every rule, in a clone after each kgit command there;
+    line, by the records: on the remote always, in a clone after a kgit command there;
   - a forced push that gets through drops no kept kernel of the remote's branch;
-  - after gc, every record in that repository's notes names a commit it still has;
+  - a repository's records only grow, and after gc every one names a commit it still has;
 and at teardown, after one round of `kgit pull` (taking theirs on a fork) and `kgit push` on every
-clone, then a `kgit pull` on every clone, then gc everywhere:
+clone (two rounds when a member pushed with plain git: the records come with that member's kgit push),
+then a `kgit pull` on every clone, then gc everywhere:
   - every clone and the remote agree on opt/fake, best/fake and refs/notes/kgit;
   - every commit a step made (kept, attempt) is in every clone and in the remote, and every record's
     commit in each clone's `kgit log --json` exists;
@@ -20,10 +22,13 @@ clone, then a `kgit pull` on every clone, then gc everywhere:
 In CI the run is derandomized and short; a longer random run (its seed is printed on a failure, and
 KGIT_TEAM_SEED=N replays it):
 
-    KGIT_TEAM_EXAMPLES=30 python -m pytest tests/share/test_team_sequences.py -p no:cacheprovider -s
+    KGIT_TEAM_EXAMPLES=30 KGIT_TEAM_STEPS=25 python -m pytest tests/share/test_team_sequences.py -p no:cacheprovider -s
+
+(KGIT_TEAM_NO_SHRINK=1 reports a failing sequence as found, without the slow shrinking.)
 """
 
 import atexit
+import collections
 import os
 import random
 import shutil
@@ -113,6 +118,11 @@ def best_not_worse(where: Path, name: str) -> None:
 
 
 _TEMPLATE: Path | None = None
+SEEN: collections.Counter = collections.Counter()  # what the sequences did, printed after a longer run
+
+
+def event(what: str) -> None:
+    SEEN[what] += 1
 
 
 def template() -> Path:
@@ -157,9 +167,11 @@ class Team(RuleBasedStateMachine):
         for w in self.clones:
             w.git("config", "remote.origin.url", str(self.remote))
         self.n = 2
+        self.turn = 0
         self.edits = 0
         self.top = 100.0  # above every kernel stepped so far: better kernels go over it
         self.stepped: list[str] = []  # the commit of every record a step made, kept or not
+        self.keys: dict[Path, set] = {}  # the records each repository held when last looked at
         self.plain_pushed = False  # whether a member pushed opt/fake with plain git (which sends no records)
 
     def teardown(self):
@@ -180,10 +192,21 @@ class Team(RuleBasedStateMachine):
         return run
 
     def member(self, i: int) -> Workspace:
-        return self.clones[i % self.n]
+        """Clone i after the one whose turn it is: hypothesis draws small numbers most, and the team takes
+        turns whatever it draws."""
+        self.turn += 1
+        return self.clones[(self.turn + i) % self.n]
 
     def check_remote(self):
         best_not_worse(self.remote, "the remote")
+        self.records_kept(self.remote)
+
+    def records_kept(self, where: Path) -> None:
+        """A repository's records only grow: none it held is gone."""
+        keys = {r.key for rs in records(where).values() for r in rs}
+        lost = self.keys.get(where, set()) - keys
+        assert not lost, f"records gone from {where.name}: {sorted(lost)}"
+        self.keys[where] = keys
 
     # --- what a team does ------------------------------------------------------------------------------
 
@@ -205,36 +228,57 @@ class Team(RuleBasedStateMachine):
         if run.returncode == 0:
             record = run.json()
             assert record["status"] == EXPECTED[kind], (kind, record)
+            event(f"step {kind}: {record['status']}")
             self.stepped.append(record["commit"])
             best_not_worse(w.root, w.root.name)
         else:  # refused (commits whose records have not arrived, say): the member puts the edit away
+            event("step refused")
             w.git("reset", "-q", "--hard")
+        self.records_kept(w.root)
         self.check_remote()
+
+    @rule(i=st.integers(0, CLONES - 1))
+    def better_and_push(self, i):
+        """The usual day of a member: a better kernel, sent at once."""
+        self.step(i, "better")
+        self.turn -= 1  # the same member pushes
+        self.push(i)
 
     @rule(i=st.integers(0, CLONES - 1), take=st.sampled_from(["theirs", "ours"]))
     def pull(self, i, take):
         w = self.member(i)
         run = self.kgit(w, "pull")
+        event(f"pull: rc {run.returncode}" + (", forked" if "forked" in run.stdout else ""))
         if run.returncode == 1 and "forked" in run.stdout:
-            self.kgit(w, "pull", "--take", take)
+            taken = self.kgit(w, "pull", "--take", take)
+            assert taken.returncode == 0, f"kgit pull --take {take} in {w.root.name}:\n{taken.stdout}\n{taken.stderr}"
         best_not_worse(w.root, w.root.name)
+        self.records_kept(w.root)
         self.check_remote()
 
     @rule(i=st.integers(0, CLONES - 1))
     def push(self, i):
         w = self.member(i)
-        self.kgit(w, "push")
+        pushed = self.kgit(w, "push")
+        event(f"push: rc {pushed.returncode}")
+        if pushed.returncode == 0:
+            best_not_worse(w.root, w.root.name)
+        self.records_kept(w.root)
         self.check_remote()
 
     @rule(i=st.integers(0, CLONES - 1))
     def plain_push(self, i):
-        self.plain_pushed |= self.git(self.member(i), "push", "origin", "opt/fake").returncode == 0
+        pushed = self.git(self.member(i), "push", "origin", "opt/fake").returncode == 0
+        self.plain_pushed |= pushed
+        event(f"plain push: {'through' if pushed else 'refused'}")
         self.check_remote()
 
     @rule(i=st.integers(0, CLONES - 1))
     def plain_pull(self, i):
         w = self.member(i)
-        if self.git(w, "pull", "-q", "--no-rebase", "origin", "opt/fake").returncode != 0:
+        pulled = self.git(w, "pull", "-q", "--no-rebase", "origin", "opt/fake").returncode == 0
+        event(f"plain pull: {'merged' if pulled else 'aborted'}")
+        if not pulled:
             git_run(w, "merge", "--abort")  # a conflict (both rendered the README): given up, as a person would
             w.git("reset", "-q", "--hard")
         self.check_remote()
@@ -249,6 +293,7 @@ class Team(RuleBasedStateMachine):
                 for sha, rs in records(where).items() if any(r.status.value in KEPT for r in rs)}
         forced = self.git(w, "push", "-f", "origin", "opt/fake").returncode == 0
         self.plain_pushed |= forced
+        event(f"forced push: {'through' if forced else 'refused'}")
         if forced and before:
             after = remote_refs(self.remote)[BRANCH]
             held = set(git_in(self.remote, "rev-list", before).split())
@@ -263,6 +308,7 @@ class Team(RuleBasedStateMachine):
         git_in(where, "gc", "-q", "--prune=now")
         lost = missing_commits(where, records(where))
         assert not lost, f"after gc in {where.name}, records name commits it no longer has: {lost}"
+        self.records_kept(where)
 
     # --- the end of a day: one round everywhere -------------------------------------------------------
 
@@ -312,16 +358,19 @@ def test_team_sequences():
 
     if examples:
         seed(chosen)(Day)
+    steps = int(os.environ.get("KGIT_TEAM_STEPS", "12"))
     try:
         run_state_machine_as_test(Day, settings=settings(
-            max_examples=int(examples or 5), stateful_step_count=12, deadline=None, database=None,
+            max_examples=int(examples or 5), stateful_step_count=steps, deadline=None, database=None,
             print_blob=True, derandomize=not examples,
             phases=[p for p in Phase if p != Phase.shrink or not os.environ.get("KGIT_TEAM_NO_SHRINK")],
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]))
     except BaseException:
-        print(f"replay this run: KGIT_TEAM_SEED={chosen} KGIT_TEAM_EXAMPLES={examples}" if examples else
-              "a derandomized run: the same sequences each time", file=sys.stderr)
+        print(f"replay this run: KGIT_TEAM_SEED={chosen} KGIT_TEAM_EXAMPLES={examples} KGIT_TEAM_STEPS={steps}"
+              if examples else "a derandomized run: the same sequences each time", file=sys.stderr)
         raise
+    finally:
+        print("what the sequences did:", dict(sorted(SEEN.items())), file=sys.stderr)
 
 
 # --- what the sequences found, one test each ---------------------------------------------------------
@@ -369,3 +418,30 @@ def test_the_hook_refuses_a_forced_push_that_drops_a_kept_kernel_behind_a_join(r
     assert remote_refs(remote) == before
     subprocess.run(["git", "gc", "-q", "--prune=now"], cwd=remote, check=True)
     assert not missing_commits(remote, [kept_b])
+
+
+def test_a_record_a_clone_refuses_is_not_deleted_from_the_remote_by_its_push(remote, ws, tmp_path):
+    """Found by test_team_sequences: A's attempt pushed on top of A's join (its branch not pushed) carried
+    A's kept record to the remote; B's pull refused it (a kept iteration on no opt/fake), and B's push,
+    a fast-forward of the remote's notes, deleted it there. Now the kept record waits for its branch."""
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 130.0, "A: better") == "IMPROVED"
+    assert step(b, 150.0, "B: much better") == "IMPROVED"
+    b.ok("push")
+    assert a.kgit("pull").returncode == 1  # a fork
+    a.ok("pull", "--take", "ours")
+    kept_a = a.git("rev-parse", "opt/fake^1")
+    assert step(a, 90.0, "A: worse") == "REGRESSED"  # an attempt on top of the join
+    assert step(b, 160.0, "B: better still") == "IMPROVED"
+    b.ok("push")
+    run = a.kgit("push")  # the branch waits for a pull; the attempt and its record go, A's kept record waits
+    assert run.returncode == 1 and "records: 1 not pushed" in run.stdout
+    assert kept_a not in records(remote)
+    assert "refused" not in b.ok("pull").stdout
+    b.ok("push")
+    assert "forked" in a.kgit("pull").stdout  # A's 130 and B's 160 since they parted
+    a.ok("pull", "--take", "theirs")
+    a.ok("push")  # A's kernel goes with its branch now (the join's second parent), and its record
+    b.ok("pull")
+    agree(remote, a, b)
+    assert kept_a in records(remote)
