@@ -174,9 +174,9 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
         parsed = refs.parse_subject(subject)
         if log_only and parsed and parsed.reverted and parsed.kernel == kernel:
             if parsed.iteration not in recorded:
-                return (f"commit {sha[:10]} logs iteration {parsed.iteration} as reverted, but that iteration has no record "
-                        "in this clone (a step pushed with plain git, which sends no notes: 'kgit pull' brings its record, "
-                        "once the clone that stepped it has run 'kgit push')")
+                return (f"commit {sha[:10]} logs iteration {parsed.iteration} as reverted, but that iteration has "
+                        "no record in this clone (a step pushed with plain git, which sends no notes: 'kgit pull' "
+                        "brings its record, once the clone that stepped it has run 'kgit push')")
             continue
         if log_only and refs.is_report_subject(subject):
             continue

@@ -28,6 +28,7 @@ KGIT_TEAM_SEED=N replays it):
 """
 
 import atexit
+import json
 import collections
 import os
 import random
@@ -445,3 +446,20 @@ def test_a_record_a_clone_refuses_is_not_deleted_from_the_remote_by_its_push(rem
     b.ok("pull")
     agree(remote, a, b)
     assert kept_a in records(remote)
+
+
+def test_a_push_never_deletes_a_record_of_the_remote_that_this_clone_refused(remote, ws, tmp_path):
+    """A record this clone's pull refused stays in its quarantine; its push, a fast-forward of the remote's
+    notes, must not delete it on the remote (another clone may judge it otherwise, 'kgit doctor' lists it)."""
+    a, b = two_clones(remote, ws, tmp_path)
+    tip = a.git("rev-parse", "opt/fake")
+    record = a.ok("best", "--json").json()
+    forged = {k: v for k, v in record.items() if k not in ("commit", "kept")}
+    forged.update(iteration=99, started="2026-01-01T00:00:00+00:00")  # past what the history holds
+    subprocess.run(["git", "notes", "--ref=refs/notes/kgit", "append", "-m", json.dumps(forged), tip],
+                   cwd=remote, check=True, capture_output=True)
+    run = b.kgit("pull")
+    assert run.returncode == 1 and "refused: fake iteration 99" in run.stdout
+    assert step(b, 90.0, "B: worse") == "REGRESSED"
+    b.ok("push")
+    assert 99 in [r.iteration for r in records(remote)[tip]], "B's push deleted a record on the remote"
