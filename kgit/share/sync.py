@@ -270,8 +270,8 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
             unsent += 1
     attempts = _attempt_refspecs(repo, remote)
     if notes_sha:
-        notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit,
-                                          pushed_tips + [spec.split(":", 1)[0] for spec in attempts])
+        notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit, pushed_tips,
+                                          [spec.split(":", 1)[0] for spec in attempts])
         refspecs.append(f"{notes_sha}:{refs.NOTES_REF}")
         if held:
             done.append(f"records: {held} not pushed, on commits {remote} will not have (a branch not pushed, or "
@@ -300,25 +300,39 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
     return rows, done, unsent
 
 
-def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, by_commit: dict, revs: list[str]) -> tuple[str, int]:
+def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, by_commit: dict, tips: list[str],
+                    attempts: list[str]) -> tuple[str, int]:
     """The notes commit to push (notes_sha, refs/notes/kgit's, or one without some records), and how many of
     this clone's records it leaves out.
 
     Only records on commits the remote will have travel: one on a commit that stays here (a branch the
-    remote refused, a baseline a reset left behind) would show there as a run nobody can check out. When
-    every note qualifies, that is refs/notes/kgit itself; else a commit on top of the remote's notes that
-    adds the rest (refs/kgit/outgoing-notes), and refs/notes/kgit keeps every record here.
+    remote refused, a baseline a reset left behind) would show there as a run nobody can check out. A
+    commit that only an attempt reaches (an attempt stepped on a line whose branch is not pushed yet)
+    carries its reverted records, not a kept iteration: that waits for its branch, else every other clone
+    would refuse it as a kept iteration on no opt/<kernel>. When every note qualifies, and the remote has
+    no record this clone lacks, that is refs/notes/kgit itself; else a commit on top of the remote's notes
+    that adds the rest and deletes none of the remote's (refs/kgit/outgoing-notes), and refs/notes/kgit
+    keeps every record here.
     """
     snapshot = refs.remote_snapshot(remote, "")
-    shared = read.reachable_from(repo, set(by_commit), [*revs, f"--glob={refs.remote_branch_ref(remote, '*')}",
-                                                        f"--glob={snapshot}attempts/*", f"--glob={snapshot}best/*"])
-    held = sum(len(records) for commit, records in by_commit.items() if commit not in shared)
-    if not held:
-        return notes_sha, 0
+    on_branches = read.reachable_from(repo, set(by_commit), [*tips, f"--glob={refs.remote_branch_ref(remote, '*')}",
+                                                             f"--glob={snapshot}best/*"])
+    by_attempts = read.reachable_from(repo, set(by_commit) - on_branches, [*attempts, f"--glob={snapshot}attempts/*"])
+    sent = {c: by_commit[c] for c in on_branches}
+    sent.update({c: reverted for c in by_attempts if (reverted := [r for r in by_commit[c] if not r.status.on_branch])})
+    held = sum(len(records) for records in by_commit.values()) - sum(len(records) for records in sent.values())
     theirs = read.rev(repo, refs.remote_snapshot(remote, "notes/kgit"))
+    there = notes.read_notes(repo, theirs).by_commit if theirs else {}
+    # records the remote has and this clone does not (one its screen refused, kept under quarantine): a
+    # push never deletes them there
+    lacking = {c for c, records in there.items()
+               if {r.key for r in records} - {r.key for r in by_commit.get(c, [])}}
+    if not held and not lacking:
+        return notes_sha, 0
     if read.rev(repo, refs.OUTGOING_NOTES):
         write.delete_ref(repo, refs.OUTGOING_NOTES)  # it starts on the remote's notes, not on what it was
-    outgoing = write.write_notes(repo, {c: by_commit[c] for c in sorted(shared)},
+    outgoing = write.write_notes(repo, {c: notes.union(sent.get(c, []), there.get(c, []))
+                                        for c in sorted(set(sent) | lacking)},
                                  f"kgit: the records {remote} can check out", ref=refs.OUTGOING_NOTES, parent=theirs)
     return outgoing, held
 
