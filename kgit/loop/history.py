@@ -79,8 +79,10 @@ def damaged_notes(repo: Repo, kernel: str, history: notes.History) -> list[Inval
 def hand_commit_advice(oldest: str) -> str:
     """What to do about the unrecorded commits from oldest up (unrecorded_commits): the step, doctor and
     context all give it."""
-    return (f"'git reset --soft {oldest[:10]}~1' puts the change back in the working tree for 'kgit step' to "
-            f"measure, or 'git reset --hard {oldest[:10]}~1' drops it")
+    # never advice that drops a commit (gc would delete it): the change comes back to the working tree,
+    # where the person measures it or discards it knowingly
+    return (f"'git reset --soft {oldest[:10]}~1' puts the change back in the working tree, staged, for 'kgit step' "
+            f"to measure (or for you to discard)")
 
 
 def resolve_kernel(repo: Repo, kernel: str | None) -> str:

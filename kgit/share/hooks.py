@@ -157,8 +157,11 @@ def _kernel_path(repo: Repo, kernel: str) -> str | None:
         return None
 
 
-def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Record]]) -> str | None:
-    """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc)."""
+def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Record]],
+                kernel_only: bool = False) -> str | None:
+    """Why the tip of opt/<kernel> is not governed by a valid record (the rule in this module's doc).
+    kernel_only: only whether the kernel at the tip has one (a log commit whose reverted iteration has no
+    record here yet changes no kernel: kgit pull takes it, kgit push and the hook do not send it)."""
     recorded = {r.iteration for records in by_commit.values() for r in records if r.kernel == kernel}
     report = config.report_path(repo.root)
     kernel_path = _kernel_path(repo, kernel)  # None: every commit counts
@@ -173,7 +176,7 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
         log_only = set(paths) <= {report}
         parsed = refs.parse_subject(subject)
         if log_only and parsed and parsed.reverted and parsed.kernel == kernel:
-            if parsed.iteration not in recorded:
+            if parsed.iteration not in recorded and not kernel_only:
                 return (f"commit {sha[:10]} logs iteration {parsed.iteration} as reverted, but that iteration has "
                         "no record in this clone (a step pushed with plain git, which sends no notes: 'kgit pull' "
                         "brings its record, once the clone that stepped it has run 'kgit push')")

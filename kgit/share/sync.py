@@ -138,7 +138,7 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
     if ours == theirs or (ours is not None and read.is_ancestor(repo, theirs, ours)):
         _follow_records(repo, kernel)  # the remote's tag was judged when the branch last moved
         return [f"{branch}: up to date" if ours == theirs else f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
-    problem = hooks.tip_problem(repo, kernel, theirs, notes.read_notes(repo).by_commit)
+    problem = hooks.tip_problem(repo, kernel, theirs, notes.read_notes(repo).by_commit, kernel_only=True)
     if problem:  # a tip whose record was refused (a forged figure, say) or never made: not taken
         return [f"refused: {remote}'s {branch} ({theirs[:10]}), not taken: {problem}"]
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))

@@ -49,7 +49,7 @@ def test_pull_from_a_remote_that_got_a_plain_git_push_says_the_records_are_not_t
     run = b.kgit("pull")  # exit 1: a branch whose records are not there is not taken
     assert run.returncode == 1
     assert "records: none on origin" in run.stdout and "kgit push origin" in run.stdout
-    assert "refused: origin's opt/fake" in run.stdout and "has no record" in run.stdout
+    assert "refused: origin's opt/fake" in run.stdout and "whose record is not in this clone" in run.stdout
     ws.ok("push")
     out = b.ok("pull").stdout
     assert "records: 3 new from origin" in out and "opt/fake: new to" in out
