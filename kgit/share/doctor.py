@@ -195,7 +195,13 @@ def unrecorded_problems(repo: Repo) -> list[Problem]:
             kernel_path = config.load(repo.root, kernel).kernel_path
         except KgitError:  # this checkout does not define the kernel: nothing to tell its file by
             continue
-        unrecorded = history.unrecorded_commits(repo, kernel, kernel_path, notes.kernel_history(repo, kernel))
+        kernel_history = notes.kernel_history(repo, kernel)
+        if not kernel_history.pairs:  # every commit would read as a hand commit: the records are what is missing
+            problems.append(Problem(
+                f"{refs.branch(kernel)} has no kgit record in this clone ({refs.NOTES_REF} was deleted or never fetched)",
+                "none automatic: 'kgit pull' brings them from a remote that has them"))
+            continue
+        unrecorded = history.unrecorded_commits(repo, kernel, kernel_path, kernel_history)
         if unrecorded:
             oldest, subject = unrecorded[-1]
             problems.append(Problem(

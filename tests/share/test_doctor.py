@@ -60,3 +60,12 @@ def test_a_killed_steps_candidate_is_an_interrupted_step_not_a_hand_commit(start
     assert "git reset --soft" not in started.ok("context", "--json").json()["next_step"]
     started.ok("doctor", "--fix")  # rolled back or finished: either way no hand commit is left
     assert doctor(started) == []
+
+
+def test_deleted_records_are_named_as_such_not_as_hand_commits_to_reset(started):
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "faster")
+    started.git("update-ref", "-d", "refs/notes/kgit")
+    problem, = doctor(started)
+    assert problem["problem"] == "opt/fake has no kgit record in this clone (refs/notes/kgit was deleted or never fetched)"
+    assert "'kgit pull'" in problem["fix"] and "reset" not in problem["fix"]
