@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -49,17 +50,26 @@ def push(repo: Repo, remote: str, refspecs: list[str], env: dict) -> dict[str, s
 
     A ref the remote rejects is no error here: the caller says which and why, the others are pushed.
     """
-    proc = subprocess.run(
-        ["git", "push", "--porcelain", remote, *refspecs], cwd=repo.root, capture_output=True,
-        env={**os.environ, **env},
-    )
+    # Its own process group, killed whole if kgit is interrupted or stopped: a push left running (git
+    # push, its receive-pack and the remote's hooks) would move refs after kgit has said it did not.
+    proc = subprocess.Popen(["git", "push", "--porcelain", remote, *refspecs], cwd=repo.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, **env}, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
     results = {}
-    for line in proc.stdout.decode(errors="replace").splitlines():
+    for line in stdout.decode(errors="replace").splitlines():
         parts = line.split("\t")  # "<flag>\t<local>:<remote>\t<summary>", flag "!" for a rejection
         if len(parts) == 3 and ":" in parts[1]:
             results[parts[1].split(":", 1)[1]] = parts[2] if parts[0] == "!" else ""
     if proc.returncode != 0 and not results:  # it never got as far as the refs: a hook or the network
-        message = proc.stderr.decode(errors="replace").strip().splitlines()
+        message = stderr.decode(errors="replace").strip().splitlines()
         raise GitError(f"git push failed: {message[-1] if message else 'exit status ' + str(proc.returncode)}")
     return results
 

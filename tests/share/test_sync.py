@@ -332,3 +332,31 @@ def test_tune_tries_first_the_best_that_another_clone_found(remote, ws, tmp_path
     assert [r["action"] for r in tuned["iterations"]] == [
         "BLOCK 512->2048, WARPS 2->8 (2 keys at once: another run's best on this GPU)"]
     assert tuned["iterations"][0]["status"] == "IMPROVED"  # measured again here, and kept here
+
+
+def test_a_push_stopped_midway_leaves_no_git_process_behind(remote, ws, tmp_path):
+    import signal
+    import sys
+    import time
+
+    from workspace import alive
+
+    a_session(ws)
+    started = tmp_path / "hook.pid"
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho $$ > {started}\nexec sleep 60\n")  # a slow remote: the push hangs here
+    hook.chmod(0o755)
+    push = subprocess.Popen([sys.executable, "-m", "kgit", "push"], cwd=ws.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    hook_pid = int(started.read_text())
+    push.send_signal(signal.SIGTERM)
+    _, err = push.communicate(timeout=30)
+    assert push.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
+    deadline = time.monotonic() + 10
+    while alive(hook_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(hook_pid), "the remote's hook, a child of kgit's git push, outlived kgit"
+    assert "refs/heads/opt/fake" not in remote_refs(remote)
