@@ -1,9 +1,10 @@
 """kgit push / kgit pull: the branches, tags, records and attempts of every kernel, to and from a remote.
 
 What travels, and where a clone keeps what it last saw of a remote:
-  refs/heads/opt/*           <-> refs/remotes/<remote>/opt/*        fast-forward only, never forced
-  refs/tags/best/*           <-> refs/kgit/remotes/<remote>/best/*  moves with its branch, sent only
-                                                                   while on it
+  refs/heads/opt/*           <-> refs/remotes/<remote>/opt/*        fast-forward only, never forced; two
+                                                                   lines are joined first (kgit.share.join)
+  refs/tags/best/*           <-> refs/kgit/remotes/<remote>/best/*  follows the branch's records here, sent
+                                                                   only while on the branch's best
   refs/notes/kgit            <-> refs/kgit/remotes/<remote>/notes/kgit  sent: the records of commits the
                                                                    remote will have (_outgoing_notes)
   refs/kgit/attempts/*       <-> refs/kgit/remotes/<remote>/attempts/*
