@@ -55,10 +55,13 @@ def log_command(ctx, kernel, as_json):
 
     where, kernel = _read(ctx, kernel)
     found = history.log(where, kernel)
+    left = history.left_behind(where, kernel, found.pairs)
     warn_invalid(found.invalid)
-    emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha, kept=r.kept) for sha, r in found.pairs],
+    emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha, kept=r.kept and sha not in left,
+                                                                        left_behind=sha in left)
+                                                            for sha, r in found.pairs],
                            "invalid_notes": [n.to_json() for n in found.invalid]},
-         lambda: commands.log(found.pairs))
+         lambda: commands.log(found.pairs, left))
 
 
 @click.command("status")

@@ -122,6 +122,17 @@ def log(repo: Repo, kernel: str) -> notes.History:
     return _nonempty(notes.kernel_history(repo, kernel), kernel, repo)
 
 
+def left_behind(repo: Repo, kernel: str, pairs: list[tuple[str, Record]]) -> set[str]:
+    """The commits of kept iterations that opt/<kernel>'s first-parent line does not hold: another clone's
+    line that a join left in the history (kgit.share.join), or one a reset dropped. Shown in the log,
+    never the best here."""
+    tip = read.rev(repo, refs.branch_ref(kernel))
+    if tip is None:
+        return set()
+    line = set(read.first_parents(repo, tip, limit=1_000_000))
+    return {sha for sha, r in pairs if r.status.on_branch and sha not in line}
+
+
 def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
     if history.pairs:
         return history

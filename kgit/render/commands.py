@@ -96,7 +96,8 @@ def best(record: Record, commit: str, tag: str, tag_commit: str | None) -> str:
     )
 
 
-def log(pairs: list[tuple[str, Record]]) -> str:
+def log(pairs: list[tuple[str, Record]], left_behind: set[str] = frozenset()) -> str:
+    """left_behind: commits of kept iterations on a line the branch did not go on with (history.left_behind)."""
     from tabulate import tabulate
 
     rows, last = [], None
@@ -105,10 +106,13 @@ def log(pairs: list[tuple[str, Record]]) -> str:
         if record.environment and last and not same_environment(record.environment, last):
             rows.append(["", f"-- measured elsewhere from here: {environment(record.environment)} --"])
         last = record.environment or last
-        rows.append(log_row(record, resumed=record.iteration < final) + [sha[:10]])
+        row = log_row(record, resumed=record.iteration < final) + [sha[:10]]
+        if sha in left_behind:
+            row[LOG_HEADERS.index("Status")] += " (on a line not taken)"
+        rows.append(row)
     # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
     table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
-    return table + "\n" + LOG_LEGEND + "\n" + final_line([r for _, r in pairs])
+    return table + "\n" + LOG_LEGEND + "\n" + final_line([r for sha, r in pairs if sha not in left_behind])
 
 
 # A user read "0.0015 GBps  -0.7%" beside a best of 0.00107 as a contradiction: the two columns come from

@@ -207,3 +207,19 @@ def test_json_refusals_of_push_and_pull_carry_a_hint(remote, ws, tmp_path):
     assert refusal["error"].startswith("the push is incomplete") and "kgit push origin" in refusal["hint"]
     refusal = a.kgit("pull", "--json").json()  # the fork
     assert "forked" in refusal["error"] and "kgit doctor" in refusal["hint"]
+
+
+def test_the_log_marks_the_kept_kernels_of_a_line_not_taken(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 160.0, "A: best of all, not taken") == "IMPROVED"
+    assert step(b, 150.0, "B: taken") == "IMPROVED"
+    b.ok("push")
+    a.ok("pull", "--take", "theirs")
+    rows = {r["action"]: r for r in a.ok("log", "--json").json()["iterations"]}
+    assert rows["A: best of all, not taken"]["left_behind"] and not rows["A: best of all, not taken"]["kept"]
+    assert rows["B: taken"]["kept"] and not rows["B: taken"]["left_behind"]
+    text = a.ok("log").stdout
+    line, = [row for row in text.splitlines() if "A: best of all" in row]
+    assert "(on a line not taken)" in line
+    assert "Final: 150" in text  # the branch's best, not the line left behind
+    assert a.ok("best", "--json").json()["value"] == 150.0
