@@ -83,20 +83,21 @@ def status_command(ctx, kernel, as_json):
 
 
 @click.command("show")
-@click.argument("iteration", type=int)
+@click.argument("iteration")
 @kernel_option
 @json_option
 @click.pass_context
 def show_command(ctx, iteration, kernel, as_json):
-    """An iteration's record and the change it made or tried."""
+    """An iteration's record and the change it made or tried: ITERATION is its number, or its commit
+    (where two clones both numbered one N)."""
     from kgit.loop import history
     from kgit.render import commands
 
     where, kernel = _read(ctx, kernel)
-    shown = history.show(where, kernel, iteration)
+    shown = history.show(where, kernel, int(iteration) if iteration.isdigit() else iteration)
     for sha, other in shown.others:
-        note(f"iteration {iteration} has another record: {other.status.value} {other.action!r} on {other.gpu}, "
-             f"commit {sha[:10]} ('kgit log' lists every record)")
+        note(f"iteration {other.iteration} has another record: {other.status.value} {other.action!r} on {other.gpu}, "
+             f"commit {sha[:10]} ('kgit show {sha[:10]}' shows it)")
     emit(as_json, lambda: record_json(shown.record, shown.commit, kept=shown.record.kept, diff=shown.diff,
                                       others=[record_json(r, sha) for sha, r in shown.others]),
          lambda: commands.show(shown))

@@ -235,10 +235,18 @@ class Shown:
     others: list[tuple[str, Record]]  # the iteration's other records: other GPUs' runs, or another clone's
 
 
-def show(repo: Repo, kernel: str, iteration: int) -> Shown:
-    """One iteration: its record and the change it tried (for a revert, the attempt's diff)."""
+def show(repo: Repo, kernel: str, iteration: int | str) -> Shown:
+    """One iteration, by its number or by its commit (two clones may both have numbered one 3): its
+    record and the change it tried (for a revert, the attempt's diff)."""
     pairs = log(repo, kernel).pairs
-    matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
+    if isinstance(iteration, str):
+        commit = read.rev(repo, iteration) if len(iteration) >= 4 else None
+        matches = [(sha, r) for sha, r in pairs if sha == commit]
+        if not matches:
+            raise KgitError(f"no record of {kernel} is on a commit named {iteration!r}",
+                            "'kgit log' lists each iteration's commit; 'kgit show N' takes an iteration's number")
+    else:
+        matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
     if not matches:
         raise missing_iteration(kernel, iteration, pairs)
     # Several records of one iteration: runs on several GPUs of one commit, or two clones that both

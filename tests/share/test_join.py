@@ -223,3 +223,17 @@ def test_the_log_marks_the_kept_kernels_of_a_line_not_taken(remote, ws, tmp_path
     assert "(on a line not taken)" in line
     assert "Final: 150" in text  # the branch's best, not the line left behind
     assert a.ok("best", "--json").json()["value"] == 150.0
+
+
+def test_two_iterations_numbered_alike_are_shown_by_their_commit(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 90.0, "A: worse") == "REGRESSED"
+    assert step(b, 150.0, "B: better") == "IMPROVED"
+    b.ok("push")
+    a.ok("pull")
+    run = a.ok("show", "2", "--json")
+    other = run.json()["others"][0]
+    assert f"'kgit show {other['commit'][:10]}' shows it" in run.stderr
+    shown = a.ok("show", other["commit"][:10], "--json").json()
+    assert shown["action"] == other["action"] and shown["commit"] == other["commit"]
+    assert "no record of fake is on a commit named 'main'" in a.refused("show", "main")
