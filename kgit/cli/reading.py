@@ -69,10 +69,18 @@ def log_command(ctx, kernel, as_json):
 @json_option
 @click.pass_context
 def status_command(ctx, kernel, as_json):
-    """Kernel, target, iteration k of max, best, and the gap to the target."""
+    """Kernel, target, iteration k of max, best, and the gap to the target; with no kernel, on no opt/
+    branch, every loop with records here, a line each."""
     from kgit.loop import history
     from kgit.render import commands
 
+    if history.several_kernels(repo(ctx), kernel):
+        loops = history.overview(repo(ctx))
+        emit(as_json, lambda: {"kernels": [{"kernel": loop.kernel, "branch": loop.branch, "iterations": loop.iterations,
+                                            "reverted": loop.reverted,
+                                            "best": record_json(loop.best) if loop.best else None} for loop in loops]},
+             lambda: commands.overview(loops))
+        return
     where, kernel = _read(ctx, kernel)
     state = history.status(where, kernel)
     warn_invalid(state.invalid)

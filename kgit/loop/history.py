@@ -107,6 +107,34 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
                     f"(git checkout opt/{kernels[0]})")
 
 
+@dataclass
+class Loop:
+    """One kernel's loop in the overview of every loop (kgit status with no kernel)."""
+
+    kernel: str
+    branch: str | None  # None: its records are here, its branch is not
+    iterations: int
+    reverted: int
+    best: Record | None
+
+
+def overview(repo: Repo) -> list[Loop]:
+    """Every kernel with records here, read from the records alone (a checkout need not define them)."""
+    loops = []
+    for kernel in _kernels_with_records(repo):
+        found = notes.deciding_history(repo, kernel)
+        best = decide.best_pair(found.pairs)
+        has_branch = read.rev(repo, refs.branch_ref(kernel)) is not None
+        loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, found.last_iteration,
+                          sum(not r.status.on_branch for r in found.records), best[1] if best else None))
+    return loops
+
+
+def several_kernels(repo: Repo, kernel: str | None) -> bool:
+    """Whether a command given no kernel, on no opt/ branch, faces several kernels with records."""
+    return kernel is None and read.current_kernel(repo) is None and len(_kernels_with_records(repo)) > 1
+
+
 def _kernels_with_records(repo: Repo) -> list[str]:
     return sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
 

@@ -128,6 +128,17 @@ def environment(env: dict) -> str:
             f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}")
 
 
+def overview(loops) -> str:
+    """kgit status with no kernel: every loop, a line each."""
+    from tabulate import tabulate
+
+    rows = [[loop.kernel, loop.branch or "(records only)", str(loop.iterations), str(loop.reverted),
+             metric(loop.best.value, loop.best.metric, loop.best.cpu_timing) if loop.best else "-",
+             f"iter {loop.best.iteration}" if loop.best else "-"] for loop in loops]
+    table = tabulate(rows, ["Kernel", "Branch", "Iterations", "Reverted", "Best", "At"], disable_numparse=True)
+    return table + "\n'kgit status KERNEL' shows one loop"
+
+
 def status(state) -> str:
     """kgit status: two plain columns (no tabulate: status is what agents and prompts call most)."""
     top, unit = state.best, state.metric

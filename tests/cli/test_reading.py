@@ -62,9 +62,14 @@ def test_with_several_kernels_and_none_named_the_refusal_says_how_to_name_one(st
     started.git("commit", "-qm", "another kernel")
     started.ok("start", "other")
     started.git("checkout", "-q", "main")
-    message = started.refused("status")
+    message = started.refused("log")
     assert message == ("kgit: several kernels have records (fake, other): name one after the command "
                        "(e.g. 'kgit log fake') or check out its branch (git checkout opt/fake)")
+    loops = started.ok("status", "--json").json()["kernels"]  # status gives the overview of every loop instead
+    assert [(loop["kernel"], loop["branch"], loop["iterations"], loop["best"]["value"]) for loop in loops] == \
+        [("fake", "opt/fake", 0, 100.0), ("other", "opt/other", 0, 100.0)]
+    text = started.ok("status").stdout
+    assert text.splitlines()[2].split()[:4] == ["fake", "opt/fake", "0", "0"] and "kgit status KERNEL" in text
     started.git("checkout", "-q", "opt/fake")  # the advice works
     assert started.ok("status", "--json").json()["kernel"] == "fake"
     assert started.ok("log", "other", "--json").json()["kernel"] == "other"
