@@ -231,7 +231,7 @@ def doctor(done: list[str], problems: list, repaired: bool) -> str:
 
 
 def invalid_note(note: InvalidNote) -> str:
-    return f"warning: {note.describe()}; decided without it ('kgit doctor' lists such notes)"
+    return f"warning: {note.describe()}; never used to decide ('kgit doctor' says what to do; a damaged note on a loop's branch stops its steps)"
 
 
 def _state_words(state) -> str:
