@@ -231,7 +231,8 @@ def doctor(done: list[str], problems: list, repaired: bool) -> str:
 
 
 def invalid_note(note: InvalidNote) -> str:
-    return f"warning: {note.describe()}; never used to decide ('kgit doctor' says what to do; a damaged note on a loop's branch stops its steps)"
+    return (f"warning: {note.describe()}; never used to decide ('kgit doctor' says what to do; a damaged note on "
+            "a loop's branch stops its steps)")
 
 
 def _state_words(state) -> str:
