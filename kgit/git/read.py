@@ -116,24 +116,33 @@ def first_parents(repo: Repo, sha: str, limit: int = 200) -> list[str]:
     return git(repo, "rev-list", "--first-parent", f"--max-count={limit}", "--end-of-options", sha).split()
 
 
-def first_parent_walk(repo: Repo, tip: str, page: int = 50, unless_in: str | None = None):
-    """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time; those
-    that unless_in reaches left out."""
+def first_parent_walk(repo: Repo, tip: str, page: int = 50):
+    """(sha, subject, changed paths) of tip, its first parent, and so on, read a page at a time."""
     start = tip
     while start:
-        # -z: paths as they are (without it git quotes a path with non-ASCII characters, and it would
-        # match no kernel_path); each commit is a \x01-marked header, then its paths, all NUL-separated
-        out = git(repo, "log", "-z", "--first-parent", f"-n{page}", "--format=%x01%H %s", "--name-only",
-                  "--end-of-options", start, *([f"^{unless_in}"] if unless_in else []), "--")
-        commits = []
-        for token in out.split("\0"):
-            if token.startswith("\x01"):
-                sha, _, subject = token[1:].partition(" ")
-                commits.append((sha, subject, []))
-            elif token.strip("\n") and commits:
-                commits[-1][2].append(token.removeprefix("\n"))  # the first path follows its header's newline
+        commits = _log_with_paths(repo, [start], "--first-parent", f"-n{page}")
         yield from commits
         start = first_parent(repo, commits[-1][0]) if len(commits) == page else None
+
+
+def only_in(repo: Repo, tip: str, other: str) -> list[tuple[str, str, list[str]]]:
+    """(sha, subject, changed paths) of every commit tip reaches and other does not, merges' second
+    parents' lines too, newest first (a merge lists no paths: what it brings is in its parents)."""
+    return _log_with_paths(repo, [tip, f"^{other}"])
+
+
+def _log_with_paths(repo: Repo, revs: list[str], *options: str) -> list[tuple[str, str, list[str]]]:
+    # -z: paths as they are (without it git quotes a path with non-ASCII characters, and it would
+    # match no kernel_path); each commit is a \x01-marked header, then its paths, all NUL-separated
+    out = git(repo, "log", "-z", *options, "--format=%x01%H %s", "--name-only", "--end-of-options", *revs, "--")
+    commits = []
+    for token in out.split("\0"):
+        if token.startswith("\x01"):
+            sha, _, subject = token[1:].partition(" ")
+            commits.append((sha, subject, []))
+        elif token.strip("\n") and commits:
+            commits[-1][2].append(token.removeprefix("\n"))  # the first path follows its header's newline
+    return commits
 
 
 def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:

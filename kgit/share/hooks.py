@@ -21,7 +21,7 @@ import shlex
 from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
-from kgit.git.run import Repo, git
+from kgit.git.run import Repo
 from kgit.model.record import Record, is_object_id
 from kgit.render.readme import sections
 from kgit.render.text import summary_row
@@ -128,26 +128,13 @@ def check_not_dropped(repo: Repo, kernel: str, theirs: str, tip: str, by_commit:
     # every commit theirs holds and tip does not, a join's other line too (kgit.share.join keeps the line
     # that did not go on as a second parent, kept kernels and all)
     dropped = [(sha, [r for r in by_commit.get(sha, []) if r.kernel == kernel and r.kept], kernel_path in paths)
-               for sha, paths in _walk(repo, theirs, tip)]
+               for sha, _subject, paths in read.only_in(repo, theirs, tip)]
     kernels = [(sha, kept) for sha, kept, changed in dropped if kept or changed]
     if kernels:
         named = ", ".join(f"iteration {kept[-1].iteration}" if kept else sha[:10] for sha, kept in kernels)
         raise KgitError(f"refusing to push {branch}: it would drop kernels the remote's {branch} holds and this tip "
                         f"does not ({named}; a forced push): 'kgit pull' joins the two lines, or push without this "
                         "check: git push --no-verify")
-
-
-def _walk(repo: Repo, theirs: str, tip: str) -> list[tuple[str, list[str]]]:
-    """(sha, paths it changes) of every commit theirs reaches and tip does not, newest first (a merge
-    lists no paths: what it brings is in its parents, walked too)."""
-    out = git(repo, "log", "-z", "--format=%x01%H", "--name-only", "--end-of-options", theirs, f"^{tip}", "--")
-    commits: list[tuple[str, list[str]]] = []
-    for token in out.split("\0"):
-        if token.startswith("\x01"):
-            commits.append((token[1:].strip(), []))
-        elif token.strip("\n") and commits:
-            commits[-1][1].append(token.removeprefix("\n"))
-    return commits
 
 
 def _kernel_path(repo: Repo, kernel: str) -> str | None:
