@@ -13,8 +13,9 @@ from kgit.cli.common import (emit, json_option, kernel_option, note, record_json
 from kgit.errors import KgitError
 
 
-def _read(ctx: click.Context, kernel: str | None):
-    """The repository and the kernel named (or the current one); a note if a step is pending."""
+def _read(ctx: click.Context, kernel: str | None, all_if_several: bool = False):
+    """The repository and the kernel named (or the current one, or with all_if_several every kernel
+    where several have records: history.resolve_kernel); a note if a step is pending."""
     from kgit.loop import history
     from kgit.render import commands
     from kgit.state import journal, lock
@@ -25,7 +26,7 @@ def _read(ctx: click.Context, kernel: str | None):
         note(commands.working(working))
     elif journal.pending(where):
         note(commands.INTERRUPTED)
-    return where, history.resolve_kernel(where, kernel)
+    return where, history.resolve_kernel(where, kernel, all_if_several)
 
 
 @click.command("best")
@@ -74,14 +75,14 @@ def status_command(ctx, kernel, as_json):
     from kgit.loop import history
     from kgit.render import commands
 
-    if history.several_kernels(repo(ctx), kernel):
-        loops = history.overview(repo(ctx))
+    where, kernel = _read(ctx, kernel, all_if_several=True)
+    if isinstance(kernel, list):
+        loops = history.overview(where, kernel)
         emit(as_json, lambda: {"kernels": [{"kernel": loop.kernel, "branch": loop.branch, "iterations": loop.iterations,
                                             "reverted": loop.reverted,
                                             "best": record_json(loop.best) if loop.best else None} for loop in loops]},
              lambda: commands.overview(loops))
         return
-    where, kernel = _read(ctx, kernel)
     state = history.status(where, kernel)
     warn_invalid(state.invalid)
     plain = {k: v for k, v in vars(state).items() if k not in ("best", "best_commit", "invalid")}

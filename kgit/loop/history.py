@@ -70,6 +70,8 @@ def damaged_notes(repo: Repo, kernel: str, history: notes.History) -> list[Inval
     """The notes on opt/<kernel>'s commits (its first parents) or on its best/ tag's that are not valid
     records: one of them may be the best's, and a step deciding without it would compare with an older
     record, keep a worse kernel and move the branch off the best."""
+    if not history.invalid:  # every step asks: no walk of the branch where nothing is damaged
+        return []
     tip = read.rev(repo, refs.branch_ref(kernel))
     on_branch = set(read.first_parents(repo, tip, limit=1_000_000)) if tip else set()
     tagged = read.rev(repo, refs.tag_ref(kernel))
@@ -85,8 +87,9 @@ def hand_commit_advice(oldest: str) -> str:
             f"to measure (or for you to discard)")
 
 
-def resolve_kernel(repo: Repo, kernel: str | None) -> str:
-    """The kernel named, else the one of the current opt/ branch, else the only one with records."""
+def resolve_kernel(repo: Repo, kernel: str | None, all_if_several: bool = False) -> str | list[str]:
+    """The kernel named, else the one of the current opt/ branch, else the only one with records; where
+    several have records, all of them if all_if_several (kgit status shows every loop), else a refusal."""
     if kernel:
         return config.check_kernel_name(kernel)
     current = read.current_kernel(repo)
@@ -95,6 +98,8 @@ def resolve_kernel(repo: Repo, kernel: str | None) -> str:
     kernels = _kernels_with_records(repo)
     if len(kernels) == 1:
         return kernels[0]
+    if kernels and all_if_several:
+        return kernels
     if not kernels:
         fetched = read.fetched_runs(repo)
         if fetched:  # a plain git clone of a repository kgit pushed to: the records are a pull away
@@ -118,21 +123,16 @@ class Loop:
     best: Record | None
 
 
-def overview(repo: Repo) -> list[Loop]:
-    """Every kernel with records here, read from the records alone (a checkout need not define them)."""
+def overview(repo: Repo, kernels: list[str]) -> list[Loop]:
+    """These kernels' loops, read from the records alone (a checkout need not define them)."""
     loops = []
-    for kernel in _kernels_with_records(repo):
+    for kernel in kernels:
         found = notes.deciding_history(repo, kernel)
         best = decide.best_pair(found.pairs)
         has_branch = read.rev(repo, refs.branch_ref(kernel)) is not None
         loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, found.last_iteration,
                           sum(not r.status.on_branch for r in found.records), best[1] if best else None))
     return loops
-
-
-def several_kernels(repo: Repo, kernel: str | None) -> bool:
-    """Whether a command given no kernel, on no opt/ branch, faces several kernels with records."""
-    return kernel is None and read.current_kernel(repo) is None and len(_kernels_with_records(repo)) > 1
 
 
 def _kernels_with_records(repo: Repo) -> list[str]:

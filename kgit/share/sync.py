@@ -138,8 +138,10 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
     ours = read.rev(repo, refs.branch_ref(kernel))
     if ours == theirs or (ours is not None and read.is_ancestor(repo, theirs, ours)):
         _follow_records(repo, kernel)  # the remote's tag was judged when the branch last moved
-        return [f"{branch}: up to date" if ours == theirs else f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
-    problem = hooks.tip_problem(repo, kernel, theirs, notes.read_notes(repo).by_commit, kernel_only=True)
+        return [f"{branch}: up to date" if ours == theirs else
+                f"{branch}: ahead of {remote} ('kgit push {remote}' sends it)"]
+    by_commit = notes.read_notes(repo).by_commit
+    problem = hooks.tip_problem(repo, kernel, theirs, by_commit, kernel_only=True)
     if problem:  # a tip whose record was refused (a forged figure, say) or never made: not taken
         return [f"refused: {remote}'s {branch} ({theirs[:10]}), not taken: {problem}"]
     elsewhere = read.checked_out_elsewhere(repo, refs.branch_ref(kernel))
@@ -155,7 +157,7 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
             return [_held_by_edits(branch)]
         done = [f"{branch}: fast-forwarded to {theirs[:10]}"]
     else:
-        found = join.lines(repo, kernel, ours, theirs, notes.read_notes(repo).by_commit)
+        found = join.lines(repo, kernel, ours, theirs, by_commit)
         if found.forked and take is None:
             return [_forked(repo, remote, found)]
         first = found.going_on(take)
@@ -176,9 +178,15 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
 def _follow_records(repo: Repo, kernel: str) -> None:
     """Put best/<kernel> on the branch's best by its records (a plain `git pull` moves the branch and
     leaves the tag behind)."""
-    best = decide.best_pair(notes.deciding_history(repo, kernel).pairs)
+    best = _branch_best(repo, kernel)
     if best is not None:
-        write.set_tag(repo, kernel, best[0])
+        write.set_tag(repo, kernel, best)
+
+
+def _branch_best(repo: Repo, kernel: str) -> str | None:
+    """The commit of opt/<kernel>'s best kept iteration by the records here, the one best/ belongs on."""
+    best = decide.best_pair(notes.deciding_history(repo, kernel).pairs)
+    return best[0] if best else None
 
 
 def _check_their_tag(repo: Repo, remote: str, kernel: str, theirs: str) -> list[str]:
@@ -262,8 +270,7 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
         pushed_tips.append(tip)
         tagged = read.rev(repo, refs.tag_ref(kernel))
-        best = decide.best_pair(notes.deciding_history(repo, kernel).pairs)
-        if tagged and best and tagged == best[0]:
+        if tagged and tagged == _branch_best(repo, kernel):
             refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design, along its branch
         elif tagged:  # sent, a stale tag would move the remote's best to a worse kernel
             where = "points off" if not read.is_ancestor(repo, tagged, tip) else "is not on the best kept iteration of"
