@@ -161,6 +161,15 @@ def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:
         return False
 
 
+def object_ids(repo: Repo, names: list[str]) -> list[str | None]:
+    """The object id each name (a sha, "<commit>:<path>", ...) resolves to, None where it does not
+    (one git process)."""
+    if not names:
+        return []
+    out = git(repo, "cat-file", "--batch-check=%(objectname)", input="\n".join(names).encode() + b"\n")
+    return [None if line.endswith(" missing") or " " in line else line for line in out.splitlines()]
+
+
 def existing(repo: Repo, shas: list[str]) -> set[str]:
     """Those of these objects that are in the repository's object database (one git process)."""
     if not shas:
