@@ -245,8 +245,11 @@ def records_with_commits(repo: Repo, notes: Notes) -> list[tuple[str, Record]]:
     """Every run once, with the commit whose note holds it.
 
     A run found on several commits (a rebase copies notes to the new commits and leaves the old ones)
-    is given the commit a branch reaches, else one another ref reaches. Which commits those are costs
-    a walk of the history, paid only when there are such copies; `kgit doctor --fix` removes them.
+    is given the one on its kernel's branch's line of first parents (the loop's line: a rewrite joined
+    with the remote's earlier copy holds both), else one a local branch reaches (a branch rewritten
+    after it was pushed: the remote's copy is the old one), else a remote-tracking one, else another
+    ref. Which commits those are costs a walk of the history, paid only when there are such copies;
+    `kgit doctor --fix` removes them.
     """
     commits_of: dict[tuple, list[str]] = {}
     copies: dict[tuple, list[Record]] = {}
@@ -255,12 +258,20 @@ def records_with_commits(repo: Repo, notes: Notes) -> list[tuple[str, Record]]:
             commits_of.setdefault(record.key, []).append(commit)
             copies.setdefault(record.key, []).append(record)
     repeated = {c for commits in commits_of.values() if len(commits) > 1 for c in commits}
-    on_branches = read.reachable(repo, repeated, branches_only=True)
+    on_local = read.reachable(repo, repeated, local_only=True)
+    on_branches = on_local | read.reachable(repo, repeated - on_local, branches_only=True)
     live = on_branches | read.reachable(repo, repeated - on_branches)
+    lines = {}  # kernel -> its branch's first parents, for the kernels with copies
+    for key, commits in commits_of.items():
+        if len(commits) > 1 and (kernel := copies[key][0].kernel) not in lines:
+            tip = read.rev(repo, refs.branch_ref(kernel))
+            lines[kernel] = set(read.first_parents(repo, tip, limit=1_000_000)) if tip else set()
     result = []
     for key, commits in commits_of.items():
         if len(commits) > 1:
-            commits = sorted(commits, key=lambda c: (c not in on_branches, c not in live))
+            line = lines[copies[key][0].kernel]
+            commits = sorted(commits, key=lambda c: (c not in line, c not in on_local, c not in on_branches,
+                                                     c not in live))
             result.append((commits[0], union(copies[key])[0]))  # the copies merged into one record
         else:
             result.append((commits[0], copies[key][0]))
