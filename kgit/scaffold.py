@@ -82,6 +82,7 @@ def flops(inputs, outputs):
 '''
 
 PLANS = '''
+
 {backward_of}DTYPES = ("fp32", "fp16", "bf16")  # the types the kernel supports; each is checked and timed
 CASES = ("normal",)  # value regimes it must handle beyond normal (harness.CASES), checked at extreme_shapes
 GPU = harness.Plan(

@@ -3,7 +3,9 @@ of them a change touches that it never ran.
 
 kgit's device timing records the Triton kernels a test launched (kgit.model.device_time); the rest is
 read from the file's syntax tree, each function (a method as Class.method) and each module-level value
-with the names of the file's other functions and values it uses:
+with the names of the file's other functions and values it uses. A function that names a class (calls
+it, or its apply) uses the class's methods that no other method of it calls (forward and backward of an
+autograd.Function); a method that another one calls is that one's helper, used through it alone.
 
 - a kernel ran when it was launched, or when a kernel that ran calls it (a @triton.jit helper);
 - a function that leads to kernels (a launcher, an autograd.Function's forward or backward, a wrapper
@@ -58,39 +60,46 @@ def parts(source: str) -> dict[str, Part] | None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for name in (t.id for t in targets if isinstance(t, ast.Name)):
                 nodes[name] = node if name not in nodes else nodes[name]  # the first assignment names it
+    # A method another method of its class calls is that one's helper: naming the class reaches it only
+    # through its callers (a helper of the backward does not run with the forward)
+    helpers = set().union(*(_own_methods(nodes[m], m.split(".")[0], nodes) - {m}
+                            for methods in classes.values() for m in methods))
+    entries = {cls: [m for m in methods if m not in helpers] for cls, methods in classes.items()}
     found = {}
     for name, node in nodes.items():
         kind = ("value" if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                 else "kernel" if any(is_kernel_decorator(d) for d in node.decorator_list) else "function")
         owner = name.split(".")[0] if "." in name else None
-        found[name] = Part(kind, ast.dump(node), frozenset(_uses(node, owner, nodes, classes)) - {name})
+        used = _named(node, nodes, entries) | (_own_methods(node, owner, nodes) if owner else set())
+        found[name] = Part(kind, ast.dump(node), frozenset(used - {name}))
     return found
 
 
-def _uses(node: ast.AST, owner: str | None, nodes: dict, classes: dict) -> set[str]:
-    """The parts a node names: a function or value by its name, every method of a class it names,
-    and a method of its own class through self, cls or the class's name."""
+def _named(node: ast.AST, nodes: dict, entries: dict) -> set[str]:
+    """The parts a node names: a function or value by its name, a class's methods that are no other
+    method's helper by the class's name."""
     used = set()
     for inner in ast.walk(node):
         if isinstance(inner, ast.Name):
-            if inner.id in classes:
-                used.update(classes[inner.id])
-            elif inner.id in nodes:
-                used.add(inner.id)
-        elif (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and owner
-              and inner.value.id in ("self", "cls", owner) and f"{owner}.{inner.attr}" in nodes):
-            used.add(f"{owner}.{inner.attr}")
+            used.update(entries.get(inner.id, [inner.id] if inner.id in nodes else []))
     return used
 
 
+def _own_methods(node: ast.AST, owner: str, nodes: dict) -> set[str]:
+    """The methods of its own class a method calls, through self, cls or the class's name."""
+    return {f"{owner}.{inner.attr}" for inner in ast.walk(node)
+            if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+            and inner.value.id in ("self", "cls", owner) and f"{owner}.{inner.attr}" in nodes}
+
+
+def reached(found: dict[str, Part], start: str) -> set[str]:
+    """A part and every part it uses, through the parts they use."""
+    return _closure(found, {start}, lambda name: True)
+
+
 def kernels_reached(found: dict[str, Part], start: str) -> list[str]:
-    """The kernels a part leads to, through the parts it uses (itself, if it is one)."""
-    seen, todo = {start}, [start]
-    while todo:
-        for used in found[todo.pop()].uses:
-            if used not in seen:
-                seen.add(used)
-                todo.append(used)
+    """The kernels a part leads to, through the parts it uses (itself, if it is one), in the file's order."""
+    seen = reached(found, start)
     return [name for name in found if name in seen and found[name].kind == "kernel"]
 
 

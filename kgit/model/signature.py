@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from kgit.model import coverage
 
 # parameters whose name says they hold one value per feature: a tensor over the last dimension
-VECTOR = re.compile(r"(weight|bias|gamma|beta|w|b|g|scale|shift)s?|.*_(weight|bias)", re.IGNORECASE)
+VECTOR = re.compile(r"(weight|bias|gamma|beta|scale|shift)s?|.*_(weight|bias)", re.IGNORECASE)
 # a parameter with neither annotation nor default, whose name says it is a number
 NUMBERS = {"eps": "1e-06", "epsilon": "1e-06", "dim": "-1", "axis": "-1"}
 PLACEHOLDERS = {"float": "1.0", "int": "1", "bool": "False", "str": "''"}
@@ -57,8 +57,7 @@ class Launcher:
 def autograd_functions(tree: ast.Module) -> dict[str, ast.ClassDef]:
     """The file's subclasses of torch.autograd.Function, by name."""
     return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)
-            and any(_dotted(base).split(".")[-1] == "Function" and "nn" not in _dotted(base).split(".")
-                    for base in node.bases)}
+            and any(_dotted(base).split(".")[-1] == "Function" for base in node.bases)}
 
 
 def apply_aliases(tree: ast.Module) -> dict[str, str]:
@@ -89,26 +88,17 @@ def read(source: str, tree: ast.Module, name: str) -> Launcher | None:
     found = coverage.parts(source) or {}
     reached = coverage.kernels_reached(found, start) if start in found else []
     if autograd is None:  # a function that calls an autograd.Function's apply runs its backward too
-        autograd = next((c for c in classes if f"{c}.forward" in _reach(found, start)), None)
+        autograd = next((c for c in classes if start in found and f"{c}.forward" in coverage.reached(found, start)),
+                        None)
     if autograd is not None and f"{autograd}.backward" in found:
         reached = list(dict.fromkeys(reached + coverage.kernels_reached(found, f"{autograd}.backward")))
     kernels = [n for n, part in found.items() if part.kind == "kernel"]
     params = _params(node, skip_first=start.endswith(".forward")) if node is not None else ()
     returns = _returns(tree, node, functions, classes)
     backward_of = _backward_of(classes[autograd], returns) if autograd else None
-    shown = f"{start.split('.')[-1] if start.endswith('.forward') else name}({ast.unparse(node.args)})" if node else name
+    shown = f"{start}({ast.unparse(node.args)})" if node else name
     return Launcher(call, imported, shown, tuple(params), autograd, returns, backward_of,
                     tuple(k for k in kernels if k in reached), tuple(k for k in kernels if k not in reached))
-
-
-def _reach(found: dict, start: str) -> set[str]:
-    seen, todo = {start}, [start]
-    while todo:
-        for used in found[todo.pop()].uses:
-            if used not in seen:
-                seen.add(used)
-                todo.append(used)
-    return seen
 
 
 def _method(cls: ast.ClassDef, name: str):
@@ -138,7 +128,8 @@ def _param(arg: ast.arg, default, keyword: bool = False) -> Param:
     name = arg.arg
     tensor_kind = "vector" if VECTOR.fullmatch(name) else "tensor"
     if annotation and "Tensor" in annotation:
-        return Param(name, tensor_kind, None, annotation, False, keyword)
+        said = f"{annotation}, over the last dimension by its name" if tensor_kind == "vector" else annotation
+        return Param(name, tensor_kind, None, said, False, keyword)
     literal = _literal(default)
     if annotation:
         base = re.sub(r"^Optional\[(.*)\]$|^(.*?)\s*\|\s*None$", lambda m: m.group(1) or m.group(2), annotation)
@@ -159,7 +150,8 @@ def _param(arg: ast.arg, default, keyword: bool = False) -> Param:
         return Param(name, "value", ast.unparse(default), "its default", False, keyword)
     if name.lower() in NUMBERS:
         return Param(name, "value", NUMBERS[name.lower()], "no annotation or default: CHECK", True, keyword)
-    return Param(name, tensor_kind, None, "no annotation or default: CHECK", True, keyword)
+    over = ", over the last dimension by its name" if tensor_kind == "vector" else ""
+    return Param(name, tensor_kind, None, f"no annotation or default{over}: CHECK", True, keyword)
 
 
 def _literal(node) -> str | None:
