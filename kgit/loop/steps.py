@@ -277,8 +277,9 @@ def check_tested(repo: Repo, state: LoopState, allow: bool) -> tuple[str, ...] |
     shown_names = ", ".join(names)
     raise Untested(f"the change touches {shown_names} in {path}, which its test never ran (it launched "
                    f"{', '.join(launched)}): its verdict would say nothing of them; nothing was run, no iteration used",
-                   f"make {state.cfg.test_path} run them too (kgit init writes a test that runs a backward through "
-                   "autograd), or step with --allow-untested to record the change as untested",
+                   f"change what {state.cfg.test_path} runs instead; the test's owner may make it run them too (kgit "
+                   "init writes a test that runs a backward through autograd), or step with --allow-untested to "
+                   "record the change as untested",
                    f"changed {shown_names}, which the test never runs")
 
 

@@ -57,10 +57,10 @@ def test_a_change_to_what_the_test_never_ran_is_refused_unless_recorded_as_untes
     edit(ws, *BACKWARD)
     assert ws.refused("step", "-m", "break the backward") == (
         f"kgit: the change touches _softmax_bwd_kernel in {KERNEL}, which its test never ran (it launched "
-        "_softmax_fwd_kernel): its verdict would say nothing of them; nothing was run, no iteration used: make "
-        "tests/forward_only.py run them too (kgit init writes a test that runs a backward through autograd), or "
-        "step with --allow-untested to record the change as untested")
-    assert ws.refused_json("step", "-m", "break the backward")["hint"].startswith("make tests/forward_only.py run")
+        "_softmax_fwd_kernel): its verdict would say nothing of them; nothing was run, no iteration used: change "
+        "what tests/forward_only.py runs instead; the test's owner may make it run them too (kgit init writes a test "
+        "that runs a backward through autograd), or step with --allow-untested to record the change as untested")
+    assert ws.refused_json("step", "-m", "break the backward")["hint"].startswith("change what tests/forward_only")
     stepped = ws.kgit("step", "-m", "break the backward", "--allow-untested")
     assert stepped.returncode == 0, stepped.stderr
     assert ("UNTESTED: the test never ran _softmax_bwd_kernel, which this change touches (--allow-untested): its "
