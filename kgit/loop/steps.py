@@ -179,7 +179,8 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
         repeats = check_new_code(repo, state, again)  # before the commit: a refusal uses no iteration
-        untested = check_tested(repo, state, allow_untested)
+        change = kernel_change(repo, state.cfg.kernel_path)
+        untested = check_tested(repo, state, change, allow_untested)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
         comparison, environment = measured or (None, device.environment(state.cfg.gpu))
@@ -187,6 +188,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
             comparison = failed(not_run(INTERRUPTED_BY_USER))
+        untested, comparison = check_run(change, comparison, untested, allow_untested)
         outcome = _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
                           agent_turn, repeats, untested)
     if outcome.record.reason == INTERRUPTED_BY_USER:
@@ -258,29 +260,57 @@ def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
     return None
 
 
-def check_tested(repo: Repo, state: LoopState, allow: bool) -> tuple[str, ...] | None:
-    """What the change in the working tree touches of the kernel file that its test never ran
-    (kgit.model.coverage), by the kernels the test launched in the run of HEAD's kernel; refuse it
-    (Untested) unless allow. None where nothing is untested, or where that run recorded no launch (an
-    older kgit's record; a test whose kernels kgit's device timing does not see)."""
-    kept = [record for record in state.records if record.status.on_branch]
-    launched = max(kept, key=lambda record: record.iteration).launched if kept else None
-    path = state.cfg.kernel_path
+def kernel_change(repo: Repo, path: str) -> tuple[str, str] | None:
+    """The kernel file as HEAD has it and as the working tree does; None where either is missing (a
+    file added or deleted: its test judges it whole)."""
     try:
         after = (repo.root / path).read_bytes().decode(errors="replace")
-    except OSError:  # the kernel file deleted: a change its test judges
+    except OSError:
         return None
     before = read.file_at(repo, path)
-    names = coverage.untested(before, after, set(launched)) if launched and before is not None else []
+    return (before, after) if before is not None else None
+
+
+def check_tested(repo: Repo, state: LoopState, change: tuple[str, str] | None,
+                 allow: bool) -> tuple[str, ...] | None:
+    """What the change touches of the kernel file that its test never ran (kgit.model.coverage), by the
+    kernels the test launched in the run of HEAD's kernel; refuse it (Untested) unless allow. None where
+    nothing is untested, or where that run cannot tell: it recorded no launch (an older kgit's record; a
+    test whose kernels kgit's device timing does not see), or the test changed since (check_run then
+    tells from the candidate's own run)."""
+    kept = [pair for pair in state.history.pairs if pair[1].status.on_branch]
+    commit, record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
+    launched = record.launched if record else None
+    if change is None or not launched or read.changed(repo, commit, "HEAD", state.cfg.test_path):
+        return None
+    names = coverage.untested(*change, set(launched))
     if not names or allow:
         return tuple(names) or None
     shown_names = ", ".join(names)
-    raise Untested(f"the change touches {shown_names} in {path}, which its test never ran (it launched "
-                   f"{', '.join(launched)}): its verdict would say nothing of them; nothing was run, no iteration used",
+    raise Untested(f"the change touches {shown_names} in {state.cfg.kernel_path}, which its test never ran (it "
+                   f"launched {', '.join(launched)}): its verdict would say nothing of them; nothing was run, no "
+                   "iteration used",
                    f"change what {state.cfg.test_path} runs instead; the test's owner may make it run them too (kgit "
                    "init writes a test that runs a backward through autograd), or step with --allow-untested to "
                    "record the change as untested",
                    f"changed {shown_names}, which the test never runs")
+
+
+def check_run(change: tuple[str, str] | None, comparison: Comparison, untested: tuple[str, ...] | None,
+              allow: bool) -> tuple[tuple[str, ...] | None, Comparison]:
+    """The same check by the kernels the candidate's own run launched, for what check_tested could not
+    tell: a change to what that run never ran fails, or with allow is recorded as untested."""
+    launched = launched_in(comparison.first) if comparison.first is not None else None
+    if change is None or not launched or not comparison.first.passed:
+        return untested, comparison
+    names = [name for name in coverage.untested(*change, set(launched)) if name not in (untested or ())]
+    if not names:
+        return untested, comparison
+    if allow:
+        return (*(untested or ()), *names), comparison
+    return untested, failed(not_run(f"the test never ran {', '.join(names)}, which this change touches: its verdict "
+                                    "would say nothing of them (kgit step --allow-untested records such a change as "
+                                    "untested)", comparison.first.output_tail))
 
 
 def never_ran(repo: Repo, path: str, launched: tuple[str, ...] | None) -> list[str]:

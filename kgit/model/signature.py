@@ -133,8 +133,8 @@ def _param(arg: ast.arg, default, keyword: bool = False) -> Param:
     literal = _literal(default)
     if annotation:
         base = re.sub(r"^Optional\[(.*)\]$|^(.*?)\s*\|\s*None$", lambda m: m.group(1) or m.group(2), annotation)
-        if literal is not None:
-            return Param(name, "value", literal, f"{annotation}, its default", False, keyword)
+        if literal is not None or isinstance(default, ast.Constant):  # None too: a call as its users make it
+            return Param(name, "value", literal or "None", f"{annotation}, its default", False, keyword)
         choices = re.fullmatch(r"(?:typing\.)?Literal\[(.*?)(?:,.*)?\]", base)
         if choices:
             return Param(name, "value", choices.group(1).strip(), f"{annotation}, the first choice", False, keyword)

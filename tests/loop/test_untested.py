@@ -92,3 +92,27 @@ pathlib.Path(os.environ["KGIT_ACTION_FILE"]).write_text("tune the backward\\n")
     record = run.json()["iterations"][-1]
     assert record["status"] == "FAILED"
     assert record["reason"] == "agent changed _softmax_bwd_kernel, which the test never runs"
+
+
+def test_after_a_change_to_the_test_its_own_run_tells_what_it_ran(ws):
+    # the record of HEAD's run knew an older test: the step runs, and the candidate's run decides
+    start(ws)
+    test = ws.root / "tests/forward_only.py"
+    test.write_text(test.read_text().replace("x = torch.randn(4, 64)", "x = torch.randn(4, 64)  # a new test"))
+    ws.git("commit", "-qam", "the test, changed")
+    edit(ws, *BACKWARD)
+    stepped = ws.kgit("step", "-m", "break the backward")
+    assert stepped.returncode == 0, stepped.stderr
+    record = ws.ok("show", "1", "--json").json()
+    assert record["status"] == "FAILED" and record["reason"] == (
+        "the test never ran _softmax_bwd_kernel, which this change touches: its verdict would say nothing of them "
+        "(kgit step --allow-untested records such a change as untested)")
+    # the test's owner makes it run the backward too: now a change to it is judged
+    test.write_text(test.read_text().replace(
+        "y, lse = softmax(x, 2.0)",
+        "x.requires_grad_()\ny, lse = softmax(x, 2.0)\ndx, = torch.autograd.grad(y, x, torch.ones_like(y))"))
+    ws.git("commit", "-qam", "the test runs the backward")
+    edit(ws, *BACKWARD)
+    assert ws.kgit("step", "-m", "break the backward, tested").returncode == 0
+    record = ws.ok("show", "2", "--json").json()
+    assert record["launched"] == ["_softmax_bwd_kernel", "_softmax_fwd_kernel"] and "untested" not in record

@@ -23,7 +23,8 @@ def _other_kernel(x_ptr):
 
 def launch(x, weight, norm_bias, out=None, eps=1e-5, block=(64, 2), *, mode: Literal["fast", "exact"],
            flag: bool, count: int = 4, scale: float, name: str, dtype: torch.dtype, dim,
-           offsets: Optional[torch.Tensor] = None, lengths: "torch.Tensor | None" = None, epsilon):
+           offsets: Optional[torch.Tensor] = None, lengths: "torch.Tensor | None" = None, epsilon,
+           clip: Optional[float] = None):
     _kernel[(1,)](x)
     return x
 
@@ -85,6 +86,7 @@ def test_each_parameter_is_read_from_its_annotation_then_its_default_then_its_na
         "offsets": ("tensor", None, False, True),  # Optional[torch.Tensor]: a tensor, which runs more code
         "lengths": ("tensor", None, False, True),
         "epsilon": ("value", "1e-06", True, True),
+        "clip": ("value", "None", False, True),  # its default, None, as its users call it
     }
 
 
