@@ -17,9 +17,9 @@ A turn that cannot be tested (the agent failed, changed nothing, or changed the 
 is recorded as a FAILED iteration with its changes kept as the attempt, and the loop goes on; three
 such turns in a row stop it (AGENT_FAILING). So is a turn whose change kgit step refuses before
 running it (steps.Unmeasured): comments, whitespace or docstrings only, the kernel code of an earlier
-iteration, or code the test never runs; its record says which, and the next turn's context shows the agent. When the context would tell the agent that every tier of
-the order was tried, the run stops there (TIERS_TRIED) instead of asking it for a change it was told
-not to make.
+iteration, or code the test never runs; its record says which, and the next turn's context shows the
+agent. When the context would tell the agent that every tier of the order was tried, the run stops
+there (TIERS_TRIED) instead of asking it for a change it was told not to make.
 
 The run holds the repository's lock throughout, the agent's turns included: an agent that runs
 `kgit step` itself is refused (read-only commands such as `kgit context` still answer), so its

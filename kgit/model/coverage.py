@@ -59,7 +59,7 @@ def parts(source: str) -> dict[str, Part] | None:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for name in (t.id for t in targets if isinstance(t, ast.Name)):
-                nodes[name] = node if name not in nodes else nodes[name]  # the first assignment names it
+                nodes.setdefault(name, node)  # the first assignment names it
     # A method another method of its class calls is that one's helper: naming the class reaches it only
     # through its callers (a helper of the backward does not run with the forward)
     helpers = set().union(*(_own_methods(nodes[m], m.split(".")[0], nodes) - {m}

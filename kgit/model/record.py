@@ -157,9 +157,8 @@ _KNOWN = set(_JSON_KEYS.values())
 # of output, an agent's texts of 8,000, a profile's summary. A note of megabytes is no record of kgit's,
 # and the log and README that show it would be megabytes too: such a note is invalid, never rendered.
 MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every attachment included
-_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000,
-              "name": 200}
-_MAX_NAMES = 1_000  # of launched or untested: a kernel file's functions
+_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
+_MAX_NAMES, _MAX_NAME_CHARS = 1_000, 200  # of launched or untested: a kernel file's functions
 
 
 def from_json(data) -> Record:
@@ -254,7 +253,7 @@ def _names(value, key: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if type(value) is not list or len(value) > _MAX_NAMES or any(
-            type(name) is not str or not 0 < len(name) <= _MAX_CHARS["name"] for name in value):
+            type(name) is not str or not 0 < len(name) <= _MAX_NAME_CHARS for name in value):
         raise InvalidRecord(f"{key} must be a list of at most {_MAX_NAMES} names, not {shown(value)}")
     return tuple(value)
 
