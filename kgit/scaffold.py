@@ -58,7 +58,7 @@ from {module} import {imported}  # noqa: E402
 #  1. reference() (REQUIRED): what {call} computes, written with torch. It is given the arguments below,
 #     each floating tensor as a float64 copy, and returns what {call} returns{returns}.
 {backward_note}#  2. arguments(): what the test passes for each parameter{checks}.
-#  3. The types and the shapes checked and timed{flops_note}.
+#  3. The torch ops it may call, the types and the shapes checked and timed{flops_note}.
 # The checks number the outputs: {numbered}.
 
 
@@ -83,7 +83,10 @@ def flops(inputs, outputs):
 
 PLANS = '''
 
-{backward_of}DTYPES = ("fp32", "fp16", "bf16")  # the types the kernel supports; each is checked and timed
+{backward_of}# the torch ops the launcher may call beyond allocation, views and copies (the cheat check refuses any
+# other): those its own code calls, e.g. ("sum",) for a reduction done with torch
+ALLOWED_TORCH_OPS = ()
+DTYPES = ("fp32", "fp16", "bf16")  # the types the kernel supports; each is checked and timed
 CASES = ("normal",)  # value regimes it must handle beyond normal (harness.CASES), checked at extreme_shapes
 GPU = harness.Plan(
     check_shapes=[(1, 1), (3, 1023), (64, 4096), (1000, 8192)],  # odd sizes, edges, each code path
@@ -104,6 +107,7 @@ SPEC = harness.from_launcher(
     reference=reference,
     backward_of={backward_of_name},
     cases=CASES,
+    allowed_torch_ops=ALLOWED_TORCH_OPS,
     gpu=GPU,
     interpreter=INTERPRETER,{flops_field}
 )

@@ -225,7 +225,7 @@ def test_the_test_of_an_autograd_launcher_runs_its_backward_and_says_in_one_bloc
                  "        'softmax',  # mode: str, its default",
                  "# the outputs given a random gradient, the others zero; _Softmax.backward does not use the gradient "
                  "of lse\nBACKWARD_OF = (0,)",
-                 "DTYPES = (", "GPU = harness.Plan(", "INTERPRETER = harness.Plan("]:
+                 "ALLOWED_TORCH_OPS = ()", "DTYPES = (", "GPU = harness.Plan(", "INTERPRETER = harness.Plan("]:
         assert line in block, line
     assert "    launch=softmax,\n" in text and "    backward_of=BACKWARD_OF,\n" in text
     compile(text, "test_softmax.py", "exec")

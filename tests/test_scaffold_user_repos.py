@@ -72,8 +72,9 @@ def test_the_held_out_rmsnorm_enters_the_loop_with_the_edits_it_took_and_a_broke
                    'judge rms_norm")',
          "    h = x + residual\n    rstd = torch.rsqrt(h.pow(2).mean(-1) + eps)\n    return h * rstd[..., None] * weight, rstd")
     # 1. its backward sums dw over rows with torch, which the cheat check refuses unless the test allows it
+    #    (the line ALLOWED_TORCH_OPS was added to the block after this run, where the edit was outside it)
     assert "kernel called torch ops ['sum']" in check(ws, test).stdout
-    fill(ws, test, "    interpreter=INTERPRETER,\n", '    interpreter=INTERPRETER,\n    allowed_torch_ops=("sum",),\n')
+    fill(ws, test, "ALLOWED_TORCH_OPS = ()", 'ALLOWED_TORCH_OPS = ("sum",)')
     # 2. bf16 and fp16: the kernel rounds x + residual to the input's type before it computes rstd, which
     #    the float64 reference does not, and rstd's float32 tolerance cannot take (bf16 always, fp16 in about
     #    one run in twenty); 3. a row of one element: dx cancels to ~1e-7, beyond float32's tolerance
