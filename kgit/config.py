@@ -175,10 +175,10 @@ def report_path(root: Path) -> str:
     path = read_file(root).get("report_path", REPORT_PATH)
     if not isinstance(path, str) or not path.endswith(".md"):
         raise KgitError(f"{CONFIG_FILE}: report_path must be the path of a .md file, not {path!r}")
-    inside = _inside(root, path, "report_path")
-    if ".git" in inside.split("/"):  # git's own files: the log is committed, and git tracks nothing there
+    relative = inside(root, path, "report_path")
+    if ".git" in relative.split("/"):  # git's own files: the log is committed, and git tracks nothing there
         raise KgitError(f"{CONFIG_FILE}: report_path {path!r} lies inside .git, where git tracks nothing")
-    return inside
+    return relative
 
 
 def read_file(root: Path) -> dict:
@@ -268,13 +268,13 @@ def _default_paths(root: Path, name: str) -> tuple[str, str]:
 
 def check_path(root: Path, value: str, key: str) -> str:
     """value as a path relative to the root, of a file inside the repository; refused otherwise."""
-    inside = _inside(root, value, key)
-    if not (root / inside).is_file():
+    relative = inside(root, value, key)
+    if not (root / relative).is_file():
         raise KgitError(f"{key}: file {value!r} does not exist")
-    return inside
+    return relative
 
 
-def _inside(root: Path, value: str, key: str) -> str:
+def inside(root: Path, value: str, key: str) -> str:
     """value as a path relative to the repository root, with forward slashes; refused outside it."""
     path = (root / value).resolve()
     if not path.is_relative_to(root.resolve()) or path == root.resolve():

@@ -27,8 +27,8 @@ def start_command(ctx, kernel, as_json, **options):
     finally:
         progress.end()
     notes(outcome.recovered)
-    emit(as_json, lambda: record_json(outcome.record, outcome.commit),
-         lambda: commands.start(outcome.record, outcome.commit))
+    emit(as_json, lambda: record_json(outcome.record, outcome.commit, never_ran=outcome.never_ran),
+         lambda: commands.start(outcome.record, outcome.commit, outcome.never_ran))
 
 
 @click.command("step")
@@ -40,10 +40,13 @@ def start_command(ctx, kernel, as_json, **options):
 @click.option("--again", is_flag=True,
               help="Measure a kernel whose code an earlier iteration measured already (the test or the machine "
                    "may have changed since); the record names that iteration.")
+@click.option("--allow-untested", is_flag=True,
+              help="Step a change to kernels or launchers the test never ran (refused otherwise); the record "
+                   "names them as untested.")
 @loop_options
 @json_option
 @click.pass_context
-def step_command(ctx, action, tier, keep_anyway, again, as_json, **options):
+def step_command(ctx, action, tier, keep_anyway, again, allow_untested, as_json, **options):
     """Commit the edited kernel, measure it against the best pair by pair, keep or revert it."""
     from kgit.loop import steps
     from kgit.render import commands
@@ -51,7 +54,7 @@ def step_command(ctx, action, tier, keep_anyway, again, as_json, **options):
     progress = Progress("step")
     try:
         outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress, keep_anyway=keep_anyway,
-                             again=again)
+                             again=again, allow_untested=allow_untested)
     finally:
         progress.end()
     notes(outcome.recovered)
@@ -216,20 +219,21 @@ def report_command(ctx, as_json):
 @click.command("init")
 @click.argument("kernel")
 @click.option("--kernel-path", "--kernel", "kernel_path", required=True,
-              help="The kernel's Python file (its Triton kernel and launcher).")
+              help="The kernel's Python file (its Triton kernels and launchers).")
 @click.option("--function", default=None,
-              help="The launcher to test (default: the one named as the kernel or as the file, else the file's "
-                   "one public function).")
+              help="The launcher to test: a function, an autograd.Function (its apply is called) or a name bound "
+                   "to one's apply (default: the one named as the kernel or as the file, else the file's one "
+                   "public launcher).")
 @click.option("--metric", default="gbps", show_default=True, help="gbps (memory-bound) or tflops (compute-bound).")
+@click.option("--test-path", default=None,
+              help="Where the test goes (default: beside the repository's tests, never inside the kernel's package).")
 @click.pass_context
-def init_command(ctx, kernel, kernel_path, function, metric):
-    """A kernel of yours enters the loop: a test skeleton on kgit's harness and its kgit.yaml entry."""
+def init_command(ctx, kernel, kernel_path, function, metric, test_path):
+    """A kernel of yours enters the loop: a test on kgit's harness and its kgit.yaml entry."""
     from kgit import scaffold
+    from kgit.render import commands
 
-    test, entry, called = scaffold.init(repo(ctx).root, kernel, kernel_path, function, metric)
-    click.echo(f"wrote {test} (it calls {called}; fill in its TODOs: the reference, the call, the shapes) "
-               f"and added to kgit.yaml:\n"
-               f"{entry}then: python {test} --check-only, git add, git commit, kgit start {kernel}")
+    click.echo(commands.init(scaffold.init(repo(ctx).root, kernel, kernel_path, function, metric, test_path), kernel))
 
 
 COMMANDS = [init_command, start_command, step_command, tune_command, run_command, profile_command, report_command]

@@ -25,7 +25,7 @@ def cli(ctx, cwd):
     """kgit: a git-native experiment runner for optimizing GPU kernels.
 
     \b
-    kgit init NAME --kernel PATH  a kernel of yours: a test skeleton and its kgit.yaml entry
+    kgit init NAME --kernel PATH  a kernel of yours: a test of its launcher and its kgit.yaml entry
     kgit start softmax            baseline: branch opt/softmax, tag best/softmax
     kgit step -m "..." --tier 1   test one edit of the kernel, keep it or revert it
     kgit best | log | status | show N | report

@@ -32,13 +32,16 @@ Modules, each one thing:
   contract   the JSON a test prints, its headline, and the failure rule
   device     the torch-side GPU probe and the measured copy bandwidth
   run        the test's command line: check, time, print
+  launcher   a Spec for a launcher as its users call it, its backward through autograd included
 Importing this package imports neither torch nor triton; they are imported where they are needed.
 """
 
 from kgit.harness.inputs import CASES, rand
+from kgit.harness.launcher import from_launcher
 from kgit.harness.run import main, run
 from kgit.harness.spec import Plan, Spec
 from kgit.harness.timing import Timer
 from kgit.harness.tolerance import ELEMENTWISE, NORM, Elementwise, Norm
 
-__all__ = ["CASES", "ELEMENTWISE", "NORM", "Elementwise", "Norm", "Plan", "Spec", "Timer", "main", "rand", "run"]
+__all__ = ["CASES", "ELEMENTWISE", "NORM", "Elementwise", "Norm", "Plan", "Spec", "Timer", "from_launcher", "main",
+           "rand", "run"]

@@ -14,6 +14,10 @@ once more (recheck): the timed path must be the checked path.
 
 from __future__ import annotations
 
+import os
+import sysconfig
+import traceback
+
 from kgit.harness import cheat, device
 from kgit.harness.spec import Spec, dtype_name, torch_dtype
 from kgit.harness.tolerance import compare, not_finite
@@ -88,7 +92,43 @@ def run_checks(spec: Spec, plan: list[tuple]) -> list[dict]:
         try:
             why = check_one(spec, shape, dtype, case)
         except Exception as e:  # a kernel that crashes on a shape fails that shape
-            why = f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            why = raised(e)
         if why:
             failures.append({"shape": list(shape), "dtype": dtype, "case": case, "error": why})
     return failures
+
+
+# Where the code a user wrote does not live: the Python library, the packages installed beside it, kgit
+_NOT_THE_USERS = tuple(os.path.realpath(p) + os.sep for p in {
+    *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+MESSAGE_CHARS, LINE_CHARS = 120, 100  # a failure's one line: the contract keeps 300 characters of it
+
+
+def raised(error: BaseException) -> str:
+    """A kernel's exception in one line, with the line of the user's code it came from: in Triton's
+    interpreter a kernel runs as Python, so a failure inside one (a scalar argument that arrives as a
+    Python float: eps.to(tl.float32)) has a line of the kernel's source. The interpreter wraps it in an
+    InterpreterError: the exception it wraps is the one shown."""
+    chain = [error]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    inner = chain[-1]
+    message = str(inner).splitlines()[0] if str(inner).strip() else ""
+    text = f"raised {type(inner).__name__}: {message[:MESSAGE_CHARS]}"
+    for found in reversed(chain):  # the innermost exception with a frame of the user's code
+        frames = [f for f in traceback.extract_tb(found.__traceback__) if _users(f.filename)]
+        if frames:
+            where = frames[-1]
+            shown = os.path.relpath(where.filename) if _under_cwd(where.filename) else where.filename
+            return f"{text} (at {shown}:{where.lineno}: {(where.line or '').strip()[:LINE_CHARS]})"
+    return text
+
+
+def _users(filename: str) -> bool:
+    path = os.path.realpath(filename)
+    return os.path.isfile(path) and not path.startswith(_NOT_THE_USERS)
+
+
+def _under_cwd(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(os.path.realpath(os.getcwd()) + os.sep)

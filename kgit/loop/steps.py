@@ -14,7 +14,7 @@ from kgit.git import notes, read, refs, write
 from kgit.git.run import Repo
 from kgit.loop import measure, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
-from kgit.model import decide
+from kgit.model import coverage, decide
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
@@ -35,6 +35,7 @@ class Outcome:
     recovered: list[str] = field(default_factory=list)  # what was done to finish an interrupted step
     invalid: list[InvalidNote] = field(default_factory=list)  # notes that were not used to decide
     interrupted: str | None = None  # a step stopped by Ctrl-C or a signal: how to bring its change back
+    never_ran: list[str] = field(default_factory=list)  # the kernel file's kernels the baseline's test never ran
 
 
 # --- start ------------------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
                               device_candidate=[r.device.total_us if r.device else None for r in runs])
         record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
                                    measured, environment)
-        record = record.replace(measurement={**record.measurement, "spread": spread})
+        record = record.replace(measurement={**record.measurement, "spread": spread}, launched=launched_in(runs[0]))
         # the loop's own settings: later commands start from them
         record = record.replace(options=overrides)
         proposal = decide.proposed_target(record) if record.target is None else None
@@ -103,7 +104,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         if record.target is not None and decide.reaches(record.value, record.target, cfg.lower_is_better):
             record = record.replace(stop_reason=StopReason.TARGET_MET)
         journal = transaction.start(repo, cfg, head, record)
-        return Outcome(record, journal.final, recovered)
+        return Outcome(record, journal.final, recovered, never_ran=never_ran(repo, cfg.kernel_path, record.launched))
 
 
 def _new_run_hint(kernel: str, cfg: config.KernelConfig) -> str:
@@ -160,7 +161,7 @@ def current_kernel(repo: Repo) -> str:
 
 def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
          measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None,
-         agent_turn: dict | None = None, again: bool = False) -> Outcome:
+         agent_turn: dict | None = None, again: bool = False, allow_untested: bool = False) -> Outcome:
     """Commit the edited kernel, measure it against the best pair by pair, decide, keep or revert it.
 
     measured: this exact kernel already compared with the current best elsewhere (on another GPU),
@@ -169,6 +170,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     bigger next step); the best stays where it is.
     agent_turn: the turn of kgit run --agent that made the change, kept in the record.
     again: measure a kernel whose code an earlier iteration measured already (SameCode otherwise).
+    allow_untested: step a change to what the test never ran (Untested otherwise); the record says so.
     """
     with transaction.begin(repo) as recovered:
         state = _running_state(repo, overrides)
@@ -178,6 +180,8 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
         repeats = check_new_code(repo, state, again)  # before the commit: a refusal uses no iteration
+        change = kernel_change(repo, state.cfg.kernel_path)
+        untested = check_tested(repo, state, change, allow_untested)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
         comparison, environment = measured or (None, device.environment(state.cfg.gpu))
@@ -185,8 +189,9 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
             comparison = failed(not_run(INTERRUPTED_BY_USER))
+        untested, comparison = check_run(change, comparison, untested, allow_untested)
         outcome = _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
-                          agent_turn, repeats)
+                          agent_turn, repeats, untested)
     if outcome.record.reason == INTERRUPTED_BY_USER:
         # recorded and rolled back like any failure; the change waits at its attempt ref
         ref = refs.attempt_ref(outcome.record.kernel, outcome.record.iteration)
@@ -196,14 +201,27 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     return outcome
 
 
-class SameCode(KgitError):
+class Unmeasured(KgitError):
+    """A step refused before anything ran, for what its change is. reason: the same in a few words, for
+    the record of an agent's turn (kgit.loop.agent)."""
+
+    def __init__(self, problem: str, hint: str, reason: str):
+        super().__init__(problem, hint)
+        self.reason = reason
+
+
+class SameCode(Unmeasured):
     """A step refused because its kernel's code was run already: HEAD's (a change of comments,
-    whitespace or docstrings only), or an earlier iteration's. reason: the same in a few words, for the
-    record of an agent's turn (kgit.loop.agent); repeats: that earlier iteration, if it is one."""
+    whitespace or docstrings only), or an earlier iteration's; repeats: that earlier iteration, if it
+    is one."""
 
     def __init__(self, problem: str, hint: str, reason: str, repeats: int | None = None):
-        super().__init__(problem, hint)
-        self.reason, self.repeats = reason, repeats
+        super().__init__(problem, hint, reason)
+        self.repeats = repeats
+
+
+class Untested(Unmeasured):
+    """A step refused because its change touches what the kernel's test never ran."""
 
 
 def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
@@ -240,6 +258,74 @@ def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
                            f"repeated the kernel code of iteration {record.iteration} ({verdict(record)})",
                            record.iteration)
     return None
+
+
+def kernel_change(repo: Repo, path: str) -> tuple[str, str] | None:
+    """The kernel file as HEAD has it and as the working tree does; None where either is missing (a
+    file added or deleted: its test judges it whole)."""
+    try:
+        after = (repo.root / path).read_bytes().decode(errors="replace")
+    except OSError:
+        return None
+    before = read.file_at(repo, path)
+    return (before, after) if before is not None else None
+
+
+def check_tested(repo: Repo, state: LoopState, change: tuple[str, str] | None,
+                 allow: bool) -> tuple[str, ...] | None:
+    """What the change touches of the kernel file that its test never ran (kgit.model.coverage), by the
+    kernels the test launched in the run of HEAD's kernel; refuse it (Untested) unless allow. None where
+    nothing is untested, or where that run cannot tell: it recorded no launch (an older kgit's record; a
+    test whose kernels kgit's device timing does not see), or the test changed since (check_run then
+    tells from the candidate's own run)."""
+    kept = [pair for pair in state.history.pairs if pair[1].status.on_branch]
+    commit, record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
+    launched = record.launched if record else None
+    if change is None or not launched or read.changed(repo, commit, "HEAD", state.cfg.test_path):
+        return None
+    names = coverage.untested(*change, set(launched))
+    if not names or allow:
+        return tuple(names) or None
+    shown_names = ", ".join(names)
+    raise Untested(f"the change touches {shown_names} in {state.cfg.kernel_path}, which its test never ran (it "
+                   f"launched {', '.join(launched)}): its verdict would say nothing of them; nothing was run, no "
+                   "iteration used",
+                   f"change what {state.cfg.test_path} runs instead; the test's owner may make it run them too (kgit "
+                   "init writes a test that runs a backward through autograd), or step with --allow-untested to "
+                   "record the change as untested",
+                   f"changed {shown_names}, which the test never runs")
+
+
+def check_run(change: tuple[str, str] | None, comparison: Comparison, untested: tuple[str, ...] | None,
+              allow: bool) -> tuple[tuple[str, ...] | None, Comparison]:
+    """The same check by the kernels the candidate's own run launched, for what check_tested could not
+    tell: a change to what that run never ran fails, or with allow is recorded as untested."""
+    launched = launched_in(comparison.first) if comparison.first is not None else None
+    if change is None or not launched or not comparison.first.passed:
+        return untested, comparison
+    names = [name for name in coverage.untested(*change, set(launched)) if name not in (untested or ())]
+    if not names:
+        return untested, comparison
+    if allow:
+        return (*(untested or ()), *names), comparison
+    return untested, failed(not_run(f"the test never ran {', '.join(names)}, which this change touches: its verdict "
+                                    "would say nothing of them (kgit step --allow-untested records such a change as "
+                                    "untested)", comparison.first.output_tail))
+
+
+def never_ran(repo: Repo, path: str, launched: tuple[str, ...] | None) -> list[str]:
+    """The kernels of HEAD's kernel file that a test which launched these never ran: what a step may not
+    change. Empty where no launch was recorded."""
+    found = coverage.parts(read.file_at(repo, path) or "") if launched else None
+    if not found:
+        return []
+    ran = coverage.ran(found, set(launched))
+    return [name for name, part in found.items() if part.kind == "kernel" and name not in ran]
+
+
+def launched_in(result) -> tuple[str, ...] | None:
+    """The kernel file's kernels a run launched, as kgit's device timing recorded them."""
+    return result.device.kernels if result.device else None
 
 
 def _ran(record: Record) -> bool:
@@ -344,7 +430,8 @@ def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
 
 def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
             environment: dict | None, keep_anyway: str | None, overrides: dict,
-            agent_turn: dict | None = None, repeats: int | None = None) -> Outcome:
+            agent_turn: dict | None = None, repeats: int | None = None,
+            untested: tuple[str, ...] | None = None) -> Outcome:
     best_commit, best = decide.best_pair(state.history.pairs) or (None, None)
     test_changed = best_commit is not None and read.changed(repo, best_commit, journal.candidate,
                                                             state.cfg.test_path)
@@ -361,6 +448,7 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
         record = record.replace(agent=agent_turn)
     if repeats is not None:  # kgit step --again: the same kernel code as that iteration, measured again
         record = record.replace(repeats=repeats)
+    record = record.replace(launched=launched_in(comparison.first), untested=untested)
     commit = transaction.decided(repo, journal, record)
     return Outcome(record, commit, recovered, state.history.invalid)
 

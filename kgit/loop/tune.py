@@ -283,7 +283,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                     # still equal an earlier iteration's, measuring it is what was asked for
                     outcome = steps.step(repo, describe_change(current, candidate, reason), tier, overrides,
                                          progress, measured[i] if i < len(measured) else None, again=True)
-                except steps.SameCode:  # code as HEAD's: refused, the kernel put back as it was
+                except steps.Unmeasured:  # refused (code as HEAD's, or untested): the kernel put back as it was
                     (repo.root / cfg.kernel_path).write_text(before)
                     raise
                 on_outcome(outcome)

@@ -45,10 +45,10 @@ def kernel_names(source: str) -> set[str]:
     except (SyntaxError, ValueError):
         return set()
     return {node.name for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef) and any(_is_kernel_decorator(d) for d in node.decorator_list)}
+            if isinstance(node, ast.FunctionDef) and any(is_kernel_decorator(d) for d in node.decorator_list)}
 
 
-def _is_kernel_decorator(node: ast.expr) -> bool:
+def is_kernel_decorator(node: ast.expr) -> bool:
     if isinstance(node, ast.Call):
         node = node.func
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""

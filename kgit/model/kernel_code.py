@@ -22,7 +22,7 @@ def code(path: str, text: str) -> str:
         except (SyntaxError, ValueError):  # ValueError: a NUL byte in the source
             pass
         else:
-            _drop_docstrings(tree)
+            drop_docstrings(tree)
             # positions (lineno, col_offset) are left out by default: a moved line is the same code
             return "ast:" + ast.dump(tree)
     return "text:" + " ".join(text.split())
@@ -35,7 +35,7 @@ def same_code(path: str, a: str, b: str) -> bool:
 _WITH_DOCSTRINGS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _drop_docstrings(tree: ast.AST) -> None:
+def drop_docstrings(tree: ast.AST) -> None:
     """Remove every docstring: the first statement of a module, class or function when it is a plain
     string literal (Python keeps it only as __doc__; a string anywhere else is code and stays)."""
     for node in ast.walk(tree):

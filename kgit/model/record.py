@@ -95,6 +95,12 @@ class Record:
     agent: dict | None = None
     # the earlier iteration whose kernel code this one measured again (kgit step --again)
     repeats: int | None = None
+    # the kernel file's Triton kernels its test launched in the run this record speaks for (kgit's device
+    # timing); None where none was recorded. What the next step's change may touch (kgit.model.coverage).
+    launched: tuple[str, ...] | None = None
+    # what this change touched that the test never ran, stepped with --allow-untested: its verdict says
+    # nothing of them
+    untested: tuple[str, ...] | None = None
     version: int = RECORD_VERSION
     # keys this kgit does not know (a newer kgit wrote them): kept and written back unchanged
     extra: dict = field(default_factory=dict, compare=False)
@@ -152,6 +158,7 @@ _KNOWN = set(_JSON_KEYS.values())
 # and the log and README that show it would be megabytes too: such a note is invalid, never rendered.
 MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every attachment included
 _MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
+_MAX_NAMES, _MAX_NAME_CHARS = 1_000, 200  # of launched or untested: a kernel file's functions
 
 
 def from_json(data) -> Record:
@@ -229,6 +236,7 @@ def from_json(data) -> Record:
     repeats = data.get("repeats")
     if repeats is not None and (type(repeats) is not int or repeats < 0):
         raise InvalidRecord(f"repeats must be an iteration number, not {shown(repeats)}")
+    names = {key: _names(data.get(key), key) for key in ("launched", "untested")}
     version = data.get("kgit", RECORD_VERSION)
     if type(version) is not int:
         raise InvalidRecord(f"kgit must be a version number, not {shown(version)}")
@@ -236,8 +244,18 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     return Record(kernel=kernel, iteration=iteration, action=action, status=status, tier=tier,
                   cpu_timing=bool(cpu_timing), correctness=correctness, stop_reason=stop_reason, base=base,
-                  duration_s=float(duration), repeats=repeats, version=version,
+                  duration_s=float(duration), repeats=repeats, version=version, **names,
                   extra={k: v for k, v in data.items() if k not in _KNOWN}, **fields)
+
+
+def _names(value, key: str) -> tuple[str, ...] | None:
+    """A list of the names of a kernel file's functions, as a record holds it."""
+    if value is None:
+        return None
+    if type(value) is not list or len(value) > _MAX_NAMES or any(
+            type(name) is not str or not 0 < len(name) <= _MAX_NAME_CHARS for name in value):
+        raise InvalidRecord(f"{key} must be a list of at most {_MAX_NAMES} names, not {shown(value)}")
+    return tuple(value)
 
 
 def to_json(record: Record) -> dict:
@@ -248,8 +266,11 @@ def to_json(record: Record) -> dict:
     for attachment in ("options", "measurement", "environment", "profile", "diagnosis", "agent"):  # not in every record
         if data[attachment] is None:
             del data[attachment]
-    if data["repeats"] is None:  # only a step made with --again has it
-        del data["repeats"]
+    for optional in ("repeats", "launched", "untested"):  # in the records that have them only
+        if data[optional] is None:
+            del data[optional]
+        elif optional != "repeats":
+            data[optional] = list(data[optional])
     return {**record.extra, **data}
 
 

@@ -8,7 +8,26 @@ from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
 from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, final_line, gain, log_row, metric, pct_of_peak
 
 
-def start(record: Record, commit: str) -> str:
+def init(done, kernel: str) -> str:
+    """What kgit init wrote (a scaffold.Initialized), what its test runs and leaves out, and what next."""
+    launcher = done.launcher
+    runs = f"it calls {launcher.call}" + (f", and {launcher.autograd}.backward through autograd" if launcher.autograd
+                                          else "")
+    if launcher.kernels:
+        runs += f"; it leads to {', '.join(launcher.kernels)}"
+    lines = [f"wrote {done.test}: {runs}"]
+    if launcher.left_out:
+        lines.append(f"it leaves out {', '.join(launcher.left_out)}: {launcher.call} does not lead to them, so the "
+                     "test never runs them and kgit step refuses a change to them")
+    unsure = [p.name for p in launcher.params if p.check]
+    lines.append("fill in the block marked FILL IN in it: reference() (required)"
+                 + (f", and CHECK what it passes for {', '.join(unsure)}" if unsure else ""))
+    lines.append(f"added to kgit.yaml:\n{done.entry.rstrip()}")
+    lines.append(f"then: python {done.test} --check-only, git add, git commit, kgit start {kernel}")
+    return "\n".join(lines)
+
+
+def start(record: Record, commit: str, never_ran: list[str] = ()) -> str:
     kernel = record.kernel
     text = (
         f"{kernel}: baseline {metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
@@ -25,6 +44,9 @@ def start(record: Record, commit: str) -> str:
     spread = (record.measurement or {}).get("spread")
     if spread:
         text += "\n" + detectable(spread)
+    if never_ran:
+        text += (f"\nthe test never ran {', '.join(never_ran)} (it launched {', '.join(record.launched)}): "
+                 "a step that changes them is refused")
     if record.stop_reason:
         text += f"\nThe baseline already meets the target: {record.stop_reason}."
     return text
@@ -61,6 +83,9 @@ def step(record: Record, commit: str, with_tail: bool) -> str:
     ]
     if record.reason:
         lines.append(f"reason: {record.reason}")
+    if record.untested:
+        lines.append(f"UNTESTED: the test never ran {', '.join(record.untested)}, which this change touches "
+                     "(--allow-untested): its verdict says nothing of them")
     if record.kept:
         lines.append(f"kept at {commit[:10]}; {refs.tag(record.kernel)} moved there")
     elif record.status.on_branch:

@@ -63,6 +63,8 @@ def status_words(record: Record, reason_chars: int | None = 100, resumed: bool =
         if reason_chars is not None and len(reason) > reason_chars:
             reason = reason[:reason_chars - 1] + "…"
         words += f" ({reason})"
+    if record.untested:
+        words += f"; UNTESTED: {', '.join(record.untested)}"
     if record.stop_reason == StopReason.MAX_ITERATIONS:
         words += "; MAX_ITERATIONS" + (", raised later" if resumed else "")
     return words

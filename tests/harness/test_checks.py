@@ -1,6 +1,8 @@
 """The checks catch cheating kernels and let honest ones pass: memory-bound (softmax, elementwise
 tolerance) and compute-bound (gemm, norm tolerance) alike, through the same harness."""
 
+import os
+
 import torch
 
 from kgit import harness
@@ -120,7 +122,11 @@ def test_a_crash_fails_its_shape(softmax_spec):
     def crash(inputs, outputs):
         raise RuntimeError("no kernel for this shape\nsecond line")
 
-    assert first_error(run(softmax_spec(crash))) == "raised RuntimeError: no kernel for this shape"
+    # the line of the user's code it came from, after the exception's first line
+    assert first_error(run(softmax_spec(crash))) == (
+        f"raised RuntimeError: no kernel for this shape (at {os.path.relpath(__file__)}:"
+        f"{crash.__code__.co_firstlineno + 1}: "
+        "raise RuntimeError(\"no kernel for this shape\\nsecond line\"))")
 
 
 def test_the_sample_narrows_the_comparison_but_not_the_finite_check(softmax_spec, softmax_t):
@@ -138,3 +144,49 @@ def test_the_sample_narrows_the_comparison_but_not_the_finite_check(softmax_spec
 
     why = check_one(softmax_spec(last_row_unwritten, sample=first_row), (6, 40), "fp32", "normal")
     assert "not finite" in why
+
+
+SCALAR_KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_eps(x_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n)
+    tl.store(y_ptr + offsets, x + eps.to(tl.float32), mask=offsets < n)
+
+
+def add_eps(x, eps=1e-5):
+    y = torch.empty_like(x)
+    _add_eps[(1,)](x, y, x.numel(), eps, BLOCK=64)
+    return y
+'''
+
+
+def test_a_kernel_that_fails_in_the_interpreter_shows_its_source_line(tmp_path, monkeypatch):
+    # a scalar argument arrives in Triton's interpreter as a Python float: eps.to() raises inside the kernel
+    import importlib.util
+
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops/add_eps.py").write_text(SCALAR_KERNEL)
+    found = importlib.util.spec_from_file_location("add_eps_for_tests", tmp_path / "ops/add_eps.py")
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)  # a test runs from the repository's root: the file is shown relative to it
+    spec = harness.from_launcher(
+        name="add-eps", metric="gbps", launch=module.add_eps, reference=lambda x, eps: x + eps, backward_of=None,
+        arguments=lambda shape, dtype, device, case: (harness.rand(shape, dtype, device, case), 1e-5),
+        gpu=harness.Plan(check_shapes=[], time_shapes=[]),
+        interpreter=harness.Plan(check_shapes=[(1, 8)], time_shapes=[], dtypes=("fp32",)))
+    error = first_error(harness.run(spec, timing=False))
+    assert error == ("raised AttributeError: 'float' object has no attribute 'to' "
+                     "(at ops/add_eps.py:10: tl.store(y_ptr + offsets, x + eps.to(tl.float32), mask=offsets < n))")
+
+
+def test_a_failure_with_no_frame_of_the_users_code_has_no_line_to_show():
+    from kgit.harness.checks import raised
+
+    assert raised(ValueError("bad\nsecond line")) == "raised ValueError: bad"
+    assert raised(RuntimeError()) == "raised RuntimeError: "

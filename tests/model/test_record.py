@@ -37,6 +37,13 @@ def test_attachments_are_written_only_when_present():
     assert to_json(record.replace(profile={"tool": "ncu"}))["profile"] == {"tool": "ncu"}
 
 
+def test_the_kernels_a_run_launched_and_what_a_step_left_untested_are_written_only_when_known():
+    record = from_json({**VALID, "launched": ["_fwd", "_bwd"], "untested": ["Op.backward"]})
+    assert (record.launched, record.untested) == (("_fwd", "_bwd"), ("Op.backward",))
+    assert to_json(record) == {**VALID, "launched": ["_fwd", "_bwd"], "untested": ["Op.backward"]}
+    assert "launched" not in to_json(from_json(VALID)) and "untested" not in to_json(from_json(VALID))
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"iteration": "2"}, "iteration must be an integer"),
     ({"iteration": -1}, "iteration must be 0 or more"),
@@ -54,6 +61,10 @@ def test_attachments_are_written_only_when_present():
     ({"base": "HEAD"}, "base must be a full object id"),
     ({"test": [1, 2]}, "test must be an object"),
     ({"kernel": 7}, "kernel must be a string"),
+    ({"launched": "_kernel"}, "launched must be a list of at most 1000 names"),
+    ({"launched": ["_kernel", 3]}, "launched must be a list of at most 1000 names"),
+    ({"untested": [""]}, "untested must be a list of at most 1000 names"),
+    ({"untested": ["x" * 201]}, "untested must be a list of at most 1000 names"),
 ])
 def test_a_wrong_type_names_the_key(change, reason):
     with pytest.raises(InvalidRecord, match=re.escape(reason)):

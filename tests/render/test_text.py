@@ -47,6 +47,13 @@ def test_status_words_with_and_without_a_reason_and_max_iterations():
     assert text.status_words(rec(status=Status.FAILED, reason=long), reason_chars=None) == f"failed, reverted ({long})"
 
 
+def test_a_change_stepped_untested_says_so_in_its_status():
+    untested = rec(status=Status.WITHIN_NOISE, untested=("_bwd_kernel", "Op.backward"),
+                   stop_reason=StopReason.MAX_ITERATIONS)
+    assert text.status_words(untested) == ("within noise, reverted; UNTESTED: _bwd_kernel, Op.backward; "
+                                           "MAX_ITERATIONS")
+
+
 def test_a_log_row():
     row = text.log_row(rec(status=Status.REGRESSED, tier=2, correctness=True, metric="gbps", value=90.0,
                            delta_pct=-10.0))
