@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from kgit.errors import KgitError
+
 
 class Progress:
     """A line on stderr while a test runs: it can take minutes."""
@@ -110,3 +112,16 @@ def loop_options(f):
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 kernel_option = click.option("--kernel", help="Kernel (default: the current opt/ branch's).")
+
+
+def kernel_argument(f):
+    """The kernel as start takes it, a positional KERNEL, or as --kernel (both: they must agree);
+    the command gets it as `kernel` (kernel_of)."""
+    f = kernel_option(f)
+    return click.argument("named_kernel", metavar="[KERNEL]", required=False)(f)
+
+
+def kernel_of(named_kernel: str | None, kernel: str | None) -> str | None:
+    if named_kernel and kernel and named_kernel != kernel:
+        raise KgitError(f"two kernels named: {named_kernel} and --kernel {kernel}", "name one")
+    return named_kernel or kernel

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_options, note, notes, overrides,
-                             record_json, repo, warn_invalid)
+from kgit.cli.common import (Progress, emit, json_option, kernel_argument, kernel_of, loop_options, note, notes,
+                             overrides, record_json, repo, warn_invalid)
 from kgit.errors import KgitError
 
 
@@ -170,11 +170,11 @@ def _gpu_list(gpus: str | None) -> list[str] | None:
 
 @click.command("profile")
 @click.option("--iteration", type=int, help="Profile this iteration (in a temporary worktree of its commit).")
-@kernel_option
+@kernel_argument
 @click.option("--timeout-s", type=float, help="Stop the profiler after this long (default: twice the test's timeout).")
 @json_option
 @click.pass_context
-def profile_command(ctx, iteration, kernel, timeout_s, as_json):
+def profile_command(ctx, iteration, named_kernel, kernel, timeout_s, as_json):
     """Run the kernel's test under ncu (NVIDIA) or rocprofv3 (AMD) and keep the metrics.
 
     The metrics go to .git/kgit/profiles/ and to the iteration's note (key "profile"); the working tree
@@ -186,7 +186,7 @@ def profile_command(ctx, iteration, kernel, timeout_s, as_json):
     from kgit.render import analysis
 
     where = repo(ctx)
-    kernel = history.resolve_kernel(where, kernel)
+    kernel = history.resolve_kernel(where, kernel_of(named_kernel, kernel))
     out = profile.run(where, kernel, iteration, timeout_s, Progress("profile"))
     notes(out["recovered"])
     prof, diag = out["profile"], out["diagnosis"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from kgit.cli.common import (emit, json_option, kernel_option, note, record_json, repo,
-                             warn_invalid)
+from kgit.cli.common import (emit, json_option, kernel_argument, kernel_of, kernel_option, note, record_json,
+                             repo, warn_invalid)
 from kgit.errors import KgitError
 
 
@@ -113,16 +113,16 @@ def show_command(ctx, iteration, kernel, as_json):
 
 
 @click.command("context")
-@kernel_option
+@kernel_argument
 @json_option
 @click.pass_context
-def context_command(ctx, kernel, as_json):
+def context_command(ctx, named_kernel, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
     from kgit.model.record import InvalidNote
     from kgit.profiling import context
     from kgit.render import analysis, commands
 
-    where, kernel = _read(ctx, kernel)
+    where, kernel = _read(ctx, kernel_of(named_kernel, kernel))
     data = context.build(where, kernel)
     for item in data["invalid_notes"]:
         note(commands.invalid_note(InvalidNote(**item)))
@@ -132,14 +132,15 @@ def context_command(ctx, kernel, as_json):
 @click.command("diagnose")
 @click.option("--metrics", "metrics_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A metrics.json, or an ncu CSV (default: the kernel's last profile).")
-@kernel_option
+@kernel_argument
 @json_option
 @click.pass_context
-def diagnose_command(ctx, metrics_file, kernel, as_json):
+def diagnose_command(ctx, metrics_file, named_kernel, kernel, as_json):
     """Memory-, compute- or latency-bound; the tier order, the next tier and the skills to read."""
     from kgit.profiling import context
     from kgit.render import analysis
 
+    kernel = kernel_of(named_kernel, kernel)
     try:
         where, kernel = _read(ctx, kernel)
     except KgitError:

@@ -73,3 +73,21 @@ def test_with_several_kernels_and_none_named_the_refusal_says_how_to_name_one(st
     started.git("checkout", "-q", "opt/fake")  # the advice works
     assert started.ok("status", "--json").json()["kernel"] == "fake"
     assert started.ok("log", "other", "--json").json()["kernel"] == "other"
+
+
+def test_context_diagnose_and_profile_take_the_kernel_as_start_does(started):
+    """A positional KERNEL, as start and log take it (--kernel still works); two that disagree are refused."""
+    started.git("checkout", "-q", "main")
+    shutil.copytree(started.root / "skills/kernels/fake", started.root / "skills/kernels/other")
+    (started.root / "skills/kernels/other/test_fake.py").rename(started.root / "skills/kernels/other/test_other.py")
+    started.git("add", "-A")
+    started.git("commit", "-qm", "another kernel")
+    started.ok("start", "other")
+    started.git("checkout", "-q", "main")
+    assert "name one after the command" in started.refused("context")  # which context now takes
+    assert started.ok("context", "other", "--json").json()["kernel"] == "other"
+    assert started.ok("context", "--kernel", "fake", "--json").json()["kernel"] == "fake"
+    assert started.ok("diagnose", "other", "--json").json()["kernel"] == "other"
+    assert started.refused("diagnose", "other", "--kernel", "fake") == \
+        "kgit: two kernels named: other and --kernel fake: name one"
+    assert "no kernel 'nope'" in started.refused("profile", "nope")
