@@ -38,9 +38,11 @@ class Progress:
             click.echo(f"kgit: {self.label}: still running after {elapsed:.0f} s", err=True)
 
     def pair(self, done: int, most: int, found) -> None:
-        """After each pair of runs: the gain's interval so far (a step may run many pairs)."""
-        line = f"kgit: {self.label}: pair {done} of at most {most}" + (
-            f": {found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] so far" if found else "")
+        """After each pair of runs: the gain's interval so far, once it means something (a step may run
+        many pairs)."""
+        from kgit.render.text import interval_so_far
+
+        line = f"kgit: {self.label}: pair {done} of at most {most}: {interval_so_far(found)}"
         click.echo(f"\r{line} " if self.tty else line, err=True, nl=not self.tty)
 
     def end(self) -> None:

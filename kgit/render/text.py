@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from kgit.model.decide import best_record
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import DEVICE_METRIC, unit_of
@@ -48,6 +50,20 @@ def gain(record: Record) -> str:
     if record.delta_pct is None or not interval:
         return delta(record.delta_pct)
     return f"{record.delta_pct:+.1f}% [{interval[0]:+.1f}, {interval[1]:+.1f}]"
+
+
+# An interval wider than this each way (percentage points) says nothing a person can use: after a pair or
+# two, the t quantile at 1 or 2 degrees of freedom turns a clear gain into [-100.0, +4756706.8].
+MEANINGFUL_HALF_WIDTH_PCT = 100.0
+
+
+def interval_so_far(found) -> str:
+    """A step's gain after each pair (a kgit.model.noise.Interval, or None while there is none): shown once
+    it is finite and narrower than +-MEANINGFUL_HALF_WIDTH_PCT, else "measuring…"."""
+    if (found is None or not (math.isfinite(found.low_pct) and math.isfinite(found.high_pct))
+            or found.high_pct - found.low_pct > 2 * MEANINGFUL_HALF_WIDTH_PCT):
+        return "measuring…"
+    return f"{found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] so far"
 
 
 def pct_of_peak(record: Record | None) -> str:
