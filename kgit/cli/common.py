@@ -82,9 +82,12 @@ def warn_invalid(invalid) -> None:
 
 
 def record_json(record, commit: str | None = None, **more) -> dict:
+    """The record as its note holds it, with what a person should check before trusting it ("checks":
+    kgit.render.text.doubts_json, empty when nothing)."""
     from kgit.model.record import to_json
+    from kgit.render.text import doubts_json
 
-    data = to_json(record)
+    data = {**to_json(record), "checks": doubts_json(record)}
     if commit is not None:
         data["commit"] = commit
     return {**data, **more}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
-from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, final_line, gain, log_row, metric, pct_of_peak
+from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, log_row, metric,
+                              pct_of_peak)
 
 
 def start(record: Record, commit: str) -> str:
@@ -25,6 +26,7 @@ def start(record: Record, commit: str) -> str:
     spread = (record.measurement or {}).get("spread")
     if spread:
         text += "\n" + detectable(spread)
+    text += "".join(f"\n{line}" for line in doubt_lines(record))
     if record.stop_reason:
         text += f"\nThe baseline already meets the target: {record.stop_reason}."
     return text
@@ -61,6 +63,7 @@ def step(record: Record, commit: str, with_tail: bool) -> str:
     ]
     if record.reason:
         lines.append(f"reason: {record.reason}")
+    lines += doubt_lines(record)
     if record.kept:
         lines.append(f"kept at {commit[:10]}; {refs.tag(record.kernel)} moved there")
     elif record.status.on_branch:
@@ -167,6 +170,7 @@ def show(shown) -> str:
         f"commit {shown.commit}  {row[6]}",
         f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or 'an unknown device'}",
         *([f"reason: {record.reason}"] if record.reason else []),
+        *doubt_lines(record),
         *([f"measured again (kgit step --again): the same kernel code as iteration {record.repeats}"]
           if record.repeats is not None else []),
         *_measured(record),

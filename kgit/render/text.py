@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from kgit.model.decide import best_record
+from kgit.model.doubts import GAIN_OVER_2X, ONE_SIGNIFICANT_DIGIT, doubts
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import DEVICE_METRIC, unit_of
 
@@ -94,6 +95,30 @@ def verdict(record: Record) -> str:
     return words
 
 
+_DOUBT_WORDS = {GAIN_OVER_2X: "gain over 2x", ONE_SIGNIFICANT_DIGIT: "one significant digit"}
+
+
+def doubt_lines(record: Record) -> list[str]:
+    """What in the record a person should check before trusting it (kgit.model.doubts), a line each."""
+    lines = []
+    for code in doubts(record):
+        if code == GAIN_OVER_2X:
+            lines.append(f"check this: a gain over 2x is often a broken measurement (a kernel that skips work or "
+                         f"reuses an output, a test that times something else): read the change and the test's "
+                         f"output ('kgit show {record.iteration}') before trusting it")
+        else:
+            lines.append(f"check this: the test prints its figure with one significant digit "
+                         f"({metric(record.value, record.metric, record.cpu_timing)}): a change smaller than a "
+                         f"step of that digit cannot show, and kgit widens every interval by it; print more "
+                         f"digits (round(x, 4), or none)")
+    return lines
+
+
+def doubts_json(record: Record) -> list[dict]:
+    """The same, for --json: each check's code and its line."""
+    return [{"check": code, "message": line} for code, line in zip(doubts(record), doubt_lines(record))]
+
+
 def log_row(record: Record, resumed: bool = False) -> list[str]:
     correctness = {True: "PASS", False: "FAIL", None: "-"}[record.correctness]
     return [
@@ -103,7 +128,7 @@ def log_row(record: Record, resumed: bool = False) -> list[str]:
         correctness,
         metric(record.value, record.metric, record.cpu_timing),
         gain(record),
-        status_words(record, resumed=resumed),
+        status_words(record, resumed=resumed) + "".join(f"; check: {_DOUBT_WORDS[c]}" for c in doubts(record)),
     ]
 
 
