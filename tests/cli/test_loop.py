@@ -45,6 +45,7 @@ def test_a_gain_over_2x_is_kept_and_flagged_for_a_look_in_step_log_and_json(star
     row = next(line for line in started.ok("log").stdout.splitlines() if "suspiciously fast" in line)
     assert "improved; check: gain over 2x" in row
     assert flag in started.ok("show", "1").stdout
+    assert started.ok("context", "--json").json()["tried"][0]["checks"] == ["gain_over_2x"]
     assert started.git("show", "HEAD:experiments/README.md").count("check: gain over 2x") == 1
     started.set_kernel(METRIC=255.0)
     assert "check this" not in started.ok("step", "-m", "a little more").stdout  # +2%: nothing to check
