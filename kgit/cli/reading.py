@@ -57,12 +57,19 @@ def log_command(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.log(where, kernel)
     left = history.left_behind(where, kernel, found.pairs)
+    runs = history.runs(found.pairs)
     warn_invalid(found.invalid)
     emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha, kept=r.kept and sha not in left,
                                                                         left_behind=sha in left)
                                                             for sha, r in found.pairs],
+                           # a run's records are of one device: each its own count, never one mixed
+                           "runs": [{"gpu": run.gpu, "started": run.started,
+                                     "cpu_timing": any(r.cpu_timing for r in run.records),
+                                     "iterations": [r.iteration for r in run.records],
+                                     "reverted": sum(not r.status.on_branch for r in run.records)}
+                                    for run in runs],
                            "invalid_notes": [n.to_json() for n in found.invalid]},
-         lambda: commands.log(found.pairs, left))
+         lambda: commands.log(runs, left))
 
 
 @click.command("status")

@@ -14,6 +14,7 @@ from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.model.runs import sections
 from kgit.state import journal, lock
 
 
@@ -130,8 +131,9 @@ def overview(repo: Repo, kernels: list[str]) -> list[Loop]:
         found = notes.deciding_history(repo, kernel)
         best = decide.best_pair(found.pairs)
         has_branch = read.rev(repo, refs.branch_ref(kernel)) is not None
+        own = _loop_run(found.pairs, best[1] if best else None)
         loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, found.last_iteration,
-                          sum(not r.status.on_branch for r in found.records), best[1] if best else None))
+                          sum(not r.status.on_branch for r in own), best[1] if best else None))
     return loops
 
 
@@ -148,6 +150,27 @@ def missing_iteration(kernel: str, iteration: int, pairs: list[tuple[str, Record
 def log(repo: Repo, kernel: str) -> notes.History:
     """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
     return _nonempty(notes.kernel_history(repo, kernel), kernel, repo)
+
+
+@dataclass
+class Run:
+    """One loop of the kernel on one device, from its baseline on (kgit.model.runs): the log shows each
+    apart, with its own count, since figures of two devices are not comparable."""
+
+    gpu: str | None
+    started: str
+    pairs: list[tuple[str, Record]]
+
+    @property
+    def records(self) -> list[Record]:
+        return [r for _, r in self.pairs]
+
+
+def runs(pairs: list[tuple[str, Record]]) -> list[Run]:
+    """The kernel's (commit, record) pairs as runs, each in iteration order."""
+    commit_of = {id(r): sha for sha, r in pairs}
+    return [Run(gpu, started, [(commit_of[id(r)], r) for r in records])
+            for (_, gpu, started), records in sections([r for _, r in pairs]).items()]
 
 
 def left_behind(repo: Repo, kernel: str, pairs: list[tuple[str, Record]]) -> set[str]:
@@ -217,6 +240,14 @@ class Status:
     pending: bool = False  # a killed kgit left a step to finish
     test_changed: bool = False  # the test on the branch differs from the best's (committed since)
     unrecorded: list[tuple[str, str]] = field(default_factory=list)  # hand commits of the kernel (unrecorded_commits)
+    elsewhere: int = 0  # records of runs on other devices (a pulled GPU run beside a CPU one): not counted here
+
+
+def _loop_run(pairs: list[tuple[str, Record]], best: Record | None) -> list[Record]:
+    """The records of the run (one device's loop) that holds the best: what a loop's counts count. Every
+    record where there is no best yet."""
+    found = next((run.records for run in runs(pairs) if any(r is best for r in run.records)), None)
+    return found if found is not None else [r for _, r in pairs]
 
 
 def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
@@ -228,6 +259,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
     gap = None  # how far the best is from the target: positive while not reached, whichever way the figure runs
     if target is not None and top:
         gap = top.value - target if cfg.lower_is_better else target - top.value
+    own = _loop_run(history.pairs, top)
     return Status(
         kernel=kernel,
         branch=refs.branch(kernel),
@@ -244,7 +276,8 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         gap_pct=gap / target * 100 if gap is not None and target else None,
         stopped=state.stopped,
         kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
-        reverted=sum(not r.status.on_branch for r in records),
+        reverted=sum(not r.status.on_branch for r in own),
+        elsewhere=len(records) - len(own),
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=journal.pending(repo),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
-from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, log_row, metric,
-                              pct_of_peak)
+from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, gpu_label, log_row,
+                              metric, pct_of_peak)
 
 
 def start(record: Record, commit: str) -> str:
@@ -99,8 +99,25 @@ def best(record: Record, commit: str, tag: str, tag_commit: str | None) -> str:
     )
 
 
-def log(pairs: list[tuple[str, Record]], left_behind: set[str] = frozenset()) -> str:
-    """left_behind: commits of kept iterations on a line the branch did not go on with (history.left_behind)."""
+def log(runs, left_behind: set[str] = frozenset()) -> str:
+    """One table per run (history.Run: a loop on one device), each with its own final line: records of
+    two devices are never counted together. left_behind: commits of kept iterations on a line the
+    branch did not go on with (history.left_behind)."""
+    if len(runs) == 1:
+        return _log_table(runs[0].pairs, left_behind) + "\n" + LOG_LEGEND + "\n" + _final(runs[0], left_behind)
+    parts = []
+    for run in runs:
+        records = run.records
+        when = f", started {run.started[:16].replace('T', ' ')} UTC" if run.started else ""
+        reverted = sum(not r.status.on_branch for r in records)
+        parts.append(f"{records[0].kernel} on {gpu_label(records)}{when}: {len(records)} "
+                     f"record{'s' if len(records) != 1 else ''}, {reverted} reverted\n"
+                     + _log_table(run.pairs, left_behind) + "\n" + _final(run, left_behind))
+    return "\n\n".join(parts) + f"\n\n{len(runs)} runs on their own devices, each apart: figures of two devices " \
+                                 "are not comparable\n" + LOG_LEGEND
+
+
+def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:
     from tabulate import tabulate
 
     rows, last = [], None
@@ -114,8 +131,11 @@ def log(pairs: list[tuple[str, Record]], left_behind: set[str] = frozenset()) ->
             row[LOG_HEADERS.index("Status")] += " (on a line not taken)"
         rows.append(row)
     # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
-    table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
-    return table + "\n" + LOG_LEGEND + "\n" + final_line([r for sha, r in pairs if sha not in left_behind])
+    return tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
+
+
+def _final(run, left_behind: set[str]) -> str:
+    return final_line([r for sha, r in run.pairs if sha not in left_behind])
 
 
 # A user read "0.0015 GBps  -0.7%" beside a best of 0.00107 as a contradiction: the two columns come from
@@ -150,7 +170,9 @@ def status(state) -> str:
         ["kernel", f"{state.kernel} ({state.kernel_path})"],
         ["branch", state.branch + ("" if state.on_branch else " (not checked out)")],
         ["target", metric(state.target, unit) if state.target else "none set"],
-        ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"],
+        ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"
+         + (f"; {state.elsewhere} record{'s' if state.elsewhere != 1 else ''} of runs on other devices, apart "
+            "in 'kgit log'" if state.elsewhere else "")],
         ["best", f"{metric(top.value, unit, cpu)}{pct_of_peak(top)}, iteration {top.iteration}" if top else "-"],
         ["gap to target", f"{metric(state.gap, unit)} ({state.gap_pct:.1f}%)"
          if state.gap is not None and state.gap > 0 else "-"],

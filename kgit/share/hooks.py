@@ -23,7 +23,7 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.model.record import Record, is_object_id
-from kgit.render.readme import sections
+from kgit.model.runs import sections
 from kgit.render.text import summary_row
 
 # The script git runs, with the Python of the kgit that installed it (as pre-commit records its

@@ -91,3 +91,20 @@ def test_context_diagnose_and_profile_take_the_kernel_as_start_does(started):
     assert started.refused("diagnose", "other", "--kernel", "fake") == \
         "kgit: two kernels named: other and --kernel fake: name one"
     assert "no kernel 'nope'" in started.refused("profile", "nope")
+
+
+def test_log_counts_each_device_apart(started):
+    started.set_kernel(METRIC=120.0, MODE="h200")  # the change's runs name another GPU than the baseline's
+    started.ok("step", "-m", "on another device")
+    data = started.ok("log", "--json").json()
+    assert [(run["gpu"], run["iterations"], run["reverted"]) for run in data["runs"]] == \
+        [("Fake GPU", [0], 0), ("NVIDIA H200", [1], 0)]
+    text = started.ok("log").stdout
+    assert text.count("Final: ") == 2 and "fake on NVIDIA H200, started " in text
+    started.set_kernel(METRIC=50.0, MODE="ok")  # a loss measured on the first device
+    started.ok("step", "-m", "slower, back on the first device")
+    assert [(run["gpu"], run["iterations"], run["reverted"]) for run in started.ok("log", "--json").json()["runs"]] \
+        == [("Fake GPU", [0, 2], 1), ("NVIDIA H200", [1], 0)]
+    status = started.ok("status", "--json").json()  # the loop's counts are its best's device's
+    assert (status["iteration"], status["reverted"], status["elsewhere"]) == (2, 0, 2)
+    assert "2 of 5 (0 reverted); 2 records of runs on other devices, apart in 'kgit log'" in started.ok("status").stdout
