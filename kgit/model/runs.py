@@ -4,7 +4,10 @@ run's: the log, the README and the pushed summary."""
 
 from __future__ import annotations
 
-from kgit.model.record import Record, Status
+from dataclasses import dataclass
+
+from kgit.model.decide import best_record
+from kgit.model.record import Record, Status, StopReason
 
 
 def sections(records: list[Record]) -> dict[tuple[str, str | None, str], list[Record]]:
@@ -30,3 +33,35 @@ def sections(records: list[Record]) -> dict[tuple[str, str | None, str], list[Re
         k: sorted(groups[k], key=lambda r: (r.iteration, r.started or ""))
         for k in sorted(groups, key=lambda k: (k[0], k[1] or "", k[2]))
     }
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One run in numbers, as kgit push and the pre-push hook report it (render.text.summary_row says it)."""
+
+    kernel: str
+    gpu: str | None
+    cpu_timing: bool
+    metric: str | None
+    baseline: float | None
+    best: float | None
+    best_iteration: int | None
+    pct_of_peak: float | None
+    iterations: int  # the run's last iteration
+    reverted: int  # as kgit status counts them: a change kept anyway stays on the branch
+    target: float | None
+    target_met: bool  # as the loop decided it: a record knows its figure, not which way it runs
+
+
+def summarize(gpu: str | None, records: list[Record]) -> Summary:
+    """A run's Summary (records: one run's, sections' values; gpu: its key's)."""
+    baseline = next((r for r in records if r.iteration == 0), None)
+    best = best_record(records)
+    return Summary(
+        kernel=records[0].kernel, gpu=gpu, cpu_timing=any(r.cpu_timing for r in records),
+        metric=best.metric if best else records[0].metric,
+        baseline=baseline.value if baseline else None, best=best.value if best else None,
+        best_iteration=best.iteration if best else None, pct_of_peak=best.pct_of_peak if best else None,
+        iterations=max(r.iteration for r in records), reverted=sum(not r.status.on_branch for r in records),
+        target=best.target if best else None,
+        target_met=any(r.stop_reason == StopReason.TARGET_MET for r in records))

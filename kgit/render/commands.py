@@ -6,7 +6,7 @@ from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
 from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, gpu_label, log_row,
-                              metric, pct_of_peak)
+                              metric, pct_of_peak, summary_row)
 
 
 def start(record: Record, commit: str) -> str:
@@ -238,19 +238,41 @@ def report(commit: str | None, path: str) -> str:
     return f"{path} rendered and committed at {commit[:10]}" if commit else f"{path} is up to date"
 
 
-def summary_table(rows: list[list[str]]) -> str:
+def summary_table(summaries: list) -> str:
+    """A table of runs (model.runs.Summary), one a row."""
     from tabulate import tabulate
 
-    return tabulate(rows, SUMMARY_HEADERS)
+    return tabulate([summary_row(s) for s in summaries], SUMMARY_HEADERS)
+
+
+def push(pushed) -> list[str]:
+    """What kgit push did (share.sync.Pushed), a line each."""
+    lines = [f"records: {pushed.merged} new from {pushed.remote} merged first"] if pushed.merged else []
+    lines += [f"refused: {r.describe()} (kept under {refs.QUARANTINE}{pushed.remote})" for r in pushed.refused]
+    held_back = [(ref, why, todo) for ref, why, todo in pushed.not_sent if todo]  # by kgit, before the push
+    lines += [f"{ref}: not pushed, {why}: {todo}" for ref, why, todo in held_back]
+    if pushed.held_records:
+        lines.append(f"records: {pushed.held_records} not pushed, on commits {pushed.remote} will not have (a branch "
+                     "not pushed, or a commit no ref keeps: 'kgit doctor'); they stay here")
+    if pushed.nothing:
+        return lines + ["nothing to push"]
+    lines += [f"{ref}: {why}" for ref, why, todo in pushed.not_sent if not todo]  # by the remote
+    attempts = pushed.attempts
+    lines.append(f"{pushed.remote} has: {', '.join(pushed.sent) or 'nothing new'}"
+                 + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
+    return lines
 
 
 def doctor(done: list[str], problems: list, repaired: bool) -> str:
     lines = [f"fixed: {line}" for line in done]
     lines += [f"{p.problem}; fix: {p.fix}" for p in problems]
+    automatic = sum(p.repair is not None for p in problems)
     if not problems:
         lines.append("no problems found" if not done else "no problems left")
-    elif not repaired and any(p.repair for p in problems):
+    elif not repaired and automatic == len(problems):
         lines.append("run 'kgit doctor --fix' to repair")
+    elif not repaired and automatic:
+        lines.append(f"run 'kgit doctor --fix' to repair {automatic} of these; each of the others says what to do")
     elif not repaired:  # each says what a person can do: --fix would change nothing
         lines.append("none of these is repaired automatically: each says what to do")
     return "\n".join(lines)

@@ -148,24 +148,19 @@ def final_line(records: list[Record]) -> str:
     return text + ", in progress."
 
 
-def summary_row(records: list[Record]) -> list[str]:
-    """One kernel on one GPU, as the pre-push hook and `kgit push` print it."""
-    baseline = next((r for r in records if r.iteration == 0), None)
-    best = best_record(records)
-    target = best.target if best else None
-    # as the loop decided it: a record knows its figure, not which way it runs (a latency's target is
-    # below the baseline, and was "met" by any figure above it here)
-    met = any(r.stop_reason == StopReason.TARGET_MET for r in records)
-    cpu = any(r.cpu_timing for r in records)
+def summary_row(summary) -> list[str]:
+    """One run (a model.runs.Summary), as the pre-push hook and `kgit push` print it."""
+    cpu = summary.cpu_timing
     return [
-        records[0].kernel,
-        gpu_names(records) + (" (CPU timings)" if cpu else ""),
-        metric(baseline.value, baseline.metric, cpu) if baseline else "-",
-        metric(best.value, best.metric, cpu) + f" (iter {best.iteration})" if best else "-",
-        f"{best.pct_of_peak:.0f}%" if best and best.pct_of_peak else "-",
-        str(max(r.iteration for r in records)),
-        str(sum(not r.status.on_branch for r in records)),  # as kgit status counts them
-        "met" if met else f"not met ({metric(target, best.metric)})" if target is not None else "none set",
+        summary.kernel,
+        " ".join((summary.gpu or "an unknown device").split()) + (" (CPU timings)" if cpu else ""),
+        metric(summary.baseline, summary.metric, cpu),
+        metric(summary.best, summary.metric, cpu) + f" (iter {summary.best_iteration})" if summary.best else "-",
+        f"{summary.pct_of_peak:.0f}%" if summary.pct_of_peak else "-",
+        str(summary.iterations),
+        str(summary.reverted),
+        "met" if summary.target_met else f"not met ({metric(summary.target, summary.metric)})"
+        if summary.target is not None else "none set",
     ]
 
 

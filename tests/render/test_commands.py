@@ -75,6 +75,8 @@ def test_a_doctor_with_and_without_problems():
         "opt/softmax has diverged from origin's; fix: none automatic: keep one side",
         "none of these is repaired automatically: each says what to do",
     ]
+    assert commands.doctor([], problems + manual, repaired=False).splitlines()[-1] == \
+        "run 'kgit doctor --fix' to repair 1 of these; each of the others says what to do"
     assert commands.doctor([], problems, repaired=True) == \
         "best/softmax is missing; fix: move it to 0123456789 (iteration 2)"
 
