@@ -41,8 +41,9 @@ def best_command(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.best(where, kernel)
     warn_invalid(found.invalid)
-    emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit),
-         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit))
+    emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit,
+                                      better=found.better),
+         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit, found.better))
 
 
 @click.command("log")

@@ -206,6 +206,7 @@ class Best:
     tag: str
     tag_commit: str | None
     invalid: list[InvalidNote]
+    better: str | None  # "higher" or "lower": which way the figure goes as the kernel gets faster (better_of)
 
 
 def best(repo: Repo, kernel: str) -> Best:
@@ -214,7 +215,18 @@ def best(repo: Repo, kernel: str) -> Best:
     if found is None:
         raise KgitError(f"{kernel} has no successful iteration")
     commit, record = found
-    return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid)
+    return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid,
+                better_of(repo, kernel))
+
+
+def better_of(repo: Repo, kernel: str) -> str | None:
+    """Which way the kernel's figure goes as it gets faster, "higher" (a bandwidth) or "lower" (a time), as
+    kgit.yaml says; None where this checkout does not define the kernel (a clone of the records only). A
+    best whose figure is below its baseline's reads right only with it."""
+    try:
+        return config.load(repo.root, kernel).better
+    except KgitError:
+        return None
 
 
 @dataclass
@@ -227,6 +239,7 @@ class Status:
     iteration: int
     max_iterations: int
     metric: str | None
+    better: str  # "higher" or "lower": which way the figure goes as the kernel gets faster
     target: float | None
     best: Record | None
     best_commit: str | None
@@ -269,6 +282,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         iteration=history.last_iteration,
         max_iterations=cfg.max_iterations,
         metric=top.metric if top else None,
+        better=cfg.better,
         target=target,
         best=top,
         best_commit=best_commit,

@@ -75,6 +75,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
                   "kernel_skill": kernel_skill if has_skill else None},
         "gpu": top.gpu if top else None,
         "metric": state.metric,
+        "better": state.better,  # "lower": a time, whose best lies below the baseline
         "target": state.target,
         "best": {"iteration": top.iteration, "action": top.action, "value": top.value,
                  "pct_of_peak": top.pct_of_peak, "commit": state.best_commit} if top else None,

@@ -89,12 +89,13 @@ def loop_summary(what: str, stopped: StopReason, best: Record) -> str:
     return f"{what} stopped: {stopped}; best is iteration {best.iteration} ({best.action})"
 
 
-def best(record: Record, commit: str, tag: str, tag_commit: str | None) -> str:
+def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: str | None = None) -> str:
     where = ("" if tag_commit == commit else " (missing: 'kgit doctor --fix' sets it)" if tag_commit is None
              else f" (on {tag_commit[:10]}, not the best: 'kgit doctor --fix' moves it)")
+    lower = " (lower is better)" if better == "lower" else ""
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
-        f"{metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
+        f"{metric(record.value, record.metric, record.cpu_timing)}{lower}{pct_of_peak(record)} "
         f"on {record.gpu or 'an unknown device'}, commit {commit[:10]}, tag {tag}{where}"
     )
 
@@ -169,7 +170,8 @@ def status(state) -> str:
     rows = [
         ["kernel", f"{state.kernel} ({state.kernel_path})"],
         ["branch", state.branch + ("" if state.on_branch else " (not checked out)")],
-        ["target", metric(state.target, unit) if state.target else "none set"],
+        ["target", (metric(state.target, unit) if state.target else "none set")
+         + (" (lower is better)" if state.better == "lower" else "")],
         ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"
          + (f"; {state.elsewhere} record{'s' if state.elsewhere != 1 else ''} of runs on other devices, apart "
             "in 'kgit log'" if state.elsewhere else "")],

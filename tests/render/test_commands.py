@@ -39,7 +39,7 @@ def status_state(**fields):
     best = Record("softmax", 2, "x", Status.IMPROVED, metric="gbps", value=120.0, pct_of_peak=12.0)
     base = dict(kernel="softmax", branch="opt/softmax", on_branch=True, kernel_path="k.py", test_path="t.py",
                 iteration=3, max_iterations=5, metric="gbps", target=150.0, best=best, best_commit=SHA, gap=30.0,
-                gap_pct=20.0, stopped=None, kernel_modified=False, reverted=1, invalid=[])
+                gap_pct=20.0, stopped=None, kernel_modified=False, reverted=1, invalid=[], better="higher")
     return LoopStatus(**{**base, **fields})
 
 
