@@ -120,6 +120,30 @@ def show_command(ctx, iteration, kernel, as_json):
          lambda: commands.show(shown))
 
 
+@click.command("diff")
+@click.argument("a")
+@click.argument("b")
+@kernel_option
+@json_option
+@click.pass_context
+def diff_command(ctx, a, b, kernel, as_json):
+    """Two iterations side by side: their figures (value, interval, verdict, device) and the change of the
+    kernel file from A's to B's. A and B: iteration numbers, or commits."""
+    from kgit.loop import history
+    from kgit.model import decide
+    from kgit.render import commands
+
+    where, kernel = _read(ctx, kernel)
+    found = history.compare(where, kernel, *(int(x) if x.isdigit() else x for x in (a, b)))
+    (sha_a, first), (sha_b, second) = found.a, found.b
+    same = decide.same_environment(first.environment, second.environment)
+    emit(as_json, lambda: {"kernel": kernel, "path": found.path, "better": found.better,
+                           "a": record_json(first, sha_a, kept=first.kept),
+                           "b": record_json(second, sha_b, kept=second.kept),
+                           "same_environment": same, "diff": found.diff},
+         lambda: commands.compare(found, same))
+
+
 @click.command("context")
 @kernel_argument
 @json_option
@@ -161,4 +185,5 @@ def diagnose_command(ctx, metrics_file, named_kernel, kernel, as_json):
     emit(as_json, lambda: diag, lambda: analysis.diagnosis_text(diag))
 
 
-COMMANDS = [best_command, log_command, status_command, show_command, context_command, diagnose_command]
+COMMANDS = [best_command, log_command, status_command, show_command, diff_command, context_command,
+            diagnose_command]

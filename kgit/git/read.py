@@ -100,8 +100,9 @@ def edited(repo: Repo, path: str) -> bool:
     return bool(git(repo, "diff", "--name-only", "HEAD", "--", path).strip())
 
 
-def diff(repo: Repo, base: str, commit: str, exclude: list[str]) -> str:
-    return git(repo, "diff", "--end-of-options", base, commit, "--", ".", *(f":(exclude){p}" for p in exclude))
+def diff(repo: Repo, base: str, commit: str, exclude: list[str], paths: list[str] = (".",)) -> str:
+    """What changed from base to commit in these paths, but the excluded ones."""
+    return git(repo, "diff", "--end-of-options", base, commit, "--", *paths, *(f":(exclude){p}" for p in exclude))
 
 
 # --- history ---------------------------------------------------------------------------------------

@@ -314,20 +314,55 @@ def show(repo: Repo, kernel: str, iteration: int | str) -> Shown:
     """One iteration, by its number or by its commit (two clones may both have numbered one 3): its
     record and the change it tried (for a revert, the attempt's diff)."""
     pairs = log(repo, kernel).pairs
+    sha, record, matches = _find(repo, kernel, pairs, iteration)
+    parent = read.first_parent(repo, sha)
+    change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
+    return Shown(record, sha, change, [m for m in matches if m[1] is not record])
+
+
+def _find(repo: Repo, kernel: str, pairs: list[tuple[str, Record]],
+          iteration: int | str) -> tuple[str, Record, list[tuple[str, Record]]]:
+    """The record of an iteration, by its number or its commit, with the commit its note is on, and every
+    record of that iteration."""
     if isinstance(iteration, str):
         commit = read.rev(repo, iteration) if len(iteration) >= 4 else None
         matches = [(sha, r) for sha, r in pairs if sha == commit]
         if not matches:
             raise KgitError(f"no record of {kernel} is on a commit named {iteration!r}",
-                            "'kgit log' lists each iteration's commit; 'kgit show N' takes an iteration's number")
+                            "'kgit log' lists each iteration's commit; give an iteration's number or its commit")
     else:
         matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
     if not matches:
         raise missing_iteration(kernel, iteration, pairs)
     # Several records of one iteration: runs on several GPUs of one commit, or two clones that both
-    # continued the loop. The latest on this clone's branch is shown; the others are named.
+    # continued the loop. The latest on this clone's branch is taken; the others are named.
     on_branch = [m for m in matches if read.is_ancestor(repo, m[0], refs.branch_ref(kernel))]
     sha, record = (on_branch or matches)[-1]
-    parent = read.first_parent(repo, sha)
-    change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
-    return Shown(record, sha, change, [m for m in matches if m[1] is not record])
+    return sha, record, matches
+
+
+@dataclass
+class Compared:
+    """Two iterations side by side (kgit diff): their records, and the change from the first to the second."""
+
+    kernel: str
+    a: tuple[str, Record]  # (the commit its note is on: a kept iteration's, or a revert's attempt; the record)
+    b: tuple[str, Record]
+    path: str | None  # the kernel file the diff is of; None where this checkout does not define the kernel
+    diff: str
+    better: str | None  # better_of: which way the figure goes as the kernel gets faster
+
+
+def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
+    """Iterations a and b (each a number or a commit): their records and the diff of the kernel file from
+    a's kernel to b's (every file but the log where this checkout does not say which is the kernel's)."""
+    pairs = log(repo, kernel).pairs
+    sha_a, record_a, _ = _find(repo, kernel, pairs, a)
+    sha_b, record_b, _ = _find(repo, kernel, pairs, b)
+    try:
+        path = config.load(repo.root, kernel).kernel_path
+    except KgitError:
+        path = None
+    change = (read.diff(repo, sha_a, sha_b, exclude=[], paths=[f":(literal){path}"]) if path else
+              read.diff(repo, sha_a, sha_b, exclude=[config.report_path(repo.root)]))
+    return Compared(kernel, (sha_a, record_a), (sha_b, record_b), path, change, better_of(repo, kernel))

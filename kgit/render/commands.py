@@ -6,7 +6,7 @@ from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
 from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, gpu_label, log_row,
-                              metric, pct_of_peak, summary_row)
+                              metric, pct_of_peak, status_words, summary_row)
 
 
 def start(record: Record, commit: str) -> str:
@@ -205,6 +205,30 @@ def show(shown) -> str:
         "",
         shown.diff.rstrip() or "(no change to the kernel)",
     ])
+
+
+def compare(found, same_environment: bool) -> str:
+    """kgit diff: two iterations' figures in two columns, then the change from the first to the second."""
+    (sha_a, a), (sha_b, b) = found.a, found.b
+    lower = " (lower is better)" if found.better == "lower" else ""
+    rows = [
+        ("", f"iteration {a.iteration}", f"iteration {b.iteration}"),
+        ("action", a.action, b.action),
+        ("commit", sha_a[:10], sha_b[:10]),
+        ("value", *(metric(r.value, r.metric, r.cpu_timing) + lower + pct_of_peak(r) for r in (a, b))),
+        ("vs its best", gain(a), gain(b)),
+        ("verdict", status_words(a), status_words(b)),
+        ("device", a.gpu or "an unknown device", b.gpu or "an unknown device"),
+    ]
+    width = max(len(row[1]) for row in rows) + 2
+    lines = [f"{name:<12} {left:<{width}}{right}".rstrip() for name, left, right in rows]
+    lines.append("measured apart, each against the best of its own step: only pairs measured side by side decide"
+                 if same_environment else
+                 "measured in different environments (host, GPU, driver or compilers): their figures are not "
+                 "comparable")
+    what = found.path or "every file but the log"
+    lines += ["", f"{what}, iteration {a.iteration} -> {b.iteration}:", found.diff.rstrip() or "(no change)"]
+    return "\n".join(lines)
 
 
 def _tail_label(record: Record) -> str:
