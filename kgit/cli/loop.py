@@ -213,6 +213,29 @@ def report_command(ctx, as_json):
     emit(as_json, lambda: {"path": path, "commit": commit}, lambda: commands.report(commit, path))
 
 
+@click.command("finish")
+@click.argument("kernel", required=False)
+@click.option("--into", metavar="BRANCH",
+              help="The branch to bring the best into (default: the one the loop started from).")
+@json_option
+@click.pass_context
+def finish_command(ctx, kernel, into, as_json):
+    """Bring KERNEL's best into the branch its loop started from, as one commit: the kernel file and what
+    else the best changed, never kgit's own log or kgit.yaml. Refused where that branch changed them too."""
+    from kgit.loop import finish, history
+    from kgit.render import commands
+    from kgit.state import transaction
+
+    where = repo(ctx)
+    with transaction.begin(where) as recovered:
+        notes(recovered)
+        done = finish.finish(where, history.resolve_kernel(where, kernel), into)
+    emit(as_json, lambda: {"kernel": done.kernel, "branch": done.branch, "commit": done.commit, "paths": done.paths,
+                           "best": record_json(done.best, done.best_commit),
+                           "baseline": record_json(done.baseline)},
+         lambda: commands.finish(done))
+
+
 @click.command("init")
 @click.argument("kernel")
 @click.option("--kernel-path", "--kernel", "kernel_path", required=True,
@@ -232,4 +255,5 @@ def init_command(ctx, kernel, kernel_path, function, metric):
                f"{entry}then: python {test} --check-only, git add, git commit, kgit start {kernel}")
 
 
-COMMANDS = [init_command, start_command, step_command, tune_command, run_command, profile_command, report_command]
+COMMANDS = [init_command, start_command, step_command, tune_command, run_command, profile_command, report_command,
+            finish_command]

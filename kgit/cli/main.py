@@ -31,6 +31,7 @@ def cli(ctx, cwd):
     kgit best | log | status | show N | diff A B | report
     kgit profile | diagnose | context
     kgit tune | run --agent CMD   the loop without a person: a tier-1 search, or any agent
+    kgit finish KERNEL            the best into the branch the loop started from, one commit
     kgit push | pull | hooks install | doctor
     """
     ctx.obj = {"cwd": cwd}

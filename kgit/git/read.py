@@ -100,6 +100,27 @@ def edited(repo: Repo, path: str) -> bool:
     return bool(git(repo, "diff", "--name-only", "HEAD", "--", path).strip())
 
 
+def changed_paths(repo: Repo, base: str, commit: str) -> list[str]:
+    """The paths that differ between two commits (added, removed or changed), as they are."""
+    return [p for p in git(repo, "diff", "--name-only", "--no-renames", "-z", "--end-of-options", base, commit,
+                           "--").split("\0") if p]
+
+
+def objects_at(repo: Repo, commits: list[str], path: str) -> dict[str, str | None]:
+    """commit -> the object id of path in it (None where it has no such file), from one git process."""
+    if not commits:
+        return {}
+    out = git(repo, "cat-file", "--batch-check=%(objectname)",
+              input="".join(f"{commit}:{path}\n" for commit in commits).encode())
+    return {commit: None if line.endswith(" missing") else line.strip()
+            for commit, line in zip(commits, out.splitlines())}
+
+
+def local_branches(repo: Repo) -> dict[str, str]:
+    """Every local branch by its short name, with the commit it points at."""
+    return {ref.removeprefix("refs/heads/"): sha for ref, sha in refs_under(repo, "refs/heads/").items()}
+
+
 def diff(repo: Repo, base: str, commit: str, exclude: list[str], paths: list[str] = (".",)) -> str:
     """What changed from base to commit in these paths, but the excluded ones."""
     return git(repo, "diff", "--end-of-options", base, commit, "--", *paths, *(f":(exclude){p}" for p in exclude))

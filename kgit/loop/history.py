@@ -31,9 +31,14 @@ class LoopState:
         return self.history.records
 
 
+def deciding(repo: Repo, kernel: str) -> notes.History:
+    """The records that decide the kernel's loop here (notes.deciding_history); refused where there are none."""
+    return _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
+
+
 def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     """The records that decide the kernel's loop here, its settings, and why it stopped, if it did."""
-    history = _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
+    history = deciding(repo, kernel)
     records = history.records
     remembered = {}  # the options given to start and to later steps, the latest of each winning
     for record in records:

@@ -260,6 +260,17 @@ def _measured(record: Record) -> list[str]:
             f"environment: {environment(record.environment)}" if record.environment else "environment: -"]
 
 
+def finish(done) -> str:
+    """kgit finish: the one commit that brought the best into its branch (loop.finish.Finished)."""
+    best, base = done.best, done.baseline
+    figures = (f"iteration {best.iteration}, {metric(best.value, best.metric, best.cpu_timing)} against the "
+               f"baseline's {metric(base.value, base.metric, base.cpu_timing)}")
+    if done.commit is None:
+        return f"{done.branch} holds {done.kernel}'s best already ({figures}): nothing to commit"
+    return (f"{done.branch}: {done.commit[:10]} brings {done.kernel}'s best ({figures}): {', '.join(done.paths)}\n"
+            f"the log stays rendered on {refs.branch(done.kernel)}; 'kgit report' renders it here too")
+
+
 def report(commit: str | None, path: str) -> str:
     return f"{path} rendered and committed at {commit[:10]}" if commit else f"{path} is up to date"
 
