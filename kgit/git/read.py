@@ -175,6 +175,15 @@ def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:
     return dict(line.split(" ", 1) if " " in line else (line, "") for line in out.splitlines())
 
 
+def merge_base(repo: Repo, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits, or None where they share no history (two repositories'
+    runs of one kernel: a bundle made elsewhere, say)."""
+    try:
+        return git(repo, "merge-base", "--end-of-options", a, b).strip() or None
+    except GitError:  # exit status 1: no common ancestor
+        return None
+
+
 def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:
     try:
         git(repo, "merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant)

@@ -157,6 +157,10 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
         if not _moved(repo, kernel, ours, theirs):
             return [_held_by_edits(branch)]
         done = [f"{branch}: fast-forwarded to {theirs[:10]}"]
+    elif read.merge_base(repo, ours, theirs) is None:  # nothing to join them at: another repository's run
+        return [f"{branch}: not updated, {remote}'s shares no history with this clone's (a run of {kernel} made "
+                f"in another repository): its records are merged here, and 'kgit log {kernel}' shows each run "
+                f"apart; its branch stays at {refs.remote_branch_ref(remote, kernel)}"]
     else:
         found = join.lines(repo, kernel, ours, theirs, by_commit)
         if found.forked and take is None:

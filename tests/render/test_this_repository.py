@@ -39,6 +39,9 @@ def test_a_fresh_clone_renders_this_repositorys_log_as_committed(tmp_path):
     clone = Workspace(tmp_path / "clone")
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(PROJECT), str(clone.root)], check=True)
     clone.git("checkout", "-q", "-b", "product", PRODUCT)
+    for branch in clone.git("for-each-ref", "--format=%(refname:short)", "refs/heads/").split():
+        if branch != "product":  # the branch the checkout was on (opt/softmax, say) is no product's
+            clone.git("branch", "-q", "-D", branch)
     clone.git("config", "user.name", "a reader")
     clone.git("config", "user.email", "reader@example.com")
     committed = clone.git("show", "HEAD:experiments/README.md")
