@@ -8,7 +8,7 @@ was, and says so.
 
 from __future__ import annotations
 
-from kgit.model.record import Record, Status
+from kgit.model.record import Record
 from kgit.model.runs import sections
 from kgit.render.text import LOG_HEADERS, final_line, gpu_label, log_row, unit_label
 
