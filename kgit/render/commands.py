@@ -114,8 +114,8 @@ def log(runs, left_behind: set[str] = frozenset()) -> str:
         parts.append(f"{records[0].kernel} on {gpu_label(records)}{when}: {len(records)} "
                      f"record{'s' if len(records) != 1 else ''}, {reverted} reverted\n"
                      + _log_table(run.pairs, left_behind) + "\n" + _final(run, left_behind))
-    return "\n\n".join(parts) + f"\n\n{len(runs)} runs on their own devices, each apart: figures of two devices " \
-                                 "are not comparable\n" + LOG_LEGEND
+    return "\n\n".join(parts) + f"\n\n{len(runs)} runs, each apart: a run is one loop from its baseline on one " \
+                                 "device, and figures of two devices are not comparable\n" + LOG_LEGEND
 
 
 def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:

@@ -152,6 +152,6 @@ def test_a_log_shows_runs_on_different_devices_apart_each_with_its_own_count():
     assert "softmax on cpu (Triton interpreter on the CPU: timings are CPU timings, not comparable to a GPU), " \
            "started 2026-02-01 00:00 UTC: 3 records, 2 reverted" in text
     assert text.count("Final: ") == 2 and "Final: 3200 GBps, 2 iterations, in progress." in text
-    assert "2 runs on their own devices, each apart" in text
+    assert "2 runs, each apart: a run is one loop from its baseline on one device" in text
     one = commands.log(runs([(SHA, r) for r in gpu]))
-    assert "runs on their own devices" not in one and one.count("Final: ") == 1  # one device: the table alone
+    assert "runs, each apart" not in one and one.count("Final: ") == 1  # one device: the table alone
