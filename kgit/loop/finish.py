@@ -70,9 +70,9 @@ def finish(repo: Repo, kernel: str, into: str | None) -> Finished:
     commit = write.commit_paths_of(repo, tip, best_commit, waiting, _message(kernel, best, baseline, history.pairs))
     try:
         write.fast_forward_branch(repo, branch, tip, commit)
-    except GitError:  # git's --ff-only refuses to overwrite untracked files the commit would add
-        raise KgitError(f"files in this checkout of {branch} are in the way of the finish",
-                        "move them aside (git status lists them), then finish again") from None
+    except GitError as e:  # untracked files the commit would overwrite, or a commit made on the branch meanwhile
+        raise KgitError(f"{branch} was not moved to the finish's commit ({e})",
+                        "move aside what git names (git status lists it), then finish again") from None
     return Finished(kernel, branch, commit, waiting, best, best_commit, baseline)
 
 
