@@ -1,13 +1,14 @@
 """One memory-bound kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: the old
 template (a file, e.g. main's version from git) against this checkout's and torch, beside the measured
-device-copy bandwidth, in one process (issue 52).
+device-copy bandwidth, in one process.
 
     python benchmarks/held_out_bench.py KERNEL OLD_TEMPLATE [--json FILE]
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
-reference before it is timed. Times are triton.testing.do_bench medians (L2 cleared before each run), taken
-in two rounds in opposite orders (old, new, torch, then torch, new, old); the table shows the mean of the
-two. Traffic is the minimal one: each input read once, each output written once.
+reference before it is timed. Times are medians over calls with the L2 cleared before each, as kgit times
+(kgit.harness.timing.gpu_median_ms), taken in two rounds in opposite orders (old, new, torch, then torch,
+new, old); the table shows the mean of the two. Traffic is the minimal one: each input read once, each
+output written once; % of copy is of kgit.harness.device's measured copy bandwidth.
 
 HELD_OUT_TINY=1 cuts every shape's first dimension to 2 and times one call with a wall clock: with
 TRITON_INTERPRET=1 on a CPU it checks this script's code paths, not any speed. HELD_OUT_DEADLINE (a Unix
@@ -15,17 +16,17 @@ time) skips the shapes left when it passes, so that the device run ends in time.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 import time
 
 import torch
-import triton
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+from kgit.harness import device  # noqa: E402
+from kgit.harness.timing import gpu_median_ms  # noqa: E402
 from shapes import split  # noqa: E402
 
 TINY = os.environ.get("HELD_OUT_TINY", "") not in ("", "0")
@@ -33,13 +34,6 @@ DEADLINE = float(os.environ.get("HELD_OUT_DEADLINE", "inf"))
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # allclose tolerances (rtol, atol) by the output's dtype: one rounding of the result, plus fp32 sums
 TOL = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (2e-2, 1e-3), torch.float16: (4e-3, 1e-4)}
-
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # Per kernel: inputs(dims, dtype, device) -> tuple; run(module, inputs, out) fills out; out(inputs) -> an
@@ -110,20 +104,12 @@ KERNELS = {"softmax": _softmax, "layernorm": _layernorm, "cross-entropy": _cross
 
 
 def bench(fn) -> float:
-    """Microseconds: do_bench's median on a GPU; one wall-clock call on a CPU (HELD_OUT_TINY's check)."""
-    if torch.cuda.is_available():
-        return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median") * 1e3
+    """Microseconds: kgit's median over calls on a GPU; one wall-clock call on a CPU (HELD_OUT_TINY's check)."""
+    if device.on_gpu():
+        return gpu_median_ms(fn, warmup_ms=10, rep_ms=40) * 1e3
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1e6
-
-
-def copy_gbps(device) -> float:
-    """Device-to-device copy of a large tensor, bytes read plus written, in GB/s."""
-    n = (1 << 14) if TINY else (1 << 30)
-    a = torch.empty(n, dtype=torch.uint8, device=device).random_()
-    b = torch.empty_like(a)
-    return 2 * n / bench(lambda: b.copy_(a)) / 1e3
 
 
 def close(out, ref, atol=None) -> bool:
@@ -132,10 +118,10 @@ def close(out, ref, atol=None) -> bool:
     return bool(torch.allclose(out.double(), ref, rtol=rtol, atol=atol))
 
 
-def measure(spec, old, new, shape, device):
+def measure(spec, old, new, shape, where):
     dims = (2, *shape.dims[1:]) if TINY else shape.dims
     dt = DTYPES[shape.dtype]
-    inputs = spec["inputs"](dims, dt, device)
+    inputs = spec["inputs"](dims, dt, where)
     ref = spec["ref"](new, inputs)
     # torch allocates its own output (in the logits' dtype for cross-entropy): part of what a user calls
     calls = {"old": lambda o: spec["run"](old, inputs, o), "new": lambda o: spec["run"](new, inputs, o),
@@ -165,14 +151,14 @@ def measure(spec, old, new, shape, device):
 
 
 def table(kernel, half, rows, copy):
-    print(f"\n{kernel}, {half} half (copy {copy:.0f} GB/s)")
+    print(f"\n{kernel}, {half} half (copy {f'{copy:.0f} GB/s' if copy else 'not measured: no GPU'})")
     head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
            f"{'new %copy':>9s} {'new/old':>7s} {'x torch':>7s}  ok(o/n/t)  path"
     print(head)
     for r in rows:
         def pct(name):
             us = r.get(f"{name}_us")
-            return f"{100 * r['bytes'] / (us * 1e3) / copy:9.1f}" if us else f"{'-':>9s}"
+            return f"{100 * r['bytes'] / (us * 1e3) / copy:9.1f}" if us and copy else f"{'-':>9s}"
         def us(name):
             return f"{r[name + '_us']:9.2f}" if f"{name}_us" in r else f"{'-':>9s}"
         ratio = f"{r['old_us'] / r['new_us']:7.3f}" if "old_us" in r and "new_us" in r else f"{'-':>7s}"
@@ -184,7 +170,7 @@ def table(kernel, half, rows, copy):
             if f"{n}_error" in r:
                 print(f"{'':>14s} {n}: {r[n + '_error']}")
     timed = [r for r in rows if "new_us" in r and "old_us" in r and "torch_us" in r]
-    if timed:
+    if timed and copy:
         pcts = sorted(100 * r["bytes"] / (r["new_us"] * 1e3) / copy for r in timed)
         gain = 1.0
         for r in timed:
@@ -199,16 +185,15 @@ def main():
     ap.add_argument("old_template")
     ap.add_argument("--json", help="write the rows here, one JSON object a line")
     args = ap.parse_args()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    here = os.path.join(ROOT, "skills", "kernels", args.kernel, "triton_template.py")
-    tag = args.kernel.replace("-", "_")
-    old, new = load(args.old_template, f"old_{tag}"), load(here, f"new_{tag}")
+    where = device.detect()["device"]
+    old, new = common.template(args.kernel, args.old_template, "old"), common.template(args.kernel, side="new")
     spec = KERNELS[args.kernel]()
     if spec["torch"] is None:
         spec["torch"] = lambda i: new.rope_torch(*i)
-    copy = copy_gbps(device)
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter)"
-    print(f"{args.kernel} on {gpu}, torch {torch.__version__}, triton {triton.__version__}")
+    copy = device.measured_copy_gbps(refresh=True)
+    machine = common.machine()
+    gpu = machine["gpu"]
+    print(f"{args.kernel} on {gpu}, torch {machine['torch']}, triton {machine['triton']}")
     records = []
     for half, shapes in zip(("tune", "held-out"), split(args.kernel)):
         rows = []
@@ -216,10 +201,10 @@ def main():
             if time.time() > DEADLINE:
                 print(f"  {shape.label}: skipped, out of time")
                 continue
-            row = measure(spec, old, new, shape, device)
+            row = measure(spec, old, new, shape, where)
             row.update(kernel=args.kernel, half=half, copy_gbps=copy, gpu=gpu)
             rows.append(row)
-            if device == "cuda":
+            if device.on_gpu():
                 torch.cuda.empty_cache()
         table(args.kernel, half, rows, copy)
         records += rows

@@ -1,5 +1,5 @@
 """Shapes of the memory-bound kernels taken from public model configurations, each with its source, split
-into a half the kernels may be tuned on and a held-out half they are only reported on (issue 52).
+into a half the kernels may be tuned on and a held-out half they are only reported on.
 
 The split is not chosen by hand: within each kernel the shapes are ordered by the CRC-32 of their label and
 dealt alternately, first to "tune", then to "held-out". A shape added later lands where its label sends it;

@@ -14,14 +14,14 @@ figures of tiny shapes: the table says so, and has no % columns.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+from common import ROOT  # noqa: E402
 from kgit import harness  # noqa: E402
 from kgit.harness import device  # noqa: E402
 
@@ -37,15 +37,6 @@ def discover(root: Path = ROOT) -> dict[str, Path]:
         if folder.is_dir() and tests:
             found[folder.name] = tests[0]
     return found
-
-
-def load_spec(test_path: Path) -> harness.Spec:
-    # every kernel folder has its own `triton_template`: forget the previous kernel's
-    sys.modules.pop("triton_template", None)
-    spec = importlib.util.spec_from_file_location(f"sweep_{test_path.stem}", test_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SPEC
 
 
 def parse_sets(items) -> dict:
@@ -113,23 +104,16 @@ def save(out: Path, report: dict) -> None:
 def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bool, out: Path | None = None) -> dict:
     """The report; with `out`, also saved there after each kernel, so that a run cut short by a
     time limit keeps the kernels it finished (the end copy bandwidth then reads "-")."""
-    import torch
-    import triton
-
     tests = discover()
     unknown = sorted(set(kernels or []) - set(tests))
     if unknown:
         raise SystemExit(f"no kernel test for {', '.join(unknown)} (found: {', '.join(tests)})")
-    info = device.detect()
-    machine = {"gpu": info["name"], "backend": info["backend"], "cpu_timing": not device.on_gpu(),
-               "torch": torch.__version__, "triton": triton.__version__, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-               "repeats": timer.repeats, "copy_gbps_start": device.measured_copy_gbps(refresh=True),
-               "copy_gbps_end": None}
+    machine = {**common.machine(), "repeats": timer.repeats,
+               "copy_gbps_start": device.measured_copy_gbps(refresh=True), "copy_gbps_end": None}
     rows, results = [], {}
     report = {"machine": machine, "columns": COLUMNS, "rows": rows, "results": results}
     for name in kernels or list(tests):
-        spec = load_spec(tests[name])
-        config = sys.modules["triton_template"].CONFIG  # the template load_spec just imported
+        spec, config = common.load_test(tests[name])
         if name in sets:  # for this run only
             config.update(sets[name])
         started = time.time()

@@ -2,6 +2,7 @@
 the loop skill; the bottleneck skill mirrors kgit's thresholds and tier orders."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,20 @@ GENERAL = [p for p in SKILLS if "kernels" not in p.relative_to(ROOT / "skills").
 LOOP = ROOT / "skills/optimize-loop/SKILL.md"
 
 # A repository path named in a skill: starts at a top-level folder, not inside another path
-# (.git/kgit/... is not kgit/...); placeholders such as <name> or {ld,st} are not checked.
-_PATH = re.compile(r"(?<![\w./-])((?:skills|kgit|experiments|tests|hooks)/[\w./<>{},*-]*[\w>}*])")
+# (.git/kgit/... is not kgit/...) nor after a commit; placeholders such as <name> or {ld,st} are not checked.
+_FOLDERS = r"(?:skills|kgit|experiments|benchmarks|tests|hooks)/[\w./<>{},*-]*[\w>}*]"
+_PATH = re.compile(r"(?<![\w./:-])(" + _FOLDERS + ")")
+# A path named as it was at a commit, "df8b865:experiments/...": a record or script since removed from
+# the tree, which `git show REV:path` reads.
+_AT_COMMIT = re.compile(r"(?<![\w./-])([0-9a-f]{7,40}):(" + _FOLDERS + ")")
 
 
 def named_paths(text: str) -> list[str]:
     return [p for p in _PATH.findall(text) if not any(c in p for c in "<>{}*,")]
+
+
+def _in_git(obj: str) -> bool:
+    return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", obj], capture_output=True).returncode == 0
 
 
 def test_the_expected_skills_exist():
@@ -42,6 +51,16 @@ def test_skill_front_matter_and_named_files(path):
     assert body.strip().startswith("#")
     missing = [p for p in named_paths(path.read_text()) if not (ROOT / p.rstrip(".")).exists()]
     assert not missing, f"{path.relative_to(ROOT)} names missing files: {missing}"
+
+
+@pytest.mark.parametrize("path", SKILLS, ids=[str(p.relative_to(ROOT)) for p in SKILLS])
+def test_a_path_named_at_a_commit_is_in_that_commit(path):
+    cited = [(rev, p.rstrip(".")) for rev, p in _AT_COMMIT.findall(path.read_text())
+             if not any(c in p for c in "<>{}*,")]
+    if not all(_in_git(f"{rev}^{{commit}}") for rev, _ in cited):
+        pytest.skip("the commits it names are not in this clone's history (a shallow clone)")
+    missing = [f"{rev}:{p}" for rev, p in cited if not _in_git(f"{rev}:{p.rstrip('/')}")]
+    assert not missing, f"{path.relative_to(ROOT)} names paths its commits do not hold: {missing}"
 
 
 def test_every_skill_is_reachable_from_the_loop_skill():

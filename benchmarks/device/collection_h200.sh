@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kgit on a repository that is not this one (the issue "kgit on anyone's repository"): the two kernels
+# kgit on a repository that is not this one: the two kernels
 # of benchmarks/collection/repo, whose tests are written the way kernel-skill collections write them
 # (softmax: one JSON line, perf_counter, no spread; gemm: a report, then `--- JSON ---` and an indented
 # object whose figures sit in a per-size list), with their own hand-written experiments/README.md.
@@ -15,7 +15,7 @@ WORK=${WORK:-/tmp/collection}
 rm -rf "$WORK" && cp -r "$ROOT/benchmarks/collection/repo" "$WORK" && cd "$WORK" || exit 1
 git init -q -b main && git config user.name "kgit on $(hostname)" && git config user.email kgit@device.invalid
 git add -A && git commit -qm "two kernels and their tests"
-kgit() { echo "\$ kgit $*" >> "$OUT/session.txt"; python3 -m kgit -C "$WORK" "$@" >> "$OUT/session.txt" 2>&1; echo "(exit $?)" >> "$OUT/session.txt"; }
+kgit() { echo "\$ kgit $*" >> "$OUT/transcript.txt"; python3 -m kgit -C "$WORK" "$@" >> "$OUT/transcript.txt" 2>&1; echo "(exit $?)" >> "$OUT/transcript.txt"; }
 
 kgit start softmax                                   # no kgit.yaml: kgit cannot guess where the kernel is
 cat > kgit.yaml <<'YAML'
@@ -50,5 +50,5 @@ for k in softmax gemm; do python3 -m kgit -C "$WORK" log "$k" --json > "$OUT/log
 git show opt/gemm:experiments/kgit.md > "$OUT/kgit.md" 2>/dev/null || cp experiments/kgit.md "$OUT/kgit.md"
 git show HEAD:experiments/README.md > "$OUT/their-README.md"
 git bundle create "$OUT/records.bundle" opt/softmax opt/gemm best/softmax best/gemm refs/notes/kgit \
-  $(git for-each-ref --format='%(refname)' refs/kgit/attempts) 2>> "$OUT/session.txt"
-cat "$OUT/session.txt"
+  $(git for-each-ref --format='%(refname)' refs/kgit/attempts) 2>> "$OUT/transcript.txt"
+cat "$OUT/transcript.txt"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The noise issue's H200 runs, on a machine with two H200s (benchmarks/noise/decisions.py), both GPUs
+# The keep-or-revert decisions' H200 runs, on a machine with two H200s (benchmarks/noise/decisions.py), both GPUs
 # at once: on GPU 0 a probe of the test's run-to-run noise, then 20 steps that change nothing
 # measurable; on GPU 1, 20 real 3% traffic cuts. Each series stops after LIMIT_S seconds, keeping what
 # it decided. Results in $OUT/noise/.

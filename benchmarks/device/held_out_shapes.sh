@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 52: softmax, layernorm, cross-entropy and rotary on the shapes of benchmarks/shapes.py (public model
+# Softmax, layernorm, cross-entropy and rotary on the shapes of benchmarks/shapes.py (public model
 # configurations), tune half and held-out half apart, in one process per kernel: the old template (from git,
 # OLD_REV, default main) against this checkout's and torch, beside the measured device-copy bandwidth
 # (benchmarks/held_out_bench.py says how it times and checks). On one H100, within BUDGET seconds (default

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The core loop on a real GPU, in one call of the device tool (see ../shared/GPU.md):
+# The core loop on a real GPU, in one call of the device tool:
 #   kgit start softmax, then two hand-made tier-1 steps (PERSISTENT 1->0, BLOCK_SIZE 4096->16384).
 # Runs in a scratch repository so that the loop's branches, tags and notes stay out of the checkout;
 # writes the rendered log, the JSON outputs and a git bundle of the records to $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's tune bar for one kernel, in one call of the device tool:
+# The tune bar for one kernel, in one call of the device tool:
 #     bash benchmarks/device/tune_bar_h200.sh KERNEL SPACE_SECONDS [TEST_ARGS...]
 #   1. every configuration of the template's CONFIG_SPACE, measured with the test's own objective
 #      (benchmarks/tune/space.py, 14 processes compile first); it resumes from

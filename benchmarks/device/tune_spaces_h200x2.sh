@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's measurements on an nvidia-h200-x2 machine, one series per GPU, in one device call:
+# The tuner's reference spaces on an nvidia-h200-x2 machine, one series per GPU, in one device call:
 #   GPU 0: gemm's leading configurations measured again (space.py --remeasure: within 85% of the table's
 #          best, 5 rounds; the replay's reference), then the rest of the softmax space of today's template
 #          (it resumes experiments/tune/h200/from-bad-start-model/space-softmax-new-kernel-partial.json),

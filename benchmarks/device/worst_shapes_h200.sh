@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 15: an Nsight Compute profile of each bundled kernel at its worst shape of the H200 sweep
-# (experiments/sweep-h200-session31/: lowest % of copy or ratio to torch, or nearest its bar; the
-# "ran" column's configuration set where an autotune picks), with torch's version of the same
-# work in the same profile (the fused MoE's: experiments/sweep-h200-session26/call2-moe-ncu/):
+# An Nsight Compute profile of each bundled kernel at its worst shape of the H200 sweep
+# (experiments/sweep-h200/: lowest % of copy or ratio to torch, or nearest its bar; the "ran"
+# column's configuration set where an autotune picks), with torch's version of the same work in the
+# same profile (the fused MoE's: experiments/fused-moe-h200/ncu/):
 #     bash benchmarks/device/worst_shapes_h200.sh [SECONDS]
 # SHAPES="softmax 512x262144 bf16<newline>..." profiles those instead of the list below; a line may end
 # with profile_shape.py's --set options, to profile the configuration the sweep ran ("ran" column).
@@ -20,7 +20,7 @@ while read -r kernel shape dtype sets; do
   timeout "$(left)" ncu --clock-control none --nvtx --nvtx-include "profiled/" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats --section ComputeWorkloadAnalysis \
-    python3 benchmarks/explore/profile_shape.py skills/kernels/"$kernel"/test_*.py "${shape//_/ }" "$dtype" --torch ${sets:-} \
+    python3 benchmarks/profile_shape.py skills/kernels/"$kernel"/test_*.py "${shape//_/ }" "$dtype" --torch ${sets:-} \
     > "$report" 2>&1
   echo "$kernel ${shape//_/ } $dtype ${sets:-}: exit $?, $(grep -c '^  [^ ]' "$report") kernels profiled" >> "$res/index.txt"
 done <<< "${SHAPES:-$(cat <<'LIST'

@@ -10,11 +10,12 @@ The kernel under test, in a scratch repository at skills/kernels/<name>/ (so tha
             0.06 -> 0.0, a 3% traffic cut).
   --peer F  a folder holding a collection's softmax, triton_template.py and test_softmax.py, unchanged
             (the awesome-kernel-skills collection's: its test times 200 launches with perf_counter).
-            For the gain series the template gets a knob, EXTRA = 0.033: the first 3.3% of the rows
+            For the gain series the template gets a knob, EXTRA = 0.024: the first 2.4% of the rows
             also add a row of zeros read from DRAM (same values, so the test passes); the gain step
             sets it to 0.0. On an H100, in the test's own back-to-back launches (its input warm in
             the L2), EXTRA = 0.16 cost 24% of device time (do_bench, L2 cleared, saw 3% for 0.1):
-            0.033 is that scaled to ~5% (experiments/noise-decisions/h100-collection-softmax/, call 4). An earlier knob (an extra
+            0.033, that scaled to ~5%, cost 6.5-7.8% (call 7); 0.024 is scaled from that
+            (experiments/noise-decisions/h100-collection-softmax/). An earlier knob (an extra
             program per 20 rows, rewriting a row already done) cost only 0.4% on an H100: the L2
             served it (experiments/noise-decisions/h100-collection-softmax/). Calibrate EXTRA with
             the probe series, which prints the gain do_bench sees, before a series.
@@ -46,7 +47,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCALE = {"name": "scale", "folder": HERE / "scale", "rename": "offsets",
          "slow": "EXTRA = 0.06", "fast": "EXTRA = 0.0"}
-PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA = 0.033", "fast": "EXTRA = 0.0"}
+PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA = 0.024", "fast": "EXTRA = 0.0"}
 
 
 def git(root: Path, *args: str) -> str:
@@ -78,7 +79,7 @@ def with_extra_read(source: str) -> str:
          "    pad = _zeros(max(n_pad, 1) * SLICES, x.device)\n"
          "    start = (_calls[0] % SLICES) * max(n_pad, 1)\n"
          "    _calls[0] += 1\n"),
-        ("\n\n@triton.jit\n", "\n\nEXTRA = 0.033\nSLICES = 24\n_pads, _calls = {}, [0]\n\n\n"
+        ("\n\n@triton.jit\n", "\n\nEXTRA = 0.024\nSLICES = 24\n_pads, _calls = {}, [0]\n\n\n"
          "def _zeros(n, device):\n    if (n, device) not in _pads:\n"
          "        _pads[(n, device)] = torch.zeros(n, device=device)\n    return _pads[(n, device)]\n\n\n"
          "@triton.jit\n"),

@@ -20,7 +20,6 @@ it already holds, so an interrupted sweep goes on where it stopped.
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import itertools
 import json
@@ -33,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402
 from kgit import harness  # noqa: E402
 from kgit.harness.timing import spread_pct  # noqa: E402
 from kgit.loop import tune  # noqa: E402
@@ -69,9 +68,7 @@ def _run_test(path: Path, argv: list[str]) -> dict:
     for name, module in list(sys.modules.items()):
         if Path(getattr(module, "__file__", None) or "/").parent == path.parent:
             del sys.modules[name]
-    spec = importlib.util.spec_from_file_location(f"space_{path.stem}", path)
-    test = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(test)
+    test = common.load_module(path, f"space_{path.stem}")
     with contextlib.redirect_stdout(io.StringIO()):
         return harness.main(test.SPEC, argv)
 

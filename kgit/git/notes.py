@@ -49,10 +49,21 @@ def read_kernel_notes(repo: Repo, kernel: str) -> Notes:
     return _read(repo, _indexed(repo, kernel), kernel)
 
 
+# (commit, note blob) -> what the note parses to. A step reads a kernel's notes twice, for its loop's
+# state and for the rendering (with 10,000 records, 1.6 s each); a blob never changes, and records are
+# frozen, so one process parses each note once.
+_parsed: dict[tuple[str, str], tuple[list[Record], list[InvalidNote]]] = {}
+
+
 def _read(repo: Repo, blob_by_commit: dict[str, str], kernel: str | None) -> Notes:
+    missing = [(c, b) for c, b in blob_by_commit.items() if (c, b) not in _parsed]
+    texts = dict(zip(missing, cat_blobs(repo, [b for _, b in missing])))
+    for key, text in texts.items():
+        if text:  # empty: a blob gone meanwhile, which another repository of this process may hold
+            _parsed[key] = parse_note(key[0], text)
     notes = Notes()
-    for (commit, blob), text in zip(blob_by_commit.items(), cat_blobs(repo, list(blob_by_commit.values()))):
-        records, invalid = parse_note(commit, text)
+    for commit, blob in blob_by_commit.items():
+        records, invalid = _parsed.get((commit, blob)) or parse_note(commit, texts[commit, blob])
         notes.invalid += invalid
         mine = [r for r in records if kernel is None or r.kernel == kernel]
         if mine:
@@ -234,8 +245,11 @@ def records_with_commits(repo: Repo, notes: Notes) -> list[tuple[str, Record]]:
     """Every run once, with the commit whose note holds it.
 
     A run found on several commits (a rebase copies notes to the new commits and leaves the old ones)
-    is given the commit a branch reaches, else one another ref reaches. Which commits those are costs
-    a walk of the history, paid only when there are such copies; `kgit doctor --fix` removes them.
+    is given the one on its kernel's branch's line of first parents (the loop's line: a rewrite joined
+    with the remote's earlier copy holds both), else one a local branch reaches (a branch rewritten
+    after it was pushed: the remote's copy is the old one), else a remote-tracking one, else another
+    ref. Which commits those are costs a walk of the history, paid only when there are such copies;
+    `kgit doctor --fix` removes them.
     """
     commits_of: dict[tuple, list[str]] = {}
     copies: dict[tuple, list[Record]] = {}
@@ -244,12 +258,20 @@ def records_with_commits(repo: Repo, notes: Notes) -> list[tuple[str, Record]]:
             commits_of.setdefault(record.key, []).append(commit)
             copies.setdefault(record.key, []).append(record)
     repeated = {c for commits in commits_of.values() if len(commits) > 1 for c in commits}
-    on_branches = read.reachable(repo, repeated, branches_only=True)
+    on_local = read.reachable(repo, repeated, local_only=True)
+    on_branches = on_local | read.reachable(repo, repeated - on_local, branches_only=True)
     live = on_branches | read.reachable(repo, repeated - on_branches)
+    lines = {}  # kernel -> its branch's first parents, for the kernels with copies
+    for key, commits in commits_of.items():
+        if len(commits) > 1 and (kernel := copies[key][0].kernel) not in lines:
+            tip = read.rev(repo, refs.branch_ref(kernel))
+            lines[kernel] = set(read.first_parents(repo, tip, limit=1_000_000)) if tip else set()
     result = []
     for key, commits in commits_of.items():
         if len(commits) > 1:
-            commits = sorted(commits, key=lambda c: (c not in on_branches, c not in live))
+            line = lines[copies[key][0].kernel]
+            commits = sorted(commits, key=lambda c: (c not in line, c not in on_local, c not in on_branches,
+                                                     c not in live))
             result.append((commits[0], union(copies[key])[0]))  # the copies merged into one record
         else:
             result.append((commits[0], copies[key][0]))

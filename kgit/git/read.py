@@ -192,6 +192,15 @@ def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:
         return False
 
 
+def object_ids(repo: Repo, names: list[str]) -> list[str | None]:
+    """The object id each name (a sha, "<commit>:<path>", ...) resolves to, None where it does not
+    (one git process)."""
+    if not names:
+        return []
+    out = git(repo, "cat-file", "--batch-check=%(objectname)", input="\n".join(names).encode() + b"\n")
+    return [None if line.endswith(" missing") or " " in line else line for line in out.splitlines()]
+
+
 def existing(repo: Repo, shas: list[str]) -> set[str]:
     """Those of these objects that are in the repository's object database (one git process)."""
     if not shas:
@@ -219,17 +228,17 @@ def reachable_from(repo: Repo, shas: set[str], revs: list[str]) -> set[str]:
     return shas & set(git(repo, "rev-list", *revs, "--").split())
 
 
-def reachable(repo: Repo, shas: set[str], branches_only: bool = False) -> set[str]:
-    """Those of these commits that a branch (local or remote-tracking) reaches, or with branches_only
-    False, any ref but a best/ tag: kgit moves those itself, and one left on a rewritten commit does
-    not make that commit current.
+def reachable(repo: Repo, shas: set[str], branches_only: bool = False, local_only: bool = False) -> set[str]:
+    """Those of these commits that a branch (local or remote-tracking; with local_only, local) reaches,
+    or with branches_only False, any ref but a best/ tag: kgit moves those itself, and one left on a
+    rewritten commit does not make that commit current.
 
     A commit that only the reflog or a note reaches is on its way out: gc will delete it.
     """
     if not shas:
         return set()
-    args = ["--branches", "--remotes"]
-    if not branches_only:
+    args = ["--branches"] if local_only else ["--branches", "--remotes"]
+    if not branches_only and not local_only:
         # --exclude takes a pattern as --tags/--glob see it: relative to refs/tags/ for --tags.
         args += ["--glob=refs/kgit", f"--exclude={refs.TAG_PREFIX}*", "--tags"]
     return shas & set(git(repo, "rev-list", *args).split())

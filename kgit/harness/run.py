@@ -65,11 +65,8 @@ def time_plan(plan: Plan, quick: bool, sweep: bool) -> list[tuple]:
 
 
 def run(spec: Spec, quick: bool = False, sweep: bool = False, timer: Timer = Timer(), time_torch: bool = True,
-        check: bool = True, timing: bool = True, seed: int | None = None, time_shapes=None) -> dict:
-    """Check, then time; returns the contract's JSON object (does not print it).
-
-    time_shapes replaces the plan's headline entries ((shape, dtype) pairs), for scripts that time
-    one configuration at chosen shapes (benchmarks/explore)."""
+        check: bool = True, timing: bool = True, seed: int | None = None) -> dict:
+    """Check, then time; returns the contract's JSON object (does not print it)."""
     seed = seed_everything(seed)
     plan = plan_of(spec)
     copy_gbps = device.measured_copy_gbps() if spec.metric == "gbps" and timing else None
@@ -79,10 +76,8 @@ def run(spec: Spec, quick: bool = False, sweep: bool = False, timer: Timer = Tim
     check_s = time.time() - started
     entries = []
     if timing and not failures:
-        to_time = ([(s, d, "headline") for s, d in time_shapes] if time_shapes is not None
-                   else time_plan(plan, quick, sweep))
         entries = [time_entry(spec, shape, dtype, role, timer, time_torch and not quick, copy_gbps)
-                   for shape, dtype, role in to_time]
+                   for shape, dtype, role in time_plan(plan, quick, sweep)]
     return contract.build(spec, device.detect(), seed, len(to_check), check_s, failures, entries, copy_gbps)
 
 

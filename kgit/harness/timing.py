@@ -4,7 +4,7 @@ On a GPU each figure is the median over calls of fn (a mean is skewed by one slo
 timed by events right after the L2 has been cleared, so nothing is read from cache: the loop of
 triton.testing.do_bench, with one change. do_bench clears the L2 by zeroing a 256 MB buffer, which
 leaves the L2 full of dirty lines that the timed kernel then writes back to DRAM. Measured on the H200
-(experiments/sweep-h200-2026-12-01/session10-reduce-once/l2-clear/), that costs a fixed 3 us a call
+(experiments/timing-h200/l2-clear/), that costs a fixed 3 us a call
 on copies and 6-8 us on read-only kernels: 11.5% of a 64 us cross-entropy, 0.6% of the 1 GiB copy it
 is compared with. Here the L2 is cleared by reading the 256 MB buffer, which leaves it clean. A Timer
 takes `repeats` such figures of the same function, so that every figure kgit sees comes with its
@@ -23,14 +23,14 @@ only, the first small shapes of a process read low and noisy while the GPU's clo
 after the first, the function is compiled and the clocks are up. The warm-up calls follow a clear of
 the L2 each, as the timed ones do: warmed up on back-to-back calls, the first figure of 6 of the 14
 GEMM shapes read 4-20% slower than the two after it; warmed up as it is timed, none did, and their
-spreads fell (8192x1024x8192 bf16: 16.9% -> 1.9%; experiments/sweep-h200-session15/).
+spreads fell (8192x1024x8192 bf16: 16.9% -> 1.9%; experiments/timing-h200/warm-up/).
 
 Pause: before a function's first figure the GPU idles for 100 ms, so that every function is timed at
 the same point of the GPU's power management. On the H200, from the start of a heavy load (a fused MoE,
 a dense 8192^3 GEMM at the 700 W limit), the SM clock falls from 1980 MHz to ~1520 in 200 ms, holds
 there, then dips to 1280-1440 MHz from 0.8 to 1.1 s, when calls run 15-25% slower, and recovers to
 ~1500-1560; after an idle gap of 0.1, 0.3, 1 or 3 s the same dip comes 0.8 s into the load again
-(experiments/sweep-h200-session16/call2-power/). A function timed straight after other GPU work
+(experiments/timing-h200/power-gaps/). A function timed straight after other GPU work
 (its checks, another function's figures) could have its first repeat fall in the dip: the MoE's read
 6.08 ms against 4.88-5.01 (spread 18-23%). After the pause the three figures take about 0.7 s, in the
 settled stretch before the dip, at the clock the GPU sustains after it.

@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from kgit import config, device
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
-from kgit.git.run import Repo, cat_blobs
+from kgit.git.run import Repo
 from kgit.loop import measure, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
-from kgit.model import decide, kernel_code, tunables
+from kgit.model import decide, tunables
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
 from kgit.render.text import verdict
+from kgit.state import code_digests
 from kgit.state import journal as journals
 from kgit.state import transaction
 
@@ -246,20 +247,19 @@ def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
     # An attempt that never ran (interrupted, or an agent's turn refused untested) has no verdict: the
     # advice after an interruption is to step the same change again.
     tried = [(sha, record) for sha, record in state.history.pairs if _ran(record)]
-    # HEAD's kernel and every earlier iteration's, read by one git process
-    texts = cat_blobs(repo, [f"HEAD:{path}"] + [f"{sha}:{path}" for sha, _ in tried])
-    mine = kernel_code.code(path, text)
-    if kernel_code.code(path, texts[0]) == mine:
+    # HEAD's kernel and every earlier iteration's, each parsed once per repository (a blob's digest
+    # is remembered), the blobs named by one git process
+    blobs = read.object_ids(repo, [f"HEAD:{path}"] + [f"{sha}:{path}" for sha, _ in tried])
+    head, *earlier = code_digests.of_blobs(repo, path, blobs)
+    mine = code_digests.digest(path, text)
+    if head == mine:
         raise SameCode(f"the change touches only comments, whitespace or docstrings of {path}, whose code stays "
                        f"as HEAD has it; nothing was run, no iteration used",
                        f"step it with your next change to the code, or drop it with git restore --staged --worktree -- {path} (a "
                        f"commit of it by hand would stop the loop: steps refuse kernel commits no step recorded)",
                        f"changed only comments, whitespace or docstrings of {path}")
-    parsed = {}  # many iterations share a kernel text: each text is parsed once
-    for (sha, record), earlier in reversed(list(zip(tried, texts[1:]))):  # the latest verdict first
-        if earlier and earlier not in parsed:  # empty: a commit gone from this clone
-            parsed[earlier] = kernel_code.code(path, earlier)
-        if earlier and parsed[earlier] == mine:
+    for (sha, record), theirs in reversed(list(zip(tried, earlier))):  # the latest verdict first
+        if theirs == mine:  # None: a commit gone from this clone, or one without the file
             if again:
                 return record.iteration
             raise SameCode(f"{path} holds the same kernel code as iteration {record.iteration} ({verdict(record)}); "

@@ -177,15 +177,17 @@ def f_cdf(x: float, df1: int, df2: int) -> float:
 
 
 def verdict(found: Interval, floor_pct: float) -> str | None:
-    """'better' when the whole interval lies above the floor, 'worse' when below zero, 'noise' when it
-    lies within the floor on both sides (it cannot be better any more, and a loss smaller than the
-    floor is no lesson); None: undecided, more pairs would tell."""
+    """'better' when the whole interval lies above the floor; 'noise' when it lies within the floor on
+    both sides (it cannot be better any more, and a loss smaller than the floor is no lesson: on an
+    H100 a renamed variable read -0.44% [-0.53, -0.34], the device time of a test's processes falling
+    into two modes 0.4% apart); 'worse' when it lies below zero and reaches below the floor; None:
+    undecided, more pairs would tell."""
     if found.low_pct > floor_pct:
         return "better"
-    if found.high_pct < 0:
-        return "worse"
     if -floor_pct <= found.low_pct and found.high_pct <= floor_pct:
         return "noise"
+    if found.high_pct < 0:
+        return "worse"
     return None
 
 

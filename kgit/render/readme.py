@@ -16,6 +16,9 @@ MARK = "Rendered by `kgit report` from the records in git notes"
 KEPT_NOTE = ("_Kept from an earlier rendering: the records of this run are not in this clone "
              "(`kgit pull` brings them)._")
 SECTION = "## Optimization: "
+# Every cell is text already: telling tabulate so spares it guessing the type of every cell (1.3 s of a
+# step at 10,000 iterations of one kernel), and the iteration column is right-aligned as a number.
+_AS_TEXT = {"disable_numparse": True, "colalign": ["right"] + ["left"] * (len(LOG_HEADERS) - 1)}
 
 
 def is_kgits(text: str) -> bool:
@@ -56,7 +59,7 @@ def _rendered(records: list[Record]) -> dict[str, list[str]]:
         heading = f"{SECTION}{kernel} on {gpu_label(section)}{when}"
         final = max(r.iteration for r in section)
         rows = [[cell.replace("|", "\\|") for cell in log_row(r, resumed=r.iteration < final)] for r in section]
-        rendered[heading] = [heading, "", tabulate(rows, LOG_HEADERS, tablefmt="github"), "",
+        rendered[heading] = [heading, "", tabulate(rows, LOG_HEADERS, tablefmt="github", **_AS_TEXT), "",
                              final_line(section), "", *chart(kernel, section)]
     return rendered
 

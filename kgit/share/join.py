@@ -13,6 +13,11 @@ a fast-forward, so push needs no force, and a later pull elsewhere is a fast-for
 When both lines kept kernels (a real fork), which goes on is a person's choice: pull keeps this clone's
 line, pins the other's at refs/kgit/forks/<kernel>/<remote> and says which measured better; `kgit pull
 --take theirs` (or `ours`) then joins them with the chosen line first.
+
+A branch rewritten after it was pushed (an amend, a rebase) parts from the remote's too, but git copied
+the notes to the new commits (notes.rewriteRef, which kgit sets): the same runs are on both lines. A
+kept run counts for a line only where the other line does not hold it; where neither holds one the
+other lacks, this clone's rewrite goes on, the remote's old commits below it.
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ class Lines:
     kernel: str
     ours: str
     theirs: str
-    kept_ours: list[tuple[str, Record]]
+    kept_ours: list[tuple[str, Record]]  # kept since they parted, and not on the other line
     kept_theirs: list[tuple[str, Record]]
+    rewritten: bool = False  # this clone's line holds copies of runs kept on the other since they parted
 
     @property
     def forked(self) -> bool:
@@ -47,22 +53,31 @@ class Lines:
         """Which line the join puts first: the one that kept kernels, or the one taken in a fork."""
         if self.forked:
             return take or OURS
-        return OURS if self.kept_ours else THEIRS
+        if self.kept_ours or self.kept_theirs:
+            return OURS if self.kept_ours else THEIRS
+        return OURS if self.rewritten else THEIRS
 
 
 def lines(repo: Repo, kernel: str, ours: str, theirs: str, by_commit: dict[str, list[Record]]) -> Lines:
     base = read.merge_base(repo, ours, theirs)
     shared = set(read.first_parents(repo, base, limit=1_000_000)) if base else set()
 
-    def kept_since(tip: str) -> list[tuple[str, Record]]:
+    def kept_on(tip: str, since: bool) -> list[tuple[str, Record]]:
         kept = []
         for sha in read.first_parents(repo, tip, limit=1_000_000):
-            if sha in shared:
+            if since and sha in shared:
                 break
             kept += [(sha, r) for r in by_commit.get(sha, []) if r.kernel == kernel and r.kept]
         return sorted(kept, key=lambda pair: pair[1].iteration)
 
-    return Lines(kernel, ours, theirs, kept_since(ours), kept_since(theirs))
+    kept_ours, kept_theirs = kept_on(ours, since=True), kept_on(theirs, since=True)
+    if not (kept_ours and kept_theirs):
+        return Lines(kernel, ours, theirs, kept_ours, kept_theirs)
+    # both kept runs since they parted: those the other line holds too are copies, not a fork
+    on_ours, on_theirs = ({r.key for _, r in kept_on(tip, since=False)} for tip in (ours, theirs))
+    return Lines(kernel, ours, theirs, [p for p in kept_ours if p[1].key not in on_theirs],
+                 [p for p in kept_theirs if p[1].key not in on_ours],
+                 rewritten=any(r.key in on_theirs for _, r in kept_ours))
 
 
 def join(repo: Repo, found: Lines, first: str, remote: str) -> str:

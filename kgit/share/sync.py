@@ -171,6 +171,8 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
             return [_held_by_edits(branch)]
         if first == join.OURS:
             why = (f"{remote}'s line taken in below it" if found.forked else
+                   f"this clone's rewrite goes on, {remote}'s earlier copies of its runs below it" if found.rewritten
+                   and not found.kept_ours else
                    f"this clone's line goes on: {remote}'s kept no kernel since they parted")
         else:
             why = (f"{remote}'s line goes on, as asked; this clone's stays in the branch's history" if found.forked
@@ -200,8 +202,11 @@ def _check_their_tag(repo: Repo, remote: str, kernel: str, theirs: str) -> list[
     tag = read.rev(repo, refs.remote_snapshot(remote, refs.tag(kernel)))
     if tag is None:
         return []
-    line = set(read.first_parents(repo, theirs, limit=1_000_000))
-    their_best = decide.best_pair([(sha, r) for sha, r in notes.kernel_history(repo, kernel).pairs if sha in line])
+    # every note on their line, copies too: a run whose branch was rewritten here after it was pushed is
+    # on both lines, and on theirs at the commit their tag names
+    by_commit = notes.read_kernel_notes(repo, kernel).by_commit
+    line = read.first_parents(repo, theirs, limit=1_000_000)
+    their_best = decide.best_pair([(sha, r) for sha in line for r in by_commit.get(sha, [])])
     if their_best is not None and tag == their_best[0]:
         return []
     return [f"refused: {remote}'s {refs.tag(kernel)} ({tag[:10]}), it is not the best kept iteration of its "

@@ -124,3 +124,31 @@ def test_a_damaged_index_is_built_again_rather_than_trusted(ws, damage):
     assert [r["iteration"] for r in ws.ok("log", "--json").json()["iterations"]] == [0, 1, 2]
     assert ws.doctor().json()["problems"] == []
     assert ws.ok("best", "--json").json()["iteration"] == 1
+
+
+def test_a_process_parses_each_note_once(started, monkeypatch):
+    repo = find_repo(started.root)
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")
+    monkeypatch.setattr(notes, "_parsed", {})
+    first = notes.kernel_history(repo, "fake").records
+    assert len(notes._parsed) == 2
+
+    def no_git(repo, shas):
+        assert shas == [], "a note parsed already was read again"
+        return []
+
+    monkeypatch.setattr(notes, "cat_blobs", no_git)
+    assert notes.kernel_history(repo, "fake").records == first
+
+
+def test_a_note_whose_blob_went_missing_is_not_remembered(started, monkeypatch):
+    repo = find_repo(started.root)
+    notes.kernel_history(repo, "fake")  # the index of the kernel's notes, as it is
+    monkeypatch.setattr(notes, "_parsed", {})
+    monkeypatch.setattr(notes, "cat_blobs", lambda repo, shas: [""] * len(shas))  # gone meanwhile
+    assert notes.kernel_history(repo, "fake").records == []
+    assert notes._parsed == {}
+    monkeypatch.undo()
+    monkeypatch.setattr(notes, "_parsed", {})
+    assert [r.iteration for r in notes.kernel_history(repo, "fake").records] == [0]

@@ -60,6 +60,7 @@ def interval(low, high):
 @pytest.mark.parametrize("low, high, expected", [
     (1.01, 5.0, "better"), (1.0, 5.0, None),        # above the floor: strictly
     (-5.0, -0.01, "worse"), (-5.0, 0.0, None),      # below zero: strictly
+    (-1.01, -0.01, "worse"), (-1.0, -0.01, "noise"),  # a loss within the floor is noise, not a loss
     (-1.0, 1.0, "noise"), (-1.01, 1.0, None), (-1.0, 1.01, None),  # within the floor on both sides
 ])
 def test_the_verdict_at_its_boundaries(low, high, expected):

@@ -237,3 +237,41 @@ def test_two_iterations_numbered_alike_are_shown_by_their_commit(remote, ws, tmp
     shown = a.ok("show", other["commit"][:10], "--json").json()
     assert shown["action"] == other["action"] and shown["commit"] == other["commit"]
     assert "no record of fake is on a commit named 'main'" in a.refused("show", "main")
+
+
+def test_a_branch_amended_after_its_push_is_joined_not_forked(remote, ws, tmp_path):
+    """git copies the notes of an amended or rebased commit (notes.rewriteRef): the same runs on both
+    lines are no fork; this clone's rewrite goes on, the remote's earlier commits below it."""
+    a, b = two_clones(remote, ws, tmp_path)
+    pushed = a.git("rev-parse", "HEAD")
+    a.git("commit", "-q", "--amend", "-m", "fake: iter 1: better (reworded)")
+    assert a.ok("status").stdout.count("no step recorded") == 0
+    pulled = a.kgit("pull")
+    assert pulled.returncode == 0 and "rewrite goes on" in pulled.stdout, (pulled.stdout, pulled.stderr)
+    a.ok("push")
+    b.ok("pull")
+    agree(remote, a, b)
+    for w in (a, b):
+        assert w.doctor().json()["problems"] == []
+        on_best(w)
+        log = w.ok("log", "--json").json()["iterations"]
+        assert [r["iteration"] for r in log] == [0, 1]
+        assert log[1]["commit"] == w.git("rev-parse", "opt/fake^1")  # the amended copy, on the loop's line
+        assert w.git("merge-base", "--is-ancestor", pushed, "opt/fake") == ""  # the old commit stays
+    gc_everywhere(remote, a, b)
+    kept_commits_exist(a)
+
+
+def test_a_rewrite_meeting_a_kernel_kept_on_the_old_line_lets_that_line_go_on(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    a.git("commit", "-q", "--amend", "-m", "fake: iter 1: better (reworded)")
+    assert step(b, 150.0, "B: faster") == "IMPROVED"  # on the old iteration 1
+    b.ok("push")
+    pulled = a.kgit("pull")
+    assert pulled.returncode == 0 and "origin's line goes on" in pulled.stdout, (pulled.stdout, pulled.stderr)
+    a.ok("push")
+    b.ok("pull")
+    agree(remote, a, b)
+    for w in (a, b):
+        assert w.ok("best", "--json").json()["value"] == 150.0
+        assert w.doctor().json()["problems"] == []

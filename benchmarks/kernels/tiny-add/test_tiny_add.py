@@ -8,10 +8,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-if os.path.exists(os.path.join(ROOT, "kgit", "harness", "__init__.py")):
-    sys.path.insert(0, ROOT)  # the harness of this checkout, not an installed one
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "..")]  # the kernel beside, then this checkout's harness
 from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402

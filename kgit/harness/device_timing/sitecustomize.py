@@ -7,10 +7,11 @@ being recorded, and at the process's exit one JSON line per process is appended 
     {"pid": 123, "source": "cupti", "groups": [{"name": "_softmax_kernel", "grid": [2048, 1, 1],
       "block": [256, 1, 1], "launches": 255, "median_us": 11.2, "min_us": 10.9, "max_us": 30.1}]}
 
-On a GPU the durations are the kernels' own, as CUPTI (through torch's profiler) timed them on the
-device: what a test's perf_counter around a loop of launches adds (Python, the launch path) is not in
-them. In Triton's interpreter (TRITON_INTERPRET=1) a kernel runs on the CPU within its launch call, so
-the launch call is timed. kgit keeps the groups of the kernel file's own kernels (kgit.model.device_time).
+On an NVIDIA GPU the durations are the kernels' own, as CUPTI timed them on the device (read through
+cupti_kernels.py; through torch's profiler on ROCm or where libcupti cannot be loaded): what a test's
+perf_counter around a loop of launches adds (Python, the launch path) is not in them. In Triton's
+interpreter (TRITON_INTERPRET=1) a kernel runs on the CPU within its launch call, so the launch call is
+timed. kgit keeps the groups of the kernel file's own kernels (kgit.model.device_time).
 
 This file runs inside the user's process, under any Python that has torch: it imports nothing of kgit,
 and whatever goes wrong here is swallowed, so that the test runs exactly as it would without it. A
@@ -52,7 +53,15 @@ def _start(triton_module):
         interpreter.InterpretedFunction.run = timed_run
         atexit.register(_write, "interpreter")
         return
-    import torch
+    # loaded by path under a private name: the user's sys.path is left as it was
+    spec = importlib.util.spec_from_file_location("_kgit_cupti_kernels", os.path.join(_HERE, "cupti_kernels.py"))
+    cupti_kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cupti_kernels)
+    recorder = cupti_kernels.recorder()
+    if recorder is not None and recorder.start():
+        atexit.register(_stop_recorder, recorder)
+        return
+    import torch  # ROCm (roctracer), or a CUDA build whose libcupti kgit cannot load
 
     if not torch.cuda.is_available():
         return
@@ -60,6 +69,13 @@ def _start(triton_module):
     profiler.start()
     _profiler.append(profiler)
     atexit.register(_stop_profiler)
+
+
+def _stop_recorder(recorder):
+    recorder.stop()
+    for name, grid, block, duration_us in recorder.launches:
+        _launches.setdefault(json.dumps((name, grid, block)), []).append(duration_us)
+    _write("cupti")
 
 
 def _stop_profiler():

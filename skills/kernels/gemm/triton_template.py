@@ -70,20 +70,20 @@ CONFIG_CONSTRAINTS = [
     " + PERSISTENT * BLOCK_M * BLOCK_N * 2 // (1 + EPILOGUE_SUBTILE) <= 232448",
     "BLOCK_M * BLOCK_N <= 128 * 32 * num_warps",
 ]
-# Measured on the H200 (experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
+# Measured on the H200 (df8b865:experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
 # non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
 # fits 4 stages (4 x 48 KB of A/B tiles + a 32 KB half-tile of C). Small outputs need small tiles.
-# At 1024^3 on the H200 (experiments/gemm-sizes-h200/) the pointer kernel's 64x128 tiles (128
+# At 1024^3 on the H200 (df8b865:experiments/gemm-sizes-h200/) the pointer kernel's 64x128 tiles (128
 # programs) led at 0.90-0.92x cuBLAS with spreads under 1%; the TMA kernel's small tiles ran 0.2-0.8x,
 # with spreads up to 50%. Timed again once the host no longer bounded them (run3/), the same tiles with
 # 5-6 stages led (0.89-1.00x), the TMA ones still spread 25-300%. Timed as kgit times (the L2 cleared clean,
 # spreads under 2.5%), the Gluon kernel's 64x128 tiles on 8 stages ran 0.976-0.977x cuBLAS there against the
-# pointer kernel's 0.918-0.944 (experiments/sweep-h200-session25/call6-gemm-small-gluon/), and in the kernel's
+# pointer kernel's 0.918-0.944 (experiments/gemm-h200/gluon-1024/timed/), and in the kernel's
 # sweep, picked by AUTOTUNE, 1.00 / 1.01x (bf16 / fp16; call8-sweep-compute/). _candidates offers it where it
 # runs (_gluon_runs).
 # AUTOTUNE=1, at least half the SMs' worth of CONFIG tiles: CONFIG's tiles walked in groups of 4 tile-rows on 4
 # stages (C stored in halves to fit). x cuBLAS on the H200, against CONFIG in one process, kgit's timer, 5
-# rounds alternated, spreads 0.1-0.5% (experiments/sweep-h200-session29/call8-gemm-configs/), bf16 / fp16:
+# rounds alternated, spreads 0.1-0.5% (experiments/gemm-h200/neighbour-configs/2048-8192/), bf16 / fp16:
 # 4096^3 0.999 / 0.997 against 0.991 / 0.991, 2048^3 0.990 / 0.990 against 0.981 / 0.984; 8192^3 0.993 /
 # 0.972 against 0.985 / 1.019 with spreads of 1.6-5.1%, so it is timed against CONFIG rather than replacing it.
 LARGE_OUTPUT_CONFIGS = [{"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
@@ -159,7 +159,7 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
-    # one at 2048^3 (experiments/gemm-sizes-h200/).
+    # one at 2048^3 (df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
                 FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
 
@@ -286,7 +286,7 @@ def persistent_programs(tiles: int, sms: int) -> int:
     """The persistent grid: the fewest programs that take the tiles in as many waves as one an SM would, so
     every program runs the same number of tiles (but the last few, one fewer). On the H200 at 4096^3 (512
     tiles) 128 programs of 4 tiles ran 0.6-0.9% faster than 132 of which 16 ran 3 (1.000-1.005x cuBLAS
-    against 0.995-0.996, experiments/sweep-h200-session30/call6-gemm-equal-waves/): the same makespan in
+    against 0.995-0.996, experiments/gemm-h200/equal-waves/configs/): the same makespan in
     tiles, with 4 fewer SMs drawing on the L2 and DRAM throughout."""
     waves = triton.cdiv(tiles, sms)
     return triton.cdiv(tiles, waves)
@@ -399,8 +399,8 @@ def _fastest(run, candidates):
     """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median: timed once each in turn, the first candidate ran before the clocks
-    rose, and 1024^3 kept a 0.36x configuration (experiments/gemm-sizes-h200/; the fused-MoE template
-    lost 3-7% the same way, experiments/sweep-h200-session14/)."""
+    rose, and 1024^3 kept a 0.36x configuration (df8b865:experiments/gemm-sizes-h200/; the fused-MoE template
+    lost 3-7% the same way, df8b865:experiments/sweep-h200-session14/)."""
     runnable = []
     for cfg in candidates:
         try:
@@ -430,7 +430,7 @@ def _median_ms(fn, clear, warmup_calls=5, calls=20):
     """fn's median time in ms over `calls` calls, each after clear(), as kgit times a kernel
     (kgit/harness/timing.py): the L2 cleared and left clean. do_bench clears it by writing zeros, and the
     dirty lines cost the next kernel their write-back: there, at 1024^3, the autotune kept the pointer
-    kernel (experiments/sweep-h200-session25/call7-sweep-gemm/, 0.93x cuBLAS) over the Gluon one, which
+    kernel (experiments/gemm-h200/gluon-1024/sweep-gemm/, 0.93x cuBLAS) over the Gluon one, which
     kgit's timer reads at 0.98x (call6-gemm-small-gluon/)."""
     times = []
     for i in range(warmup_calls + calls):
@@ -452,7 +452,7 @@ def gemm(a, b, out=None, config=None):
     # Everything the compiled kernel was specialized on, and what its arguments are made from except the
     # tensors' addresses: a call that matches an earlier one launches its compiled kernel directly. The
     # JIT's per-call binding of ~20 arguments cost ~40 us of host time at 2048^3 on the H200, more than
-    # the kernel, and bounded small shapes by the host (experiments/gemm-sizes-h200/launch-overhead/).
+    # the kernel, and bounded small shapes by the host (df8b865:experiments/gemm-sizes-h200/launch-overhead/).
     key = (a.shape, b.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.device,
            a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
            None if config is None else tuple(sorted(config.items())))
