@@ -136,7 +136,11 @@ def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:
 
 
 def _final(run, left_behind: set[str]) -> str:
-    return final_line([r for sha, r in run.pairs if sha not in left_behind])
+    """The run's final line: of the branch's line where the run has kept iterations on it (a joined line's
+    best is not this branch's), else of the whole run (another repository's, whose line this branch never
+    took)."""
+    on_line = [r for sha, r in run.pairs if sha not in left_behind]
+    return final_line(on_line if any(r.kept for r in on_line) else run.records)
 
 
 # A user read "0.0015 GBps  -0.7%" beside a best of 0.00107 as a contradiction: the two columns come from

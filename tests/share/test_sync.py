@@ -324,6 +324,9 @@ def test_a_bundle_of_another_repositorys_run_merges_its_records_and_leaves_the_b
     runs = ws.ok("log", "fake", "--json").json()["runs"]  # both runs' records, each apart
     assert [(r["gpu"], r["iterations"]) for r in runs] == [("Fake GPU", [0]), ("NVIDIA H200", [0, 1, 2])]
     assert ws.ok("best", "--json").json()["gpu"] == "Fake GPU"  # the branch here is judged by what it holds
+    text = ws.ok("log").stdout  # each run's own final line: the other repository's best is its run's
+    assert "Final: 100 GBps (10% of peak), 0 iterations, in progress." in text
+    assert "Final: 120 GBps" in text and "2 iterations, in progress." in text
 
 
 def test_push_to_a_remote_that_is_a_bundle_is_refused_with_a_command_that_works(ws, tmp_path):
