@@ -335,6 +335,38 @@ def test_quoted_json_fields_exist_in_kgit(path):
     assert not problems, "\n".join(problems)
 
 
+def tune_tier_problems(body: str, where: str, key_tiers: dict[str, set[int]]) -> list[str]:
+    """Paragraphs and list items that say at which tier kgit tune records its steps: each must give kgit's
+    rule (the tier owning the key's technique, by the kernel skill's `tunables:`) or name a key at the tier
+    that rule gives it (key_tiers: every kernel's CONFIG key -> its tiers, skillfiles.tunable_tiers)."""
+    problems = []
+    for item in re.split(r"\n\s*\n|\n(?=\s*[-*] )", re.sub(r"```.*?```", " ", body, flags=re.S)):
+        keys = [k for k in re.findall(r"`([A-Z][A-Z0-9_]+)`", item) if k in key_tiers]  # the item's keys
+        for text in sentences(item):
+            if "kgit tune" not in text or not re.search(r"\brecord", text) or "tunables" in text:
+                continue
+            said = {int(t) for t in re.findall(r"\b(?:as|at|under) tier (\d)", text)}
+            if not keys or not said or not all(key_tiers[k] & said for k in keys):
+                problems.append(f"{where}: says how kgit tune records a step's tier without kgit's rule: {text[:160]}")
+    return problems
+
+
+def key_tiers() -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for kernel in KERNELS:
+        tiers = skillfiles.tunable_tiers(ROOT, kernel.name)
+        for key in template(kernel)[0]:
+            found.setdefault(key, set()).add(skillfiles.tier_of_change(tiers, [key]))
+    return found
+
+
+@pytest.mark.parametrize("path", ALL, ids=[rel(p) for p in ALL])
+def test_every_skill_says_the_same_of_the_tier_kgit_tune_records(path):
+    _, body = front(path)
+    problems = tune_tier_problems(body, rel(path), key_tiers())
+    assert not problems, "\n".join(problems)
+
+
 # --- the checks can fail -----------------------------------------------------------------------
 
 def test_the_checks_catch_what_they_are_for():
@@ -347,3 +379,9 @@ def test_the_checks_catch_what_they_are_for():
     assert field_problems("`kgit context --json` lists `tried` and `next_stepp`.", "x", kgit_fields(), set())
     assert not field_problems("`kgit context --json` lists `tried` and `next_step`.", "x", kgit_fields(), set())
     assert "BLOCK_Q" in named_tunables("Tier 1: `BLOCK_Q`.") and "PERSISTENT" in named_tunables("PERSISTENT 1")
+    tiers = key_tiers()
+    assert tiers["PERSISTENT"] == {4}
+    assert tune_tier_problems("`kgit tune` records each of its steps under tier 1, whichever key.", "x", tiers)
+    assert tune_tier_problems("- `PERSISTENT`: `kgit tune` records that step as tier 1.", "x", tiers)
+    assert not tune_tier_problems("- `PERSISTENT`: `kgit tune` records that step as tier 4.", "x", tiers)
+    assert not tune_tier_problems("`kgit tune` records a step at the tier of its key (`tunables:`).", "x", tiers)

@@ -100,3 +100,16 @@ def test_the_loop_skill_names_every_kgit_command_it_relies_on():
     for command in ("start", "step", "context", "profile", "diagnose", "best", "log", "status", "report",
                     "tune", "run"):
         assert f"kgit {command}" in text, command
+
+
+def test_the_rmsnorm_skill_has_a_step_for_each_tier_of_a_memory_bound_order():
+    """An agent sent to tier 2 or 3 of rmsnorm (memory-bound: 2, 1, 3; 1, 2, 3 without a profile) finds
+    what that tier means for this kernel in its skill, as it does for tier 1."""
+    text = (ROOT / "skills/kernels/rmsnorm/SKILL.md").read_text()
+    listed = {int(n) for n in re.findall(r"^- Tiers? (\d)", text.split("**Tiers.**", 1)[1], re.M)}
+    assert set(diagnose.TIER_ORDER["memory"]) <= listed
+
+
+def test_32_bit_offset_overflow_is_a_technique_of_one_tier():
+    owners = skillfiles.technique_tiers(ROOT)
+    assert owners["32-bit offset overflow"] == owners["64-bit offsets"] == 2

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from kgit.errors import KgitError
+
 
 class Progress:
     """A line on stderr while a test runs: it can take minutes."""
@@ -36,9 +38,11 @@ class Progress:
             click.echo(f"kgit: {self.label}: still running after {elapsed:.0f} s", err=True)
 
     def pair(self, done: int, most: int, found) -> None:
-        """After each pair of runs: the gain's interval so far (a step may run many pairs)."""
-        line = f"kgit: {self.label}: pair {done} of at most {most}" + (
-            f": {found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] so far" if found else "")
+        """After each pair of runs: the gain's interval so far, once it means something (a step may run
+        many pairs)."""
+        from kgit.render.text import interval_so_far
+
+        line = f"kgit: {self.label}: pair {done} of at most {most}: {interval_so_far(found)}"
         click.echo(f"\r{line} " if self.tty else line, err=True, nl=not self.tty)
 
     def end(self) -> None:
@@ -78,9 +82,12 @@ def warn_invalid(invalid) -> None:
 
 
 def record_json(record, commit: str | None = None, **more) -> dict:
+    """The record as its note holds it, with what a person should check before trusting it ("checks":
+    kgit.render.text.doubts_json, empty when nothing)."""
     from kgit.model.record import to_json
+    from kgit.render.text import doubts_json
 
-    data = to_json(record)
+    data = {**to_json(record), "checks": doubts_json(record)}
     if commit is not None:
         data["commit"] = commit
     return {**data, **more}
@@ -110,3 +117,16 @@ def loop_options(f):
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 kernel_option = click.option("--kernel", help="Kernel (default: the current opt/ branch's).")
+
+
+def kernel_argument(f):
+    """The kernel as start takes it, a positional KERNEL, or as --kernel (both: they must agree);
+    the command gets it as `kernel` (kernel_of)."""
+    f = kernel_option(f)
+    return click.argument("named_kernel", metavar="[KERNEL]", required=False)(f)
+
+
+def kernel_of(named_kernel: str | None, kernel: str | None) -> str | None:
+    if named_kernel and kernel and named_kernel != kernel:
+        raise KgitError(f"two kernels named: {named_kernel} and --kernel {kernel}", "name one")
+    return named_kernel or kernel

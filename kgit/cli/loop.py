@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from kgit.cli.common import (Progress, emit, json_option, kernel_option, loop_options, note, notes, overrides,
-                             record_json, repo, warn_invalid)
+from kgit.cli.common import (Progress, emit, json_option, kernel_argument, kernel_of, loop_options, note, notes,
+                             overrides, record_json, repo, warn_invalid)
 from kgit.errors import KgitError
 
 
@@ -173,11 +173,11 @@ def _gpu_list(gpus: str | None) -> list[str] | None:
 
 @click.command("profile")
 @click.option("--iteration", type=int, help="Profile this iteration (in a temporary worktree of its commit).")
-@kernel_option
+@kernel_argument
 @click.option("--timeout-s", type=float, help="Stop the profiler after this long (default: twice the test's timeout).")
 @json_option
 @click.pass_context
-def profile_command(ctx, iteration, kernel, timeout_s, as_json):
+def profile_command(ctx, iteration, named_kernel, kernel, timeout_s, as_json):
     """Run the kernel's test under ncu (NVIDIA) or rocprofv3 (AMD) and keep the metrics.
 
     The metrics go to .git/kgit/profiles/ and to the iteration's note (key "profile"); the working tree
@@ -189,7 +189,7 @@ def profile_command(ctx, iteration, kernel, timeout_s, as_json):
     from kgit.render import analysis
 
     where = repo(ctx)
-    kernel = history.resolve_kernel(where, kernel)
+    kernel = history.resolve_kernel(where, kernel_of(named_kernel, kernel))
     out = profile.run(where, kernel, iteration, timeout_s, Progress("profile"))
     notes(out["recovered"])
     prof, diag = out["profile"], out["diagnosis"]
@@ -216,6 +216,29 @@ def report_command(ctx, as_json):
     emit(as_json, lambda: {"path": path, "commit": commit}, lambda: commands.report(commit, path))
 
 
+@click.command("finish")
+@click.argument("kernel", required=False)
+@click.option("--into", metavar="BRANCH",
+              help="The branch to bring the best into (default: the one the loop started from).")
+@json_option
+@click.pass_context
+def finish_command(ctx, kernel, into, as_json):
+    """Bring KERNEL's best into the branch its loop started from, as one commit: the kernel file and what
+    else the best changed, never kgit's own log or kgit.yaml. Refused where that branch changed them too."""
+    from kgit.loop import finish, history
+    from kgit.render import commands
+    from kgit.state import transaction
+
+    where = repo(ctx)
+    with transaction.begin(where) as recovered:
+        notes(recovered)
+        done = finish.finish(where, history.resolve_kernel(where, kernel), into)
+    emit(as_json, lambda: {"kernel": done.kernel, "branch": done.branch, "commit": done.commit, "paths": done.paths,
+                           "best": record_json(done.best, done.best_commit),
+                           "baseline": record_json(done.baseline)},
+         lambda: commands.finish(done))
+
+
 @click.command("init")
 @click.argument("kernel")
 @click.option("--kernel-path", "--kernel", "kernel_path", required=True,
@@ -236,4 +259,5 @@ def init_command(ctx, kernel, kernel_path, function, metric, test_path):
     click.echo(commands.init(scaffold.init(repo(ctx).root, kernel, kernel_path, function, metric, test_path), kernel))
 
 
-COMMANDS = [init_command, start_command, step_command, tune_command, run_command, profile_command, report_command]
+COMMANDS = [init_command, start_command, step_command, tune_command, run_command, profile_command, report_command,
+            finish_command]

@@ -28,9 +28,10 @@ def cli(ctx, cwd):
     kgit init NAME --kernel PATH  a kernel of yours: a test of its launcher and its kgit.yaml entry
     kgit start softmax            baseline: branch opt/softmax, tag best/softmax
     kgit step -m "..." --tier 1   test one edit of the kernel, keep it or revert it
-    kgit best | log | status | show N | report
+    kgit best | log | status | show N | diff A B | report
     kgit profile | diagnose | context
     kgit tune | run --agent CMD   the loop without a person: a tier-1 search, or any agent
+    kgit finish KERNEL            the best into the branch the loop started from, one commit
     kgit push | pull | hooks install | doctor
     """
     ctx.obj = {"cwd": cwd}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from kgit.cli.common import (emit, json_option, kernel_option, note, record_json, repo,
-                             warn_invalid)
+from kgit.cli.common import (emit, json_option, kernel_argument, kernel_of, kernel_option, note, record_json,
+                             repo, warn_invalid)
 from kgit.errors import KgitError
 
 
@@ -41,8 +41,9 @@ def best_command(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.best(where, kernel)
     warn_invalid(found.invalid)
-    emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit),
-         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit))
+    emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit,
+                                      better=found.better),
+         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit, found.better))
 
 
 @click.command("log")
@@ -57,12 +58,19 @@ def log_command(ctx, kernel, as_json):
     where, kernel = _read(ctx, kernel)
     found = history.log(where, kernel)
     left = history.left_behind(where, kernel, found.pairs)
+    runs = history.runs(found.pairs)
     warn_invalid(found.invalid)
     emit(as_json, lambda: {"kernel": kernel, "iterations": [record_json(r, sha, kept=r.kept and sha not in left,
                                                                         left_behind=sha in left)
                                                             for sha, r in found.pairs],
+                           # a run's records are of one device: each its own count, never one mixed
+                           "runs": [{"gpu": run.gpu, "started": run.started,
+                                     "cpu_timing": any(r.cpu_timing for r in run.records),
+                                     "iterations": [r.iteration for r in run.records],
+                                     "reverted": sum(not r.status.on_branch for r in run.records)}
+                                    for run in runs],
                            "invalid_notes": [n.to_json() for n in found.invalid]},
-         lambda: commands.log(found.pairs, left))
+         lambda: commands.log(runs, left))
 
 
 @click.command("status")
@@ -112,17 +120,41 @@ def show_command(ctx, iteration, kernel, as_json):
          lambda: commands.show(shown))
 
 
-@click.command("context")
+@click.command("diff")
+@click.argument("a")
+@click.argument("b")
 @kernel_option
 @json_option
 @click.pass_context
-def context_command(ctx, kernel, as_json):
+def diff_command(ctx, a, b, kernel, as_json):
+    """Two iterations side by side: their figures (value, interval, verdict, device) and the change of the
+    kernel file from A's to B's. A and B: iteration numbers, or commits."""
+    from kgit.loop import history
+    from kgit.model import decide
+    from kgit.render import commands
+
+    where, kernel = _read(ctx, kernel)
+    found = history.compare(where, kernel, *(int(x) if x.isdigit() else x for x in (a, b)))
+    (sha_a, first), (sha_b, second) = found.a, found.b
+    same = decide.same_environment(first.environment, second.environment)
+    emit(as_json, lambda: {"kernel": kernel, "path": found.path, "better": found.better,
+                           "a": record_json(first, sha_a, kept=first.kept),
+                           "b": record_json(second, sha_b, kept=second.kept),
+                           "same_environment": same, "diff": found.diff},
+         lambda: commands.compare(found, same))
+
+
+@click.command("context")
+@kernel_argument
+@json_option
+@click.pass_context
+def context_command(ctx, named_kernel, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
     from kgit.model.record import InvalidNote
     from kgit.profiling import context
     from kgit.render import analysis, commands
 
-    where, kernel = _read(ctx, kernel)
+    where, kernel = _read(ctx, kernel_of(named_kernel, kernel))
     data = context.build(where, kernel)
     for item in data["invalid_notes"]:
         note(commands.invalid_note(InvalidNote(**item)))
@@ -132,14 +164,15 @@ def context_command(ctx, kernel, as_json):
 @click.command("diagnose")
 @click.option("--metrics", "metrics_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A metrics.json, or an ncu CSV (default: the kernel's last profile).")
-@kernel_option
+@kernel_argument
 @json_option
 @click.pass_context
-def diagnose_command(ctx, metrics_file, kernel, as_json):
+def diagnose_command(ctx, metrics_file, named_kernel, kernel, as_json):
     """Memory-, compute- or latency-bound; the tier order, the next tier and the skills to read."""
     from kgit.profiling import context
     from kgit.render import analysis
 
+    kernel = kernel_of(named_kernel, kernel)
     try:
         where, kernel = _read(ctx, kernel)
     except KgitError:
@@ -152,4 +185,5 @@ def diagnose_command(ctx, metrics_file, kernel, as_json):
     emit(as_json, lambda: diag, lambda: analysis.diagnosis_text(diag))
 
 
-COMMANDS = [best_command, log_command, status_command, show_command, context_command, diagnose_command]
+COMMANDS = [best_command, log_command, status_command, show_command, diff_command, context_command,
+            diagnose_command]

@@ -17,26 +17,32 @@ from kgit.errors import KgitError
 @click.pass_context
 def push_command(ctx, remote, as_json):
     """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
+    import dataclasses
+
     from kgit.render import commands
-    from kgit.render.text import SUMMARY_HEADERS
     from kgit.share import sync
     from kgit.state import transaction
 
     where = repo(ctx)
     with transaction.begin(where) as recovered:
         notes(recovered)
-        rows, done, unsent = sync.push(where, remote)
+        pushed = sync.push(where, remote)
+    lines = commands.push(pushed)
+    unsent = pushed.unsent
     incomplete = f"the push is incomplete: {unsent} ref{'s' if unsent != 1 else ''} not sent"
     if as_json:
         if unsent:  # one object on stdout, the refusal's: it carries the lines that say why
-            raise KgitError(f"{incomplete}: {'; '.join(done)}",
+            raise KgitError(f"{incomplete}: {'; '.join(lines)}",
                             f"each line says what to do; then 'kgit push {remote}' again")
-        emit(True, lambda: {"remote": remote, "kernels": [dict(zip(SUMMARY_HEADERS, row)) for row in rows],
-                            "done": done}, None)
+        emit(True, lambda: {"remote": remote, "kernels": [dataclasses.asdict(s) for s in pushed.summaries],
+                            "sent": pushed.sent, "attempts": pushed.attempts, "records_merged": pushed.merged,
+                            "records_held": pushed.held_records,
+                            "records_refused": [{"commit": r.commit, "record": r.what, "why": r.why}
+                                                for r in pushed.refused]}, None)
         return
-    if rows:
-        click.echo(commands.summary_table(rows))
-    click.echo("\n".join(done))
+    if pushed.summaries:
+        click.echo(commands.summary_table(pushed.summaries))
+    click.echo("\n".join(lines))
     if unsent:
         raise KgitError(f"{incomplete} (the lines above say why)")
 
@@ -118,7 +124,7 @@ def doctor_command(ctx, fix, as_json):
         done, left = repair.fix(where)
     else:
         done, left = [], doctor.find_problems(where)
-    problems = [{"problem": p.problem, "fix": p.fix} for p in left]
+    problems = [{"problem": p.problem, "fix": p.fix, "automatic": p.repair is not None} for p in left]
     emit(as_json, lambda: {"fixed": done, "problems": problems}, lambda: commands.doctor(done, left, fix))
     if left:  # as git fsck: a script can tell a healthy repository from one that needs a look
         ctx.exit(1)

@@ -100,8 +100,30 @@ def edited(repo: Repo, path: str) -> bool:
     return bool(git(repo, "diff", "--name-only", "HEAD", "--", path).strip())
 
 
-def diff(repo: Repo, base: str, commit: str, exclude: list[str]) -> str:
-    return git(repo, "diff", "--end-of-options", base, commit, "--", ".", *(f":(exclude){p}" for p in exclude))
+def changed_paths(repo: Repo, base: str, commit: str) -> list[str]:
+    """The paths that differ between two commits (added, removed or changed), as they are."""
+    return [p for p in git(repo, "diff", "--name-only", "--no-renames", "-z", "--end-of-options", base, commit,
+                           "--").split("\0") if p]
+
+
+def objects_at(repo: Repo, commits: list[str], path: str) -> dict[str, str | None]:
+    """commit -> the object id of path in it (None where it has no such file), from one git process."""
+    if not commits:
+        return {}
+    out = git(repo, "cat-file", "--batch-check=%(objectname)",
+              input="".join(f"{commit}:{path}\n" for commit in commits).encode())
+    return {commit: None if line.endswith(" missing") else line.strip()
+            for commit, line in zip(commits, out.splitlines())}
+
+
+def local_branches(repo: Repo) -> dict[str, str]:
+    """Every local branch by its short name, with the commit it points at."""
+    return {ref.removeprefix("refs/heads/"): sha for ref, sha in refs_under(repo, "refs/heads/").items()}
+
+
+def diff(repo: Repo, base: str, commit: str, exclude: list[str], paths: list[str] = (".",)) -> str:
+    """What changed from base to commit in these paths, but the excluded ones."""
+    return git(repo, "diff", "--end-of-options", base, commit, "--", *paths, *(f":(exclude){p}" for p in exclude))
 
 
 # --- history ---------------------------------------------------------------------------------------
@@ -151,6 +173,15 @@ def subjects(repo: Repo, shas: list[str]) -> dict[str, str]:
         return {}
     out = git(repo, "log", "--no-walk=unsorted", "--format=%H %s", "--end-of-options", *shas, "--")
     return dict(line.split(" ", 1) if " " in line else (line, "") for line in out.splitlines())
+
+
+def merge_base(repo: Repo, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits, or None where they share no history (two repositories'
+    runs of one kernel: a bundle made elsewhere, say)."""
+    try:
+        return git(repo, "merge-base", "--end-of-options", a, b).strip() or None
+    except GitError:  # exit status 1: no common ancestor
+        return None
 
 
 def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:

@@ -14,6 +14,8 @@ Commit subjects:
   <kernel>: iter <N>: <action>                       a kept iteration (0: the baseline)
   <kernel>: iter <N>: <action> (reverted: <STATUS>)  the log-only commit of a reverted iteration
   kgit: render <report path>                        a `kgit report` (report_path, experiments/README.md by default)
+  <kernel>: the best of opt/<kernel>, iteration <N>: <action>   `kgit finish`'s one commit on the branch
+                                                    the loop started from (no iteration's: no ': iter ')
 """
 
 from __future__ import annotations
@@ -86,6 +88,10 @@ def remote_branch_ref(remote: str, kernel: str) -> str:
 
 def iteration_subject(kernel: str, iteration: int, action: str) -> str:
     return f"{kernel}: iter {iteration}: {action}"
+
+
+def finish_subject(kernel: str, iteration: int, action: str) -> str:
+    return f"{kernel}: the best of {branch(kernel)}, iteration {iteration}: {action}"
 
 
 def reverted_subject(kernel: str, iteration: int, action: str, status: str) -> str:

@@ -86,15 +86,44 @@ def commit_with_files(repo: Repo, tree_of: str, parent: str, files: dict[str, st
     return git(repo, *_COMMIT_CONFIG, "commit-tree", tree, *parents, "-m", message).strip()
 
 
+def commit_paths_of(repo: Repo, parent: str, source: str, paths: list[str], message: str) -> str:
+    """A new commit object on parent: parent's tree with these paths as commit source has them (removed
+    where source has none), modes included.
+
+    Touches no ref, no index and no file in the working tree.
+    """
+    index = repo.kgit_dir / "index.tmp"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        git(repo, "read-tree", "--end-of-options", parent, env=env)
+        for path in paths:
+            entry = git(repo, "ls-tree", "-z", "--end-of-options", source, "--", path).rstrip("\0")
+            if entry:
+                mode, _, rest = entry.partition(" ")
+                blob = rest.split(" ", 1)[1].split("\t", 1)[0]
+                git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=env)
+            else:
+                git(repo, "update-index", "--force-remove", "--", path, env=env)
+        tree = git(repo, "write-tree", env=env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+    return git(repo, *_COMMIT_CONFIG, "commit-tree", tree, "-p", parent, "-m", message).strip()
+
+
 def fast_forward(repo: Repo, kernel: str, old: str, new: str) -> None:
-    """Move opt/<kernel> from old to its descendant new; the checked-out branch takes its files along.
+    """Move opt/<kernel> from old to its descendant new (fast_forward_branch)."""
+    fast_forward_branch(repo, refs.branch(kernel), old, new)
+
+
+def fast_forward_branch(repo: Repo, branch: str, old: str, new: str) -> None:
+    """Move a local branch from old to its descendant new; the checked-out branch takes its files along.
 
     `git merge --ff-only` refuses, rather than overwrite, uncommitted edits the move would touch.
     """
-    if read.current_kernel(repo) == kernel:
+    if read.current_branch(repo) == branch:
         git(repo, "merge", "--ff-only", "--quiet", "--end-of-options", new)
     else:
-        set_ref(repo, refs.branch_ref(kernel), new, old)
+        set_ref(repo, f"refs/heads/{branch}", new, old)
 
 
 # --- the working tree ---------------------------------------------------------------------------

@@ -15,11 +15,12 @@ was made beside the change itself.
 
 A turn that cannot be tested (the agent failed, changed nothing, or changed the test or another file)
 is recorded as a FAILED iteration with its changes kept as the attempt, and the loop goes on; three
-such turns in a row stop it (AGENT_FAILING). So is a turn whose change kgit step refuses before
-running it (steps.Unmeasured): comments, whitespace or docstrings only, the kernel code of an earlier
-iteration, or code the test never runs; its record says which, and the next turn's context shows the
-agent. When the context would tell the agent that every tier of the order was tried, the run stops
-there (TIERS_TRIED) instead of asking it for a change it was told not to make.
+such turns in a row stop it (AGENT_FAILING). So is a turn whose change kgit step refuses before running
+it (steps.NotMeasured): nothing new to measure (comments, whitespace or docstrings only, or the kernel
+code of an earlier iteration), code the test never runs, or a CONFIG outside its template's CONFIG_SPACE;
+its record says which, and the next turn's context shows the agent. When the context would tell the
+agent that every tier of the order was tried, the run stops there (TIERS_TRIED) instead of asking it
+for a change it was told not to make.
 
 The run holds the repository's lock throughout, the agent's turns included: an agent that runs
 `kgit step` itself is refused (read-only commands such as `kgit context` still answer), so its
@@ -113,7 +114,7 @@ def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overri
             try:
                 outcome = steps.step(repo, action, tier, overrides, progress, agent_turn=turn)
                 bad_turns = 0
-            except steps.Unmeasured as refused:  # nothing to measure: a turn that changed nothing, in effect
+            except steps.NotMeasured as refused:  # nothing new to measure, untested, or a CONFIG forbidden
                 bad_turns += 1
                 outcome = steps.reject(repo, action, tier, f"agent {refused.reason}", overrides,
                                        output_tail=runner.tail(done), agent_turn=turn)

@@ -14,6 +14,7 @@ from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.model.runs import sections
 from kgit.state import journal, lock
 
 
@@ -30,9 +31,14 @@ class LoopState:
         return self.history.records
 
 
+def deciding(repo: Repo, kernel: str) -> notes.History:
+    """The records that decide the kernel's loop here (notes.deciding_history); refused where there are none."""
+    return _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
+
+
 def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     """The records that decide the kernel's loop here, its settings, and why it stopped, if it did."""
-    history = _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
+    history = deciding(repo, kernel)
     records = history.records
     remembered = {}  # the options given to start and to later steps, the latest of each winning
     for record in records:
@@ -130,8 +136,9 @@ def overview(repo: Repo, kernels: list[str]) -> list[Loop]:
         found = notes.deciding_history(repo, kernel)
         best = decide.best_pair(found.pairs)
         has_branch = read.rev(repo, refs.branch_ref(kernel)) is not None
+        own = _loop_run(found.pairs, best[1] if best else None)
         loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, found.last_iteration,
-                          sum(not r.status.on_branch for r in found.records), best[1] if best else None))
+                          sum(not r.status.on_branch for r in own), best[1] if best else None))
     return loops
 
 
@@ -148,6 +155,27 @@ def missing_iteration(kernel: str, iteration: int, pairs: list[tuple[str, Record
 def log(repo: Repo, kernel: str) -> notes.History:
     """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
     return _nonempty(notes.kernel_history(repo, kernel), kernel, repo)
+
+
+@dataclass
+class Run:
+    """One loop of the kernel on one device, from its baseline on (kgit.model.runs): the log shows each
+    apart, with its own count, since figures of two devices are not comparable."""
+
+    gpu: str | None
+    started: str
+    pairs: list[tuple[str, Record]]
+
+    @property
+    def records(self) -> list[Record]:
+        return [r for _, r in self.pairs]
+
+
+def runs(pairs: list[tuple[str, Record]]) -> list[Run]:
+    """The kernel's (commit, record) pairs as runs, each in iteration order."""
+    commit_of = {id(r): sha for sha, r in pairs}
+    return [Run(gpu, started, [(commit_of[id(r)], r) for r in records])
+            for (_, gpu, started), records in sections([r for _, r in pairs]).items()]
 
 
 def left_behind(repo: Repo, kernel: str, pairs: list[tuple[str, Record]]) -> set[str]:
@@ -183,6 +211,7 @@ class Best:
     tag: str
     tag_commit: str | None
     invalid: list[InvalidNote]
+    better: str | None  # "higher" or "lower": which way the figure goes as the kernel gets faster (better_of)
 
 
 def best(repo: Repo, kernel: str) -> Best:
@@ -191,7 +220,18 @@ def best(repo: Repo, kernel: str) -> Best:
     if found is None:
         raise KgitError(f"{kernel} has no successful iteration")
     commit, record = found
-    return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid)
+    return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid,
+                better_of(repo, kernel))
+
+
+def better_of(repo: Repo, kernel: str) -> str | None:
+    """Which way the kernel's figure goes as it gets faster, "higher" (a bandwidth) or "lower" (a time), as
+    kgit.yaml says; None where this checkout does not define the kernel (a clone of the records only). A
+    best whose figure is below its baseline's reads right only with it."""
+    try:
+        return config.load(repo.root, kernel).better
+    except KgitError:
+        return None
 
 
 @dataclass
@@ -204,6 +244,7 @@ class Status:
     iteration: int
     max_iterations: int
     metric: str | None
+    better: str  # "higher" or "lower": which way the figure goes as the kernel gets faster
     target: float | None
     best: Record | None
     best_commit: str | None
@@ -217,6 +258,14 @@ class Status:
     pending: bool = False  # a killed kgit left a step to finish
     test_changed: bool = False  # the test on the branch differs from the best's (committed since)
     unrecorded: list[tuple[str, str]] = field(default_factory=list)  # hand commits of the kernel (unrecorded_commits)
+    elsewhere: int = 0  # records of runs on other devices (a pulled GPU run beside a CPU one): not counted here
+
+
+def _loop_run(pairs: list[tuple[str, Record]], best: Record | None) -> list[Record]:
+    """The records of the run (one device's loop) that holds the best: what a loop's counts count. Every
+    record where there is no best yet."""
+    found = next((run.records for run in runs(pairs) if any(r is best for r in run.records)), None)
+    return found if found is not None else [r for _, r in pairs]
 
 
 def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
@@ -228,6 +277,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
     gap = None  # how far the best is from the target: positive while not reached, whichever way the figure runs
     if target is not None and top:
         gap = top.value - target if cfg.lower_is_better else target - top.value
+    own = _loop_run(history.pairs, top)
     return Status(
         kernel=kernel,
         branch=refs.branch(kernel),
@@ -237,6 +287,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         iteration=history.last_iteration,
         max_iterations=cfg.max_iterations,
         metric=top.metric if top else None,
+        better=cfg.better,
         target=target,
         best=top,
         best_commit=best_commit,
@@ -244,7 +295,8 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         gap_pct=gap / target * 100 if gap is not None and target else None,
         stopped=state.stopped,
         kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
-        reverted=sum(not r.status.on_branch for r in records),
+        reverted=sum(not r.status.on_branch for r in own),
+        elsewhere=len(records) - len(own),
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=journal.pending(repo),
@@ -267,20 +319,55 @@ def show(repo: Repo, kernel: str, iteration: int | str) -> Shown:
     """One iteration, by its number or by its commit (two clones may both have numbered one 3): its
     record and the change it tried (for a revert, the attempt's diff)."""
     pairs = log(repo, kernel).pairs
+    sha, record, matches = _find(repo, kernel, pairs, iteration)
+    parent = read.first_parent(repo, sha)
+    change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
+    return Shown(record, sha, change, [m for m in matches if m[1] is not record])
+
+
+def _find(repo: Repo, kernel: str, pairs: list[tuple[str, Record]],
+          iteration: int | str) -> tuple[str, Record, list[tuple[str, Record]]]:
+    """The record of an iteration, by its number or its commit, with the commit its note is on, and every
+    record of that iteration."""
     if isinstance(iteration, str):
         commit = read.rev(repo, iteration) if len(iteration) >= 4 else None
         matches = [(sha, r) for sha, r in pairs if sha == commit]
         if not matches:
             raise KgitError(f"no record of {kernel} is on a commit named {iteration!r}",
-                            "'kgit log' lists each iteration's commit; 'kgit show N' takes an iteration's number")
+                            "'kgit log' lists each iteration's commit; give an iteration's number or its commit")
     else:
         matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
     if not matches:
         raise missing_iteration(kernel, iteration, pairs)
     # Several records of one iteration: runs on several GPUs of one commit, or two clones that both
-    # continued the loop. The latest on this clone's branch is shown; the others are named.
+    # continued the loop. The latest on this clone's branch is taken; the others are named.
     on_branch = [m for m in matches if read.is_ancestor(repo, m[0], refs.branch_ref(kernel))]
     sha, record = (on_branch or matches)[-1]
-    parent = read.first_parent(repo, sha)
-    change = read.diff(repo, parent, sha, exclude=[config.report_path(repo.root)]) if parent else ""
-    return Shown(record, sha, change, [m for m in matches if m[1] is not record])
+    return sha, record, matches
+
+
+@dataclass
+class Compared:
+    """Two iterations side by side (kgit diff): their records, and the change from the first to the second."""
+
+    kernel: str
+    a: tuple[str, Record]  # (the commit its note is on: a kept iteration's, or a revert's attempt; the record)
+    b: tuple[str, Record]
+    path: str | None  # the kernel file the diff is of; None where this checkout does not define the kernel
+    diff: str
+    better: str | None  # better_of: which way the figure goes as the kernel gets faster
+
+
+def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
+    """Iterations a and b (each a number or a commit): their records and the diff of the kernel file from
+    a's kernel to b's (every file but the log where this checkout does not say which is the kernel's)."""
+    pairs = log(repo, kernel).pairs
+    sha_a, record_a, _ = _find(repo, kernel, pairs, a)
+    sha_b, record_b, _ = _find(repo, kernel, pairs, b)
+    try:
+        path = config.load(repo.root, kernel).kernel_path
+    except KgitError:
+        path = None
+    change = (read.diff(repo, sha_a, sha_b, exclude=[], paths=[f":(literal){path}"]) if path else
+              read.diff(repo, sha_a, sha_b, exclude=[config.report_path(repo.root)]))
+    return Compared(kernel, (sha_a, record_a), (sha_b, record_b), path, change, better_of(repo, kernel))

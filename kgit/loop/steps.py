@@ -14,7 +14,7 @@ from kgit.git import notes, read, refs, write
 from kgit.git.run import Repo
 from kgit.loop import measure, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
-from kgit.model import coverage, decide
+from kgit.model import coverage, decide, tunables
 from kgit.model.noise import Comparison
 from kgit.model.record import InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
@@ -182,6 +182,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         repeats = check_new_code(repo, state, again)  # before the commit: a refusal uses no iteration
         change = kernel_change(repo, state.cfg.kernel_path)
         untested = check_tested(repo, state, change, allow_untested)
+        check_config(repo, state)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
         comparison, environment = measured or (None, device.environment(state.cfg.gpu))
@@ -201,26 +202,45 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     return outcome
 
 
-class Unmeasured(KgitError):
-    """A step refused before anything ran, for what its change is. reason: the same in a few words, for
-    the record of an agent's turn (kgit.loop.agent)."""
+class NotMeasured(KgitError):
+    """A step refused before anything ran, for what its change is or its kernel file holds. reason: the
+    same in a few words, for the record of an agent's turn (kgit.loop.agent)."""
 
     def __init__(self, problem: str, hint: str, reason: str):
         super().__init__(problem, hint)
         self.reason = reason
 
 
-class SameCode(Unmeasured):
+class SameCode(NotMeasured):
     """A step refused because its kernel's code was run already: HEAD's (a change of comments,
-    whitespace or docstrings only), or an earlier iteration's; repeats: that earlier iteration, if it
-    is one."""
+    whitespace or docstrings only), or an earlier iteration's; repeats: that earlier iteration, if it is one."""
 
     def __init__(self, problem: str, hint: str, reason: str, repeats: int | None = None):
         super().__init__(problem, hint, reason)
         self.repeats = repeats
 
 
-class Untested(Unmeasured):
+def check_config(repo: Repo, state: LoopState) -> None:
+    """Refuse a CONFIG that its own template does not allow: a value outside CONFIG_SPACE, or one that
+    breaks CONFIG_CONSTRAINTS (kgit.model.tunables). Refused rather than kept with a warning: the space
+    is the template's word on what CONFIG may hold, kgit tune refuses to start from a CONFIG outside it
+    (a kept one would stop the loop's tuning), and the remedy lies in the file the step may change."""
+    path = state.cfg.kernel_path
+    try:
+        text = (repo.root / path).read_bytes().decode(errors="replace")
+    except OSError:  # the kernel file deleted: a change its test judges
+        return
+    try:
+        tunables.declared(text, path)
+    except KgitError as e:
+        raise NotMeasured(f"{e}; nothing was run, no iteration used",
+                          "set CONFIG to a configuration its template allows (a value of CONFIG_SPACE, within "
+                          "CONFIG_CONSTRAINTS), or, if the value is worth searching, add it to CONFIG_SPACE in the "
+                          "same change: kgit tune searches that space and refuses a CONFIG outside it",
+                          f"set a CONFIG its template does not allow ({e})") from None
+
+
+class Untested(NotMeasured):
     """A step refused because its change touches what the kernel's test never ran."""
 
 

@@ -14,6 +14,7 @@ from kgit.errors import KgitError
 from kgit.git.run import Repo
 from kgit.loop import history
 from kgit.model import decide
+from kgit.model.doubts import doubts
 from kgit.profiling import diagnose, saved, skillfiles
 
 LOOP_SKILL = "skills/optimize-loop/SKILL.md"
@@ -50,6 +51,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
             "iteration": r.iteration, "action": r.action, "tier": r.tier, "status": r.status.value,
             "kept": r.kept, "on_branch": r.status.on_branch, "metric": r.metric, "value": r.value,
             "delta_pct": r.delta_pct, "reason": r.reason, "commit": sha,
+            "checks": doubts(r),  # what to look at before trusting it (kgit.model.doubts): a gain over 2x...
         }
         for sha, r in pairs if r.iteration > 0
     ]
@@ -73,6 +75,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
                   "kernel_skill": kernel_skill if has_skill else None},
         "gpu": top.gpu if top else None,
         "metric": state.metric,
+        "better": state.better,  # "lower": a time, whose best lies below the baseline
         "target": state.target,
         "best": {"iteration": top.iteration, "action": top.action, "value": top.value,
                  "pct_of_peak": top.pct_of_peak, "commit": state.best_commit} if top else None,

@@ -16,12 +16,15 @@ a kernel "typically" has latency issues.
 from __future__ import annotations
 
 from kgit.model.record import Record, Status
+from kgit.model.result import unit_of
 
-# A tier counts as tried once a change in it was decided beyond the noise (kept, or a real loss), or
-# after this many attempts that told nothing (within the noise, or failed): noise alone never closes
-# a tier, and a tier whose every idea breaks or changes nothing is given up in the end.
+# A tier counts as tried once a change in it was kept, or after this many attempts that kept nothing
+# (regressed, within the noise, or failed): noise alone never closes a tier, and a tier whose every idea
+# breaks or loses is given up in the end. A loss is one idea's verdict, not the tier's, and it can be the
+# noise's: a regression decided with a prior from a loaded machine (-41% [-65, -0.4]) turned within the
+# noise when measured again, so one REGRESSED counts as one attempt.
 TIER_ATTEMPTS = 3
-DECIDED = {Status.IMPROVED, Status.REGRESSED, Status.TARGET_MET, Status.KEPT_ANYWAY}
+KEPT = {Status.IMPROVED, Status.TARGET_MET, Status.KEPT_ANYWAY}
 
 MEMORY, COMPUTE, LATENCY = "memory", "compute", "latency"
 
@@ -122,16 +125,16 @@ def hints(metrics: dict, stalls: list[dict]) -> list[dict]:
 
 
 def tried_tiers(records: list[Record]) -> list[int]:
-    """Tiers tried by the evidence: a change in them decided beyond the noise, or TIER_ATTEMPTS attempts."""
+    """Tiers tried by the evidence: a change in them kept, or TIER_ATTEMPTS attempts."""
     attempts: dict[int, int] = {}
-    decided = set()
+    kept = set()
     for r in records:
         if r.tier is None or r.iteration == 0:
             continue
         attempts[r.tier] = attempts.get(r.tier, 0) + 1
-        if r.status in DECIDED:
-            decided.add(r.tier)
-    return sorted(decided | {tier for tier, n in attempts.items() if n >= TIER_ATTEMPTS})
+        if r.status in KEPT:
+            kept.add(r.tier)
+    return sorted(kept | {tier for tier, n in attempts.items() if n >= TIER_ATTEMPTS})
 
 
 def next_tier(order: list[int], records: list[Record]) -> int | None:
@@ -168,7 +171,7 @@ def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | 
         how = "no profiler: the kernel's declared bottleneck and the benchmark's numbers"
         if result["bound"] is None:
             metric = profile.get("metric")
-            guess = {"gbps": MEMORY, "tflops": COMPUTE}.get(metric or "")
+            guess = {"gbps": MEMORY, "tflops": COMPUTE}.get(unit_of(metric) or "")  # "GB/s" is gbps too
             how = "no profiler and no declared bottleneck: the test's metric"
             why = (f"guessed from the test's metric ({metric})" if guess else
                    f"unknown: the test's metric ({metric}) does not tell")
@@ -181,6 +184,8 @@ def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | 
                           "latency-limited too (too few bytes in flight): profile it where ncu works to tell"})
     vendor = vendor_of(profile, gpu_name)
     order = TIER_ORDER.get(result["bound"], UNKNOWN_ORDER)
+    if profile.get("source") != "profiler":  # a bound no counter confirmed: the safest change first
+        order = [1] + [tier for tier in order if tier != 1]
     nxt = next_tier(order, records)
     skills = [DIAGNOSIS_SKILL]
     if nxt is not None:

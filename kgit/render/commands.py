@@ -5,7 +5,8 @@ from __future__ import annotations
 from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
-from kgit.render.text import LOG_HEADERS, SUMMARY_HEADERS, final_line, gain, log_row, metric, pct_of_peak
+from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, gpu_label, log_row,
+                              metric, pct_of_peak, status_words, summary_row)
 
 
 def init(done, kernel: str) -> str:
@@ -47,6 +48,7 @@ def start(record: Record, commit: str, never_ran: list[str] = ()) -> str:
     if never_ran:
         text += (f"\nthe test never ran {', '.join(never_ran)} (it launched {', '.join(record.launched)}): "
                  "a step that changes them is refused")
+    text += "".join(f"\n{line}" for line in doubt_lines(record))
     if record.stop_reason:
         text += f"\nThe baseline already meets the target: {record.stop_reason}."
     return text
@@ -86,6 +88,7 @@ def step(record: Record, commit: str, with_tail: bool) -> str:
     if record.untested:
         lines.append(f"UNTESTED: the test never ran {', '.join(record.untested)}, which this change touches "
                      "(--allow-untested): its verdict says nothing of them")
+    lines += doubt_lines(record)
     if record.kept:
         lines.append(f"kept at {commit[:10]}; {refs.tag(record.kernel)} moved there")
     elif record.status.on_branch:
@@ -111,18 +114,36 @@ def loop_summary(what: str, stopped: StopReason, best: Record) -> str:
     return f"{what} stopped: {stopped}; best is iteration {best.iteration} ({best.action})"
 
 
-def best(record: Record, commit: str, tag: str, tag_commit: str | None) -> str:
+def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: str | None = None) -> str:
     where = ("" if tag_commit == commit else " (missing: 'kgit doctor --fix' sets it)" if tag_commit is None
              else f" (on {tag_commit[:10]}, not the best: 'kgit doctor --fix' moves it)")
+    lower = " (lower is better)" if better == "lower" else ""
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
-        f"{metric(record.value, record.metric, record.cpu_timing)}{pct_of_peak(record)} "
+        f"{metric(record.value, record.metric, record.cpu_timing)}{lower}{pct_of_peak(record)} "
         f"on {record.gpu or 'an unknown device'}, commit {commit[:10]}, tag {tag}{where}"
     )
 
 
-def log(pairs: list[tuple[str, Record]], left_behind: set[str] = frozenset()) -> str:
-    """left_behind: commits of kept iterations on a line the branch did not go on with (history.left_behind)."""
+def log(runs, left_behind: set[str] = frozenset()) -> str:
+    """One table per run (history.Run: a loop on one device), each with its own final line: records of
+    two devices are never counted together. left_behind: commits of kept iterations on a line the
+    branch did not go on with (history.left_behind)."""
+    if len(runs) == 1:
+        return _log_table(runs[0].pairs, left_behind) + "\n" + LOG_LEGEND + "\n" + _final(runs[0], left_behind)
+    parts = []
+    for run in runs:
+        records = run.records
+        when = f", started {run.started[:16].replace('T', ' ')} UTC" if run.started else ""
+        reverted = sum(not r.status.on_branch for r in records)
+        parts.append(f"{records[0].kernel} on {gpu_label(records)}{when}: {len(records)} "
+                     f"record{'s' if len(records) != 1 else ''}, {reverted} reverted\n"
+                     + _log_table(run.pairs, left_behind) + "\n" + _final(run, left_behind))
+    return "\n\n".join(parts) + f"\n\n{len(runs)} runs, each apart: a run is one loop from its baseline on one " \
+                                 "device, and figures of two devices are not comparable\n" + LOG_LEGEND
+
+
+def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:
     from tabulate import tabulate
 
     rows, last = [], None
@@ -136,8 +157,15 @@ def log(pairs: list[tuple[str, Record]], left_behind: set[str] = frozenset()) ->
             row[LOG_HEADERS.index("Status")] += " (on a line not taken)"
         rows.append(row)
     # Every cell is already text: telling tabulate so spares it guessing the type of thousands of cells.
-    table = tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
-    return table + "\n" + LOG_LEGEND + "\n" + final_line([r for sha, r in pairs if sha not in left_behind])
+    return tabulate(rows, LOG_HEADERS + ["Commit"], disable_numparse=True)
+
+
+def _final(run, left_behind: set[str]) -> str:
+    """The run's final line: of the branch's line where the run has kept iterations on it (a joined line's
+    best is not this branch's), else of the whole run (another repository's, whose line this branch never
+    took)."""
+    on_line = [r for sha, r in run.pairs if sha not in left_behind]
+    return final_line(on_line if any(r.kept for r in on_line) else run.records)
 
 
 # A user read "0.0015 GBps  -0.7%" beside a best of 0.00107 as a contradiction: the two columns come from
@@ -171,8 +199,11 @@ def status(state) -> str:
     rows = [
         ["kernel", f"{state.kernel} ({state.kernel_path})"],
         ["branch", state.branch + ("" if state.on_branch else " (not checked out)")],
-        ["target", metric(state.target, unit) if state.target else "none set"],
-        ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"],
+        ["target", (metric(state.target, unit) if state.target else "none set")
+         + (" (lower is better)" if state.better == "lower" else "")],
+        ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"
+         + (f"; {state.elsewhere} record{'s' if state.elsewhere != 1 else ''} of runs on other devices, apart "
+            "in 'kgit log'" if state.elsewhere else "")],
         ["best", f"{metric(top.value, unit, cpu)}{pct_of_peak(top)}, iteration {top.iteration}" if top else "-"],
         ["gap to target", f"{metric(state.gap, unit)} ({state.gap_pct:.1f}%)"
          if state.gap is not None and state.gap > 0 else "-"],
@@ -192,6 +223,7 @@ def show(shown) -> str:
         f"commit {shown.commit}  {row[6]}",
         f"correctness {row[3]}, {row[4]}{pct_of_peak(record)}, gain {row[5]}, on {record.gpu or 'an unknown device'}",
         *([f"reason: {record.reason}"] if record.reason else []),
+        *doubt_lines(record),
         *([f"measured again (kgit step --again): the same kernel code as iteration {record.repeats}"]
           if record.repeats is not None else []),
         *_measured(record),
@@ -202,6 +234,30 @@ def show(shown) -> str:
         "",
         shown.diff.rstrip() or "(no change to the kernel)",
     ])
+
+
+def compare(found, same_environment: bool) -> str:
+    """kgit diff: two iterations' figures in two columns, then the change from the first to the second."""
+    (sha_a, a), (sha_b, b) = found.a, found.b
+    lower = " (lower is better)" if found.better == "lower" else ""
+    rows = [
+        ("", f"iteration {a.iteration}", f"iteration {b.iteration}"),
+        ("action", a.action, b.action),
+        ("commit", sha_a[:10], sha_b[:10]),
+        ("value", *(metric(r.value, r.metric, r.cpu_timing) + lower + pct_of_peak(r) for r in (a, b))),
+        ("vs its best", gain(a), gain(b)),
+        ("verdict", status_words(a), status_words(b)),
+        ("device", a.gpu or "an unknown device", b.gpu or "an unknown device"),
+    ]
+    width = max(len(row[1]) for row in rows) + 2
+    lines = [f"{name:<12} {left:<{width}}{right}".rstrip() for name, left, right in rows]
+    lines.append("measured apart, each against the best of its own step: only pairs measured side by side decide"
+                 if same_environment else
+                 "measured in different environments (host, GPU, driver or compilers): their figures are not "
+                 "comparable")
+    what = found.path or "every file but the log"
+    lines += ["", f"{what}, iteration {a.iteration} -> {b.iteration}:", found.diff.rstrip() or "(no change)"]
+    return "\n".join(lines)
 
 
 def _tail_label(record: Record) -> str:
@@ -233,23 +289,56 @@ def _measured(record: Record) -> list[str]:
             f"environment: {environment(record.environment)}" if record.environment else "environment: -"]
 
 
+def finish(done) -> str:
+    """kgit finish: the one commit that brought the best into its branch (loop.finish.Finished)."""
+    best, base = done.best, done.baseline
+    figures = (f"iteration {best.iteration}, {metric(best.value, best.metric, best.cpu_timing)} against the "
+               f"baseline's {metric(base.value, base.metric, base.cpu_timing)}")
+    if done.commit is None:
+        return f"{done.branch} holds {done.kernel}'s best already ({figures}): nothing to commit"
+    return (f"{done.branch}: {done.commit[:10]} brings {done.kernel}'s best ({figures}): {', '.join(done.paths)}\n"
+            f"the log stays rendered on {refs.branch(done.kernel)}; 'kgit report' renders it here too")
+
+
 def report(commit: str | None, path: str) -> str:
     return f"{path} rendered and committed at {commit[:10]}" if commit else f"{path} is up to date"
 
 
-def summary_table(rows: list[list[str]]) -> str:
+def summary_table(summaries: list) -> str:
+    """A table of runs (model.runs.Summary), one a row."""
     from tabulate import tabulate
 
-    return tabulate(rows, SUMMARY_HEADERS)
+    return tabulate([summary_row(s) for s in summaries], SUMMARY_HEADERS)
+
+
+def push(pushed) -> list[str]:
+    """What kgit push did (share.sync.Pushed), a line each."""
+    lines = [f"records: {pushed.merged} new from {pushed.remote} merged first"] if pushed.merged else []
+    lines += [f"refused: {r.describe()} (kept under {refs.QUARANTINE}{pushed.remote})" for r in pushed.refused]
+    held_back = [(ref, why, todo) for ref, why, todo in pushed.not_sent if todo]  # by kgit, before the push
+    lines += [f"{ref}: not pushed, {why}: {todo}" for ref, why, todo in held_back]
+    if pushed.held_records:
+        lines.append(f"records: {pushed.held_records} not pushed, on commits {pushed.remote} will not have (a branch "
+                     "not pushed, or a commit no ref keeps: 'kgit doctor'); they stay here")
+    if pushed.nothing:
+        return lines + ["nothing to push"]
+    lines += [f"{ref}: {why}" for ref, why, todo in pushed.not_sent if not todo]  # by the remote
+    attempts = pushed.attempts
+    lines.append(f"{pushed.remote} has: {', '.join(pushed.sent) or 'nothing new'}"
+                 + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
+    return lines
 
 
 def doctor(done: list[str], problems: list, repaired: bool) -> str:
     lines = [f"fixed: {line}" for line in done]
     lines += [f"{p.problem}; fix: {p.fix}" for p in problems]
+    automatic = sum(p.repair is not None for p in problems)
     if not problems:
         lines.append("no problems found" if not done else "no problems left")
-    elif not repaired and any(p.repair for p in problems):
+    elif not repaired and automatic == len(problems):
         lines.append("run 'kgit doctor --fix' to repair")
+    elif not repaired and automatic:
+        lines.append(f"run 'kgit doctor --fix' to repair {automatic} of these; each of the others says what to do")
     elif not repaired:  # each says what a person can do: --fix would change nothing
         lines.append("none of these is repaired automatically: each says what to do")
     return "\n".join(lines)

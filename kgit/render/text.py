@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from kgit.model.decide import best_record
+from kgit.model.doubts import GAIN_OVER_2X, ONE_SIGNIFICANT_DIGIT, doubts
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.result import DEVICE_METRIC, unit_of
 
@@ -50,6 +53,20 @@ def gain(record: Record) -> str:
     return f"{record.delta_pct:+.1f}% [{interval[0]:+.1f}, {interval[1]:+.1f}]"
 
 
+# An interval wider than this each way (percentage points) says nothing a person can use: after a pair or
+# two, the t quantile at 1 or 2 degrees of freedom turns a clear gain into [-100.0, +4756706.8].
+MEANINGFUL_HALF_WIDTH_PCT = 100.0
+
+
+def interval_so_far(found) -> str:
+    """A step's gain after each pair (a kgit.model.noise.Interval, or None while there is none): shown once
+    it is finite and narrower than +-MEANINGFUL_HALF_WIDTH_PCT, else "measuring…"."""
+    if (found is None or not (math.isfinite(found.low_pct) and math.isfinite(found.high_pct))
+            or found.high_pct - found.low_pct > 2 * MEANINGFUL_HALF_WIDTH_PCT):
+        return "measuring…"
+    return f"{found.gain_pct:+.1f}% [{found.low_pct:+.1f}, {found.high_pct:+.1f}] so far"
+
+
 def pct_of_peak(record: Record | None) -> str:
     return f" ({record.pct_of_peak:.0f}% of peak)" if record and record.pct_of_peak else ""
 
@@ -80,6 +97,30 @@ def verdict(record: Record) -> str:
     return words
 
 
+_DOUBT_WORDS = {GAIN_OVER_2X: "gain over 2x", ONE_SIGNIFICANT_DIGIT: "one significant digit"}
+
+
+def doubt_lines(record: Record) -> list[str]:
+    """What in the record a person should check before trusting it (kgit.model.doubts), a line each."""
+    lines = []
+    for code in doubts(record):
+        if code == GAIN_OVER_2X:
+            lines.append(f"check this: a gain over 2x is often a broken measurement (a kernel that skips work or "
+                         f"reuses an output, a test that times something else): read the change and the test's "
+                         f"output ('kgit show {record.iteration}') before trusting it")
+        else:
+            lines.append(f"check this: the test prints its figure with one significant digit "
+                         f"({metric(record.value, record.metric, record.cpu_timing)}): a change smaller than a "
+                         f"step of that digit cannot show, and kgit widens every interval by it; print more "
+                         f"digits (round(x, 4), or none)")
+    return lines
+
+
+def doubts_json(record: Record) -> list[dict]:
+    """The same, for --json: each check's code and its line."""
+    return [{"check": code, "message": line} for code, line in zip(doubts(record), doubt_lines(record))]
+
+
 def log_row(record: Record, resumed: bool = False) -> list[str]:
     correctness = {True: "PASS", False: "FAIL", None: "-"}[record.correctness]
     return [
@@ -89,7 +130,7 @@ def log_row(record: Record, resumed: bool = False) -> list[str]:
         correctness,
         metric(record.value, record.metric, record.cpu_timing),
         gain(record),
-        status_words(record, resumed=resumed),
+        status_words(record, resumed=resumed) + "".join(f"; check: {_DOUBT_WORDS[c]}" for c in doubts(record)),
     ]
 
 
@@ -109,24 +150,19 @@ def final_line(records: list[Record]) -> str:
     return text + ", in progress."
 
 
-def summary_row(records: list[Record]) -> list[str]:
-    """One kernel on one GPU, as the pre-push hook and `kgit push` print it."""
-    baseline = next((r for r in records if r.iteration == 0), None)
-    best = best_record(records)
-    target = best.target if best else None
-    # as the loop decided it: a record knows its figure, not which way it runs (a latency's target is
-    # below the baseline, and was "met" by any figure above it here)
-    met = any(r.stop_reason == StopReason.TARGET_MET for r in records)
-    cpu = any(r.cpu_timing for r in records)
+def summary_row(summary) -> list[str]:
+    """One run (a model.runs.Summary), as the pre-push hook and `kgit push` print it."""
+    cpu = summary.cpu_timing
     return [
-        records[0].kernel,
-        gpu_names(records) + (" (CPU timings)" if cpu else ""),
-        metric(baseline.value, baseline.metric, cpu) if baseline else "-",
-        metric(best.value, best.metric, cpu) + f" (iter {best.iteration})" if best else "-",
-        f"{best.pct_of_peak:.0f}%" if best and best.pct_of_peak else "-",
-        str(max(r.iteration for r in records)),
-        str(sum(not r.status.on_branch for r in records)),  # as kgit status counts them
-        "met" if met else f"not met ({metric(target, best.metric)})" if target is not None else "none set",
+        summary.kernel,
+        " ".join((summary.gpu or "an unknown device").split()) + (" (CPU timings)" if cpu else ""),
+        metric(summary.baseline, summary.metric, cpu),
+        metric(summary.best, summary.metric, cpu) + f" (iter {summary.best_iteration})" if summary.best else "-",
+        f"{summary.pct_of_peak:.0f}%" if summary.pct_of_peak else "-",
+        str(summary.iterations),
+        str(summary.reverted),
+        "met" if summary.target_met else f"not met ({metric(summary.target, summary.metric)})"
+        if summary.target is not None else "none set",
     ]
 
 

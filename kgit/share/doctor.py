@@ -41,7 +41,8 @@ from kgit.state import journal, lock
 class Problem:
     problem: str
     fix: str  # what --fix does about it
-    # what --fix does, for kgit.share.repair: (operation, its arguments); None: nothing safe to do
+    # what --fix does, for kgit.share.repair: (operation, its arguments); None: nothing safe to do.
+    # ("recover",): the recovery every writing command runs first (kgit.state.transaction.begin), --fix too
     repair: tuple | None = None
 
 
@@ -51,7 +52,7 @@ def find_problems(repo: Repo) -> list[Problem]:
     unfinished = journal.path(repo).exists() or read.rev(repo, refs.SAVED_EDITS)
     if unfinished and lock.holder(repo) is None:
         problems.append(Problem("an interrupted step (kgit was killed in the middle of it)",
-                                "finish or roll it back, as the next writing kgit command would"))
+                                "finish or roll it back, as the next writing kgit command would", ("recover",)))
     all_notes = notes.read_notes(repo)
     return (problems + invalid_note_problems(repo, all_notes.invalid) + note_problems(repo, all_notes) + tag_problems(repo)
             + diverged_problems(repo) + quarantine_problems(repo) + ([] if unfinished else unrecorded_problems(repo)))

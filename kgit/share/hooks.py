@@ -23,8 +23,7 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.run import Repo
 from kgit.model.record import Record, is_object_id
-from kgit.render.readme import sections
-from kgit.render.text import summary_row
+from kgit.model.runs import Summary, sections, summarize
 
 # The script git runs, with the Python of the kgit that installed it (as pre-commit records its
 # interpreter); hooks/pre-push in kgit's repository is pre_push_script("") (a test keeps them equal).
@@ -181,10 +180,10 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
     return "no commit on it has a kgit record"
 
 
-def summary(by_commit: dict[str, list[Record]], kernels: list[str]) -> list[list[str]]:
-    """Rows of render.text.SUMMARY_HEADERS: one per kernel and GPU."""
+def summary(by_commit: dict[str, list[Record]], kernels: list[str]) -> list[Summary]:
+    """One Summary per run of these kernels (a kernel on one device)."""
     runs = notes.union([r for records in by_commit.values() for r in records if r.kernel in kernels])
-    return [summary_row(section) for section in sections(runs).values()]
+    return [summarize(gpu, section) for (_, gpu, _), section in sections(runs).items()]
 
 
 def records_on_remote(repo: Repo, remote: str) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from kgit import config
 from kgit.git import read, refs, write
-from kgit.git.run import Repo, git
+from kgit.git.run import Repo
 from kgit.model import decide
 from kgit.model.record import Record
 from kgit.state import transaction
@@ -59,7 +59,7 @@ class Lines:
 
 
 def lines(repo: Repo, kernel: str, ours: str, theirs: str, by_commit: dict[str, list[Record]]) -> Lines:
-    base = git(repo, "merge-base", "--end-of-options", ours, theirs).strip()
+    base = read.merge_base(repo, ours, theirs)
     shared = set(read.first_parents(repo, base, limit=1_000_000)) if base else set()
 
     def kept_on(tip: str, since: bool) -> list[tuple[str, Record]]:

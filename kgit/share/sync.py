@@ -18,6 +18,7 @@ different commit (two clones both reverted their iteration 3) is pushed as <N>-<
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgit import config
@@ -156,6 +157,10 @@ def _pull_branch(repo: Repo, remote: str, kernel: str, theirs: str, take: str | 
         if not _moved(repo, kernel, ours, theirs):
             return [_held_by_edits(branch)]
         done = [f"{branch}: fast-forwarded to {theirs[:10]}"]
+    elif read.merge_base(repo, ours, theirs) is None:  # nothing to join them at: another repository's run
+        return [f"{branch}: not updated, {remote}'s shares no history with this clone's (a run of {kernel} made "
+                f"in another repository): its records are merged here, and 'kgit log {kernel}' shows each run "
+                f"apart; its branch stays at {refs.remote_branch_ref(remote, kernel)}"]
     else:
         found = join.lines(repo, kernel, ours, theirs, by_commit)
         if found.forked and take is None:
@@ -240,9 +245,28 @@ def _forked(repo: Repo, remote: str, found: join.Lines) -> str:
             f"(either keeps the other in the branch's history){measure_both}")
 
 
-def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
-    """Send every kernel's branch, tag, records and attempts; the summary rows, a line per outcome, and how
-    many refs were not sent (branches and tags held back here, or any ref the remote rejected).
+@dataclass
+class Pushed:
+    """What kgit push did, as data (render.commands.push says it in lines)."""
+
+    remote: str
+    summaries: list  # model.runs.Summary: one per kernel and device
+    merged: int = 0  # records new from the remote, merged before the push
+    refused: list = field(default_factory=list)  # screen.Refused: the remote's records kept aside
+    not_sent: list = field(default_factory=list)  # (ref name, why, what to do) held back here or rejected
+    held_records: int = 0  # records on commits the remote will not have: they stay here
+    sent: list = field(default_factory=list)  # the branch and tag names the remote has now
+    attempts: int = 0  # attempt refs sent
+    nothing: bool = False  # nothing to push at all
+
+    @property
+    def unsent(self) -> int:
+        return len(self.not_sent)
+
+
+def push(repo: Repo, remote: str) -> Pushed:
+    """Send every kernel's branch, tag, records and attempts; what was sent, and what was not and why
+    (branches and tags held back here, or any ref the remote rejected).
 
     Refuses before touching anything when a branch's tip has no valid record (hooks.tip_problem).
     """
@@ -258,19 +282,17 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
     fetch(repo, remote)
     before = read.rev(repo, refs.NOTES_REF)
     added, refused = merge_notes(repo, remote)
-    done = [f"records: {added} new from {remote} merged first"] if added else []
-    done += [f"refused: {r.describe()} (kept under {refs.QUARANTINE}{remote})" for r in refused]
+    done = Pushed(remote, [], merged=added or 0, refused=refused)
     notes_sha = read.rev(repo, refs.NOTES_REF)
     if notes_sha != before:
         by_commit = notes.read_notes(repo).by_commit  # the merged records: what the push sends
 
-    refspecs, pushed_tips, unsent = [], [], 0
+    refspecs, pushed_tips = [], []
     for kernel, tip in sorted(tips.items()):
         branch, tag = refs.branch(kernel), refs.tag(kernel)
         theirs = read.rev(repo, refs.remote_branch_ref(remote, kernel))
         if theirs is not None and not read.is_ancestor(repo, theirs, tip):
-            done.append(f"{branch}: not pushed, {remote}'s has commits this clone lacks: 'kgit pull {remote}' first")
-            unsent += 1
+            done.not_sent.append((branch, f"{remote}'s has commits this clone lacks", f"'kgit pull {remote}' first"))
             continue
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
         pushed_tips.append(tip)
@@ -279,38 +301,33 @@ def push(repo: Repo, remote: str) -> tuple[list[list[str]], list[str], int]:
             refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design, along its branch
         elif tagged:  # sent, a stale tag would move the remote's best to a worse kernel
             where = "points off" if not read.is_ancestor(repo, tagged, tip) else "is not on the best kept iteration of"
-            done.append(f"{tag}: not pushed, it {where} {branch}: 'kgit doctor --fix' moves it")
-            unsent += 1
+            done.not_sent.append((tag, f"it {where} {branch}", "'kgit doctor --fix' moves it"))
     attempts = _attempt_refspecs(repo, remote)
     if notes_sha:
-        notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit, pushed_tips,
-                                          [spec.split(":", 1)[0] for spec in attempts])
+        notes_sha, done.held_records = _outgoing_notes(repo, remote, notes_sha, by_commit, pushed_tips,
+                                                       [spec.split(":", 1)[0] for spec in attempts])
         refspecs.append(f"{notes_sha}:{refs.NOTES_REF}")
-        if held:
-            done.append(f"records: {held} not pushed, on commits {remote} will not have (a branch not pushed, or "
-                        "a commit no ref keeps: 'kgit doctor'); they stay here")
     refspecs += attempts
     if not refspecs:
-        return [], done + ["nothing to push"], unsent
+        done.nothing = True
+        return done
 
     results = remotes.push(repo, remote, refspecs, env={hooks.PUSHING_ENV: "1"})
     for spec in refspecs:
         source, target = spec.lstrip("+").split(":", 1)
         outcome = results.get(target)
         if outcome:
-            done.append(f"{target}: rejected by {remote} {outcome}")
-            unsent += 1
+            done.not_sent.append((target, f"rejected by {remote} {outcome}", None))
         elif outcome == "" and target.startswith(refs.ATTEMPTS + "/"):
             write.set_ref(repo, refs.remote_snapshot(remote, "attempts/" + target[len(refs.ATTEMPTS) + 1:]), source)
     if results.get(refs.NOTES_REF) == "":
         write.set_ref(repo, refs.remote_snapshot(remote, "notes/kgit"), notes_sha)  # what the hook checks
     pushed = [t for t in (s.lstrip("+").split(":", 1)[1] for s in refspecs) if results.get(t) == ""]
-    names = [t.removeprefix("refs/heads/").removeprefix("refs/tags/") for t in pushed
-             if not t.startswith(refs.ATTEMPTS)]
-    attempts = len(pushed) - len(names)
-    done.append(f"{remote} has: {', '.join(names) or 'nothing new'}" + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))
-    rows = hooks.summary(by_commit, sorted(tips))
-    return rows, done, unsent
+    done.sent = [t.removeprefix("refs/heads/").removeprefix("refs/tags/") for t in pushed
+                 if not t.startswith(refs.ATTEMPTS)]
+    done.attempts = len(pushed) - len(done.sent)
+    done.summaries = hooks.summary(by_commit, sorted(tips))
+    return done
 
 
 def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, by_commit: dict, tips: list[str],

@@ -32,3 +32,28 @@ def test_start_and_step_answer_a_person_and_a_program(ws):
     assert [(r["iteration"], r["kept"]) for r in ws.ok("log", "--json").json()["iterations"]] == \
         [(0, True), (1, True), (2, False)]
     assert ws.ok("show", "2", "--json").json()["kept"] is False
+
+
+def test_a_gain_over_2x_is_kept_and_flagged_for_a_look_in_step_log_and_json(started):
+    started.set_kernel(METRIC=250.0)
+    run = started.ok("step", "-m", "suspiciously fast")
+    flag = "check this: a gain over 2x is often a broken measurement"
+    assert run.stdout.splitlines()[0].startswith("iteration 1: IMPROVED") and flag in run.stdout
+    checks = started.ok("log", "--json").json()["iterations"][1]["checks"]
+    assert [c["check"] for c in checks] == ["gain_over_2x"] and checks[0]["message"].startswith(flag)
+    assert started.ok("log", "--json").json()["iterations"][0]["checks"] == []  # the baseline: nothing to check
+    row = next(line for line in started.ok("log").stdout.splitlines() if "suspiciously fast" in line)
+    assert "improved; check: gain over 2x" in row
+    assert flag in started.ok("show", "1").stdout
+    assert started.ok("context", "--json").json()["tried"][0]["checks"] == ["gain_over_2x"]
+    assert started.git("show", "HEAD:experiments/README.md").count("check: gain over 2x") == 1
+    started.set_kernel(METRIC=255.0)
+    assert "check this" not in started.ok("step", "-m", "a little more").stdout  # +2%: nothing to check
+
+
+def test_a_figure_of_one_significant_digit_is_flagged_at_the_start(ws):
+    ws.set_kernel(METRIC=0.02)
+    ws.git("commit", "-qam", "a test that rounds its figure to one digit")
+    run = ws.ok("start", "fake")
+    assert "check this: the test prints its figure with one significant digit (0.02 GBps)" in run.stdout
+    assert [c["check"] for c in ws.ok("best", "--json").json()["checks"]] == ["one_significant_digit"]

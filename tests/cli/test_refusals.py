@@ -397,3 +397,23 @@ def test_a_misspelt_kernel_is_told_the_kernels_that_have_records(started):
     refusal = started.refused_json("status", "fkae")
     assert refusal["error"].startswith("no records for fkae")
     assert refusal["hint"] == "the kernels with records here: fake; 'kgit start fkae' begins a loop for fkae"
+
+
+def test_step_refuses_a_config_its_template_does_not_allow_and_its_advice_works(ws):
+    """num_warps 2 where CONFIG_SPACE says 4/8/16: refused, nothing run and no iteration used (kgit tune
+    would refuse to start from it); widening the space in the same change is a change like any other."""
+    from workspace import KERNEL, LANDSCAPE
+
+    (ws.root / KERNEL).write_text(LANDSCAPE.replace('"WARPS": [1, 2, 4, 8, 16]', '"WARPS": [2, 4, 8]'))
+    ws.git("commit", "-qam", "a tunable kernel")
+    ws.ok("start", "fake")
+    text = (ws.root / KERNEL).read_text()
+    (ws.root / KERNEL).write_text(text.replace('"WARPS": 2}', '"WARPS": 16}'))
+    line = ws.refused("step", "-m", "WARPS 2->16", "--tier", "1")
+    assert line.startswith(f"kgit: {KERNEL}: CONFIG['WARPS'] = 16 is not in CONFIG_SPACE['WARPS'] (2, 4, 8); "
+                           "nothing was run, no iteration used: set CONFIG to a configuration its template allows")
+    assert "add it to CONFIG_SPACE in the same change" in line
+    assert ws.refused_json("step", "-m", "WARPS 2->16")["error"].startswith(f"{KERNEL}: CONFIG['WARPS'] = 16 is not")
+    (ws.root / KERNEL).write_text(text.replace('"WARPS": 2}', '"WARPS": 16}').replace('[2, 4, 8]', '[2, 4, 8, 16]'))
+    assert ws.ok("step", "-m", "WARPS 2->16, a value the space gains", "--json").json()["iteration"] == 1
+    ws.check_invariants()

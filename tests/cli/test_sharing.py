@@ -48,8 +48,12 @@ def test_push_and_pull_answer_in_one_json_object(ws, tmp_path):
     out = ws.ok("push", "origin", "--json").stdout
     pushed = json.loads(out)
     assert out.count("\n") == 1 and pushed["remote"] == "origin"
-    assert [(k["Kernel"], k["Iterations"], k["Reverted"]) for k in pushed["kernels"]] == [("fake", "2", "1")]
-    assert any("opt/fake" in line for line in pushed["done"])
+    # data, not display strings: numbers and names
+    assert [(k["kernel"], k["gpu"], k["iterations"], k["reverted"], k["baseline"], k["best"], k["best_iteration"],
+             k["metric"], k["target_met"]) for k in pushed["kernels"]] == \
+        [("fake", "Fake GPU", 2, 1, 100.0, 120.0, 1, "gbps", False)]
+    assert {"opt/fake", "best/fake", "refs/notes/kgit"} <= set(pushed["sent"]) and pushed["attempts"] == 1
+    assert (pushed["records_merged"], pushed["records_held"], pushed["records_refused"]) == (0, 0, [])
     other = clone(bare, tmp_path / "other")
     out = other.ok("pull", "origin", "--json").stdout
     pulled = json.loads(out)

@@ -3,7 +3,7 @@
 import json
 import sys
 
-from workspace import KERNEL, TEST
+from workspace import KERNEL, LANDSCAPE, TEST
 
 # Each turn the agent reads the context, then does what its plan says for that turn.
 AGENT = '''
@@ -52,6 +52,10 @@ elif what == "chatty":  # a long transcript, then a change
     print("x" * 20000 + " the end of a long answer")
     kernel.write_text(kernel.read_text() + "# chatty\\n")
     describe("a comment", 1)
+elif what.startswith("warps="):  # a CONFIG value, in a template's CONFIG
+    import re
+    kernel.write_text(re.sub(r'"WARPS": [0-9]+}', '"WARPS": ' + what[6:] + "}", kernel.read_text()))
+    describe("WARPS to " + what[6:], 1)
 elif what == "sleep":
     import time; time.sleep(30)
 '''
@@ -182,4 +186,17 @@ def test_a_turn_that_repeats_an_iteration_or_changes_only_comments_is_recorded_f
     assert "METRIC = 90.0" in ws.git("show", f"refs/kgit/attempts/fake/2:{KERNEL}")  # kept as its attempt
     assert "agent repeated the kernel code of iteration 1" in (tmp_path / "turns.context3").read_text()
     assert records[4]["agent"] and "METRIC = 120.0" in ws.kernel_text("HEAD")
+    ws.check_invariants()
+
+
+def test_a_turn_that_sets_a_config_outside_its_space_is_recorded_failed_and_the_loop_goes_on(ws, tmp_path):
+    (ws.root / KERNEL).write_text(LANDSCAPE)
+    ws.git("commit", "-qam", "a tunable kernel")
+    command = agent_command(tmp_path, ["warps=3", "warps=4"])
+    records = ws.ok("run", "fake", "--agent", command, "--max-iterations", "2", "--json").json()["iterations"]
+    assert [r["status"] for r in records] == ["BASELINE", "FAILED", "IMPROVED"]
+    assert records[1]["reason"] == ("agent set a CONFIG its template does not allow (skills/kernels/fake/"
+                                    "triton_template.py: CONFIG['WARPS'] = 3 is not in CONFIG_SPACE['WARPS'] "
+                                    "(1, 2, 4, 8, 16))")
+    assert "CONFIG['WARPS'] = 3 is not in CONFIG_SPACE" in (tmp_path / "turns.context2").read_text()
     ws.check_invariants()

@@ -74,11 +74,13 @@ def test_an_agent_that_only_follows_the_context_reaches_a_stop_without_a_guess(w
     turns = [json.loads(line) for line in journal.read_text().splitlines()]
     assert [problem for turn in turns for problem in turn["problems"]] == []
     records = result["iterations"][1:]
-    # memory-bound order 2, 1, 3: tier 2 decided by its gain; tier 1 closed by three attempts within the
-    # noise (noise alone never closes a tier); tier 3 decided by its loss; then every tier was tried
+    # memory-bound with no profiler: order 1, 2, 3; tier 1 closed by three attempts within the noise
+    # (noise never closes a tier); tier 2 by its gain; tier 3 by three losses (one loss may be the
+    # noise's, and is one idea's verdict); then every tier was tried
     assert [(r["tier"], r["status"]) for r in records] == [
-        (2, "IMPROVED"), (1, "WITHIN_NOISE"), (1, "WITHIN_NOISE"), (1, "WITHIN_NOISE"), (3, "REGRESSED")]
-    assert len({r["action"] for r in records}) == 5  # no change repeated in the same form
+        (1, "WITHIN_NOISE"), (1, "WITHIN_NOISE"), (1, "WITHIN_NOISE"), (2, "IMPROVED"),
+        (3, "REGRESSED"), (3, "REGRESSED"), (3, "REGRESSED")]
+    assert len({r["action"] for r in records}) == 7  # no change repeated in the same form
     assert result["stop_reason"] == "TIERS_TRIED"
     # after the run, the context, the loop skill and kgit say the same thing: stop
     context = ws.ok("context", "--json").json()
@@ -90,5 +92,5 @@ def test_the_loop_skill_states_the_rule_kgit_applies_to_close_a_tier():
     from pathlib import Path
 
     text = " ".join((Path(__file__).parents[2] / "skills/optimize-loop/SKILL.md").read_text().split())
-    assert f"after {diagnose.TIER_ATTEMPTS} attempts that were within the noise or failed" in text
-    assert "decided beyond the noise, IMPROVED or REGRESSED" in text
+    assert f"after {diagnose.TIER_ATTEMPTS} attempts that kept nothing" in text
+    assert "once a change in it was kept" in text and "neither does one loss" in text

@@ -41,3 +41,23 @@ def test_a_kept_iteration_that_git_reset_dropped_is_no_longer_the_best(started):
     record = started.ok("step", "-m", "again", "--json").json()
     # judged against the baseline the branch holds, and numbered after every iteration ever made
     assert record["status"] == "IMPROVED" and record["best_before"] == 100.0 and record["iteration"] == 2
+
+
+def test_a_best_below_its_baseline_reads_right_with_its_legend(ws):
+    """A time (better: lower): its best lies below the baseline, and every answer says which way is better."""
+    ws.set_kernel(MODE="timed")
+    (ws.root / "kgit.yaml").write_text("fake:\n  metric: time_ms\n  better: lower\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "a test that prints a time")
+    ws.ok("start", "fake")
+    ws.set_kernel(METRIC=200.0)  # the fake test's time_ms is 0.1 / METRIC: half the time
+    ws.ok("step", "-m", "twice as fast")
+    best = ws.ok("best", "--json").json()
+    assert best["better"] == "lower" and best["value"] < ws.ok("log", "--json").json()["iterations"][0]["value"]
+    assert ws.ok("status", "--json").json()["better"] == "lower"
+    assert ws.ok("context", "--json").json()["better"] == "lower"
+    assert "(lower is better)" in ws.ok("best").stdout and "(lower is better)" in ws.ok("status").stdout
+    ws.git("checkout", "-q", "main")
+    (ws.root / "kgit.yaml").unlink()  # a checkout that does not define the kernel: no legend to give
+    (ws.root / "skills/kernels/fake").rename(ws.root / "skills/kernels/gone")
+    assert ws.ok("best", "fake", "--json").json()["better"] is None

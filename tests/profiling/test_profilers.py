@@ -36,7 +36,8 @@ def test_without_ncu_on_path_the_benchmark_and_declared_bottleneck_are_used(on_n
     out = run.json()
     assert out["source"] == "benchmark" and out["value"] == 100.0 and out["pct_of_peak"] == 10.0
     assert out["declared_bottleneck"] == "compute"
-    assert out["diagnosis"]["bound"] == "compute" and out["diagnosis"]["tier_order"] == [3, 1, 5]
+    # the declared bound, which no counter confirmed: tier 1 first
+    assert out["diagnosis"]["bound"] == "compute" and out["diagnosis"]["tier_order"] == [1, 3, 5]
     assert "skills/kernels/fake/SKILL.md" in out["diagnosis"]["skills"]
 
 

@@ -39,7 +39,7 @@ def status_state(**fields):
     best = Record("softmax", 2, "x", Status.IMPROVED, metric="gbps", value=120.0, pct_of_peak=12.0)
     base = dict(kernel="softmax", branch="opt/softmax", on_branch=True, kernel_path="k.py", test_path="t.py",
                 iteration=3, max_iterations=5, metric="gbps", target=150.0, best=best, best_commit=SHA, gap=30.0,
-                gap_pct=20.0, stopped=None, kernel_modified=False, reverted=1, invalid=[])
+                gap_pct=20.0, stopped=None, kernel_modified=False, reverted=1, invalid=[], better="higher")
     return LoopStatus(**{**base, **fields})
 
 
@@ -75,6 +75,8 @@ def test_a_doctor_with_and_without_problems():
         "opt/softmax has diverged from origin's; fix: none automatic: keep one side",
         "none of these is repaired automatically: each says what to do",
     ]
+    assert commands.doctor([], problems + manual, repaired=False).splitlines()[-1] == \
+        "run 'kgit doctor --fix' to repair 1 of these; each of the others says what to do"
     assert commands.doctor([], problems, repaired=True) == \
         "best/softmax is missing; fix: move it to 0123456789 (iteration 2)"
 
@@ -120,7 +122,36 @@ def test_a_log_says_when_a_loop_went_on_past_a_limit_it_had_stopped_at():
     stopped = Record("softmax", 2, "b", Status.REGRESSED, metric="gbps", value=90.0, correctness=True,
                      stop_reason=StopReason.MAX_ITERATIONS)
     later = Record("softmax", 3, "c", Status.IMPROVED, metric="gbps", value=130.0, correctness=True)
-    rows = commands.log([(SHA, stopped), (SHA, later)]).splitlines()
+    from kgit.loop.history import runs
+
+    rows = commands.log(runs([(SHA, stopped), (SHA, later)])).splitlines()
     assert rows[2].split("  ")[-2].strip() == "regressed, reverted; MAX_ITERATIONS, raised later"
-    last = commands.log([(SHA, stopped)]).splitlines()  # the loop still stands there
+    last = commands.log(runs([(SHA, stopped)])).splitlines()  # the loop still stands there
     assert "regressed, reverted; MAX_ITERATIONS  " in last[2] and "raised later" not in last[2]
+
+
+def test_a_log_shows_runs_on_different_devices_apart_each_with_its_own_count():
+    """A pulled GPU run and a CPU run of one kernel: two tables, two final lines, never one mixed count."""
+    from kgit.loop.history import runs
+
+    def record(iteration, gpu, started, status=Status.IMPROVED, value=100.0, cpu=False):
+        return Record("softmax", iteration, f"change {iteration}", status, started=started, gpu=gpu, cpu_timing=cpu,
+                      metric="gbps", value=value, correctness=True)
+
+    gpu = [record(0, "NVIDIA H200", "2026-01-01T00:00", Status.BASELINE, 3000.0),
+           record(1, "NVIDIA H200", "2026-01-01T01:00", Status.REGRESSED, 2900.0),
+           record(2, "NVIDIA H200", "2026-01-01T02:00", Status.IMPROVED, 3200.0)]
+    cpu = [record(0, "cpu", "2026-02-01T00:00", Status.BASELINE, 0.002, cpu=True),
+           record(1, "cpu", "2026-02-01T01:00", Status.WITHIN_NOISE, 0.002, cpu=True),
+           record(2, "cpu", "2026-02-01T02:00", Status.FAILED, None, cpu=True).replace(gpu=None)]  # a crash: no GPU named
+    found = runs([(SHA, r) for r in sorted(gpu + cpu, key=lambda r: r.iteration)])
+    assert [(run.gpu, [r.iteration for r in run.records]) for run in found] == [("NVIDIA H200", [0, 1, 2]),
+                                                                             ("cpu", [0, 1, 2])]
+    text = commands.log(found)
+    assert "softmax on NVIDIA H200, started 2026-01-01 00:00 UTC: 3 records, 1 reverted" in text
+    assert "softmax on cpu (Triton interpreter on the CPU: timings are CPU timings, not comparable to a GPU), " \
+           "started 2026-02-01 00:00 UTC: 3 records, 2 reverted" in text
+    assert text.count("Final: ") == 2 and "Final: 3200 GBps, 2 iterations, in progress." in text
+    assert "2 runs, each apart: a run is one loop from its baseline on one device" in text
+    one = commands.log(runs([(SHA, r) for r in gpu]))
+    assert "runs, each apart" not in one and one.count("Final: ") == 1  # one device: the table alone

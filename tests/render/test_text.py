@@ -3,6 +3,7 @@
 import pytest
 
 from kgit.model.record import Record, Status, StopReason
+from kgit.model.runs import summarize
 from kgit.render import text
 
 
@@ -93,7 +94,7 @@ def test_the_summary_counts_reverted_iterations_as_kgit_status_does():
     # a change kept anyway stays on the branch: it is not reverted (kgit status counts it so too)
     rows = [rec(0, Status.BASELINE, metric="gbps", value=100.0), rec(1, Status.REGRESSED, metric="gbps", value=90.0),
             rec(2, Status.KEPT_ANYWAY, metric="gbps", value=95.0), rec(3, Status.FAILED)]
-    assert text.summary_row(rows)[text.SUMMARY_HEADERS.index("Reverted")] == "2"
+    assert text.summary_row(summarize("NVIDIA H200", rows))[text.SUMMARY_HEADERS.index("Reverted")] == "2"
 
 
 def test_a_change_kept_anyway_is_not_said_twice_in_the_log():
@@ -109,7 +110,7 @@ def test_the_summary_says_met_as_the_loop_decided_it_whichever_way_the_figure_ru
     col = text.SUMMARY_HEADERS.index("Target")
     # a latency in microseconds with a target of 50: lower is better, and 100 has not met it
     latency = [rec(0, Status.BASELINE, metric="latency_us", value=100.0, target=50.0)]
-    assert text.summary_row(latency)[col].startswith("not met")
+    assert text.summary_row(summarize(None, latency))[col].startswith("not met")
     done = latency + [rec(1, Status.TARGET_MET, metric="latency_us", value=48.0, target=50.0,
                           stop_reason=StopReason.TARGET_MET)]
-    assert text.summary_row(done)[col] == "met"
+    assert text.summary_row(summarize(None, done))[col] == "met"

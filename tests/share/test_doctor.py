@@ -54,7 +54,11 @@ def test_a_killed_steps_candidate_is_an_interrupted_step_not_a_hand_commit(start
     started.set_kernel(METRIC=120.0)
     assert started.kgit("step", "-m", "x", env={"KGIT_TEST_CRASH_AT": "candidate-committed"}).returncode == \
         -signal.SIGKILL
-    assert [p["problem"] for p in doctor(started)] == ["an interrupted step (kgit was killed in the middle of it)"]
+    assert [(p["problem"], p["automatic"]) for p in doctor(started)] == \
+        [("an interrupted step (kgit was killed in the middle of it)", True)]
+    # --fix repairs it: the doctor says so, never "none of these is repaired automatically"
+    told = started.kgit("doctor").stdout
+    assert told.endswith("run 'kgit doctor --fix' to repair\n") and "none of these" not in told
     status = started.ok("status", "--json").json()
     assert status["pending"] and status["unrecorded"] == []
     assert "git reset --soft" not in started.ok("context", "--json").json()["next_step"]

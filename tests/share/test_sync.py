@@ -297,6 +297,38 @@ def test_records_committed_as_a_bundle_are_imported_by_pull(ws, tmp_path):
     assert "neither a remote of this repository nor a git bundle" in elsewhere.refused("pull", str(not_a_bundle))
 
 
+def test_a_bundle_of_another_repositorys_run_merges_its_records_and_leaves_the_branch(ws, tmp_path):
+    """The README's first command runs softmax here (a CPU run on opt/softmax); the repository's bundle of
+    an H200 run of softmax was made in another repository: no history to join the two branches at."""
+    import shutil
+
+    from workspace import FAKE, Workspace
+
+    elsewhere_root = tmp_path / "elsewhere"
+    (elsewhere_root / "skills/kernels/fake").mkdir(parents=True)
+    for name in ("triton_template.py", "test_fake.py"):
+        shutil.copy(FAKE / name, elsewhere_root / "skills/kernels/fake" / name)
+    elsewhere = Workspace(elsewhere_root).init("another repository")
+    elsewhere.set_kernel(MODE="h200")
+    elsewhere.git("commit", "-qam", "on an H200")
+    a_session(elsewhere)
+    bundle = tmp_path / "h200.bundle"
+    elsewhere.git("bundle", "create", "-q", str(bundle), "opt/fake", "best/fake", "refs/notes/kgit",
+                  "refs/kgit/attempts/fake/2")
+    ws.ok("start", "fake")  # the run here
+    before = ws.git("rev-parse", "opt/fake")
+    run = ws.kgit("pull", str(bundle))
+    assert run.returncode == 1 and "Traceback" not in run.stderr and "merge-base" not in run.stderr
+    assert "opt/fake: not updated, bundle-h200's shares no history with this clone's" in run.stdout
+    assert ws.git("rev-parse", "opt/fake") == before
+    runs = ws.ok("log", "fake", "--json").json()["runs"]  # both runs' records, each apart
+    assert [(r["gpu"], r["iterations"]) for r in runs] == [("Fake GPU", [0]), ("NVIDIA H200", [0, 1, 2])]
+    assert ws.ok("best", "--json").json()["gpu"] == "Fake GPU"  # the branch here is judged by what it holds
+    text = ws.ok("log").stdout  # each run's own final line: the other repository's best is its run's
+    assert "Final: 100 GBps (10% of peak), 0 iterations, in progress." in text
+    assert "Final: 120 GBps" in text and "2 iterations, in progress." in text
+
+
 def test_push_to_a_remote_that_is_a_bundle_is_refused_with_a_command_that_works(ws, tmp_path):
     a_session(ws)
     bundle = tmp_path / "run.bundle"
