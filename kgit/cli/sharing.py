@@ -99,13 +99,15 @@ def hooks_pre_push(ctx, remote, url):
 
     remote = remote or os.environ.get("PRE_COMMIT_REMOTE_NAME") or "origin"  # pre-commit passes no arguments
     lines = hooks.read_hook_input("" if sys.stdin.isatty() else sys.stdin.read(), dict(os.environ))
-    rows, reminder = hooks.pre_push(repo(ctx), remote, lines)
+    rows, behind = hooks.pre_push(repo(ctx), remote, lines)
     # stderr, as git's own messages: a `git push --porcelain` keeps its stdout to itself
     if rows:
         click.echo(f"kgit: this push to {remote} carries:", err=True)
         click.echo(commands.summary_table(rows), err=True)
-    if reminder:
-        click.echo(f"kgit: {reminder}", err=True)
+    if behind.tips:
+        from kgit.share import sync
+
+        click.echo(f"kgit: {sync.send_records(repo(ctx), remote, behind)}", err=True)
 
 
 @click.command("doctor")

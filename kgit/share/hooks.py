@@ -1,4 +1,5 @@
-"""The pre-push hook: what a push of kgit's refs carries, and the check that its records exist.
+"""The pre-push hook: what a push of kgit's refs carries, the check that its records exist, and which
+records it leaves behind (kgit.share.sync.send_records sends them beside it).
 
 Which record governs the tip of opt/<kernel>, the rule the hook and `kgit push` apply:
   walk the branch's first parents from the tip;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass, field
 
 from kgit import config
 from kgit.errors import KgitError
@@ -29,8 +31,9 @@ from kgit.model.runs import Summary, sections, summarize
 # interpreter); hooks/pre-push in kgit's repository is pre_push_script("") (a test keeps them equal).
 PRE_PUSH = """#!/bin/sh
 # kgit's pre-push hook (kgit hooks install): when a push carries an opt/<kernel> branch or a
-# best/<kernel> tag, print each kernel's summary and refuse a branch whose tip has no kgit record.
-# It reads git's notes only, never runs kernel code. Skip it for one push: git push --no-verify
+# best/<kernel> tag, print each kernel's summary, refuse a branch whose tip has no kgit record, and
+# send the records and attempts the push leaves behind (git pushes no notes unless asked), as
+# 'kgit push' would. It reads git's notes only, never runs kernel code. Skip it: git push --no-verify
 KGIT_PYTHON={python}
 if [ -n "$KGIT_PUSH" ]; then
     exit 0  # the push of 'kgit push', which checked these refs itself
@@ -66,14 +69,23 @@ PUSHING_ENV = "KGIT_PUSH"
 ZERO = "0" * 40
 
 
-def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]], str | None]:
-    """Check a push from the lines git gives the hook; return the summary rows and a reminder, if any.
+@dataclass
+class LeftBehind:
+    """What a push of opt/ branches leaves behind: their records (the push carries no notes, and the
+    remote lacks some of this clone's), which kgit.share.sync.send_records sends beside it."""
+
+    tips: dict[str, str] = field(default_factory=dict)  # kernel -> the tip pushed
+    tags_carried: set[str] = field(default_factory=set)  # kernels whose best/ tag the push sends itself
+
+
+def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]], LeftBehind]:
+    """Check a push from the lines git gives the hook; return the summary rows, and what it leaves behind.
 
     Raises KgitError, which refuses the push, when a pushed opt/ branch's tip has no valid record.
     """
     if os.environ.get(PUSHING_ENV):
-        return [], None
-    tips, replaced, kernels, carries_notes = {}, {}, set(), False
+        return [], LeftBehind()
+    tips, replaced, tagged, carries_notes = {}, {}, set(), False
     for line in lines:
         words = line.split()
         if len(words) != 4 or not all(is_object_id(w) for w in (words[1], words[3])):
@@ -87,22 +99,17 @@ def pre_push(repo: Repo, remote: str, lines: list[str]) -> tuple[list[list[str]]
             if _remote_sha != ZERO:
                 replaced[remote_ref[len(refs.BRANCHES):]] = _remote_sha
         elif remote_ref.startswith(refs.TAGS):
-            kernels.add(remote_ref[len(refs.TAGS):])
+            tagged.add(remote_ref[len(refs.TAGS):])
         carries_notes |= remote_ref == refs.NOTES_REF
-    kernels |= tips.keys()
+    kernels = tagged | tips.keys()
     if not kernels:
-        return [], None
+        return [], LeftBehind()
     by_commit = notes.read_notes(repo).by_commit
     check_tips(repo, tips, by_commit, from_hook=True)
     for kernel, theirs in sorted(replaced.items()):
         check_not_dropped(repo, kernel, theirs, tips[kernel], by_commit)
-    reminder = None
-    if not carries_notes and not records_on_remote(repo, remote):
-        reminder = (
-            f"the records of these kernels are not on {remote} yet (git pushes no notes unless asked): "
-            f"run 'kgit push {remote}', which sends opt/*, best/*, refs/notes/kgit and refs/kgit/attempts/*"
-        )
-    return summary(by_commit, sorted(kernels)), reminder
+    behind = LeftBehind() if carries_notes or records_on_remote(repo, remote) else LeftBehind(tips, tagged)
+    return summary(by_commit, sorted(kernels)), behind
 
 
 def check_tips(repo: Repo, tips: dict[str, str], by_commit: dict[str, list[Record]], from_hook: bool) -> None:

@@ -302,32 +302,83 @@ def push(repo: Repo, remote: str) -> Pushed:
         elif tagged:  # sent, a stale tag would move the remote's best to a worse kernel
             where = "points off" if not read.is_ancestor(repo, tagged, tip) else "is not on the best kept iteration of"
             done.not_sent.append((tag, f"it {where} {branch}", "'kgit doctor --fix' moves it"))
-    attempts = _attempt_refspecs(repo, remote)
-    if notes_sha:
-        notes_sha, done.held_records = _outgoing_notes(repo, remote, notes_sha, by_commit, pushed_tips,
-                                                       [spec.split(":", 1)[0] for spec in attempts])
-        refspecs.append(f"{notes_sha}:{refs.NOTES_REF}")
-    refspecs += attempts
+    records, done.held_records = _records_refspecs(repo, remote, notes_sha, by_commit, pushed_tips)
+    refspecs += records
     if not refspecs:
         done.nothing = True
         return done
 
-    results = remotes.push(repo, remote, refspecs, env={hooks.PUSHING_ENV: "1"})
-    for spec in refspecs:
-        source, target = spec.lstrip("+").split(":", 1)
-        outcome = results.get(target)
-        if outcome:
-            done.not_sent.append((target, f"rejected by {remote} {outcome}", None))
-        elif outcome == "" and target.startswith(refs.ATTEMPTS + "/"):
-            write.set_ref(repo, refs.remote_snapshot(remote, "attempts/" + target[len(refs.ATTEMPTS) + 1:]), source)
-    if results.get(refs.NOTES_REF) == "":
-        write.set_ref(repo, refs.remote_snapshot(remote, "notes/kgit"), notes_sha)  # what the hook checks
-    pushed = [t for t in (s.lstrip("+").split(":", 1)[1] for s in refspecs) if results.get(t) == ""]
+    results = _sent(repo, remote, refspecs)
+    targets = [spec.lstrip("+").split(":", 1)[1] for spec in refspecs]
+    done.not_sent += [(t, f"rejected by {remote} {results[t]}", None) for t in targets if results.get(t)]
+    pushed = [t for t in targets if results.get(t) == ""]
     done.sent = [t.removeprefix("refs/heads/").removeprefix("refs/tags/") for t in pushed
                  if not t.startswith(refs.ATTEMPTS)]
     done.attempts = len(pushed) - len(done.sent)
     done.summaries = hooks.summary(by_commit, sorted(tips))
     return done
+
+
+def send_records(repo: Repo, remote: str, behind: hooks.LeftBehind) -> str:
+    """From the pre-push hook of a plain `git push` of opt/ branches: send the records and attempts that
+    push leaves behind (git pushes no notes unless asked), and each kernel's best/ tag where it is the
+    best of the line pushed and the push does not carry it, as kgit push would, so that the remote and
+    a teammate's pull find the run whole at once. One line: what was sent, or why not (the user's push
+    goes on either way)."""
+    tips = behind.tips
+    if remote not in remotes.remotes(repo):
+        return f"the records stay here: {remote} is not a named remote; 'kgit push REMOTE' sends them"
+    try:
+        fetch(repo, remote)
+        added, refused = merge_notes(repo, remote)
+        notes_sha = read.rev(repo, refs.NOTES_REF)
+        if notes_sha is None:
+            return "no records to send"
+        refspecs, held = _records_refspecs(repo, remote, notes_sha, notes.read_notes(repo).by_commit,
+                                           list(tips.values()))
+        for kernel, tip in sorted(tips.items()):
+            if kernel in behind.tags_carried:
+                continue  # the push sends it: sent first from here, git's own would be refused
+            tagged = read.rev(repo, refs.tag_ref(kernel))
+            if tagged and tagged == _branch_best(repo, kernel) and read.is_ancestor(repo, tagged, tip):
+                refspecs.append(f"+refs/tags/{refs.tag(kernel)}:refs/tags/{refs.tag(kernel)}")
+        rejected = {target: why for target, why in _sent(repo, remote, refspecs).items() if why}
+    except GitError as e:
+        return f"the records were not sent ({e}): 'kgit push {remote}' sends them"
+    if rejected:
+        return (f"the records were not all sent ({', '.join(f'{t}: {why}' for t, why in sorted(rejected.items()))}): "
+                f"'kgit push {remote}' sends them")
+    merged = f", {added} of {remote}'s merged here first" if added else ""
+    aside = f", {len(refused)} of {remote}'s refused (kept aside: 'kgit doctor')" if refused else ""
+    stay = f"; {held} on commits {remote} will not have stay here" if held else ""
+    return f"the records were sent with this push{merged}{aside}{stay}"
+
+
+def _records_refspecs(repo: Repo, remote: str, notes_sha: str | None, by_commit: dict,
+                      tips: list[str]) -> tuple[list[str], int]:
+    """The refspecs of the records and attempts to send beside these branch tips, and how many records
+    stay here (on commits the remote will not have)."""
+    attempts = _attempt_refspecs(repo, remote)
+    if not notes_sha:
+        return attempts, 0
+    notes_sha, held = _outgoing_notes(repo, remote, notes_sha, by_commit, tips,
+                                      [spec.split(":", 1)[0] for spec in attempts])
+    return [f"{notes_sha}:{refs.NOTES_REF}", *attempts], held
+
+
+def _sent(repo: Repo, remote: str, refspecs: list[str]) -> dict[str, str]:
+    """Push these refspecs (never through kgit's own hook: its checks are done) and remember the attempts
+    and notes the remote took; the result of each remote ref, '' or git's reason."""
+    results = remotes.push(repo, remote, refspecs, env={hooks.PUSHING_ENV: "1"})
+    for spec in refspecs:
+        source, target = spec.lstrip("+").split(":", 1)
+        if results.get(target) != "":
+            continue
+        if target.startswith(refs.ATTEMPTS + "/"):
+            write.set_ref(repo, refs.remote_snapshot(remote, "attempts/" + target[len(refs.ATTEMPTS) + 1:]), source)
+        elif target == refs.NOTES_REF:
+            write.set_ref(repo, refs.remote_snapshot(remote, "notes/kgit"), source)  # what the hook checks
+    return results
 
 
 def _outgoing_notes(repo: Repo, remote: str, notes_sha: str, by_commit: dict, tips: list[str],

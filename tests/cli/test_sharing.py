@@ -16,7 +16,7 @@ def test_the_hook_speaks_on_stderr_only(ws):
                           capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == ""
     assert proc.stderr.startswith("kgit: this push to elsewhere carries:\n")
-    assert "records of these kernels are not on elsewhere yet" in proc.stderr
+    assert "the records stay here: elsewhere is not a named remote; 'kgit push REMOTE' sends them" in proc.stderr
     nothing = subprocess.run([sys.executable, "-m", "kgit", "hooks", "pre-push", "origin"], cwd=ws.root, input="",
                              capture_output=True, text=True)
     assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, "", "")

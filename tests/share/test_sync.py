@@ -12,7 +12,7 @@ from workspace import KERNEL, LANDSCAPE, a_session, clone, git_run, remote_refs
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
+def test_a_plain_push_through_the_hook_prints_the_summary_and_sends_the_records(remote, ws, tmp_path):
     a_session(ws)
     ws.ok("hooks", "install")
     run = git_run(ws, "push", "origin", "opt/fake", "best/fake")
@@ -20,26 +20,40 @@ def test_push_prints_the_summary_and_kgit_push_sends_the_records(remote, ws):
     row = next(line for line in run.stderr.splitlines() if line.startswith("fake "))
     assert row.split() == ["fake", "Fake", "GPU", "100", "GBps", "120", "GBps", "(iter", "1)", "12%", "2", "1",
                            "none", "set"]
-    assert "not on origin yet" in run.stderr and "kgit push origin" in run.stderr
-    assert "refs/notes/kgit" not in remote_refs(remote)  # git sends no notes unless asked
-
-    out = ws.ok("push").stdout
-    refs = remote_refs(remote)
+    assert "kgit: the records were sent with this push" in run.stderr, run.stderr
+    refs = remote_refs(remote)  # git sends no notes unless asked: the hook sent them, and the attempt
     assert refs["refs/notes/kgit"] == ws.git("rev-parse", "refs/notes/kgit")
     assert refs["refs/kgit/attempts/fake/2"] == ws.git("rev-parse", "refs/kgit/attempts/fake/2")
-    assert refs["refs/tags/best/fake"] == ws.git("rev-parse", "best/fake^{commit}")
-    assert "origin has: opt/fake, best/fake, refs/notes/kgit, 1 attempt" in out
-    assert "fake " in out  # the same summary
+    assert refs["refs/heads/opt/fake"] == ws.git("rev-parse", "opt/fake")
+    b = clone(remote, tmp_path / "b")  # a teammate's one pull finds the run whole
+    assert "records: 3 new from origin" in b.ok("pull").stdout
+    assert b.ok("best", "--json").json()["value"] == 120.0
+
+    out = ws.ok("push").stdout  # kgit push has nothing left to send but says what the remote has
+    assert "origin has: opt/fake, best/fake, refs/notes/kgit" in out and "fake " in out
 
     ws.set_kernel(METRIC=130.0)
     ws.ok("step", "-m", "better again")
     run = git_run(ws, "push", "origin", "opt/fake")
-    assert run.returncode == 0 and "carries" in run.stderr and "not on origin yet" in run.stderr
-    ws.ok("push")
+    assert run.returncode == 0 and "carries" in run.stderr and "records were sent" in run.stderr
+    assert remote_refs(remote)["refs/notes/kgit"] == ws.git("rev-parse", "refs/notes/kgit")
+    run = git_run(ws, "push", "origin", "opt/fake")  # the records are there now: nothing more to send
+    assert run.returncode == 0 and "records were sent" not in run.stderr
     ws.git("commit", "--allow-empty", "-qm", "unrelated")  # on opt/fake: give it a new, unrecorded tip
     ws.git("reset", "-q", "--hard", "HEAD~1")
     run = git_run(ws, "push", "origin", "main")
     assert run.returncode == 0 and "kgit" not in run.stderr  # no kgit ref: the hook says nothing
+
+
+def test_a_plain_push_whose_records_cannot_go_says_so_and_goes_on(remote, ws):
+    a_session(ws)
+    ws.ok("hooks", "install")
+    ws.git("config", "remote.origin.pushurl", str(remote))
+    ws.git("config", "remote.origin.url", str(remote) + "-gone")  # fetch fails, push works
+    run = git_run(ws, "push", "origin", "opt/fake")
+    assert run.returncode == 0, run.stderr
+    assert "the records were not sent" in run.stderr and "'kgit push origin' sends them" in run.stderr
+    assert "refs/notes/kgit" not in remote_refs(remote) and "refs/heads/opt/fake" in remote_refs(remote)
 
 
 def test_pull_from_a_remote_that_got_a_plain_git_push_says_the_records_are_not_there(remote, ws, tmp_path):

@@ -175,7 +175,6 @@ class Team(RuleBasedStateMachine):
         self.top = 100.0  # above every kernel stepped so far: better kernels go over it
         self.stepped: list[str] = []  # the commit of every record a step made, kept or not
         self.keys: dict[Path, set] = {}  # the records each repository held when last looked at
-        self.plain_pushed = False  # whether a member pushed opt/fake with plain git (which sends no records)
 
     def teardown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -272,7 +271,7 @@ class Team(RuleBasedStateMachine):
     @rule(i=st.integers(0, CLONES - 1))
     def plain_push(self, i):
         pushed = self.git(self.member(i), "push", "origin", "opt/fake").returncode == 0
-        self.plain_pushed |= pushed
+
         event(f"plain push: {'through' if pushed else 'refused'}")
         self.check_remote()
 
@@ -295,7 +294,7 @@ class Team(RuleBasedStateMachine):
         kept = {sha for where in [self.remote, *(c.root for c in self.clones)]
                 for sha, rs in records(where).items() if any(r.status.value in KEPT for r in rs)}
         forced = self.git(w, "push", "-f", "origin", "opt/fake").returncode == 0
-        self.plain_pushed |= forced
+
         event(f"forced push: {'through' if forced else 'refused'}")
         if forced and before:
             after = remote_refs(self.remote)[BRANCH]
@@ -333,18 +332,15 @@ class Team(RuleBasedStateMachine):
 
     def teardown_checks(self):
         team = self.clones[:self.n]
-        # One round of kgit pull and push on each clone joins everything, unless a member pushed with plain
-        # git: then a clone that holds that member's commits waits for their records, which come with that
-        # member's 'kgit push' (in this round), and a second round is needed.
-        for rounds in range(2 if self.plain_pushed else 1):
-            for w in team:
-                run = self.kgit(w, "pull")
-                if run.returncode == 1 and "forked" in run.stdout:
-                    run = self.kgit(w, "pull", "--take", "theirs")
-                pushed = self.kgit(w, "push")
-                if rounds or not self.plain_pushed:
-                    assert run.returncode == 0, f"kgit pull in {w.root.name}:\n{run.stdout}\n{run.stderr}"
-                    assert pushed.returncode == 0, f"kgit push in {w.root.name}:\n{pushed.stdout}\n{pushed.stderr}"
+        # One round of kgit pull and push on each clone joins everything, a member's plain git pushes
+        # included: the hook sent their records beside them.
+        for w in team:
+            run = self.kgit(w, "pull")
+            if run.returncode == 1 and "forked" in run.stdout:
+                run = self.kgit(w, "pull", "--take", "theirs")
+            pushed = self.kgit(w, "push")
+            assert run.returncode == 0, f"kgit pull in {w.root.name}:\n{run.stdout}\n{run.stderr}"
+            assert pushed.returncode == 0, f"kgit push in {w.root.name}:\n{pushed.stdout}\n{pushed.stderr}"
         for w in team:
             run = self.kgit(w, "pull")
             assert run.returncode == 0, f"kgit pull in {w.root.name}:\n{run.stdout}\n{run.stderr}"
