@@ -6,7 +6,7 @@ from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
 from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, gpu_label, log_row,
-                              metric, pct_of_peak, status_words, summary_row)
+                              metric, numbered_twice, pct_of_peak, status_words, summary_row)
 
 
 def init(done, kernel: str) -> str:
@@ -118,10 +118,11 @@ def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: 
     where = ("" if tag_commit == commit else " (missing: 'kgit doctor --fix' sets it)" if tag_commit is None
              else f" (on {tag_commit[:10]}, not the best: 'kgit doctor --fix' moves it)")
     lower = " (lower is better)" if better == "lower" else ""
+    host = f" ({record.environment['host']})" if (record.environment or {}).get("host") else ""
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
         f"{metric(record.value, record.metric, record.cpu_timing)}{lower}{pct_of_peak(record)} "
-        f"on {record.gpu or 'an unknown device'}, commit {commit[:10]}, tag {tag}{where}"
+        f"on {record.gpu or 'an unknown device'}{host}, commit {commit[:10]}, tag {tag}{where}"
     )
 
 
@@ -148,11 +149,12 @@ def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:
 
     rows, last = [], None
     final = max((r.iteration for _, r in pairs), default=0)
+    twice = numbered_twice([r for _, r in pairs])
     for sha, record in pairs:
         if record.environment and last and not same_environment(record.environment, last):
             rows.append(["", f"-- measured elsewhere from here: {environment(record.environment)} --"])
         last = record.environment or last
-        row = log_row(record, resumed=record.iteration < final) + [sha[:10]]
+        row = log_row(record, resumed=record.iteration < final, twice=twice) + [sha[:10]]
         if sha in left_behind:
             row[LOG_HEADERS.index("Status")] += " (on a line not taken)"
         rows.append(row)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kgit.model.record import Record
 from kgit.model.runs import sections
-from kgit.render.text import LOG_HEADERS, final_line, gpu_label, log_row, unit_label
+from kgit.render.text import LOG_HEADERS, final_line, gpu_label, log_row, numbered_twice, unit_label
 
 MARK = "Rendered by `kgit report` from the records in git notes"
 KEPT_NOTE = ("_Kept from an earlier rendering: the records of this run are not in this clone "
@@ -58,7 +58,9 @@ def _rendered(records: list[Record]) -> dict[str, list[str]]:
         when = f", started {started[:16].replace('T', ' ')} UTC" if started else ""
         heading = f"{SECTION}{kernel} on {gpu_label(section)}{when}"
         final = max(r.iteration for r in section)
-        rows = [[cell.replace("|", "\\|") for cell in log_row(r, resumed=r.iteration < final)] for r in section]
+        twice = numbered_twice(section)
+        rows = [[cell.replace("|", "\\|") for cell in log_row(r, resumed=r.iteration < final, twice=twice)]
+                for r in section]
         rendered[heading] = [heading, "", tabulate(rows, LOG_HEADERS, tablefmt="github", **_AS_TEXT), "",
                              final_line(section), "", *chart(kernel, section)]
     return rendered

@@ -121,10 +121,28 @@ def doubts_json(record: Record) -> list[dict]:
     return [{"check": code, "message": line} for code, line in zip(doubts(record), doubt_lines(record))]
 
 
-def log_row(record: Record, resumed: bool = False) -> list[str]:
+def numbered_twice(records: list[Record]) -> set[int]:
+    """The iteration numbers two of these runs share: two clones stepped one kernel at once."""
+    first, twice = {}, set()
+    for record in records:
+        if first.setdefault(record.iteration, record.key) != record.key:
+            twice.add(record.iteration)
+    return twice
+
+
+def run_name(record: Record, twice: set[int] = frozenset()) -> str:
+    """An iteration's name: its number, and where another clone's run has the same number, where and when
+    it ran (the host, the start to the second), which tells the two apart in the log and the README."""
+    if record.iteration not in twice:
+        return str(record.iteration)
+    host = (record.environment or {}).get("host") or "unknown host"
+    return f"{record.iteration} ({host}, {(record.started or '')[:19].replace('T', ' ')})"
+
+
+def log_row(record: Record, resumed: bool = False, twice: set[int] = frozenset()) -> list[str]:
     correctness = {True: "PASS", False: "FAIL", None: "-"}[record.correctness]
     return [
-        str(record.iteration),
+        run_name(record, twice),
         record.action,
         f"T{record.tier}" if record.tier is not None else "-",
         correctness,

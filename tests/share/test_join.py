@@ -275,3 +275,22 @@ def test_a_rewrite_meeting_a_kernel_kept_on_the_old_line_lets_that_line_go_on(re
     for w in (a, b):
         assert w.ok("best", "--json").json()["value"] == 150.0
         assert w.doctor().json()["problems"] == []
+
+
+def test_two_runs_numbered_alike_are_named_apart_in_log_and_readme_with_where_they_ran(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    assert step(a, 90.0, "A: worse") == "REGRESSED"
+    assert step(b, 150.0, "B: better") == "IMPROVED"
+    b.ok("push")
+    a.ok("pull")
+    twins = [r for r in a.ok("log", "--json").json()["iterations"] if r["iteration"] == 2]
+    assert len(twins) == 2
+    names = [f"2 ({r['environment']['host']}, {r['started'][:19].replace('T', ' ')})" for r in twins]
+    assert names[0] != names[1]
+    log = a.ok("log").stdout
+    readme = (a.root / "experiments/README.md").read_text()
+    for name in names:
+        assert name in log and f"| {name} " in readme
+    assert "\n1 " in log or " 1  " in log  # an iteration only one run has keeps its plain number
+    host = twins[0]["environment"]["host"]
+    assert f"on Fake GPU ({host}), commit" in a.ok("best").stdout
