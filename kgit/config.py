@@ -58,8 +58,8 @@ class KernelConfig:
     # A kept change must gain more than this, and more than the measured spread of both runs.
     min_gain_pct: float = 1.0
     # A step runs the best and the candidate alternately, a pair at a time, until the interval of the
-    # gain decides or this many pairs were run (kgit.loop.measure). 12 is the fewest with which a true
-    # +3% under 1% noise per run is kept in 95% of simulated decisions (tests/loop/test_measure.py).
+    # gain decides or this many pairs were run (kgit.loop.paired). 12 is the fewest with which a true
+    # +3% under 1% noise per run is kept in 95% of simulated decisions (tests/loop/test_paired.py).
     max_pairs: int = 12
     test_args: tuple[str, ...] = ()  # passed to the test after --json, e.g. ["--quick"]
     # A command that runs the test instead of 'python <test_path> --json' (pytest, make, a script

@@ -1,7 +1,7 @@
 """KgitError: the one exception that reaches the user, as one line and exit status 1, nothing changed."""
 
 from kgit.errors import KgitError
-from kgit.git.run import GitError
+from kgit.git.command import GitError
 
 
 def test_git_failures_are_kgit_errors():

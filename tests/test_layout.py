@@ -2,10 +2,9 @@
 
 kgit/<pkg>/<mod>.py is tested in tests/<pkg>/test_<mod>.py, and kgit/<mod>.py in tests/test_<mod>.py.
 pytest imports test files by their base name (no __init__.py in tests/), so two test files may not share
-one: where two modules share a name, the test file of a module inside a package takes its package as a
-prefix, tests/<pkg>/test_<pkg>_<mod>.py (kgit/git/run.py and kgit/harness/run.py: tests/git/test_git_run.py
-and tests/harness/test_harness_run.py; kgit/device.py keeps tests/test_device.py beside
-tests/harness/test_harness_device.py).
+one; and no two modules share a name (a name says what a module is, one concern each), so
+tests/<pkg>/test_<mod>.py never clashes. (A test file of several modules' behaviour together may take
+another name: tests/<pkg>/test_<pkg>_<mod>.py is accepted as a module's mirror too.)
 """
 
 from collections import Counter
@@ -48,3 +47,9 @@ def test_the_mirror_rule():
                                                   Path("tests/state/test_state_journal.py")]
     assert mirrored(Path("runner.py")) == [Path("tests/test_runner.py")]
 
+
+
+def test_no_two_modules_share_a_name():
+    names = Counter(m.name for m in modules())
+    shared = sorted(name for name, count in names.items() if count > 1)
+    assert not shared, f"modules that share a name (say what each one is): {shared}"

@@ -5,7 +5,7 @@
         [--reference TABLE=REMEASURED ...] [--earlier-runs N] [--ignore-constraints] [--set NAME=VALUE ...]
 
 Each strategy (kgit.model.search: the model-based search kgit tune uses, coordinate descent as it was
-before, a seeded random draw) and the decision (kgit.loop.measure.compare, the paired runs until the
+before, a seeded random draw) and the decision (kgit.loop.paired.compare, the paired runs until the
 interval decides, and kgit.model.decide) are kgit's own; only the test is replaced: each run of a
 configuration is its figure in the table space.py measured, times a log-normal draw whose spread is the
 one the table recorded for it (the range of the test's 3 repeats, as kgit reads it: noise.test_sd_of).
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_PAIRS = 12  # kgit tune's default --max-pairs
 SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD", "DESIGN_POINTS", "INTERACTION", "JUMP")  # what --set may change
 sys.path.insert(0, str(ROOT))
-from kgit.loop import measure, tune  # noqa: E402
+from kgit.loop import paired, tune  # noqa: E402
 from kgit.model import search  # noqa: E402
 from kgit.model import noise  # noqa: E402
 from kgit.model.decide import decide  # noqa: E402
@@ -71,7 +71,7 @@ def compared(best: dict, row: dict, min_gain_pct: float, history: list[list[floa
              max_pairs: int = MAX_PAIRS) -> noise.Comparison:
     """kgit's paired comparison of row against best, on simulated runs; history: the log-ratios of the
     earlier decisions of this run, the prior kgit pools (appended to)."""
-    found = measure.compare(run_of(best, rng), run_of(row, rng), noise.Prior.from_decisions(history),
+    found = paired.compare(run_of(best, rng), run_of(row, rng), noise.Prior.from_decisions(history),
                             min_gain_pct, max_pairs, warm_best=False)
     if found.log_ratios:
         history.append(found.log_ratios)

@@ -51,7 +51,7 @@ class Progress:
 
 
 def repo(ctx: click.Context):
-    from kgit.git.run import find_repo
+    from kgit.git.command import find_repo
 
     return find_repo(Path(ctx.obj["cwd"]))
 

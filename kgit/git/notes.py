@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgit.git import read, refs
-from kgit.git.run import GitError, Repo, cat_blobs, git
+from kgit.git.command import GitError, Repo, cat_blobs, git
 from kgit.model.record import InvalidNote, Record, from_json, parse_note, to_json
 
 

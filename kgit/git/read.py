@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kgit.git import refs
-from kgit.git.run import GitError, Repo, git
+from kgit.git.command import GitError, Repo, git
 
 
 def rev(repo: Repo, ref: str) -> str | None:

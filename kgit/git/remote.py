@@ -7,7 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from kgit.git.run import GitError, Repo, git, git_bytes
+from kgit.git.command import GitError, Repo, git, git_bytes
 
 
 def remotes(repo: Repo) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgit.git import read, refs
-from kgit.git.run import GitError, Repo, config_values, git, git_bytes
+from kgit.git.command import GitError, Repo, config_values, git, git_bytes
 from kgit.model.record import Record, note_text, parse_note
 
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # kgit's own commits and checkouts run none of the user's hooks

@@ -35,7 +35,7 @@ import re
 from kgit import runner
 from kgit.errors import KgitError
 from kgit.git import read, refs, write
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.loop import steps
 from kgit.model.record import StopReason
 from kgit.profiling import context

@@ -18,11 +18,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgit import device
+from kgit import machine
 from kgit.errors import KgitError
 from kgit.git import read
 from kgit.git import remote as remotes
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.loop import steps
 from kgit.loop.history import LoopState
 
@@ -77,5 +77,5 @@ def _measure_in_clone(bundle: bytes, head: str, state: LoopState, source: str):
     """On a worker: the candidate (HEAD with the kernel replaced by source) against the best."""
     with tempfile.TemporaryDirectory(prefix="kgit-worker-") as scratch:
         repo = remotes.clone_bundle(bundle, Path(scratch) / "repo")
-        environment = device.environment(state.cfg.gpu)
+        environment = machine.environment(state.cfg.gpu)
         return steps.compare_with_best(repo, state, head, source, environment), environment

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kgit import config
 from kgit.errors import KgitError
 from kgit.git import read, refs, write
-from kgit.git.run import GitError, Repo
+from kgit.git.command import GitError, Repo
 from kgit.loop.history import deciding
 from kgit.model import decide
 from kgit.model.record import Record, Status

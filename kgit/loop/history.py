@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.runs import sections

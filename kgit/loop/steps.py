@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kgit import config, device
+from kgit import config, machine
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
-from kgit.git.run import Repo
-from kgit.loop import measure, testing
+from kgit.git.command import Repo
+from kgit.loop import paired, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import coverage, decide, tunables
 from kgit.model.noise import Comparison
@@ -76,7 +76,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
 
         write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
         started = decide.now()
-        environment = device.environment(cfg.gpu)
+        environment = machine.environment(cfg.gpu)
         runs = []  # after a warm-up (its first run fills compile caches: it never counts), START_RUNS runs
         with testing.checkouts(repo, cfg, {"baseline": (head, None)}, progress=progress) as run:
             result = run("baseline")
@@ -185,7 +185,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         check_config(repo, state)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
-        comparison, environment = measured or (None, device.environment(state.cfg.gpu))
+        comparison, environment = measured or (None, machine.environment(state.cfg.gpu))
         try:
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
@@ -377,7 +377,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
             return result
 
         figure = decide.decides_on(state.cfg, state.records)
-        return measure.compare(lambda timing_only: run("best", timing_only), run_candidate,
+        return paired.compare(lambda timing_only: run("best", timing_only), run_candidate,
                                decide.noise_prior(state.records, environment, figure), state.cfg.min_gain_pct,
                                state.cfg.max_pairs, warm_best, state.cfg.lower_is_better,
                                on_pair=progress.pair if progress else None, decides_on=figure)

@@ -12,10 +12,10 @@ import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from kgit import device, runner
+from kgit import machine, runner
 from kgit.config import KernelConfig
 from kgit.git import read, refs, write
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model import device_time
 from kgit.model.result import TestResult, not_run
 from kgit.state import journal
@@ -27,7 +27,7 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
     """Worktrees by name, each of a commit with, optionally, the kernel file replaced by a source;
     yields run(name, timing_only=False, timeout_s=None), which runs the kernel's test in that worktree
     (on that GPU, if one is named; within test_timeout_s unless timeout_s says otherwise)."""
-    env, device_note = device.test_env(cfg.gpu)
+    env, device_note = machine.test_env(cfg.gpu)
     if gpu is not None:
         env = {**env, "CUDA_VISIBLE_DEVICES": gpu, "HIP_VISIBLE_DEVICES": gpu}
     if progress:

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import os
 
-from kgit import config, device
+from kgit import config, machine
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
-from kgit.git.run import Repo, cat_blobs
+from kgit.git.command import Repo, cat_blobs
 from kgit.loop import cluster, steps, testing
 from kgit.model import search
 from kgit.model.record import Record, Status, StopReason
@@ -170,7 +170,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                     raise steps.stopped_refusal(kernel, state)
                 return state.stopped
             first_round = False
-            held = {} if ray_cluster else held_in_interpreter(tunables, device.vendor(cfg.gpu))  # workers have GPUs
+            held = {} if ray_cluster else held_in_interpreter(tunables, machine.vendor(cfg.gpu))  # workers have GPUs
             if held and progress:
                 progress.note(f"Triton's interpreter ignores {', '.join(held)}: kgit tune holds "
                               f"{', '.join(f'{k}={v}' for k, v in held.items())} on this machine")
@@ -229,7 +229,7 @@ def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], pro
 
     def task(text):
         def on(gpu):
-            environment = device.environment(state.cfg.gpu, gpu)
+            environment = machine.environment(state.cfg.gpu, gpu)
             return steps.compare_with_best(repo, state, head, text, environment, gpu=gpu), environment
         return on
 

@@ -250,7 +250,7 @@ def measurement_json(comparison: Comparison) -> dict:
 
 
 # What makes two measurements comparable: the same machine, device, driver and compiler stack.
-# Clocks are recorded too (kgit.device.environment), but they move from run to run: not in the key.
+# Clocks are recorded too (kgit.machine.environment), but they move from run to run: not in the key.
 _ENVIRONMENT_KEY = ("host", "device", "gpu_uuid", "driver", "torch", "triton")
 
 

@@ -204,7 +204,7 @@ def _pct(log_ratio: float) -> float:
 
 @dataclass
 class Comparison:
-    """A candidate measured against the best, pair by pair (kgit.loop.measure fills it)."""
+    """A candidate measured against the best, pair by pair (kgit.loop.paired fills it)."""
 
     first: object  # the candidate's first run (a TestResult): its correctness, and a warm-up
     best: list[float]  # the best's counted figures, in the order they were taken

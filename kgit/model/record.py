@@ -87,7 +87,7 @@ class Record:
     options: dict | None = None  # the options given to the command that made it ('kgit start', a step)
     # the paired re-measurement that decided it: samples, log-ratios, interval (kgit.model.noise)
     measurement: dict | None = None
-    environment: dict | None = None  # where it was measured (kgit.device.environment)
+    environment: dict | None = None  # where it was measured (kgit.machine.environment)
     profile: dict | None = None
     diagnosis: dict | None = None
     # an agent's turn that made the change (kgit run --agent): its command, the context it was given,

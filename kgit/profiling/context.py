@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgit import device
+from kgit import machine
 from kgit.errors import KgitError
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.loop import history
 from kgit.model import decide
 from kgit.model.doubts import doubts
@@ -36,7 +36,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
     _, head = saved.head_record(repo, dict(pairs))
     prof = saved.latest(repo, kernel)
     stale = None
-    vendor = device.vendor()
+    vendor = machine.vendor()
     on_gpu = vendor != "cpu"
     if prof is None:
         prof = saved.benchmark_fallback(_no_profile(on_gpu), head, repo.root, kernel)
@@ -121,7 +121,7 @@ def diagnosis(repo: Repo | None, kernel: str | None, metrics_file=None) -> dict:
         if repo is None or kernel is None:
             raise KgitError("no kernel: run inside a kgit repository on an opt/<kernel> branch, or give --metrics FILE")
         prof = saved.latest(repo, kernel) or saved.benchmark_fallback(
-            _no_profile(device.vendor() != "cpu"), head, repo.root, kernel)
+            _no_profile(machine.vendor() != "cpu"), head, repo.root, kernel)
     top = decide.best_record(records)
     kernel_skill = skillfiles.kernel_skill_path(kernel) if kernel else None
     if kernel_skill and (repo is None or not (repo.root / kernel_skill).is_file()):

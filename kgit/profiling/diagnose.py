@@ -145,7 +145,7 @@ def next_tier(order: list[int], records: list[Record]) -> int | None:
 
 def vendor_of(profile: dict | None, gpu_name: str | None) -> str:
     """'amd', 'nvidia' or 'cpu': from the profiler, else the measured GPU's name, else this machine."""
-    from kgit import device
+    from kgit import machine
 
     if profile and profile.get("tool") in ("rocprofv3", "ncu"):
         return "amd" if profile["tool"] == "rocprofv3" else "nvidia"
@@ -154,7 +154,7 @@ def vendor_of(profile: dict | None, gpu_name: str | None) -> str:
         return "amd"
     if any(w in name for w in ("nvidia", "geforce", "tesla", "h100", "h200", "a100", "l40")):
         return "nvidia"
-    return device.vendor()
+    return machine.vendor()
 
 
 def diagnose(profile: dict, records: list[Record], kernel: str, gpu_name: str | None = None,

@@ -20,9 +20,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kgit import config, device
+from kgit import config, machine
 from kgit.git import notes, read, write
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.loop import steps
 from kgit.loop.history import loop_state, missing_iteration
 from kgit.profiling import diagnose, profilers, skillfiles
@@ -115,7 +115,7 @@ def _profile(cfg, root: Path, out_dir: Path, timeout: float, record, kernel, pro
     tool, path, why = profilers.find_profiler(cfg.gpu)
     if tool is None:
         return benchmark_fallback(why, record, root, kernel)
-    env, _ = device.test_env(cfg.gpu)
+    env, _ = machine.test_env(cfg.gpu)
     names = jit_kernel_names((root / cfg.kernel_path).read_text()) if (root / cfg.kernel_path).is_file() else []
     if progress:
         progress.begin(f"{tool} {cfg.test_path} --profile", None)

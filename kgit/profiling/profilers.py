@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgit import device, runner
+from kgit import machine, runner
 from kgit.model.result import last_json_object
 from kgit.profiling import PROFILE_RANGE, ncu, rocprof
 
@@ -47,7 +47,7 @@ class ProfilerRun:
 
 def find_profiler(gpu: str) -> tuple[str | None, str | None, str]:
     """(tool, path, why-not): the profiler for this machine's GPU, or why there is none."""
-    vendor = device.vendor(gpu)
+    vendor = machine.vendor(gpu)
     if vendor == "cpu":
         return None, None, "no GPU on this machine (CPU only): no profiler can run"
     if vendor == "nvidia":

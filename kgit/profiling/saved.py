@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kgit.errors import KgitError
 from kgit.git import notes, read
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model.record import Record
 from kgit.profiling import skillfiles
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.loop import history
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record

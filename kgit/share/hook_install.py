@@ -6,7 +6,7 @@ import sys
 
 from kgit.errors import KgitError
 from kgit.git import remote, write
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.share.hooks import HOOK_MARK, pre_push_script
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model.record import Record, is_object_id
 from kgit.model.runs import Summary, sections, summarize
 

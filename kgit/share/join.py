@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from kgit import config
 from kgit.git import read, refs, write
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model import decide
 from kgit.model.record import Record
 from kgit.state import transaction

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kgit.git import notes, write
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model.record import parse_note
 from kgit.share import doctor
 from kgit.share.doctor import Problem

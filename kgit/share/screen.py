@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kgit import gpu
 from kgit.git import notes, read, refs, write
 from kgit.share.doctor import quarantined
-from kgit.git.run import Repo, cat_blobs
+from kgit.git.command import Repo, cat_blobs
 from kgit.model import decide
 from kgit.model.record import Record, parse_note
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, remote as remotes, write
-from kgit.git.run import GitError, Repo
+from kgit.git.command import GitError, Repo
 from kgit.model import decide
 from kgit.share import hooks, join, screen
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from kgit.git.run import Repo, cat_blobs
+from kgit.git.command import Repo, cat_blobs
 from kgit.model import kernel_code
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kgit.errors import KgitError
 from kgit.git import read, refs
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 from kgit.model.record import InvalidRecord, Record, from_json, is_object_id, to_json
 
 PHASES = ("commit", "testing", "decided")

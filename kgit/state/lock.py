@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from kgit.errors import KgitError
-from kgit.git.run import Repo
+from kgit.git.command import Repo
 
 _held: dict[Path, list[int]] = {}  # lock file -> [open descriptor, depth], in this process
 

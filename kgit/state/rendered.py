@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from kgit.git import refs
-from kgit.git.run import GitError, Repo, git
+from kgit.git.command import GitError, Repo, git
 
 KEEP = 64  # lines kept: a rendering per branch, and a few before each
 

@@ -25,7 +25,7 @@ import signal
 from kgit import config, runner
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
-from kgit.git.run import GitError, Repo
+from kgit.git.command import GitError, Repo
 from kgit.model import decide
 from kgit.model.record import Record, Status
 from kgit.model.result import not_run

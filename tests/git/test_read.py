@@ -3,7 +3,7 @@
 import pytest
 
 from kgit.git import read
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from kgit.git import remote
-from kgit.git.run import GitError, find_repo
+from kgit.git.command import GitError, find_repo
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from kgit.git import write
-from kgit.git.run import GitError, find_repo
+from kgit.git.command import GitError, find_repo
 from kgit.model.record import Record, Status, parse_note
 from workspace import KERNEL
 

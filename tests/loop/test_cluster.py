@@ -56,7 +56,7 @@ def test_a_worker_that_never_answers_ends_the_round_with_a_refusal(ws, monkeypat
     from types import SimpleNamespace
 
     from kgit.errors import KgitError
-    from kgit.git.run import Repo
+    from kgit.git.command import Repo
     from kgit.loop import cluster
 
     class GetTimeoutError(Exception):

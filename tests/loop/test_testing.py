@@ -14,7 +14,7 @@ def test_a_running_test_is_registered_and_its_worktree_removed_when_it_ends(ws, 
     import time
 
     from kgit import config
-    from kgit.git.run import find_repo
+    from kgit.git.command import find_repo
     from kgit.loop import testing
     from kgit.state import journal
 
@@ -42,7 +42,7 @@ def test_a_running_test_is_registered_and_its_worktree_removed_when_it_ends(ws, 
 
 def test_a_run_may_be_told_it_need_only_time(ws):
     from kgit import config
-    from kgit.git.run import find_repo
+    from kgit.git.command import find_repo
     from kgit.loop import testing
 
     repo = find_repo(ws.root)

@@ -264,7 +264,7 @@ def test_in_triton_s_interpreter_tune_holds_the_launch_options_it_cannot_time(ws
 
 def _tune_proposing(ws, monkeypatch, config: dict) -> tuple:
     """kgit tune, in this process, with a search that proposes config once, then nothing."""
-    from kgit.git.run import find_repo
+    from kgit.git.command import find_repo
     from kgit.loop import tune
     from kgit.model.search import Proposal
 

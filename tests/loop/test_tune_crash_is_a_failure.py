@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.loop import tune
 from kgit.model import search
 from kgit.model.record import Record, Status

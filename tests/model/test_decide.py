@@ -24,7 +24,7 @@ def cfg(**settings):
 
 
 def compared(best, candidate, floor=1.0, prior=noise.Prior()):
-    """A comparison of these paired figures, decided as kgit.loop.measure decides it."""
+    """A comparison of these paired figures, decided as kgit.loop.paired decides it."""
     ratios = [math.log(c / b) for b, c in zip(best, candidate)]
     found = noise.interval(ratios, prior)
     return noise.Comparison(first=result(candidate[0]), best=best, candidate=candidate, log_ratios=ratios,

@@ -111,13 +111,13 @@ def test_no_coalescing_hint_when_no_load_went_through_the_load_units():
 
 
 def test_the_vendor_comes_from_the_profiler_the_gpus_name_or_this_machine():
-    from kgit import device
+    from kgit import machine
 
     assert diagnose.vendor_of({"tool": "rocprofv3"}, None) == "amd"
     assert diagnose.vendor_of(None, "AMD Instinct MI300X") == "amd"
     assert diagnose.vendor_of(None, "NVIDIA H200") == "nvidia"
     # a record made in the interpreter names no GPU: the vendor is this machine's ('cpu' without a GPU)
-    assert diagnose.vendor_of(None, "cpu") == device.vendor() and diagnose.vendor_of(None, None) == device.vendor()
+    assert diagnose.vendor_of(None, "cpu") == machine.vendor() and diagnose.vendor_of(None, None) == machine.vendor()
 
 
 def test_a_tier_is_tried_by_evidence_not_by_noise():

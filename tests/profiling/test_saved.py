@@ -8,7 +8,7 @@ import pytest
 
 from kgit.errors import KgitError
 from kgit.git import notes
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.profiling import saved
 
 DATA = Path(__file__).parents[1] / "data"

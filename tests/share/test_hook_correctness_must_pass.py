@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kgit.git import notes
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.share import hooks
 from workspace import a_session, git_run, remote_refs
 

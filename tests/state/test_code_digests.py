@@ -4,7 +4,7 @@ comparison of a step's kernel with earlier iterations' gives what parsing each o
 import pytest
 
 from kgit.git import read
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.state import code_digests
 
 KERNEL = "skills/kernels/fake/triton_template.py"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from kgit.errors import KgitError
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.model.record import Record, Status
 from kgit.state import journal
 

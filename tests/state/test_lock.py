@@ -7,13 +7,13 @@ import time
 import pytest
 
 from kgit.errors import KgitError
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.state import lock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.state import lock
 lock.acquire(find_repo(Path(sys.argv[1])))
 print("held", flush=True)
@@ -72,7 +72,7 @@ LOCKER = """
 import sys, time
 from pathlib import Path
 from kgit.errors import KgitError
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.state import lock
 repo = find_repo(Path(sys.argv[1]))
 time.sleep(float(sys.argv[2]) - time.time())  # every process tries at the same instant

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from kgit.git import notes
-from kgit.git.run import find_repo
+from kgit.git.command import find_repo
 from kgit.model.record import from_json
 from kgit.render.readme import render_readme
 from kgit.state import transaction

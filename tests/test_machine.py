@@ -2,11 +2,11 @@
 
 import pytest
 
-from kgit import device
+from kgit import machine
 
 
 def test_cpu_runs_in_the_interpreter_and_says_so():
-    env, note = device.test_env("cpu")
+    env, note = machine.test_env("cpu")
     assert env == {"TRITON_INTERPRET": "1"}
     assert note.startswith("gpu: cpu: running in Triton's interpreter mode on the CPU")
     assert "not comparable to any GPU" in note
@@ -14,18 +14,18 @@ def test_cpu_runs_in_the_interpreter_and_says_so():
 
 @pytest.mark.parametrize("choice", ["nvidia", "amd"])
 def test_an_explicit_vendor_is_respected_even_without_its_driver(choice):
-    assert device.vendor(choice) == choice
-    assert device.test_env(choice) == ({}, None)
+    assert machine.vendor(choice) == choice
+    assert machine.test_env(choice) == ({}, None)
 
 
 def test_auto_looks_for_the_drivers_files(monkeypatch):
     present = set()
-    monkeypatch.setattr(device.Path, "exists", lambda self: str(self) in present)
-    assert device.vendor("auto") == "cpu"
-    env, note = device.test_env("auto")
+    monkeypatch.setattr(machine.Path, "exists", lambda self: str(self) in present)
+    assert machine.vendor("auto") == "cpu"
+    env, note = machine.test_env("auto")
     assert env == {"TRITON_INTERPRET": "1"} and note.startswith("no GPU found: running in Triton's interpreter")
     present.add("/dev/kfd")
-    assert device.vendor("auto") == "amd" and device.test_env("auto") == ({}, None)
+    assert machine.vendor("auto") == "amd" and machine.test_env("auto") == ({}, None)
     present.add("/dev/nvidiactl")
-    assert device.vendor("auto") == "nvidia"
-    assert device.vendor("cpu") == "cpu"  # a choice beats what is installed
+    assert machine.vendor("auto") == "nvidia"
+    assert machine.vendor("cpu") == "cpu"  # a choice beats what is installed

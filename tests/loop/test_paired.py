@@ -8,7 +8,7 @@ import random
 import pytest
 
 from kgit.config import KernelConfig
-from kgit.loop import measure
+from kgit.loop import paired
 from kgit.model import decide
 from kgit.model.noise import Prior
 from kgit.model.result import TestResult, from_output
@@ -43,7 +43,7 @@ def decisions(gain_pct, noise_pct, n=200, drift=0.0, max_pairs=MAX_PAIRS, learn=
     for _ in range(n):
         machine = Machine(rng, gain_pct, noise_pct, drift)
         prior = Prior.from_decisions(history) if learn else Prior()
-        found = measure.compare(machine.run("best"), machine.run("candidate"), prior, 1.0, max_pairs,
+        found = paired.compare(machine.run("best"), machine.run("candidate"), prior, 1.0, max_pairs,
                                 warm_best=False)
         statuses.append(decide.decide(found, None).value)
         runs.append(found.runs)
@@ -102,7 +102,7 @@ def test_a_failing_rerun_of_the_candidate_is_a_failure():
                           0.0, {}, 0.1, "")
 
     best = Machine(random.Random(SEED), 0.0, 1.0).run("best")
-    found = measure.compare(best, flaky, Prior(), 1.0, 8, warm_best=False)
+    found = paired.compare(best, flaky, Prior(), 1.0, 8, warm_best=False)
     assert found.failure is not None and found.failed_side == "candidate"
     assert decide.decide(found, None).value == "FAILED"
 
@@ -110,7 +110,7 @@ def test_a_failing_rerun_of_the_candidate_is_a_failure():
 @pytest.mark.parametrize("warm_best", [True, False])
 def test_only_the_candidates_first_run_checks_in_full(warm_best):
     machine = Machine(random.Random(SEED), 0.0, 1.0)
-    measure.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, 4, warm_best=warm_best)
+    paired.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, 4, warm_best=warm_best)
     assert machine.calls[0] == ("candidate", False)
     assert machine.calls[1:] and all(timing_only for _, timing_only in machine.calls[1:])
     assert machine.calls[1][0] == "best"  # the best's warm-up, or the first pair's best
@@ -120,17 +120,17 @@ def test_a_decision_after_noisy_ones_is_decided_on_its_own_quiet_pairs():
     # H200, call 6 of experiments/noise-decisions: two decisions taken while the host was loaded (runs
     # at 1881 to 4062 GB/s) made every later one undecidable for 30 pairs' worth of prior
     rng = random.Random(SEED)
-    loaded = [measure.compare(Machine(rng, 2.3, 15.0).run("best"), Machine(rng, 2.3, 15.0).run("candidate"),
+    loaded = [paired.compare(Machine(rng, 2.3, 15.0).run("best"), Machine(rng, 2.3, 15.0).run("candidate"),
                               Prior(), 1.0, MAX_PAIRS, warm_best=False).log_ratios for _ in range(2)]
     machine = Machine(rng, 2.3, 0.2)
-    found = measure.compare(machine.run("best"), machine.run("candidate"), Prior.from_decisions(loaded), 1.0,
+    found = paired.compare(machine.run("best"), machine.run("candidate"), Prior.from_decisions(loaded), 1.0,
                             MAX_PAIRS, warm_best=False)
     assert decide.decide(found, None).value == "IMPROVED" and len(found.log_ratios) <= 4, f"seed {SEED}"
 
 
 def test_a_falling_latency_is_a_gain_when_lower_is_better():
     machine = Machine(random.Random(SEED), -5.0, 0.2)  # the candidate's figure is 5% lower
-    found = measure.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, MAX_PAIRS,
+    found = paired.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, MAX_PAIRS,
                             warm_best=False, lower_is_better=True)
     assert decide.decide(found, None).value == "IMPROVED" and found.interval.gain_pct == pytest.approx(5.26, abs=0.3)
 
@@ -149,14 +149,14 @@ def rounded_run(true_value, step):
     (100.04, 100.06, 0.1),   # +0.02%, printed 100.0 and 100.1
 ])
 def test_a_figure_rounded_to_a_step_is_never_a_gain_or_loss_beyond_its_rounding(best, candidate, step):
-    found = measure.compare(rounded_run(best, step), rounded_run(candidate, step), Prior(), 1.0, MAX_PAIRS,
+    found = paired.compare(rounded_run(best, step), rounded_run(candidate, step), Prior(), 1.0, MAX_PAIRS,
                             warm_best=False)
     assert decide.decide(found, None).value == "WITHIN_NOISE"
     assert found.interval.low_pct < 0 < found.interval.high_pct  # the interval holds the true gain and no-gain
 
 
 def test_a_gain_far_beyond_the_rounding_is_still_kept():
-    found = measure.compare(rounded_run(100.0, 0.1), rounded_run(110.0, 0.1), Prior(), 1.0, MAX_PAIRS,
+    found = paired.compare(rounded_run(100.0, 0.1), rounded_run(110.0, 0.1), Prior(), 1.0, MAX_PAIRS,
                             warm_best=False)
     assert decide.decide(found, None).value == "IMPROVED"
     assert found.rounding == pytest.approx(-math.log(1 - 0.05 / 100) - math.log(1 - 0.05 / 110))
@@ -166,7 +166,7 @@ def test_a_gain_far_beyond_the_rounding_is_still_kept():
 def test_each_pair_reports_the_interval_so_far_and_the_step_prints_it(started):
     rng = random.Random(SEED)
     machine, seen = Machine(rng, gain_pct=0.0, noise_pct=5.0), []
-    found = measure.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, 4, warm_best=False,
+    found = paired.compare(machine.run("best"), machine.run("candidate"), Prior(), 1.0, 4, warm_best=False,
                             on_pair=lambda done, most, interval: seen.append((done, most, interval)))
     assert [(done, most) for done, most, _ in seen] == [(k, 4) for k in range(1, len(found.log_ratios) + 1)]
     assert seen[-1][2] == found.interval
@@ -208,7 +208,7 @@ def launch_bound_decisions(gain_pct, decides_on, n=200, seed=SEED):
     rng, statuses, history = random.Random(seed), [], []
     for _ in range(n):
         test = LaunchBound(rng, gain_pct)
-        found = measure.compare(test.run("best"), test.run("candidate"), Prior.from_decisions(history), 1.0,
+        found = paired.compare(test.run("best"), test.run("candidate"), Prior.from_decisions(history), 1.0,
                                 MAX_PAIRS, warm_best=False, decides_on=decides_on)
         statuses.append(decide.decide(found, None).value)
         history.append(found.log_ratios)
@@ -216,23 +216,23 @@ def launch_bound_decisions(gain_pct, decides_on, n=200, seed=SEED):
 
 
 def test_on_a_launch_bound_test_the_device_time_keeps_a_five_percent_gain_the_tests_figure_cannot_see():
-    by_device = launch_bound_decisions(5.0, measure.DEVICE)
+    by_device = launch_bound_decisions(5.0, paired.DEVICE)
     assert by_device.count("IMPROVED") >= 190, f"seed {SEED}: {by_device.count('IMPROVED')} of 200"
     by_test = launch_bound_decisions(5.0, "test")
     assert by_test.count("IMPROVED") <= 20, f"seed {SEED}: the test's own figure is blind to 5% under 30% noise"
 
 
 def test_on_a_launch_bound_test_a_no_op_is_never_kept_by_the_device_time():
-    statuses = launch_bound_decisions(0.0, measure.DEVICE)
+    statuses = launch_bound_decisions(0.0, paired.DEVICE)
     assert statuses.count("IMPROVED") == 0 and statuses.count("REGRESSED") <= 10, f"seed {SEED}"
 
 
 def test_the_record_keeps_both_figures_and_says_which_decided():
     test = LaunchBound(random.Random(SEED), 5.0)
-    found = measure.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
-                            decides_on=measure.DEVICE)
+    found = paired.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
+                            decides_on=paired.DEVICE)
     kept = decide.measurement_json(found)
-    assert kept["decided_on"] == measure.DEVICE and len(kept["device_us"]["candidate"]) == len(kept["candidate"])
+    assert kept["decided_on"] == paired.DEVICE and len(kept["device_us"]["candidate"]) == len(kept["candidate"])
     # the log-ratios are the device time's (it falls as the kernel gets faster), not the test's figure's
     assert kept["log_ratios"][0] == pytest.approx(math.log(kept["device_us"]["best"][0] / kept["device_us"]["candidate"][0]))
     assert decide.reason(found, decide.decide(found, None), 1.0).split(":")[0].endswith("of device time")
@@ -241,8 +241,8 @@ def test_the_record_keeps_both_figures_and_says_which_decided():
 @pytest.mark.parametrize("missing_on", ["best", "candidate"])
 def test_a_run_without_device_time_where_it_decides_fails_the_step(missing_on):
     test = LaunchBound(random.Random(SEED), 5.0, with_device=[s for s in ("best", "candidate") if s != missing_on])
-    found = measure.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
-                            decides_on=measure.DEVICE)
+    found = paired.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
+                            decides_on=paired.DEVICE)
     assert found.failure is not None and found.failed_side == missing_on
     assert "recorded no launch" in found.failure.reason
 
@@ -256,7 +256,7 @@ def figures(count):
 
 @pytest.mark.parametrize("best, candidate", [(4, 3), (3, 4)])
 def test_a_candidate_reporting_another_number_of_figures_is_refused_not_compared(best, candidate):
-    found = measure.compare(figures(best), figures(candidate), Prior(), 1.0, 4, warm_best=True)
+    found = paired.compare(figures(best), figures(candidate), Prior(), 1.0, 4, warm_best=True)
     assert found.failure is not None and found.failed_side == "candidate"
     assert found.failure.reason == (f"the candidate reports {candidate} figures at benchmarks.x_tflops and the best "
                                     f"{best}: they measure different work, not comparable")
@@ -271,6 +271,6 @@ def test_a_test_whose_figure_changes_name_between_runs_is_not_compared():
         name = "gbps" if len(calls) % 2 else "tflops"  # alternates, whatever the kernel
         return from_output(json.dumps({"correctness": True, name: 100.0}) + "\n", None, None, 0.1, "")
 
-    found = measure.compare(run, run, Prior(), 1.0, 4, warm_best=True)
+    found = paired.compare(run, run, Prior(), 1.0, 4, warm_best=True)
     assert found.failure is not None and decide.decide(found, None).value == "FAILED"
     assert found.failure.reason.startswith("the test reported gbps in one run and tflops in another")

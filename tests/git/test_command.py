@@ -7,7 +7,7 @@ each test file's name to be unique.)
 import pytest
 
 from kgit.errors import KgitError
-from kgit.git.run import GitError, cat_blobs, config_values, find_repo, git
+from kgit.git.command import GitError, cat_blobs, config_values, find_repo, git
 
 
 @pytest.fixture
