@@ -53,3 +53,10 @@ def test_no_two_modules_share_a_name():
     names = Counter(m.name for m in modules())
     shared = sorted(name for name, count in names.items() if count > 1)
     assert not shared, f"modules that share a name (say what each one is): {shared}"
+
+
+def test_profiling_never_imports_the_loop():
+    """kgit/loop uses the profilers; the profilers know nothing of a loop (no import cycle between them)."""
+    importing = sorted(str(p.relative_to(ROOT)) for p in (KGIT / "profiling").glob("*.py")
+                       if "kgit.loop" in p.read_text() or "from kgit import loop" in p.read_text())
+    assert not importing, f"kgit/profiling modules that import kgit/loop: {importing}"

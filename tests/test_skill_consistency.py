@@ -175,8 +175,8 @@ def kgit_fields() -> set[str]:
     """Every JSON field name kgit writes or reads, from its code."""
     fields = {f.name for f in dataclasses.fields(Record)}
     fields |= set(to_json(Record(kernel="k", iteration=0, action="a", status=Status.BASELINE, value=1.0)))
-    fields |= _dict_keys(ROOT / "kgit/profiling/context.py") | _dict_keys(ROOT / "kgit/profiling/diagnose.py")
-    fields |= _dict_keys(ROOT / "kgit/profiling/profile.py")
+    fields |= _dict_keys(ROOT / "kgit/loop/context.py") | _dict_keys(ROOT / "kgit/profiling/diagnose.py")
+    fields |= _dict_keys(ROOT / "kgit/loop/profile.py")
     fields |= set(diagnose.THRESHOLDS) | set(ncu.METRICS) | set(ncu.derive({})) | set(ncu.STALL_REASONS)
     fields |= {f.name for f in dataclasses.fields(KernelConfig)}
     fields |= _dict_keys(ROOT / "kgit/harness/contract.py")  # the test's JSON, which kgit reads

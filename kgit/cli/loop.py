@@ -185,7 +185,7 @@ def profile_command(ctx, iteration, named_kernel, kernel, timeout_s, as_json):
     bottleneck declared in the kernel's SKILL.md.
     """
     from kgit.loop import history
-    from kgit.profiling import profile
+    from kgit.loop import profile
     from kgit.render import analysis
 
     where = repo(ctx)

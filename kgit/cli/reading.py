@@ -151,7 +151,7 @@ def diff_command(ctx, a, b, kernel, as_json):
 def context_command(ctx, named_kernel, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
     from kgit.model.record import InvalidNote
-    from kgit.profiling import context
+    from kgit.loop import context
     from kgit.render import analysis, commands
 
     where, kernel = _read(ctx, kernel_of(named_kernel, kernel))
@@ -169,7 +169,7 @@ def context_command(ctx, named_kernel, kernel, as_json):
 @click.pass_context
 def diagnose_command(ctx, metrics_file, named_kernel, kernel, as_json):
     """Memory-, compute- or latency-bound; the tier order, the next tier and the skills to read."""
-    from kgit.profiling import context
+    from kgit.loop import context
     from kgit.render import analysis
 
     kernel = kernel_of(named_kernel, kernel)

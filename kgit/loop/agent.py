@@ -38,7 +38,7 @@ from kgit.git import read, refs, write
 from kgit.git.command import Repo
 from kgit.loop import steps
 from kgit.model.record import StopReason
-from kgit.profiling import context
+from kgit.loop import context
 from kgit.render import analysis
 from kgit.state import lock
 

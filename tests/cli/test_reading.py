@@ -11,7 +11,7 @@ import pytest
 WRITERS = {
     "kgit.git.write", "kgit.state.transaction", "kgit.loop.steps", "kgit.loop.testing",
     "kgit.loop.tune", "kgit.loop.agent", "kgit.runner", "kgit.share.sync", "kgit.share.repair",
-    "kgit.share.hook_install", "kgit.profiling.profile",
+    "kgit.share.hook_install", "kgit.loop.profile",
 }
 HEAVY = {"torch", "triton", "numpy"}
 

@@ -8,7 +8,7 @@ import pytest
 
 
 def test_jit_names_are_read_from_the_kernel_file():
-    from kgit.profiling.profile import jit_kernel_names
+    from kgit.loop.profile import jit_kernel_names
 
     source = (
         "import triton\nfrom triton import jit\n"
