@@ -129,6 +129,11 @@ def diff(repo: Repo, base: str, commit: str, exclude: list[str], paths: list[str
 # --- history ---------------------------------------------------------------------------------------
 
 
+def parents(repo: Repo, sha: str) -> list[str]:
+    """A commit's parents, first first."""
+    return git(repo, "rev-list", "--parents", "-n1", "--end-of-options", sha).split()[1:]
+
+
 def first_parent(repo: Repo, sha: str) -> str | None:
     return rev(repo, f"{sha}^")
 

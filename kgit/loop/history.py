@@ -72,6 +72,21 @@ def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes
     return found
 
 
+def measured_twin(repo: Repo, kernel_path: str, sha: str, by_commit: dict[str, list[Record]],
+                  kernel: str) -> tuple[str, Record] | None:
+    """(commit, record) of a kept iteration of kernel whose kernel file is the one sha holds, among
+    sha's ancestors: a hand `git merge` of two lines resolved to one side's kernel, or a commit that
+    put a measured kernel back, holds a kernel that was measured, though no note is on it."""
+    kept = [(c, r) for c, records in by_commit.items() for r in records if r.kernel == kernel and r.kept]
+    if not kept:
+        return None
+    blobs = read.object_ids(repo, [f"{sha}:{kernel_path}"] + [f"{c}:{kernel_path}" for c, _ in kept])
+    mine, theirs = blobs[0], blobs[1:]
+    twins = [pair for pair, blob in zip(kept, theirs) if mine and blob == mine]
+    twins = [(c, r) for c, r in twins if read.is_ancestor(repo, c, sha)]
+    return max(twins, key=lambda pair: pair[1].iteration) if twins else None
+
+
 def damaged_notes(repo: Repo, kernel: str, history: notes.History) -> list[InvalidNote]:
     """The notes on opt/<kernel>'s commits (its first parents) or on its best/ tag's that are not valid
     records: one of them may be the best's, and a step deciding without it would compare with an older

@@ -188,6 +188,18 @@ def diverged_problems(repo: Repo) -> list[Problem]:
     return problems
 
 
+def _merge_taking_second(repo: Repo, kernel: str, kernel_path: str, sha: str, kernel_history) -> Record | None:
+    """The kept record whose kernel the merge at the branch's tip sha took from its second parent's line
+    (a hand `git merge` of two lines, resolved to the other side's measured kernel), or None."""
+    merged = read.parents(repo, sha)
+    if len(merged) != 2 or read.rev(repo, refs.branch_ref(kernel)) != sha:
+        return None
+    twin = history.measured_twin(repo, kernel_path, sha, {c: [r] for c, r in kernel_history.pairs}, kernel)
+    if twin is None or read.is_ancestor(repo, twin[0], merged[0]) or not read.is_ancestor(repo, twin[0], merged[1]):
+        return None
+    return twin[1]
+
+
 def unrecorded_problems(repo: Repo) -> list[Problem]:
     """Commits of a loop's kernel file that no step measured (history.unrecorded_commits)."""
     problems = []
@@ -203,7 +215,17 @@ def unrecorded_problems(repo: Repo) -> list[Problem]:
                 "none automatic: 'kgit pull' brings them from a remote that has them"))
             continue
         unrecorded = history.unrecorded_commits(repo, kernel, kernel_path, kernel_history)
-        if unrecorded:
+        taken = unrecorded and _merge_taking_second(repo, kernel, kernel_path, unrecorded[0][0], kernel_history)
+        if taken:
+            newest, subject = unrecorded[0]
+            problems.append(Problem(
+                f"{refs.branch(kernel)}'s tip {newest[:10]} ({subject[:50]}) is a git merge that took the kernel of "
+                f"iteration {taken.iteration} from its second parent, where the loop, reading its first parents, "
+                "does not look",
+                f"make it the join kgit pull makes: the same tree and parents, the line of iteration {taken.iteration} "
+                "first (the other stays in the branch's history)",
+                ("second_parent_first", kernel, newest)))
+        elif unrecorded:
             oldest, subject = unrecorded[-1]
             problems.append(Problem(
                 f"{refs.branch(kernel)} has {len(unrecorded)} commit(s) of {kernel_path} that no step recorded, "

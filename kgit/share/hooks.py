@@ -24,6 +24,7 @@ from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.command import Repo
+from kgit.loop import history
 from kgit.model.record import Record, is_object_id
 from kgit.model.runs import Summary, sections, summarize
 
@@ -183,6 +184,14 @@ def tip_problem(repo: Repo, kernel: str, tip: str, by_commit: dict[str, list[Rec
                     "clone (the commit was pushed with plain git, which sends no notes, or kgit pull refused the "
                     "record: 'kgit doctor' lists refusals); 'kgit pull' brings it once the clone that stepped it has "
                     "run 'kgit push'")
+        twin = kernel_path and history.measured_twin(repo, kernel_path, sha, by_commit, kernel)
+        if twin:
+            return (f"its commit {sha[:10]} ({subject[:60]}) holds the kernel of iteration {twin[1].iteration} "
+                    f"({twin[0][:10]}), measured on another line: a git merge the loop does not read that way "
+                    "('kgit doctor' says how to make it kgit's join)")
+        if len(read.parents(repo, sha)) > 1:
+            return (f"its commit {sha[:10]} ({subject[:60]}) is a git merge whose kernel has no kgit record here: "
+                    "'kgit pull' brings the merged line's records, then 'kgit doctor' says how to make it kgit's join")
         return f"its tip {sha[:10]} ({subject[:60]}) has no kgit record"
     return "no commit on it has a kgit record"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kgit.git import notes, write
+from kgit.git import notes, read, refs, write
 from kgit.git.command import Repo
 from kgit.model.record import parse_note
 from kgit.share import doctor
@@ -17,7 +17,8 @@ def fix(repo: Repo) -> tuple[list[str], list[Problem]]:
         done += recovered
         # Notes first: a note moved back onto its rewritten commit puts its record on the branch,
         # where the best/ tag can then find it.
-        for find in (_invalid_note_problems, _note_problems, doctor.tag_problems):  # each found after the repairs before it
+        for find in (_invalid_note_problems, _note_problems, doctor.unrecorded_problems,  # each found after
+                     doctor.tag_problems):  # the repairs before it
             for problem in find(repo):
                 if problem.repair is not None:
                     _apply(repo, problem.repair)
@@ -42,6 +43,13 @@ def _apply(repo: Repo, repair: tuple) -> None:
         records = notes.read_notes(repo).by_commit[old]
         write.write_notes(repo, {new: records}, f"kgit doctor: move the note of {old[:10]} to {new[:10]}")
         write.remove_notes(repo, [old])
+    elif operation == "second_parent_first":
+        kernel, merge = args
+        first, second = read.parents(repo, merge)
+        joined = write.commit_with_files(repo, merge, second, {}, read.message(repo, merge).rstrip() +
+                                         "\n\n(kgit doctor: its parents put in the order of the line it took)",
+                                         also_parent=first)
+        write.set_ref(repo, refs.branch_ref(kernel), joined, merge)  # the same tree: the checkout stays as it is
     elif operation == "restore_note":
         commit, text = args
         records, _ = parse_note(commit, text)

@@ -294,3 +294,33 @@ def test_two_runs_numbered_alike_are_named_apart_in_log_and_readme_with_where_th
     assert "\n1 " in log or " 1  " in log  # an iteration only one run has keeps its plain number
     host = twins[0]["environment"]["host"]
     assert f"on Fake GPU ({host}), commit" in a.ok("best").stdout
+
+
+def test_a_hand_merge_that_took_the_other_lines_kernel_is_made_kgits_join_by_doctor(remote, ws, tmp_path):
+    a, b = two_clones(remote, ws, tmp_path)
+    a.ok("hooks", "install")
+    assert step(a, 150.0, "A: faster") == "IMPROVED"
+    assert step(b, 170.0, "B: faster still") == "IMPROVED"
+    b.ok("push")
+    merged = git_run(a, "pull", "--no-rebase", "origin", "opt/fake")  # both changed the kernel and the log
+    assert merged.returncode != 0 and "CONFLICT" in merged.stdout
+    a.git("checkout", "--theirs", "--", KERNEL, "experiments/README.md")  # B's measured kernel, by hand
+    a.git("commit", "-qam", "merge B's line, B's kernel")
+    pushed = git_run(a, "push", "origin", "opt/fake")  # git pull brought B's commits, not its records
+    assert pushed.returncode != 0 and "is a git merge whose kernel has no kgit record here" in pushed.stderr
+    a.ok("pull")  # the records; the branch is ahead of origin's
+    pushed = git_run(a, "push", "origin", "opt/fake")
+    assert pushed.returncode != 0 and "measured on another line" in pushed.stderr, pushed.stderr
+    problems = a.doctor().json()["problems"]
+    assert any("took the kernel of iteration 2 from its second parent" in p["problem"] for p in problems), problems
+    a.ok("doctor", "--fix")
+    assert a.doctor().json()["problems"] == []
+    assert a.ok("best", "--json").json()["value"] == 170.0
+    assert a.git("rev-parse", "opt/fake^1") == b.git("rev-parse", "opt/fake")  # B's line first, A's below
+    assert git_run(a, "push", "origin", "opt/fake").returncode == 0
+    a.ok("push")
+    b.ok("pull")
+    agree(remote, a, b)
+    on_best(a)
+    log = a.ok("log").stdout
+    assert "A: faster" in log and "(on a line not taken)" in log
