@@ -182,7 +182,8 @@ def diverged_problems(repo: Repo) -> list[Problem]:
         if read.is_ancestor(repo, theirs, ours) or read.is_ancestor(repo, ours, theirs):
             continue  # one side is behind: a push or a pull settles it
         problems.append(Problem(
-            f"{name} has diverged from {remote}'s (both clones continued the loop, or this one was amended or rebased)",
+            f"{name} has diverged from {remote}'s (both clones continued the loop, or this one was amended or "
+            "rebased)",
             f"none automatic: 'kgit pull {remote}' joins the two lines, the one that kept kernels going on (or, "
             "where both did, says so and how to choose); every record of both stays in the notes"))
     return problems

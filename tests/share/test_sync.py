@@ -100,7 +100,8 @@ def test_two_clones_merge_their_records_with_none_lost(remote, ws, tmp_path):
     assert run.returncode == 1 and "the push is incomplete" in run.stderr
     assert "opt/fake: not pushed" in out and "kgit pull origin" in out
     problems = a.doctor().json()["problems"]
-    assert [p["problem"] for p in problems] == ["opt/fake has diverged from origin's (both clones continued the loop, or this one was amended or rebased)"]
+    assert [p["problem"] for p in problems] == [
+        "opt/fake has diverged from origin's (both clones continued the loop, or this one was amended or rebased)"]
     assert "'kgit pull origin' joins the two lines" in problems[0]["fix"] and "reset" not in problems[0]["fix"]
     assert "records: 2 new from origin merged first" in out
     b.ok("pull")
