@@ -14,6 +14,7 @@ from kgit.git import notes, read, refs
 from kgit.git.command import Repo
 from kgit.model import decide
 from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.model.record import Status as RecordStatus
 from kgit.model.runs import sections
 from kgit.state import journal, lock
 
@@ -25,6 +26,7 @@ class LoopState:
     history: notes.History
     cfg: config.KernelConfig
     stopped: StopReason | None
+    steps: int = 0  # the steps the loop has taken (steps_taken)
 
     @property
     def records(self) -> list[Record]:
@@ -52,7 +54,20 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
             raise KgitError(f"this checkout does not define {kernel} ({read.current_branch(repo) or 'a detached HEAD'}"
                             f" is not {branch})", f"'git checkout {branch}', where its loop runs") from None
         raise
-    return LoopState(history, cfg, decide.stop_reason(records, cfg, history.last_iteration))
+    steps = steps_taken(repo, kernel, history)
+    return LoopState(history, cfg, decide.stop_reason(records, cfg, steps), steps)
+
+
+def steps_taken(repo: Repo, kernel: str, history: notes.History) -> int:
+    """How many steps the loop on opt/<kernel> has taken, what max_iterations bounds: its records that
+    started from a commit the branch holds (every clone's of this loop; a joined line's too), baselines
+    aside. Not the highest iteration number: a run of the kernel pulled from another repository numbers
+    on from its own, and this clone numbers past it so that no two attempts share a name."""
+    tip = read.rev(repo, refs.branch_ref(kernel))
+    bases = {r.base for _, r in history.pairs if r.base}
+    held = read.reachable_from(repo, bases, [tip]) if tip else bases
+    return len({r.key for _, r in history.pairs
+                if r.status != RecordStatus.BASELINE and (r.base is None or r.base in held)})
 
 
 def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes.History) -> list[tuple[str, str]]:
@@ -299,7 +314,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         on_branch=on_branch,
         kernel_path=cfg.kernel_path,
         test_path=cfg.test_path,
-        iteration=history.last_iteration,
+        iteration=steps_taken(repo, kernel, history),
         max_iterations=cfg.max_iterations,
         metric=top.metric if top else None,
         better=cfg.better,

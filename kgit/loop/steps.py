@@ -461,7 +461,8 @@ def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recov
     if keep_anyway is not None and status in (Status.WITHIN_NOISE, Status.REGRESSED):
         status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"
     record = decide.new_record(state.cfg, journal.iteration, journal.action, journal.tier, comparison.first,
-                               status, best, journal.started, journal.base, comparison, environment, why)
+                               status, best, journal.started, journal.base, comparison, environment, why,
+                               step=state.steps + 1)
     if overrides:  # remembered: the loop's later commands start from them (kgit.loop.history.loop_state)
         record = record.replace(options=overrides)
     if agent_turn:

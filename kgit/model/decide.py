@@ -172,7 +172,7 @@ def peak_of(result: TestResult) -> float | None:
 def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, result: TestResult,
                status: Status, best: Record | None, started: str, base: str | None,
                comparison: Comparison | None = None, environment: dict | None = None,
-               why: str | None = None) -> Record:
+               why: str | None = None, step: int | None = None) -> Record:
     """The record of a decided iteration. result: the candidate's run that speaks for it (its JSON,
     correctness and output); comparison: the pairs that decided it, if it got that far."""
     payload = result.payload or {}
@@ -195,7 +195,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
     stop = None
     if status == Status.TARGET_MET:
         stop = StopReason.TARGET_MET
-    elif iteration >= cfg.max_iterations:
+    elif (step if step is not None else iteration) >= cfg.max_iterations:  # step: the loop's own count
         stop = StopReason.MAX_ITERATIONS
     record = Record(
         kernel=cfg.name,

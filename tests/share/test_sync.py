@@ -407,3 +407,27 @@ def test_a_push_stopped_midway_leaves_no_git_process_behind(remote, ws, tmp_path
         time.sleep(0.1)
     assert not alive(hook_pid), "the remote's hook, a child of kgit's git push, outlived kgit"
     assert "refs/heads/opt/fake" not in remote_refs(remote)
+
+
+def test_a_pulled_run_of_another_repository_does_not_count_toward_this_loops_iterations(ws, tmp_path):
+    import shutil
+
+    from workspace import FAKE, Workspace
+
+    elsewhere_root = tmp_path / "elsewhere"
+    (elsewhere_root / "skills/kernels/fake").mkdir(parents=True)
+    for name in ("triton_template.py", "test_fake.py"):
+        shutil.copy(FAKE / name, elsewhere_root / "skills/kernels/fake" / name)
+    elsewhere = Workspace(elsewhere_root).init("another repository")
+    a_session(elsewhere)  # iterations 1 (kept) and 2 (reverted) there
+    bundle = tmp_path / "there.bundle"
+    elsewhere.git("bundle", "create", "-q", str(bundle), "opt/fake", "refs/notes/kgit", "refs/kgit/attempts/fake/2")
+    ws.ok("start", "fake", "--max-iterations", "2")
+    ws.kgit("pull", str(bundle))
+    assert ws.ok("status", "--json").json()["iteration"] == 0  # their 2 steps are not this loop's
+    ws.set_kernel(METRIC=130.0)
+    step = ws.ok("step", "-m", "one", "--json").json()
+    assert step["status"] == "IMPROVED" and step["stop_reason"] is None
+    assert ws.ok("status", "--json").json()["iteration"] == 1
+    ws.set_kernel(METRIC=140.0)
+    assert ws.ok("step", "-m", "two", "--json").json()["stop_reason"] == "MAX_ITERATIONS"  # two of its own
