@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from kgit.errors import clipped
 from kgit.model.decide import best_record
 from kgit.model.doubts import GAIN_OVER_2X, ONE_SIGNIFICANT_DIGIT, doubts
 from kgit.model.record import Record, Status, StopReason
@@ -77,8 +78,8 @@ def status_words(record: Record, reason_chars: int | None = 100, resumed: bool =
     if record.status in (Status.FAILED, Status.KEPT_ANYWAY) and record.reason:
         reason = record.reason  # whole in the note and in `kgit show`; a table row keeps its start
         reason = reason.removeprefix("kept anyway: ")  # the status says it already
-        if reason_chars is not None and len(reason) > reason_chars:
-            reason = reason[:reason_chars - 1] + "…"
+        if reason_chars is not None:
+            reason = clipped(reason, reason_chars)
         words += f" ({reason})"
     if record.untested:
         words += f"; UNTESTED: {', '.join(record.untested)}"

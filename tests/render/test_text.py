@@ -88,6 +88,11 @@ def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
     assert words.startswith("failed, reverted (crashed: exit status 1: triton") and words.endswith("…)")
     assert len(words) < 130
     assert status_words(failed("short")) == "failed, reverted (short)"
+    # cut between words, never inside one ("elements not fin…")
+    nan = ("correctness: (3, 33) fp32 large: output 0: 3 of 99 elements not finite (3 NaN: unwritten or "
+           "overflowed), in 1 rows (+2 more failures)")
+    assert status_words(failed(nan)) == ("failed, reverted (correctness: (3, 33) fp32 large: output 0: 3 of 99 "
+                                         "elements not finite (3 NaN: unwritten or…)")
 
 
 def test_the_summary_counts_reverted_iterations_as_kgit_status_does():
