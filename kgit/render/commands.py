@@ -227,6 +227,7 @@ def show(shown) -> str:
         *([f"measured again (kgit step --again): the same kernel code as iteration {record.repeats}"]
           if record.repeats is not None else []),
         *_measured(record),
+        *([f"test JSON kept (--json: test): {record.test_run}"] if record.test_run else []),
         *([_tail_label(record)] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
           if record.output_tail and record.output_tail.strip() else []),
         f"started {record.started}, test ran {record.duration_s:.1f} s",
