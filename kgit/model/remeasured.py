@@ -2,9 +2,9 @@
 
 The best's record holds the figure its own step measured. Every later step runs the best again beside
 its candidate, pair by pair on one machine, and keeps those runs in its measurement.best. The two can
-be far apart (a machine quieter or warmer than when the best was kept: 1.75x in one trial), and
-neither replaces the other: the first is what kept the best, the latest is what it measures now. The
-best, status and the log show both, each with when it was measured.
+be far apart (1.75x in one user's trial, on the same machine), and neither replaces the other: the
+first is what kept the best, the latest is what it measures now. The best, status and the log show
+both, each with when it was measured.
 """
 
 from __future__ import annotations
