@@ -4,6 +4,7 @@ left for the next writing command to finish."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -42,8 +43,14 @@ def best_command(ctx, kernel, as_json):
     found = history.best(where, kernel)
     warn_invalid(found.invalid)
     emit(as_json, lambda: record_json(found.record, found.commit, tag=found.tag, tag_commit=found.tag_commit,
-                                      better=found.better),
-         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit, found.better))
+                                      better=found.better, remeasured=_remeasured_json(found.remeasured)),
+         lambda: commands.best(found.record, found.commit, found.tag, found.tag_commit, found.better,
+                               found.remeasured))
+
+
+def _remeasured_json(again) -> dict | None:
+    """The latest re-measurement of the best (kgit.model.remeasured.Remeasured), as --json gives it."""
+    return dataclasses.asdict(again) if again else None
 
 
 @click.command("log")
@@ -93,8 +100,10 @@ def status_command(ctx, kernel, as_json):
         return
     state = history.status(where, kernel)
     warn_invalid(state.invalid)
-    plain = {k: v for k, v in vars(state).items() if k not in ("best", "best_commit", "invalid")}
-    emit(as_json, lambda: {**plain, "best": record_json(state.best, state.best_commit) if state.best else None,
+    plain = {k: v for k, v in vars(state).items() if k not in ("best", "best_commit", "invalid", "remeasured")}
+    emit(as_json, lambda: {**plain, "best": record_json(state.best, state.best_commit,
+                                                        remeasured=_remeasured_json(state.remeasured))
+                           if state.best else None,
                            "invalid_notes": [n.to_json() for n in state.invalid]},
          lambda: commands.status(state))
 

@@ -10,11 +10,17 @@ For one (shape, dtype, case):
      by pointer or call count fails.
 Calls 2-4 run under the cheat check (harness.cheat). After timing, a timed shape goes through step 4
 once more (recheck): the timed path must be the checked path.
+
+Each failure has a kind, in the order it matters (KINDS): wrong values first (a wrong element, a race,
+a cheat), then values not finite (NaN, Inf), then a crash, then a complaint about what the kernel does
+not support (a dtype it refuses, NotImplementedError). The failing run's one line names the first
+failure of the kind that matters most: an fp16 the kernel declines is a side note beside NaNs at fp32.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sysconfig
 import traceback
 
@@ -85,16 +91,36 @@ def check_one(spec: Spec, shape, dtype: str, case: str) -> str | None:
     return "input rewritten in place (same buffers): " + why if why else None
 
 
+KINDS = ("wrong", "not_finite", "crash", "unsupported")  # a failure's kind, in the order it matters
+# What a crash says when the kernel refuses a dtype rather than computing it wrong: "fp16 not supported",
+# "expected scalar type Float but found Half", "unsupported dtype torch.bfloat16"
+_DTYPE_WORDS = re.compile(r"\b(dtypes?|float16|bfloat16|half|bf16|fp16|float8\w*|fp8\w*)\b", re.IGNORECASE)
+
+
+def kind_of(why: str) -> str:
+    """The kind (KINDS) of a check's reason that no exception raised."""
+    return "not_finite" if "not finite" in why else "wrong"
+
+
+def kind_of_exception(error: BaseException) -> str:
+    """"unsupported" for an exception that declines (NotImplementedError, a message naming a dtype),
+    else "crash"."""
+    inner = _chain(error)[-1]  # the interpreter's wrapper says nothing of its own
+    declined = isinstance(inner, NotImplementedError) or _DTYPE_WORDS.search(str(inner))
+    return "unsupported" if declined else "crash"
+
+
 def run_checks(spec: Spec, plan: list[tuple]) -> list[dict]:
     """check_one over every (shape, dtype, case) of `plan`; one failure record per failing entry."""
     failures = []
     for shape, dtype, case in plan:
         try:
             why = check_one(spec, shape, dtype, case)
+            kind = kind_of(why) if why else None
         except Exception as e:  # a kernel that crashes on a shape fails that shape
-            why = raised(e)
+            why, kind = raised(e), kind_of_exception(e)
         if why:
-            failures.append({"shape": list(shape), "dtype": dtype, "case": case, "error": why})
+            failures.append({"shape": list(shape), "dtype": dtype, "case": case, "error": why, "kind": kind})
     return failures
 
 
@@ -110,9 +136,7 @@ def raised(error: BaseException) -> str:
     interpreter a kernel runs as Python, so a failure inside one (a scalar argument that arrives as a
     Python float: eps.to(tl.float32)) has a line of the kernel's source. The interpreter wraps it in an
     InterpreterError: the exception it wraps is the one shown."""
-    chain = [error]
-    while chain[-1].__cause__ is not None and len(chain) < 10:
-        chain.append(chain[-1].__cause__)
+    chain = _chain(error)
     inner = chain[-1]
     message = str(inner).splitlines()[0] if str(inner).strip() else ""
     text = f"raised {type(inner).__name__}: {message[:MESSAGE_CHARS]}"
@@ -123,6 +147,14 @@ def raised(error: BaseException) -> str:
             shown = os.path.relpath(where.filename) if _under_cwd(where.filename) else where.filename
             return f"{text} (at {shown}:{where.lineno}: {(where.line or '').strip()[:LINE_CHARS]})"
     return text
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from, outermost first (ten at most)."""
+    chain = [error]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    return chain
 
 
 def _users(filename: str) -> bool:

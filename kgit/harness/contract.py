@@ -6,7 +6,9 @@ kgit runs `python test_<name>.py --json [args]` and reads the LAST JSON object o
   gbps or tflops                            the Spec's metric, never both at the top level
   latency_us, speedup, spread_pct, pct_of_peak, pct_of_copy, copy_gbps
   headline                                  what the top-level figures are over
-  checks, check_s, errors, n_errors, reason the checks run, the first failures, the first in one line
+  checks, check_s, errors, n_errors, reason the checks run; the failures (the first 10), each with its
+                                            kind, those that matter most first (checks.KINDS); how many;
+                                            the first in one line
   shapes                                    one object per timed entry
 The headline is the Plan's time_shapes x time_dtypes ("role": "headline"): with one entry, that
 entry's own figures under its own label; with several, their geometric mean. Entries added by --sweep
@@ -23,11 +25,14 @@ from __future__ import annotations
 import json
 import math
 
+from kgit.errors import clipped
+from kgit.harness import checks
 from kgit.harness.measure import rate
 from kgit.harness.spec import Spec
 from kgit.harness.timing import spread_pct
 
 
+REASON_CHARS = 300  # the one line of a failed run
 # Triton's interpreter does not compute on bf16 (its debugging guide: cast to float32 first): a kernel that
 # multiplies bf16 values as loaded fails there and passes on a GPU.
 INTERPRETER_BF16 = ("only bf16 failed, in Triton's interpreter, which does not compute on bf16 values: cast them "
@@ -85,8 +90,9 @@ def _round(value):
 def build(spec: Spec, info: dict, seed: int, n_checks: int, check_s: float, failures: list[dict],
           entries: list[dict], copy_gbps: float | None) -> dict:
     """The contract's JSON object (not printed)."""
-    failures = failures + [{"shape": e["shape"], "dtype": e["dtype"], "case": "timing", "error": e["error"]}
-                           for e in entries if "error" in e]
+    failures = failures + [{"shape": e["shape"], "dtype": e["dtype"], "case": "timing", "error": e["error"],
+                            "kind": checks.kind_of(e["error"])} for e in entries if "error" in e]
+    failures = sorted(failures, key=lambda f: checks.KINDS.index(f["kind"]))  # stable: in order within a kind
     ok = not failures
     result = {"kernel": spec.name, "gpu": info["name"], "backend": info["backend"],
               "cpu_timing": info["backend"] not in ("cuda", "hip"), "seed": seed,
@@ -95,12 +101,14 @@ def build(spec: Spec, info: dict, seed: int, n_checks: int, check_s: float, fail
     result.update(headline(spec, entries) if has_headline else failed_headline(spec))
     result.update(copy_gbps=copy_gbps, checks=n_checks, check_s=round(check_s, 2), errors=failures[:10],
                   n_errors=len(failures), shapes=entries)
-    if failures:  # the one line kgit shows for a failed step
+    if failures:  # the one line kgit shows for a failed step: the failure that matters most
         first = failures[0]
         reason = f"{tuple(first['shape'])} {first['dtype']} {first['case']}: {first['error']}"
+        if len(failures) > 1:
+            reason += f" (+{len(failures) - 1} more failures)"
         if result["cpu_timing"] and all(f["dtype"] == "bf16" for f in failures):
-            reason = f"{reason[:150]}; {INTERPRETER_BF16}"
-        result["reason"] = reason[:300]
+            reason = f"{clipped(reason, 150)}; {INTERPRETER_BF16}"
+        result["reason"] = clipped(reason, REASON_CHARS)
     if result["cpu_timing"]:
         result["note"] = "interpreter/CPU: tiny shapes, timings are CPU figures, not comparable to a GPU"
     return _round(result)

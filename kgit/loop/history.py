@@ -12,9 +12,10 @@ from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.command import Repo
-from kgit.model import decide
+from kgit.model import decide, remeasured
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.record import Status as RecordStatus
+from kgit.model.remeasured import Remeasured
 from kgit.model.runs import sections
 from kgit.state import journal, lock
 
@@ -242,6 +243,7 @@ class Best:
     tag_commit: str | None
     invalid: list[InvalidNote]
     better: str | None  # "higher" or "lower": which way the figure goes as the kernel gets faster (better_of)
+    remeasured: Remeasured | None  # the latest later step's runs of the best (kgit.model.remeasured)
 
 
 def best(repo: Repo, kernel: str) -> Best:
@@ -251,7 +253,7 @@ def best(repo: Repo, kernel: str) -> Best:
         raise KgitError(f"{kernel} has no successful iteration")
     commit, record = found
     return Best(record, commit, refs.tag(kernel), read.rev(repo, refs.tag_ref(kernel)), history.invalid,
-                better_of(repo, kernel))
+                better_of(repo, kernel), remeasured.latest(history.records, record))
 
 
 def better_of(repo: Repo, kernel: str) -> str | None:
@@ -289,6 +291,7 @@ class Status:
     test_changed: bool = False  # the test on the branch differs from the best's (committed since)
     unrecorded: list[tuple[str, str]] = field(default_factory=list)  # hand commits of the kernel (unrecorded_commits)
     elsewhere: int = 0  # records of runs on other devices (a pulled GPU run beside a CPU one): not counted here
+    remeasured: Remeasured | None = None  # the latest later step's runs of the best (kgit.model.remeasured)
 
 
 def _loop_run(pairs: list[tuple[str, Record]], best: Record | None) -> list[Record]:
@@ -327,6 +330,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         kernel_modified=on_branch and cfg.kernel_path in read.modified_tracked_files(repo),
         reverted=sum(not r.status.on_branch for r in own),
         elsewhere=len(records) - len(own),
+        remeasured=remeasured.latest(records, top) if top else None,
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=journal.pending(repo),

@@ -169,6 +169,14 @@ def peak_of(result: TestResult) -> float | None:
     return gpu.peak_for(payload.get("gpu"), unit)
 
 
+# Which run a record's `test` holds (Record.test_run). A step keeps its candidate's first run, the one that
+# checked correctness (the later runs only time); kgit start keeps the baseline's first counted run.
+FIRST_RUN = ("the candidate's first run: it checked correctness and warmed up, and its figures never count "
+             "(the counted runs: measurement.candidate; value: their median)")
+BASELINE_RUN = ("the baseline's first counted run, which also checked correctness (the counted runs: "
+                "measurement.candidate; value: their median)")
+
+
 def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, result: TestResult,
                status: Status, best: Record | None, started: str, base: str | None,
                comparison: Comparison | None = None, environment: dict | None = None,
@@ -217,6 +225,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         reason=why if why is not None else result.reason,
         stop_reason=stop,
         test=result.payload,
+        test_run=None if result.payload is None else BASELINE_RUN if status == Status.BASELINE else FIRST_RUN,
         output_tail=None if result.passed else result.output_tail,
         base=base,
         duration_s=round(result.duration_s, 3),

@@ -81,6 +81,9 @@ class Record:
     reason: str | None = None
     stop_reason: StopReason | None = None
     test: dict | None = None  # the test's own JSON, unchanged
+    # which of the iteration's runs `test` is: its figures are that run's, beside a value that is the
+    # median of the counted runs (None in records that kept no test output, and in those before the key)
+    test_run: str | None = None
     output_tail: str | None = None
     base: str | None = None  # the commit the iteration started from
     duration_s: float = 0.0
@@ -147,7 +150,7 @@ def is_object_id(text) -> bool:
 
 
 # The optional fields by the check they get where a note enters (the others are checked one by one).
-_TEXTS = ("started", "gpu", "metric", "reason", "output_tail")
+_TEXTS = ("started", "gpu", "metric", "reason", "output_tail", "test_run")
 _NUMBERS = ("spread_pct", "pct_of_peak", "best_before", "delta_pct")
 _POSITIVE_NUMBERS = ("value", "peak", "target")
 _OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis", "agent")
@@ -157,7 +160,8 @@ _KNOWN = set(_JSON_KEYS.values())
 # of output, an agent's texts of 8,000, a profile's summary. A note of megabytes is no record of kgit's,
 # and the log and README that show it would be megabytes too: such a note is invalid, never rendered.
 MAX_RECORD_CHARS = 256_000  # the record's JSON text, the test's JSON and every attachment included
-_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000}
+_MAX_CHARS = {"action": 1_000, "started": 100, "gpu": 200, "metric": 100, "reason": 8_000, "output_tail": 8_000,
+              "test_run": 1_000}
 _MAX_NAMES, _MAX_NAME_CHARS = 1_000, 200  # of launched or untested: a kernel file's functions
 
 
@@ -266,10 +270,10 @@ def to_json(record: Record) -> dict:
     for attachment in ("options", "measurement", "environment", "profile", "diagnosis", "agent"):  # not in every record
         if data[attachment] is None:
             del data[attachment]
-    for optional in ("repeats", "launched", "untested"):  # in the records that have them only
+    for optional in ("repeats", "launched", "untested", "test_run"):  # in the records that have them only
         if data[optional] is None:
             del data[optional]
-        elif optional != "repeats":
+        elif optional in ("launched", "untested"):
             data[optional] = list(data[optional])
     return {**record.extra, **data}
 

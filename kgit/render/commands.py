@@ -5,8 +5,9 @@ from __future__ import annotations
 from kgit.git import refs
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
-from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, doubt_lines, final_line, gain, gpu_label, log_row,
-                              metric, numbered_twice, pct_of_peak, status_words, summary_row)
+from kgit.model.remeasured import Remeasured
+from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, best_measured, doubt_lines, final_line, gain, gpu_label,
+                              log_row, metric, numbered_twice, pct_of_peak, status_words, summary_row, when)
 
 
 def init(done, kernel: str) -> str:
@@ -114,7 +115,10 @@ def loop_summary(what: str, stopped: StopReason, best: Record) -> str:
     return f"{what} stopped: {stopped}; best is iteration {best.iteration} ({best.action})"
 
 
-def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: str | None = None) -> str:
+def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: str | None = None,
+         again: Remeasured | None = None) -> str:
+    """kgit best: the best's figure on its line, then which runs it is and when, and the latest
+    re-measurement of it (again: kgit.model.remeasured.latest)."""
     where = ("" if tag_commit == commit else " (missing: 'kgit doctor --fix' sets it)" if tag_commit is None
              else f" (on {tag_commit[:10]}, not the best: 'kgit doctor --fix' moves it)")
     lower = " (lower is better)" if better == "lower" else ""
@@ -122,7 +126,8 @@ def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: 
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
         f"{metric(record.value, record.metric, record.cpu_timing)}{lower}{pct_of_peak(record)} "
-        f"on {record.gpu or 'an unknown device'}{host}, commit {commit[:10]}, tag {tag}{where}"
+        f"on {record.gpu or 'an unknown device'}{host}, commit {commit[:10]}, tag {tag}{where}\n"
+        f"measured: {best_measured(record, again)}"
     )
 
 
@@ -135,9 +140,9 @@ def log(runs, left_behind: set[str] = frozenset()) -> str:
     parts = []
     for run in runs:
         records = run.records
-        when = f", started {run.started[:16].replace('T', ' ')} UTC" if run.started else ""
+        started = f", started {when(run.started)}" if run.started else ""
         reverted = sum(not r.status.on_branch for r in records)
-        parts.append(f"{records[0].kernel} on {gpu_label(records)}{when}: {len(records)} "
+        parts.append(f"{records[0].kernel} on {gpu_label(records)}{started}: {len(records)} "
                      f"record{'s' if len(records) != 1 else ''}, {reverted} reverted\n"
                      + _log_table(run.pairs, left_behind) + "\n" + _final(run, left_behind))
     return "\n\n".join(parts) + f"\n\n{len(runs)} runs, each apart: a run is one loop from its baseline on one " \
@@ -206,7 +211,8 @@ def status(state) -> str:
         ["iteration", f"{state.iteration} of {state.max_iterations} ({state.reverted} reverted)"
          + (f"; {state.elsewhere} record{'s' if state.elsewhere != 1 else ''} of runs on other devices, apart "
             "in 'kgit log'" if state.elsewhere else "")],
-        ["best", f"{metric(top.value, unit, cpu)}{pct_of_peak(top)}, iteration {top.iteration}" if top else "-"],
+        ["best", f"{metric(top.value, unit, cpu)}{pct_of_peak(top)}: {best_measured(top, state.remeasured)}"
+         if top else "-"],
         ["gap to target", f"{metric(state.gap, unit)} ({state.gap_pct:.1f}%)"
          if state.gap is not None and state.gap > 0 else "-"],
         ["state", _state_words(state)],
@@ -229,6 +235,7 @@ def show(shown) -> str:
         *([f"measured again (kgit step --again): the same kernel code as iteration {record.repeats}"]
           if record.repeats is not None else []),
         *_measured(record),
+        *([f"test JSON kept (--json: test): {record.test_run}"] if record.test_run else []),
         *([_tail_label(record)] + [f"  {line}" for line in record.output_tail.strip().splitlines()[-10:]]
           if record.output_tail and record.output_tail.strip() else []),
         f"started {record.started}, test ran {record.duration_s:.1f} s",

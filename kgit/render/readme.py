@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kgit.model.record import Record
 from kgit.model.runs import sections
-from kgit.render.text import LOG_HEADERS, final_line, gpu_label, log_row, numbered_twice, unit_label
+from kgit.render.text import LOG_HEADERS, final_line, gpu_label, log_row, numbered_twice, unit_label, when
 
 MARK = "Rendered by `kgit report` from the records in git notes"
 KEPT_NOTE = ("_Kept from an earlier rendering: the records of this run are not in this clone "
@@ -55,8 +55,7 @@ def _rendered(records: list[Record]) -> dict[str, list[str]]:
 
     rendered = {}
     for (kernel, _, started), section in sections(records).items():
-        when = f", started {started[:16].replace('T', ' ')} UTC" if started else ""
-        heading = f"{SECTION}{kernel} on {gpu_label(section)}{when}"
+        heading = f"{SECTION}{kernel} on {gpu_label(section)}" + (f", started {when(started)}" if started else "")
         final = max(r.iteration for r in section)
         twice = numbered_twice(section)
         rows = [[cell.replace("|", "\\|") for cell in log_row(r, resumed=r.iteration < final, twice=twice)]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+from kgit.errors import clipped
 from kgit.model.decide import best_record
 from kgit.model.doubts import GAIN_OVER_2X, ONE_SIGNIFICANT_DIGIT, doubts
+from kgit.model import remeasured
 from kgit.model.record import Record, Status, StopReason
+from kgit.model.remeasured import Remeasured
 from kgit.model.result import DEVICE_METRIC, unit_of
 
 LOG_HEADERS = ["Iter", "Action", "Tier", "Correctness", "Metric", "Delta", "Status"]
@@ -71,14 +74,31 @@ def pct_of_peak(record: Record | None) -> str:
     return f" ({record.pct_of_peak:.0f}% of peak)" if record and record.pct_of_peak else ""
 
 
+def when(started: str | None) -> str:
+    """A record's start time to the minute: '2026-12-06 07:10 UTC' (records keep it in UTC); '' if none."""
+    return f"{started[:16].replace('T', ' ')} UTC" if started else ""
+
+
+def best_measured(best: Record, again: Remeasured | None) -> str:
+    """Which runs the best's figure is and when they ran, and the latest re-measurement of it beside it:
+    "iteration 3's own runs, 2026-12-06 07:10 UTC; measured again: 262 GBps, 4 runs in iteration 5's
+    pairs, 2026-12-06 08:02 UTC"."""
+    text = f"iteration {best.iteration}'s own runs" + (f", {when(best.started)}" if best.started else "")
+    if again:
+        text += (f"; measured again: {metric(again.value, best.metric, best.cpu_timing)}, {again.runs} "
+                 f"run{'s' if again.runs != 1 else ''} in iteration {again.iteration}'s pairs"
+                 + (f", {when(again.started)}" if again.started else ""))
+    return text
+
+
 def status_words(record: Record, reason_chars: int | None = 100, resumed: bool = False) -> str:
     """resumed: iterations came after this one (its loop stopped here, then its limit was raised)."""
     words = _STATUS_WORDS[record.status]
     if record.status in (Status.FAILED, Status.KEPT_ANYWAY) and record.reason:
         reason = record.reason  # whole in the note and in `kgit show`; a table row keeps its start
         reason = reason.removeprefix("kept anyway: ")  # the status says it already
-        if reason_chars is not None and len(reason) > reason_chars:
-            reason = reason[:reason_chars - 1] + "…"
+        if reason_chars is not None:
+            reason = clipped(reason, reason_chars)
         words += f" ({reason})"
     if record.untested:
         words += f"; UNTESTED: {', '.join(record.untested)}"
@@ -157,9 +177,9 @@ def final_line(records: list[Record]) -> str:
     if best is None:
         return "Final: no successful run yet."
     last = max(records, key=lambda r: r.iteration)
-    text = f"Final: {metric(best.value, best.metric, best.cpu_timing)}"
-    if best.pct_of_peak:
-        text += f" ({best.pct_of_peak:.0f}% of peak)"
+    peak = f"{best.pct_of_peak:.0f}% of peak; " if best.pct_of_peak else ""
+    text = (f"Final: {metric(best.value, best.metric, best.cpu_timing)} ({peak}"
+            f"{best_measured(best, remeasured.latest(records, best))})")
     text += f", {last.iteration} iteration{'s' if last.iteration != 1 else ''}"
     if any(r.stop_reason == StopReason.TARGET_MET for r in records):
         return text + ", target met."

@@ -190,3 +190,36 @@ def test_a_failure_with_no_frame_of_the_users_code_has_no_line_to_show():
 
     assert raised(ValueError("bad\nsecond line")) == "raised ValueError: bad"
     assert raised(RuntimeError()) == "raised RuntimeError: "
+
+
+def test_a_refused_dtype_is_a_side_note_beside_nans(softmax_spec, softmax_t):
+    # the plan checks fp16 first: its refusal is found first, the NaNs at fp32 after it
+    def nan_at_fp32(inputs, outputs):
+        if inputs[0].dtype == torch.float16:
+            raise TypeError("fp16 is not supported")
+        softmax_t.softmax(inputs[0], out=outputs[0])
+        outputs[0][0, 0] = float("nan")
+
+    plan = harness.Plan(check_shapes=[(3, 17)], time_shapes=[], dtypes=("fp16", "fp32"))
+    result = harness.run(softmax_spec(nan_at_fp32, interpreter=plan), timing=False)
+    assert result["reason"].startswith("(3, 17) fp32 normal: output 0: 1 of 51 elements not finite")
+    assert result["reason"].endswith("(+1 more failures)")
+    assert [(e["dtype"], e["kind"]) for e in result["errors"]] == [("fp32", "not_finite"), ("fp16", "unsupported")]
+
+
+def test_what_a_crash_says_tells_a_refusal_from_a_crash():
+    from kgit.harness.checks import kind_of_exception
+
+    for declined in (TypeError("fp16 is not supported"), RuntimeError("expected scalar type Float but found Half"),
+                     ValueError("unsupported dtype torch.bfloat16"), NotImplementedError("inline asm")):
+        assert kind_of_exception(declined) == "unsupported", declined
+    for crashed in (TypeError("unsupported operand type(s) for +: 'float' and 'NoneType'"),
+                    AttributeError("'float' object has no attribute 'to'"), IndexError("out of range")):
+        assert kind_of_exception(crashed) == "crash", crashed
+    try:  # the interpreter wraps a kernel's exception: the one it wraps says what happened
+        try:
+            raise ValueError("fp16 is not supported")
+        except ValueError as inner:
+            raise RuntimeError("interpreter error") from inner
+    except RuntimeError as wrapped:
+        assert kind_of_exception(wrapped) == "unsupported"

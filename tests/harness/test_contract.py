@@ -57,7 +57,8 @@ def test_a_tflops_kernel_reports_no_top_level_gbps(tflops_spec):
 
 
 def test_the_failure_rule(tflops_spec):
-    failure = {"shape": [3, 5], "dtype": "bf16", "case": "large", "error": "1 of 15 elements not finite"}
+    failure = {"shape": [3, 5], "dtype": "bf16", "case": "large", "error": "1 of 15 elements not finite",
+               "kind": "not_finite"}
     result = build(tflops_spec, [], [failure])
     assert result["correctness"] is False and result["status"] == "fail"
     for key in ("latency_us", "tflops", "speedup", "spread_pct", "pct_of_peak", "pct_of_copy", "headline"):
@@ -67,7 +68,8 @@ def test_the_failure_rule(tflops_spec):
 
 
 INTERPRETER = {"name": "triton-interpreter (CPU)", "backend": "interpreter"}
-BF16_FAILURE = {"shape": [3, 33], "dtype": "bf16", "case": "normal", "error": "1 of 99 elements not finite"}
+BF16_FAILURE = {"shape": [3, 33], "dtype": "bf16", "case": "normal", "error": "1 of 99 elements not finite",
+                "kind": "not_finite"}
 
 
 @pytest.mark.parametrize("info, failures, explained", [
@@ -86,7 +88,37 @@ def test_a_bf16_only_failure_in_the_interpreter_says_why(tflops_spec, info, fail
 def test_a_wrong_timed_entry_fails_the_run(tflops_spec):
     result = build(tflops_spec, [entry("x", [1.0], error="the timed output is wrong: NaN")])
     assert result["status"] == "fail" and result["tflops"] is None
-    assert result["errors"][0]["case"] == "timing"
+    assert result["errors"][0]["case"] == "timing" and result["errors"][0]["kind"] == "wrong"
+
+
+def failure(dtype, error, kind, case="normal"):
+    return {"shape": [3, 33], "dtype": dtype, "case": case, "error": error, "kind": kind}
+
+
+def test_the_reason_names_the_failure_that_matters_most(tflops_spec):
+    # found in plan order: the fp16 refusal first, the NaNs at fp32 later; the reason names the NaNs
+    declined = failure("fp16", "raised TypeError: fp16 is not supported", "unsupported")
+    crashed = failure("fp32", "raised IndexError: list index out of range", "crash")
+    nan = failure("fp32", "output 0: 3 of 99 elements not finite (3 NaN: unwritten or overflowed), in 1 rows",
+                  "not_finite", case="large")
+    result = build(tflops_spec, [], [declined, crashed, nan])
+    assert result["reason"] == ("(3, 33) fp32 large: output 0: 3 of 99 elements not finite (3 NaN: unwritten or "
+                                "overflowed), in 1 rows (+2 more failures)")
+    assert [e["kind"] for e in result["errors"]] == ["not_finite", "crash", "unsupported"]
+    # a wrong value outranks them all, a timed entry's included; within a kind, the order found
+    wrong = build(tflops_spec, [entry("x", [1.0], error="the timed output is wrong: output 0: 2 of 99 elements "
+                                                        "out of tolerance")], [declined, nan, {**nan, "dtype": "fp16"}])
+    assert wrong["reason"].startswith("(1,) bf16 timing: the timed output is wrong")
+    assert [(e["kind"], e["dtype"]) for e in wrong["errors"]] == [
+        ("wrong", "bf16"), ("not_finite", "fp32"), ("not_finite", "fp16"), ("unsupported", "fp16")]
+
+
+def test_a_long_reason_is_cut_between_words(tflops_spec):
+    long = failure("fp32", "raised RuntimeError: " + " ".join(f"word{i}" for i in range(100)), "crash")
+    reason = build(tflops_spec, [], [long])["reason"]
+    whole = f"(3, 33) fp32 normal: {long['error']}"
+    assert len(reason) <= contract.REASON_CHARS and reason.endswith("…")
+    assert whole.startswith(reason[:-1]) and whole[len(reason) - 1] == " "  # the last word shown is whole
 
 
 def test_floats_are_rounded_and_non_finite_ones_become_null(tflops_spec):

@@ -11,14 +11,23 @@ def test_best_log_status_show(started):
     assert best["iteration"] == 1 and best["value"] == 120.0 and best["pct_of_peak"] == 12.0
     assert best["tag"] == "best/fake" and best["commit"] == best["tag_commit"]
     assert "iteration 1 (better): 120 GBps (12% of peak)" in started.ok("best").stdout
+    # which figure that is and when it ran; iteration 2's pairs ran the best again, once
+    first = best["started"][:16].replace("T", " ")
+    again = best["remeasured"]
+    assert (again["value"], again["runs"], again["iteration"]) == (120.0, 1, 2)
+    measured = (f"iteration 1's own runs, {first} UTC; measured again: 120 GBps, 1 run in iteration 2's pairs, "
+                f"{again['started'][:16].replace('T', ' ')} UTC")
+    assert started.ok("best").stdout.splitlines()[1] == f"measured: {measured}"
 
     log = started.ok("log").stdout
-    assert "regressed, reverted" in log and "Final: 120 GBps (12% of peak), 2 iterations, in progress." in log
+    assert "regressed, reverted" in log and f"Final: 120 GBps (12% of peak; {measured}), 2 iterations, in progress." in log
     assert log.splitlines()[-2].startswith("Metric: the iteration's own median. Delta: against the best run")
 
     status = started.ok("status", "--json").json()
     assert status["iteration"] == 2 and status["max_iterations"] == 5 and status["reverted"] == 1
     assert status["best"]["value"] == 120.0 and status["stopped"] is None
+    assert status["best"]["remeasured"] == again and "remeasured" not in status
+    assert f"best           120 GBps (12% of peak): {measured}" in started.ok("status").stdout.splitlines()
 
     shown = started.ok("show", "2", "--json").json()
     assert shown["status"] == "REGRESSED" and "+METRIC = 90.0" in shown["diff"]

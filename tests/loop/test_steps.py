@@ -2,6 +2,7 @@
 
 import pytest
 
+from kgit.model.decide import BASELINE_RUN, FIRST_RUN
 from workspace import KERNEL
 
 
@@ -11,6 +12,8 @@ def test_start_records_baseline_branch_tag_and_note(ws):
     assert record["iteration"] == 0 and record["status"] == "BASELINE"
     assert record["value"] == 100.0 and record["metric"] == "gbps" and record["gpu"] == "Fake GPU"
     assert record["test"]["latency_us"] == 1.0  # the test's raw JSON is kept
+    # and which run it is: the first counted one, which checked too (it ran without KGIT_TIMING_ONLY)
+    assert record["test_run"] == BASELINE_RUN and record["test"]["timing_only"] is None
     assert ws.git("symbolic-ref", "--short", "HEAD") == "opt/fake"
     assert ws.git("rev-parse", "best/fake") == ws.git("rev-parse", "HEAD")
     assert ws.git("log", "-1", "--format=%s") == "fake: iter 0: baseline"
@@ -25,6 +28,9 @@ def test_improvement_is_kept_and_moves_the_tag(started):
     assert started.git("rev-parse", "best/fake") == started.git("rev-parse", "HEAD") == record["commit"]
     assert "METRIC = 120.0" in started.kernel_text("HEAD")
     assert started.git("log", "-1", "--format=%s") == "fake: iter 1: BLOCK 1024->2048"
+    # the test's JSON kept is the candidate's first run, the one that checked: labelled, as its figure never counts
+    assert record["test_run"] == FIRST_RUN and record["test"]["timing_only"] is None
+    assert f"test JSON kept (--json: test): {FIRST_RUN}" in started.ok("show", "1").stdout.splitlines()
     started.check_invariants()
 
 

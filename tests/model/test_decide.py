@@ -146,6 +146,19 @@ def test_a_new_record_carries_its_decision_its_samples_and_stop_reason():
     assert record.stop_reason == StopReason.MAX_ITERATIONS and record.output_tail is None
 
 
+def test_a_record_says_which_run_its_test_output_is():
+    # the run kept is not the counted one: its figure (130) beside the value (120) is labelled
+    pairs = compared([99.0, 101.0], [118.8, 121.2])
+    step = decide.new_record(cfg(), 1, "a", 1, result(130.0), Status.IMPROVED, BEST, "t", "b" * 40, pairs)
+    assert (step.value, step.test["gbps"], step.test_run) == (120.0, 130.0, decide.FIRST_RUN)
+    start = noise.Comparison(first=result(101.0), best=[], candidate=[101.0, 99.0, 100.0, 103.0], log_ratios=[])
+    baseline = decide.new_record(cfg(), 0, "baseline", None, result(101.0), Status.BASELINE, None, "t", "b" * 40,
+                                 start)
+    assert (baseline.value, baseline.test_run) == (100.5, decide.BASELINE_RUN)
+    crashed = decide.new_record(cfg(), 1, "a", 1, not_run("crashed: exit status 3"), Status.FAILED, BEST, "t", None)
+    assert crashed.test is None and crashed.test_run is None  # no output kept, nothing to label
+
+
 def test_a_failed_record_keeps_the_unit_of_the_best_it_is_judged_against():
     crashed = not_run("crashed: exit status 3")
     record = decide.new_record(cfg(), 1, "a", 1, crashed, Status.FAILED, BEST, "2026-11-30T00:00:00.000000+00:00",

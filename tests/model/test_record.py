@@ -44,6 +44,12 @@ def test_the_kernels_a_run_launched_and_what_a_step_left_untested_are_written_on
     assert "launched" not in to_json(from_json(VALID)) and "untested" not in to_json(from_json(VALID))
 
 
+def test_which_run_the_test_output_is_is_written_only_when_known():
+    labelled = {**VALID, "test_run": "the candidate's first run"}
+    assert from_json(labelled).test_run == "the candidate's first run" and to_json(from_json(labelled)) == labelled
+    assert "test_run" not in to_json(from_json(VALID))  # a record from before the key reads back as it was
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"iteration": "2"}, "iteration must be an integer"),
     ({"iteration": -1}, "iteration must be 0 or more"),
@@ -56,6 +62,7 @@ def test_the_kernels_a_run_launched_and_what_a_step_left_untested_are_written_on
     ({"status": "BETTER"}, "status 'BETTER' is none of"),
     ({"stop_reason": "TIRED"}, "stop_reason 'TIRED' is none of"),
     ({"tier": 9}, "tier must be an integer from 1 to 5"),
+    ({"test_run": ["first"]}, "test_run must be a string"),
     ({"correctness": "yes"}, "correctness must be true, false or null"),
     ({"base": "--output=/tmp/x"}, "base must be a full object id"),
     ({"base": "HEAD"}, "base must be a full object id"),

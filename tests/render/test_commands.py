@@ -2,6 +2,7 @@
 
 from kgit.loop.history import Status as LoopStatus
 from kgit.model.record import InvalidNote, Record, Status, StopReason
+from kgit.model.remeasured import Remeasured
 from kgit.render import commands
 from kgit.share.doctor import Problem
 
@@ -36,7 +37,8 @@ def test_a_reverted_step_with_its_reason_the_tests_output_and_the_stop():
 
 
 def status_state(**fields):
-    best = Record("softmax", 2, "x", Status.IMPROVED, metric="gbps", value=120.0, pct_of_peak=12.0)
+    best = Record("softmax", 2, "x", Status.IMPROVED, metric="gbps", value=120.0, pct_of_peak=12.0,
+                  started="2026-12-06T07:10:33.000001+00:00")
     base = dict(kernel="softmax", branch="opt/softmax", on_branch=True, kernel_path="k.py", test_path="t.py",
                 iteration=3, max_iterations=5, metric="gbps", target=150.0, best=best, best_commit=SHA, gap=30.0,
                 gap_pct=20.0, stopped=None, kernel_modified=False, reverted=1, invalid=[], better="higher")
@@ -49,10 +51,15 @@ def test_a_status():
         "branch         opt/softmax",
         "target         150 GBps",
         "iteration      3 of 5 (1 reverted)",
-        "best           120 GBps (12% of peak), iteration 2",
+        "best           120 GBps (12% of peak): iteration 2's own runs, 2026-12-06 07:10 UTC",
         "gap to target  30.0 GBps (20.0%)",
         "state          waiting for an edit of the kernel",
     ]
+    # later steps ran the best again in their pairs: the latest of them, beside the figure the best was kept on
+    again = Remeasured(210.0, 4, 5, "2026-12-06T08:02:00.000001+00:00")
+    assert commands.status(status_state(remeasured=again)).splitlines()[4] == (
+        "best           120 GBps (12% of peak): iteration 2's own runs, 2026-12-06 07:10 UTC; measured again: "
+        "210 GBps, 4 runs in iteration 5's pairs, 2026-12-06 08:02 UTC")
     other = commands.status(status_state(on_branch=False, target=None, gap=None, gap_pct=None, best=None,
                                          stopped=StopReason.MAX_ITERATIONS)).splitlines()
     assert other[1] == "branch         opt/softmax (not checked out)"
@@ -87,15 +94,22 @@ def test_start_best_report_and_an_invalid_note():
                                          "tag best/softmax at 0123456789")
     met = commands.start(base.replace(stop_reason=StopReason.TARGET_MET), SHA)
     assert met.endswith("\nThe baseline already meets the target: TARGET_MET.")
-    assert commands.best(base, SHA, "best/softmax", SHA) == \
-        "softmax: best is iteration 0 (baseline): 100 GBps on NVIDIA H200, commit 0123456789, tag best/softmax"
+    assert commands.best(base, SHA, "best/softmax", SHA).splitlines() == [
+        "softmax: best is iteration 0 (baseline): 100 GBps on NVIDIA H200, commit 0123456789, tag best/softmax",
+        "measured: iteration 0's own runs"]  # a record of a kgit before start times: none to show
+    # which figure, and when; the latest re-measurement beside it
+    timed = base.replace(started="2026-12-06T07:10:33.000001+00:00")
+    again = Remeasured(175.0, 1, 3, "2026-12-06T09:00:00.000001+00:00")
+    assert commands.best(timed, SHA, "best/softmax", SHA, again=again).splitlines()[1] == (
+        "measured: iteration 0's own runs, 2026-12-06 07:10 UTC; measured again: 175 GBps, 1 run in iteration 3's "
+        "pairs, 2026-12-06 09:00 UTC")
     # a test that names no GPU (one written the way others write them): never "on None"
-    assert commands.best(base.replace(gpu=None), SHA, "best/softmax", SHA) == \
+    assert commands.best(base.replace(gpu=None), SHA, "best/softmax", SHA).splitlines()[0] == \
         "softmax: best is iteration 0 (baseline): 100 GBps on an unknown device, commit 0123456789, tag best/softmax"
     # the tag deleted or moved by hand: said, with the repair
-    assert commands.best(base, SHA, "best/softmax", None).endswith(
+    assert commands.best(base, SHA, "best/softmax", None).splitlines()[0].endswith(
         "tag best/softmax (missing: 'kgit doctor --fix' sets it)")
-    assert commands.best(base, SHA, "best/softmax", "f" * 40).endswith(
+    assert commands.best(base, SHA, "best/softmax", "f" * 40).splitlines()[0].endswith(
         "tag best/softmax (on ffffffffff, not the best: 'kgit doctor --fix' moves it)")
     assert commands.report(None, "experiments/README.md") == "experiments/README.md is up to date"
     assert commands.report(SHA, "log.md") == "log.md rendered and committed at 0123456789"
@@ -151,7 +165,8 @@ def test_a_log_shows_runs_on_different_devices_apart_each_with_its_own_count():
     assert "softmax on NVIDIA H200, started 2026-01-01 00:00 UTC: 3 records, 1 reverted" in text
     assert "softmax on cpu (Triton interpreter on the CPU: timings are CPU timings, not comparable to a GPU), " \
            "started 2026-02-01 00:00 UTC: 3 records, 2 reverted" in text
-    assert text.count("Final: ") == 2 and "Final: 3200 GBps, 2 iterations, in progress." in text
+    assert text.count("Final: ") == 2 and \
+        "Final: 3200 GBps (iteration 2's own runs, 2026-01-01 02:00 UTC), 2 iterations, in progress." in text
     assert "2 runs, each apart: a run is one loop from its baseline on one device" in text
     one = commands.log(runs([(SHA, r) for r in gpu]))
     assert "runs, each apart" not in one and one.count("Final: ") == 1  # one device: the table alone

@@ -65,15 +65,24 @@ def test_a_log_row():
 def test_the_final_line():
     base = rec(0, Status.BASELINE, metric="gbps", value=100.0, pct_of_peak=10.0)
     assert text.final_line([rec(0, Status.FAILED)]) == "Final: no successful run yet."
-    assert text.final_line([base]) == "Final: 100 GBps (10% of peak), 0 iterations, in progress."
+    assert text.final_line([base]) == "Final: 100 GBps (10% of peak; iteration 0's own runs), 0 iterations, in progress."
     better = rec(1, Status.IMPROVED, metric="gbps", value=120.0)
-    assert text.final_line([base, better]) == "Final: 120 GBps, 1 iteration, in progress."
+    assert text.final_line([base, better]) == "Final: 120 GBps (iteration 1's own runs), 1 iteration, in progress."
     met = rec(2, Status.TARGET_MET, metric="gbps", value=150.0, stop_reason=StopReason.TARGET_MET, target=150.0)
     assert text.final_line([base, better, met]).endswith("2 iterations, target met.")
     stopped = rec(2, Status.REGRESSED, metric="gbps", value=90.0, stop_reason=StopReason.MAX_ITERATIONS)
     assert text.final_line([base, better, stopped]).endswith(", done (max_iterations).")
     targeted = better.replace(target=200.0)
     assert text.final_line([base, targeted, stopped]).endswith(", target not met (stopped at max_iterations).")
+
+
+def test_the_final_line_says_when_the_best_was_measured_and_the_latest_re_measurement():
+    best = rec(1, Status.IMPROVED, metric="gbps", value=150.0, started="2026-12-06T07:10:33.000001+00:00")
+    later = rec(2, Status.WITHIN_NOISE, metric="gbps", value=260.0, started="2026-12-06T08:02:00.000001+00:00",
+                measurement={"best": [262.0, 258.0, 270.0]})
+    assert text.final_line([best, later]) == (
+        "Final: 150 GBps (iteration 1's own runs, 2026-12-06 07:10 UTC; measured again: 262 GBps, 3 runs in "
+        "iteration 2's pairs, 2026-12-06 08:02 UTC), 2 iterations, in progress.")
 
 
 def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
@@ -88,6 +97,11 @@ def test_a_long_failure_reason_is_cut_in_the_log_table_but_kept_in_the_record():
     assert words.startswith("failed, reverted (crashed: exit status 1: triton") and words.endswith("…)")
     assert len(words) < 130
     assert status_words(failed("short")) == "failed, reverted (short)"
+    # cut between words, never inside one ("elements not fin…")
+    nan = ("correctness: (3, 33) fp32 large: output 0: 3 of 99 elements not finite (3 NaN: unwritten or "
+           "overflowed), in 1 rows (+2 more failures)")
+    assert status_words(failed(nan)) == ("failed, reverted (correctness: (3, 33) fp32 large: output 0: 3 of 99 "
+                                         "elements not finite (3 NaN: unwritten or…)")
 
 
 def test_the_summary_counts_reverted_iterations_as_kgit_status_does():

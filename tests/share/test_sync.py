@@ -340,7 +340,7 @@ def test_a_bundle_of_another_repositorys_run_merges_its_records_and_leaves_the_b
     assert [(r["gpu"], r["iterations"]) for r in runs] == [("Fake GPU", [0]), ("NVIDIA H200", [0, 1, 2])]
     assert ws.ok("best", "--json").json()["gpu"] == "Fake GPU"  # the branch here is judged by what it holds
     text = ws.ok("log").stdout  # each run's own final line: the other repository's best is its run's
-    assert "Final: 100 GBps (10% of peak), 0 iterations, in progress." in text
+    assert "Final: 100 GBps (10% of peak; iteration 0's own runs, " in text and "0 iterations, in progress." in text
     assert "Final: 120 GBps" in text and "2 iterations, in progress." in text
 
 
