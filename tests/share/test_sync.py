@@ -312,18 +312,23 @@ def test_records_committed_as_a_bundle_are_imported_by_pull(ws, tmp_path):
     assert "neither a remote of this repository nor a git bundle" in elsewhere.refused("pull", str(not_a_bundle))
 
 
-def test_a_bundle_of_another_repositorys_run_merges_its_records_and_leaves_the_branch(ws, tmp_path):
-    """The README's first command runs softmax here (a CPU run on opt/softmax); the repository's bundle of
-    an H200 run of softmax was made in another repository: no history to join the two branches at."""
+def another_repository(tmp_path):
+    """A repository of its own (no history shared with ws) holding the same fake kernel."""
     import shutil
 
     from workspace import FAKE, Workspace
 
-    elsewhere_root = tmp_path / "elsewhere"
-    (elsewhere_root / "skills/kernels/fake").mkdir(parents=True)
+    root = tmp_path / "elsewhere"
+    (root / "skills/kernels/fake").mkdir(parents=True)
     for name in ("triton_template.py", "test_fake.py"):
-        shutil.copy(FAKE / name, elsewhere_root / "skills/kernels/fake" / name)
-    elsewhere = Workspace(elsewhere_root).init("another repository")
+        shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
+    return Workspace(root).init("another repository")
+
+
+def test_a_bundle_of_another_repositorys_run_merges_its_records_and_leaves_the_branch(ws, tmp_path):
+    """The README's first command runs softmax here (a CPU run on opt/softmax); the repository's bundle of
+    an H200 run of softmax was made in another repository: no history to join the two branches at."""
+    elsewhere = another_repository(tmp_path)
     elsewhere.set_kernel(MODE="h200")
     elsewhere.git("commit", "-qam", "on an H200")
     a_session(elsewhere)
@@ -410,15 +415,7 @@ def test_a_push_stopped_midway_leaves_no_git_process_behind(remote, ws, tmp_path
 
 
 def test_a_pulled_run_of_another_repository_does_not_count_toward_this_loops_iterations(ws, tmp_path):
-    import shutil
-
-    from workspace import FAKE, Workspace
-
-    elsewhere_root = tmp_path / "elsewhere"
-    (elsewhere_root / "skills/kernels/fake").mkdir(parents=True)
-    for name in ("triton_template.py", "test_fake.py"):
-        shutil.copy(FAKE / name, elsewhere_root / "skills/kernels/fake" / name)
-    elsewhere = Workspace(elsewhere_root).init("another repository")
+    elsewhere = another_repository(tmp_path)
     a_session(elsewhere)  # iterations 1 (kept) and 2 (reverted) there
     bundle = tmp_path / "there.bundle"
     elsewhere.git("bundle", "create", "-q", str(bundle), "opt/fake", "refs/notes/kgit", "refs/kgit/attempts/fake/2")
