@@ -152,11 +152,11 @@ def numbered_twice(records: list[Record]) -> set[int]:
 
 def run_name(record: Record, twice: set[int] = frozenset()) -> str:
     """An iteration's name: its number, and where another clone's run has the same number, where and when
-    it ran (the host, the start to the second), which tells the two apart in the log and the README."""
+    it ran (the host, the start to the millisecond), which tells the two apart in the log and the README."""
     if record.iteration not in twice:
         return str(record.iteration)
     host = (record.environment or {}).get("host") or "unknown host"
-    return f"{record.iteration} ({host}, {(record.started or '')[:19].replace('T', ' ')})"
+    return f"{record.iteration} ({host}, {(record.started or '')[:23].replace('T', ' ')})"
 
 
 def log_row(record: Record, resumed: bool = False, twice: set[int] = frozenset()) -> list[str]:

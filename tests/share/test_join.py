@@ -285,7 +285,7 @@ def test_two_runs_numbered_alike_are_named_apart_in_log_and_readme_with_where_th
     a.ok("pull")
     twins = [r for r in a.ok("log", "--json").json()["iterations"] if r["iteration"] == 2]
     assert len(twins) == 2
-    names = [f"2 ({r['environment']['host']}, {r['started'][:19].replace('T', ' ')})" for r in twins]
+    names = [f"2 ({r['environment']['host']}, {r['started'][:23].replace('T', ' ')})" for r in twins]
     assert names[0] != names[1]
     log = a.ok("log").stdout
     readme = (a.root / "experiments/README.md").read_text()
