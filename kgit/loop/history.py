@@ -168,7 +168,7 @@ def overview(repo: Repo, kernels: list[str]) -> list[Loop]:
         best = decide.best_pair(found.pairs)
         has_branch = read.rev(repo, refs.branch_ref(kernel)) is not None
         own = _loop_run(found.pairs, best[1] if best else None)
-        loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, found.last_iteration,
+        loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, steps_taken(repo, kernel, found),
                           sum(not r.status.on_branch for r in own), best[1] if best else None))
     return loops
 
@@ -317,7 +317,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         on_branch=on_branch,
         kernel_path=cfg.kernel_path,
         test_path=cfg.test_path,
-        iteration=steps_taken(repo, kernel, history),
+        iteration=state.steps,
         max_iterations=cfg.max_iterations,
         metric=top.metric if top else None,
         better=cfg.better,
