@@ -3,7 +3,7 @@
 # benchmarks/noise/decisions.py --peer on the folder PEER (the collection's triton_template.py and
 # test_softmax.py; carried to the device, never committed). SERIES: probe, noop, gain, in that order;
 # each stops after LIMIT_S seconds (keeping what it measured), and none runs after a probe in which
-# kgit's device time did not decide. Writes DIR/<series>.jsonl and the logs to $OUT.
+# kgit's device time did not decide. Writes <series>.jsonl and logs.tar.gz (logs, gpu.csv) to $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -26,3 +26,5 @@ for series in ${SERIES:-probe noop gain}; do
   fi
 done
 tail -n 3 "$OUT"/*.out; cat "$OUT/exits.txt"; head -c 1500 "$OUT/recording.jsonl"
+# the device returns at most 8 files: the series' records stay plain, the rest travels as one archive
+(cd "$OUT" && tar czf logs.tar.gz --exclude='*.jsonl' --exclude=logs.tar.gz . && find . -type f ! -name '*.jsonl' ! -name logs.tar.gz -delete)
