@@ -15,7 +15,7 @@ from kgit.git.command import Repo
 from kgit.loop import paired, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import coverage, decide, tunables
-from kgit.model.noise import Comparison
+from kgit.model.noise import Comparison, never_measured
 from kgit.model.record import InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
 from kgit.render.text import verdict
@@ -62,7 +62,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
         head = read.rev(repo, "HEAD")
         if head is None:
             raise KgitError("the repository has no commit yet", "commit the kernel and its test first")
-        check_clean(repo, allowed=[])
+        check_clean(read.modified_tracked_files(repo), allowed=[])
         if not read.has_identity(repo):  # found now, not after the baseline has run
             raise KgitError("git does not know who commits here, and every iteration is a commit",
                             "set it with git config user.name \"Your Name\" && git config user.email you@example.com")
@@ -173,26 +173,29 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     allow_untested: step a change to what the test never ran (Untested otherwise); the record says so.
     """
     with transaction.begin(repo) as recovered:
-        state = _running_state(repo, overrides)
-        check_clean(repo, allowed=[state.cfg.kernel_path])
-        if not read.edited(repo, state.cfg.kernel_path):  # a staged change undone on disk is none either
+        before = read_before_step(repo, overrides)
+        state = before.state
+        # every refusal comes before the commit, from what was read: a refusal uses no iteration
+        check_clean(before.modified, allowed=[state.cfg.kernel_path])
+        if not before.edited:  # a staged change undone on disk is none either
             raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
         if keep_anyway is not None:
             keep_anyway = one_line(keep_anyway, what="--keep-anyway")
-        repeats = check_new_code(repo, state, again)  # before the commit: a refusal uses no iteration
-        change = kernel_change(repo, state.cfg.kernel_path)
-        untested = check_tested(repo, state, change, allow_untested)
-        check_config(repo, state)
+        repeats = check_new_code(before, again)
+        untested = check_tested(before, allow_untested)
+        check_config(before)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=[state.cfg.kernel_path])
         comparison, environment = measured or (None, machine.environment(state.cfg.gpu))
         try:
             comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
         except KeyboardInterrupt:
-            comparison = failed(not_run(INTERRUPTED_BY_USER))
-        untested, comparison = check_run(change, comparison, untested, allow_untested)
-        outcome = _decide(repo, state, journal, comparison, recovered, environment, keep_anyway, overrides,
-                          agent_turn, repeats, untested)
+            comparison = never_measured(not_run(INTERRUPTED_BY_USER))
+        untested, comparison = check_run(before.change, comparison, untested, allow_untested)
+        record = decided_record(state, journal, comparison, environment, overrides, keep_anyway=keep_anyway,
+                                agent_turn=agent_turn, repeats=repeats, untested=untested,
+                                test_changed=before.test_changed_since_best)
+        outcome = Outcome(record, transaction.decided(repo, journal, record), recovered, state.history.invalid)
     if outcome.record.reason == INTERRUPTED_BY_USER:
         # recorded and rolled back like any failure; the change waits at its attempt ref
         ref = refs.attempt_ref(outcome.record.kernel, outcome.record.iteration)
@@ -200,6 +203,60 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
                                f"rolled back; 'git checkout {ref} -- {state.cfg.kernel_path}' brings the change "
                                "back to step it again")
     return outcome
+
+
+@dataclass
+class Before:
+    """What a step reads before anything runs, in one place: its loop, and the change in the working
+    tree that it would commit. Every refusal of a step is decided from this alone."""
+
+    state: LoopState
+    modified: list[str]  # tracked files that differ from HEAD
+    edited: bool  # the kernel file on disk differs from HEAD's
+    text: str | None  # the kernel file on disk; None where it is gone
+    head_text: str | None  # HEAD's kernel file
+    code: str | None  # the digest of text's code (kgit.state.code_digests)
+    head_code: str | None  # HEAD's
+    tried: list[tuple[Record, str | None]]  # each earlier iteration whose test ran, with its code's digest
+    head_launched: tuple[str, ...] | None  # the kernels the run of HEAD's kernel launched, where it tells
+    test_changed_since_best: bool  # the test differs between the best's commit and HEAD
+
+    @property
+    def change(self) -> tuple[str, str] | None:
+        """The kernel file as HEAD has it and as the working tree does; None where either is missing (a
+        file added or deleted: its test judges it whole)."""
+        return (self.head_text, self.text) if self.head_text is not None and self.text is not None else None
+
+
+def read_before_step(repo: Repo, overrides: dict) -> Before:
+    """The current kernel's loop (refused where it has no baseline, or stopped) and its kernel's change."""
+    state = _running_state(repo, overrides)
+    path, test_path = state.cfg.kernel_path, state.cfg.test_path
+    try:
+        text = (repo.root / path).read_bytes().decode(errors="replace")
+    except OSError:
+        text = None
+    # An attempt that never ran (interrupted, or an agent's turn refused untested) has no verdict: the
+    # advice after an interruption is to step the same change again.
+    tried = [(sha, record) for sha, record in state.history.pairs if _ran(record)]
+    # HEAD's kernel and every earlier iteration's, each parsed once per repository (a blob's digest
+    # is remembered), the blobs named by one git process
+    blobs = read.object_ids(repo, [f"HEAD:{path}"] + [f"{sha}:{path}" for sha, _ in tried])
+    head_code, *codes = code_digests.of_blobs(repo, path, blobs)
+    # HEAD's kernel is the latest one the branch kept: what its run launched says what the test runs,
+    # unless the test changed since (check_run then tells from the candidate's own run)
+    kept = [pair for pair in state.history.pairs if pair[1].status.on_branch]
+    kept_commit, kept_record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
+    launched = kept_record.launched if kept_record else None
+    if launched and read.changed(repo, kept_commit, "HEAD", test_path):
+        launched = None
+    best_commit = (decide.best_pair(state.history.pairs) or (None, None))[0]
+    return Before(state=state, modified=read.modified_tracked_files(repo), edited=read.edited(repo, path),
+                  text=text, head_text=read.file_at(repo, path),
+                  code=code_digests.digest(path, text) if text is not None else None, head_code=head_code,
+                  tried=[(record, code) for (_, record), code in zip(tried, codes)], head_launched=launched,
+                  test_changed_since_best=best_commit is not None and read.changed(repo, best_commit, "HEAD",
+                                                                                   test_path))
 
 
 class NotMeasured(KgitError):
@@ -220,18 +277,15 @@ class SameCode(NotMeasured):
         self.repeats = repeats
 
 
-def check_config(repo: Repo, state: LoopState) -> None:
+def check_config(before: Before) -> None:
     """Refuse a CONFIG that its own template does not allow: a value outside CONFIG_SPACE, or one that
     breaks CONFIG_CONSTRAINTS (kgit.model.tunables). Refused rather than kept with a warning: the space
     is the template's word on what CONFIG may hold, kgit tune refuses to start from a CONFIG outside it
     (a kept one would stop the loop's tuning), and the remedy lies in the file the step may change."""
-    path = state.cfg.kernel_path
-    try:
-        text = (repo.root / path).read_bytes().decode(errors="replace")
-    except OSError:  # the kernel file deleted: a change its test judges
+    if before.text is None:  # the kernel file deleted: a change its test judges
         return
     try:
-        tunables.declared(text, path)
+        tunables.declared(before.text, before.state.cfg.kernel_path)
     except KgitError as e:
         raise NotMeasured(f"{e}; nothing was run, no iteration used",
                           "set CONFIG to a configuration its template allows (a value of CONFIG_SPACE, within "
@@ -244,30 +298,20 @@ class Untested(NotMeasured):
     """A step refused because its change touches what the kernel's test never ran."""
 
 
-def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
+def check_new_code(before: Before, again: bool) -> int | None:
     """Refuse (SameCode) a kernel in the working tree whose code (kgit.model.kernel_code) is HEAD's, or
     that of an earlier iteration whose test ran: that one's verdict stands, and a step would spend an
     iteration to repeat it. With again the latter is measured anyway: the iteration it repeats, else None."""
-    path = state.cfg.kernel_path
-    try:
-        text = (repo.root / path).read_bytes().decode(errors="replace")
-    except OSError:  # the kernel file deleted: a change its test judges
+    path, mine, head = before.state.cfg.kernel_path, before.code, before.head_code
+    if mine is None:  # the kernel file deleted: a change its test judges
         return None
-    # An attempt that never ran (interrupted, or an agent's turn refused untested) has no verdict: the
-    # advice after an interruption is to step the same change again.
-    tried = [(sha, record) for sha, record in state.history.pairs if _ran(record)]
-    # HEAD's kernel and every earlier iteration's, each parsed once per repository (a blob's digest
-    # is remembered), the blobs named by one git process
-    blobs = read.object_ids(repo, [f"HEAD:{path}"] + [f"{sha}:{path}" for sha, _ in tried])
-    head, *earlier = code_digests.of_blobs(repo, path, blobs)
-    mine = code_digests.digest(path, text)
     if head == mine:
         raise SameCode(f"the change touches only comments, whitespace or docstrings of {path}, whose code stays "
                        f"as HEAD has it; nothing was run, no iteration used",
                        f"step it with your next change to the code, or drop it with git restore --staged --worktree -- {path} (a "
                        f"commit of it by hand would stop the loop: steps refuse kernel commits no step recorded)",
                        f"changed only comments, whitespace or docstrings of {path}")
-    for (sha, record), theirs in reversed(list(zip(tried, earlier))):  # the latest verdict first
+    for record, theirs in reversed(before.tried):  # the latest verdict first
         if theirs == mine:  # None: a commit gone from this clone, or one without the file
             if again:
                 return record.iteration
@@ -280,28 +324,14 @@ def check_new_code(repo: Repo, state: LoopState, again: bool) -> int | None:
     return None
 
 
-def kernel_change(repo: Repo, path: str) -> tuple[str, str] | None:
-    """The kernel file as HEAD has it and as the working tree does; None where either is missing (a
-    file added or deleted: its test judges it whole)."""
-    try:
-        after = (repo.root / path).read_bytes().decode(errors="replace")
-    except OSError:
-        return None
-    before = read.file_at(repo, path)
-    return (before, after) if before is not None else None
-
-
-def check_tested(repo: Repo, state: LoopState, change: tuple[str, str] | None,
-                 allow: bool) -> tuple[str, ...] | None:
+def check_tested(before: Before, allow: bool) -> tuple[str, ...] | None:
     """What the change touches of the kernel file that its test never ran (kgit.model.coverage), by the
     kernels the test launched in the run of HEAD's kernel; refuse it (Untested) unless allow. None where
     nothing is untested, or where that run cannot tell: it recorded no launch (an older kgit's record; a
     test whose kernels kgit's device timing does not see), or the test changed since (check_run then
     tells from the candidate's own run)."""
-    kept = [pair for pair in state.history.pairs if pair[1].status.on_branch]
-    commit, record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
-    launched = record.launched if record else None
-    if change is None or not launched or read.changed(repo, commit, "HEAD", state.cfg.test_path):
+    state, change, launched = before.state, before.change, before.head_launched
+    if change is None or not launched:
         return None
     names = coverage.untested(*change, set(launched))
     if not names or allow:
@@ -328,7 +358,7 @@ def check_run(change: tuple[str, str] | None, comparison: Comparison, untested: 
         return untested, comparison
     if allow:
         return (*(untested or ()), *names), comparison
-    return untested, failed(not_run(f"the test never ran {', '.join(names)}, which this change touches: its verdict "
+    return untested, never_measured(not_run(f"the test never ran {', '.join(names)}, which this change touches: its verdict "
                                     "would say nothing of them (kgit step --allow-untested records such a change as "
                                     "untested)", comparison.first.output_tail))
 
@@ -383,11 +413,6 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
                                on_pair=progress.pair if progress else None, decides_on=figure)
 
 
-def failed(result) -> Comparison:
-    """The comparison of a candidate that was never measured: it failed, or was not run."""
-    return Comparison(first=result, best=[], candidate=[], log_ratios=[], failure=result, failed_side="candidate")
-
-
 def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: dict,
            output_tail: str = "", agent_turn: dict | None = None) -> Outcome:
     """Record a change that must not be tested as FAILED and roll it back.
@@ -399,8 +424,9 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
         state = _running_state(repo, overrides)
         journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
                                                one_line(action), tier, paths=None)
-        return _decide(repo, state, journal, failed(not_run(reason, output_tail)), recovered, None, None,
-                       overrides, agent_turn)
+        record = decided_record(state, journal, never_measured(not_run(reason, output_tail)), None, overrides,
+                                agent_turn=agent_turn)
+        return Outcome(record, transaction.decided(repo, journal, record), recovered, state.history.invalid)
 
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:
@@ -448,30 +474,21 @@ def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
                      "raise the target (kgit.yaml or the command's options) to go on")
 
 
-def _decide(repo: Repo, state: LoopState, journal, comparison: Comparison, recovered: list[str],
-            environment: dict | None, keep_anyway: str | None, overrides: dict,
-            agent_turn: dict | None = None, repeats: int | None = None,
-            untested: tuple[str, ...] | None = None) -> Outcome:
-    best_commit, best = decide.best_pair(state.history.pairs) or (None, None)
-    test_changed = best_commit is not None and read.changed(repo, best_commit, journal.candidate,
-                                                            state.cfg.test_path)
-    status = decide.decide(comparison, decide.target_value(state.cfg, best), state.cfg.lower_is_better,
-                           test_changed)
-    why = decide.reason(comparison, status, state.cfg.min_gain_pct)
-    if keep_anyway is not None and status in (Status.WITHIN_NOISE, Status.REGRESSED):
-        status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"
-    record = decide.new_record(state.cfg, journal.iteration, journal.action, journal.tier, comparison.first,
-                               status, best, journal.started, journal.base, comparison, environment, why,
-                               step=state.steps + 1)
+def decided_record(state: LoopState, journal, comparison: Comparison, environment: dict | None, overrides: dict,
+                   keep_anyway: str | None = None, agent_turn: dict | None = None, repeats: int | None = None,
+                   untested: tuple[str, ...] | None = None, test_changed: bool = False) -> Record:
+    """The record of the journal's step, decided (kgit.model.decide.step_record) from its comparison."""
+    best = decide.best_record(state.records)
+    record = decide.step_record(state.cfg, journal.iteration, journal.action, journal.tier, journal.started,
+                                journal.base, comparison, best, environment, test_changed=test_changed,
+                                keep_anyway=keep_anyway, step=state.steps + 1)
     if overrides:  # remembered: the loop's later commands start from them (kgit.loop.history.loop_state)
         record = record.replace(options=overrides)
     if agent_turn:
         record = record.replace(agent=agent_turn)
     if repeats is not None:  # kgit step --again: the same kernel code as that iteration, measured again
         record = record.replace(repeats=repeats)
-    record = record.replace(launched=launched_in(comparison.first), untested=untested)
-    commit = transaction.decided(repo, journal, record)
-    return Outcome(record, commit, recovered, state.history.invalid)
+    return record.replace(launched=launched_in(comparison.first), untested=untested)
 
 
 MAX_MESSAGE = 500  # characters of a change's one line: a commit subject and a cell of the log's table
@@ -488,9 +505,9 @@ def one_line(text: str, what: str = "the change's message (-m)") -> str:
     return line
 
 
-def check_clean(repo: Repo, allowed: list[str]) -> None:
+def check_clean(modified: list[str], allowed: list[str]) -> None:
     """Refuse when a tracked file not in allowed is modified."""
-    others = [p for p in read.modified_tracked_files(repo) if p not in allowed]
+    others = [p for p in modified if p not in allowed]
     if others:
         if not allowed:
             raise KgitError(f"uncommitted changes to {', '.join(others)}", "commit or stash them first")

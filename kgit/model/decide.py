@@ -236,6 +236,20 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
     return record.replace(target=target_value(cfg, record))
 
 
+def step_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, started: str, base: str | None,
+                comparison: Comparison, best: Record | None, environment: dict | None, test_changed: bool = False,
+                keep_anyway: str | None = None, step: int | None = None) -> Record:
+    """The record of a step (or of a step that a crash interrupted: a failed comparison), decided from
+    its comparison with the best. keep_anyway: the person's reason to keep a change that did not win
+    (KEPT_ANYWAY: it stays on the branch, the best stays where it was); a failure is never kept."""
+    status = decide(comparison, target_value(cfg, best), cfg.lower_is_better, test_changed)
+    why = reason(comparison, status, cfg.min_gain_pct)
+    if keep_anyway is not None and status in (Status.WITHIN_NOISE, Status.REGRESSED):
+        status, why = Status.KEPT_ANYWAY, f"kept anyway: {keep_anyway} ({why})"
+    return new_record(cfg, iteration, action, tier, comparison.first, status, best, started, base, comparison,
+                      environment, why, step=step)
+
+
 def measurement_json(comparison: Comparison) -> dict:
     """Every sample, the pairs, the interval and the cost, as the note keeps them."""
     found = comparison.interval

@@ -229,6 +229,11 @@ class Comparison:
         return _median(self.best) if self.best else None
 
 
+def never_measured(result) -> Comparison:
+    """The comparison of a candidate that was never measured: its run failed, or never ran."""
+    return Comparison(first=result, best=[], candidate=[], log_ratios=[], failure=result, failed_side="candidate")
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2

@@ -27,7 +27,8 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
 from kgit.git.command import GitError, Repo
 from kgit.model import decide
-from kgit.model.record import Record, Status
+from kgit.model.noise import never_measured
+from kgit.model.record import Record
 from kgit.model.result import not_run
 from kgit.render.readme import is_kgits, render_kernel, render_readme
 from kgit.state import journal as journals
@@ -87,13 +88,12 @@ def recover(repo: Repo) -> list[str]:
         write.set_ref(repo, refs.attempt_ref(journal.kernel, journal.iteration), head)
         journal.phase, journal.candidate = "testing", head
     if journal.phase == "testing":
+        # decided as a step decides a run that failed
         cfg = config.KernelConfig.from_dict(journal.config)
         best = decide.best_record(notes.deciding_history(repo, journal.kernel).records)
-        journal.record = decide.new_record(
-            cfg, journal.iteration, journal.action, journal.tier,
-            not_run("interrupted: kgit stopped before the test finished"), Status.FAILED, best,
-            journal.started, journal.base,
-        )
+        interrupted = never_measured(not_run("interrupted: kgit stopped before the test finished"))
+        journal.record = decide.step_record(cfg, journal.iteration, journal.action, journal.tier, journal.started,
+                                            journal.base, interrupted, best, None)
         journal.phase = "decided"
         journals.save(repo, journal)
     finish(repo, journal)

@@ -286,3 +286,29 @@ def test_the_noise_prior_is_of_the_deciding_figure_and_starts_from_the_starts_ru
     assert decide.noise_prior([start, on_device, on_test], env, "test") == noise.Prior.from_decisions(
         [[0.3, -0.3, 0.1]]).plus(noise.Prior.from_runs(NOISY_TEST))
     assert decide.noise_prior([start], {"host": "other"}, "device") == noise.Prior()  # another machine's noise
+
+
+@pytest.mark.parametrize("candidate, keep_anyway, status", [
+    ([100.0, 100.0], "paves the way for tiling", Status.KEPT_ANYWAY),  # within noise, kept for its reason
+    ([90.0, 90.0, 90.0], "paves the way", Status.KEPT_ANYWAY),        # a loss too: the best stays where it was
+    ([110.0, 110.0, 110.0], "paves the way", Status.IMPROVED),        # a win needs no reason
+    ([100.0, 100.0], None, Status.WITHIN_NOISE),
+])
+def test_a_steps_record_is_decided_from_its_comparison_and_kept_anyway_only_where_it_did_not_win(
+        candidate, keep_anyway, status):
+    record = decide.step_record(cfg(), 3, "change", 1, "2026-12-06T10:00:00Z", "abc", compared([100.0] * len(candidate),
+                                candidate), BEST, None, keep_anyway=keep_anyway, step=3)
+    assert record.status == status
+    assert (record.iteration, record.action, record.tier, record.base) == (3, "change", 1, "abc")
+    if status == Status.KEPT_ANYWAY:
+        assert record.reason.startswith(f"kept anyway: {keep_anyway} (")
+
+
+def test_a_run_that_never_happened_fails_however_it_is_asked_to_be_kept():
+    """What a crash's recovery records (kgit.state.transaction.recover) is what a step records for a run
+    that never ran: the same decision, never a copy of it."""
+    record = decide.step_record(cfg(), 4, "change", None, "2026-12-06T10:00:00Z", "abc",
+                                noise.never_measured(not_run("interrupted")), BEST, None, keep_anyway="reason")
+    assert record.status == Status.FAILED
+    assert record.reason == "interrupted"
+    assert record.measurement["runs"] == 0

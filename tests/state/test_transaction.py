@@ -21,7 +21,7 @@ def spawn_step(ws, tmp_path, *args):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background run inherits it ignored
     )
     deadline = time.monotonic() + 30
-    while not marker.exists():
+    while not (marker.exists() and marker.read_text().strip()):  # created, then its pid written
         assert time.monotonic() < deadline, "the test never started"
         time.sleep(0.05)
     return proc, int(marker.read_text())
