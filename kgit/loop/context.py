@@ -102,7 +102,8 @@ def _detectable(records: list) -> dict | None:
     spread = decide.measured_at_start(records)
     if not spread:
         return None
-    return {k: spread.get(k) for k in ("decides_on", "smallest_keepable_pct", "max_pairs", "sd_pct", "why")}
+    return {"decides_on": spread.decides_on, "smallest_keepable_pct": spread.smallest_keepable_pct,
+            "max_pairs": spread.max_pairs, "sd_pct": spread.sd_pct, "why": spread.why}
 
 
 def _no_profile(on_gpu: bool) -> str:

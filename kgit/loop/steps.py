@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -90,11 +91,12 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
                             _baseline_hint(result.reason, kernel, cfg))
         spread = decide.start_spread(cfg, runs)
         measured = Comparison(first=runs[0], best=[], candidate=[r.value for r in runs], log_ratios=[],
-                              runs=len(runs) + 1, warmups=1, decided_on=spread["decides_on"],
+                              runs=len(runs) + 1, warmups=1, decided_on=spread.decides_on,
                               device_candidate=[r.device.total_us if r.device else None for r in runs])
         record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
                                    measured, environment)
-        record = record.replace(measurement={**record.measurement, "spread": spread}, launched=launched_in(runs[0]))
+        record = record.replace(measurement=dataclasses.replace(record.measurement, spread=spread),
+                                launched=launched_in(runs[0]))
         # the loop's own settings: later commands start from them
         record = record.replace(options=overrides)
         proposal = decide.proposed_target(record) if record.target is None else None
@@ -381,7 +383,7 @@ def launched_in(result) -> tuple[str, ...] | None:
 def _ran(record: Record) -> bool:
     """Whether the record's kernel was run by its test (its verdict says something of its code)."""
     if record.measurement is not None:
-        return bool(record.measurement.get("runs"))
+        return record.measurement.runs > 0
     return record.correctness is not None  # a record without its measurement (an older kgit's)
 
 

@@ -12,7 +12,7 @@ from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
-from kgit.model.record import Record, Status, StopReason
+from kgit.model.record import Measurement, Record, Spread, Status, StopReason
 from kgit.model.device_time import is_positive_number
 from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, reported_latency_us, rounding_of, unit_of
 
@@ -229,8 +229,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
         output_tail=None if result.passed else result.output_tail,
         base=base,
         duration_s=round(result.duration_s, 3),
-        measurement={**measurement_json(comparison), **({"figure": result.figure} if result.figure else {})}
-        if comparison else None,
+        measurement=measured(comparison, result.figure) if comparison else None,
         environment=environment,
     )
     return record.replace(target=target_value(cfg, record))
@@ -250,26 +249,19 @@ def step_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None
                       environment, why, step=step)
 
 
-def measurement_json(comparison: Comparison) -> dict:
-    """Every sample, the pairs, the interval and the cost, as the note keeps them."""
+def measured(comparison: Comparison, figure: str | None = None) -> Measurement:
+    """Every sample, the pairs, the interval and the cost, as the record keeps them."""
     found = comparison.interval
-    return {
-        "best": comparison.best,
-        "candidate": comparison.candidate,
-        "log_ratios": comparison.log_ratios,
-        "pairs": len(comparison.log_ratios),
-        "runs": comparison.runs,
-        "warmups": comparison.warmups,
-        "verdict": comparison.verdict,
-        "gain_pct": found.gain_pct if found else None,
-        "interval_pct": [found.low_pct, found.high_pct] if found else None,
-        "sd": found.sd if found else None,
-        "rounding": comparison.rounding,
-        "df": found.df if found else None,
-        "decided_on": comparison.decided_on,
-        **({"device_us": {"best": comparison.device_best, "candidate": comparison.device_candidate}}
-           if any(comparison.device_best + comparison.device_candidate) else {}),
-    }
+    device = comparison.device_best + comparison.device_candidate
+    return Measurement(
+        best=comparison.best, candidate=comparison.candidate, log_ratios=comparison.log_ratios,
+        runs=comparison.runs, warmups=comparison.warmups, verdict=comparison.verdict,
+        gain_pct=found.gain_pct if found else None,
+        interval_pct=[found.low_pct, found.high_pct] if found else None,
+        sd=found.sd if found else None, rounding=comparison.rounding, df=found.df if found else None,
+        decided_on=comparison.decided_on,
+        device_us={"best": comparison.device_best, "candidate": comparison.device_candidate} if any(device) else None,
+        figure=figure)
 
 
 # What makes two measurements comparable: the same machine, device, driver and compiler stack.
@@ -285,10 +277,10 @@ def noise_prior(records: list[Record], environment: dict | None, decides_on: str
     """The kernel's known noise: the pairs of its earlier decisions on the same figure measured in this
     environment, then the runs of its start there."""
     here = [r for r in records if r.measurement and same_environment(r.environment, environment)]
-    prior = Prior.from_decisions([r.measurement.get("log_ratios") or [] for r in here
-                                  if r.measurement.get("decided_on", "test") == decides_on])
-    runs = measured_at_start(here).get("device_us" if decides_on == "device" else "test")
-    if prior.df < PRIOR_DF_LIMIT and isinstance(runs, list) and all(is_positive_number(v) for v in runs):
+    prior = Prior.from_decisions([r.measurement.log_ratios for r in here if r.measurement.decided_on == decides_on])
+    spread = measured_at_start(here)
+    runs = spread and (spread.device_us if decides_on == "device" else spread.test)
+    if prior.df < PRIOR_DF_LIMIT and runs and all(is_positive_number(v) for v in runs):
         prior = prior.plus(Prior.from_runs(runs))
     return prior
 
@@ -297,15 +289,15 @@ def decides_on(cfg: KernelConfig, records: list[Record]) -> str:
     """Whose pairs decide this loop's steps: kgit.yaml's decide_on, else what its start chose."""
     if cfg.decide_on != "auto":
         return cfg.decide_on
-    chosen = measured_at_start(records).get("decides_on")
-    return chosen if chosen in ("test", "device") else "test"
+    spread = measured_at_start(records)
+    return spread.decides_on if spread else "test"
 
 
-def measured_at_start(records: list[Record]) -> dict:
-    """What the loop's kgit start measured of the noise (start_spread's dict) among these records; empty
-    for a loop started before kgit measured it, or whose baseline is not among them."""
+def measured_at_start(records: list[Record]) -> Spread | None:
+    """What the loop's kgit start measured of the noise among these records; None for a loop started
+    before kgit measured it, or whose baseline is not among them."""
     baseline = next((r for r in records if r.status == Status.BASELINE), None)
-    return ((baseline.measurement or {}).get("spread") or {}) if baseline else {}
+    return baseline.measurement.spread if baseline and baseline.measurement else None
 
 
 # kgit start runs the baseline this many times after its warm-up: the spread of its runs tells the
@@ -318,7 +310,7 @@ DETECTABLE_WARNING_PCT = 5.0
 LAUNCH_BOUND_RATIO = 1.5
 
 
-def start_spread(cfg: KernelConfig, runs: list[TestResult]) -> dict:
+def start_spread(cfg: KernelConfig, runs: list[TestResult]) -> Spread:
     """What kgit start's runs of the baseline say of the noise: each figure's runs and spread, which
     decides (the steadier, unless kgit.yaml says), the smallest change a step can keep, and why it is
     large when kgit can tell."""
@@ -339,16 +331,12 @@ def start_spread(cfg: KernelConfig, runs: list[TestResult]) -> dict:
     rounding = 0.0 if choice == "device" else 2 * rounding_of(runs[-1].printed, decimals_of(runs))
     pair_sd = math.sqrt(2) * (sd[choice] or 0.0)
     keepable = smallest_keepable_pct(pair_sd, cfg.max_pairs, cfg.min_gain_pct, rounding, prior_df=len(runs) - 1)
-    return {
-        "runs": len(runs),
-        "test": test,
-        **({"device_us": device} if all(device) else {}),
-        "sd_pct": {name: round(math.expm1(value) * 100, 3) for name, value in sd.items() if value is not None},
-        "decides_on": choice,
-        "max_pairs": cfg.max_pairs,
-        "smallest_keepable_pct": round(keepable, 2) if math.isfinite(keepable) else None,
-        "why": _why_noisy(runs[-1], sd) if keepable > DETECTABLE_WARNING_PCT or choice == "device" else None,
-    }
+    return Spread(
+        runs=len(runs), test=test, device_us=device if all(device) else None,
+        sd_pct={name: round(math.expm1(value) * 100, 3) for name, value in sd.items() if value is not None},
+        decides_on=choice, max_pairs=cfg.max_pairs,
+        smallest_keepable_pct=round(keepable, 2) if math.isfinite(keepable) else None,
+        why=_why_noisy(runs[-1], sd) if keepable > DETECTABLE_WARNING_PCT or choice == "device" else None)
 
 
 def _why_noisy(run: TestResult, sd: dict) -> str | None:

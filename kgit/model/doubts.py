@@ -34,8 +34,8 @@ def doubts(record: Record) -> list[str]:
 def figures(record: Record) -> list:
     """The record's own figures as the test printed them: the runs that measured it (a float reads back as
     it was printed: 0.02 stays 0.02), else its value."""
-    measured = (record.measurement or {}).get("candidate")
-    if isinstance(measured, list) and measured and all(_is_number(v) for v in measured):
+    measured = record.measurement.candidate if record.measurement else []
+    if measured and all(_is_number(v) for v in measured):
         return measured
     return [record.value] if record.value is not None else []
 

@@ -60,6 +60,49 @@ class StopReason(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Spread:
+    """What kgit start measured of the noise in the baseline's counted runs (kgit.model.decide.start_spread)."""
+
+    runs: int
+    test: list[float]  # the test's figure in each run
+    sd_pct: dict[str, float]  # run to run, of each figure measured: 'test', 'device'
+    decides_on: str  # the figure whose pairs decide the loop's steps: 'test' or 'device'
+    max_pairs: int
+    smallest_keepable_pct: float | None  # the smallest change a step can keep at max_pairs; None: unknown
+    why: str | None = None  # why the noise is large, where kgit can tell
+    device_us: list[float] | None = None  # kgit's device time of each run, where every run recorded one
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The runs that decided a record: the pairs of the best and the candidate (kgit.model.noise), or the
+    baseline's counted runs and the noise its start measured (spread, kgit.model.decide.start_spread)."""
+
+    best: list[float] = field(default_factory=list)  # the best's counted figures, in the order taken
+    candidate: list[float] = field(default_factory=list)
+    log_ratios: list[float] = field(default_factory=list)  # of each pair: what the interval is of
+    runs: int = 0  # every test run, warm-ups included
+    warmups: int = 0
+    verdict: str | None = None  # 'better', 'worse', 'noise'; None where a run failed
+    gain_pct: float | None = None
+    interval_pct: list[float] | None = None  # [low, high], the 95% interval of the gain
+    sd: float | None = None
+    rounding: float = 0.0
+    df: float | None = None
+    decided_on: str = "test"  # whose figures the pairs compare: the test's, or kgit's device time
+    # kgit's device time of each counted run (None where none was recorded), beside the figures
+    device_us: dict | None = None
+    figure: str | None = None  # which of the test's figures was read, where it printed several
+    spread: Spread | None = None  # the baseline's: what kgit start measured of the noise
+    extra: dict = field(default_factory=dict, compare=False)  # keys a newer kgit wrote: written back
+
+    @property
+    def pairs(self) -> int:
+        return len(self.log_ratios)
+
+
+@dataclass(frozen=True)
 class Record:
     kernel: str
     iteration: int
@@ -88,8 +131,7 @@ class Record:
     base: str | None = None  # the commit the iteration started from
     duration_s: float = 0.0
     options: dict | None = None  # the options given to the command that made it ('kgit start', a step)
-    # the paired re-measurement that decided it: samples, log-ratios, interval (kgit.model.noise)
-    measurement: dict | None = None
+    measurement: Measurement | None = None  # the runs that decided it
     environment: dict | None = None  # where it was measured (kgit.machine.environment)
     profile: dict | None = None
     diagnosis: dict | None = None
@@ -153,7 +195,7 @@ def is_object_id(text) -> bool:
 _TEXTS = ("started", "gpu", "metric", "reason", "output_tail", "test_run")
 _NUMBERS = ("spread_pct", "pct_of_peak", "best_before", "delta_pct")
 _POSITIVE_NUMBERS = ("value", "peak", "target")
-_OBJECTS = ("test", "options", "measurement", "environment", "profile", "diagnosis", "agent")
+_OBJECTS = ("test", "options", "environment", "profile", "diagnosis", "agent")
 _KNOWN = set(_JSON_KEYS.values())
 
 # What kgit writes stays small: an action of one line (500 characters), a test's last 2,000 characters
@@ -241,6 +283,9 @@ def from_json(data) -> Record:
     if repeats is not None and (type(repeats) is not int or repeats < 0):
         raise InvalidRecord(f"repeats must be an iteration number, not {shown(repeats)}")
     names = {key: _names(data.get(key), key) for key in ("launched", "untested")}
+    measurement = data.get("measurement")
+    if measurement is not None:
+        measurement = measurement_from_json(measurement)
     version = data.get("kgit", RECORD_VERSION)
     if type(version) is not int:
         raise InvalidRecord(f"kgit must be a version number, not {shown(version)}")
@@ -248,8 +293,116 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     return Record(kernel=kernel, iteration=iteration, action=action, status=status, tier=tier,
                   cpu_timing=bool(cpu_timing), correctness=correctness, stop_reason=stop_reason, base=base,
-                  duration_s=float(duration), repeats=repeats, version=version, **names,
+                  duration_s=float(duration), repeats=repeats, version=version, measurement=measurement, **names,
                   extra={k: v for k, v in data.items() if k not in _KNOWN}, **fields)
+
+
+_MEASURED_LISTS = ("best", "candidate", "log_ratios")
+_MEASURED_COUNTS = ("runs", "warmups")
+_MEASURED_NUMBERS = ("gain_pct", "sd", "df")
+_VERDICTS = (None, "better", "worse", "noise")
+_DECIDED_ON = ("test", "device")
+_MAX_RUNS = 10_000  # figures in one of a measurement's lists: kgit's pairs are capped far below
+
+
+def measurement_from_json(data) -> Measurement:
+    """A Measurement from a record's JSON; InvalidRecord names the first key that is wrong."""
+    if type(data) is not dict:
+        raise InvalidRecord(f"measurement must be an object, not {shown(data)}")
+    fields = {}
+    for key in _MEASURED_LISTS:
+        value = data.get(key, [])
+        if type(value) is not list or len(value) > _MAX_RUNS or not all(_finite(v) for v in value):
+            raise InvalidRecord(f"measurement.{key} must be a list of finite numbers, not {shown(value)}")
+        fields[key] = value
+    for key in _MEASURED_COUNTS:
+        value = data.get(key, 0)
+        if type(value) is not int or value < 0:
+            raise InvalidRecord(f"measurement.{key} must be a count, not {shown(value)}")
+        fields[key] = value
+    for key in _MEASURED_NUMBERS:
+        value = data.get(key)
+        if value is not None and not _finite(value):
+            raise InvalidRecord(f"measurement.{key} must be a finite number, not {shown(value)}")
+        fields[key] = value
+    rounding = data.get("rounding", 0.0)
+    if not _finite(rounding) or rounding < 0:
+        raise InvalidRecord(f"measurement.rounding must be a number of 0 or more, not {shown(rounding)}")
+    interval = data.get("interval_pct")
+    if interval is not None and (type(interval) is not list or len(interval) != 2 or not all(map(_finite, interval))
+                                 or interval[0] > interval[1]):
+        raise InvalidRecord(f"measurement.interval_pct must be [low, high], not {shown(interval)}")
+    verdict, decided_on = data.get("verdict"), data.get("decided_on", "test")
+    if verdict not in _VERDICTS:
+        raise InvalidRecord(f"measurement.verdict {shown(verdict)} is none of better, worse, noise")
+    if decided_on not in _DECIDED_ON:
+        raise InvalidRecord(f"measurement.decided_on {shown(decided_on)} is neither test nor device")
+    device_us = data.get("device_us")
+    if device_us is not None and (type(device_us) is not dict or any(
+            type(device_us.get(side, [])) is not list or len(device_us.get(side, [])) > _MAX_RUNS
+            or not all(v is None or _finite(v) for v in device_us.get(side, [])) for side in ("best", "candidate"))):
+        raise InvalidRecord(f"measurement.device_us must hold lists of device times, not {shown(device_us)}")
+    figure, spread = data.get("figure"), data.get("spread")
+    if figure is not None and (type(figure) is not str or len(figure) > 1_000):
+        raise InvalidRecord(f"measurement.figure must be a figure's name, not {shown(figure)}")
+    return Measurement(**fields, rounding=rounding, interval_pct=interval, verdict=verdict, decided_on=decided_on,
+                       device_us=device_us, figure=figure, spread=None if spread is None else spread_from_json(spread),
+                       extra={k: v for k, v in data.items() if k not in _MEASUREMENT_KEYS})
+
+
+def spread_from_json(data) -> Spread:
+    """A Spread from a baseline's measurement; InvalidRecord names the first key that is wrong."""
+    if type(data) is not dict:
+        raise InvalidRecord(f"measurement.spread must be an object, not {shown(data)}")
+    runs, test, device = data.get("runs"), data.get("test"), data.get("device_us")
+    if type(runs) is not int or runs < 0:
+        raise InvalidRecord(f"measurement.spread.runs must be a count, not {shown(runs)}")
+    for key, value in (("test", test), ("device_us", device)):
+        if (value is not None or key == "test") and (type(value) is not list or len(value) > _MAX_RUNS
+                                                     or not all(_finite(v) for v in value)):
+            raise InvalidRecord(f"measurement.spread.{key} must be a list of finite numbers, not {shown(value)}")
+    sd_pct, decides_on, max_pairs = data.get("sd_pct"), data.get("decides_on"), data.get("max_pairs")
+    if type(sd_pct) is not dict or not set(sd_pct) <= set(_DECIDED_ON) or not all(
+            _finite(v) and v >= 0 for v in sd_pct.values()):
+        raise InvalidRecord(f"measurement.spread.sd_pct must give test's and device's spread, not {shown(sd_pct)}")
+    if decides_on not in _DECIDED_ON:
+        raise InvalidRecord(f"measurement.spread.decides_on {shown(decides_on)} is neither test nor device")
+    if type(max_pairs) is not int or max_pairs < 1:
+        raise InvalidRecord(f"measurement.spread.max_pairs must be a count of pairs, not {shown(max_pairs)}")
+    keepable, why = data.get("smallest_keepable_pct"), data.get("why")
+    if keepable is not None and (not _finite(keepable) or keepable < 0):
+        raise InvalidRecord(f"measurement.spread.smallest_keepable_pct must be a percentage, not {shown(keepable)}")
+    if why is not None and (type(why) is not str or len(why) > _MAX_CHARS["reason"]):
+        raise InvalidRecord(f"measurement.spread.why must be a line of text, not {shown(why)}")
+    return Spread(runs=runs, test=test, sd_pct=sd_pct, decides_on=decides_on, max_pairs=max_pairs,
+                  smallest_keepable_pct=keepable, why=why, device_us=device,
+                  extra={k: v for k, v in data.items() if k not in _SPREAD_KEYS})
+
+
+def measurement_to_json(measurement: Measurement) -> dict:
+    data = _fields_json(measurement)
+    data["pairs"] = measurement.pairs  # derived, written for those who read notes by hand
+    if measurement.spread is not None:
+        data["spread"] = _fields_json(measurement.spread)
+        if measurement.spread.device_us is None:
+            del data["spread"]["device_us"]
+    for optional in ("device_us", "figure", "spread"):  # in the measurements that have them only
+        if data[optional] is None:
+            del data[optional]
+    return data
+
+
+def _fields_json(value) -> dict:
+    """A dataclass's fields as JSON, the keys a newer kgit wrote (extra) kept beside them."""
+    return {**value.extra, **{f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.name != "extra"}}
+
+
+_MEASUREMENT_KEYS = {f.name for f in dataclasses.fields(Measurement)} | {"pairs"}
+_SPREAD_KEYS = {f.name for f in dataclasses.fields(Spread)}
+
+
+def _finite(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)  # type(): a bool is no number
 
 
 def _names(value, key: str) -> tuple[str, ...] | None:
@@ -267,6 +420,8 @@ def to_json(record: Record) -> dict:
     data = {json_key: getattr(record, name) for name, json_key in _JSON_KEYS.items()}
     data["status"] = record.status.value
     data["stop_reason"] = record.stop_reason.value if record.stop_reason else None
+    if record.measurement is not None:
+        data["measurement"] = measurement_to_json(record.measurement)
     for attachment in ("options", "measurement", "environment", "profile", "diagnosis", "agent"):  # not in every record
         if data[attachment] is None:
             del data[attachment]

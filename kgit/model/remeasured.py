@@ -39,5 +39,5 @@ def latest(records: list[Record], best: Record) -> Remeasured | None:
 
 def _runs(record: Record) -> list[float]:
     """The best's figures in a record's pairs; none where a note holds anything but positive numbers."""
-    runs = (record.measurement or {}).get("best")
-    return runs if isinstance(runs, list) and runs and all(is_positive_number(v) for v in runs) else []
+    runs = record.measurement.best if record.measurement else []
+    return runs if all(is_positive_number(v) for v in runs) else []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kgit.git import refs
-from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.model.record import InvalidNote, Record, Spread, StopReason
 from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
 from kgit.model.remeasured import Remeasured
 from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, best_measured, doubt_lines, final_line, gain, gpu_label,
@@ -40,12 +40,11 @@ def start(record: Record, commit: str, never_ran: list[str] = ()) -> str:
         text += f"\ntarget: {metric(record.target, record.metric, record.cpu_timing)}"
         if record.reason:  # a target kgit proposed: it says where it comes from
             text += f" ({record.reason}; set another with --target-value on the next step)"
-    figure = (record.measurement or {}).get("figure")
-    if figure:
-        text += f"\nfigure: {figure} (name another with 'metric' in kgit.yaml)"
-    spread = (record.measurement or {}).get("spread")
-    if spread:
-        text += "\n" + detectable(spread)
+    measured = record.measurement
+    if measured and measured.figure:
+        text += f"\nfigure: {measured.figure} (name another with 'metric' in kgit.yaml)"
+    if measured and measured.spread:
+        text += "\n" + detectable(measured.spread)
     if never_ran:
         text += (f"\nthe test never ran {', '.join(never_ran)} (it launched {', '.join(record.launched)}): "
                  "a step that changes them is refused")
@@ -55,14 +54,13 @@ def start(record: Record, commit: str, never_ran: list[str] = ()) -> str:
     return text
 
 
-def detectable(spread: dict) -> str:
+def detectable(spread: Spread) -> str:
     """What kgit start's runs say a step can detect, and a warning when it is little."""
-    runs = spread.get("sd_pct") or {}
     shown = {"test": "the test's figure", "device": "kgit's device time of the kernel's launches"}
-    noise = "; ".join(f"{shown[name]} varies {pct:.2g}% from run to run" for name, pct in runs.items())
-    decides = shown[spread.get("decides_on", "test")]
-    keepable = spread.get("smallest_keepable_pct")
-    pairs = f"{spread.get('max_pairs')} pairs (max_pairs)"
+    noise = "; ".join(f"{shown[name]} varies {pct:.2g}% from run to run" for name, pct in spread.sd_pct.items())
+    decides = shown[spread.decides_on]
+    keepable = spread.smallest_keepable_pct
+    pairs = f"{spread.max_pairs} pairs (max_pairs)"
     line = f"decided on {decides} ({noise or 'one figure'})"
     if keepable is None:
         return line + "; the noise is unknown"
@@ -70,9 +68,9 @@ def detectable(spread: dict) -> str:
     if keepable > DETECTABLE_WARNING_PCT:
         line += (f"\nwarning: a step cannot keep a change under {keepable:.0f}% here, above "
                  f"{DETECTABLE_WARNING_PCT:g}%")
-        line += f": {spread['why']}" if spread.get("why") else "; a steadier test, or more pairs, would see more"
-    elif spread.get("why"):
-        line += f"\n({spread['why']})"
+        line += f": {spread.why}" if spread.why else "; a steadier test, or more pairs, would see more"
+    elif spread.why:
+        line += f"\n({spread.why})"
     return line
 
 
@@ -288,13 +286,13 @@ def _agent_turn(turn: dict | None) -> list[str]:
 
 
 def _measured(record: Record) -> list[str]:
-    found = record.measurement or {}
-    if not found.get("pairs"):
+    found = record.measurement
+    if not found or not found.pairs:
         return []
-    pairs = found["pairs"]
-    return [f"measured {pairs} pair{'s' if pairs != 1 else ''} ({found['runs']} test runs, {found['warmups']} warm-up): "
-            f"best {', '.join(f'{v:.4g}' for v in found['best'])}; "
-            f"candidate {', '.join(f'{v:.4g}' for v in found['candidate'])}",
+    pairs = found.pairs
+    return [f"measured {pairs} pair{'s' if pairs != 1 else ''} ({found.runs} test runs, {found.warmups} warm-up): "
+            f"best {', '.join(f'{v:.4g}' for v in found.best)}; "
+            f"candidate {', '.join(f'{v:.4g}' for v in found.candidate)}",
             f"environment: {environment(record.environment)}" if record.environment else "environment: -"]
 
 

@@ -50,7 +50,7 @@ def delta(pct: float | None) -> str:
 
 def gain(record: Record) -> str:
     """The gain over the best with its 95% interval when pairs measured it: '+3.4% [+2.9, +3.9]'."""
-    interval = (record.measurement or {}).get("interval_pct")
+    interval = record.measurement.interval_pct if record.measurement else None
     if record.delta_pct is None or not interval:
         return delta(record.delta_pct)
     return f"{record.delta_pct:+.1f}% [{interval[0]:+.1f}, {interval[1]:+.1f}]"
@@ -111,7 +111,7 @@ def verdict(record: Record) -> str:
     """An iteration's decision in a few words, with the gain that decided it when pairs measured it:
     'within noise, reverted: +0.3% [-1.1, +1.7] over 3 pairs'."""
     words = status_words(record, reason_chars=100)
-    pairs = (record.measurement or {}).get("pairs")
+    pairs = record.measurement.pairs if record.measurement else 0
     if record.delta_pct is not None and pairs:
         words += f": {gain(record)} over {pairs} pair{'s' if pairs != 1 else ''}"
     return words

@@ -10,6 +10,7 @@ import pytest
 from kgit.config import KernelConfig
 from kgit.loop import paired
 from kgit.model import decide
+from kgit.model.record import Record, Status, to_json
 from kgit.model.noise import Prior
 from kgit.model.result import TestResult, from_output
 
@@ -231,7 +232,7 @@ def test_the_record_keeps_both_figures_and_says_which_decided():
     test = LaunchBound(random.Random(SEED), 5.0)
     found = paired.compare(test.run("best"), test.run("candidate"), Prior(), 1.0, 4, warm_best=False,
                             decides_on=paired.DEVICE)
-    kept = decide.measurement_json(found)
+    kept = to_json(Record("k", 1, "s", Status.WITHIN_NOISE, measurement=decide.measured(found)))["measurement"]
     assert kept["decided_on"] == paired.DEVICE and len(kept["device_us"]["candidate"]) == len(kept["candidate"])
     # the log-ratios are the device time's (it falls as the kernel gets faster), not the test's figure's
     assert kept["log_ratios"][0] == pytest.approx(math.log(kept["device_us"]["best"][0] / kept["device_us"]["candidate"][0]))

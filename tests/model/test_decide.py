@@ -7,7 +7,7 @@ import pytest
 from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.model import decide, noise
-from kgit.model.record import Record, Status, StopReason
+from kgit.model.record import Measurement, Record, Spread, Status, StopReason
 from kgit.model.result import TestResult, not_run
 
 
@@ -141,8 +141,8 @@ def test_a_new_record_carries_its_decision_its_samples_and_stop_reason():
     record = decide.new_record(cfg(max_iterations=1), 1, "a", 1, result(118.0), Status.IMPROVED, BEST,
                                "2026-11-30T00:00:00.000000+00:00", "b" * 40, pairs, {"host": "h"})
     assert (record.best_before, record.value) == (100.0, 120.0)  # the medians of the counted runs
-    assert record.delta_pct == pytest.approx(20.0) and record.measurement["pairs"] == 2
-    assert record.measurement["best"] == [99.0, 101.0] and record.environment == {"host": "h"}
+    assert record.delta_pct == pytest.approx(20.0) and record.measurement.pairs == 2
+    assert record.measurement.best == [99.0, 101.0] and record.environment == {"host": "h"}
     assert record.stop_reason == StopReason.MAX_ITERATIONS and record.output_tail is None
 
 
@@ -174,8 +174,8 @@ def test_only_measurements_of_the_same_environment_are_comparable():
     for key in ("host", "gpu_uuid", "driver", "torch", "triton"):
         assert not decide.same_environment(here, {**here, key: "other"})
     assert not decide.same_environment(here, None)
-    old = kept(1, 100.0).replace(measurement={"log_ratios": [0.01, -0.01]}, environment=here)
-    elsewhere = kept(2, 100.0).replace(measurement={"log_ratios": [0.3, -0.3]}, environment={**here, "host": "b"})
+    old = kept(1, 100.0).replace(measurement=Measurement(log_ratios=[0.01, -0.01]), environment=here)
+    elsewhere = kept(2, 100.0).replace(measurement=Measurement(log_ratios=[0.3, -0.3]), environment={**here, "host": "b"})
     assert decide.noise_prior([old, elsewhere], here) == noise.Prior(sum_squares=pytest.approx(2e-4), df=1)
 
 
@@ -235,34 +235,37 @@ QUIET_DEVICE = [2500.0, 2510.0, 2495.0, 2505.0]
 
 def test_the_steadier_figure_decides_and_the_start_says_how_small_a_change_it_can_keep():
     spread = decide.start_spread(cfg(max_pairs=12), started(NOISY_TEST, QUIET_DEVICE, latency_us=30.0))
-    assert spread["decides_on"] == "device" and spread["runs"] == 4 and spread["max_pairs"] == 12
-    assert spread["test"] == NOISY_TEST and spread["device_us"] == QUIET_DEVICE
+    assert spread.decides_on == "device" and spread.runs == 4 and spread.max_pairs == 12
+    assert spread.test == NOISY_TEST and spread.device_us == QUIET_DEVICE
     sd = noise.log_sd(QUIET_DEVICE)
-    assert spread["sd_pct"]["device"] == round(math.expm1(sd) * 100, 3)
-    assert spread["smallest_keepable_pct"] == round(noise.smallest_keepable_pct(math.sqrt(2) * sd, 12, 1.0,
-                                                                                prior_df=3), 2)
+    assert spread.sd_pct["device"] == round(math.expm1(sd) * 100, 3)
+    assert spread.smallest_keepable_pct == round(noise.smallest_keepable_pct(math.sqrt(2) * sd, 12, 1.0,
+                                                                         prior_df=3), 2)
     # why the test's own figure moves: it times 30 us a call where the kernel runs 10 us on the device
-    assert spread["why"].startswith("launch-bound timing: the test times 30 us a call (latency_us), of which the "
-                                    "kernel runs 10.02 us on the device")
+    assert spread.why.startswith("launch-bound timing: the test times 30 us a call (latency_us), of which the "
+                                 "kernel runs 10.02 us on the device")
 
 
 def test_the_tests_figure_decides_where_it_is_the_steadier_or_the_only_one():
-    assert decide.start_spread(cfg(), started(QUIET_DEVICE, NOISY_TEST))["decides_on"] == "test"
+    assert decide.start_spread(cfg(), started(QUIET_DEVICE, NOISY_TEST)).decides_on == "test"
     alone = decide.start_spread(cfg(), started(NOISY_TEST))
-    assert alone["decides_on"] == "test" and "device_us" not in alone and "device" not in alone["sd_pct"]
+    assert alone.decides_on == "test" and alone.device_us is None and "device" not in alone.sd_pct
     # a noisy test and nothing kgit can say why
-    assert alone["smallest_keepable_pct"] > decide.DETECTABLE_WARNING_PCT and alone["why"] is None
+    assert alone.smallest_keepable_pct > decide.DETECTABLE_WARNING_PCT and alone.why is None
 
 
 def test_kgit_yaml_chooses_the_figure_and_device_without_a_recording_is_refused():
-    assert decide.start_spread(cfg(decide_on="test"), started(NOISY_TEST, QUIET_DEVICE))["decides_on"] == "test"
-    assert decide.start_spread(cfg(decide_on="device"), started(QUIET_DEVICE, NOISY_TEST))["decides_on"] == "device"
+    assert decide.start_spread(cfg(decide_on="test"), started(NOISY_TEST, QUIET_DEVICE)).decides_on == "test"
+    assert decide.start_spread(cfg(decide_on="device"), started(QUIET_DEVICE, NOISY_TEST)).decides_on == "device"
     with pytest.raises(KgitError, match="decide_on: device, but kgit's device timing recorded no launch"):
         decide.start_spread(cfg(decide_on="device"), started(NOISY_TEST))
 
 
 def baseline(spread, environment=None):
-    return Record("k", 0, "baseline", Status.BASELINE, value=1.0, measurement={"spread": spread},
+    """A baseline whose start measured this (start_spread's fields; the rest as a start of 4 runs)."""
+    start = Spread(**{"runs": 4, "test": [1.0] * 4, "sd_pct": {}, "decides_on": "test", "max_pairs": 12,
+                      "smallest_keepable_pct": None, **spread})
+    return Record("k", 0, "baseline", Status.BASELINE, value=1.0, measurement=Measurement(spread=start),
                   environment=environment)
 
 
@@ -270,7 +273,7 @@ def test_a_loop_decides_on_what_its_start_chose_unless_kgit_yaml_says():
     chose_device = baseline({"decides_on": "device"})
     assert decide.decides_on(cfg(), [chose_device]) == "device"
     assert decide.decides_on(cfg(decide_on="test"), [chose_device]) == "test"
-    assert decide.decides_on(cfg(), [baseline({})]) == "test"  # a loop started before kgit measured devices
+    assert decide.decides_on(cfg(), [Record("k", 0, "baseline", Status.BASELINE, value=1.0)]) == "test"  # before
     assert decide.decides_on(cfg(), []) == "test"
 
 
@@ -278,9 +281,9 @@ def test_the_noise_prior_is_of_the_deciding_figure_and_starts_from_the_starts_ru
     env = {"host": "h", "device": "nvidia"}
     start = baseline({"test": NOISY_TEST, "device_us": QUIET_DEVICE}, env)
     on_device = Record("k", 1, "s", Status.WITHIN_NOISE, environment=env,
-                       measurement={"log_ratios": [0.01, 0.03], "decided_on": "device"})
+                       measurement=Measurement(log_ratios=[0.01, 0.03], decided_on="device"))
     on_test = Record("k", 2, "s", Status.WITHIN_NOISE, environment=env,
-                     measurement={"log_ratios": [0.3, -0.3, 0.1]})
+                     measurement=Measurement(log_ratios=[0.3, -0.3, 0.1]))
     prior = decide.noise_prior([start, on_device, on_test], env, "device")
     assert prior == noise.Prior.from_decisions([[0.01, 0.03]]).plus(noise.Prior.from_runs(QUIET_DEVICE))
     assert decide.noise_prior([start, on_device, on_test], env, "test") == noise.Prior.from_decisions(
@@ -311,4 +314,4 @@ def test_a_run_that_never_happened_fails_however_it_is_asked_to_be_kept():
                                 noise.never_measured(not_run("interrupted")), BEST, None, keep_anyway="reason")
     assert record.status == Status.FAILED
     assert record.reason == "interrupted"
-    assert record.measurement["runs"] == 0
+    assert record.measurement.runs == 0

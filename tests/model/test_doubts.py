@@ -3,11 +3,11 @@
 import pytest
 
 from kgit.model.doubts import GAIN_OVER_2X, ONE_SIGNIFICANT_DIGIT, doubts, significant_digits
-from kgit.model.record import Record, Status
+from kgit.model.record import Measurement, Record, Status
 
 
 def record(value=120.0, delta=20.0, candidate=None, status=Status.IMPROVED) -> Record:
-    measurement = {"candidate": candidate} if candidate is not None else None
+    measurement = Measurement(candidate=candidate) if candidate is not None else None
     return Record("k", 1, "x", status, value=value, delta_pct=delta, measurement=measurement)
 
 

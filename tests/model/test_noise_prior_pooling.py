@@ -6,7 +6,7 @@ of squares: each test here fails on that mutant."""
 import pytest
 
 from kgit.model import decide, noise
-from kgit.model.record import Record, Status
+from kgit.model.record import Measurement, Record, Spread, Status
 
 ENV = {"host": "h", "device": "nvidia"}
 START_RUNS = [1000.0, 1100.0, 900.0, 1050.0]  # far noisier than any decision below: its entry shows
@@ -24,9 +24,9 @@ def decisions(count):
 
 def records(count):
     start = Record("k", 0, "baseline", Status.BASELINE, value=1000.0, environment=ENV,
-                   measurement={"spread": {"test": START_RUNS}})
+                   measurement=Measurement(spread=Spread(4, START_RUNS, {}, "test", 12, None)))
     steps = [Record("k", i + 1, f"s{i + 1}", Status.WITHIN_NOISE, environment=ENV,
-                    measurement={"log_ratios": ratios}) for i, ratios in enumerate(decisions(count))]
+                    measurement=Measurement(log_ratios=ratios)) for i, ratios in enumerate(decisions(count))]
     return [start, *steps]
 
 

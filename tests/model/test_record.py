@@ -134,3 +134,67 @@ def test_every_record_on_the_branch_needs_a_value_and_no_attempt_does(status):
     else:
         assert from_json(data).value is None  # an attempt that crashed has no figure
     assert from_json({**data, "value": 1e-9}).value == 1e-9  # any figure above 0 will do
+
+
+MEASUREMENT = {
+    "best": [3300.0, 3310.0], "candidate": [3500.0, 3490.0], "log_ratios": [0.0588, 0.0527], "pairs": 2,
+    "runs": 5, "warmups": 1, "verdict": "better", "gain_pct": 5.6, "interval_pct": [4.9, 6.3], "sd": 0.004,
+    "rounding": 0.0, "df": 1, "decided_on": "device",
+    "device_us": {"best": [2046.2, 2046.0], "candidate": [1938.0, 1941.5]},
+}
+SPREAD = {"runs": 4, "test": [742.5, 558.6, 701.2, 613.2], "device_us": [2046.4, 2054.5, 2054.5, 2054.1],
+          "sd_pct": {"test": 13.753, "device": 0.194}, "decides_on": "device", "max_pairs": 12,
+          "smallest_keepable_pct": 1.27, "why": "launch-bound timing"}
+
+
+def test_a_measurement_is_read_by_name_and_round_trips_unchanged():
+    record = from_json({**VALID, "measurement": MEASUREMENT})
+    found = record.measurement
+    assert (found.pairs, found.runs, found.decided_on, found.interval_pct) == (2, 5, "device", [4.9, 6.3])
+    assert to_json(record)["measurement"] == MEASUREMENT
+    baseline = from_json({**VALID, "status": "BASELINE", "measurement": {**MEASUREMENT, "spread": SPREAD}})
+    assert baseline.measurement.spread.decides_on == "device" and baseline.measurement.spread.sd_pct["test"] == 13.753
+    assert to_json(baseline)["measurement"]["spread"] == SPREAD
+    # a start without a device recording writes no device_us, and one from a newer kgit keeps its keys
+    quiet = {k: v for k, v in SPREAD.items() if k != "device_us"}
+    newer = {**MEASUREMENT, "spread": {**quiet, "decides_on": "test", "sd_pct": {"test": 1.0}, "seed": 7}, "cost": 3}
+    assert to_json(from_json({**VALID, "measurement": newer}))["measurement"] == newer
+
+
+def test_a_measurement_from_before_its_keys_reads_with_their_defaults():
+    found = from_json({**VALID, "measurement": {"best": [1.0], "candidate": [1.1], "log_ratios": [0.095]}}).measurement
+    assert (found.decided_on, found.runs, found.interval_pct, found.spread) == ("test", 0, None, None)
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("x", "measurement must be an object"),
+    ({"log_ratios": "xx"}, "measurement.log_ratios must be a list of finite numbers"),
+    ({"best": [1.0, float("inf")]}, "measurement.best must be a list of finite numbers"),
+    ({"candidate": [True]}, "measurement.candidate must be a list of finite numbers"),
+    ({"runs": -1}, "measurement.runs must be a count"),
+    ({"warmups": 1.5}, "measurement.warmups must be a count"),
+    ({"gain_pct": "5%"}, "measurement.gain_pct must be a finite number"),
+    ({"rounding": -0.1}, "measurement.rounding must be a number of 0 or more"),
+    ({"interval_pct": [6.3, 4.9]}, "measurement.interval_pct must be [low, high]"),
+    ({"interval_pct": [1.0]}, "measurement.interval_pct must be [low, high]"),
+    ({"verdict": "faster"}, "measurement.verdict 'faster' is none of"),
+    ({"decided_on": "wall"}, "measurement.decided_on 'wall' is neither"),
+    ({"device_us": {"best": "fast"}}, "measurement.device_us must hold lists of device times"),
+    ({"figure": 3}, "measurement.figure must be a figure's name"),
+    ({"spread": []}, "measurement.spread must be an object"),
+    ({"spread": {**SPREAD, "runs": "4"}}, "measurement.spread.runs must be a count"),
+    ({"spread": {**SPREAD, "test": None}}, "measurement.spread.test must be a list of finite numbers"),
+    ({"spread": {**SPREAD, "device_us": ["x"]}}, "measurement.spread.device_us must be a list of finite numbers"),
+    ({"spread": {**SPREAD, "sd_pct": {"x": 1.0}}}, "measurement.spread.sd_pct must give"),
+    ({"spread": {**SPREAD, "sd_pct": {"test": -1.0}}}, "measurement.spread.sd_pct must give"),
+    ({"spread": {**SPREAD, "decides_on": "both"}}, "measurement.spread.decides_on 'both' is neither"),
+    ({"spread": {**SPREAD, "max_pairs": 0}}, "measurement.spread.max_pairs must be a count of pairs"),
+    ({"spread": {**SPREAD, "smallest_keepable_pct": "1%"}}, "measurement.spread.smallest_keepable_pct must be"),
+    ({"spread": {**SPREAD, "why": 5}}, "measurement.spread.why must be a line of text"),
+])
+def test_a_wrong_measurement_names_its_key(change, reason):
+    """A measurement is untrusted input like the rest of a note: a step's noise prior, the start's
+    detectable change and the log read it by name, so a value of the wrong kind is refused where it enters."""
+    measurement = change if not isinstance(change, dict) else {**MEASUREMENT, **change}
+    with pytest.raises(InvalidRecord, match=re.escape(reason)):
+        from_json({**VALID, "measurement": measurement})

@@ -1,6 +1,6 @@
 """The best as later steps measured it again: the latest step after it on its device that ran it."""
 
-from kgit.model.record import Record, Status
+from kgit.model.record import Measurement, Record, Status
 from kgit.model.remeasured import Remeasured, latest
 
 BEST = Record("k", 3, "kept", Status.IMPROVED, started="2026-12-06T07:10", gpu="cpu", metric="gbps", value=150.0)
@@ -9,7 +9,7 @@ BEST = Record("k", 3, "kept", Status.IMPROVED, started="2026-12-06T07:10", gpu="
 def step(iteration, best_runs, gpu="cpu", status=Status.WITHIN_NOISE, started=None):
     return Record("k", iteration, f"step {iteration}", status, started=started or f"2026-12-06T08:0{iteration}",
                   gpu=gpu, metric="gbps", value=None if status == Status.FAILED else 250.0,
-                  measurement={"best": best_runs})
+                  measurement=Measurement(best=best_runs))
 
 
 def test_the_latest_step_after_the_best_that_ran_it_gives_the_median_of_its_runs():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kgit.model.record import Record, Status, StopReason
+from kgit.model.record import Measurement, Record, Status, StopReason
 from kgit.model.runs import summarize
 from kgit.render import text
 
@@ -79,7 +79,7 @@ def test_the_final_line():
 def test_the_final_line_says_when_the_best_was_measured_and_the_latest_re_measurement():
     best = rec(1, Status.IMPROVED, metric="gbps", value=150.0, started="2026-12-06T07:10:33.000001+00:00")
     later = rec(2, Status.WITHIN_NOISE, metric="gbps", value=260.0, started="2026-12-06T08:02:00.000001+00:00",
-                measurement={"best": [262.0, 258.0, 270.0]})
+                measurement=Measurement(best=[262.0, 258.0, 270.0]))
     assert text.final_line([best, later]) == (
         "Final: 150 GBps (iteration 1's own runs, 2026-12-06 07:10 UTC; measured again: 262 GBps, 3 runs in "
         "iteration 2's pairs, 2026-12-06 08:02 UTC), 2 iterations, in progress.")
