@@ -296,12 +296,11 @@ def push(repo: Repo, remote: str) -> Pushed:
             continue
         refspecs.append(f"refs/heads/{branch}:refs/heads/{branch}")
         pushed_tips.append(tip)
-        tagged = read.rev(repo, refs.tag_ref(kernel))
-        if tagged and tagged == _branch_best(repo, kernel):
-            refspecs.append(f"+refs/tags/{tag}:refs/tags/{tag}")  # best/ moves by design, along its branch
-        elif tagged:  # sent, a stale tag would move the remote's best to a worse kernel
-            where = "points off" if not read.is_ancestor(repo, tagged, tip) else "is not on the best kept iteration of"
-            done.not_sent.append((tag, f"it {where} {branch}", "'kgit doctor --fix' moves it"))
+        spec, why = _tag_refspec(repo, kernel, tip)
+        if spec:
+            refspecs.append(spec)
+        elif why:
+            done.not_sent.append((tag, why, "'kgit doctor --fix' moves it"))
     records, done.held_records = _records_refspecs(repo, remote, notes_sha, by_commit, pushed_tips)
     refspecs += records
     if not refspecs:
@@ -339,9 +338,8 @@ def send_records(repo: Repo, remote: str, behind: hooks.LeftBehind) -> str:
         for kernel, tip in sorted(tips.items()):
             if kernel in behind.tags_carried:
                 continue  # the push sends it: sent first from here, git's own would be refused
-            tagged = read.rev(repo, refs.tag_ref(kernel))
-            if tagged and tagged == _branch_best(repo, kernel) and read.is_ancestor(repo, tagged, tip):
-                refspecs.append(f"+refs/tags/{refs.tag(kernel)}:refs/tags/{refs.tag(kernel)}")
+            spec, _ = _tag_refspec(repo, kernel, tip)
+            refspecs += [spec] if spec else []
         rejected = {target: why for target, why in _sent(repo, remote, refspecs).items() if why}
     except GitError as e:
         return f"the records were not sent ({e}): 'kgit push {remote}' sends them"
@@ -352,6 +350,21 @@ def send_records(repo: Repo, remote: str, behind: hooks.LeftBehind) -> str:
     aside = f", {len(refused)} of {remote}'s refused (kept aside: 'kgit doctor')" if refused else ""
     stay = f"; {held} on commits {remote} will not have stay here" if held else ""
     return f"the records were sent with this push{merged}{aside}{stay}"
+
+
+def _tag_refspec(repo: Repo, kernel: str, tip: str) -> tuple[str | None, str | None]:
+    """The refspec that sends kernel's best/ tag beside its branch at tip, or why the tag stays here:
+    sent, a tag off the best kept iteration of that line would move the remote's best to a worse kernel.
+    (None, None) where the kernel has no tag."""
+    tagged = read.rev(repo, refs.tag_ref(kernel))
+    if tagged is None:
+        return None, None
+    on_line = read.is_ancestor(repo, tagged, tip)
+    if on_line and tagged == _branch_best(repo, kernel):
+        tag = refs.tag(kernel)
+        return f"+refs/tags/{tag}:refs/tags/{tag}", None  # best/ moves by design, along its branch
+    where = "points off" if not on_line else "is not on the best kept iteration of"
+    return None, f"it {where} {refs.branch(kernel)}"
 
 
 def _records_refspecs(repo: Repo, remote: str, notes_sha: str | None, by_commit: dict,
