@@ -7,6 +7,10 @@ repository's own tests folder.
 RMSNORM_REPO: held out (kgit init was never tuned on it): a src/ layout, a test/ folder named by
 pyproject.toml's testpaths, a residual-add kernel, an Optional residual, a backward that reduces dw
 with torch, a launcher returning (out, rstd).
+ELEMENTWISE_REPO: for a scripted agent's loop (tests/loop/test_agent_keeps_an_improvement.py): a package
+whose one kernel file holds three kernels behind launchers that share a module constant BLOCK_SIZE, left
+small from debugging (a slow but correct start), and a pytest module that prints nothing but pytest's
+own lines; no kgit.yaml.
 """
 
 SOFTMAX = '''"""Row softmax with a temperature, forward and backward, as a torch.autograd.Function."""
@@ -205,5 +209,91 @@ def test_rms_norm():
     y, rstd = rms_norm(x, w, r)
     h = x + r
     torch.testing.assert_close(y, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+''',
+}
+
+ELEMENTWISE = '''"""Elementwise ops in Triton: add, scale and relu, a kernel each."""
+import torch
+import triton
+import triton.language as tl
+
+# small while the kernels were being debugged
+BLOCK_SIZE = 256
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+@triton.jit
+def _relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+def _grid(n: int) -> tuple[int]:
+    return (triton.cdiv(n, BLOCK_SIZE),)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _add_kernel[_grid(x.numel())](x, y, out, x.numel(), BLOCK=BLOCK_SIZE)
+    return out
+
+
+def scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _scale_kernel[_grid(x.numel())](x, out, x.numel(), alpha, BLOCK=BLOCK_SIZE)
+    return out
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _relu_kernel[_grid(x.numel())](x, out, x.numel(), BLOCK=BLOCK_SIZE)
+    return out
+'''
+
+ELEMENTWISE_REPO = {
+    "pyproject.toml": '''[project]
+name = "fastops"
+version = "0.1.0"
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+''',
+    "fastops/__init__.py": "from fastops.elementwise import add, relu, scale  # noqa: F401\n",
+    "fastops/elementwise.py": ELEMENTWISE,
+    "tests/test_elementwise.py": '''import pytest
+import torch
+
+from fastops import add, relu, scale
+
+
+@pytest.mark.parametrize("n", [1, 1000, 65536])
+def test_add(n):
+    x, y = torch.randn(n), torch.randn(n)
+    torch.testing.assert_close(add(x, y), x + y)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 65536])
+def test_scale(n):
+    x = torch.randn(n)
+    torch.testing.assert_close(scale(x, 0.5), x * 0.5)
+
+
+def test_relu():
+    x = torch.randn(65536)
+    torch.testing.assert_close(relu(x), x.clamp_min(0))
 ''',
 }

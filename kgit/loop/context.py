@@ -2,7 +2,8 @@
 
 The loop's short-term memory (skills/ is its long-term memory): the kernel and its files, the target
 and the gap, the best so far, every change already tried with its tier and result (so that a failed
-idea is not tried twice), the diagnosis, the next tier and the skill files to read.
+idea is not tried twice), the template's CONFIG with its space and each key's tier, the diagnosis, the
+next tier and the skill files to read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from kgit import machine
 from kgit.errors import KgitError
 from kgit.git.command import Repo
 from kgit.loop import history
-from kgit.model import decide
+from kgit.model import decide, tunables
 from kgit.model.doubts import doubts
 from kgit.profiling import diagnose, saved, skillfiles
 
@@ -87,6 +88,7 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
         "max_iterations": state.max_iterations,
         "stopped": state.stopped.value if state.stopped else None,
         "tried": tried,
+        "tunables": _tunables(repo.root, kernel, state.kernel_path),
         "profile": {k: prof.get(k) for k in ("source", "tool", "why", "iteration", "primary", "metrics", "stalls")},
         "profile_stale": stale,
         "diagnosis": {k: diag[k] for k in ("bound", "why", "how", "tier_order", "tried_tiers", "next_tier",
@@ -96,6 +98,25 @@ def build(repo: Repo, kernel: str, overrides: dict | None = None) -> dict:
         "invalid_notes": [note.to_json() for note in log.invalid],
         "platform": {"device": vendor, "profiler": on_gpu, "note": None if on_gpu else INTERPRETER_NOTE},
     }
+
+
+def _tunables(root: Path, kernel: str, kernel_path: str) -> dict | None:
+    """What a tier-1 change may set without reading the kernel file's code: its CONFIG, the values
+    CONFIG_SPACE allows (a step refuses others), the constraints, and each key's tier (the kernel skill's
+    `tunables:`, as kgit tune records it: tier 1 for a key it does not map). None for a kernel file
+    without the two literal dicts (a module constant is changed by hand, one a step)."""
+    path = root / kernel_path
+    try:
+        found = tunables.declared(path.read_text(), kernel_path)
+    except OSError:
+        return None
+    except KgitError as e:  # a CONFIG outside its own space: what a step would refuse, said here first
+        return {"error": str(e)}
+    if found is None:
+        return None
+    tiers = skillfiles.tunable_tiers(root, kernel)
+    return {"config": found.config, "space": found.space, "constraints": [c.text for c in found.constraints],
+            "tiers": {key: skillfiles.tier_of_change(tiers, [key]) for key in found.config}}
 
 
 def _detectable(records: list) -> dict | None:

@@ -113,6 +113,14 @@ def context_text(ctx: dict) -> str:
         lines.append(f"  - {hint['finding']}")
     lines.append(f"tiers: order {', '.join(f'T{t}' for t in diag['tier_order'])}; tried "
                  f"{', '.join(f'T{t}' for t in diag['tried_tiers']) or 'none'}")
+    tunables = ctx["tunables"]
+    if tunables and "error" in tunables:
+        lines.append(f"CONFIG: {tunables['error']}")
+    elif tunables:
+        lines.append("CONFIG (tier; CONFIG_SPACE):")
+        lines += [f"  {key} = {value!r} (T{tunables['tiers'][key]}; "
+                  f"{', '.join(map(repr, tunables['space'].get(key, [value])))})"
+                  for key, value in tunables["config"].items()]
     lines.append(f"next: {ctx['next_step']}")
     lines.append("read: " + ", ".join(ctx["skills"]))
     return "\n".join(lines)

@@ -93,3 +93,32 @@ def test_diagnose_without_a_profile_says_what_it_used(started):
     note = [line for line in run.stderr.splitlines() if line.startswith("kgit: no profile: ")]
     assert len(note) == 1 and "declared bottleneck" not in note[0]
     assert "  from no profiler and no declared bottleneck: the test's metric" in run.stdout.splitlines()
+
+
+def test_context_reports_the_templates_config_its_space_and_the_tier_of_each_key(ws):
+    from workspace import KERNEL, LANDSCAPE
+
+    template = LANDSCAPE.replace('"WARPS": 2}', '"WARPS": 2, "PERSISTENT": 0}')
+    (ws.root / KERNEL).write_text(template.replace('16]}', '16], "PERSISTENT": [0, 1]}'))
+    # the kernel skill maps a key to a technique, whose tier skill (kgit's own here) owns it
+    (ws.root / "skills/kernels/fake/SKILL.md").write_text(
+        "---\nname: fake\ntunables:\n  BLOCK: block size\n  PERSISTENT: persistent kernel\n---\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "a tunable template")
+    ws.ok("start", "fake")
+    tunables = ws.ok("context", "--json").json()["tunables"]
+    # WARPS, which the skill does not map, is tier 1, as kgit tune records it
+    assert tunables == {"config": {"BLOCK": 256, "WARPS": 2, "PERSISTENT": 0},
+                        "space": {"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16],
+                                  "PERSISTENT": [0, 1]},
+                        "constraints": [], "tiers": {"BLOCK": 1, "WARPS": 1, "PERSISTENT": 4}}
+    assert "  PERSISTENT = 0 (T4; 0, 1)" in ws.ok("context").stdout.splitlines()
+    # a CONFIG outside its space, as an edit left it: the context still answers, and says what a step would refuse
+    ws.set_kernel(CONFIG={"BLOCK": 256, "WARPS": 3, "PERSISTENT": 0})
+    broken = ws.ok("context", "--json").json()["tunables"]
+    assert broken == {"error": f"{KERNEL}: CONFIG['WARPS'] = 3 is not in CONFIG_SPACE['WARPS'] (1, 2, 4, 8, 16)"}
+
+
+def test_context_reports_no_tunables_for_a_kernel_without_config_dicts(started):
+    assert started.ok("context", "--json").json()["tunables"] is None
+    assert "CONFIG" not in started.ok("context").stdout

@@ -108,3 +108,23 @@ def test_a_test_with_no_verdict_kgit_can_read_is_refused_at_start_with_the_setti
     w.git("commit", "-qam", "its exit status is its verdict")
     refusal = w.refused_json("start", "k", "--json")
     assert "metric_pattern" in refusal["error"] and "device_us" in refusal["error"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "defect in kgit/loop/steps.py (_baseline_hint, not this branch's to change): a pytest module that imports "
+    "its package crashes when run as a script, and the hint offers only 'kgit init', a new test whose reference "
+    "must be written by hand, never test_command with verdict: exit_status and metric: device_us, which run the "
+    "user's test as it is (the loop skill: do not rewrite it); the no-JSON hint names them"))
+def test_a_pytest_module_that_crashes_as_a_script_is_told_the_settings_that_run_it_as_it_is(tmp_path):
+    from user_kernels import ELEMENTWISE_REPO
+
+    w = Workspace(tmp_path / "theirs")
+    for path, text in ELEMENTWISE_REPO.items():
+        (w.root / path).parent.mkdir(parents=True, exist_ok=True)
+        (w.root / path).write_text(text)
+    (w.root / "kgit.yaml").write_text(
+        "elementwise:\n  kernel_path: fastops/elementwise.py\n  test_path: tests/test_elementwise.py\n")
+    w.init("their kernels, their pytest module, a kgit.yaml entry")
+    refusal = w.refused_json("start", "elementwise")
+    assert refusal["error"].startswith("baseline failed (crashed: exit status 1: ModuleNotFoundError")
+    assert all(setting in refusal["hint"] for setting in ("test_command", "verdict: exit_status", "metric: device_us"))

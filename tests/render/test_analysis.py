@@ -62,7 +62,8 @@ def test_a_context_on_one_screen():
                       "reason": "crashed", "value": None, "metric": None, "delta_pct": None}],
            "profile": {"source": "benchmark", "tool": None, "why": "no GPU"}, "profile_stale": None,
            "platform": {"device": "cpu", "profiler": False, "note": "no GPU: knobs do nothing"},
-           "diagnosis": diagnosis(), "next_step": "edit k.py", "skills": ["skills/optimize-loop/SKILL.md"]}
+           "diagnosis": diagnosis(), "next_step": "edit k.py", "skills": ["skills/optimize-loop/SKILL.md"],
+           "tunables": None}
     text = analysis.context_text(ctx)
     lines = text.splitlines()
     assert lines[:4] == ["kernel softmax on an unknown device (branch opt/softmax)", "files: k.py, test t.py",
@@ -75,3 +76,9 @@ def test_a_context_on_one_screen():
                                    "stopped": "MAX_ITERATIONS"}).splitlines()
     assert fresh[2] == "target: none set; best: -" and fresh[3] == "iteration 2 of 5; stopped: MAX_ITERATIONS"
     assert fresh[4] == "already tried: nothing yet"
+    tuned = analysis.context_text({**ctx, "tunables": {
+        "config": {"BLOCK": 256, "PERSISTENT": 0}, "space": {"BLOCK": [256, 512], "PERSISTENT": [0, 1]},
+        "constraints": [], "tiers": {"BLOCK": 1, "PERSISTENT": 4}}}).splitlines()
+    assert tuned[-5:-2] == ["CONFIG (tier; CONFIG_SPACE):", "  BLOCK = 256 (T1; 256, 512)", "  PERSISTENT = 0 (T4; 0, 1)"]
+    broken = analysis.context_text({**ctx, "tunables": {"error": "k.py: CONFIG['BLOCK'] = 3 is not in CONFIG_SPACE"}})
+    assert "CONFIG: k.py: CONFIG['BLOCK'] = 3 is not in CONFIG_SPACE" in broken.splitlines()
