@@ -72,7 +72,7 @@ class Agent:
             said = " ".join(filter(None, (self.refusals[-1]["error"], self.refusals[-1]["hint"])))
             if "kgit.yaml has no entry" in said and "kernel_path and test_path" in said:
                 self.write_config(kernel, {"kernel_path": kernel_path, "test_path": test_path})
-            elif "prints no result" in said or "no JSON object" in said:
+            elif "no JSON object" in said or "test_command" in said:  # the hint names the settings
                 self.run_test_as_it_is(kernel, test_path)
             else:
                 self.problems.append(f"a refusal at start the agent cannot act on: {said}")

@@ -543,9 +543,11 @@ def _baseline_hint(reason: str | None, kernel: str, cfg: config.KernelConfig) ->
         return (f"print the JSON of kgit's README.md, 'The test contract', or let 'kgit init {kernel} --kernel "
                 f"PATH' write a test for the kernel on kgit's harness")
     if reason and reason.startswith("crashed") and "No module named" in reason and not cfg.test_command:
-        return (f"kgit runs 'python {test_path} --json' from the repository's root, as a script: it must import "
-                f"what it tests from there (a pytest module run so prints no result either; 'kgit init {kernel} "
-                "--kernel PATH' writes a test on kgit's harness)")
+        return (f"kgit runs 'python {test_path} --json' from the repository's root, as a script, where it cannot "
+                f"import what it tests; to run the test as it is (a pytest module, say), give it under "
+                f"'{kernel}:' in kgit.yaml as 'test_command: python -m pytest -q {test_path}' with 'verdict: "
+                "exit_status' and 'metric: device_us' (kgit's device time of the kernel file's launches); or let "
+                f"'kgit init {kernel} --kernel PATH' write a test on kgit's harness")
     if (reason and reason.startswith("crashed") and re.search(r"unrecognized arguments:.*--json", reason)
             and not cfg.test_command):
         # argparse's refusal of the one argument kgit always passes: the test is fine, its parser is not

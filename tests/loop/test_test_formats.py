@@ -110,11 +110,6 @@ def test_a_test_with_no_verdict_kgit_can_read_is_refused_at_start_with_the_setti
     assert "metric_pattern" in refusal["error"] and "device_us" in refusal["error"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect in kgit/loop/steps.py (_baseline_hint, not this branch's to change): a pytest module that imports "
-    "its package crashes when run as a script, and the hint offers only 'kgit init', a new test whose reference "
-    "must be written by hand, never test_command with verdict: exit_status and metric: device_us, which run the "
-    "user's test as it is (the loop skill: do not rewrite it); the no-JSON hint names them"))
 def test_a_pytest_module_that_crashes_as_a_script_is_told_the_settings_that_run_it_as_it_is(tmp_path):
     from user_kernels import ELEMENTWISE_REPO
 
