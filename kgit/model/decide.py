@@ -177,6 +177,11 @@ BASELINE_RUN = ("the baseline's first counted run, which also checked correctnes
                 "measurement.candidate; value: their median)")
 
 
+# What a record names as its device where a test that names none ran in Triton's interpreter: the name
+# kgit's harness gives it (kgit.harness.device), so that both kinds of test group as one device.
+INTERPRETER_GPU = "triton-interpreter (CPU)"
+
+
 def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, result: TestResult,
                status: Status, best: Record | None, started: str, base: str | None,
                comparison: Comparison | None = None, environment: dict | None = None,
@@ -199,7 +204,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
                  else None)
     gpu_name = payload.get("gpu")
     if gpu_name is None and result.passed:  # a test that names no device (a pytest run): where kgit ran it
-        gpu_name = (environment or {}).get("gpu") or ("cpu (Triton's interpreter)" if cpu_timing else None)
+        gpu_name = (environment or {}).get("gpu") or (INTERPRETER_GPU if cpu_timing else None)
     stop = None
     if status == Status.TARGET_MET:
         stop = StopReason.TARGET_MET
