@@ -57,11 +57,13 @@ def start(record: Record, commit: str, never_ran: list[str] = ()) -> str:
 def detectable(spread: Spread) -> str:
     """What kgit start's runs say a step can detect, and a warning when it is little."""
     shown = {"test": "the test's figure", "device": "kgit's device time of the kernel's launches"}
-    noise = "; ".join(f"{shown[name]} varies {pct:.2g}% from run to run" for name, pct in spread.sd_pct.items())
-    decides = shown[spread.decides_on]
-    keepable = spread.smallest_keepable_pct
+    decides, keepable = shown[spread.decides_on], spread.smallest_keepable_pct
     pairs = f"{spread.max_pairs} pairs (max_pairs)"
-    line = f"decided on {decides} ({noise or 'one figure'})"
+    others = {name: pct for name, pct in spread.sd_pct.items() if name != spread.decides_on}
+    line = f"decided on {decides}"
+    if spread.decides_on in spread.sd_pct:
+        line += f", which varies {spread.sd_pct[spread.decides_on]:.2g}% from run to run"
+    line += "".join(f" ({shown[name]} varies {pct:.2g}%)" for name, pct in others.items())
     if keepable is None:
         return line + "; the noise is unknown"
     line += f"; the smallest change a step can keep at {pairs}: {keepable:.1f}%"
@@ -330,6 +332,9 @@ def push(pushed) -> list[str]:
     if pushed.nothing:
         return lines + ["nothing to push"]
     lines += [f"{ref}: {why}" for ref, why, todo in pushed.not_sent if not todo]  # by the remote
+    if pushed.raced:
+        lines.append(f"another push was updating {pushed.remote} at the same moment: run 'kgit push {pushed.remote}' "
+                     f"again (it says if 'kgit pull {pushed.remote}' must come first)")
     attempts = pushed.attempts
     lines.append(f"{pushed.remote} has: {', '.join(pushed.sent) or 'nothing new'}"
                  + (f", {attempts} attempt{'s' if attempts > 1 else ''}" if attempts else ""))

@@ -258,6 +258,7 @@ class Pushed:
     sent: list = field(default_factory=list)  # the branch and tag names the remote has now
     attempts: int = 0  # attempt refs sent
     nothing: bool = False  # nothing to push at all
+    raced: bool = False  # the remote refused a ref that another push was updating at the same moment
 
     @property
     def unsent(self) -> int:
@@ -310,6 +311,7 @@ def push(repo: Repo, remote: str) -> Pushed:
     results = _sent(repo, remote, refspecs)
     targets = [spec.lstrip("+").split(":", 1)[1] for spec in refspecs]
     done.not_sent += [(t, f"rejected by {remote} {results[t]}", None) for t in targets if results.get(t)]
+    done.raced = any(words in why for why in results.values() for words in _RACED)
     pushed = [t for t in targets if results.get(t) == ""]
     done.sent = [t.removeprefix("refs/heads/").removeprefix("refs/tags/") for t in pushed
                  if not t.startswith(refs.ATTEMPTS)]
@@ -350,6 +352,11 @@ def send_records(repo: Repo, remote: str, behind: hooks.LeftBehind) -> str:
     aside = f", {len(refused)} of {remote}'s refused (kept aside: 'kgit doctor')" if refused else ""
     stay = f"; {held} on commits {remote} will not have stay here" if held else ""
     return f"the records were sent with this push{merged}{aside}{stay}"
+
+
+# What git says when another push updated the same ref of the remote at the same moment: nothing is
+# wrong with this push, which goes through when it is run again (after a pull, where the branch moved).
+_RACED = ("failed to update ref", "cannot lock ref", "incorrect old value")
 
 
 def _tag_refspec(repo: Repo, kernel: str, tip: str) -> tuple[str | None, str | None]:

@@ -1,7 +1,7 @@
 """What a person sees: a kept and a reverted step, a status, a doctor with and without problems."""
 
 from kgit.loop.history import Status as LoopStatus
-from kgit.model.record import InvalidNote, Record, Status, StopReason
+from kgit.model.record import InvalidNote, Record, Spread, Status, StopReason
 from kgit.model.remeasured import Remeasured
 from kgit.render import commands
 from kgit.share.doctor import Problem
@@ -170,3 +170,22 @@ def test_a_log_shows_runs_on_different_devices_apart_each_with_its_own_count():
     assert "2 runs, each apart: a run is one loop from its baseline on one device" in text
     one = commands.log(runs([(SHA, r) for r in gpu]))
     assert "runs, each apart" not in one and one.count("Final: ") == 1  # one device: the table alone
+
+
+def test_the_start_says_which_figure_decides_how_much_each_varies_and_the_smallest_keepable_change():
+    both = Spread(4, [1.0] * 4, {"test": 13.75, "device": 0.194}, "device", 12, 1.27, "launch-bound timing: x")
+    assert commands.detectable(both) == (
+        "decided on kgit's device time of the kernel's launches, which varies 0.19% from run to run (the test's "
+        "figure varies 14%); the smallest change a step can keep at 12 pairs (max_pairs): 1.3%\n"
+        "(launch-bound timing: x)")
+    alone = Spread(4, [1.0] * 4, {"device": 16.0}, "device", 12, 23.6, None)
+    assert commands.detectable(alone) == (
+        "decided on kgit's device time of the kernel's launches, which varies 16% from run to run; the smallest "
+        "change a step can keep at 12 pairs (max_pairs): 23.6%\n"
+        "warning: a step cannot keep a change under 24% here, above 5%; a steadier test, or more pairs, would see more")
+    # 5% itself warns of nothing; the reason replaces the generic advice where kgit knows it
+    assert "warning" not in commands.detectable(Spread(4, [1.0] * 4, {"test": 2.0}, "test", 12, 5.0))
+    assert commands.detectable(Spread(4, [1.0] * 4, {"test": 9.0}, "test", 12, 5.01, "it times Python")).endswith(
+        "above 5%: it times Python")
+    assert commands.detectable(Spread(4, [1.0] * 4, {"test": 0.5}, "test", 12, None)) == (
+        "decided on the test's figure, which varies 0.5% from run to run; the noise is unknown")

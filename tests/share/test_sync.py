@@ -428,3 +428,20 @@ def test_a_pulled_run_of_another_repository_does_not_count_toward_this_loops_ite
     assert ws.ok("status", "--json").json()["iteration"] == 1
     ws.set_kernel(METRIC=140.0)
     assert ws.ok("step", "-m", "two", "--json").json()["stop_reason"] == "MAX_ITERATIONS"  # two of its own
+
+
+def test_a_push_that_meets_another_push_at_the_remote_says_to_run_it_again(remote, ws):
+    """Two clones pushing at once: git on the remote refuses the ref the other push holds locked
+    ('failed to update ref'); nothing is wrong with this push, and the next one goes through."""
+    a_session(ws)
+    lock = Path(remote) / "refs/heads/opt/fake.lock"  # what a push in flight holds on the remote
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    run = ws.kgit("push")
+    assert run.returncode == 1
+    assert "refs/heads/opt/fake: rejected by origin" in run.stdout, run.stdout
+    assert ("another push was updating origin at the same moment: run 'kgit push origin' again (it says if "
+            "'kgit pull origin' must come first)") in run.stdout
+    lock.unlink()
+    again = ws.ok("push").stdout
+    assert "another push" not in again and "opt/fake" in again.split("origin has:")[1]
