@@ -121,6 +121,13 @@ def local_branches(repo: Repo) -> dict[str, str]:
     return {ref.removeprefix("refs/heads/"): sha for ref, sha in refs_under(repo, "refs/heads/").items()}
 
 
+def remote_branches(repo: Repo) -> dict[str, str]:
+    """Every remote-tracking branch as '<remote>/<branch>', with the commit it points at (a remote's HEAD,
+    a name for one of them, aside)."""
+    return {ref.removeprefix("refs/remotes/"): sha for ref, sha in refs_under(repo, "refs/remotes/").items()
+            if not ref.endswith("/HEAD")}
+
+
 def diff(repo: Repo, base: str, commit: str, exclude: list[str], paths: list[str] = (".",)) -> str:
     """What changed from base to commit in these paths, but the excluded ones."""
     return git(repo, "diff", "--end-of-options", base, commit, "--", *paths, *(f":(exclude){p}" for p in exclude))

@@ -39,6 +39,11 @@ def create_branch(repo: Repo, kernel: str, sha: str) -> None:
     set_ref(repo, refs.branch_ref(kernel), sha, old="0" * len(sha))  # only if it does not exist yet
 
 
+def track_branch(repo: Repo, branch: str, remote_branch: str) -> None:
+    """Create the local branch that follows '<remote>/<branch>', as 'git switch <branch>' would."""
+    git(repo, "branch", "--quiet", "--track", "--end-of-options", branch, f"refs/remotes/{remote_branch}")
+
+
 def switch(repo: Repo, kernel: str) -> None:
     # The start's last move (the branch is the commit it left, plus kgit's log): a post-checkout hook that
     # fails there (git-lfs's, git-lfs not installed) would fail a start that is done; hooks are skipped.

@@ -47,7 +47,7 @@ def finish(repo: Repo, kernel: str, into: str | None) -> Finished:
     (best_commit, best), (baseline_commit, baseline) = found, start
     base = baseline.base or read.first_parent(repo, baseline_commit)  # the commit `kgit start` found
     branch = into or _started_from(repo, kernel, base)
-    tip = _branch_tip(repo, branch)
+    tip, followed = _branch_tip(repo, branch)
     if not read.is_ancestor(repo, base, tip):
         raise KgitError(f"{branch} does not hold the commit {kernel}'s loop started from ({base[:10]})",
                         "name the branch the loop started from with --into")
@@ -68,6 +68,8 @@ def finish(repo: Repo, kernel: str, into: str | None) -> Finished:
     if elsewhere:  # moved under it, that checkout would show the finish undone
         raise KgitError(f"{branch} is checked out in {elsewhere}", f"run 'kgit finish {kernel}' there")
     commit = write.commit_paths_of(repo, tip, best_commit, waiting, _message(kernel, best, baseline, history.pairs))
+    if followed:  # the branch is a remote's only: made here, as git switch makes it, once nothing refused
+        write.track_branch(repo, branch, followed)
     try:
         write.fast_forward_branch(repo, branch, tip, commit)
     except GitError as e:  # untracked files the commit would overwrite, or a commit made on the branch meanwhile
@@ -82,23 +84,37 @@ def _started_from(repo: Repo, kernel: str, base: str) -> str:
     current = read.current_branch(repo)
     if current and refs.kernel_of_branch(current) is None:
         return current
-    holders = sorted(name for name, sha in read.local_branches(repo).items()
-                     if refs.kernel_of_branch(name) is None and read.is_ancestor(repo, base, sha))
+    holders = _holders(repo, read.local_branches(repo), base)
+    if not holders:  # a clone whose checkout was a loop's branch: the branch it started from is a remote's
+        remote = {name.split("/", 1)[1]: sha for name, sha in read.remote_branches(repo).items()}
+        holders = _holders(repo, remote, base)
     if len(holders) == 1:
         return holders[0]
     raise KgitError(f"which branch {kernel}'s loop started from is not clear: "
-                    + (f"{', '.join(holders)} all hold its start" if holders else "no local branch holds its start"),
+                    + (f"{', '.join(holders)} all hold its start" if holders else "no branch holds its start"),
                     "name it: kgit finish " + kernel + " --into BRANCH")
 
 
-def _branch_tip(repo: Repo, branch: str) -> str:
+def _holders(repo: Repo, branches: dict[str, str], base: str) -> list[str]:
+    """Those of these branches (by name) that hold the commit a loop started from and are no loop's."""
+    return sorted(name for name, sha in branches.items()
+                  if refs.kernel_of_branch(name) is None and read.is_ancestor(repo, base, sha))
+
+
+def _branch_tip(repo: Repo, branch: str) -> tuple[str, str | None]:
+    """The branch's tip, and where it is only a remote's, the '<remote>/<branch>' it will follow."""
     if refs.kernel_of_branch(branch) is not None:
         raise KgitError(f"--into {branch}: a loop's branch; a finish goes into the branch a loop started from",
                         "name that branch (main, say)")
     tip = read.rev(repo, f"refs/heads/{branch}")
-    if tip is None:
-        raise KgitError(f"no local branch {branch!r}", "'git branch' lists them")
-    return tip
+    if tip is not None:
+        return tip, None
+    remote = sorted(name for name in read.remote_branches(repo) if name.split("/", 1)[1] == branch)
+    if len(remote) == 1:
+        return read.rev(repo, f"refs/remotes/{remote[0]}"), remote[0]
+    raise KgitError(f"no local branch {branch!r}" + (f", and {' and '.join(remote)} both have one" if remote else ""),
+                    "'git branch -a' lists them" + ("; 'git branch BRANCH REMOTE/BRANCH' makes the one to finish into"
+                                                    if remote else ""))
 
 
 def _waiting(repo: Repo, kernel: str, base: str, best_commit: str, tip: str, paths: list[str]) -> list[str]:

@@ -1,6 +1,8 @@
 """kgit finish: the best kernel into the branch the loop started from, as one commit, without kgit's own files."""
 
-from workspace import KERNEL, TEST
+import subprocess
+
+from workspace import KERNEL, TEST, Workspace
 
 README = "experiments/README.md"
 
@@ -90,3 +92,26 @@ def test_refusals_change_nothing(started):
     started.git("checkout", "-q", "--", KERNEL)
     assert started.ok("finish", "fake", "--into", "release", "--json").json()["branch"] == "release"
     assert "METRIC = 120.0" in started.git("show", f"release:{KERNEL}")
+
+
+def test_a_clone_whose_main_is_its_remotes_only_finishes_into_it_as_git_switch_would(started, tmp_path):
+    """A teammate's clone of the loop's branch (git clone -b opt/fake) has main only as origin/main: the
+    finish makes the local main that follows it, as 'git switch main' would, once nothing refused."""
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "faster")
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    started.git("push", "-q", str(bare), "main", "opt/fake", "best/fake", "refs/notes/kgit")
+    subprocess.run(["git", "clone", "-q", "-b", "opt/fake", str(bare), str(tmp_path / "b")], check=True)
+    b = Workspace(tmp_path / "b")
+    b.git("config", "user.name", "b")
+    b.git("config", "user.email", "b@example.com")
+    b.git("fetch", "-q", "origin", "refs/notes/kgit:refs/notes/kgit")
+    assert b.git("branch", "--list", "main") == ""
+    assert "no local branch 'elsewhere'" in b.refused("finish", "fake", "--into", "elsewhere")
+    assert b.git("branch", "--list", "main") == ""  # a refusal makes no branch
+    done = b.ok("finish", "fake", "--json").json()
+    assert done["branch"] == "main" and done["paths"] == [KERNEL]
+    assert b.git("rev-parse", "main~1") == b.git("rev-parse", "origin/main")
+    assert b.git("rev-parse", "--abbrev-ref", "main@{upstream}") == "origin/main"
+    assert "METRIC = 120.0" in b.git("show", f"main:{KERNEL}")
