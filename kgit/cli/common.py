@@ -82,15 +82,10 @@ def warn_invalid(invalid) -> None:
 
 
 def record_json(record, commit: str | None = None, **more) -> dict:
-    """The record as its note holds it, with what a person should check before trusting it ("checks":
-    kgit.render.text.doubts_json, empty when nothing)."""
-    from kgit.model.record import to_json
-    from kgit.render.text import doubts_json
+    """kgit.render.text.record_json, imported when a command prints a record (start-up imports none)."""
+    from kgit.render.text import record_json
 
-    data = {**to_json(record), "checks": doubts_json(record)}
-    if commit is not None:
-        data["commit"] = commit
-    return {**data, **more}
+    return record_json(record, commit, **more)
 
 
 def overrides(**options) -> dict:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from kgit.cli.common import (emit, json_option, kernel_argument, kernel_of, kernel_option, note, record_json,
-                             repo, warn_invalid)
+from kgit.cli.common import (emit, json_option, kernel_argument, kernel_of, kernel_option, note, notes,
+                             record_json, repo, warn_invalid)
 from kgit.errors import KgitError
 
 
@@ -19,13 +19,12 @@ def _read(ctx: click.Context, kernel: str | None, all_if_several: bool = False):
     where several have records: history.resolve_kernel); a note if a step is pending."""
     from kgit.loop import history
     from kgit.render import commands
-    from kgit.state import journal, lock
 
     where = repo(ctx)
-    working = lock.holder(where)
+    working, pending = history.in_flight(where)
     if working is not None:
         note(commands.working(working))
-    elif journal.pending(where):
+    elif pending:
         note(commands.INTERRUPTED)
     return where, history.resolve_kernel(where, kernel, all_if_several)
 
@@ -139,18 +138,16 @@ def diff_command(ctx, a, b, kernel, as_json):
     """Two iterations side by side: their figures (value, interval, verdict, device) and the change of the
     kernel file from A's to B's. A and B: iteration numbers, or commits."""
     from kgit.loop import history
-    from kgit.model import decide
     from kgit.render import commands
 
     where, kernel = _read(ctx, kernel)
     found = history.compare(where, kernel, *(int(x) if x.isdigit() else x for x in (a, b)))
     (sha_a, first), (sha_b, second) = found.a, found.b
-    same = decide.same_environment(first.environment, second.environment)
     emit(as_json, lambda: {"kernel": kernel, "path": found.path, "better": found.better,
                            "a": record_json(first, sha_a, kept=first.kept),
                            "b": record_json(second, sha_b, kept=second.kept),
-                           "same_environment": same, "diff": found.diff},
-         lambda: commands.compare(found, same))
+                           "same_environment": found.same_environment, "diff": found.diff},
+         lambda: commands.compare(found))
 
 
 @click.command("context")
@@ -159,14 +156,12 @@ def diff_command(ctx, a, b, kernel, as_json):
 @click.pass_context
 def context_command(ctx, named_kernel, kernel, as_json):
     """Everything the next change needs: files, target, best, what was tried, diagnosis, next tier, skills."""
-    from kgit.model.record import InvalidNote
     from kgit.loop import context
     from kgit.render import analysis, commands
 
     where, kernel = _read(ctx, kernel_of(named_kernel, kernel))
     data = context.build(where, kernel)
-    for item in data["invalid_notes"]:
-        note(commands.invalid_note(InvalidNote(**item)))
+    notes(commands.invalid_notes_of(data))
     emit(as_json, lambda: data, lambda: analysis.context_text(data))
 
 

@@ -124,6 +124,13 @@ def hand_commit_advice(oldest: str) -> str:
             f"to measure (or for you to discard)")
 
 
+def in_flight(repo: Repo) -> tuple[object | None, bool]:
+    """What a reading command says first: the kgit working here now (kgit.state.lock.holder), else whether
+    a killed one left a step for the next writing command to finish."""
+    working = lock.holder(repo)
+    return working, working is None and journal.pending(repo)
+
+
 def resolve_kernel(repo: Repo, kernel: str | None, all_if_several: bool = False) -> str | list[str]:
     """The kernel named, else the one of the current opt/ branch, else the only one with records; where
     several have records, all of them if all_if_several (kgit status shows every loop), else a refusal."""
@@ -390,6 +397,7 @@ class Compared:
     path: str | None  # the kernel file the diff is of; None where this checkout does not define the kernel
     diff: str
     better: str | None  # better_of: which way the figure goes as the kernel gets faster
+    same_environment: bool  # measured where their figures compare (decide.same_environment)
 
 
 def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
@@ -404,4 +412,5 @@ def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
         path = None
     change = (read.diff(repo, sha_a, sha_b, exclude=[], paths=[f":(literal){path}"]) if path else
               read.diff(repo, sha_a, sha_b, exclude=[config.report_path(repo.root)]))
-    return Compared(kernel, (sha_a, record_a), (sha_b, record_b), path, change, better_of(repo, kernel))
+    return Compared(kernel, (sha_a, record_a), (sha_b, record_b), path, change, better_of(repo, kernel),
+                    decide.same_environment(record_a.environment, record_b.environment))

@@ -245,7 +245,7 @@ def show(shown) -> str:
     ])
 
 
-def compare(found, same_environment: bool) -> str:
+def compare(found) -> str:
     """kgit diff: two iterations' figures in two columns, then the change from the first to the second."""
     (sha_a, a), (sha_b, b) = found.a, found.b
     lower = " (lower is better)" if found.better == "lower" else ""
@@ -261,7 +261,7 @@ def compare(found, same_environment: bool) -> str:
     width = max(len(row[1]) for row in rows) + 2
     lines = [f"{name:<12} {left:<{width}}{right}".rstrip() for name, left, right in rows]
     lines.append("measured apart, each against the best of its own step: only pairs measured side by side decide"
-                 if same_environment else
+                 if found.same_environment else
                  "measured in different environments (host, GPU, driver or compilers): their figures are not "
                  "comparable")
     what = found.path or "every file but the log"
@@ -359,6 +359,11 @@ def doctor(done: list[str], problems: list, repaired: bool) -> str:
 def invalid_note(note: InvalidNote) -> str:
     return (f"warning: {note.describe()}; never used to decide ('kgit doctor' says what to do; a damaged note on "
             "a loop's branch stops its steps)")
+
+
+def invalid_notes_of(context: dict) -> list[str]:
+    """A warning for each note kgit context left out as no valid record (its invalid_notes, as JSON)."""
+    return [invalid_note(InvalidNote(**item)) for item in context["invalid_notes"]]
 
 
 def _state_words(state) -> str:

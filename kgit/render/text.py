@@ -8,7 +8,7 @@ from kgit.errors import clipped
 from kgit.model.decide import best_record
 from kgit.model.doubts import GAIN_OVER_2X, ONE_SIGNIFICANT_DIGIT, doubts
 from kgit.model import remeasured
-from kgit.model.record import Record, Status, StopReason
+from kgit.model.record import Record, Status, StopReason, to_json
 from kgit.model.remeasured import Remeasured
 from kgit.model.result import DEVICE_METRIC, unit_of
 
@@ -214,3 +214,12 @@ def gpu_label(records: list[Record]) -> str:
     if any(r.cpu_timing for r in records):
         label += " (Triton interpreter on the CPU: timings are CPU timings, not comparable to a GPU)"
     return label
+
+
+def record_json(record: Record, commit: str | None = None, **more) -> dict:
+    """The record as its note holds it, with what a person should check before trusting it ("checks":
+    doubts_json, empty when nothing): what --json prints of a record."""
+    data = {**to_json(record), "checks": doubts_json(record)}
+    if commit is not None:
+        data["commit"] = commit
+    return {**data, **more}
