@@ -140,9 +140,9 @@ def resolve_kernel(repo: Repo, kernel: str | None, all_if_several: bool = False)
     if current:
         return current
     kernels = _kernels_with_records(repo)
-    if len(kernels) == 1:
+    if len(kernels) == 1 and not (all_if_several and not _defined_here(repo, kernels[0])):
         return kernels[0]
-    if kernels and all_if_several:
+    if kernels and all_if_several:  # the overview reads the records alone: a checkout need not define them
         return kernels
     if not kernels:
         fetched = read.fetched_runs(repo)
@@ -154,6 +154,15 @@ def resolve_kernel(repo: Repo, kernel: str | None, all_if_several: bool = False)
     raise KgitError(f"several kernels have records ({', '.join(kernels)})",
                     f"name one after the command (e.g. 'kgit log {kernels[0]}') or check out its branch "
                     f"(git checkout opt/{kernels[0]})")
+
+
+def _defined_here(repo: Repo, kernel: str) -> bool:
+    """Whether this checkout says where the kernel's files are (kgit.yaml, or skills/kernels/<kernel>/)."""
+    try:
+        config.load(repo.root, kernel)
+    except KgitError:
+        return False
+    return True
 
 
 @dataclass

@@ -75,6 +75,21 @@ def test_with_several_kernels_and_none_named_the_refusal_says_how_to_name_one(st
     assert started.ok("log", "other", "--json").json()["kernel"] == "other"
 
 
+def test_status_on_a_checkout_that_does_not_define_the_one_loop_gives_its_overview(started):
+    """A teammate on main, where the loop's kernel is not defined (its kgit.yaml entry and files are on
+    opt/fake only): kgit status reads the records alone, as for several loops, instead of refusing."""
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "faster")
+    started.git("checkout", "-q", "main")
+    assert started.ok("status", "--json").json()["kernel"] == "fake"  # defined here: the loop's own status
+    started.git("rm", "-q", "-r", "skills/kernels/fake")
+    started.git("commit", "-qm", "main no longer holds the kernel")
+    loops = started.ok("status", "--json").json()["kernels"]
+    assert [(loop["kernel"], loop["branch"], loop["iterations"], loop["best"]["value"]) for loop in loops] == \
+        [("fake", "opt/fake", 1, 120.0)]
+    assert "does not define fake" in started.refused("status", "fake")  # named: the checkout it needs is said
+
+
 def test_context_diagnose_and_profile_take_the_kernel_as_start_does(started):
     """A positional KERNEL, as start and log take it (--kernel still works); two that disagree are refused."""
     started.git("checkout", "-q", "main")
