@@ -18,7 +18,9 @@ old=$(mktemp -d)
 for k in "${kernels[@]}"; do
   if [ -n "${OLD_DIR:-}" ]; then
     cp "$OLD_DIR/$k.py" "$old/$k.py" || exit 1
-  elif ! git show "${OLD_REV:-main}:skills/kernels/$k/triton_template.py" > "$old/$k.py"; then
+  # an OLD_REV from before kernel files were named for their kernel has it as triton_template.py
+  elif ! git show "${OLD_REV:-main}:skills/kernels/$k/${k//-/_}.py" > "$old/$k.py" 2>/dev/null &&
+       ! git show "${OLD_REV:-main}:skills/kernels/$k/triton_template.py" > "$old/$k.py"; then
     echo "no old $k template: set OLD_REV to a commit this checkout has, or OLD_DIR" >&2; exit 1
   fi
 done

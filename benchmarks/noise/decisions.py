@@ -45,9 +45,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCALE = {"name": "scale", "folder": HERE / "scale", "rename": "offsets",
+SCALE = {"name": "scale", "folder": HERE / "scale", "kernel": "scale.py", "rename": "offsets",
          "slow": "EXTRA = 0.06", "fast": "EXTRA = 0.0"}
-PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA = 0.024", "fast": "EXTRA = 0.0"}
+PEER = {"name": "softmax", "kernel": "triton_template.py", "rename": "row_max",  # the collection's file name
+        "slow": "EXTRA = 0.024", "fast": "EXTRA = 0.0"}
 
 
 def git(root: Path, *args: str) -> str:
@@ -94,7 +95,7 @@ def with_extra_read(source: str) -> str:
 def make_repo(root: Path, case: dict, series: str) -> Path:
     folder = root / "skills/kernels" / case["name"]
     shutil.copytree(case["folder"], folder, ignore=shutil.ignore_patterns("__pycache__"))
-    kernel = folder / "triton_template.py"
+    kernel = folder / case["kernel"]
     if case is not SCALE and series != "noop":
         kernel.write_text(with_extra_read(kernel.read_text()))
     git(root, "init", "-q", "-b", "main")
