@@ -65,7 +65,7 @@ CONFIG_SPACE = {
 }
 EPS = 1e-5
 # Rows over BLOCK_SIZE and up to WHOLE_ROW_MAX elements go to _layernorm_row: one program per row, the
-# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (issue 15,
+# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (the whole-row A/Bs,
 # df8b865:experiments/memory-bound/whole-rows/): at rows of 8192-32768 the split team reached 55-79% of copy,
 # whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
 # as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
@@ -381,7 +381,7 @@ if gluon is not None:
         at = words + (team * 4 + it % 4) * P + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
-        # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
+        # 512x262144: +2-3 points of copy in its A/B, df8b865:experiments/sweep-h200-session18/call4-team-gather/).
         w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
@@ -675,8 +675,8 @@ def _sync_buffers(device, n_programs: int):
 
 # fp32 rows of at most BLOCK_SIZE on an NVIDIA GPU (unless a config is passed): one row a program, on the
 # warps Triton's fused-softmax tutorial gives a row (8 elements a thread), instead of CONFIG's tile of rows
-# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/
-# peer_rows.py, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
+# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/peer_rows.py;
+# the run before the change, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
 # layernorm: 131072x1024 CONFIG 97.0 / 96.7 / 96.8 against the one-row kernel's 99.6 / 99.6 / 99.5;
 # 32768x4096 96.9 / 97.2 / 97.7 against 98.0 / 97.7 / 98.1. 16-bit rows keep CONFIG's tiles (there the
 # one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it
