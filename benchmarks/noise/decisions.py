@@ -14,8 +14,8 @@ The kernel under test, in a scratch repository at skills/kernels/<name>/ (so tha
             also add a row of zeros read from DRAM (same values, so the test passes); the gain step
             sets it to 0.0. On an H100, in the test's own back-to-back launches (its input warm in
             the L2), EXTRA = 0.16 cost 24% of device time (do_bench, L2 cleared, saw 3% for 0.1):
-            0.033, that scaled to ~5%, cost 6.5-7.8% (call 7); 0.024 is scaled from that
-            (experiments/noise-decisions/h100-collection-softmax/). An earlier knob (an extra
+            0.033, that scaled to ~5%, cost 6.5-7.8%; 0.024 is scaled from that
+            (experiments/noise-decisions/h100-collection-softmax/call7-gain.jsonl). An earlier knob (an extra
             program per 20 rows, rewriting a row already done) cost only 0.4% on an H100: the L2
             served it (experiments/noise-decisions/h100-collection-softmax/). Calibrate EXTRA with
             the probe series, which prints the gain do_bench sees, before a series.

@@ -47,7 +47,7 @@ def sample(inputs, outputs):
 
 
 def sdpa(q, k, v, causal):
-    """What a user calls: torch picks its fastest backend for the shape (issue 15 compares with this)."""
+    """What a user calls: torch picks its fastest backend for the shape (the attention bars are set against it)."""
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
