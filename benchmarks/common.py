@@ -29,8 +29,8 @@ def load_module(path, name: str):
     return module
 
 
-def template(kernel: str, path=None, side: str = "template"):
-    """skills/kernels/<kernel>/<kernel>.py, or another revision of that kernel's file at `path`."""
+def kernel_module(kernel: str, path=None, side: str = "kernel"):
+    """The module of skills/kernels/<kernel>/'s kernel file, or of another revision of that file at `path`."""
     path = path or ROOT / "skills" / "kernels" / kernel / config.kernel_file(kernel)
     return load_module(path, f"{kernel.replace('-', '_')}_{side}")
 
