@@ -3,7 +3,7 @@
     python benchmarks/history_scale.py                    # 10 and 10,000 records, 100 kernels
     python benchmarks/history_scale.py --records 10 10000 --kernels 100 --runs 5
 
-For each N, builds a throwaway repository holding N records: a live loop of tests/fake_kernel (started
+For each N, builds a throwaway repository holding N records: a live loop of tests/fake (started
 by `kgit start`, its other iterations written as reverted attempts), and the other records spread over
 other kernels, each on its own opt/ branch (benchmarks/cli_speed.py's records). All notes go in
 through one `git fast-import` stream, as kgit.git.write.write_notes writes them; `kgit report` then
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from cli_speed import ENV, build_repo  # noqa: E402
 
-FAKE = Path(__file__).parent.parent / "tests" / "fake_kernel"
+FAKE = Path(__file__).parent.parent / "tests" / "fake"
 KERNEL = "skills/kernels/fake/fake.py"
 
 

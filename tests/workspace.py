@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-FAKE = Path(__file__).parent / "fake_kernel"
+FAKE = Path(__file__).parent / "fake"
 KERNEL = "skills/kernels/fake/fake.py"
 TEST = "skills/kernels/fake/test_fake.py"
 # The fake kernel as a tunable template whose "bandwidth" is a smooth bowl over its tunables, best at
