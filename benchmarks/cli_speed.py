@@ -42,7 +42,7 @@ def build_repo(root: Path, records: int, kernels: int) -> list[str]:
     per_kernel = records // kernels
     stream, notes, mark = [], [], 0
     for kernel in names:
-        path = f"skills/kernels/{kernel}/triton_template.py"
+        path = f"skills/kernels/{kernel}/{kernel}.py"
         test = f"skills/kernels/{kernel}/test_{kernel}.py"
         for i in range(per_kernel):
             mark += 1

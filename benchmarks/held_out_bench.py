@@ -1,8 +1,8 @@
-"""One memory-bound kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: the old
-template (a file, e.g. main's version from git) against this checkout's and torch, beside the measured
+"""One memory-bound kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: an old
+kernel file (e.g. main's version from git) against this checkout's and torch, beside the measured
 device-copy bandwidth, in one process.
 
-    python benchmarks/held_out_bench.py KERNEL OLD_TEMPLATE [--json FILE]
+    python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE]
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed. Times are medians over calls with the L2 cleared before each, as kgit times
@@ -182,11 +182,11 @@ def table(kernel, half, rows, copy):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kernel", choices=sorted(KERNELS))
-    ap.add_argument("old_template")
+    ap.add_argument("old_file")
     ap.add_argument("--json", help="write the rows here, one JSON object a line")
     args = ap.parse_args()
     where = device.detect()["device"]
-    old, new = common.template(args.kernel, args.old_template, "old"), common.template(args.kernel, side="new")
+    old, new = common.kernel_module(args.kernel, args.old_file, "old"), common.kernel_module(args.kernel, side="new")
     spec = KERNELS[args.kernel]()
     if spec["torch"] is None:
         spec["torch"] = lambda i: new.rope_torch(*i)

@@ -3,7 +3,7 @@
     python benchmarks/history_scale.py                    # 10 and 10,000 records, 100 kernels
     python benchmarks/history_scale.py --records 10 10000 --kernels 100 --runs 5
 
-For each N, builds a throwaway repository holding N records: a live loop of tests/fake_kernel (started
+For each N, builds a throwaway repository holding N records: a live loop of tests/fake (started
 by `kgit start`, its other iterations written as reverted attempts), and the other records spread over
 other kernels, each on its own opt/ branch (benchmarks/cli_speed.py's records). All notes go in
 through one `git fast-import` stream, as kgit.git.write.write_notes writes them; `kgit report` then
@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from cli_speed import ENV, build_repo  # noqa: E402
 
-FAKE = Path(__file__).parent.parent / "tests" / "fake_kernel"
-KERNEL = "skills/kernels/fake/triton_template.py"
+FAKE = Path(__file__).parent.parent / "tests" / "fake"
+KERNEL = "skills/kernels/fake/fake.py"
 
 
 def git(root: Path, *args: str, stdin: str | None = None) -> str:
@@ -61,7 +61,7 @@ def build(root: Path, records: int, kernels: int) -> int:
     git(root, "config", "user.email", "bench@example.com")
     git(root, "config", "user.name", "kgit bench")
     (root / KERNEL).parent.mkdir(parents=True, exist_ok=True)
-    for name in ("triton_template.py", "test_fake.py"):
+    for name in ("fake.py", "test_fake.py"):
         shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
     git(root, "add", "skills/kernels/fake")
     git(root, "commit", "-qm", "fake kernel")
@@ -72,7 +72,7 @@ def build(root: Path, records: int, kernels: int) -> int:
     baseline = json.loads(git(root, "notes", "--ref=refs/notes/kgit", "show", tip))
     stream = []
     for i in range(1, own):
-        text = (FAKE / "triton_template.py").read_text().replace("METRIC = 100.0", f"METRIC = {50 + i / 1000!r}")
+        text = (FAKE / "fake.py").read_text().replace("METRIC = 100.0", f"METRIC = {50 + i / 1000!r}")
         message = f"fake: iter {i}: attempt {i}"
         stream.append(f"commit refs/kgit/bench\nmark :{i}\ncommitter kgit <kgit@example.com> {1700000000 + i} +0000\n"
                       f"data {len(message)}\n{message}\nfrom {tip}\n"

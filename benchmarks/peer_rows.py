@@ -164,7 +164,7 @@ def main() -> None:
     copy = device.measured_copy_gbps(refresh=True)
     results = {**common.machine(), "copy_gbps_start": copy, "rows": []}
     for kernel in args.kernels.split(","):
-        T = common.template(kernel)
+        T = common.kernel_module(kernel)
         for M, N in shapes:
             for dname in args.dtypes.split(","):
                 row = compare(kernel, T, M, N, dname, args.rounds)

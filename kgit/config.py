@@ -15,7 +15,8 @@ kgit.yaml maps kernel names to their loop settings, for example:
       verdict: exit_status                # or {key: passed, pass: true}; default: the JSON's correctness
       metric: device_us                   # kgit's own device time of ops/rmsnorm.py's kernels
 
-A kernel without an entry is looked up at skills/kernels/<name>/ (triton_template.py and its test_*.py).
+A kernel without an entry is looked up at skills/kernels/<name>/: its kernel file is named for it, with '-' as
+'_' (skills/kernels/fused-moe/fused_moe.py), beside its one test_*.py.
 One top-level key is not a kernel: `report_path`, where kgit renders its log (experiments/README.md).
 """
 
@@ -31,6 +32,9 @@ from kgit.model.result import DEVICE_METRIC, Reading, unit_of
 
 CONFIG_FILE = "kgit.yaml"
 KERNELS_DIR = "skills/kernels"
+# What kernel files were called before they were named for their kernel: a repository laid out that way
+# still finds its kernel without a kgit.yaml entry.
+OLD_KERNEL_FILE = "triton_template.py"
 REPORT_PATH = "experiments/README.md"
 
 # A kernel name becomes part of a branch, a tag, a ref and a path: keep it to characters that are
@@ -263,7 +267,16 @@ def _default_paths(root: Path, name: str) -> tuple[str, str]:
     if len(tests) != 1:
         found = ", ".join(p.name for p in tests) or "none"
         raise KgitError(f"{KERNELS_DIR}/{name}/: expected one test_*.py, found {found}; set test_path in {CONFIG_FILE}")
-    return f"{KERNELS_DIR}/{name}/triton_template.py", f"{KERNELS_DIR}/{name}/{tests[0].name}"
+    kernel = kernel_file(name)
+    if not (folder / kernel).is_file() and (folder / OLD_KERNEL_FILE).is_file():
+        kernel = OLD_KERNEL_FILE
+    return f"{KERNELS_DIR}/{name}/{kernel}", f"{KERNELS_DIR}/{name}/{tests[0].name}"
+
+
+def kernel_file(name: str) -> str:
+    """The file name of kernel `name` in its folder of skills/kernels/: fused-moe's is fused_moe.py, a name
+    Python can import."""
+    return f"{name.replace('-', '_')}.py"
 
 
 def check_path(root: Path, value: str, key: str) -> str:

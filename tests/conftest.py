@@ -27,7 +27,7 @@ from workspace import FAKE, Workspace
 def ws(tmp_path: Path) -> Workspace:
     root = tmp_path / "repo"
     (root / "skills/kernels/fake").mkdir(parents=True)
-    for name in ("triton_template.py", "test_fake.py"):
+    for name in ("fake.py", "test_fake.py"):
         shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
     return Workspace(root).init("fake kernel")
 

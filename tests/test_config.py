@@ -98,3 +98,28 @@ def test_device_us_falls_as_the_kernel_gets_faster_without_being_told(ws):
     cfg = config.load(ws.root, "fake")
     assert cfg.lower_is_better and cfg.reading.figure == "device_us" and cfg.decide_on == "device"
     assert cfg.reading.verdict == {"key": "ok", "pass": True}
+
+
+def test_a_kernel_without_an_entry_is_the_file_named_for_it(ws):
+    from kgit import config
+
+    (ws.root / "skills/kernels/fake-two").mkdir()
+    for name, copy in (("fake.py", "fake_two.py"), ("test_fake.py", "test_fake_two.py")):
+        (ws.root / "skills/kernels/fake-two" / copy).write_text((ws.root / "skills/kernels/fake" / name).read_text())
+    assert config.load(ws.root, "fake-two").kernel_path == "skills/kernels/fake-two/fake_two.py"
+
+
+def test_an_older_layouts_triton_template_is_found_when_the_named_file_is_absent(ws):
+    from kgit import config
+
+    ws.git("mv", KERNEL, "skills/kernels/fake/triton_template.py")
+    ws.git("commit", "-qm", "the kernel file as repositories named it before")
+    assert config.load(ws.root, "fake").kernel_path == "skills/kernels/fake/triton_template.py"
+    (ws.root / KERNEL).write_text("METRIC = 1.0\n")  # both: the file named for the kernel wins
+    assert config.load(ws.root, "fake").kernel_path == KERNEL
+
+
+def test_a_kernel_folder_with_neither_file_names_the_file_it_looked_for(ws):
+    ws.git("rm", "-q", KERNEL)
+    ws.git("commit", "-qm", "no kernel file")
+    assert "kernel_path: file 'skills/kernels/fake/fake.py' does not exist" in ws.refused("start", "fake")

@@ -54,7 +54,7 @@ class ForgedPulls(RuleBasedStateMachine):
             subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
         root = self.tmp / "a"
         (root / "skills/kernels/fake").mkdir(parents=True)
-        for name in ("triton_template.py", "test_fake.py"):
+        for name in ("fake.py", "test_fake.py"):
             shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
         self.a = Workspace(root).init("fake kernel")
         self.a.git("remote", "add", "origin", str(self.origin))

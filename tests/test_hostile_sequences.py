@@ -42,7 +42,7 @@ class Loop(RuleBasedStateMachine):
         subprocess.run(["git", "init", "-q", "--bare", str(self.tmp / "remote.git")], check=True)
         root = self.tmp / "repo"
         (root / "skills/kernels/fake").mkdir(parents=True)
-        for name in ("triton_template.py", "test_fake.py"):
+        for name in ("fake.py", "test_fake.py"):
             shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
         self.ws = Workspace(root)
         for args in (("init", "-q", "-b", "main"), ("config", "user.email", "t@example.com"),

@@ -5,7 +5,7 @@
   every sentence of every skill that cites a tier ("tier 4", "tiers 2, 1, 3") names only techniques
   that the cited tier owns; kgit's own tier names (diagnose.TIER_NAMES) agree too;
 - a kernel skill's tunables exist: its front matter `tunables:` maps every CONFIG / CONFIG_SPACE key
-  of its triton_template.py (read with kgit tune's own reader) to a technique, and every name it
+  of its kernel file (read with kgit tune's own reader) to a technique, and every name it
   quotes in backticks, or writes as a CONFIG key, is in the template's code;
 - every `kgit <command> --option` a skill quotes exists in kgit's click CLI, and every JSON field it
   quotes is a name kgit's code writes (records, kgit context / diagnose, profile metrics,
@@ -25,7 +25,7 @@ import click
 import pytest
 
 from kgit.cli.main import cli
-from kgit.config import KernelConfig
+from kgit.config import KernelConfig, kernel_file
 from kgit.loop.tune import read_tunables
 from kgit.model.record import Record, Status, to_json
 from kgit.profiling import diagnose, ncu, skillfiles
@@ -125,7 +125,7 @@ def citation_problems(text: str, owners: dict, where: str) -> list[str]:
 
 def template(kernel: Path) -> tuple[dict, set[str]]:
     """The tunables (CONFIG and CONFIG_SPACE keys, read as kgit tune reads them) and every name in the code."""
-    path = kernel / "triton_template.py"
+    path = kernel / kernel_file(kernel.name)
     source = path.read_text()
     tunables = read_tunables(source, rel(path))
     names = set(tunables.config) | set(tunables.space)

@@ -1,5 +1,6 @@
-"""The skills/ knowledge base: every SKILL.md parses, names files that exist, and is reachable from
-the loop skill; the bottleneck skill mirrors kgit's thresholds and tier orders."""
+"""The skills/ knowledge base: every SKILL.md parses and is reachable from the loop skill; every path its
+prose (skills and kernel files) cites exists, in the tree or at the commit it names; no prose names a work
+session; the bottleneck skill mirrors kgit's thresholds and tier orders."""
 
 import re
 import subprocess
@@ -13,6 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SKILLS = sorted((ROOT / "skills").rglob("SKILL.md"))
 GENERAL = [p for p in SKILLS if "kernels" not in p.relative_to(ROOT / "skills").parts]
 LOOP = ROOT / "skills/optimize-loop/SKILL.md"
+# The prose that cites evidence: the skills and the kernel files beside them (their comments and docstrings).
+PROSE = sorted(p for p in (ROOT / "skills").rglob("*") if p.suffix in (".md", ".py"))
+# What a newcomer reads: a "session 12" there tells them nothing; say what was measured and where it is.
+READ = PROSE + [ROOT / "README.md"] + sorted(p for folder in ("benchmarks", "kgit")
+                                             for p in (ROOT / folder).rglob("*") if p.suffix in (".md", ".py", ".sh"))
+_SESSION = re.compile(r"\b[Ss]essions? \d")
 
 # A repository path named in a skill: starts at a top-level folder, not inside another path
 # (.git/kgit/... is not kgit/...) nor after a commit; placeholders such as <name> or {ld,st} are not checked.
@@ -21,6 +28,9 @@ _PATH = re.compile(r"(?<![\w./:-])(" + _FOLDERS + ")")
 # A path named as it was at a commit, "df8b865:experiments/...": a record or script since removed from
 # the tree, which `git show REV:path` reads.
 _AT_COMMIT = re.compile(r"(?<![\w./-])([0-9a-f]{7,40}):(" + _FOLDERS + ")")
+# ... and one cut at a line break, "df8b865:experiments/\n# sweep-h200/", whose first half alone would pass.
+_CUT = re.compile(r"(?<![\w./-])[0-9a-f]{7,40}:(?:skills|kgit|experiments|benchmarks|tests|hooks)/[\w./-]*\n"
+                  r"[\s#*]*[\w.-]+(?:/|\.py\b)")
 
 
 def named_paths(text: str) -> list[str]:
@@ -49,18 +59,31 @@ def test_skill_front_matter_and_named_files(path):
     else:
         assert data.get("bottleneck", "memory") in skillfiles.BOTTLENECKS
     assert body.strip().startswith("#")
+
+
+@pytest.mark.parametrize("path", PROSE, ids=[str(p.relative_to(ROOT)) for p in PROSE])
+def test_a_named_path_exists(path):
     missing = [p for p in named_paths(path.read_text()) if not (ROOT / p.rstrip(".")).exists()]
     assert not missing, f"{path.relative_to(ROOT)} names missing files: {missing}"
 
 
-@pytest.mark.parametrize("path", SKILLS, ids=[str(p.relative_to(ROOT)) for p in SKILLS])
+@pytest.mark.parametrize("path", PROSE, ids=[str(p.relative_to(ROOT)) for p in PROSE])
 def test_a_path_named_at_a_commit_is_in_that_commit(path):
-    cited = [(rev, p.rstrip(".")) for rev, p in _AT_COMMIT.findall(path.read_text())
+    text = path.read_text()
+    cut = _CUT.findall(text)
+    assert not cut, f"{path.relative_to(ROOT)} cuts a cited path at a line break: {cut}"
+    cited = [(rev, p.rstrip(".")) for rev, p in _AT_COMMIT.findall(text)
              if not any(c in p for c in "<>{}*,")]
     if not all(_in_git(f"{rev}^{{commit}}") for rev, _ in cited):
         pytest.skip("the commits it names are not in this clone's history (a shallow clone)")
     missing = [f"{rev}:{p}" for rev, p in cited if not _in_git(f"{rev}:{p.rstrip('/')}")]
     assert not missing, f"{path.relative_to(ROOT)} names paths its commits do not hold: {missing}"
+
+
+def test_no_prose_names_a_work_session():
+    named = [f"{p.relative_to(ROOT)}:{n}: {line.strip()[:100]}" for p in READ
+             for n, line in enumerate(p.read_text().splitlines(), 1) if _SESSION.search(line)]
+    assert not named, "say what was measured, on what device, and which record holds it:\n" + "\n".join(named)
 
 
 def test_every_skill_is_reachable_from_the_loop_skill():

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-FAKE = Path(__file__).parent / "fake_kernel"
-KERNEL = "skills/kernels/fake/triton_template.py"
+FAKE = Path(__file__).parent / "fake"
+KERNEL = "skills/kernels/fake/fake.py"
 TEST = "skills/kernels/fake/test_fake.py"
 # The fake kernel as a tunable template whose "bandwidth" is a smooth bowl over its tunables, best at
 # BLOCK=2048, WARPS=8; a step to a neighbour changes it by 2% or more, clear of the 1% floor and of the

@@ -10,7 +10,7 @@ source "$(dirname "$0")/scratch.sh"
 scratch_repo /tmp/w
 kgit() { python3 -m kgit "$@"; }
 
-KERNEL=skills/kernels/softmax/triton_template.py
+KERNEL=skills/kernels/softmax/softmax.py
 kgit start softmax --json > "$OUT/steps.json" 2> "$OUT/steps.log"
 sed -i 's/"PERSISTENT": 1/"PERSISTENT": 0/' "$KERNEL"         # one program per row tile
 kgit step -m "PERSISTENT 1->0" --tier 1 --json >> "$OUT/steps.json" 2>> "$OUT/steps.log"

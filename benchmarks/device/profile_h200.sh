@@ -53,12 +53,12 @@ cat >>kgit.yaml <<'EOF'
 
 # added by benchmarks/device/profile_h200.sh in its scratch copy
 gemm-big:
-  kernel_path: benchmarks/kernels/gemm-big/triton_template.py
+  kernel_path: benchmarks/kernels/gemm-big/gemm_big.py
   test_path: benchmarks/kernels/gemm-big/test_gemm_big.py
   target_metric: tflops
   test_timeout_s: 240
 tiny-add:
-  kernel_path: benchmarks/kernels/tiny-add/triton_template.py
+  kernel_path: benchmarks/kernels/tiny-add/tiny_add.py
   test_path: benchmarks/kernels/tiny-add/test_tiny_add.py
   target_metric: gbps
   test_timeout_s: 120

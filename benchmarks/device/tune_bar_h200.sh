@@ -30,7 +30,7 @@ python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); sys.exit(t["conf
 res=/tmp/res; mkdir -p "$res"
 python3 -m kgit tune "$kernel" --json > "$res/tune.json" 2> "$res/tune.log"
 python3 -m kgit log > "$res/log.txt" 2>&1
-python3 - "$OUT/space-$kernel.json" "$res/tune.json" "skills/kernels/$kernel/triton_template.py" <<'PY' | tee "$res/bar.txt"
+python3 - "$OUT/space-$kernel.json" "$res/tune.json" "skills/kernels/$kernel/${kernel//-/_}.py" <<'PY' | tee "$res/bar.txt"
 import json, sys
 from kgit import tune
 space, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))

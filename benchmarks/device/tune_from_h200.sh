@@ -16,7 +16,7 @@ yaml_args=$(IFS=,; echo "$*")
 source "$(dirname "$0")/scratch.sh"
 scratch_repo "/tmp/from-$kernel" "$(printf '%s:\n  max_iterations: %s\n  test_args: [%s]\n%s' "$kernel" "${MAX_ITERATIONS:-8}" "$yaml_args" \
   "${TARGET_VALUE:+  target_value: $TARGET_VALUE$'\n'}")"
-path=skills/kernels/$kernel/triton_template.py
+path=skills/kernels/$kernel/${kernel//-/_}.py
 python3 - "$path" "$start" <<'PY'
 import json, sys
 from kgit.loop import tune

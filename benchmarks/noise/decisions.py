@@ -14,8 +14,8 @@ The kernel under test, in a scratch repository at skills/kernels/<name>/ (so tha
             also add a row of zeros read from DRAM (same values, so the test passes); the gain step
             sets it to 0.0. On an H100, in the test's own back-to-back launches (its input warm in
             the L2), EXTRA = 0.16 cost 24% of device time (do_bench, L2 cleared, saw 3% for 0.1):
-            0.033, that scaled to ~5%, cost 6.5-7.8% (call 7); 0.024 is scaled from that
-            (experiments/noise-decisions/h100-collection-softmax/). An earlier knob (an extra
+            0.033, that scaled to ~5%, cost 6.5-7.8%; 0.024 is scaled from that
+            (experiments/noise-decisions/h100-collection-softmax/call7-gain.jsonl). An earlier knob (an extra
             program per 20 rows, rewriting a row already done) cost only 0.4% on an H100: the L2
             served it (experiments/noise-decisions/h100-collection-softmax/). Calibrate EXTRA with
             the probe series, which prints the gain do_bench sees, before a series.
@@ -45,9 +45,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCALE = {"name": "scale", "folder": HERE / "scale", "rename": "offsets",
+SCALE = {"name": "scale", "folder": HERE / "scale", "kernel": "scale.py", "rename": "offsets",
          "slow": "EXTRA = 0.06", "fast": "EXTRA = 0.0"}
-PEER = {"name": "softmax", "rename": "row_max", "slow": "EXTRA = 0.024", "fast": "EXTRA = 0.0"}
+PEER = {"name": "softmax", "kernel": "triton_template.py", "rename": "row_max",  # the collection's file name
+        "slow": "EXTRA = 0.024", "fast": "EXTRA = 0.0"}
 
 
 def git(root: Path, *args: str) -> str:
@@ -94,7 +95,7 @@ def with_extra_read(source: str) -> str:
 def make_repo(root: Path, case: dict, series: str) -> Path:
     folder = root / "skills/kernels" / case["name"]
     shutil.copytree(case["folder"], folder, ignore=shutil.ignore_patterns("__pycache__"))
-    kernel = folder / "triton_template.py"
+    kernel = folder / case["kernel"]
     if case is not SCALE and series != "noop":
         kernel.write_text(with_extra_read(kernel.read_text()))
     git(root, "init", "-q", "-b", "main")

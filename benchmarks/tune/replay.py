@@ -21,7 +21,7 @@ draws, so the bar "97% of the best" would otherwise be set by its luckiest draw.
 gives what they measured to the model as kgit tune gives it another clone's pulled records of the kernel
 on the same GPU (search.propose_model's elsewhere): the second run of a team, not the first.
 
-The template's CONFIG_CONSTRAINTS (read from the triton_template.py beside the table's test) bound
+The template's CONFIG_CONSTRAINTS (read from the kernel file beside the table's test, named for its folder) bound
 every strategy as they bound kgit tune; a start that breaks one is skipped, as kgit tune refuses it.
 --ignore-constraints replays the search without them.
 
@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_PAIRS = 12  # kgit tune's default --max-pairs
 SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD", "DESIGN_POINTS", "INTERACTION", "JUMP")  # what --set may change
 sys.path.insert(0, str(ROOT))
+from kgit.config import kernel_file  # noqa: E402
 from kgit.loop import paired, tune  # noqa: E402
 from kgit.model import search  # noqa: E402
 from kgit.model import noise  # noqa: E402
@@ -144,7 +145,8 @@ def tabulate(measured: dict, reference: str | None = None) -> tuple[dict, dict, 
 
 def constraints(measured: dict):
     """The allows(config) of the template beside the table's test (its CONFIG_CONSTRAINTS), or None."""
-    template = ROOT / Path(measured.get("test") or "no test").parent / "triton_template.py"
+    folder = (ROOT / (measured.get("test") or "no test")).parent
+    template = folder / kernel_file(folder.name)
     if not template.is_file():
         return None
     tunables = tune.read_tunables(template.read_text(), str(template.relative_to(ROOT)), check_config=False)

@@ -48,8 +48,8 @@ def configurations(tunables: tune.Tunables) -> list[dict]:
 
 def measure(test_path: Path, workdir: Path, source: str, config: dict, test_args: list[str]) -> dict:
     """The test's result for one configuration, as kgit would read it (kgit.model.result.validate)."""
-    kernel_path = str(workdir / "triton_template.py")
-    (workdir / "triton_template.py").write_text(tune.write_config(source, kernel_path, config))
+    kernel_path = workdir / common.kernel_file(test_path).name
+    kernel_path.write_text(tune.write_config(source, str(kernel_path), config))
     started = time.time()
     try:
         payload = _run_test(workdir / test_path.name, ["--json", *test_args])
@@ -146,7 +146,7 @@ def main() -> None:
     args.test_args = test_args  # after --: passed to the test after --json
 
     test_path = Path(args.test_path).resolve()
-    template = test_path.parent / "triton_template.py"
+    template = common.kernel_file(test_path)
     source = template.read_text()
     tunables = tune.read_tunables(source, str(template))
     workdir = copy_kernel_folder(test_path)

@@ -40,7 +40,7 @@ def read_tunables(source: str, path: str, check_config: bool = True) -> Tunables
         raise KgitError(f"{path} declares no literal CONFIG and CONFIG_SPACE dicts: nothing to tune",
                         "declare them at the top of the kernel file and have its launcher read CONFIG, e.g. "
                         "CONFIG = {'BLOCK_SIZE': 1024, 'num_warps': 4} and CONFIG_SPACE = {'BLOCK_SIZE': [512, "
-                        "1024, 2048], 'num_warps': [4, 8]}, as skills/kernels/softmax/triton_template.py does")
+                        "1024, 2048], 'num_warps': [4, 8]}, as skills/kernels/softmax/softmax.py does")
     for key, value in config.items():
         if key in space and value not in space[key]:
             raise KgitError(f"{path}: CONFIG[{key!r}] = {value!r} is not in CONFIG_SPACE[{key!r}] "

@@ -45,11 +45,11 @@ def test_a_configuration_that_fails_is_a_row_not_a_crash(tmp_path):
     folder.mkdir()
     (folder / "test_broken.py").write_text(
         "import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\n"
-        "import triton_template\nraise RuntimeError('does not compile')\n")
+        "import kernel\nraise RuntimeError('does not compile')\n")
     source = 'CONFIG = {"A": 1}\nCONFIG_SPACE = {"A": [1, 2]}\n'
     row = space.measure(folder / "test_broken.py", folder, source, {"A": 2}, [])
     assert row["correct"] is False and "does not compile" in row["error"]
-    assert 'CONFIG = {"A": 2}' in (folder / "triton_template.py").read_text()
+    assert 'CONFIG = {"A": 2}' in (folder / "kernel.py").read_text()
 
 
 def _bowl_table(spread_pct=0.5):

@@ -8,7 +8,7 @@ from workspace import TEST
 
 
 def test_step_without_a_change_to_the_kernel(started):
-    assert "no change to skills/kernels/fake/triton_template.py" in started.refused("step", "-m", "nothing")
+    assert "no change to skills/kernels/fake/fake.py" in started.refused("step", "-m", "nothing")
 
 
 def test_step_with_a_changed_test(started):
@@ -33,9 +33,9 @@ def test_step_with_another_tracked_file_modified(started):
 
 def test_step_with_a_kernel_change_staged_but_undone_on_disk(started):
     started.set_kernel(METRIC=120.0)
-    started.git("add", "skills/kernels/fake/triton_template.py")
+    started.git("add", "skills/kernels/fake/fake.py")
     started.set_kernel(METRIC=100.0)  # the file as HEAD has it: a commit of it would change nothing
-    assert "no change to skills/kernels/fake/triton_template.py" in started.refused("step", "-m", "x")
+    assert "no change to skills/kernels/fake/fake.py" in started.refused("step", "-m", "x")
     assert "no problems found" in started.ok("doctor").stdout  # and no interrupted step left behind
 
 
@@ -71,7 +71,7 @@ def test_step_on_a_hand_commit_of_the_kernel_refuses_and_its_advice_makes_it_the
     hand = started.git("rev-parse", "HEAD")
     started.set_kernel(MODE="ok", METRIC=121.0)  # the next edit, which a step would be credited the 20% for
     message = started.refused("step", "-m", "tiny tweak")
-    assert message.startswith(f"kgit: opt/fake has 1 commit of skills/kernels/fake/triton_template.py that no step "
+    assert message.startswith(f"kgit: opt/fake has 1 commit of skills/kernels/fake/fake.py that no step "
                               f"recorded: {hand[:10]} (hand edit)")
     assert "kgit: opt/fake has 1 commit" in started.refused("tune", "fake", "--max-iterations", "3")
     assert f"from {hand[:10]} (hand edit)" in started.ok("status").stdout
@@ -167,10 +167,10 @@ def test_a_new_run_under_the_name_of_a_deleted_one_is_refused_and_the_advice_wor
     assert refusal["error"].startswith("fake has records of an earlier run here (iterations 0 to 1; opt/fake was "
                                        "deleted since)")
     assert refusal["hint"] == ("an entry of kgit.yaml naming the same files, e.g. 'fake-2:' with kernel_path: "
-                               "skills/kernels/fake/triton_template.py and test_path: skills/kernels/fake/test_fake.py, "
+                               "skills/kernels/fake/fake.py and test_path: skills/kernels/fake/test_fake.py, "
                                "committed; then 'kgit start fake-2'")
     (ws.root / "kgit.yaml").write_text("fake:\n  max_iterations: 1\nfake-2:\n  kernel_path: "
-                                       "skills/kernels/fake/triton_template.py\n  test_path: "
+                                       "skills/kernels/fake/fake.py\n  test_path: "
                                        "skills/kernels/fake/test_fake.py\n  max_iterations: 1\n")
     ws.git("commit", "-qam", "a second run")
     assert ws.ok("start", "fake-2", "--json").json()["iteration"] == 0
@@ -195,14 +195,14 @@ def test_start_an_unknown_kernel(ws):
 
 def test_start_with_an_untracked_kernel(ws):
     (ws.root / "skills/kernels/loose").mkdir()
-    for name in ("triton_template.py", "test_fake.py"):
-        (ws.root / "skills/kernels/loose" / name).write_text((ws.root / "skills/kernels/fake" / name).read_text())
+    for name, copy in (("fake.py", "loose.py"), ("test_fake.py", "test_loose.py")):
+        (ws.root / "skills/kernels/loose" / copy).write_text((ws.root / "skills/kernels/fake" / name).read_text())
     assert "not tracked by git" in ws.refused("start", "loose")
 
 
 def test_start_with_an_untracked_kgit_yaml(ws):
     # the kernel and its test are committed, the file that names them is not: a clone could not go on
-    (ws.root / "kgit.yaml").write_text("fake:\n  kernel_path: skills/kernels/fake/triton_template.py\n"
+    (ws.root / "kgit.yaml").write_text("fake:\n  kernel_path: skills/kernels/fake/fake.py\n"
                                        "  test_path: skills/kernels/fake/test_fake.py\n")
     refusal = ws.refused_json("start", "fake")
     assert refusal["error"].startswith("kgit.yaml is not tracked by git: a clone of opt/fake would not know")

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from kgit import harness
+from kgit.config import kernel_file
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def load_template(kernel: str):
-    path = os.path.join(ROOT, "skills", "kernels", kernel, "triton_template.py")
+    path = os.path.join(ROOT, "skills", "kernels", kernel, kernel_file(kernel))
     spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template_for_tests", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

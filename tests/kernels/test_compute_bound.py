@@ -14,6 +14,7 @@ import pytest
 import torch
 import triton
 
+from kgit.config import kernel_file
 from kgit.harness.tolerance import NORM, compare
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -77,7 +78,7 @@ def test_sweep_reports_the_headline_shapes_own_figure(tmp_path):
 # the templates' other paths, compared with the harness's norm tolerance
 # ------------------------------------------------------------------------------------------------
 def _template(kernel):
-    path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), "triton_template.py")
+    path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), kernel_file(kernel))
     spec = importlib.util.spec_from_file_location(f"{kernel.replace('-', '_')}_template_for_tests", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -739,7 +740,7 @@ for dtype, (E, HD, I), rows in [("bf16", (8, 4096, 14336), 72 * 128), ("fp16", (
 
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), "triton_template.py")
+    path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), kernel_file(kernel))
     proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_SM90 + cases, path], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from kgit.config import kernel_file
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTS = {
     "softmax": "skills/kernels/softmax/test_softmax.py",
@@ -46,8 +48,8 @@ def test_kernel_test_passes_on_interpreter(name, tmp_path):
 
 def test_template_configs_are_literals():
     import ast
-    for path in TESTS.values():
-        src = open(os.path.join(ROOT, os.path.dirname(path), "triton_template.py")).read()
+    for name, path in TESTS.items():
+        src = open(os.path.join(ROOT, os.path.dirname(path), kernel_file(name))).read()
         found = {}
         for node in ast.parse(src).body:
             if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
@@ -59,7 +61,7 @@ def test_template_configs_are_literals():
 
 
 def _template(name):
-    path = os.path.join(ROOT, os.path.dirname(TESTS[name]), "triton_template.py")
+    path = os.path.join(ROOT, os.path.dirname(TESTS[name]), kernel_file(name))
     spec = importlib.util.spec_from_file_location(f"tmpl_{name.replace('-', '_')}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

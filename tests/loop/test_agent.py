@@ -196,7 +196,7 @@ def test_a_turn_that_sets_a_config_outside_its_space_is_recorded_failed_and_the_
     records = ws.ok("run", "fake", "--agent", command, "--max-iterations", "2", "--json").json()["iterations"]
     assert [r["status"] for r in records] == ["BASELINE", "FAILED", "IMPROVED"]
     assert records[1]["reason"] == ("agent set a CONFIG its template does not allow (skills/kernels/fake/"
-                                    "triton_template.py: CONFIG['WARPS'] = 3 is not in CONFIG_SPACE['WARPS'] "
+                                    "fake.py: CONFIG['WARPS'] = 3 is not in CONFIG_SPACE['WARPS'] "
                                     "(1, 2, 4, 8, 16))")
     assert "CONFIG['WARPS'] = 3 is not in CONFIG_SPACE" in (tmp_path / "turns.context2").read_text()
     ws.check_invariants()

@@ -45,7 +45,7 @@ def test_context_lists_what_was_tried_and_what_comes_next(started):
     started.set_kernel(METRIC=60.0)
     started.ok("step", "-m", "vector loads", "--tier", "2")
     ctx = started.ok("context", "--json").json()
-    assert ctx["kernel"] == "fake" and ctx["files"]["kernel"] == "skills/kernels/fake/triton_template.py"
+    assert ctx["kernel"] == "fake" and ctx["files"]["kernel"] == "skills/kernels/fake/fake.py"
     assert ctx["best"]["iteration"] == 1 and ctx["best"]["value"] == 120.0
     assert [(t["iteration"], t["tier"], t["status"], t["kept"]) for t in ctx["tried"]] == [
         (1, 1, "IMPROVED", True), (2, 2, "REGRESSED", False)]
@@ -69,7 +69,7 @@ def test_context_lists_what_was_tried_and_what_comes_next(started):
     assert "num_warps" in ctx["platform"]["note"] and ctx["profile_stale"] is None
     human = started.ok("context").stdout
     assert "already tried (never repeat a REGRESSED change" in human and "vector loads" in human and "REGRESSED" in human
-    assert "next: edit skills/kernels/fake/triton_template.py: ONE change from tier 2" in human
+    assert "next: edit skills/kernels/fake/fake.py: ONE change from tier 2" in human
     assert len(human.splitlines()) <= 25  # one screen
     started.check_invariants()
 

@@ -29,7 +29,7 @@ def test_the_best_goes_into_main_as_one_commit_with_what_it_changed_and_none_of_
     run = started.ok("finish", "fake")
     tip = started.git("rev-parse", "main")
     assert run.stdout.startswith(f"main: {tip[:10]} brings fake's best (iteration 1, 120 GBps against the "
-                                 f"baseline's 100 GBps): {TEST}, {KERNEL}")
+                                 f"baseline's 100 GBps): {KERNEL}, {TEST}")
     assert started.git("rev-parse", "main~1") == main  # one commit, on main as it was
     assert changed_by(started, "main") == sorted([KERNEL, TEST])  # not the log, not kgit.yaml
     assert started.git("diff", "main", "best/fake", "--", KERNEL, TEST) == ""

@@ -63,7 +63,7 @@ def test_profile_runs_ncu_keeps_metrics_in_the_note_and_leaves_the_tree_clean(on
 ])
 def test_a_profile_of_another_configuration_than_the_benchmark_ran_says_so(ws, tmp_path, ncu_env, profiled, said):
     # an autotune timed under the profiler picked otherwise than in the benchmark of the iteration
-    kernel = ws.root / "skills/kernels/fake/triton_template.py"
+    kernel = ws.root / "skills/kernels/fake/fake.py"
     kernel.write_text(kernel.read_text() + f"RAN = {{'GLUON': 2, 'BLOCK_M': 128}}\nPROFILED = {profiled!r}\n")
     ws.git("commit", "-qam", "an autotuned kernel")
     ws.ok("start", "fake", "--gpu", "nvidia")

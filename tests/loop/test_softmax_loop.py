@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOFTMAX = "skills/kernels/softmax/triton_template.py"
+SOFTMAX = "skills/kernels/softmax/softmax.py"
 
 
 @pytest.fixture

@@ -84,7 +84,7 @@ def test_tune_stops_at_the_target(landscape):
 def test_tune_refuses_a_kernel_without_tunables(ws):
     ws.ok("start", "fake")
     assert "no literal CONFIG" in ws.refused("tune")
-    assert "as skills/kernels/softmax/triton_template.py does" in ws.refused_json("tune")["hint"]  # how to add them
+    assert "as skills/kernels/softmax/softmax.py does" in ws.refused_json("tune")["hint"]  # how to add them
     ws.set_kernel(METRIC=120.0)
     ws.ok("step", "-m", "a change")
     # past its limit, the loop would stop at once: the kernel's having nothing to tune is still said first

@@ -6,7 +6,7 @@ from kgit.errors import KgitError
 from kgit.model.constraints import Constraint
 
 KEYS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3}
-PATH = "skills/k/triton_template.py"
+PATH = "skills/kernels/k/k.py"
 
 
 @pytest.mark.parametrize("expression, why", [

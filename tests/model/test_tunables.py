@@ -63,7 +63,7 @@ def test_the_shipped_gemm_constraint_predicts_what_fails_on_the_h200():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    tunables = read_tunables((root / "skills/kernels/gemm/triton_template.py").read_text(), "gemm")
+    tunables = read_tunables((root / "skills/kernels/gemm/gemm.py").read_text(), "gemm")
     shared_memory, registers = tunables.constraints
     rows = json.loads((root / "experiments/tune/h200/space-gemm.json").read_text())["rows"]
     refused = [r for r in rows if not shared_memory.holds(r["config"])]

@@ -40,7 +40,7 @@ def test_a_hand_commit_of_the_kernel_is_reported_with_what_a_person_can_do(start
     hand = started.git("rev-parse", "HEAD")
     before = started.snapshot()
     assert [(p["problem"], p["fix"]) for p in doctor(started)] == [(
-        f"opt/fake has 1 commit(s) of skills/kernels/fake/triton_template.py that no step recorded, from {hand[:10]} "
+        f"opt/fake has 1 commit(s) of skills/kernels/fake/fake.py that no step recorded, from {hand[:10]} "
         "(hand edit)",
         f"none automatic: on opt/fake, 'git reset --soft {hand[:10]}~1' puts the change back in the working tree, "
         "staged, for 'kgit step' to measure (or for you to discard)")]

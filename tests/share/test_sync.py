@@ -320,7 +320,7 @@ def another_repository(tmp_path):
 
     root = tmp_path / "elsewhere"
     (root / "skills/kernels/fake").mkdir(parents=True)
-    for name in ("triton_template.py", "test_fake.py"):
+    for name in ("fake.py", "test_fake.py"):
         shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
     return Workspace(root).init("another repository")
 

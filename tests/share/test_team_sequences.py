@@ -139,7 +139,7 @@ def template() -> Path:
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
     root = top / "c0"
     (root / "skills/kernels/fake").mkdir(parents=True)
-    for name in ("triton_template.py", "test_fake.py"):
+    for name in ("fake.py", "test_fake.py"):
         shutil.copy(FAKE / name, root / "skills/kernels/fake" / name)
     (root / "kgit.yaml").write_text("fake:\n  max_iterations: 1000\n")
     a = Workspace(root).init("fake kernel")

@@ -7,7 +7,7 @@ from kgit.git import read
 from kgit.git.command import find_repo
 from kgit.state import code_digests
 
-KERNEL = "skills/kernels/fake/triton_template.py"
+KERNEL = "skills/kernels/fake/fake.py"
 
 
 def test_digests_are_of_the_code_and_remembered_by_blob(started, monkeypatch):

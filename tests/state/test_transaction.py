@@ -71,11 +71,11 @@ def test_kgit_stopped_by_a_signal_stops_its_test_and_the_step_is_recorded(starte
     assert record["status"] == "FAILED" and "interrupted" in record["reason"]
     started.check_invariants()
     last = err.decode().strip().splitlines()[-1]
-    restore = "git checkout refs/kgit/attempts/fake/1 -- skills/kernels/fake/triton_template.py"
+    restore = "git checkout refs/kgit/attempts/fake/1 -- skills/kernels/fake/fake.py"
     assert last == (f"kgit: interrupted: iteration 1 was recorded as FAILED and rolled back; '{restore}' brings "
                     "the change back to step it again")
     started.git(*restore.split()[1:])  # what it says works: the edit is back, ready for the next step
-    assert "METRIC = 150.0" in (started.root / "skills/kernels/fake/triton_template.py").read_text()
+    assert "METRIC = 150.0" in (started.root / "skills/kernels/fake/fake.py").read_text()
 
 
 def test_a_second_kgit_is_refused_while_the_first_runs(started, tmp_path):

@@ -13,7 +13,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import matmul  # noqa: E402
+from gemm_big import matmul  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):

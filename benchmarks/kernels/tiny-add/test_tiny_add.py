@@ -13,7 +13,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import add  # noqa: E402
+from tiny_add import add  # noqa: E402
 
 SPEC = harness.Spec(
     name="tiny-add",

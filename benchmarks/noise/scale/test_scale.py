@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from triton_template import scale
+from scale import scale
 
 N = int(os.environ.get("SCALE_N", 12 * 1024 * 1024))  # 48 MB in, 48 MB out: about 24 us on an H200
 ITERATIONS = int(os.environ.get("SCALE_ITERS", 100))

@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.cross_entropy (kgit test contract).
+"""Correctness and speed of cross_entropy.cross_entropy (kgit test contract).
 
     python skills/kernels/cross-entropy/test_cross_entropy.py [--json] [--quick] [--sweep] [--profile]
 """
@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import IGNORE_INDEX, cross_entropy, cross_entropy_ref, last_config  # noqa: E402
+from cross_entropy import IGNORE_INDEX, cross_entropy, cross_entropy_ref, last_config  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):

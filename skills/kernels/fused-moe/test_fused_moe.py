@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.fused_moe (kgit test contract, TFLOP/s).
+"""Correctness and speed of fused_moe.fused_moe (kgit test contract, TFLOP/s).
 
     python skills/kernels/fused-moe/test_fused_moe.py [--json] [--quick] [--sweep] [--profile]
 
@@ -19,7 +19,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-import triton_template as T  # noqa: E402
+import fused_moe as T  # noqa: E402
 
 MIXTRAL = (4096, 8, 2, 4096, 14336)
 SMALL = (2048, 64, 8, 2048, 1024)

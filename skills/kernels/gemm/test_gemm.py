@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.gemm (kgit test contract, TFLOP/s).
+"""Correctness and speed of gemm.gemm (kgit test contract, TFLOP/s).
 
     python skills/kernels/gemm/test_gemm.py [--json] [--quick] [--sweep] [--profile]
 
@@ -16,7 +16,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-import triton_template as T  # noqa: E402
+import gemm as T  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):

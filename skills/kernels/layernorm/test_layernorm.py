@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.layernorm (kgit test contract).
+"""Correctness and speed of layernorm.layernorm (kgit test contract).
 
     python skills/kernels/layernorm/test_layernorm.py [--json] [--quick] [--sweep] [--profile]
 """
@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import EPS, last_config, layernorm, layernorm_ref  # noqa: E402
+from layernorm import EPS, last_config, layernorm, layernorm_ref  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):

@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.rmsnorm (kgit test contract).
+"""Correctness and speed of rmsnorm.rmsnorm (kgit test contract).
 
     python skills/kernels/rmsnorm/test_rmsnorm.py [--json] [--quick] [--sweep] [--profile]
 """
@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import EPS, last_config, rmsnorm, rmsnorm_ref  # noqa: E402
+from rmsnorm import EPS, last_config, rmsnorm, rmsnorm_ref  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):

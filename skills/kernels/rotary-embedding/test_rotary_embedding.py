@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.rope (kgit test contract).
+"""Correctness and speed of rotary_embedding.rope (kgit test contract).
 
     python skills/kernels/rotary-embedding/test_rotary_embedding.py [--json] [--quick] [--sweep] [--profile]
 Shapes are (tokens, heads, head_dim).
@@ -15,7 +15,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import rope, rope_ref, rope_torch  # noqa: E402
+from rotary_embedding import rope, rope_ref, rope_torch  # noqa: E402
 
 
 def make_inputs(shape, dtype, device, case):

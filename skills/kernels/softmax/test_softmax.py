@@ -1,4 +1,4 @@
-"""Correctness and speed of triton_template.softmax (kgit test contract).
+"""Correctness and speed of softmax.softmax (kgit test contract).
 
     python skills/kernels/softmax/test_softmax.py [--json] [--quick] [--sweep] [--profile]
 """
@@ -14,7 +14,7 @@ from kgit import harness  # noqa: E402
 
 import torch  # noqa: E402
 
-from triton_template import last_config, softmax, softmax_ref  # noqa: E402
+from softmax import last_config, softmax, softmax_ref  # noqa: E402
 
 SPEC = harness.Spec(
     name="softmax",

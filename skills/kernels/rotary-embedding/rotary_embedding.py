@@ -86,8 +86,8 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tenso
     # One program per (token block, head block), numbered head block fastest. With the token block on
     # grid axis 0 and the head block on axis 1 (as before), H=64 x D=128 meant two programs a token and
     # the programs resident at once read every other 8 KB (16-bit) of x: 88.9-89.9% of copy in 16-bit,
-    # 93.0-93.4% in fp32 on the H200; in this order 92.8-93.2% and 96.0% (df8b865:experiments/
-    # sweep-h200-2026-12-01/session9-near-misses/). Where one head block covers every head
+    # 93.0-93.4% in fp32 on the H200; in this order 92.8-93.2% and 96.0% (the A/B runs,
+    # df8b865:experiments/sweep-h200-2026-12-01/session9-near-misses/). Where one head block covers every head
     # (H <= BLOCK_H) the two orders are the same.
     n_hb = triton.cdiv(H, bh)
     grid = (triton.cdiv(T, bt) * n_hb,)

@@ -68,28 +68,32 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
                 "GLUON": [0, 1, 2, 3], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
-# kernel's. On the H200 (df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128, bf16, S 4096 / 8192 /
-# 16384: 662 / 604 / 633 TFLOP/s non-causal with 2 stages, 639 / 612 / 662 with 3, where torch's default
+# kernel's. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
+# bf16, S 4096 / 8192 / 16384: 662 / 604 / 633 TFLOP/s non-causal with 2 stages, 639 / 612 / 662 with 3,
+# where torch's default
 # SDPA read 612 / 614 / 629 and the Triton kernel 486 / 491 / 520; causal 559 / 587 / 546 and 556 / 577
 # / 618 (SDPA 530 / 562 / 579). The same kernel without the intra-warpgroup overlap read 534-563
 # non-causal, with one 8-warp consumer (both warpgroups in step) 488-521.
 # GLUON: 2 runs the same partitions persistently (_attn_fwd_persist: one program an SM walking its tiles,
 # the next tile's Q and first K/V loading under this one's tail; always PERSISTENT_BUFFERS stages). It
 # wins where tiles are short and loses at long ones, so AUTOTUNE times both. On the H200
-# (df8b865:experiments/sweep-h200-session14/call5-attention-head-major/), bf16, against GLUON 1 in the same run:
+# (its A/B, df8b865:experiments/sweep-h200-session14/call5-attention-head-major/), bf16, against GLUON 1 in the
+# same run:
 # D128 S1024 (B16) 613 against 557 TFLOP/s (SDPA 611), causal 458 against 392 (SDPA 434), causal S2048
 # 516 against 464, D64 causal S4096 418 against 366 (SDPA 415); but S8192 625 against 660, D64 S4096
-# 412 against 462. Since session 24 each tile's first Q K^T and softmax run under the last P V of the tile
-# before (the causal mask in S's initial value): x the default SDPA, head dim 64 S 1024 0.92 -> 1.03,
-# causal S 1024-8192 0.92-0.97 -> 0.95-0.99, head dim 128 causal S 4096 0.99 -> 1.11
-# (df8b865:experiments/sweep-h200-session24/).
+# 412 against 462. Each tile's first Q K^T and softmax now run under the last P V of the tile before (the
+# causal mask in S's initial value): x the default SDPA, head dim 64 S 1024 0.92 -> 1.03, causal S
+# 1024-8192 0.92-0.97 -> 0.95-0.99, head dim 128 causal S 4096 0.99 -> 1.11 (the tile-turn A/Bs,
+# df8b865:experiments/sweep-h200-session24/).
 # GLUON: 3 runs FlashAttention-3's head-dim-64 tile (_attn_fwd_ws3: 192 query rows on three consumers, 2
-# stages; other head dims run GLUON 1). On the H200 (df8b865:experiments/sweep-h200-session15/call1-explore/), bf16
+# stages; other head dims run GLUON 1). On the H200 (its A/B,
+# df8b865:experiments/sweep-h200-session15/call1-explore/), bf16
 # B16/4/1 H32 D64, x the default SDPA in the same run, against the template of then (GLUON 0-2, autotuned):
 # S16384 1.081 against 1.004, causal 1.033 against 0.960; S4096 0.988 against 0.978, causal 0.952 against
 # 0.977; S1024 0.931 against 0.882, causal 0.744 against 0.952.
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG); timed once per shape. The Triton
-# kernel's from the H200 exploration (df8b865:experiments/compute-bound/explore.log): 128x128/8 warps led for
+# kernel's from the H200 exploration (the config search's log, df8b865:experiments/compute-bound/explore.log):
+# 128x128/8 warps led for
 # D=128 non-causal at long S, 64x64/4 warps (one warpgroup) for D=128 causal and S=4096, 128x64 and
 # 128x128 with 4 warps for D=64 (and D=64 causal, where it read 0.93x SDPA against the Gluon kernel's
 # 0.90x). Gluon candidates are skipped where the Gluon kernel does not run.
@@ -618,7 +622,8 @@ if gluon is not None:
         # block of the tile (the empty barriers count three consumers), once that block has landed: the
         # loader issued it only after the stage's previous lap completed, so the arrive counts toward
         # this lap. The mask goes into S's initial value: on the scores, where S_j, P_{j-1} and acc are
-        # all live, it spilled 120-216 B at these 160 registers (df8b865:benchmarks/explore/gluon_attention.py).
+        # all live, it spilled 120-216 B at these 160 registers (in the A/B script,
+        # df8b865:benchmarks/explore/gluon_attention.py).
         M: gl.constexpr = BLOCK_M // 3
         HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -719,8 +724,8 @@ def persist_schedule(n_m: int, heads: int, sms: int, causal: bool) -> list:
     every causal shape of the test's sweep (its end is the kernel's). The causal order goes by groups of
     heads, each group's heaviest tiles first: enough heads in a group for two waves of tiles or more, so
     that light tiles fill in behind heavy ones within it, and not many more, so that the tiles running at
-    once keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096:
-    df8b865:experiments/sweep-h200-session14/call4-attention-persistent/)."""
+    once keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096 in
+    its A/B, df8b865:experiments/sweep-h200-session14/call4-attention-persistent/)."""
     tiles = n_m * heads
     if causal:
         # groups of equal size (to a head), so that the order does not end on a lone group of heavy tiles
@@ -822,7 +827,8 @@ def _launch(q, k, v, o, causal, cfg):
     last_config.update(cfg, GLUON=0, USE_TMA=use_tma)
     if use_tma:
         # Made on the host and passed as parameters: made in the kernel (tl.make_tensor_descriptor), each
-        # program writes and fences its own, which cost gemm 8% at 2048^3 (df8b865:experiments/gemm-sizes-h200/).
+        # program writes and fences its own, which cost gemm 8% at 2048^3 (the gemm size sweeps,
+        # df8b865:experiments/gemm-sizes-h200/).
         srcs = [TensorDescriptor.from_tensor(t.view(B * H * S, D), [BM if t is q or t is o else BN, D])
                 for t in (q, k, v, o)]
     else:
@@ -850,11 +856,12 @@ def _fastest(run, candidates):
     """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median: timed once each in turn, the first candidate runs before the GPU's
-    clocks have risen (the fused-MoE template lost 3-7% to that, df8b865:experiments/sweep-h200-session14/).
+    clocks have risen (the fused-MoE template lost 3-7% to that: the GEMM-by-GEMM runs,
+    df8b865:experiments/sweep-h200-session14/call2-moe/).
     Each call follows a clean clear of the L2 (_median_ms), as kgit times it: do_bench's clear leaves
     dirty lines whose write-back (6-8 us a call on the H200) is 15% of a 43 us causal S1024 tile grid,
     and under it the pick for head dim 128 causal S1024 flipped between runs (1.06-1.14x the default
-    SDPA in session 25, 0.909x in experiments/fused-moe-h200/)."""
+    SDPA in experiments/gemm-h200/gluon-1024/sweep-compute/, 0.909x in experiments/fused-moe-h200/sweep/)."""
     runnable = []
     for cfg in candidates:
         try:

@@ -30,7 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
-# BLOCK_SIZE 2048: on the H200 (df8b865:experiments/long-rows-h200/run2/memory_configs.log) 97% of copy at
+# BLOCK_SIZE 2048: on the H200 (the config search,
+# df8b865:experiments/long-rows-h200/run2/memory_configs.log) 97% of copy at
 # 131072x1024 fp32 against 89% for 4096, the same within 1-2 points at every other timed shape.
 CONFIG = {"BLOCK_SIZE": 2048, "CHUNK": 32768, "num_warps": 4, "num_stages": 1}
 CONFIG_SPACE = {
@@ -44,8 +45,8 @@ IGNORE_INDEX = -100
 # one or two warps a program, so that a row's max and sum reduce by shuffles within one warp, with no
 # barrier. On CONFIG's four warps a row of 1024 is spread over all four, and each reduction goes
 # through shared memory: 20 PTX instructions a logit against 10 (Triton 3.9 for sm_90). Measured on
-# the H200 (df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/, the best of 24 settings at each
-# length), bf16 / fp16 % of copy: 131072x1024 58.5 / 59.9 -> 85.8 / 86.3, 65536x2048 75.6 / 77.0 ->
+# the H200 (the A/B runs, df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/, the best of 24
+# settings at each length), bf16 / fp16 % of copy: 131072x1024 58.5 / 59.9 -> 85.8 / 86.3, 65536x2048 75.6 / 77.0 ->
 # 87.1 / 86.8, 32768x4096 82.5 / 83.3 -> 86.7 / 86.8. fp32 rows read 96-98% of copy on CONFIG and
 # gain nothing from fewer warps; longer 16-bit rows gained under 2 points from any setting.
 SHORT_16BIT = [
@@ -73,7 +74,8 @@ def _ce_rows(x_ptr, t_ptr, loss_ptr, M, V, stride_x, ignore_index,
     # EVEN: M % ROWS == 0 and V % BLOCK_N == 0, so the logits need no mask. At rows of 1024 in 16 bits
     # this kernel is bound by instruction issue (experiments/worst-shapes-h200/: SM 82%, DRAM 46%), and
     # a mask costs a compare, an and and a select per logit. With the target loads moved first (below)
-    # it took 131072x1024 bf16 from 57-58% of copy to 59% (df8b865:experiments/sweep-h200-2026-12-01/final):
+    # it took 131072x1024 bf16 from 57-58% of copy to 59% (the per-kernel sweeps,
+    # df8b865:experiments/sweep-h200-2026-12-01/final):
     # neither is what bounds it.
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < M

@@ -70,10 +70,11 @@ CONFIG_CONSTRAINTS = [
     " + PERSISTENT * BLOCK_M * BLOCK_N * 2 // (1 + EPILOGUE_SUBTILE) <= 232448",
     "BLOCK_M * BLOCK_N <= 128 * 32 * num_warps",
 ]
-# Measured on the H200 (df8b865:experiments/compute-bound/explore.log): persistent 128x256x64 s3 led at 4096^3,
+# Measured on the H200 (the config search's log, df8b865:experiments/compute-bound/explore.log): persistent
+# 128x256x64 s3 led at 4096^3,
 # non-persistent s4 at 8192^3 and 8192x1024x8192; with a split epilogue store the persistent kernel
 # fits 4 stages (4 x 48 KB of A/B tiles + a 32 KB half-tile of C). Small outputs need small tiles.
-# At 1024^3 on the H200 (df8b865:experiments/gemm-sizes-h200/) the pointer kernel's 64x128 tiles (128
+# At 1024^3 on the H200 (the size sweeps, df8b865:experiments/gemm-sizes-h200/) the pointer kernel's 64x128 tiles (128
 # programs) led at 0.90-0.92x cuBLAS with spreads under 1%; the TMA kernel's small tiles ran 0.2-0.8x,
 # with spreads up to 50%. Timed again once the host no longer bounded them (run3/), the same tiles with
 # 5-6 stages led (0.89-1.00x), the TMA ones still spread 25-300%. Timed as kgit times (the L2 cleared clean,
@@ -159,7 +160,7 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
-    # one at 2048^3 (df8b865:experiments/gemm-sizes-h200/).
+    # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
                 FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
 
@@ -399,8 +400,8 @@ def _fastest(run, candidates):
     """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median: timed once each in turn, the first candidate ran before the clocks
-    rose, and 1024^3 kept a 0.36x configuration (df8b865:experiments/gemm-sizes-h200/; the fused-MoE template
-    lost 3-7% the same way, df8b865:experiments/sweep-h200-session14/)."""
+    rose, and 1024^3 kept a 0.36x configuration (the size sweeps, df8b865:experiments/gemm-sizes-h200/; the
+    fused-MoE template lost 3-7% the same way, df8b865:experiments/sweep-h200-session14/call2-moe/)."""
     runnable = []
     for cfg in candidates:
         try:
@@ -452,7 +453,8 @@ def gemm(a, b, out=None, config=None):
     # Everything the compiled kernel was specialized on, and what its arguments are made from except the
     # tensors' addresses: a call that matches an earlier one launches its compiled kernel directly. The
     # JIT's per-call binding of ~20 arguments cost ~40 us of host time at 2048^3 on the H200, more than
-    # the kernel, and bounded small shapes by the host (df8b865:experiments/gemm-sizes-h200/launch-overhead/).
+    # the kernel, and bounded small shapes by the host (the launch-overhead runs,
+    # df8b865:experiments/gemm-sizes-h200/launch-overhead/).
     key = (a.shape, b.shape, a.stride(), b.stride(), c.stride(), a.dtype, c.dtype, a.device,
            a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
            None if config is None else tuple(sorted(config.items())))

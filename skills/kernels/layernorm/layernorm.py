@@ -65,15 +65,15 @@ CONFIG_SPACE = {
 }
 EPS = 1e-5
 # Rows over BLOCK_SIZE and up to WHOLE_ROW_MAX elements go to _layernorm_row: one program per row, the
-# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (issue 15,
+# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (the whole-row A/Bs,
 # df8b865:experiments/memory-bound/whole-rows/): at rows of 8192-32768 the split team reached 55-79% of copy,
 # whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
 # as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
-# Whole rows of more than WIDE_ROW_BYTES take WIDE_ROW_WARPS warps. Measured on the H200
-# (df8b865:experiments/sweep-h200-2026-12-01/session9-near-misses/): at 8192x16384 fp32, 16 warps hold x, w
+# Whole rows of more than WIDE_ROW_BYTES take WIDE_ROW_WARPS warps. Measured on the H200 (the near-miss A/Bs,
+# df8b865:experiments/sweep-h200-2026-12-01/session9-near-misses/): at 8192x16384 fp32, 16 warps hold x, w
 # and b at once (94-95 registers a thread with the H200's Triton 3.6, 128 with 3.9): one program an SM,
 # 84.3% of copy. On 32 warps the same row takes 32 registers a thread, two programs share an SM: 96.0%.
 # At 32768 (one program an SM either way) 32 warps read 81.4 -> 86.3% in fp32 and 75.6/74.4 ->
@@ -88,21 +88,22 @@ WIDE_ROW_WARPS = 32
 # 32768 (w and b 128 KB together) it read 1.5-2 points less than the plain loads, hence the limit.
 W_IN_L1_BYTES = 64 * 1024
 # 16-bit rows over WHOLE_ROW_MAX go to the streamed kernel. Measured on the H200 at rows of 65536-262144
-# (df8b865:experiments/long-rows-h200/run1 and run2), against the split team on CONFIG's chunk and warps: in bf16
-# 60-67% of copy against 34-48%. STREAMED is the leader of run 1's 10 configurations.
+# (the long-row A/Bs, df8b865:experiments/long-rows-h200/run1 and run2), against the split team on CONFIG's
+# chunk and warps: in bf16 60-67% of copy against 34-48%. STREAMED is the leader of run1's 10 configurations.
 STREAMED = {"BLOCK_N": 8192, "num_warps": 8, "num_stages": 3}
-# fp32 rows over WHOLE_ROW_MAX go to the split team on SPLIT's chunk and warps. On the H200
-# (df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/team-layernorm/), 8192-element chunks on 4 warps
+# fp32 rows over WHOLE_ROW_MAX go to the split team on SPLIT's chunk and warps. On the H200 (the team's A/B
+# runs, df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/team-layernorm/), 8192-element chunks on 4 warps
 # read 73.7 / 73.1 / 71.9% of copy at rows of 65536 / 131072 / 262144, where the streamed kernel (which
 # served them) read 65.7 / 61.3 / 60.7% and the team on CONFIG's 4096 and 4 warps (deleted for losing
 # to the streamed kernel, commit 01227bd) 60.8 / 61.1 / 56.9%. In bf16 every team setting read 33-53%.
 SPLIT = {"BLOCK_N": 8192, "num_warps": 4}
 # 16-bit rows over SMEM_TEAM_ABOVE go to _layernorm_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks
 # of CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM, each part's w and b held in
-# shared memory beside two rows of x. On the H200 (df8b865:experiments/sweep-h200-2026-12-01/session11-smem/
-# sweep-layernorm-final/) it read 81.4 / 84.3% of copy in bf16 / fp16 at 4096x32768 (the whole row:
-# 77.1 / 79.0), 80.1-80.4 / 83.1-83.5% at 65536-131072 and 74.6 / 77.0% at 262144 (the streamed kernel:
-# 60-66%). Measured on the way (session11-smem/team-norms, layernorm-one-pass, layernorm-w-smem):
+# shared memory beside two rows of x. On the H200 (the per-kernel sweep when it landed,
+# df8b865:experiments/sweep-h200-2026-12-01/session11-smem/sweep-layernorm-final/) it read 81.4 / 84.3% of
+# copy in bf16 / fp16 at 4096x32768 (the whole row: 77.1 / 79.0), 80.1-80.4 / 83.1-83.5% at 65536-131072 and
+# 74.6 / 77.0% at 262144 (the streamed kernel: 60-66%). Measured on the way (its A/B runs beside it:
+# team-norms/, layernorm-one-pass/, layernorm-w-smem/):
 # - w and b read from L2 with every output chunk, 8192-element parts, four to five programs an SM:
 #   76.7-77.3 / 80.6-81.5% at 65536-262144; 72.6-74.0% at 32768, under the whole row.
 # - the same with each chunk's (mean, M2) merged in one pass and w and b loaded after the refill (fewer
@@ -114,8 +115,8 @@ SMEM_TEAM_ABOVE = 16384
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "maxnreg": 80}
 # maxnreg: the team is compiled with at most 80 registers a thread where that fits more programs on an SM
 # (shared memory lets six). Reading bf16 as int32 pairs (_bf16_pairs) took Triton 3.6 to 96 registers at
-# rows of 32768-65536 and 86 at 262144 (five programs an SM); capped, six. H200, bf16, % of copy
-# (df8b865:experiments/sweep-h200-session17/call2-bf16-pairs/): 4096x32768 80.2 -> 83.3, 2048x65536 79.0 -> 82.0,
+# rows of 32768-65536 and 86 at 262144 (five programs an SM); capped, six. H200, bf16, % of copy (the A/B,
+# df8b865:experiments/sweep-h200-session17/call2-bf16-pairs/): 4096x32768 80.2 -> 83.3, 2048x65536 79.0 -> 82.0,
 # 1024x131072 79.0 -> 82.9 (72 registers uncapped: no cap), 512x262144 74.0 -> 75.8; fp16 83.2 / 82.0 /
 # 82.7 / 77.7 in the same run. Pairs uncapped lost 2 points where they cost a program an SM.
 # Unmasked rows (EVEN of _layernorm_smem_team and _layernorm_row): no column masks where a row's length is a
@@ -123,20 +124,21 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "max
 # unmasked, fp32 rows of 16384 on 32 warps took 35 registers for 32, one program an SM for two, 96.7 ->
 # 87.9% of copy). Compiled for sm_90 by Triton 3.6, the team at 32768 drops 2176 -> 1944 SASS instructions
 # in fp16 (2104 -> 1976 in bf16) and the whole fp32 row of 32768 496 -> 336. H200, % of copy, before ->
-# after, A/B in one process (df8b865:experiments/sweep-h200-session19/call1-template-ab/,
-# call2-even-or-not/): fp32 4096x32768 89.4 -> 94.5; the
+# after, A/B in one process (its runs, df8b865:experiments/sweep-h200-session19/call1-template-ab/ and
+# call2-even-or-not/ beside): fp32 4096x32768 89.4 -> 94.5; the
 # team, bf16 / fp16, 4096x32768 83.8 / 84.5 -> 84.9 / 85.6, 2048x65536 82.8 / 83.5 -> 84.2 / 84.5,
 # 1024x131072 85.1 / 85.1 -> 86.5 / 87.5, 512x262144 78.6 / 79.6 -> 80.0 / 81.8.
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
 # row's reductions (WB_PER_TILE), so that they hold no registers while x is in flight: at 4096 on 4
-# warps 64 registers a thread instead of 122, eight programs an SM instead of four. H200, 32768x4096
-# (df8b865:experiments/sweep-h200-session16/): 78.6 / 80.9% of copy -> 95.7 / 95.4% (bf16 / fp16) in the
-# exploration (call2-late-wb/), 95.1 / 95.6% in the sweep (call3-sweep/), where the persistent grid
+# warps 64 registers a thread instead of 122, eight programs an SM instead of four. H200, 32768x4096: 78.6 /
+# 80.9% of copy -> 95.7 / 95.4% (bf16 / fp16) in the A/B (df8b865:experiments/sweep-h200-session16/call2-late-wb/),
+# 95.3 / 95.4% in the run of all eight kernels (experiments/sweep-h200/sweep.md), where the persistent grid
 # that served these rows before, two rows a tile over three stages, read 89.7-90.0. The same loads
 # cost 2-3 points where w and b were no burden: fp32 rows of 4096 read 95.9% against 98.0 and 16-bit
-# rows of 1024 95.1-96.2 against 96.8-97.3 (call3-sweep/ against session 15's sweep). A persistent
+# rows of 1024 95.1-96.2 against 96.8-97.3 (the sweep after, df8b865:experiments/sweep-h200-session16/call3-sweep/,
+# against the one before, df8b865:experiments/sweep-h200-session15/call4-sweep/). A persistent
 # program keeps its w and b for all its tiles.
 WB_PER_TILE_ABOVE = 2048
 # 16-bit rows of a power of two over SMEM_TEAM_ABOVE, up to WHOLE_ROW_MAX (32768), go to
@@ -148,23 +150,24 @@ WB_PER_TILE_ABOVE = 2048
 # 64-bit word and takes its partner's (Chan's merge: M2 = M2a + M2b + (ma - mb)^2 N / 4); y's pairs are
 # converted joined (one F2FP a pair); w and b stay in L1, x and y pass it by. Compiled for sm_90 by Triton
 # 3.6: 57-59 registers on 8 warps, four programs an SM. Why halves: a whole row a program (two an SM, 121
-# registers; session 20) read 98.6-98.9% of copy a row but cost 14.7-15.1 us a call besides, about 1.8
+# registers, the rows in pairs) read 98.6-98.9% of copy a row but cost 14.7-15.1 us a call besides, about 1.8
 # times one program's row, whatever the last wave's fill: every program loads its first row at once and
 # nothing is written, and the last rows run on an emptying GPU. Half the work a program, half that cost.
-# H200, % of copy, bf16 / fp16, two rounds in one process (df8b865:experiments/sweep-h200-session21/,
-# df8b865:benchmarks/explore/layernorm_half_rows.py), the halves against what served the rows before (the
-# shared-memory team up to 2048 rows, then the whole row in pairs): 1024x32768 75.1-75.2 / 77.0-77.6 against 75.0 / 75.9-76.1,
-# 2048x32768 84.3 / 86.4-86.5 against 82.0-82.2 / 82.8-82.9, 3072x32768 88.0 / 90.0 against 85.3 / 84.7-84.8,
-# 4096x32768 90.0-90.2 / 91.9-92.3 against 88.6 / 88.4-88.6 (bf16 now 91.1: see below), 8192x32768 92.6-92.8 / 94.3-94.4 against 92.9 /
+# H200, % of copy, bf16 / fp16, two rounds in one process (the A/B script
+# df8b865:benchmarks/explore/layernorm_half_rows.py and its runs, df8b865:experiments/sweep-h200-session21/),
+# the halves against what served the rows before (the shared-memory team up to 2048 rows, then the whole row
+# in pairs): 1024x32768 75.1-75.2 / 77.0-77.6 against 75.0 / 75.9-76.1, 2048x32768 84.3 / 86.4-86.5 against
+# 82.0-82.2 / 82.8-82.9, 3072x32768 88.0 / 90.0 against 85.3 / 84.7-84.8, 4096x32768 90.0-90.2 / 91.9-92.3
+# against 88.6 / 88.4-88.6 (bf16 now 91.1: see below), 8192x32768 92.6-92.8 / 94.3-94.4 against 92.9 /
 # 92.3-92.4, 16384x32768 94.4-94.5 / 96.2-96.3 against 95.3 / 95.1 (the one shape the whole row keeps, by 0.9
-# in bf16: not worth a second kernel). At 512x32768 (1.9 waves) the team leads (63.5 / 64.5 against 61.3-61.8 /
-# 63.1-63.4). What did not pay: the posts and takes as release / acquire atomics (77.4-80.5 at 4096x32768:
+# in bf16: not worth a second kernel). At 512x32768 (1.9 waves) the team leads (63.5 / 64.5 against 61.3-61.8
+# / 63.1-63.4). What did not pay: the posts and takes as release / acquire atomics (77.4-80.5 at 4096x32768:
 # each fence waits out the program's traffic), 4 warps (72-73) or 16 (84-87), halves of rows of 65536
-# (70.8-80.5 against the team's 79.7-84.7). bf16 trailed fp16 by 2 points: converting a bf16 takes three
-# SASS instructions where fp16's takes one (1272 against 1112 for the kernel). Unpacked by a shift and a mask
+# (70.8-80.5 against the team's 79.7-84.7). bf16 trailed fp16 by 2 points: converting a bf16 takes three SASS
+# instructions where fp16's takes one (1272 against 1112 for the kernel). Unpacked by a shift and a mask
 # (_unpair), one instruction, in every pass but the second (there ptxas then held 86 registers: two programs
-# an SM): 1136 instructions, 62 registers, four programs. H200, before -> after in one process
-# (df8b865:experiments/sweep-h200-session21/call11-ab-bf16-shifts/): bf16 4096x32768 90.0-90.1 -> 91.1-91.2,
+# an SM): 1136 instructions, 62 registers, four programs. H200, before -> after in one process (the A/B,
+# df8b865:experiments/sweep-h200-session21/call11-ab-bf16-shifts/): bf16 4096x32768 90.0-90.1 -> 91.1-91.2,
 # 2048x32768 84.3-84.4 -> 85.1-85.3, 8192x32768 92.4-92.6 -> 93.5; fp16 and fp32 level.
 HALF_ROW_WARPS = 8
 HALF_ROW_MIN_WAVES = 3
@@ -381,7 +384,7 @@ if gluon is not None:
         at = words + (team * 4 + it % 4) * P + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
-        # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
+        # 512x262144: +2-3 points of copy in its A/B, df8b865:experiments/sweep-h200-session18/call4-team-gather/).
         w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
@@ -406,7 +409,7 @@ if gluon is not None:
         # A bf16 chunk in shared memory read as int32 pairs, each pair as two fp32s (the low element's,
         # the high one's). A bf16 is the high half of an fp32, so each takes one instruction, where the
         # compiler's own unpack takes 1.5 a value on sm_90 (PRMT then SHF for a high half): that left the
-        # bf16 team 3-4 points behind fp16 (df8b865:benchmarks/explore/team_sass.py).
+        # bf16 team 3-4 points behind fp16 (the team compiled offline: df8b865:benchmarks/explore/team_sass.py).
         pair_layout: gl.constexpr = gl.BlockedLayout([4], [32], [gl.num_warps()], [0])
         pairs = _as_int32(chunk, [CHUNK // 2], gl.SwizzledSharedLayout(1, 1, 1, order=[0])).load(pair_layout)
         return (pairs << 16).to(gl.float32, bitcast=True), (pairs & -65536).to(gl.float32, bitcast=True)
@@ -675,8 +678,8 @@ def _sync_buffers(device, n_programs: int):
 
 # fp32 rows of at most BLOCK_SIZE on an NVIDIA GPU (unless a config is passed): one row a program, on the
 # warps Triton's fused-softmax tutorial gives a row (8 elements a thread), instead of CONFIG's tile of rows
-# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/
-# peer_rows.py, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
+# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/peer_rows.py;
+# the run before the change, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
 # layernorm: 131072x1024 CONFIG 97.0 / 96.7 / 96.8 against the one-row kernel's 99.6 / 99.6 / 99.5;
 # 32768x4096 96.9 / 97.2 / 97.7 against 98.0 / 97.7 / 98.1. 16-bit rows keep CONFIG's tiles (there the
 # one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it
@@ -687,10 +690,11 @@ FP32_ROW_WARPS = [(1024, 4)]  # (longest row, num_warps); longer rows: CONFIG, o
 # _layernorm_row, the 1-D whole-row kernel, on WHOLE_ROW_WARPS warps with its column mask: the peer's code
 # (but for a 64-bit row offset). CONFIG's one row of 4096 on 4 warps takes 121 registers a thread (four
 # programs, 16 warps an SM); the 1-D row on 16 warps 32 (four programs, 64 warps). H200, 32768x4096, 20
-# rounds in one process, paired (df8b865:benchmarks/explore/layernorm_fp32_rows.py, experiments/sweep-h200/
-# layernorm-fp32-rows/): CONFIG 97.9% of copy, x0.9971 the peer, under it in 20 of 20 rounds;
-# _layernorm_row masked 98.2%, x0.9996, x1.0024 CONFIG (ahead in 19 of 20); unmasked (EVEN) x0.9985 the
-# peer, 0.16% under masked in 16 of 20 rounds (8 of 8 in call 5), so these rows keep the mask.
+# rounds in one process, paired (experiments/sweep-h200/layernorm-fp32-rows/, by the A/B script
+# df8b865:benchmarks/explore/layernorm_fp32_rows.py): CONFIG 97.9% of copy, x0.9971 the peer, under it in 20
+# of 20 rounds; _layernorm_row masked 98.2%, x0.9996, x1.0024 CONFIG (ahead in 19 of 20); unmasked (EVEN)
+# x0.9985 the peer, 0.16% under masked in 16 of 20 rounds (8 of 8 in call5.json there), so these rows keep the
+# mask.
 FP32_WHOLE_ROW_ABOVE = 2048
 
 

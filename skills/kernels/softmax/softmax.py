@@ -88,7 +88,7 @@ CONFIG_SPACE = {
 
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # Rows over BLOCK_SIZE and up to WHOLE_ROW_MAX elements go to _softmax_row: one program per row, the
-# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (issue 15,
+# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (the whole-row A/Bs,
 # df8b865:experiments/memory-bound/whole-rows/): at rows of 8192-32768 the split team reached 55-79% of copy,
 # whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
 # as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
@@ -99,28 +99,30 @@ WHOLE_ROW_WARPS = 16
 # contiguous elements, each group's (max, sum of exp(x - max)) from its own registers and a few lanes of
 # one warp, then one reduction across the program (a max then a sum across 16 warps take two, each
 # ending in a barrier and a round trip through shared memory). 56-58 registers a thread at 16384: two
-# programs an SM. H200, 8192x16384, % of copy, in one process (df8b865:experiments/sweep-h200-session19/
-# call7-grouped-scheduled/; df8b865:benchmarks/explore/one_reduction_rows.py found it, call4-one-reduction/):
-# 96.4-96.6 in bf16 and fp16 against 92.9-93.9 for the row kept in 16-bit registers (which had read
-# 87.1 -> 92.3 against the fp32 row, df8b865:experiments/long-rows-h200/whole-rows-16bit/); 8192x12000 +2.5. At 32768 (one program an SM) it read 62-69% against the
-# pipelined loop's 88, and layernorm's (mean, M2) grouped alike 45-76% against its team's 85.
+# programs an SM. H200, 8192x16384, % of copy, in one process (the A/B runs,
+# df8b865:experiments/sweep-h200-session19/call7-grouped-scheduled/; the A/B script that found it,
+# df8b865:benchmarks/explore/one_reduction_rows.py, and its run call4-one-reduction/ beside): 96.4-96.6
+# in bf16 and fp16 against 92.9-93.9 for the row kept in 16-bit registers (which had read 87.1 -> 92.3
+# against the fp32 row, df8b865:experiments/long-rows-h200/whole-rows-16bit/); 8192x12000 +2.5. At 32768
+# (one program an SM) it read 62-69% against the pipelined loop's 88, and layernorm's (mean, M2) grouped
+# alike 45-76% against its team's 85.
 # Rows Triton cannot see as multiples of 16 elements (_rows_of_16) stay ungrouped: masked element by
 # element, the grouped row took 110 registers at 5000 (compiled for sm_90 by Triton 3.6) where the plain
 # row takes 58.
 GROUPED_ROW_MAX = 16384
 GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # 16-bit rows over GROUPED_ROW_MAX go to _softmax_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
-# CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM (as many as fit). On the H200
-# (df8b865:experiments/sweep-h200-2026-12-01/session11-smem/team-stamped/, bf16) it read 86.1 / 85.9 / 79.3% of
-# copy at rows of 65536 / 131072 / 262144, where the streamed kernel read 62.7 / 58.9 / 54.9%, and 86.0%
-# at 4096x32768 against 82.0% for a whole row in shared memory a program and 73% for one in registers.
-# The same team with the split teams' old exchange (partials, then a flag released after them, whose fence
-# waits for the program's outstanding stores) read 73.0-75.1% (team/); with three programs an SM
+# CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM (as many as fit). On the H200 (the
+# team's A/B runs, df8b865:experiments/sweep-h200-2026-12-01/session11-smem/team-stamped/, bf16) it read 86.1
+# / 85.9 / 79.3% of copy at rows of 65536 / 131072 / 262144, where the streamed kernel read 62.7 / 58.9 /
+# 54.9%, and 86.0% at 4096x32768 against 82.0% for a whole row in shared memory a program and 73% for one in
+# registers. The same team with the split teams' old exchange (partials, then a flag released after them,
+# whose fence waits for the program's outstanding stores) read 73.0-75.1% (team/); with three programs an SM
 # (16384-element parts, or 8 warps) 67-78%, with one 34-39%: programs sharing an SM carry it.
 # maxnreg: at most 96 registers a thread. Uncapped, Triton 3.6 gave the team 127 at rows of 262144 (P = 32:
-# the gather of 32 words), four programs an SM, 79.5% of copy; capped at 96, five an SM and 85.7%, with
-# the rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at
-# the others (df8b865:experiments/sweep-h200-session12/team-registers/).
+# the gather of 32 words), four programs an SM, 79.5% of copy; capped at 96, five an SM and 85.7%, with the
+# rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at the others
+# (the register-cap A/B, df8b865:experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
 # 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
 # Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs where two of its programs
@@ -129,22 +131,23 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # own fp32 values from the words, so no converted row stays alive between the passes: compiled for sm_90
 # by Triton 3.6, 57 registers a thread at 32768 on 16 warps (the row converted once: 100-108), so two
 # programs share an SM, one's loads under the other's reductions, as the fp32 row of the same 64 KB
-# (8192x16384, 97.8% of copy) runs. H200, % of copy, three rounds in one process (df8b865:experiments/
-# sweep-h200-session20/): against the pipelined loop at 4096x32768 (call 2), bf16 88.1-88.6 -> 92.2, fp16
-# 89.1-89.2 -> 93.7-93.8 with y packed into words; with y's pairs converted joined (call 4: 14.4 / 13.4
-# SASS instructions an element for 15.75 / 14.75), 95.6-95.8 / 95.2-95.9, and 2048x32768 91.8-92.0
-# against the words' 86.2-88.1. Masked rows lost: 4096x30000 bf16 (the row padded to 32768) 87.2-87.7 ->
-# 85.9-86.2, so they keep the pipelined loop. Call 1 (df8b865:benchmarks/explore/packed_rows.py): bf16 unpacked by
-# a shift took 68 registers, one program an SM, 59%; 32 warps (32 registers) 88.2-90.0; at 8192x16384
-# 95.5 against the grouped row's 96.5, which keeps those rows.
+# (8192x16384, 97.8% of copy) runs. H200, % of copy, three rounds in one process (the A/B runs,
+# df8b865:experiments/sweep-h200-session20/): against the pipelined loop at 4096x32768 (call2-ab/ there),
+# bf16 88.1-88.6 -> 92.2, fp16 89.1-89.2 -> 93.7-93.8 with y packed into words; with y's pairs converted
+# joined (call4-joined/: 14.4 / 13.4 SASS instructions an element for 15.75 / 14.75), 95.6-95.8 /
+# 95.2-95.9, and 2048x32768 91.8-92.0 against the words' 86.2-88.1. Masked rows lost: 4096x30000 bf16 (the
+# row padded to 32768) 87.2-87.7 -> 85.9-86.2, so they keep the pipelined loop. The first A/B
+# (call1-packed/, by the A/B script df8b865:benchmarks/explore/packed_rows.py): bf16 unpacked by a shift
+# took 68 registers, one program an SM, 59%; 32 warps (32 registers) 88.2-90.0; at 8192x16384 95.5
+# against the grouped row's 96.5, which keeps those rows.
 PAIRED_ROW_WARPS = 16
 # Other 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
 # persistent grid and num_stages pipeline stages, where the GPU's shared memory holds at least
-# MIN_PIPELINED_STAGES of them (a stage is one row; _pipelined_stages): Triton turns the next rows' loads
-# into cp.async copies into shared memory, so an SM has two or three rows in flight behind the one it
-# reduces. On the H200 at 4096x32768 (df8b865:experiments/sweep-h200-session13/call3/) 4 stages on 16 warps read
-# 89.1 / 88.1% of copy in bf16 / fp16, where the shared-memory team read 85.6 / 84.9% in the same process
-# (eight team settings: 83-87%, call1/) and the whole row in registers 73%; 3 stages 89.1 / 87.2%, and
+# MIN_PIPELINED_STAGES of them (a stage is one row; _pipelined_stages): Triton turns the next rows' loads into
+# cp.async copies into shared memory, so an SM has two or three rows in flight behind the one it reduces. On
+# the H200 at 4096x32768 (the stage-count A/B, df8b865:experiments/sweep-h200-session13/call3/) 4 stages on 16
+# warps read 89.1 / 88.1% of copy in bf16 / fp16, where the shared-memory team read 85.6 / 84.9% in the same
+# process (eight team settings: 83-87%, call1/) and the whole row in registers 73%; 3 stages 89.1 / 87.2%, and
 # 2 stages 64-68%, under the unpipelined loop's 73%: hence the minimum of 3.
 PIPELINED_ROWS = {"num_warps": 16, "num_stages": 4}
 MIN_PIPELINED_STAGES = 3
@@ -152,19 +155,20 @@ UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (pa
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
 # them in the interpreter, where a team would wait forever). Measured on the H200 at rows of
-# 65536-262144 (df8b865:experiments/long-rows-h200/run2): in bf16 55-64% of copy against 44-48% for the team;
-# in fp32 the team leads (72-77% against 63-74%). STREAMED is the leader of run 1's 10 configurations.
+# 65536-262144 (the long-row A/B, df8b865:experiments/long-rows-h200/run2): in bf16 55-64% of copy against
+# 44-48% for the team; in fp32 the team leads (72-77% against 63-74%). STREAMED is the leader of the 10
+# configurations in df8b865:experiments/long-rows-h200/run1 (the search that came before).
 STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
-# The split team's chunk and warps. On the H200 (df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/
-# team/), 4096-element chunks on 8 warps read 82.2 / 81.2 / 77.9% of copy at fp32 rows of 65536 / 131072
-# / 262144, where CONFIG's 4 warps (which the team used before) read 77.9 / 76.6 / 72.5% in the same
-# process; chunks of 8192-16384 on 8-32 warps read 50-78%. In 16 bits every chunk and warp count stayed
-# under the streamed kernel (35-56% against 55-63%).
-# maxnreg: 64 registers a thread, so that four programs of 8 warps share an SM. With stamped words
-# (session 12) Triton 3.6 gave the kernel 75 registers, three programs an SM, and at 512x262144 six teams
-# of 64 instead of eight: 68.3% of copy against the flagged team's 78.4% in the same process, while at
-# 65536 / 131072 the stamped words read 85.2 / 84.8% against 82.2 / 81.0%
-# (df8b865:experiments/sweep-h200-session12/exchange-ab/).
+# The split team's chunk and warps. On the H200 (the team's A/B runs,
+# df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/team/), 4096-element chunks on 8 warps read
+# 82.2 / 81.2 / 77.9% of copy at fp32 rows of 65536 / 131072 / 262144, where CONFIG's 4 warps (which the team
+# used before) read 77.9 / 76.6 / 72.5% in the same process; chunks of 8192-16384 on 8-32 warps read 50-78%.
+# In 16 bits every chunk and warp count stayed under the streamed kernel (35-56% against 55-63%).
+# maxnreg: 64 registers a thread, so that four programs of 8 warps share an SM. With stamped words and no cap,
+# Triton 3.6 gave the kernel 75 registers, three programs an SM, and at 512x262144 six teams of 64 instead of
+# eight: 68.3% of copy against the flagged team's 78.4% in the same process, while at 65536 / 131072 the
+# stamped words read 85.2 / 84.8% against 82.2 / 81.0% (the exchange A/B,
+# df8b865:experiments/sweep-h200-session12/exchange-ab/).
 SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 
 
@@ -179,7 +183,7 @@ def softmax_ref(x: torch.Tensor) -> torch.Tensor:
 # output dtype's tolerance. The row-tile loop also drops its masks on rows of exactly BLOCK_N (EVEN).
 # The pipelined loop at 16-bit rows of 32768, compiled for sm_90 by Triton 3.6: 1264 -> 776 SASS
 # instructions, its issue slots 46 -> 28% busy under ncu. H200, % of copy, before -> after, A/B in one
-# process (df8b865:experiments/sweep-h200-session19/call1-template-ab/, call2-even-or-not/): 4096x32768
+# process (its runs, df8b865:experiments/sweep-h200-session19/call1-template-ab/ and call2-even-or-not/): 4096x32768
 # fp16 87.0 -> 88.9, bf16 88.7 -> 88.1
 # (exp2 without EVEN: 87.9 / 87.5), so the arithmetic was not that loop's pace (DRAM 76 -> 75% busy);
 # bf16 4096x30000 (masked) 82.8 -> 86.9; fp32 split teams 1024x131072 87.3 -> 89.0, 512x262144 81.5 ->
@@ -401,7 +405,8 @@ def _stamp(words, at, value, it):
 def _stamped(words, at, slots, it, P: tl.constexpr, SPIN: tl.constexpr):
     # The fp32 values at words + at[slot] (slot < P), once every one carries the stamp of iteration `it`.
     # Read by volatile loads, as the 16-bit team's _gather reads: fp32 rows of 65536 / 131072 / 262144
-    # 85.1 / 84.2 / 78.2 -> 86.9 / 86.5 / 81.4% of copy (df8b865:experiments/sweep-h200-session18/call7-split-gather/).
+    # 85.1 / 84.2 / 78.2 -> 86.9 / 86.5 / 81.4% of copy (its A/B,
+    # df8b865:experiments/sweep-h200-session18/call7-split-gather/).
     ok = slots < P
     w = tl.load(words + at, mask=ok, other=0, volatile=True)
     spins = 0
@@ -572,13 +577,14 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
 
 # fp32 rows of at most BLOCK_SIZE on an NVIDIA GPU (unless a config is passed): one row a program, on the
 # warps Triton's fused-softmax tutorial gives a row (8 elements a thread), instead of CONFIG's tile of rows
-# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/
-# peer_rows.py, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
+# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/peer_rows.py;
+# the run before the change, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
 # layernorm: 131072x1024 CONFIG 97.0 / 96.7 / 96.8 against the one-row kernel's 99.6 / 99.6 / 99.5;
 # 32768x4096 96.9 / 97.2 / 97.7 against 98.0 / 97.7 / 98.1. 16-bit rows keep CONFIG's tiles (there the
-# one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it
-# (call13-peer-rows-after/): 131072x1024 99.7 / 99.6 / 99.9, 32768x4096 98.1 / 97.6 and layernorm's one row
-# on 16 warps 94.5, so layernorm's rows of 4096 keep CONFIG (one row on 4 warps there).
+# one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it (the
+# run after, call13-peer-rows-after/ beside): 131072x1024 99.7 / 99.6 / 99.9, 32768x4096 98.1 / 97.6 and
+# layernorm's one row on 16 warps 94.5, so layernorm's rows of 4096 keep CONFIG (one row on 4 warps there).
+# Four rounds since (experiments/sweep-h200/peer-rows/): softmax fp32 x0.999-1.004 the peer.
 FP32_ROW_WARPS = [(1024, 4), (2048, 8), (4096, 16)]  # (longest row, num_warps); longer rows: CONFIG
 
 

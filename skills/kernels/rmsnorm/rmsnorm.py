@@ -60,13 +60,14 @@ CONFIG_SPACE = {
 EPS = 1e-6
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # Rows over BLOCK_SIZE and up to WHOLE_ROW_MAX elements go to _rmsnorm_row: one program per row, the
-# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (issue 15,
+# whole row in registers, WHOLE_ROW_WARPS warps, no loop. Measured on the H200 (the whole-row A/Bs,
 # df8b865:experiments/memory-bound/whole-rows/): at rows of 8192-32768 the split team reached 55-79% of copy,
 # whole rows in the row-tile kernel (a loop over tiles, 2-D tiles) 69-98%, and this plain kernel,
 # as Triton's tutorial writes it, 89-98% (softmax 16-bit 32768: 70%, the one shape where the row-tile
 # kernel did better, 72%).
 # Its row offset is a 32-bit product where every row's offset fits (OFFSETS_64 off: row_offsets_64). On
-# the H200 (df8b865:experiments/sweep-h200-session30/, calls 3-4, 4-6 rounds, rounds within 0.2%) the 64-bit
+# the H200 (the A/B runs against the peer, df8b865:experiments/sweep-h200-session30/call3-gemm-bk128-row-offsets/
+# and call4-row-offsets-cg/ beside, 4-6 rounds, rounds within 0.2%) the 64-bit
 # offset read 0.990-0.995x the tutorial's kernel (32-bit) in fp32 and fp16 at 8192x12288-16384 and the
 # 32-bit one 1.000-1.027x; in bf16 64-bit read 1.03-1.07x there and 32-bit 1.01-1.03x. The same loads in
 # the same order in either, a few integer instructions apart before the first: the schedule moves 16-bit
@@ -82,8 +83,9 @@ WHOLE_ROW_WARPS = 16
 # (x, w and y of one dtype, rows of 16) are held as loaded, 32-bit words of two elements, the output pass
 # unpacking `words ^ zero` (converted, a 16-bit half took 88 registers: 80-85% of copy). Compiled for sm_90
 # by Triton 3.6: fp32 114 registers (two programs an SM), 16-bit 70 (three). H200, % of copy, the whole
-# row -> halves, two rounds in one process (df8b865:experiments/sweep-h200-session21/call7-rmsnorm/, call8-rmsnorm-
-# pairs/; df8b865:benchmarks/explore/rmsnorm_half_rows.py), fp32 / bf16 / fp16: 1024x32768 83.6-84.2 -> 89.9-90.0,
+# row -> halves, two rounds in one process (the A/B runs, df8b865:experiments/sweep-h200-session21/call7-rmsnorm/
+# and call8-rmsnorm-pairs/ beside, by df8b865:benchmarks/explore/rmsnorm_half_rows.py), fp32 / bf16 / fp16:
+# 1024x32768 83.6-84.2 -> 89.9-90.0,
 # 81.1-82.3 -> 82.9-83.2, 83.2-83.3 -> 82.4-83.0; 2048x32768 89.7-90.1 -> 94.3-94.5, 87.3-87.4 -> 89.7-89.9,
 # 89.2-89.3 -> 89.6-89.9; 4096x32768 92.2 -> 95.5-95.6, 90.8 -> 92.7-92.9, 92.6 -> 94.4-94.6; 8192x32768
 # 94.2 -> 96.5-96.6, 92.3-92.4 -> 94.7, 94.0 -> 95.2-95.3. Not kept: fp32 halves on 16 or 32 warps (one
@@ -97,10 +99,11 @@ HALF_ROW_PROGRAMS_PER_SM = {4: 2, 2: 3}
 NO_HALF = tl.constexpr(-1)
 # Rows over WHOLE_ROW_MAX: fp32 ones, and 16-bit ones over STREAMED_16BIT_MAX, go to the split team;
 # 16-bit ones up to it to the streamed kernel (and all of them in the interpreter, where a team would
-# wait forever). Measured on the H200 (df8b865:experiments/sweep-h200-2026-12-01/rmsnorm, against
-# df8b865:experiments/sweep-h200/rmsnorm): in bf16 the streamed kernel read 68.8% of copy at 65536 where the
+# wait forever). Measured on the H200 (two per-kernel sweeps, df8b865:experiments/sweep-h200-2026-12-01/rmsnorm
+# against df8b865:experiments/sweep-h200/rmsnorm): in bf16 the streamed kernel read 68.8% of copy at 65536 where the
 # team read 63.2%, but 61.2% / 59.8% at 131072 / 262144 where the team read 66.7% / 62.0%; in fp32 the
-# team leads everywhere (74-83%). With STREAMED below (df8b865:experiments/long-rows-h200/streamed-l2/explore2)
+# team leads everywhere (74-83%). With STREAMED below (its search,
+# df8b865:experiments/long-rows-h200/streamed-l2/explore2)
 # the team still leads at 131072 / 262144 in bf16: 67.1% / 61.8% against 66.2% / 60.4%.
 # STREAMED: 16384-element chunks on 16 warps, 3 stages, a grid of PROGRAMS_PER_SM programs per SM that
 # loop over the rows (0: one program per row). At 2048x65536 on the H200
@@ -112,14 +115,15 @@ NO_HALF = tl.constexpr(-1)
 STREAMED_16BIT_MAX = 65536
 STREAMED = {"BLOCK_N": 16384, "num_warps": 16, "num_stages": 3, "PROGRAMS_PER_SM": 4}
 # The split team's chunk and warps for rows over SPLIT_LONG_ABOVE elements (shorter rows keep CONFIG's). On
-# the H200 at 512x262144 (df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/team/), 8192-element
+# the H200 at 512x262144 (the team's A/B runs,
+# df8b865:experiments/sweep-h200-2026-12-01/session10-reduce-once/team/), 8192-element
 # chunks on 8 warps read 82.7 / 64.4% of copy in fp32 / bf16 against 75.3 / 59.9% on CONFIG's 4096 and 4
 # warps in the same process; at 131072 they read 81.6 / 62.5% against 81.2 / 67.6%, hence the limit.
 SPLIT_LONG_ABOVE = 131072
 SPLIT_LONG = {"BLOCK_N": 8192, "num_warps": 8}
 # 16-bit rows over WHOLE_ROW_MAX go to _rmsnorm_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
-# CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM. On the H200
-# (df8b865:experiments/sweep-h200-2026-12-01/session11-smem/team-norms/, bf16) it read 88.4 / 88.3 / 89.2% of copy
+# CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM. On the H200 (the team's A/B runs,
+# df8b865:experiments/sweep-h200-2026-12-01/session11-smem/team-norms/, bf16) it read 88.4 / 88.3 / 89.2% of copy
 # at rows of 65536 / 131072 / 262144, where the streamed kernel and the register team read 73.9 / 68.1 /
 # 64.4%. At 4096x32768 it read 88.2% against the whole row's 90.9%, so rows up to WHOLE_ROW_MAX keep the
 # whole row. w held in shared memory too read within a point (88.1-89.8%, four programs an SM).
@@ -304,7 +308,7 @@ if gluon is not None:
         at = words + (team * 4 + it % 4) * P + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
-        # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
+        # 512x262144: +2-3 points of copy in its A/B, df8b865:experiments/sweep-h200-session18/call4-team-gather/).
         w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
@@ -487,13 +491,14 @@ def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
 
 # fp32 rows of at most BLOCK_SIZE on an NVIDIA GPU (unless a config is passed): one row a program, on the
 # warps Triton's fused-softmax tutorial gives a row (8 elements a thread), instead of CONFIG's tile of rows
-# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/
-# peer_rows.py, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
+# on its warps. Measured on the H200 against the tutorial's kernel in one process (benchmarks/peer_rows.py;
+# the run before the change, df8b865:experiments/sweep-h200-session29/call12-peer-rows/), % of copy, softmax / rmsnorm /
 # layernorm: 131072x1024 CONFIG 97.0 / 96.7 / 96.8 against the one-row kernel's 99.6 / 99.6 / 99.5;
 # 32768x4096 96.9 / 97.2 / 97.7 against 98.0 / 97.7 / 98.1. 16-bit rows keep CONFIG's tiles (there the
-# one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it
-# (call13-peer-rows-after/): 131072x1024 99.7 / 99.6 / 99.9, 32768x4096 98.1 / 97.6 and layernorm's one row
-# on 16 warps 94.5, so layernorm's rows of 4096 keep CONFIG (one row on 4 warps there).
+# one-row kernel read 79-93%); the interpreter keeps CONFIG, whose knobs a tuner moves there. With it (the
+# run after, call13-peer-rows-after/ beside): 131072x1024 99.7 / 99.6 / 99.9, 32768x4096 98.1 / 97.6 and
+# layernorm's one row on 16 warps 94.5, so layernorm's rows of 4096 keep CONFIG (one row on 4 warps there).
+# Four rounds since: experiments/sweep-h200/peer-rows/.
 FP32_ROW_WARPS = [(1024, 4), (2048, 8), (4096, 16)]  # (longest row, num_warps); longer rows: CONFIG
 
 

@@ -189,8 +189,8 @@ def moe_gate_up_kernel(x_src, w_src, h_ptr, sorted_ids_ptr, block_expert_ptr, n_
     # USE_TMA: x_src, w_src are host-made descriptors of x_sorted (num_m_blocks * BLOCK_M, HD) and of
     # w13's (E * 2, I, HD) view (gate and up of each expert), whose boxes read zeros past I. Made in
     # the kernel instead, a descriptor a program (each written and fenced) cost 9% of this GEMM at the
-    # Mixtral shape (df8b865:experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src, w_src are x and
-    # w13, and each program gathers its rows.
+    # Mixtral shape (the gate/up A/B, df8b865:experiments/sweep-h200-session13/call6-moe-gate-up/). Else x_src,
+    # w_src are x and w13, and each program gathers its rows.
     pid_m, pid_n = _tile_coords(tl.program_id(0), num_m_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
     e = tl.load(block_expert_ptr + pid_m)
     if e < 0:
@@ -589,7 +589,7 @@ def _fastest(run, candidates):
     timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
     each keeping its better median. Timed once each in turn, the first candidate ran before the GPU's
     clocks had risen: at the Mixtral shape CONFIG lost to a tile 3-7% slower
-    (df8b865:experiments/sweep-h200-session14/call2-moe/). Each call follows a clean clear of the L2 (_median_ms),
+    (the GEMM-by-GEMM runs, df8b865:experiments/sweep-h200-session14/call2-moe/). Each call follows a clean clear of the L2 (_median_ms),
     as kgit times it (do_bench's clear leaves dirty lines for the timed kernel to write back)."""
     runnable = []
     for cfg in candidates:
