@@ -60,11 +60,19 @@ def test_template_configs_are_literals():
             assert value in found["CONFIG_SPACE"][key], (path, key)
 
 
+# The row kernels' CONFIG as they ship, which the dispatch tests below are written for. A clone on a loop's
+# branch holds a tuned CONFIG (the README's first command, kgit tune softmax, leaves one): the dispatch it
+# gets is the same code's answer for another CONFIG, not what these cases state.
+SHIPPED_ROW_CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 4, "num_stages": 1, "PERSISTENT": 0}
+
+
 def _template(name):
     path = os.path.join(ROOT, os.path.dirname(TESTS[name]), kernel_file(name))
     spec = importlib.util.spec_from_file_location(f"tmpl_{name.replace('-', '_')}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if name in ("softmax", "rmsnorm", "layernorm"):
+        mod.CONFIG = {**mod.CONFIG, **SHIPPED_ROW_CONFIG}
     return mod
 
 
