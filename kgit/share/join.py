@@ -29,6 +29,7 @@ from kgit.git import read, refs, write
 from kgit.git.command import Repo
 from kgit.model import decide
 from kgit.model.record import Record
+from kgit.render.text import metric
 from kgit.state import transaction
 
 OURS, THEIRS = "ours", "theirs"
@@ -105,7 +106,8 @@ def which_measured_better(found: Lines, lower_is_better: bool) -> str:
     (_, ours), (_, theirs) = found.kept_ours[-1], found.kept_theirs[-1]
     if ours.metric != theirs.metric:
         return f"they report different figures ({ours.metric}, {theirs.metric})"
-    figures = f"this clone's best {ours.value:g} {ours.metric}, theirs {theirs.value:g}"
+    figures = (f"this clone's best {metric(ours.value, ours.metric, ours.cpu_timing)}, theirs "
+               f"{metric(theirs.value, theirs.metric, theirs.cpu_timing)}")
     if not decide.same_environment(ours.environment, theirs.environment):
         return f"{figures}, measured in different environments: not comparable as they stand"
     ahead = "theirs" if (theirs.value < ours.value) == lower_is_better and theirs.value != ours.value else "this clone's"

@@ -106,6 +106,7 @@ def test_a_fork_is_said_pinned_and_settled_by_one_kgit_command(remote, ws, tmp_p
     fork, = [line for line in run.stdout.splitlines() if "forked" in line]
     pinned = f"refs/kgit/forks/fake/origin-{b.git('rev-parse', 'opt/fake')[:10]}"
     assert f"origin's line is pinned at {pinned}" in fork and "theirs measured better" in fork
+    assert "this clone's best 130 GBps, theirs 150 GBps on the same device" in fork  # as kgit prints figures
     assert f"'git checkout {pinned} -- {KERNEL}', then 'kgit step'" in fork
     assert a.git("rev-parse", "opt/fake") == before and a.ok("best", "--json").json()["value"] == 130.0
 
