@@ -327,6 +327,7 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
     if target is not None and top:
         gap = top.value - target if cfg.lower_is_better else target - top.value
     own = _loop_run(history.pairs, top)
+    pending = journal.pending(repo)
     return Status(
         kernel=kernel,
         branch=refs.branch(kernel),
@@ -349,11 +350,11 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         remeasured=remeasured.latest(records, top) if top else None,
         invalid=history.invalid,
         working=lock.holder(repo),
-        pending=journal.pending(repo),
+        pending=pending,
         test_changed=best_commit is not None and read.rev(repo, refs.branch_ref(kernel)) is not None
         and read.changed(repo, best_commit, refs.branch_ref(kernel), cfg.test_path),
         # while a killed step is pending its candidate is on the branch unrecorded: not a hand commit
-        unrecorded=[] if journal.pending(repo) else unrecorded_commits(repo, kernel, cfg.kernel_path, history),
+        unrecorded=[] if pending else unrecorded_commits(repo, kernel, cfg.kernel_path, history),
     )
 
 

@@ -360,9 +360,9 @@ def check_run(change: tuple[str, str] | None, comparison: Comparison, untested: 
         return untested, comparison
     if allow:
         return (*(untested or ()), *names), comparison
-    return untested, never_measured(not_run(f"the test never ran {', '.join(names)}, which this change touches: its verdict "
-                                    "would say nothing of them (kgit step --allow-untested records such a change as "
-                                    "untested)", comparison.first.output_tail))
+    return untested, never_measured(not_run(f"the test never ran {', '.join(names)}, which this change touches: its "
+                                            "verdict would say nothing of them (kgit step --allow-untested records such "
+                                            "a change as untested)", comparison.first.output_tail))
 
 
 def never_ran(repo: Repo, path: str, launched: tuple[str, ...] | None) -> list[str]:

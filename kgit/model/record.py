@@ -228,7 +228,7 @@ def from_json(data) -> Record:
     for key in _NUMBERS + _POSITIVE_NUMBERS:
         value = data.get(key)
         if value is not None:
-            if type(value) not in (int, float) or not math.isfinite(value):  # type(): a bool is no number
+            if not _finite(value):
                 raise InvalidRecord(f"{key} must be a finite number, not {shown(value)}")
             if value <= 0 and key in _POSITIVE_NUMBERS:
                 raise InvalidRecord(f"{key} must be above 0, not {shown(value)}")
@@ -312,7 +312,7 @@ def measurement_from_json(data) -> Measurement:
     fields = {}
     for key in _MEASURED_LISTS:
         value = data.get(key, [])
-        if type(value) is not list or len(value) > _MAX_RUNS or not all(_finite(v) for v in value):
+        if not _figures(value):
             raise InvalidRecord(f"measurement.{key} must be a list of finite numbers, not {shown(value)}")
         fields[key] = value
     for key in _MEASURED_COUNTS:
@@ -338,9 +338,8 @@ def measurement_from_json(data) -> Measurement:
     if decided_on not in _DECIDED_ON:
         raise InvalidRecord(f"measurement.decided_on {shown(decided_on)} is neither test nor device")
     device_us = data.get("device_us")
-    if device_us is not None and (type(device_us) is not dict or any(
-            type(device_us.get(side, [])) is not list or len(device_us.get(side, [])) > _MAX_RUNS
-            or not all(v is None or _finite(v) for v in device_us.get(side, [])) for side in ("best", "candidate"))):
+    if device_us is not None and (type(device_us) is not dict or not all(
+            _figures(device_us.get(side, []), missing_ok=True) for side in ("best", "candidate"))):
         raise InvalidRecord(f"measurement.device_us must hold lists of device times, not {shown(device_us)}")
     figure, spread = data.get("figure"), data.get("spread")
     if figure is not None and (type(figure) is not str or len(figure) > 1_000):
@@ -358,8 +357,7 @@ def spread_from_json(data) -> Spread:
     if type(runs) is not int or runs < 0:
         raise InvalidRecord(f"measurement.spread.runs must be a count, not {shown(runs)}")
     for key, value in (("test", test), ("device_us", device)):
-        if (value is not None or key == "test") and (type(value) is not list or len(value) > _MAX_RUNS
-                                                     or not all(_finite(v) for v in value)):
+        if not _figures(value) and (value is not None or key == "test"):  # a start without device time has none
             raise InvalidRecord(f"measurement.spread.{key} must be a list of finite numbers, not {shown(value)}")
     sd_pct, decides_on, max_pairs = data.get("sd_pct"), data.get("decides_on"), data.get("max_pairs")
     if type(sd_pct) is not dict or not set(sd_pct) <= set(_DECIDED_ON) or not all(
@@ -403,6 +401,12 @@ _SPREAD_KEYS = {f.name for f in dataclasses.fields(Spread)}
 
 def _finite(value) -> bool:
     return type(value) in (int, float) and math.isfinite(value)  # type(): a bool is no number
+
+
+def _figures(value, missing_ok: bool = False) -> bool:
+    """A list of at most _MAX_RUNS finite numbers; with missing_ok, None stands where a run recorded none."""
+    return type(value) is list and len(value) <= _MAX_RUNS and all(
+        _finite(v) or (missing_ok and v is None) for v in value)
 
 
 def _names(value, key: str) -> tuple[str, ...] | None:
