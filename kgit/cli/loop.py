@@ -19,14 +19,17 @@ from kgit.errors import KgitError
 def start_command(ctx, kernel, as_json, **options):
     """Record the baseline of KERNEL as iteration 0 on a new opt/KERNEL branch."""
     from kgit.loop import steps
+    from kgit.loop.recovery import locked
     from kgit.render import commands
 
+    where = repo(ctx)
     progress = Progress("baseline")
-    try:
-        outcome = steps.start(repo(ctx), kernel, overrides(**options), progress)
-    finally:
-        progress.end()
-    notes(outcome.recovered)
+    with locked(where) as recovered:
+        notes(recovered)
+        try:
+            outcome = steps.start(where, kernel, overrides(**options), progress)
+        finally:
+            progress.end()
     emit(as_json, lambda: record_json(outcome.record, outcome.commit, never_ran=outcome.never_ran),
          lambda: commands.start(outcome.record, outcome.commit, outcome.never_ran))
 
@@ -49,15 +52,18 @@ def start_command(ctx, kernel, as_json, **options):
 def step_command(ctx, action, tier, keep_anyway, again, allow_untested, as_json, **options):
     """Commit the edited kernel, measure it against the best pair by pair, keep or revert it."""
     from kgit.loop import steps
+    from kgit.loop.recovery import locked
     from kgit.render import commands
 
+    where = repo(ctx)
     progress = Progress("step")
-    try:
-        outcome = steps.step(repo(ctx), action, tier, overrides(**options), progress, keep_anyway=keep_anyway,
-                             again=again, allow_untested=allow_untested)
-    finally:
-        progress.end()
-    notes(outcome.recovered)
+    with locked(where) as recovered:
+        notes(recovered)
+        try:
+            outcome = steps.step(where, action, tier, overrides(**options), progress, keep_anyway=keep_anyway,
+                                 again=again, allow_untested=allow_untested)
+        finally:
+            progress.end()
     warn_invalid(outcome.invalid)
     record = outcome.record
     emit(as_json, lambda: record_json(record, outcome.commit, kept=record.kept),
@@ -80,6 +86,7 @@ def tune_command(ctx, kernel, gpus, ray_address, ray_workers, as_json, **options
     """Search KERNEL's CONFIG space, one iteration per proposal (no agent needed)."""
     from kgit.loop import history
     from kgit.loop import tune
+    from kgit.loop.recovery import locked
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel)
@@ -97,7 +104,9 @@ def tune_command(ctx, kernel, gpus, ray_address, ray_workers, as_json, **options
 
     ray_cluster = cluster.connect(ray_address, ray_workers) if ray_address else None
     try:
-        stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, gpu_list, ray_cluster)
+        with locked(where) as recovered:  # held across rounds: parallel tests run under it too
+            notes(recovered)
+            stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, gpu_list, ray_cluster)
     finally:
         progress.end()
         if ray_cluster:
@@ -125,13 +134,16 @@ def run_command(ctx, kernel, command, agent_timeout_s, as_json, **options):
       KGIT_ACTION_FILE    where to describe the change: one line, then optionally "tier: N"
     """
     from kgit.loop import agent, history
+    from kgit.loop.recovery import locked
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel)
     outcomes, on_outcome = _outcome_printer(as_json)
     progress = Progress("run")
     try:
-        stopped = agent.run(where, kernel, command, agent_timeout_s, overrides(**options), progress, on_outcome)
+        with locked(where) as recovered:
+            notes(recovered)
+            stopped = agent.run(where, kernel, command, agent_timeout_s, overrides(**options), progress, on_outcome)
     finally:
         progress.end()
     _emit_loop_summary(where, kernel, stopped, outcomes, as_json, "run")
@@ -145,7 +157,6 @@ def _outcome_printer(as_json: bool):
 
     def on_outcome(outcome):
         outcomes.append(outcome)
-        notes(outcome.recovered)
         if not as_json:
             click.echo(commands.loop_round(outcome.record, outcome.commit))
 
@@ -186,12 +197,14 @@ def profile_command(ctx, iteration, named_kernel, kernel, timeout_s, as_json):
     """
     from kgit.loop import history
     from kgit.loop import profile
+    from kgit.loop.recovery import locked
     from kgit.render import analysis
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel_of(named_kernel, kernel))
-    out = profile.run(where, kernel, iteration, timeout_s, Progress("profile"))
-    notes(out["recovered"])
+    with locked(where) as recovered:
+        notes(recovered)
+        out = profile.run(where, kernel, iteration, timeout_s, Progress("profile"))
     prof, diag = out["profile"], out["diagnosis"]
     if prof["source"] != "profiler" and as_json:
         click.echo(f"kgit: no profiler: {prof['why']}", err=True)
@@ -205,13 +218,14 @@ def profile_command(ctx, iteration, named_kernel, kernel, timeout_s, as_json):
 def report_command(ctx, as_json):
     """(Re)write experiments/README.md (or report_path) from the records and commit it."""
     from kgit import config
+    from kgit.loop import report
+    from kgit.loop.recovery import locked
     from kgit.render import commands
-    from kgit.state import transaction
 
     where = repo(ctx)
-    with transaction.begin(where) as recovered:
+    with locked(where) as recovered:
         notes(recovered)
-        commit = transaction.commit_report(where)
+        commit = report.commit_report(where)
     path = config.report_path(where.root)
     emit(as_json, lambda: {"path": path, "commit": commit}, lambda: commands.report(commit, path))
 
@@ -226,11 +240,11 @@ def finish_command(ctx, kernel, into, as_json):
     """Bring KERNEL's best into the branch its loop started from, as one commit: the kernel file and what
     else the best changed, never kgit's own log or kgit.yaml. Refused where that branch changed them too."""
     from kgit.loop import finish, history
+    from kgit.loop.recovery import locked
     from kgit.render import commands
-    from kgit.state import transaction
 
     where = repo(ctx)
-    with transaction.begin(where) as recovered:
+    with locked(where) as recovered:
         notes(recovered)
         done = finish.finish(where, history.resolve_kernel(where, kernel), into)
     emit(as_json, lambda: {"kernel": done.kernel, "branch": done.branch, "commit": done.commit, "paths": done.paths,

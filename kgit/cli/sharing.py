@@ -19,12 +19,12 @@ def push_command(ctx, remote, as_json):
     """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
     import dataclasses
 
+    from kgit.loop.recovery import locked
     from kgit.render import commands
     from kgit.share import sync
-    from kgit.state import transaction
 
     where = repo(ctx)
-    with transaction.begin(where) as recovered:
+    with locked(where) as recovered:
         notes(recovered)
         pushed = sync.push(where, remote)
     lines = commands.push(pushed)
@@ -56,11 +56,11 @@ def push_command(ctx, remote, as_json):
 def pull_command(ctx, remote, take, as_json):
     """Fetch REMOTE's kgit refs; merge its records with ours, bring opt/* branches up to date (a branch
     that both clones continued is joined, the line that kept kernels going on)."""
+    from kgit.loop.recovery import locked
     from kgit.share import sync
-    from kgit.state import transaction
 
     where = repo(ctx)
-    with transaction.begin(where) as recovered:
+    with locked(where) as recovered:
         notes(recovered)
         done, refused = sync.pull(where, remote, take)
     incomplete = (f"the pull is incomplete: {refused} thing{'s' if refused != 1 else ''} refused or not updated "

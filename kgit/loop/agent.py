@@ -48,16 +48,7 @@ AGENT_TEXT_CHARS = 8000  # of the context and of the agent's output kept in a re
 
 def run(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
         progress, on_outcome) -> StopReason:
-    """Drive the agent until a stop reason, which it returns."""
-    lock.acquire(repo)
-    try:
-        return _turns(repo, kernel, command, agent_timeout_s, overrides, progress, on_outcome)
-    finally:
-        lock.release(repo)
-
-
-def _turns(repo: Repo, kernel: str, command: str, agent_timeout_s: float, overrides: dict,
-           progress, on_outcome) -> StopReason:
+    """Drive the agent until a stop reason, which it returns. Under the lock (kgit.loop.recovery.locked)."""
     baseline = steps.ensure_started(repo, kernel, overrides, progress)
     if baseline:
         on_outcome(baseline)

@@ -27,7 +27,6 @@ from kgit.loop import steps
 from kgit.loop.history import loop_state, missing_iteration
 from kgit.profiling import diagnose, profilers, skillfiles
 from kgit.profiling.saved import benchmark_fallback, head_record, profile_dir
-from kgit.state import transaction
 
 NOTE_KERNELS = 4  # kernels kept per profile in a note (the primary first)
 
@@ -55,44 +54,44 @@ def jit_kernel_names(source: str) -> list[str]:
 
 def run(repo: Repo, kernel: str | None, iteration: int | None, timeout_s: float | None = None,
         progress=None) -> dict:
-    """Profile, store metrics.json and the note, diagnose; returns what the command prints."""
-    with transaction.begin(repo) as recovered:
-        kernel = kernel or steps.current_kernel(repo)
-        records = notes.kernel_history(repo, kernel).pairs
-        listed = [r for _, r in records]
-        cfg = loop_state(repo, kernel, {}).cfg if listed else config.load(repo.root, kernel)
-        commit, record, label, note_why = _target(repo, cfg, records, iteration)
-        timeout = timeout_s or 2 * cfg.test_timeout_s
-        workdir = None
-        try:
-            if commit is not None and iteration is not None:
-                workdir = Path(tempfile.mkdtemp(prefix="kgit-profile-"))
-                write.add_worktree(repo, workdir / "tree", commit)
-                root = workdir / "tree"
-            else:
-                root = repo.root
-            out_dir = profile_dir(repo, kernel) / label
-            shutil.rmtree(out_dir, ignore_errors=True)
-            out_dir.mkdir(parents=True)
-            result = _profile(cfg, root, out_dir, timeout, record, kernel, progress)
-        finally:
-            if workdir is not None:
-                write.remove_worktree(repo, workdir / "tree")
-                shutil.rmtree(workdir, ignore_errors=True)
-        result.update(kernel=kernel, iteration=record.iteration if record else None, label=label,
-                      commit=commit, saved_to=str(out_dir.relative_to(repo.root)))
-        diag = diagnose.diagnose(result, listed, kernel, record.gpu if record else None,
-                                 _kernel_skill(repo.root, kernel))
-        (out_dir / "metrics.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        (profile_dir(repo, kernel) / "latest.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        if commit is not None and record is not None:  # the note names skills in kgit's layout: it travels
-            write.write_note(repo, commit, record.replace(profile=_for_note(result), diagnosis=_diag_for_note(diag)))
-            result["noted"] = True
+    """Profile, store metrics.json and the note, diagnose; returns what the command prints. Under the lock
+    (kgit.loop.recovery.locked): the note is written as a step writes one."""
+    kernel = kernel or steps.current_kernel(repo)
+    records = notes.kernel_history(repo, kernel).pairs
+    listed = [r for _, r in records]
+    cfg = loop_state(repo, kernel, {}).cfg if listed else config.load(repo.root, kernel)
+    commit, record, label, note_why = _target(repo, cfg, records, iteration)
+    timeout = timeout_s or 2 * cfg.test_timeout_s
+    workdir = None
+    try:
+        if commit is not None and iteration is not None:
+            workdir = Path(tempfile.mkdtemp(prefix="kgit-profile-"))
+            write.add_worktree(repo, workdir / "tree", commit)
+            root = workdir / "tree"
         else:
-            result["noted"] = False
-            result["note_why"] = note_why
-        diag["skills"] = [skillfiles.readable(repo.root, p) for p in diag["skills"]]  # as diagnose names them
-        return {"profile": result, "diagnosis": diag, "recovered": recovered}
+            root = repo.root
+        out_dir = profile_dir(repo, kernel) / label
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True)
+        result = _profile(cfg, root, out_dir, timeout, record, kernel, progress)
+    finally:
+        if workdir is not None:
+            write.remove_worktree(repo, workdir / "tree")
+            shutil.rmtree(workdir, ignore_errors=True)
+    result.update(kernel=kernel, iteration=record.iteration if record else None, label=label,
+                  commit=commit, saved_to=str(out_dir.relative_to(repo.root)))
+    diag = diagnose.diagnose(result, listed, kernel, record.gpu if record else None,
+                             _kernel_skill(repo.root, kernel))
+    (out_dir / "metrics.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    (profile_dir(repo, kernel) / "latest.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    if commit is not None and record is not None:  # the note names skills in kgit's layout: it travels
+        write.write_note(repo, commit, record.replace(profile=_for_note(result), diagnosis=_diag_for_note(diag)))
+        result["noted"] = True
+    else:
+        result["noted"] = False
+        result["note_why"] = note_why
+    diag["skills"] = [skillfiles.readable(repo.root, p) for p in diag["skills"]]  # as diagnose names them
+    return {"profile": result, "diagnosis": diag}
 
 
 def _target(repo, cfg, records, iteration):
@@ -162,7 +161,7 @@ def _kernel_skill(root: Path, kernel: str) -> str | None:
 
 
 def _for_note(result: dict) -> dict:
-    keep = {k: v for k, v in result.items() if k not in ("command", "kernels", "recovered")}
+    keep = {k: v for k, v in result.items() if k not in ("command", "kernels")}
     keep["kernels"] = [{k: v for k, v in kern.items() if k != "stalls"} for kern in result.get("kernels", [])[:NOTE_KERNELS]]
     return keep
 

@@ -1,6 +1,10 @@
 """Start and step: the loop's two moves, each a short transaction (kgit.state.transaction).
 
-    step: begin (lock, recover) -> commit the candidate -> run the test -> decide -> finish
+    step: read the loop and the change once -> refuse, or commit the candidate -> run the test against
+          the best -> decide -> render the log -> hand the decision to the transaction
+
+Both run under the lock, with whatever a killed kgit left settled first (kgit.loop.recovery.locked,
+which the command takes).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from kgit import config, machine
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, write
 from kgit.git.command import Repo
-from kgit.loop import paired, testing
+from kgit.loop import paired, report, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import coverage, decide, tunables
 from kgit.model.noise import Comparison, never_measured
@@ -33,7 +37,6 @@ class Outcome:
 
     record: Record
     commit: str
-    recovered: list[str] = field(default_factory=list)  # what was done to finish an interrupted step
     invalid: list[InvalidNote] = field(default_factory=list)  # notes that were not used to decide
     interrupted: str | None = None  # a step stopped by Ctrl-C or a signal: how to bring its change back
     never_ran: list[str] = field(default_factory=list)  # the kernel file's kernels the baseline's test never ran
@@ -43,70 +46,69 @@ class Outcome:
 
 
 def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
-    with transaction.begin(repo) as recovered:
-        cfg = config.load(repo.root, kernel, overrides)
-        if read.rev(repo, refs.branch_ref(kernel)):
-            raise KgitError(f"{refs.branch(kernel)} already exists",
-                            f"continue with 'kgit step'; a new run takes a name of its own ({_new_run_hint(kernel, cfg)})")
-        earlier = notes.kernel_history(repo, kernel)
-        if earlier.pairs:  # the branch was deleted: a run under the same name would count and stop with these
-            raise KgitError(f"{kernel} has records of an earlier run here (iterations 0 to {earlier.last_iteration}; "
-                            f"{refs.branch(kernel)} was deleted since), which a new run under that name would be "
-                            "counted, stopped and judged with", _new_run_hint(kernel, cfg))
-        elsewhere = read.fetched_runs(repo, kernel)
-        if elsewhere:  # a second baseline here could never be pushed beside that run: it would diverge
-            remote, branch = elsewhere[0]
-            raise KgitError(f"{remote} already has {branch} (a run of another clone)",
-                            f"'kgit pull {remote}' brings it and its records, then 'git checkout {branch}' and "
-                            f"'kgit step' continue it; to start over instead, delete it there first "
-                            f"(git push {remote} --delete {branch})")
-        head = read.rev(repo, "HEAD")
-        if head is None:
-            raise KgitError("the repository has no commit yet", "commit the kernel and its test first")
-        check_clean(read.modified_tracked_files(repo), allowed=[])
-        if not read.has_identity(repo):  # found now, not after the baseline has run
-            raise KgitError("git does not know who commits here, and every iteration is a commit",
-                            "set it with git config user.name \"Your Name\" && git config user.email you@example.com")
-        transaction.check_readme_is_ours(repo)
-        for path in (cfg.kernel_path, cfg.test_path):
-            if not read.is_tracked(repo, path):
-                raise KgitError(f"{path} is not tracked by git", "commit it before starting")
-        if (repo.root / config.CONFIG_FILE).exists() and not read.is_tracked(repo, config.CONFIG_FILE):
-            raise KgitError(f"{config.CONFIG_FILE} is not tracked by git: a clone of {refs.branch(kernel)} would "
-                            f"not know the kernel", f"commit {config.CONFIG_FILE} before starting")
+    cfg = config.load(repo.root, kernel, overrides)
+    if read.rev(repo, refs.branch_ref(kernel)):
+        raise KgitError(f"{refs.branch(kernel)} already exists",
+                        f"continue with 'kgit step'; a new run takes a name of its own ({_new_run_hint(kernel, cfg)})")
+    earlier = notes.kernel_history(repo, kernel)
+    if earlier.pairs:  # the branch was deleted: a run under the same name would count and stop with these
+        raise KgitError(f"{kernel} has records of an earlier run here (iterations 0 to {earlier.last_iteration}; "
+                        f"{refs.branch(kernel)} was deleted since), which a new run under that name would be "
+                        "counted, stopped and judged with", _new_run_hint(kernel, cfg))
+    elsewhere = read.fetched_runs(repo, kernel)
+    if elsewhere:  # a second baseline here could never be pushed beside that run: it would diverge
+        remote, branch = elsewhere[0]
+        raise KgitError(f"{remote} already has {branch} (a run of another clone)",
+                        f"'kgit pull {remote}' brings it and its records, then 'git checkout {branch}' and "
+                        f"'kgit step' continue it; to start over instead, delete it there first "
+                        f"(git push {remote} --delete {branch})")
+    head = read.rev(repo, "HEAD")
+    if head is None:
+        raise KgitError("the repository has no commit yet", "commit the kernel and its test first")
+    check_clean(read.modified_tracked_files(repo), allowed=[])
+    if not read.has_identity(repo):  # found now, not after the baseline has run
+        raise KgitError("git does not know who commits here, and every iteration is a commit",
+                        "set it with git config user.name \"Your Name\" && git config user.email you@example.com")
+    report.check_readme_is_ours(repo)
+    for path in (cfg.kernel_path, cfg.test_path):
+        if not read.is_tracked(repo, path):
+            raise KgitError(f"{path} is not tracked by git", "commit it before starting")
+    if (repo.root / config.CONFIG_FILE).exists() and not read.is_tracked(repo, config.CONFIG_FILE):
+        raise KgitError(f"{config.CONFIG_FILE} is not tracked by git: a clone of {refs.branch(kernel)} would "
+                        f"not know the kernel", f"commit {config.CONFIG_FILE} before starting")
 
-        write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
-        started = decide.now()
-        environment = machine.environment(cfg.gpu)
-        runs = []  # after a warm-up (its first run fills compile caches: it never counts), START_RUNS runs
-        with testing.checkouts(repo, cfg, {"baseline": (head, None)}, progress=progress) as run:
-            result = run("baseline")
-            while result.passed and len(runs) < decide.START_RUNS:
-                result = run("baseline", timing_only=bool(runs))  # the first counted run checks as well
-                runs.append(result)
-        if not result.passed:
-            last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
-            ends = f"; the test's output ends: {last}" if last not in (result.reason or "") else ""
-            raise KgitError(f"baseline failed ({result.reason}); nothing was changed{ends}",
-                            _baseline_hint(result.reason, kernel, cfg))
-        spread = decide.start_spread(cfg, runs)
-        measured = Comparison(first=runs[0], best=[], candidate=[r.value for r in runs], log_ratios=[],
-                              runs=len(runs) + 1, warmups=1, decided_on=spread.decides_on,
-                              device_candidate=[r.device.total_us if r.device else None for r in runs])
-        record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
-                                   measured, environment)
-        record = record.replace(measurement=dataclasses.replace(record.measurement, spread=spread),
-                                launched=launched_in(runs[0]))
-        # the loop's own settings: later commands start from them
-        record = record.replace(options=overrides)
-        proposal = decide.proposed_target(record) if record.target is None else None
-        if proposal:  # remembered as if given: --target-value on a later step replaces it
-            record = record.replace(options={**overrides, "target_value": round(proposal[0], 6)},
-                                    target=round(proposal[0], 6), reason=f"target proposed: {proposal[1]}")
-        if record.target is not None and decide.reaches(record.value, record.target, cfg.lower_is_better):
-            record = record.replace(stop_reason=StopReason.TARGET_MET)
-        journal = transaction.start(repo, cfg, head, record)
-        return Outcome(record, journal.final, recovered, never_ran=never_ran(repo, cfg.kernel_path, record.launched))
+    write.configure_notes(repo)  # from now on a rebase or an amend of opt/<kernel> keeps the records
+    started = decide.now()
+    environment = machine.environment(cfg.gpu)
+    runs = []  # after a warm-up (its first run fills compile caches: it never counts), START_RUNS runs
+    with testing.checkouts(repo, cfg, {"baseline": (head, None)}, progress=progress) as run:
+        result = run("baseline")
+        while result.passed and len(runs) < decide.START_RUNS:
+            result = run("baseline", timing_only=bool(runs))  # the first counted run checks as well
+            runs.append(result)
+    if not result.passed:
+        last = (result.output_tail.strip().splitlines() or [""])[-1][:200]
+        ends = f"; the test's output ends: {last}" if last not in (result.reason or "") else ""
+        raise KgitError(f"baseline failed ({result.reason}); nothing was changed{ends}",
+                        _baseline_hint(result.reason, kernel, cfg))
+    spread = decide.start_spread(cfg, runs)
+    measured = Comparison(first=runs[0], best=[], candidate=[r.value for r in runs], log_ratios=[],
+                          runs=len(runs) + 1, warmups=1, decided_on=spread.decides_on,
+                          device_candidate=[r.device.total_us if r.device else None for r in runs])
+    record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
+                               measured, environment)
+    record = record.replace(measurement=dataclasses.replace(record.measurement, spread=spread),
+                            launched=launched_in(runs[0]))
+    # the loop's own settings: later commands start from them
+    record = record.replace(options=overrides)
+    proposal = decide.proposed_target(record) if record.target is None else None
+    if proposal:  # remembered as if given: --target-value on a later step replaces it
+        record = record.replace(options={**overrides, "target_value": round(proposal[0], 6)},
+                                target=round(proposal[0], 6), reason=f"target proposed: {proposal[1]}")
+    if record.target is not None and decide.reaches(record.value, record.target, cfg.lower_is_better):
+        record = record.replace(stop_reason=StopReason.TARGET_MET)
+    journal = transaction.start(repo, cfg, head, record, *_rendered(repo, head, record))
+    return Outcome(record, journal.final, never_ran=never_ran(repo, cfg.kernel_path, record.launched))
 
 
 def _new_run_hint(kernel: str, cfg: config.KernelConfig) -> str:
@@ -174,30 +176,29 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     again: measure a kernel whose code an earlier iteration measured already (SameCode otherwise).
     allow_untested: step a change to what the test never ran (Untested otherwise); the record says so.
     """
-    with transaction.begin(repo) as recovered:
-        before = read_before_step(repo, overrides)
-        state = before.state
-        # every refusal comes before the commit, from what was read: a refusal uses no iteration
-        check_clean(before.modified, allowed=[state.cfg.kernel_path])
-        if not before.edited:  # a staged change undone on disk is none either
-            raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
-        if keep_anyway is not None:
-            keep_anyway = one_line(keep_anyway, what="--keep-anyway")
-        repeats = check_new_code(before, again)
-        untested = check_tested(before, allow_untested)
-        check_config(before)
-        journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
-                                               one_line(action), tier, paths=[state.cfg.kernel_path])
-        comparison, environment = measured or (None, machine.environment(state.cfg.gpu))
-        try:
-            comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
-        except KeyboardInterrupt:
-            comparison = never_measured(not_run(INTERRUPTED_BY_USER))
-        untested, comparison = check_run(before.change, comparison, untested, allow_untested)
-        record = decided_record(state, journal, comparison, environment, overrides, keep_anyway=keep_anyway,
-                                agent_turn=agent_turn, repeats=repeats, untested=untested,
-                                test_changed=before.test_changed_since_best)
-        outcome = Outcome(record, transaction.decided(repo, journal, record), recovered, state.history.invalid)
+    before = read_before_step(repo, overrides)
+    state = before.state
+    # every refusal comes before the commit, from what was read: a refusal uses no iteration
+    check_clean(before.modified, allowed=[state.cfg.kernel_path])
+    if not before.edited:  # a staged change undone on disk is none either
+        raise KgitError(f"no change to {state.cfg.kernel_path}", "edit the kernel, then step")
+    if keep_anyway is not None:
+        keep_anyway = one_line(keep_anyway, what="--keep-anyway")
+    repeats = check_new_code(before, again)
+    untested = check_tested(before, allow_untested)
+    check_config(before)
+    journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
+                                           one_line(action), tier, paths=[state.cfg.kernel_path])
+    comparison, environment = measured or (None, machine.environment(state.cfg.gpu))
+    try:
+        comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
+    except KeyboardInterrupt:
+        comparison = never_measured(not_run(INTERRUPTED_BY_USER))
+    untested, comparison = check_run(before.change, comparison, untested, allow_untested)
+    record = decided_record(state, journal, comparison, environment, overrides, keep_anyway=keep_anyway,
+                            agent_turn=agent_turn, repeats=repeats, untested=untested,
+                            test_changed=before.test_changed_since_best)
+    outcome = Outcome(record, _decided(repo, journal, record), state.history.invalid)
     if outcome.record.reason == INTERRUPTED_BY_USER:
         # recorded and rolled back like any failure; the change waits at its attempt ref
         ref = refs.attempt_ref(outcome.record.kernel, outcome.record.iteration)
@@ -422,13 +423,24 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
     For an agent that changed nothing, changed the test or other files, or failed: whatever it changed
     in tracked files is committed first as the attempt, so that nothing is lost and the record shows it.
     """
-    with transaction.begin(repo) as recovered:
-        state = _running_state(repo, overrides)
-        journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
-                                               one_line(action), tier, paths=None)
-        record = decided_record(state, journal, never_measured(not_run(reason, output_tail)), None, overrides,
-                                agent_turn=agent_turn)
-        return Outcome(record, transaction.decided(repo, journal, record), recovered, state.history.invalid)
+    state = _running_state(repo, overrides)
+    journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1, one_line(action),
+                                           tier, paths=None)
+    record = decided_record(state, journal, never_measured(not_run(reason, output_tail)), None, overrides,
+                            agent_turn=agent_turn)
+    return Outcome(record, _decided(repo, journal, record), state.history.invalid)
+
+
+def _decided(repo: Repo, journal, record: Record) -> str:
+    """Hand the decided record, and the log rendered with it, to the transaction; the note's commit."""
+    return transaction.decided(repo, journal, record, *_rendered(repo, journal.base, record))
+
+
+def _rendered(repo: Repo, base: str, record: Record) -> tuple[dict[str, str], str | None]:
+    """{path: the log rendered over base's with the record}, and the notes commit it renders."""
+    path = config.report_path(repo.root)
+    text, rendered_from = report.readme_text(repo, path, base, record)
+    return {path: text}, rendered_from
 
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:

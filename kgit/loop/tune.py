@@ -41,7 +41,6 @@ from kgit.model import search
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.tunables import Tunables, read_tunables, write_config
 from kgit.profiling import skillfiles
-from kgit.state import transaction
 
 
 # Triton's launch options, which its interpreter ignores: on a CPU a change of one cannot change a timing.
@@ -158,67 +157,66 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
         on_outcome(baseline)
     tiers = skillfiles.tunable_tiers(repo.root, kernel)  # read once: the skills do not change mid-run
     elsewhere = None  # other runs' records, read once: none arrive while this run holds the lock
-    with transaction.begin(repo):  # held across rounds: parallel tests run under it too
-        first_round = True
-        while True:
-            state = steps.next_round(repo, kernel, overrides)
-            cfg = state.cfg
-            source = (repo.root / cfg.kernel_path).read_text()
-            tunables = read_tunables(source, cfg.kernel_path)  # a kernel with nothing to tune says so first
-            if state.stopped:
-                if first_round and not baseline:  # nothing done: as a step would, say why
-                    raise steps.stopped_refusal(kernel, state)
-                return state.stopped
-            first_round = False
-            held = {} if ray_cluster else held_in_interpreter(tunables, machine.vendor(cfg.gpu))  # workers have GPUs
-            if held and progress:
-                progress.note(f"Triton's interpreter ignores {', '.join(held)}: kgit tune holds "
-                              f"{', '.join(f'{k}={v}' for k, v in held.items())} on this machine")
-            measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
-            if elsewhere is None:
-                elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
-                                      cfg.lower_is_better)
-            candidates, reasons = [], []
-            for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
-                proposal = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
-                                        _allows(tunables, held), elsewhere)
-                if proposal is None:
-                    break
-                candidates.append(proposal.config)  # pending: not proposed twice in a round
-                reasons.append(proposal.reason)
-            if not candidates:
-                return StopReason.SPACE_EXHAUSTED
-            sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
-            if ray_cluster:
-                measured = cluster.measure(ray_cluster, repo, state, sources, progress)
-            elif gpus and len(gpus) > 1:
-                measured = _measure_on_gpus(repo, state, sources, gpus, progress)
-            else:
-                measured = []
-            for i, (candidate, reason, text) in enumerate(zip(candidates, reasons, sources)):
-                current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
-                before = (repo.root / cfg.kernel_path).read_text()
-                (repo.root / cfg.kernel_path).write_text(text)
-                changed = [k for k, v in candidate.items() if current.get(k) != v]
-                if len(changed) > 1 and not reason:  # one key from the best this round began with, since kept
-                    reason = "proposed from the best this round began with"
-                tier = skillfiles.tier_of_change(tiers, changed)
-                try:
-                    # again: the search never proposes a configuration measured before; should one's code
-                    # still equal an earlier iteration's, measuring it is what was asked for
-                    outcome = steps.step(repo, describe_change(current, candidate, reason), tier, overrides,
-                                         progress, measured[i] if i < len(measured) else None, again=True)
-                except steps.NotMeasured:  # refused (code as HEAD's, untested, a CONFIG forbidden): put back
-                    (repo.root / cfg.kernel_path).write_text(before)
-                    raise
-                on_outcome(outcome)
-                steps.raise_if_interrupted(outcome)
-                if outcome.record.stop_reason:
-                    break  # a sequential run stops here: the rest of the round is not recorded
-                if outcome.record.kept:
-                    if ray_cluster:
-                        break  # the rest were compared with a best that no longer is: proposed again, there
-                    measured = []  # the rest were compared with a best that no longer is: measure again
+    first_round = True
+    while True:
+        state = steps.next_round(repo, kernel, overrides)
+        cfg = state.cfg
+        source = (repo.root / cfg.kernel_path).read_text()
+        tunables = read_tunables(source, cfg.kernel_path)  # a kernel with nothing to tune says so first
+        if state.stopped:
+            if first_round and not baseline:  # nothing done: as a step would, say why
+                raise steps.stopped_refusal(kernel, state)
+            return state.stopped
+        first_round = False
+        held = {} if ray_cluster else held_in_interpreter(tunables, machine.vendor(cfg.gpu))  # workers have GPUs
+        if held and progress:
+            progress.note(f"Triton's interpreter ignores {', '.join(held)}: kgit tune holds "
+                          f"{', '.join(f'{k}={v}' for k, v in held.items())} on this machine")
+        measured = _measured(repo, cfg.kernel_path, state.history.pairs, cfg.lower_is_better)
+        if elsewhere is None:
+            elsewhere = _measured(repo, cfg.kernel_path, _other_runs(repo, kernel, state.history.pairs),
+                                  cfg.lower_is_better)
+        candidates, reasons = [], []
+        for _ in range(ray_cluster.workers if ray_cluster else len(gpus or [None])):
+            proposal = propose_next(tunables.config, tunables.space, measured, candidates, cfg.min_gain_pct,
+                                    _allows(tunables, held), elsewhere)
+            if proposal is None:
+                break
+            candidates.append(proposal.config)  # pending: not proposed twice in a round
+            reasons.append(proposal.reason)
+        if not candidates:
+            return StopReason.SPACE_EXHAUSTED
+        sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
+        if ray_cluster:
+            measured = cluster.measure(ray_cluster, repo, state, sources, progress)
+        elif gpus and len(gpus) > 1:
+            measured = _measure_on_gpus(repo, state, sources, gpus, progress)
+        else:
+            measured = []
+        for i, (candidate, reason, text) in enumerate(zip(candidates, reasons, sources)):
+            current = read_tunables((repo.root / cfg.kernel_path).read_text(), cfg.kernel_path).config
+            before = (repo.root / cfg.kernel_path).read_text()
+            (repo.root / cfg.kernel_path).write_text(text)
+            changed = [k for k, v in candidate.items() if current.get(k) != v]
+            if len(changed) > 1 and not reason:  # one key from the best this round began with, since kept
+                reason = "proposed from the best this round began with"
+            tier = skillfiles.tier_of_change(tiers, changed)
+            try:
+                # again: the search never proposes a configuration measured before; should one's code
+                # still equal an earlier iteration's, measuring it is what was asked for
+                outcome = steps.step(repo, describe_change(current, candidate, reason), tier, overrides,
+                                     progress, measured[i] if i < len(measured) else None, again=True)
+            except steps.NotMeasured:  # refused (code as HEAD's, untested, a CONFIG forbidden): put back
+                (repo.root / cfg.kernel_path).write_text(before)
+                raise
+            on_outcome(outcome)
+            steps.raise_if_interrupted(outcome)
+            if outcome.record.stop_reason:
+                break  # a sequential run stops here: the rest of the round is not recorded
+            if outcome.record.kept:
+                if ray_cluster:
+                    break  # the rest were compared with a best that no longer is: proposed again, there
+                measured = []  # the rest were compared with a best that no longer is: measure again
 
 
 def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], progress) -> list:

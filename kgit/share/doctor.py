@@ -42,7 +42,7 @@ class Problem:
     problem: str
     fix: str  # what --fix does about it
     # what --fix does, for kgit.share.repair: (operation, its arguments); None: nothing safe to do.
-    # ("recover",): the recovery every writing command runs first (kgit.state.transaction.begin), --fix too
+    # ("recover",): the recovery every writing command runs first (kgit.loop.recovery.locked), --fix too
     repair: tuple | None = None
 
 

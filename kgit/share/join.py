@@ -30,7 +30,7 @@ from kgit.git.command import Repo
 from kgit.model import decide
 from kgit.model.record import Record
 from kgit.render.text import metric
-from kgit.state import transaction
+from kgit.loop import report
 
 OURS, THEIRS = "ours", "theirs"
 
@@ -88,7 +88,7 @@ def join(repo: Repo, found: Lines, first: str, remote: str) -> str:
     path = config.report_path(repo.root)
     files = {}
     if read.file_at(repo, path, head) is not None:  # a README kgit renders: show both lines' records
-        files[path], _ = transaction.readme_text(repo, path, head)
+        files[path], _ = report.readme_text(repo, path, head)
     message = (f"{refs.report_subject(path)} on joining {remote}'s {refs.branch(found.kernel)} "
                f"({'this clone' if first == OURS else remote}'s line goes on)")
     return write.commit_with_files(repo, head, head, files, message, also_parent=other)

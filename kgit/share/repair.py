@@ -7,13 +7,13 @@ from kgit.git.command import Repo
 from kgit.model.record import parse_note
 from kgit.share import doctor
 from kgit.share.doctor import Problem
-from kgit.state import transaction
+from kgit.loop.recovery import locked
 
 
 def fix(repo: Repo) -> tuple[list[str], list[Problem]]:
     """Repair what can be repaired; what was done, and what is left."""
     done = []
-    with transaction.begin(repo) as recovered:  # which finishes an interrupted step
+    with locked(repo) as recovered:  # which finishes an interrupted step
         done += recovered
         # Notes first: a note moved back onto its rewritten commit puts its record on the branch,
         # where the best/ tag can then find it.

@@ -60,6 +60,11 @@ def release(repo: Repo) -> None:
         os.close(held[0])  # releases the flock
 
 
+def is_held(repo: Repo) -> bool:
+    """Whether this process holds the lock."""
+    return _locked(repo) in _held
+
+
 def holder(repo: Repo) -> int | None:
     """The pid of the process holding the lock (0 when it did not say), or None when the lock is free."""
     target = _locked(repo)

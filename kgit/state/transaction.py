@@ -1,36 +1,33 @@
 """A start or a step as a transaction that survives kill -9 at any point.
 
-    begin      take the lock; finish or roll back whatever a killed kgit left (recover)
+    (locked)   the caller holds the lock, and nothing a killed kgit left waits (kgit.loop.recovery)
     commit     journal 'commit': the candidate (the edited kernel, nothing else) becomes a commit on
                opt/<kernel>, and refs/kgit/attempts/<kernel>/<N> points at it at once
     (test)     journal 'testing': the caller runs the test against that commit
     decide     journal 'decided': the record is written into the journal, then finish applies it
-    finish     kept:     a commit with the kernel and the re-rendered experiments/README.md replaces the
+    finish     kept:     a commit with the kernel and the log the caller rendered (experiments/README.md) replaces the
                          candidate on the branch; its note is written; best/<kernel> moves there
                          (not for KEPT_ANYWAY: it stays on the branch, the best stays where it was)
                reverted: the note goes on the candidate (still reachable through its attempt ref) and
                          the branch gets a commit that only updates experiments/README.md
 
 Every phase is written down before it acts and each action is safe to repeat, so the next command
-after a crash finishes a decided step or records an undecided one as FAILED (interrupted) and rolls
-it back; git never loses the candidate.
+after a crash (kgit.loop.recovery) finishes a decided step or records an undecided one as FAILED
+(interrupted) and rolls it back; git never loses the candidate. This module decides nothing and renders
+nothing: it writes what the loop hands it, in an order that survives a kill.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 
-from kgit import config, runner
+from kgit import config
 from kgit.errors import KgitError
-from kgit.git import notes, read, refs, write
+from kgit.git import read, refs, write
 from kgit.git.command import GitError, Repo
 from kgit.model import decide
-from kgit.model.noise import never_measured
 from kgit.model.record import Record
-from kgit.model.result import not_run
-from kgit.render.readme import is_kgits, render_kernel, render_readme
 from kgit.state import journal as journals
 from kgit.state import lock, rendered
 from kgit.state.journal import Journal
@@ -45,68 +42,17 @@ def crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-@contextlib.contextmanager
-def begin(repo: Repo):
-    """Hold the lock for a command that changes state; finish an interrupted step first.
-
-    Yields the lines that say what recovery did.
-    """
-    lock.acquire(repo)
-    try:
-        yield recover(repo)
-    finally:
-        lock.release(repo)
-
-
-def recover(repo: Repo) -> list[str]:
-    """Finish or roll back what a killed kgit left; what was done, a line each. Needs the lock."""
-    done = []
-    for pid, test_path in journals.registered_tests(repo).items():  # left running by a killed kgit
-        runner.stop_orphaned_test(pid, test_path)
-        journals.unregister_test(repo, pid)
-    restored = write.restore_saved_edits(repo)
-    if restored.paths:
-        done.append(f"restored your uncommitted edits to {', '.join(restored.paths)} after an interrupted kgit")
-    if restored.kept_aside:
-        paths = " ".join(restored.kept_aside)
-        done.append(f"kept your newer edits to {paths}; the ones an interrupted kgit had saved are in "
-                    f"{restored.ref} (see them: git diff HEAD {restored.ref} -- {paths}; "
-                    f"take them: git restore --source {restored.ref} -- {paths})")
-    journal = journals.load(repo)
-    if journal is None:
-        return done
-    if journal.op == "start":
-        finish_start(repo, journal)
-        return done + [f"finished the interrupted start of {journal.kernel}"]
-    if journal.phase == "commit":
-        head = read.rev(repo, "HEAD")
-        subject = refs.iteration_subject(journal.kernel, journal.iteration, journal.action)
-        pinned = read.rev(repo, refs.attempt_ref(journal.kernel, journal.iteration))
-        if head == journal.base or (head != pinned and read.subjects(repo, [head])[head] != subject):
-            journals.clear(repo)  # killed before the candidate was committed: nothing to undo
-            return done
-        write.set_ref(repo, refs.attempt_ref(journal.kernel, journal.iteration), head)
-        journal.phase, journal.candidate = "testing", head
-    if journal.phase == "testing":
-        # decided as a step decides a run that failed
-        cfg = config.KernelConfig.from_dict(journal.config)
-        best = decide.best_record(notes.deciding_history(repo, journal.kernel).records)
-        interrupted = never_measured(not_run("interrupted: kgit stopped before the test finished"))
-        journal.record = decide.step_record(cfg, journal.iteration, journal.action, journal.tier, journal.started,
-                                            journal.base, interrupted, best, None)
-        journal.phase = "decided"
-        journals.save(repo, journal)
-    finish(repo, journal)
-    record = journal.record
-    line = f"finished an interrupted step: iteration {record.iteration} of {record.kernel} is {record.status}"
-    if not record.status.on_branch:
-        line += f", rolled back; the candidate stays at {refs.attempt_ref(record.kernel, record.iteration)}"
-    return done + [line]
+def _check_open(repo: Repo) -> None:
+    """Refuse to begin a start or a step unless this process holds the lock and no interrupted step waits:
+    a mistake in kgit's own code, which kgit.loop.recovery.locked prevents."""
+    if not lock.is_held(repo) or journals.path(repo).exists():
+        raise RuntimeError("a start or a step runs under kgit.loop.recovery.locked")
 
 
 def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, action: str, tier: int | None,
                      paths: list[str] | None) -> Journal:
     """Commit the candidate (these paths, or every modified tracked file) under a journal."""
+    _check_open(repo)
     journal = Journal(op="step", phase="commit", kernel=cfg.name, iteration=iteration, action=action,
                       tier=tier, base=read.rev(repo, "HEAD"), started=decide.now(), config=cfg.as_dict())
     journals.save(repo, journal)
@@ -125,23 +71,23 @@ def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, actio
     return journal
 
 
-def decided(repo: Repo, journal: Journal, record: Record) -> str:
+def decided(repo: Repo, journal: Journal, record: Record, readme: dict[str, str], rendered_from: str | None) -> str:
     """Write the decision down, then apply it; the commit that carries the record's note."""
     journal.phase, journal.record = "decided", record
     journals.save(repo, journal)
     crash_point("decided")
-    return finish(repo, journal)
+    return finish(repo, journal, readme, rendered_from)
 
 
-def finish(repo: Repo, journal: Journal) -> str:
-    """Apply a decided step: safe to repeat after a crash at any point. Returns the record's commit."""
+def finish(repo: Repo, journal: Journal, readme: dict[str, str] | None, rendered_from: str | None = None) -> str:
+    """Apply a decided step: safe to repeat after a crash at any point. Returns the record's commit.
+
+    readme: {path: the log rendered with the record}, for the step's commit (unused once it is made);
+    rendered_from: the notes commit whose records it renders, known only to the command that rendered it.
+    """
     record, kernel = journal.record, journal.kernel
     _check_branch_tip(repo, kernel, (journal.base, journal.candidate, journal.final))
-    path = config.report_path(repo.root)
-    rendered_from = None  # known only to the command that rendered it (not to a recovery after a crash)
     if journal.final is None:
-        text, rendered_from = readme_text(repo, path, journal.base, record)
-        readme = {path: text}
         if record.status.on_branch:
             subject = refs.iteration_subject(kernel, journal.iteration, journal.action)
             journal.final = write.commit_with_files(repo, journal.candidate, journal.base, readme, subject)
@@ -153,7 +99,7 @@ def finish(repo: Repo, journal: Journal) -> str:
     noted = journal.final if record.status.on_branch else journal.candidate
     write.write_note(repo, noted, record)
     crash_point("noted")
-    _remember(repo, journal.final, path, rendered_from)
+    _remember(repo, journal.final, readme, rendered_from)
     _move_branch(repo, kernel, journal.final)
     crash_point("moved")
     if record.kept:
@@ -164,17 +110,17 @@ def finish(repo: Repo, journal: Journal) -> str:
     return noted
 
 
-def start(repo: Repo, cfg: config.KernelConfig, head: str, record: Record) -> Journal:
+def start(repo: Repo, cfg: config.KernelConfig, head: str, record: Record, readme: dict[str, str],
+          rendered_from: str | None) -> Journal:
     """Journal and apply the baseline: a commit on head with the rendered log, its note, branch, tag."""
-    path = config.report_path(repo.root)
-    text, rendered_from = readme_text(repo, path, head, record)
-    final = write.commit_with_files(repo, head, head, {path: text}, refs.iteration_subject(cfg.name, 0, "baseline"))
+    _check_open(repo)
+    final = write.commit_with_files(repo, head, head, readme, refs.iteration_subject(cfg.name, 0, "baseline"))
     journal = Journal(op="start", phase="decided", kernel=cfg.name, iteration=0, action="baseline", tier=None,
                       base=head, started=record.started, config=cfg.as_dict(), record=record, final=final)
     journals.save(repo, journal)
     crash_point("start-decided")
     finish_start(repo, journal)
-    _remember(repo, final, path, rendered_from)
+    _remember(repo, final, readme, rendered_from)
     return journal
 
 
@@ -191,75 +137,12 @@ def finish_start(repo: Repo, journal: Journal) -> None:
     journals.clear(repo)
 
 
-def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -> tuple[str, str | None]:
-    """The log rendered from every record, with extra (the record being written: its note may already
-    be there after a crash) in place of its earlier copy, over the rendering in commit base; and the
-    notes commit whose records it renders, extra's note aside (None where extra's run had a note).
-
-    A step's record changes its kernel's sections alone: where the rendering in base is up to date
-    with every other kernel's records (kgit.state.rendered), only that kernel's records are read and
-    rendered, and the text is the same.
-    """
-    tip = read.rev(repo, refs.NOTES_REF)
-    blob = rendered.blob_at(repo, base, path)
-    previous = read.file_at(repo, path, base) if blob else None
-    since = rendered.notes_of(repo, blob)
-    changed = notes.kernels_changed(repo, since, tip) if since and tip else None
-    if extra is not None and changed is not None and changed <= {extra.kernel}:
-        records = notes.kernel_history(repo, extra.kernel).records
-        text = render_kernel(extra.kernel, _with(records, extra), previous)
-    else:
-        records = [r for _, r in notes.records_with_commits(repo, notes.read_notes(repo, tip or refs.NOTES_REF))]
-        text = render_readme(_with(records, extra), previous)
-    fresh = extra is None or all(r.key != extra.key for r in records)
-    return text, tip if fresh else None
-
-
-def _with(records: list[Record], extra: Record | None) -> list[Record]:
-    return records if extra is None else [r for r in records if r.key != extra.key] + [extra]
-
-
-def _remember(repo: Repo, commit: str, path: str, rendered_from: str | None) -> None:
+def _remember(repo: Repo, commit: str, readme: dict[str, str] | None, rendered_from: str | None) -> None:
     """After a step's note is written: the rendering it committed renders every record now, if that
     note is all that changed since the records it rendered were read."""
     now = rendered.notes_written(repo, rendered_from)
-    if now:
+    for path in readme or {} if now else {}:
         rendered.remember(repo, commit, path, now)
-
-
-def commit_report(repo: Repo) -> str | None:
-    """Commit a fresh rendering of experiments/README.md on the current branch; None if unchanged."""
-    head = read.rev(repo, "HEAD")
-    if head is None:
-        raise KgitError("the repository has no commit yet")
-    path = config.report_path(repo.root)
-    if path in read.modified_tracked_files(repo):
-        raise KgitError(f"{path} has uncommitted edits; kgit renders it from the notes",
-                        "commit or discard them first")
-    check_readme_is_ours(repo)
-    if read.rev(repo, refs.NOTES_REF) is None:  # rendering nothing would delete every result shown
-        raise KgitError(f"no kgit records in this clone ({refs.NOTES_REF} is missing; 'kgit pull' fetches it "
-                        f"from a remote): {path} is left as it is")
-    text, rendered_from = readme_text(repo, path, head)
-    if read.file_at(repo, path) == text:
-        rendered.remember(repo, head, path, rendered_from)
-        return None
-    commit = write.commit_with_files(repo, head, head, {path: text}, refs.report_subject(path))
-    write.move_head(repo, commit)
-    rendered.remember(repo, commit, path, rendered_from)
-    return commit
-
-
-def check_readme_is_ours(repo: Repo) -> None:
-    """Refuse to render the log into a file kgit did not write (it lacks kgit's mark), committed or not."""
-    path = config.report_path(repo.root)
-    texts = [read.file_at(repo, path, "HEAD")]
-    if (repo.root / path).is_file():
-        texts.append((repo.root / path).read_text(errors="replace"))
-    if any(text is not None and not is_kgits(text) for text in texts):
-        raise KgitError(f"{path} was not written by kgit, which never writes over your files",
-                        "choose where kgit renders its log with a top-level 'report_path: experiments/kgit.md' "
-                        "in kgit.yaml")
 
 
 def _check_branch_tip(repo: Repo, kernel: str, expected: tuple[str | None, ...]) -> None:

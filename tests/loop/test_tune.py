@@ -266,12 +266,14 @@ def _tune_proposing(ws, monkeypatch, config: dict) -> tuple:
     """kgit tune, in this process, with a search that proposes config once, then nothing."""
     from kgit.git.command import find_repo
     from kgit.loop import tune
+    from kgit.loop.recovery import locked
     from kgit.model.search import Proposal
 
     proposals = [Proposal(config)]
     monkeypatch.setattr(tune, "propose_next", lambda *args, **kwargs: proposals.pop() if proposals else None)
     outcomes = []
-    stopped = tune.run(find_repo(ws.root), "fake", {}, None, outcomes.append)
+    with locked(find_repo(ws.root)):
+        stopped = tune.run(find_repo(ws.root), "fake", {}, None, outcomes.append)
     return stopped, outcomes
 
 

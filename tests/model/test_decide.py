@@ -308,7 +308,7 @@ def test_a_steps_record_is_decided_from_its_comparison_and_kept_anyway_only_wher
 
 
 def test_a_run_that_never_happened_fails_however_it_is_asked_to_be_kept():
-    """What a crash's recovery records (kgit.state.transaction.recover) is what a step records for a run
+    """What a crash's recovery records (kgit.loop.recovery.recover) is what a step records for a run
     that never ran: the same decision, never a copy of it."""
     record = decide.step_record(cfg(), 4, "change", None, "2026-12-06T10:00:00Z", "abc",
                                 noise.never_measured(not_run("interrupted")), BEST, None, keep_anyway="reason")

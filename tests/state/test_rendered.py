@@ -9,7 +9,7 @@ from kgit.git import notes
 from kgit.git.command import find_repo
 from kgit.model.record import from_json
 from kgit.render.readme import render_readme
-from kgit.state import transaction
+from kgit.loop import report
 
 OTHER = {"kernel": "other", "iteration": 0, "action": "baseline", "status": "BASELINE", "gpu": "Fake GPU",
          "metric": "gbps", "value": 5.0, "correctness": True, "started": "2026-11-30T08:00:00+00:00"}
@@ -38,7 +38,7 @@ def test_a_step_over_an_up_to_date_log_reads_its_kernels_records_alone(started, 
         raise AssertionError("a step read every note")
 
     monkeypatch.setattr(notes, "read_notes", every_note)
-    text, rendered_from = transaction.readme_text(find_repo(started.root), "experiments/README.md", "HEAD", extra)
+    text, rendered_from = report.readme_text(find_repo(started.root), "experiments/README.md", "HEAD", extra)
     assert text == expected and "## Optimization: other on Fake GPU" in text
     assert rendered_from == started.git("rev-parse", "refs/notes/kgit")
 
