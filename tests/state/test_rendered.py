@@ -5,42 +5,8 @@ import json
 
 import pytest
 
-from kgit.git import notes
-from kgit.git.command import find_repo
-from kgit.model.record import from_json
-from kgit.render.readme import render_readme
-from kgit.loop import report
-
 OTHER = {"kernel": "other", "iteration": 0, "action": "baseline", "status": "BASELINE", "gpu": "Fake GPU",
          "metric": "gbps", "value": 5.0, "correctness": True, "started": "2026-11-30T08:00:00+00:00"}
-
-
-def next_record(ws):
-    return from_json({**OTHER, "kernel": "fake", "iteration": 9, "action": "next", "status": "IMPROVED",
-                      "value": 300.0, "started": "2026-12-01T08:00:00+00:00"})
-
-
-def full_rendering(ws, extra):
-    repo = find_repo(ws.root)
-    records = [r for _, r in notes.records_with_commits(repo, notes.read_notes(repo))] + [extra]
-    return render_readme(records, ws.git("show", "HEAD:experiments/README.md"))
-
-
-def test_a_step_over_an_up_to_date_log_reads_its_kernels_records_alone(started, monkeypatch):
-    started.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", json.dumps(OTHER), "main")
-    started.ok("report")  # the log renders every record now, and kgit knows it
-    started.set_kernel(METRIC=150.0)
-    started.ok("step", "-m", "faster")  # its log too: rendered from the fake kernel's records alone
-    extra = next_record(started)
-    expected = full_rendering(started, extra)
-
-    def every_note(*args, **kwargs):
-        raise AssertionError("a step read every note")
-
-    monkeypatch.setattr(notes, "read_notes", every_note)
-    text, rendered_from = report.readme_text(find_repo(started.root), "experiments/README.md", "HEAD", extra)
-    assert text == expected and "## Optimization: other on Fake GPU" in text
-    assert rendered_from == started.git("rev-parse", "refs/notes/kgit")
 
 
 @pytest.mark.parametrize("change", ["another kernel's record", "no record of the log", "a log edited by hand"])

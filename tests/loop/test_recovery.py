@@ -79,3 +79,26 @@ def test_a_commit_with_the_iterations_subject_pinned_by_its_attempt_ref_is_the_c
     started.ok("doctor", "--fix")
     assert started.ok("show", "1", "--json").json()["commit"] == pinned
     started.check_invariants()
+
+
+def test_a_start_or_step_outside_the_lock_is_refused_as_kgits_own_mistake(ws):
+    """Recovery settles what a killed kgit left before anything is read: a start or a step that some
+    caller began without kgit.loop.recovery.locked would judge against a half-finished step."""
+    import pytest
+
+    from kgit.git.command import find_repo
+    from kgit.loop import steps
+    from kgit.loop.recovery import locked
+
+    repo = find_repo(ws.root)
+    before = ws.git("rev-parse", "HEAD")
+    with pytest.raises(RuntimeError, match="runs under kgit.loop.recovery.locked"):
+        steps.start(repo, "fake", {})
+    assert ws.git("rev-parse", "HEAD") == before and "opt/fake" not in ws.git("branch", "--list")
+    with locked(repo) as recovered:
+        assert recovered == []
+        steps.start(repo, "fake", {})
+    ws.set_kernel(METRIC=150.0)
+    with pytest.raises(RuntimeError, match="runs under kgit.loop.recovery.locked"):
+        steps.step(repo, "faster", None, {})
+    assert ws.git("status", "--porcelain", "--untracked-files=no").strip()  # the edit is still there, uncommitted
