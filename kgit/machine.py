@@ -10,6 +10,8 @@ import os
 import platform
 from pathlib import Path
 
+from kgit.model.record import Environment
+
 
 def vendor(choice: str = "auto") -> str:
     """'nvidia', 'amd' or 'cpu': the setting `gpu` of kgit.yaml (auto, nvidia, amd, cpu) on this machine."""
@@ -33,7 +35,7 @@ def test_env(choice: str) -> tuple[dict, str | None]:
     )
 
 
-def environment(choice: str = "auto", gpu: str | None = None) -> dict:
+def environment(choice: str = "auto", gpu: str | None = None) -> Environment:
     """Where a measurement is taken: host, device, GPU name and UUID, driver, clocks, torch and triton.
 
     Versions are read from the installed packages' metadata (the tests run on this interpreter), so
@@ -46,7 +48,7 @@ def environment(choice: str = "auto", gpu: str | None = None) -> dict:
         env.update(_nvidia(gpu))
     elif kind == "cpu":
         env["cpu"] = platform.processor() or platform.machine()
-    return env
+    return Environment(**env)
 
 
 def _version(package: str) -> str | None:

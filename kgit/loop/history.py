@@ -407,7 +407,7 @@ class Compared:
     path: str | None  # the kernel file the diff is of; None where this checkout does not define the kernel
     diff: str
     better: str | None  # better_of: which way the figure goes as the kernel gets faster
-    same_environment: bool  # measured where their figures compare (decide.same_environment)
+    same_environment: bool  # measured where their figures compare (kgit.model.record.Environment.same_as)
 
 
 def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
@@ -423,4 +423,4 @@ def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
     change = (read.diff(repo, sha_a, sha_b, exclude=[], paths=[f":(literal){path}"]) if path else
               read.diff(repo, sha_a, sha_b, exclude=[config.report_path(repo.root)]))
     return Compared(kernel, (sha_a, record_a), (sha_b, record_b), path, change, better_of(repo, kernel),
-                    decide.same_environment(record_a.environment, record_b.environment))
+                    record_a.environment is not None and record_a.environment.same_as(record_b.environment))

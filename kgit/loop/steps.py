@@ -21,7 +21,7 @@ from kgit.loop import paired, report, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import coverage, decide, tunables
 from kgit.model.noise import Comparison, never_measured
-from kgit.model.record import InvalidNote, Record, Status, StopReason
+from kgit.model.record import Environment, InvalidNote, Record, Status, StopReason
 from kgit.model.result import not_run
 from kgit.render.text import verdict
 from kgit.state import code_digests
@@ -388,13 +388,13 @@ def _ran(record: Record) -> bool:
     return record.correctness is not None  # a record without its measurement (an older kgit's)
 
 
-def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: dict,
+def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: Environment,
                       progress=None, gpu: str | None = None) -> Comparison:
     """Measure a candidate (a commit, or HEAD with the kernel replaced by source) against the best,
     pair by pair, each in its own worktree."""
     best_commit, best = decide.best_pair(state.history.pairs)
     # The best's first run here fills its compile caches, unless this environment has run it already.
-    warm_best = not any(decide.same_environment(r.environment, environment)
+    warm_best = not any(r.environment is not None and r.environment.same_as(environment)
                         for r in state.records if r.iteration >= best.iteration)
     # The best's kernel runs in the candidate's tree, so that the two differ in the kernel file alone: a
     # test (or any other file) committed since the best judges both alike.
@@ -488,7 +488,7 @@ def stopped_refusal(kernel: str, state: LoopState) -> KgitError:
                      "raise the target (kgit.yaml or the command's options) to go on")
 
 
-def decided_record(state: LoopState, journal, comparison: Comparison, environment: dict | None, overrides: dict,
+def decided_record(state: LoopState, journal, comparison: Comparison, environment: Environment | None, overrides: dict,
                    keep_anyway: str | None = None, agent_turn: dict | None = None, repeats: int | None = None,
                    untested: tuple[str, ...] | None = None, test_changed: bool = False) -> Record:
     """The record of the journal's step, decided (kgit.model.decide.step_record) from its comparison."""

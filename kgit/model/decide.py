@@ -12,7 +12,7 @@ from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
-from kgit.model.record import Measurement, Record, Spread, Status, StopReason
+from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason
 from kgit.model.device_time import is_positive_number
 from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, reported_latency_us, rounding_of, unit_of
 
@@ -129,11 +129,11 @@ EARLY_STOP_FACTOR = 10.0
 EARLY_STOP_FLOOR_S = 30.0  # a big Triton kernel may take 20 s to compile
 
 
-def candidate_timeout(cfg: KernelConfig, best: Record | None, environment: dict | None) -> tuple[float, str | None]:
+def candidate_timeout(cfg: KernelConfig, best: Record | None, environment: Environment | None) -> tuple[float, str | None]:
     """The time a candidate's test may take, and why when it is less than test_timeout_s. Only the best's
     time in this environment counts: on a slower machine than the one that measured it, it would cut
     a sound candidate short."""
-    if best is None or not best.duration_s > 0 or not same_environment(best.environment, environment):
+    if best is None or not best.duration_s > 0 or best.environment is None or not best.environment.same_as(environment):
         return cfg.test_timeout_s, None
     bound = max(EARLY_STOP_FLOOR_S, EARLY_STOP_FACTOR * best.duration_s)
     if bound >= cfg.test_timeout_s:
@@ -184,7 +184,7 @@ INTERPRETER_GPU = "triton-interpreter (CPU)"
 
 def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, result: TestResult,
                status: Status, best: Record | None, started: str, base: str | None,
-               comparison: Comparison | None = None, environment: dict | None = None,
+               comparison: Comparison | None = None, environment: Environment | None = None,
                why: str | None = None, step: int | None = None) -> Record:
     """The record of a decided iteration. result: the candidate's run that speaks for it (its JSON,
     correctness and output); comparison: the pairs that decided it, if it got that far."""
@@ -192,7 +192,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
     # A test that ran in Triton's interpreter made CPU timings: it may say so, and one that says
     # nothing (tests written for other collections) is labelled by where kgit ran it.
     said = payload.get("cpu_timing")
-    cpu_timing = said if isinstance(said, bool) else (environment or {}).get("device") == "cpu"
+    cpu_timing = said if isinstance(said, bool) else environment is not None and environment.device == "cpu"
     peak = None if cpu_timing else peak_of(result)
     value = comparison.candidate_value() if comparison and comparison.candidate else result.value
     measured_best = comparison.best_value() if comparison and comparison.best else None
@@ -204,7 +204,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
                  else None)
     gpu_name = payload.get("gpu")
     if gpu_name is None and result.passed:  # a test that names no device (a pytest run): where kgit ran it
-        gpu_name = (environment or {}).get("gpu") or (INTERPRETER_GPU if cpu_timing else None)
+        gpu_name = (environment and environment.gpu) or (INTERPRETER_GPU if cpu_timing else None)
     stop = None
     if status == Status.TARGET_MET:
         stop = StopReason.TARGET_MET
@@ -241,7 +241,7 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
 
 
 def step_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, started: str, base: str | None,
-                comparison: Comparison, best: Record | None, environment: dict | None, test_changed: bool = False,
+                comparison: Comparison, best: Record | None, environment: Environment | None, test_changed: bool = False,
                 keep_anyway: str | None = None, step: int | None = None) -> Record:
     """The record of a step (or of a step that a crash interrupted: a failed comparison), decided from
     its comparison with the best. keep_anyway: the person's reason to keep a change that did not win
@@ -269,19 +269,10 @@ def measured(comparison: Comparison, figure: str | None = None) -> Measurement:
         figure=figure)
 
 
-# What makes two measurements comparable: the same machine, device, driver and compiler stack.
-# Clocks are recorded too (kgit.machine.environment), but they move from run to run: not in the key.
-_ENVIRONMENT_KEY = ("host", "device", "gpu_uuid", "driver", "torch", "triton")
-
-
-def same_environment(a: dict | None, b: dict | None) -> bool:
-    return a is not None and b is not None and all(a.get(k) == b.get(k) for k in _ENVIRONMENT_KEY)
-
-
-def noise_prior(records: list[Record], environment: dict | None, decides_on: str = "test") -> Prior:
+def noise_prior(records: list[Record], environment: Environment | None, decides_on: str = "test") -> Prior:
     """The kernel's known noise: the pairs of its earlier decisions on the same figure measured in this
     environment, then the runs of its start there."""
-    here = [r for r in records if r.measurement and same_environment(r.environment, environment)]
+    here = [r for r in records if r.measurement and r.environment and r.environment.same_as(environment)]
     prior = Prior.from_decisions([r.measurement.log_ratios for r in here if r.measurement.decided_on == decides_on])
     spread = measured_at_start(here)
     runs = spread and (spread.device_us if decides_on == "device" else spread.test)

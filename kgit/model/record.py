@@ -75,6 +75,35 @@ class Spread:
 
 
 @dataclass(frozen=True)
+class Environment:
+    """Where a record was measured, as kgit.machine.environment reads it: each a line of text, None where
+    it could not be read."""
+
+    host: str | None = None
+    device: str | None = None  # 'nvidia', 'amd' or 'cpu' (Triton's interpreter)
+    gpu: str | None = None  # the GPU's name
+    gpu_uuid: str | None = None
+    driver: str | None = None
+    cpu: str | None = None  # the processor, where the test ran on the CPU
+    python: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    clock_sm_mhz: str | None = None  # the clocks when the step began (they move: not part of same_as)
+    clock_sm_max_mhz: str | None = None
+    clock_mem_mhz: str | None = None
+    clock_events: str | None = None
+    extra: dict = field(default_factory=dict, compare=False)  # keys a newer kgit wrote: written back
+
+    def same_as(self, other: Environment | None) -> bool:
+        """Whether figures measured here and there compare: the same machine, device, driver and compilers."""
+        return other is not None and all(getattr(self, k) == getattr(other, k) for k in _SAME_ENVIRONMENT)
+
+
+# The environment's fields that make two measurements comparable; the clocks move from run to run.
+_SAME_ENVIRONMENT = ("host", "device", "gpu_uuid", "driver", "torch", "triton")
+
+
+@dataclass(frozen=True)
 class Measurement:
     """The runs that decided a record: the pairs of the best and the candidate (kgit.model.noise), or the
     baseline's counted runs and the noise its start measured (spread, kgit.model.decide.start_spread)."""
@@ -132,7 +161,7 @@ class Record:
     duration_s: float = 0.0
     options: dict | None = None  # the options given to the command that made it ('kgit start', a step)
     measurement: Measurement | None = None  # the runs that decided it
-    environment: dict | None = None  # where it was measured (kgit.machine.environment)
+    environment: Environment | None = None  # where it was measured (kgit.machine.environment)
     profile: dict | None = None
     diagnosis: dict | None = None
     # an agent's turn that made the change (kgit run --agent): its command, the context it was given,
@@ -195,7 +224,7 @@ def is_object_id(text) -> bool:
 _TEXTS = ("started", "gpu", "metric", "reason", "output_tail", "test_run")
 _NUMBERS = ("spread_pct", "pct_of_peak", "best_before", "delta_pct")
 _POSITIVE_NUMBERS = ("value", "peak", "target")
-_OBJECTS = ("test", "options", "environment", "profile", "diagnosis", "agent")
+_OBJECTS = ("test", "options", "profile", "diagnosis", "agent")
 _KNOWN = set(_JSON_KEYS.values())
 
 # What kgit writes stays small: an action of one line (500 characters), a test's last 2,000 characters
@@ -286,6 +315,9 @@ def from_json(data) -> Record:
     measurement = data.get("measurement")
     if measurement is not None:
         measurement = measurement_from_json(measurement)
+    environment = data.get("environment")
+    if environment is not None:
+        environment = environment_from_json(environment)
     version = data.get("kgit", RECORD_VERSION)
     if type(version) is not int:
         raise InvalidRecord(f"kgit must be a version number, not {shown(version)}")
@@ -293,7 +325,8 @@ def from_json(data) -> Record:
         raise InvalidRecord(f"a kept record ({status.value}) needs a value")
     return Record(kernel=kernel, iteration=iteration, action=action, status=status, tier=tier,
                   cpu_timing=bool(cpu_timing), correctness=correctness, stop_reason=stop_reason, base=base,
-                  duration_s=float(duration), repeats=repeats, version=version, measurement=measurement, **names,
+                  duration_s=float(duration), repeats=repeats, version=version, measurement=measurement,
+                  environment=environment, **names,
                   extra={k: v for k, v in data.items() if k not in _KNOWN}, **fields)
 
 
@@ -377,6 +410,27 @@ def spread_from_json(data) -> Spread:
                   extra={k: v for k, v in data.items() if k not in _SPREAD_KEYS})
 
 
+_ENVIRONMENT_KEYS = tuple(f.name for f in dataclasses.fields(Environment) if f.name != "extra")
+_MAX_ENVIRONMENT_CHARS = 200
+
+
+def environment_from_json(data) -> Environment:
+    """An Environment from a record's JSON; InvalidRecord names the first key that is wrong."""
+    if type(data) is not dict:
+        raise InvalidRecord(f"environment must be an object, not {shown(data)}")
+    for key in _ENVIRONMENT_KEYS:
+        value = data.get(key)
+        if value is not None and (type(value) is not str or len(value) > _MAX_ENVIRONMENT_CHARS):
+            raise InvalidRecord(f"environment.{key} must be a line of text, not {shown(value)}")
+    return Environment(**{k: data.get(k) for k in _ENVIRONMENT_KEYS},
+                       extra={k: v for k, v in data.items() if k not in _ENVIRONMENT_KEYS})
+
+
+def environment_to_json(environment: Environment) -> dict:
+    """What was read of the environment: the fields that could not be read are left out."""
+    return {k: v for k, v in _fields_json(environment).items() if v is not None}
+
+
 def measurement_to_json(measurement: Measurement) -> dict:
     data = _fields_json(measurement)
     data["pairs"] = measurement.pairs  # derived, written for those who read notes by hand
@@ -426,6 +480,8 @@ def to_json(record: Record) -> dict:
     data["stop_reason"] = record.stop_reason.value if record.stop_reason else None
     if record.measurement is not None:
         data["measurement"] = measurement_to_json(record.measurement)
+    if record.environment is not None:
+        data["environment"] = environment_to_json(record.environment)
     for attachment in ("options", "measurement", "environment", "profile", "diagnosis", "agent"):  # not in every record
         if data[attachment] is None:
             del data[attachment]

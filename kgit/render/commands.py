@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kgit.git import refs
-from kgit.model.record import InvalidNote, Record, Spread, StopReason
-from kgit.model.decide import DETECTABLE_WARNING_PCT, same_environment
+from kgit.model.record import Environment, InvalidNote, Record, Spread, StopReason
+from kgit.model.decide import DETECTABLE_WARNING_PCT
 from kgit.model.remeasured import Remeasured
 from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, best_measured, doubt_lines, final_line, gain, gpu_label,
                               log_row, metric, numbered_twice, pct_of_peak, status_words, summary_row, when)
@@ -122,7 +122,7 @@ def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: 
     where = ("" if tag_commit == commit else " (missing: 'kgit doctor --fix' sets it)" if tag_commit is None
              else f" (on {tag_commit[:10]}, not the best: 'kgit doctor --fix' moves it)")
     lower = " (lower is better)" if better == "lower" else ""
-    host = f" ({record.environment['host']})" if (record.environment or {}).get("host") else ""
+    host = f" ({record.environment.host})" if record.environment and record.environment.host else ""
     return (
         f"{record.kernel}: best is iteration {record.iteration} ({record.action}): "
         f"{metric(record.value, record.metric, record.cpu_timing)}{lower}{pct_of_peak(record)} "
@@ -156,7 +156,7 @@ def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:
     final = max((r.iteration for _, r in pairs), default=0)
     twice = numbered_twice([r for _, r in pairs])
     for sha, record in pairs:
-        if record.environment and last and not same_environment(record.environment, last):
+        if record.environment and last and not record.environment.same_as(last):
             rows.append(["", f"-- measured elsewhere from here: {environment(record.environment)} --"])
         last = record.environment or last
         row = log_row(record, resumed=record.iteration < final, twice=twice) + [sha[:10]]
@@ -181,11 +181,11 @@ LOG_LEGEND = ("Metric: the iteration's own median. Delta: against the best run b
               "same session (with its interval), so it can differ in sign from Metric against an older best.")
 
 
-def environment(env: dict) -> str:
+def environment(env: Environment) -> str:
     """Where a measurement was taken, in a few words."""
-    where = env.get("gpu") or env.get("cpu") or env.get("device") or "?"
-    return (f"{where} on {env.get('host', '?')}, driver {env.get('driver', '-')}, "
-            f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}")
+    where = env.gpu or env.cpu or env.device or "?"
+    return (f"{where} on {env.host or '?'}, driver {env.driver or '-'}, torch {env.torch or '-'}, "
+            f"triton {env.triton or '-'}")
 
 
 def overview(loops) -> str:

@@ -155,7 +155,7 @@ def run_name(record: Record, twice: set[int] = frozenset()) -> str:
     it ran (the host, the start to the millisecond), which tells the two apart in the log and the README."""
     if record.iteration not in twice:
         return str(record.iteration)
-    host = (record.environment or {}).get("host") or "unknown host"
+    host = (record.environment and record.environment.host) or "unknown host"
     return f"{record.iteration} ({host}, {(record.started or '')[:23].replace('T', ' ')})"
 
 

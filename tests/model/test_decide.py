@@ -1,5 +1,6 @@
 """The loop's decisions, pinned at their boundaries: each mutant of a rule fails one of these."""
 
+import dataclasses
 import math
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.model import decide, noise
-from kgit.model.record import Measurement, Record, Spread, Status, StopReason
+from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason
 from kgit.model.result import TestResult, not_run
 
 
@@ -139,10 +140,10 @@ def test_the_peak_comes_from_the_tests_pct_of_peak_else_the_datasheet():
 def test_a_new_record_carries_its_decision_its_samples_and_stop_reason():
     pairs = compared([99.0, 101.0], [118.8, 121.2])
     record = decide.new_record(cfg(max_iterations=1), 1, "a", 1, result(118.0), Status.IMPROVED, BEST,
-                               "2026-11-30T00:00:00.000000+00:00", "b" * 40, pairs, {"host": "h"})
+                               "2026-11-30T00:00:00.000000+00:00", "b" * 40, pairs, Environment(host="h"))
     assert (record.best_before, record.value) == (100.0, 120.0)  # the medians of the counted runs
     assert record.delta_pct == pytest.approx(20.0) and record.measurement.pairs == 2
-    assert record.measurement.best == [99.0, 101.0] and record.environment == {"host": "h"}
+    assert record.measurement.best == [99.0, 101.0] and record.environment == Environment(host="h")
     assert record.stop_reason == StopReason.MAX_ITERATIONS and record.output_tail is None
 
 
@@ -168,14 +169,15 @@ def test_a_failed_record_keeps_the_unit_of_the_best_it_is_judged_against():
 
 
 def test_only_measurements_of_the_same_environment_are_comparable():
-    here = {"host": "a", "device": "nvidia", "gpu_uuid": "GPU-1", "driver": "580", "torch": "2.11",
-            "triton": "3.6", "clock_sm_mhz": "1980"}
-    assert decide.same_environment(here, {**here, "clock_sm_mhz": "1500"})  # clocks move: not in the key
-    for key in ("host", "gpu_uuid", "driver", "torch", "triton"):
-        assert not decide.same_environment(here, {**here, key: "other"})
-    assert not decide.same_environment(here, None)
+    here = Environment(host="a", device="nvidia", gpu_uuid="GPU-1", driver="580", torch="2.11", triton="3.6",
+                       clock_sm_mhz="1980")
+    assert here.same_as(dataclasses.replace(here, clock_sm_mhz="1500"))  # clocks move: not in the key
+    for key in ("host", "device", "gpu_uuid", "driver", "torch", "triton"):
+        assert not here.same_as(dataclasses.replace(here, **{key: "other"}))
+    assert not here.same_as(None)
     old = kept(1, 100.0).replace(measurement=Measurement(log_ratios=[0.01, -0.01]), environment=here)
-    elsewhere = kept(2, 100.0).replace(measurement=Measurement(log_ratios=[0.3, -0.3]), environment={**here, "host": "b"})
+    elsewhere = kept(2, 100.0).replace(measurement=Measurement(log_ratios=[0.3, -0.3]),
+                                       environment=dataclasses.replace(here, host="b"))
     assert decide.noise_prior([old, elsewhere], here) == noise.Prior(sum_squares=pytest.approx(2e-4), df=1)
 
 
@@ -201,7 +203,7 @@ def test_a_target_is_proposed_from_the_machines_ceiling():
 ])
 def test_a_candidate_far_slower_than_the_best_is_stopped_at_ten_times_its_time(best_s, timeout_s, stopped_at):
     cfg = KernelConfig("k", "k.py", "t.py", test_timeout_s=timeout_s)
-    here = {"host": "h", "device": "nvidia", "gpu_uuid": "GPU-1", "driver": "580", "torch": "2.11", "triton": "3.6"}
+    here = Environment(host="h", device="nvidia", gpu_uuid="GPU-1", driver="580", torch="2.11", triton="3.6")
     best = Record("k", 0, "baseline", Status.BASELINE, value=100.0, duration_s=best_s, environment=here)
     bound, why = decide.candidate_timeout(cfg, best, here)
     if stopped_at is None:
@@ -209,7 +211,7 @@ def test_a_candidate_far_slower_than_the_best_is_stopped_at_ten_times_its_time(b
     else:
         assert bound == pytest.approx(stopped_at) and why.startswith(f"far slower than the best: stopped after {bound:g} s")
     assert decide.candidate_timeout(cfg, None, here) == (timeout_s, None)
-    elsewhere = {**here, "gpu_uuid": "GPU-2"}  # its time on another GPU says nothing of this one's
+    elsewhere = dataclasses.replace(here, gpu_uuid="GPU-2")  # its time on another GPU says nothing of this one's
     assert decide.candidate_timeout(cfg, best, elsewhere) == (timeout_s, None)
 
 
@@ -278,7 +280,7 @@ def test_a_loop_decides_on_what_its_start_chose_unless_kgit_yaml_says():
 
 
 def test_the_noise_prior_is_of_the_deciding_figure_and_starts_from_the_starts_runs():
-    env = {"host": "h", "device": "nvidia"}
+    env = Environment(host="h", device="nvidia")
     start = baseline({"test": NOISY_TEST, "device_us": QUIET_DEVICE}, env)
     on_device = Record("k", 1, "s", Status.WITHIN_NOISE, environment=env,
                        measurement=Measurement(log_ratios=[0.01, 0.03], decided_on="device"))
@@ -288,7 +290,7 @@ def test_the_noise_prior_is_of_the_deciding_figure_and_starts_from_the_starts_ru
     assert prior == noise.Prior.from_decisions([[0.01, 0.03]]).plus(noise.Prior.from_runs(QUIET_DEVICE))
     assert decide.noise_prior([start, on_device, on_test], env, "test") == noise.Prior.from_decisions(
         [[0.3, -0.3, 0.1]]).plus(noise.Prior.from_runs(NOISY_TEST))
-    assert decide.noise_prior([start], {"host": "other"}, "device") == noise.Prior()  # another machine's noise
+    assert decide.noise_prior([start], Environment(host="other"), "device") == noise.Prior()  # another machine's noise
 
 
 @pytest.mark.parametrize("candidate, keep_anyway, status", [

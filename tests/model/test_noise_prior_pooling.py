@@ -6,9 +6,9 @@ of squares: each test here fails on that mutant."""
 import pytest
 
 from kgit.model import decide, noise
-from kgit.model.record import Measurement, Record, Spread, Status
+from kgit.model.record import Environment, Measurement, Record, Spread, Status
 
-ENV = {"host": "h", "device": "nvidia"}
+ENV = Environment(host="h", device="nvidia")
 START_RUNS = [1000.0, 1100.0, 900.0, 1050.0]  # far noisier than any decision below: its entry shows
 
 

@@ -198,3 +198,39 @@ def test_a_wrong_measurement_names_its_key(change, reason):
     measurement = change if not isinstance(change, dict) else {**MEASUREMENT, **change}
     with pytest.raises(InvalidRecord, match=re.escape(reason)):
         from_json({**VALID, "measurement": measurement})
+
+
+ENVIRONMENT = {"host": "gpu-7", "device": "nvidia", "python": "3.12.3", "torch": "2.11.0", "triton": "3.6.0",
+               "gpu": "NVIDIA H100 80GB HBM3", "gpu_uuid": "GPU-bf85a172", "driver": "580.159.04",
+               "clock_sm_mhz": "1980", "clock_mem_mhz": "3201"}
+
+
+def test_an_environment_is_read_by_name_and_round_trips_unchanged():
+    record = from_json({**VALID, "environment": ENVIRONMENT})
+    assert (record.environment.host, record.environment.gpu, record.environment.cpu) == (
+        "gpu-7", "NVIDIA H100 80GB HBM3", None)
+    assert to_json(record)["environment"] == ENVIRONMENT  # what could not be read stays out
+    newer = {**ENVIRONMENT, "numa_node": 1}  # a newer kgit's key: kept, written back
+    assert to_json(from_json({**VALID, "environment": newer}))["environment"] == newer
+
+
+def test_two_environments_compare_on_machine_device_driver_and_compilers_not_clocks():
+    here = from_json({**VALID, "environment": ENVIRONMENT}).environment
+    assert here.same_as(from_json({**VALID, "environment": {**ENVIRONMENT, "clock_sm_mhz": "1410"}}).environment)
+    for key in ("host", "device", "gpu_uuid", "driver", "torch", "triton"):
+        there = from_json({**VALID, "environment": {**ENVIRONMENT, key: "other"}}).environment
+        assert not here.same_as(there), key
+    assert not here.same_as(None)
+
+
+@pytest.mark.parametrize("change, reason", [
+    ([], "environment must be an object"),
+    ({"host": 7}, "environment.host must be a line of text, not 7"),
+    ({"gpu": ["H100"]}, "environment.gpu must be a line of text"),
+    ({"driver": "5" * 201}, "environment.driver must be a line of text"),
+    ({"clock_sm_mhz": 1980}, "environment.clock_sm_mhz must be a line of text"),
+])
+def test_a_wrong_environment_names_its_key(change, reason):
+    environment = change if not isinstance(change, dict) else {**ENVIRONMENT, **change}
+    with pytest.raises(InvalidRecord, match=re.escape(reason)):
+        from_json({**VALID, "environment": environment})
