@@ -44,13 +44,13 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
         guarded = [refs.branch_ref(cfg.name), refs.tag_ref(cfg.name), refs.NOTES_REF]
 
         def run(name: str, timing_only: bool = False, timeout_s: float | None = None) -> TestResult:
-            before = [read.rev(repo, ref) for ref in guarded]
+            before = read.object_ids(repo, guarded)  # one git process, not one a ref: this runs each pair
             with _registered(repo, cfg.test_command or cfg.test_path) as on_spawn:  # as its command line shows it
                 run_env = {**env, runner.TIMING_ONLY: "1"} if timing_only else env
                 result = runner.run_test(cfg, paths[name], timeout_s or cfg.test_timeout_s, run_env, kernels[name],
                                          on_tick=progress.tick if progress else None, on_spawn=on_spawn)
             edited = sorted(set(read.modified_tracked_files(paths[name])) - as_written[name])
-            moved = [ref for ref, old in zip(guarded, before) if read.rev(repo, ref) != old]
+            moved = [ref for ref, old, new in zip(guarded, before, read.object_ids(repo, guarded)) if new != old]
             if edited or moved:
                 return not_run(f"the test changed {', '.join(edited + moved)} while it ran: a judge that edits "
                                "the case cannot be trusted", result.output_tail)

@@ -23,9 +23,11 @@ if mode == "hang":
 if mode == "edit-judge":  # a test that rewrites itself where it runs
     with open(os.path.abspath(__file__), "a") as me:
         me.write("# kinder now\n")
-if mode == "move-tag":  # a test that moves the best tag to the commit it runs on
+if mode in ("move-tag", "move-branch", "move-notes"):  # a test that moves one of kgit's refs
     import subprocess
-    subprocess.run(["git", "tag", "-f", "best/fake", "HEAD"], check=True, capture_output=True)
+    moves = {"move-tag": ["tag", "-f", "best/fake", "HEAD"], "move-branch": ["update-ref", "refs/heads/opt/fake", "HEAD~1"],
+             "move-notes": ["notes", "--ref=refs/notes/kgit", "add", "-f", "-m", "{}", "HEAD"]}
+    subprocess.run(["git", *moves[mode]], check=True, capture_output=True)
 if mode == "crash":
     print("Traceback (most recent call last):\nRuntimeError: boom", file=sys.stderr)
     sys.exit(3)

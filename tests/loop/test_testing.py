@@ -1,5 +1,7 @@
 """A kernel's test runs on the committed candidate, in a temporary worktree, registered while it runs."""
 
+import pytest
+
 
 def test_the_test_runs_on_the_committed_candidate_not_the_working_tree(started):
     started.set_kernel(METRIC=120.0)
@@ -62,11 +64,11 @@ def test_kgits_own_switches_never_come_from_the_users_environment(ws):
     assert record["status"] == "IMPROVED"
 
 
-def test_a_test_that_edits_a_tracked_file_or_moves_the_best_tag_fails(started):
-    best = started.git("rev-parse", "best/fake")
-    for mode, changed in (("edit-judge", "skills/kernels/fake/test_fake.py"), ("move-tag", "refs/tags/best/fake")):
-        started.set_kernel(MODE=mode, METRIC=200.0)
-        record = started.ok("step", "-m", mode, "--json").json()
-        assert record["status"] == "FAILED" and f"the test changed {changed} while it ran" in record["reason"]
-        started.git("tag", "-f", "best/fake", best)  # undo what the hostile test did (a kgit ref it moved)
-        assert not (started.root / "skills/kernels/fake/test_fake.py").read_text().endswith("# kinder now\n")
+@pytest.mark.parametrize("mode, changed", [
+    ("edit-judge", "skills/kernels/fake/test_fake.py"), ("move-tag", "refs/tags/best/fake"),
+    ("move-branch", "refs/heads/opt/fake"), ("move-notes", "refs/notes/kgit")])
+def test_a_test_that_edits_a_tracked_file_or_moves_the_branch_the_best_tag_or_the_records_fails(started, mode, changed):
+    started.set_kernel(MODE=mode, METRIC=200.0)
+    record = started.ok("step", "-m", mode, "--json").json()
+    assert record["status"] == "FAILED" and f"the test changed {changed} while it ran" in record["reason"]
+    assert not (started.root / "skills/kernels/fake/test_fake.py").read_text().endswith("# kinder now\n")
