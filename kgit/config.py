@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgit.errors import KgitError
+from kgit.model import kernel_name
 from kgit.model.result import DEVICE_METRIC, Reading, unit_of
 
 CONFIG_FILE = "kgit.yaml"
@@ -37,12 +38,7 @@ KERNELS_DIR = "skills/kernels"
 OLD_KERNEL_FILE = "triton_template.py"
 REPORT_PATH = "experiments/README.md"
 
-# A kernel name becomes part of a branch, a tag, a ref and a path: keep it to characters that are
-# safe in all four (no '/', '..', spaces, shell or ref metacharacters).
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
 METRICS = ("gbps", "tflops")
-RESERVED_NAMES = ("report_path",)  # kgit.yaml's top-level keys that are not kernels
 GPU_CHOICES = ("auto", "nvidia", "amd", "cpu")
 
 
@@ -120,20 +116,9 @@ _KEY_TYPES = {
 DECIDE_ON = ("auto", "test", "device")
 
 
-def check_kernel_name(name: str) -> str:
-    if not _SAFE_NAME.fullmatch(name) or ".." in name or name.endswith((".", ".lock")):
-        raise KgitError(
-            f"invalid kernel name {name!r}: use letters, digits, '.', '_' and '-' "
-            "(it becomes a branch, a tag and a path)"
-        )
-    if name in RESERVED_NAMES:
-        raise KgitError(f"invalid kernel name {name!r}: kgit.yaml's top-level {name} is a setting, not a kernel")
-    return name
-
-
 def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
     """The settings of one kernel: defaults, then kgit.yaml, then command-line overrides."""
-    check_kernel_name(name)
+    kernel_name.check(name)
     settings = dict(read_file(root).get(name) or {})
     for key, value in settings.items():
         _check_value(key, value, where=f"{CONFIG_FILE}: {name}")
@@ -207,7 +192,7 @@ def read_file(root: Path) -> dict:
     if not isinstance(data, dict):
         raise KgitError(f"{CONFIG_FILE}: expected a mapping of kernel names to settings")
     for kernel, entry in data.items():
-        if kernel in RESERVED_NAMES:
+        if kernel in kernel_name.RESERVED:
             continue
         if not isinstance(entry, dict) and entry is not None:
             raise KgitError(f"{CONFIG_FILE}: {kernel}: expected a mapping of settings")

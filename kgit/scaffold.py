@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kgit import config
 from kgit.errors import KgitError
-from kgit.model import signature
+from kgit.model import kernel_name, signature
 from kgit.model.signature import Launcher
 
 HEADER = '''"""Correctness and speed of {module}.{call} (kgit test contract), written by kgit init.
@@ -131,7 +131,7 @@ class Initialized:
 def init(root: Path, name: str, kernel_path: str, function: str | None, metric: str,
          test_path: str | None = None) -> Initialized:
     """Write the test and the kgit.yaml entry (the module docstring)."""
-    config.check_kernel_name(name)
+    kernel_name.check(name)
     if metric not in config.METRICS:
         raise KgitError(f"--metric must be one of {', '.join(config.METRICS)}, not {metric!r}")
     kernel = config.check_path(root, kernel_path, "--kernel")

@@ -12,7 +12,7 @@ from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.command import Repo
-from kgit.model import decide, remeasured
+from kgit.model import decide, kernel_name, remeasured
 from kgit.model.record import InvalidNote, Record, StopReason
 from kgit.model.record import Status as RecordStatus
 from kgit.model.remeasured import Remeasured
@@ -135,7 +135,7 @@ def resolve_kernel(repo: Repo, kernel: str | None, all_if_several: bool = False)
     """The kernel named, else the one of the current opt/ branch, else the only one with records; where
     several have records, all of them if all_if_several (kgit status shows every loop), else a refusal."""
     if kernel:
-        return config.check_kernel_name(kernel)
+        return kernel_name.check(kernel)
     current = read.current_kernel(repo)
     if current:
         return current

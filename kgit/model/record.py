@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from kgit.config import check_kernel_name
+from kgit.model import kernel_name
 from kgit.errors import KgitError, shown
 
 RECORD_VERSION = 1
@@ -273,7 +273,7 @@ def from_json(data) -> Record:
     if type(kernel) is not str or not kernel:
         raise InvalidRecord(f"kernel must be a string that names it, not {shown(kernel)}")
     try:
-        check_kernel_name(kernel)  # it names a branch, a tag and a file of the notes index
+        kernel_name.check(kernel)  # it names a branch, a tag and a file of the notes index
     except KgitError:
         raise InvalidRecord(f"kernel {shown(kernel)} is no valid kernel name") from None
     if type(iteration) is not int:

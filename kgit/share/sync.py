@@ -25,7 +25,7 @@ from kgit import config
 from kgit.errors import KgitError
 from kgit.git import notes, read, refs, remote as remotes, write
 from kgit.git.command import GitError, Repo
-from kgit.model import decide
+from kgit.model import decide, kernel_name
 from kgit.share import hooks, join, screen
 
 
@@ -124,7 +124,7 @@ def _refuse_bad_names(repo: Repo, remote: str) -> list[str]:
         for ref in sorted(read.refs_under(repo, prefix)):
             name = ref[len(prefix):]
             try:
-                config.check_kernel_name(name)
+                kernel_name.check(name)
             except KgitError:
                 write.delete_ref(repo, ref)
                 lines.append(f"refused: {made(name)[:100]!r} of {remote}, not created: it names no valid kernel "
