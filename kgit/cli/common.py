@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -72,6 +73,16 @@ def note(line: str) -> None:
 def notes(lines: list[str]) -> None:
     for line in lines:
         note(line)
+
+
+@contextlib.contextmanager
+def locked(where):
+    """A command that writes: under the lock, what a killed kgit left settled first, and said."""
+    from kgit.loop import recovery
+
+    with recovery.locked(where) as recovered:
+        notes(recovered)
+        yield
 
 
 def warn_invalid(invalid) -> None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kgit.cli.common import (Progress, emit, json_option, kernel_argument, kernel_of, loop_options, note, notes,
+from kgit.cli.common import (Progress, emit, json_option, kernel_argument, kernel_of, locked, loop_options, note,
                              overrides, record_json, repo, warn_invalid)
 from kgit.errors import KgitError
 
@@ -19,13 +19,11 @@ from kgit.errors import KgitError
 def start_command(ctx, kernel, as_json, **options):
     """Record the baseline of KERNEL as iteration 0 on a new opt/KERNEL branch."""
     from kgit.loop import steps
-    from kgit.loop.recovery import locked
     from kgit.render import commands
 
     where = repo(ctx)
     progress = Progress("baseline")
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         try:
             outcome = steps.start(where, kernel, overrides(**options), progress)
         finally:
@@ -52,13 +50,11 @@ def start_command(ctx, kernel, as_json, **options):
 def step_command(ctx, action, tier, keep_anyway, again, allow_untested, as_json, **options):
     """Commit the edited kernel, measure it against the best pair by pair, keep or revert it."""
     from kgit.loop import steps
-    from kgit.loop.recovery import locked
     from kgit.render import commands
 
     where = repo(ctx)
     progress = Progress("step")
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         try:
             outcome = steps.step(where, action, tier, overrides(**options), progress, keep_anyway=keep_anyway,
                                  again=again, allow_untested=allow_untested)
@@ -86,7 +82,6 @@ def tune_command(ctx, kernel, gpus, ray_address, ray_workers, as_json, **options
     """Search KERNEL's CONFIG space, one iteration per proposal (no agent needed)."""
     from kgit.loop import history
     from kgit.loop import tune
-    from kgit.loop.recovery import locked
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel)
@@ -104,8 +99,7 @@ def tune_command(ctx, kernel, gpus, ray_address, ray_workers, as_json, **options
 
     ray_cluster = cluster.connect(ray_address, ray_workers) if ray_address else None
     try:
-        with locked(where) as recovered:  # held across rounds: parallel tests run under it too
-            notes(recovered)
+        with locked(where):  # held across rounds: parallel tests run under it too
             stopped = tune.run(where, kernel, overrides(**options), progress, on_outcome, gpu_list, ray_cluster)
     finally:
         progress.end()
@@ -134,15 +128,13 @@ def run_command(ctx, kernel, command, agent_timeout_s, as_json, **options):
       KGIT_ACTION_FILE    where to describe the change: one line, then optionally "tier: N"
     """
     from kgit.loop import agent, history
-    from kgit.loop.recovery import locked
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel)
     outcomes, on_outcome = _outcome_printer(as_json)
     progress = Progress("run")
     try:
-        with locked(where) as recovered:
-            notes(recovered)
+        with locked(where):
             stopped = agent.run(where, kernel, command, agent_timeout_s, overrides(**options), progress, on_outcome)
     finally:
         progress.end()
@@ -197,13 +189,11 @@ def profile_command(ctx, iteration, named_kernel, kernel, timeout_s, as_json):
     """
     from kgit.loop import history
     from kgit.loop import profile
-    from kgit.loop.recovery import locked
     from kgit.render import analysis
 
     where = repo(ctx)
     kernel = history.resolve_kernel(where, kernel_of(named_kernel, kernel))
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         out = profile.run(where, kernel, iteration, timeout_s, Progress("profile"))
     prof, diag = out["profile"], out["diagnosis"]
     if prof["source"] != "profiler" and as_json:
@@ -219,12 +209,10 @@ def report_command(ctx, as_json):
     """(Re)write experiments/README.md (or report_path) from the records and commit it."""
     from kgit import config
     from kgit.loop import report
-    from kgit.loop.recovery import locked
     from kgit.render import commands
 
     where = repo(ctx)
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         commit = report.commit_report(where)
     path = config.report_path(where.root)
     emit(as_json, lambda: {"path": path, "commit": commit}, lambda: commands.report(commit, path))
@@ -240,12 +228,10 @@ def finish_command(ctx, kernel, into, as_json):
     """Bring KERNEL's best into the branch its loop started from, as one commit: the kernel file and what
     else the best changed, never kgit's own log or kgit.yaml. Refused where that branch changed them too."""
     from kgit.loop import finish, history
-    from kgit.loop.recovery import locked
     from kgit.render import commands
 
     where = repo(ctx)
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         done = finish.finish(where, history.resolve_kernel(where, kernel), into)
     emit(as_json, lambda: {"kernel": done.kernel, "branch": done.branch, "commit": done.commit, "paths": done.paths,
                            "best": record_json(done.best, done.best_commit),

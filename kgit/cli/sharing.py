@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kgit.cli.common import emit, json_option, notes, repo
+from kgit.cli.common import emit, json_option, locked, repo
 from kgit.errors import KgitError
 
 
@@ -19,13 +19,11 @@ def push_command(ctx, remote, as_json):
     """Send branches opt/*, tags best/*, the records and the attempts to REMOTE (default origin)."""
     import dataclasses
 
-    from kgit.loop.recovery import locked
     from kgit.render import commands
     from kgit.share import sync
 
     where = repo(ctx)
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         pushed = sync.push(where, remote)
     lines = commands.push(pushed)
     unsent = pushed.unsent
@@ -56,12 +54,10 @@ def push_command(ctx, remote, as_json):
 def pull_command(ctx, remote, take, as_json):
     """Fetch REMOTE's kgit refs; merge its records with ours, bring opt/* branches up to date (a branch
     that both clones continued is joined, the line that kept kernels going on)."""
-    from kgit.loop.recovery import locked
     from kgit.share import sync
 
     where = repo(ctx)
-    with locked(where) as recovered:
-        notes(recovered)
+    with locked(where):
         done, refused = sync.pull(where, remote, take)
     incomplete = (f"the pull is incomplete: {refused} thing{'s' if refused != 1 else ''} refused or not updated "
                   "(the lines above say why)")
