@@ -129,11 +129,12 @@ EARLY_STOP_FACTOR = 10.0
 EARLY_STOP_FLOOR_S = 30.0  # a big Triton kernel may take 20 s to compile
 
 
-def candidate_timeout(cfg: KernelConfig, best: Record | None, environment: Environment | None) -> tuple[float, str | None]:
+def candidate_timeout(cfg: KernelConfig, best: Record | None,
+                      environment: Environment | None) -> tuple[float, str | None]:
     """The time a candidate's test may take, and why when it is less than test_timeout_s. Only the best's
     time in this environment counts: on a slower machine than the one that measured it, it would cut
     a sound candidate short."""
-    if best is None or not best.duration_s > 0 or best.environment is None or not best.environment.same_as(environment):
+    if best is None or not best.duration_s > 0 or not (best.environment and best.environment.same_as(environment)):
         return cfg.test_timeout_s, None
     bound = max(EARLY_STOP_FLOOR_S, EARLY_STOP_FACTOR * best.duration_s)
     if bound >= cfg.test_timeout_s:

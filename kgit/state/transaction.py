@@ -5,8 +5,8 @@
                opt/<kernel>, and refs/kgit/attempts/<kernel>/<N> points at it at once
     (test)     journal 'testing': the caller runs the test against that commit
     decide     journal 'decided': the record is written into the journal, then finish applies it
-    finish     kept:     a commit with the kernel and the log the caller rendered (experiments/README.md) replaces the
-                         candidate on the branch; its note is written; best/<kernel> moves there
+    finish     kept:     a commit with the kernel and the log the caller rendered (experiments/README.md)
+                         replaces the candidate on the branch; its note is written; best/<kernel> moves there
                          (not for KEPT_ANYWAY: it stays on the branch, the best stays where it was)
                reverted: the note goes on the candidate (still reachable through its attempt ref) and
                          the branch gets a commit that only updates experiments/README.md
