@@ -182,9 +182,20 @@ def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
 
 
 @triton.jit
+def _centred(x, ok, N, eps):
+    # a tile of whole rows, loaded (0 where masked): x - mean (0 where masked) and 1 / std, row by row
+    x = x.to(tl.float32)
+    mean = tl.sum(x, axis=1) / N
+    d = tl.where(ok, x - mean[:, None], 0.0)
+    return d, 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
+
+
+@triton.jit
 def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
                     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-                    WB_PER_TILE: tl.constexpr):
+                    WB_PER_TILE: tl.constexpr, PREFETCH: tl.constexpr = False):
+    # PREFETCH: the program's next tile is loaded before this one is reduced, into registers, whatever
+    # the rows' alignment (Triton's pipeline, NUM_STAGES, copies only 4-byte-aligned groups).
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -192,19 +203,34 @@ def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
     if not WB_PER_TILE:  # a persistent program loads w and b once for all its tiles
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog, num_stages=NUM_STAGES):
-        rows = tile * ROWS + tl.arange(0, ROWS)
+    if PREFETCH:
+        rows = pid * ROWS + tl.arange(0, ROWS)
         ok = (rows[:, None] < M) & col_ok[None, :]
-        rows64 = rows.to(tl.int64)[:, None]
-        x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / N
-        d = tl.where(ok, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
-        if WB_PER_TILE:  # loaded after the reductions: no registers held for them while x is in flight
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-        y = d * rstd[:, None] * w[None, :] + b[None, :]
-        tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+        x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=ok, other=0.0)
+        for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog):
+            nxt = (tile + nprog) * ROWS + tl.arange(0, ROWS)
+            nxt_ok = (nxt[:, None] < M) & col_ok[None, :]
+            x_next = tl.load(x_ptr + nxt.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=nxt_ok, other=0.0)
+            d, rstd = _centred(x, ok, N, eps)
+            if WB_PER_TILE:
+                w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+                b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            y = d * rstd[:, None] * w[None, :] + b[None, :]
+            rows64 = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)[:, None]
+            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+            x = x_next
+            ok = nxt_ok
+    else:
+        for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog, num_stages=NUM_STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            ok = (rows[:, None] < M) & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            d, rstd = _centred(tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok, other=0.0), ok, N, eps)
+            if WB_PER_TILE:  # loaded after the reductions: no registers held for them while x is in flight
+                w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+                b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            y = d * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit

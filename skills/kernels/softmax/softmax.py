@@ -195,25 +195,46 @@ def _exp(x):
 
 
 @triton.jit
+def _softmax_tile(x, y_ptr, rows64, cols, ok, stride_y):
+    # a tile of whole rows, loaded (-inf where masked): its softmax, stored
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=1)
+    e = _exp(x - m[:, None])
+    inv = 1.0 / tl.sum(e, axis=1)  # one division per row, a multiply per element
+    tl.store(y_ptr + rows64 * stride_y + cols[None, :], (e * inv[:, None]).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
 def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
-                  BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr):
+                  BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr,
+                  PREFETCH: tl.constexpr = False):
     # EVEN: N == BLOCK_N and M a multiple of ROWS, so no element needs a mask (see _exp).
+    # PREFETCH: the program's next tile is loaded before this one is reduced, into registers, whatever
+    # the rows' alignment (Triton's pipeline, NUM_STAGES, copies only 4-byte-aligned groups).
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     n_tiles = tl.cdiv(M, ROWS)
-    for tile in tl.range(pid, n_tiles, nprog, num_stages=NUM_STAGES):
-        rows = tile * ROWS + tl.arange(0, ROWS)
-        ok = None if EVEN else (rows[:, None] < M) & col_ok[None, :]
-        rows64 = rows.to(tl.int64)[:, None]
-        x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok,
-                    other=None if EVEN else -float("inf")).to(tl.float32)
-        m = tl.max(x, axis=1)
-        e = _exp(x - m[:, None])
-        inv = 1.0 / tl.sum(e, axis=1)  # one division per row, a multiply per element
-        y = (e * inv[:, None]).to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + rows64 * stride_y + cols[None, :], y, mask=ok)
+    if PREFETCH:
+        rows = pid * ROWS + tl.arange(0, ROWS)
+        ok = (rows[:, None] < M) & col_ok[None, :]
+        x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=ok, other=-float("inf"))
+        for tile in tl.range(pid, n_tiles, nprog):
+            nxt = (tile + nprog) * ROWS + tl.arange(0, ROWS)
+            nxt_ok = (nxt[:, None] < M) & col_ok[None, :]
+            x_next = tl.load(x_ptr + nxt.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=nxt_ok,
+                             other=-float("inf"))
+            _softmax_tile(x, y_ptr, (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)[:, None], cols, ok, stride_y)
+            x = x_next
+            ok = nxt_ok
+    else:
+        for tile in tl.range(pid, n_tiles, nprog, num_stages=NUM_STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            ok = None if EVEN else (rows[:, None] < M) & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok, other=None if EVEN else -float("inf"))
+            _softmax_tile(x, y_ptr, rows64, cols, ok, stride_y)
 
 
 @triton.jit
@@ -477,38 +498,62 @@ def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
 
 
 @triton.jit
-def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
-                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
-    # One program per row, two passes over it in BLOCK_N chunks. Pass 1 keeps a
+def _streamed_max_sum(x, m, s):
+    # (max, sum of exp(x - max)) so far, with one more chunk x (-inf where masked)
+    x = x.to(tl.float32)
+    new_m = tl.maximum(m, tl.max(x, axis=0))
+    safe = tl.where(new_m == -float("inf"), 0.0, new_m)  # a chunk of only -inf adds 0
+    return new_m, s * _exp(m - safe) + tl.sum(_exp(x - safe), axis=0)
+
+
+@triton.jit
+def _softmax_streamed(x_ptr, y_ptr, M, N, stride_x, stride_y,
+                      BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, PREFETCH: tl.constexpr = False):
+    # Rows pid, pid + programs, ..., two passes over each in BLOCK_N chunks. Pass 1 keeps a
     # running (max, sum), the sum rescaled by exp(old max - new max) when the max
     # grows. Pass 2 re-reads the row and writes it: up to 1.5x the minimal
     # traffic, as two thirds of the second read miss L2 at 512x262144 (ncu,
     # df8b865:experiments/worst-shapes-h200/streamed-2026-12-01; walking pass 2 last
     # chunk first, to start with what pass 1 left in L2, changed nothing).
     # Pipelined loads (num_stages) keep enough bytes in flight, which the
-    # 16-bit team could not (experiments/worst-shapes-h200/).
-    row = tl.program_id(0)
+    # 16-bit team could not (experiments/worst-shapes-h200/). Triton pipelines only loads of 4-byte
+    # groups; PREFETCH loads the next chunk into registers before the current one is used, whatever the
+    # rows' alignment.
     offs = tl.arange(0, BLOCK_N)
     n_chunks = tl.cdiv(N, BLOCK_N)
-    x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
-    y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
-    m = tl.max(tl.full([BLOCK_N], -float("inf"), tl.float32), axis=0)
-    s = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
-    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-        cols = c * BLOCK_N + offs
-        x = tl.load(x_row + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last")
-        x = x.to(tl.float32)
-        new_m = tl.maximum(m, tl.max(x, axis=0))
-        safe = tl.where(new_m == -float("inf"), 0.0, new_m)  # a chunk of only -inf adds 0
-        s = s * _exp(m - safe) + tl.sum(_exp(x - safe), axis=0)
-        m = new_m
-    inv = 1.0 / s
-    for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
-        cols = c * BLOCK_N + offs
-        ok = cols < N
-        x = tl.load(x_row + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_row + cols, (_exp(x - m) * inv).to(y_ptr.dtype.element_ty), mask=ok,
-                 eviction_policy="evict_first")
+    for row in range(tl.program_id(0), M, tl.num_programs(0)):
+        x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+        y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
+        m = tl.max(tl.full([BLOCK_N], -float("inf"), tl.float32), axis=0)
+        s = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+        if PREFETCH:
+            x = tl.load(x_row + offs, mask=offs < N, other=-float("inf"), eviction_policy="evict_last")
+            for c in range(0, n_chunks):
+                cols = (c + 1) * BLOCK_N + offs
+                x_next = tl.load(x_row + cols, mask=cols < N, other=-float("inf"), eviction_policy="evict_last")
+                m, s = _streamed_max_sum(x, m, s)
+                x = x_next
+            inv = 1.0 / s
+            x = tl.load(x_row + offs, mask=offs < N, other=-float("inf"), eviction_policy="evict_first")
+            for c in range(0, n_chunks):
+                cols = c * BLOCK_N + offs
+                nxt = cols + BLOCK_N
+                x_next = tl.load(x_row + nxt, mask=nxt < N, other=-float("inf"), eviction_policy="evict_first")
+                tl.store(y_row + cols, (_exp(x.to(tl.float32) - m) * inv).to(y_ptr.dtype.element_ty),
+                         mask=cols < N, eviction_policy="evict_first")
+                x = x_next
+        else:
+            for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+                cols = c * BLOCK_N + offs
+                m, s = _streamed_max_sum(tl.load(x_row + cols, mask=cols < N, other=-float("inf"),
+                                                 eviction_policy="evict_last"), m, s)
+            inv = 1.0 / s
+            for c in tl.range(0, n_chunks, num_stages=NUM_STAGES):
+                cols = c * BLOCK_N + offs
+                ok = cols < N
+                x = tl.load(x_row + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first")
+                tl.store(y_row + cols, (_exp(x.to(tl.float32) - m) * inv).to(y_ptr.dtype.element_ty), mask=ok,
+                         eviction_policy="evict_first")
 
 
 # ---------------------------------------------------------------------------
@@ -747,6 +792,6 @@ def _team_words(device, n_programs: int):
 def _launch_streamed(x2, y2, M, N):
     st = STREAMED
     last_config["kernel"] = "_softmax_streamed"
-    _softmax_streamed[(M,)](x2, y2, N, x2.stride(0), y2.stride(0),
+    _softmax_streamed[(M,)](x2, y2, M, N, x2.stride(0), y2.stride(0),
                             BLOCK_N=min(st["BLOCK_N"], triton.next_power_of_2(N)), NUM_STAGES=st["num_stages"],
                             num_warps=st["num_warps"], num_stages=st["num_stages"])
