@@ -203,25 +203,27 @@ def test_layernorm_fp32_rows_over_2048_take_the_whole_row_kernel_with_its_mask(m
     torch.testing.assert_close(y.double(), ref.double(), **tol)
 
 
-@pytest.mark.parametrize("dtype, N, gpu, config, launch", [
+@pytest.mark.parametrize("dtype, N, gpu, config, max_bytes, launch", [
     # (ROWS, num_warps, WB_PER_TILE, PREFETCH, grid) of _layernorm_rows's launch: 40 rows, 4 "SMs" in the
-    # interpreter x 2 programs an SM
-    (torch.bfloat16, 1000, True, None, (2, 4, 0, True, 8)),  # SHORT_TILE: two rows of 1024, 16 a thread
-    (torch.float16, 1600, True, None, (1, 4, 0, True, 8)),
-    (torch.bfloat16, 2049, True, None, (1, 8, 1, True, 8)),  # over WB_PER_TILE_ABOVE: w and b after the stats
-    (torch.float16, 4096, True, None, (1, 8, 1, True, 8)),
-    (torch.bfloat16, 512, True, None, (8, 4, 0, False, 5)),  # blocks under SHORT_ROWS (rows up to 512): CONFIG
-    (torch.float32, 1600, True, None, (2, 4, 0, False, 20)),  # fp32: CONFIG's two rows of 2048
-    (torch.bfloat16, 1000, True, {}, (4, 4, 0, False, 10)),  # a config passed in: CONFIG
-    (torch.bfloat16, 1000, False, None, (4, 4, 0, False, 10)),  # the interpreter (or AMD): CONFIG
+    # interpreter x 2 programs an SM; `max_bytes` SHORT_MAX_BYTES_PER_SM (x is 40 x N x 2 bytes)
+    (torch.bfloat16, 1000, True, None, 20000, (2, 4, 0, True, 8)),  # SHORT_TILE: two rows of 1024, 16 a thread
+    (torch.float16, 1600, True, None, 32000, (1, 4, 0, True, 8)),  # x of exactly 4 SMs' bytes
+    (torch.bfloat16, 2049, True, None, 1 << 20, (1, 8, 1, True, 8)),  # over WB_PER_TILE_ABOVE: w and b late
+    (torch.float16, 4096, True, None, 1 << 20, (1, 8, 1, True, 8)),
+    (torch.float16, 1600, True, None, 31999, (2, 4, 0, False, 20)),  # x over 4 SMs' bytes: CONFIG's two rows
+    (torch.bfloat16, 512, True, None, 1 << 20, (8, 4, 0, False, 5)),  # blocks under SHORT_ROWS (rows to 512)
+    (torch.float32, 1600, True, None, 1 << 20, (2, 4, 0, False, 20)),  # fp32: CONFIG's two rows of 2048
+    (torch.bfloat16, 1000, True, {}, 1 << 20, (4, 4, 0, False, 10)),  # a config passed in: CONFIG
+    (torch.bfloat16, 1000, False, None, 1 << 20, (4, 4, 0, False, 10)),  # the interpreter (or AMD): CONFIG
 ])
 def test_layernorm_short_16bit_rows_prefetch_their_next_tile_on_a_persistent_grid(monkeypatch, record_launches, dtype,
-                                                                                  N, gpu, config, launch):
+                                                                                  N, gpu, config, max_bytes, launch):
     # The prefetching loop runs here in the interpreter, each program over several tiles, and is checked.
     m = _template("layernorm")
     launched = record_launches(m, "_layernorm_rows", lambda grid, args, kw: (
         kw["ROWS"], kw["num_warps"], kw["WB_PER_TILE"], kw["PREFETCH"], grid[0]))
     monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
+    monkeypatch.setattr(m, "SHORT_MAX_BYTES_PER_SM", max_bytes)
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 2)
     x = (torch.randn(40, N) * 2 + 3).to(dtype)
     y, ref = _norm_run("layernorm", m, x, config)

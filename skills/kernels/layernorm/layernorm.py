@@ -158,22 +158,28 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # against the one before, df8b865:experiments/sweep-h200-session15/call4-sweep/). A persistent
 # program keeps its w and b for all its tiles.
 WB_PER_TILE_ABOVE = 2048
-# 16-bit rows whose BLOCK_N is within SHORT_ROWS (rows of 513 to 4096 elements, up to BLOCK_SIZE) on an NVIDIA
-# GPU, unless a config is passed: tiles of at least SHORT_TILE elements (ROWS = SHORT_TILE // BLOCK_N), 16 a
-# thread (num_warps = ROWS * BLOCK_N / 512), on a persistent grid (as many programs as fit the GPU at once) whose
-# programs load their next tile into registers before they reduce this one (PREFETCH); w and b once a program up
-# to WB_PER_TILE_ABOVE, after the reductions above it. Why: CONFIG's tile of 4096 elements on 4 warps (32 a
-# thread) loads once, then reduces with nothing in flight, its SM's loads idle while its programs reduce
-# together; a prefetching program has its next tile in flight through its reductions. H100, one
-# process (the A/B, experiments/held-out-shapes/h100-row-dispatch/explore/: the tune half's shapes and synthetic
-# ones), main -> the rule, % of copy: 8192x1280 bf16 76.1 -> 84.6, 8192x768 bf16 67.1 -> 72.3, 8192x1000 fp16
-# 63.8 -> 69.6, 16384x1536 fp16 92.2 -> 92.8, 8192x2048 bf16 95.2 -> 96.9, 8192x3072 fp16 95.6 -> 96.5; us:
-# 64x1600 bf16 5.81 -> 5.18, 128x2048 fp16 5.66 -> 5.20. w and b loaded after the reductions took 0.4-20% longer
-# at 768-2048 (8192x1280: 17.89 against 16.26 us; 16384x1536, 3.7% shorter, the exception) and 4.8% shorter at
-# 3072. The best one-tile-a-program choice of each shape (2-16 warps, 1-8 rows) took 0.6-8.8% longer than the
-# rule, but at 16384x1536 (2 rows on 4 warps, 5% shorter).
+# 16-bit rows whose BLOCK_N is within SHORT_ROWS (rows of 513 to 4096 elements, up to BLOCK_SIZE), x of at most
+# SHORT_MAX_BYTES_PER_SM an SM, on an NVIDIA GPU, unless a config is passed: tiles of at least SHORT_TILE
+# elements (ROWS = SHORT_TILE // BLOCK_N), 16 a thread (num_warps = ROWS * BLOCK_N / 512), on a persistent grid
+# (as many programs as fit the GPU at once) whose programs load their next tile into registers before they reduce
+# this one (PREFETCH); w and b once a program up to WB_PER_TILE_ABOVE, after the reductions above it. Why:
+# CONFIG's tile of 4096 elements on 4 warps (32 a thread) loads once, then reduces with nothing in flight, its
+# SM's loads idle while its programs reduce together; a prefetching program has its next tile in flight through
+# its reductions. H100, one process (the A/B, experiments/held-out-shapes/h100-row-dispatch/explore/: the tune
+# half's shapes and synthetic ones), main -> the rule, % of copy: 8192x1280 bf16 76.1 -> 84.6, 8192x768 bf16 67.1
+# -> 72.3, 8192x1000 fp16 63.8 -> 69.6, 16384x1536 fp16 92.2 -> 92.8, 8192x2048 bf16 95.2 -> 96.9, 8192x3072 fp16
+# 95.6 -> 96.5; us: 64x1600 bf16 5.81 -> 5.18, 128x2048 fp16 5.66 -> 5.20. w and b loaded after the reductions
+# took 0.4-20% longer at 768-2048 (8192x1280: 17.89 against 16.26 us; 16384x1536, 3.7% shorter, the exception)
+# and 4.8% shorter at 3072. The best one-tile-a-program choice of each shape (2-16 warps, 1-8 rows) took 0.6-8.8%
+# longer than the rule, but at 16384x1536 (2 rows on 4 warps, 5% shorter). The gain shrank as x grew (8192 rows
+# of 768-1280: 7-12%; 16384x1536, 0.38 MB an SM: 0.7%) and turned at the kernel test's own shapes, 2 MB an SM:
+# 131072x1024 bf16 / fp16 100.4 -> 95.5 / 95.4% of copy, 32768x4096 99.5 / 99.6 -> 96.3 / 96.1 (the sweep after
+# the rule, experiments/held-out-shapes/h100-row-dispatch/sweep/), hence SHORT_MAX_BYTES_PER_SM between them. Our
+# reading, not measured apart: a persistent grid spares a launch's ramp and ragged last wave, a fixed cost, while
+# its loop streams 3-5% slower than a grid of one tile a program.
 SHORT_ROWS = (1024, 4096)
 SHORT_TILE = 2048
+SHORT_MAX_BYTES_PER_SM = 1 << 20
 # 16-bit rows of a power of two over SMEM_TEAM_ABOVE, up to WHOLE_ROW_MAX (32768), go to
 # _layernorm_half_rows where four of its programs share an SM and they make at least HALF_ROW_MIN_WAVES waves
 # (rows x 2 over the programs the GPU holds at once): programs 2r and 2r + 1 hold the first and second half
@@ -797,7 +803,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         one_row_warps = next((w for longest, w in FP32_ROW_WARPS if block_n <= longest), None)
         if config is None and x.element_size() == 4 and one_row_warps and _on_nvidia_gpu(x):
             rows, num_warps = 1, one_row_warps
-        if config is None and x.element_size() == 2 and SHORT_ROWS[0] <= block_n <= SHORT_ROWS[1] and _on_nvidia_gpu(x):
+        short = SHORT_ROWS[0] <= block_n <= SHORT_ROWS[1] and x2.numel() * 2 <= SHORT_MAX_BYTES_PER_SM * sms
+        if config is None and x.element_size() == 2 and short and _on_nvidia_gpu(x):
             rows = max(1, SHORT_TILE // block_n)  # see SHORT_TILE
             num_warps, persistent, prefetch = rows * block_n // 512, 1, True
         args = (x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps)
