@@ -803,7 +803,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         one_row_warps = next((w for longest, w in FP32_ROW_WARPS if block_n <= longest), None)
         if config is None and x.element_size() == 4 and one_row_warps and _on_nvidia_gpu(x):
             rows, num_warps = 1, one_row_warps
-        short = SHORT_ROWS[0] <= block_n <= SHORT_ROWS[1] and x2.numel() * 2 <= SHORT_MAX_BYTES_PER_SM * sms
+        x_bytes = x2.numel() * x.element_size()
+        short = SHORT_ROWS[0] <= block_n <= SHORT_ROWS[1] and x_bytes <= SHORT_MAX_BYTES_PER_SM * sms
         if config is None and x.element_size() == 2 and short and _on_nvidia_gpu(x):
             rows = max(1, SHORT_TILE // block_n)  # see SHORT_TILE
             num_warps, persistent, prefetch = rows * block_n // 512, 1, True
