@@ -2,7 +2,10 @@
 kernel file (e.g. main's version from git) against this checkout's and torch, beside the measured
 device-copy bandwidth, in one process.
 
-    python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE]
+    python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE] [--sweep]
+
+--sweep times the kernel test's own time shapes (the power-of-two sweep the kernels were tuned on) in bf16,
+fp16 and fp32 instead, as one table: whether a dispatch change for the model shapes costs the sweep.
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed. Times are medians over calls with the L2 cleared before each, as kgit times
@@ -27,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 from kgit.harness import device  # noqa: E402
 from kgit.harness.timing import gpu_median_ms  # noqa: E402
-from shapes import split  # noqa: E402
+from shapes import Shape, split  # noqa: E402
 
 TINY = os.environ.get("HELD_OUT_TINY", "") not in ("", "0")
 DEADLINE = float(os.environ.get("HELD_OUT_DEADLINE", "inf"))
@@ -150,6 +153,13 @@ def measure(spec, old, new, shape, where):
     return row
 
 
+def sweep_shapes(kernel: str) -> list[Shape]:
+    """The kernel test's time shapes in bf16, fp16 and fp32."""
+    spec, _ = common.load_test(common.ROOT / "skills" / "kernels" / kernel / f"test_{kernel.replace('-', '_')}.py")
+    return [Shape(kernel, tuple(dims), dtype, "the kernel test's time shape")
+            for dims in spec.gpu.time_shapes for dtype in ("bf16", "fp16", "fp32")]
+
+
 def table(kernel, half, rows, copy):
     print(f"\n{kernel}, {half} half (copy {f'{copy:.0f} GB/s' if copy else 'not measured: no GPU'})")
     head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
@@ -184,6 +194,7 @@ def main():
     ap.add_argument("kernel", choices=sorted(KERNELS))
     ap.add_argument("old_file")
     ap.add_argument("--json", help="write the rows here, one JSON object a line")
+    ap.add_argument("--sweep", action="store_true", help="the kernel test's time shapes instead of shapes.py's")
     args = ap.parse_args()
     where = device.detect()["device"]
     old, new = common.kernel_module(args.kernel, args.old_file, "old"), common.kernel_module(args.kernel, side="new")
@@ -195,7 +206,8 @@ def main():
     gpu = machine["gpu"]
     print(f"{args.kernel} on {gpu}, torch {machine['torch']}, triton {machine['triton']}")
     records = []
-    for half, shapes in zip(("tune", "held-out"), split(args.kernel)):
+    halves = [("sweep", sweep_shapes(args.kernel))] if args.sweep else zip(("tune", "held-out"), split(args.kernel))
+    for half, shapes in halves:
         rows = []
         for shape in shapes:
             if time.time() > DEADLINE:

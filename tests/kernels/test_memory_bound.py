@@ -159,6 +159,8 @@ def test_short_fp32_rows_take_one_row_a_program_on_nvidia_gpus(monkeypatch, reco
     monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
     if name == "layernorm" and N > 1024 and dtype == torch.float32:
         launch = (max(1, 4096 // N), 4)  # its one row on 16 warps read 94.5% of copy at 4096, CONFIG 97.7
+    if name == "layernorm" and dtype != torch.float32 and gpu and config is None:
+        launch = (2, 4)  # SHORT_TILE: two rows of 1024 on 4 warps (the test after the next)
     x = (torch.randn(12, N) * 2 + 0.5).to(dtype)
     y, ref = _norm_run(name, m, x, config)
     if name == "layernorm" and N > m.FP32_WHOLE_ROW_ABOVE and dtype == torch.float32 and gpu and config is None:
@@ -199,6 +201,123 @@ def test_layernorm_fp32_rows_over_2048_take_the_whole_row_kernel_with_its_mask(m
         assert row == [] and len(rows) == 1
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(y.double(), ref.double(), **tol)
+
+
+@pytest.mark.parametrize("dtype, N, gpu, config, max_bytes, launch", [
+    # (ROWS, num_warps, WB_PER_TILE, PREFETCH, grid) of _layernorm_rows's launch: 40 rows, 4 "SMs" in the
+    # interpreter x 2 programs an SM; `max_bytes` SHORT_MAX_BYTES_PER_SM (x is 40 x N x 2 bytes)
+    (torch.bfloat16, 1000, True, None, 20000, (2, 4, 0, True, 8)),  # SHORT_TILE: two rows of 1024, 16 a thread
+    (torch.float16, 1600, True, None, 32000, (1, 4, 0, True, 8)),  # x of exactly 4 SMs' bytes
+    (torch.bfloat16, 2049, True, None, 1 << 20, (1, 8, 1, True, 8)),  # over WB_PER_TILE_ABOVE: w and b late
+    (torch.float16, 4096, True, None, 1 << 20, (1, 8, 1, True, 8)),
+    (torch.float16, 1600, True, None, 31999, (2, 4, 0, False, 20)),  # x over 4 SMs' bytes: CONFIG's two rows
+    (torch.bfloat16, 512, True, None, 1 << 20, (8, 4, 0, False, 5)),  # blocks under SHORT_ROWS (rows to 512)
+    (torch.float32, 1600, True, None, 1 << 20, (2, 4, 0, False, 20)),  # fp32: CONFIG's two rows of 2048
+    (torch.bfloat16, 1000, True, {}, 1 << 20, (4, 4, 0, False, 10)),  # a config passed in: CONFIG
+    (torch.bfloat16, 1000, False, None, 1 << 20, (4, 4, 0, False, 10)),  # the interpreter (or AMD): CONFIG
+])
+def test_layernorm_short_16bit_rows_prefetch_their_next_tile_on_a_persistent_grid(monkeypatch, record_launches, dtype,
+                                                                                  N, gpu, config, max_bytes, launch):
+    # The prefetching loop runs here in the interpreter, each program over several tiles, and is checked.
+    m = _template("layernorm")
+    launched = record_launches(m, "_layernorm_rows", lambda grid, args, kw: (
+        kw["ROWS"], kw["num_warps"], kw["WB_PER_TILE"], kw["PREFETCH"], grid[0]))
+    monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
+    monkeypatch.setattr(m, "SHORT_MAX_BYTES_PER_SM", max_bytes)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 2)
+    x = (torch.randn(40, N) * 2 + 3).to(dtype)
+    y, ref = _norm_run("layernorm", m, x, config)
+    assert launched == [launch]
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.double(), ref.double(), **tol)
+
+
+# (name, dtype, N, rows, (programs an SM, spilled bytes) of each of 4, 8, 16 and 32 warps, warps launched): 4
+# "SMs" in the interpreter; rows of 5000 16-bit elements are 10 KB, of 10000 fp32 ones 40 KB (IN_FLIGHT_BYTES 64)
+WHOLE_ROW_WARPS_CASES = [
+    *[(name, torch.bfloat16, 5000, 12, ((3, 0), (3, 0), (2, 0), (2, 0)), 8)  # 3 rows an SM on 4 or 8 warps
+      for name in ("softmax", "layernorm")],
+    *[(name, torch.float32, 5000, 12, ((3, 0), (3, 0), (3, 0), (2, 0)), 16)  # a tie with the default
+      for name in ("softmax", "layernorm")],
+    *[(name, torch.bfloat16, 5000, 4, ((3, 0), (3, 0), (2, 0), (2, 0)), 16)  # one row an SM is all the grid gives
+      for name in ("softmax", "layernorm")],
+    *[(name, torch.bfloat16, 5000, 12, ((3, 64), (2, 0), (1, 0), (1, 0)), 8)  # 4 warps spill
+      for name in ("softmax", "layernorm")],
+    ("softmax", torch.float32, 10000, 12, ((2, 0), (2, 0), (1, 0), (2, 0)), 32),  # 80 KB counts as 64: a tie
+    ("layernorm", torch.float32, 10000, 12, ((2, 0), (2, 0), (2, 0), (1, 0)), 16),  # default WIDE_ROW_WARPS
+    ("softmax", torch.bfloat16, 4608, 12, ((3, 0), (3, 0), (2, 0), (2, 0)), None),  # 16-element groups: grouped
+]
+
+
+@pytest.mark.parametrize("name, dtype, N, M, fits, warps", WHOLE_ROW_WARPS_CASES)
+@pytest.mark.parametrize("gpu", [True, False])
+def test_whole_rows_take_the_warps_that_keep_the_most_rows_in_flight(monkeypatch, record_launches, name, dtype, N, M,
+                                                                     fits, warps, gpu):
+    m = _template(name)
+    launched = record_launches(m, f"_{name}_row", lambda grid, args, kw: kw["num_warps"])
+    monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: gpu)
+    asked = []
+    monkeypatch.setattr(m, "_fit", lambda kernel, args, consts, num_warps, *rest: asked.append(num_warps) or
+                        dict(zip(m.ROW_WARPS, fits))[num_warps])
+    x = (torch.randn(M, N) * 2 + 0.5).to(dtype)
+    y, ref = _norm_run(name, m, x)
+    default = m.WIDE_ROW_WARPS if name == "layernorm" and N * x.element_size() > m.WIDE_ROW_BYTES else m.WHOLE_ROW_WARPS
+    assert launched == [warps if gpu and warps else default]
+    if not (gpu and warps):
+        assert asked == []  # the grouped row, the interpreter and AMD keep the kernel's warps
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.double(), ref.double(), **tol)
+
+
+@pytest.mark.parametrize("dtype, N, programs_an_sm, interpreting, launch", [
+    # (grid, P) of the split team's launch with softmax's bounds scaled down (GROUPED_ROW_MAX 128,
+    # WHOLE_ROW_MAX 512, SPLIT's chunk 128): 20 rows, 4 SMs x `programs_an_sm`
+    (torch.bfloat16, 300, 4, False, ((15,), 3)),  # not in 16-element groups: 5 teams of 3
+    (torch.float16, 1001, 4, False, ((16,), 8)),  # over WHOLE_ROW_MAX too: 2 teams of 8
+    (torch.bfloat16, 304, 4, False, None),  # in 16-element groups: the pipelined loop or the teams of old
+    (torch.bfloat16, 127, 4, False, None),  # up to GROUPED_ROW_MAX: the whole row
+    (torch.float32, 300, 4, False, None),  # fp32 up to WHOLE_ROW_MAX: the whole row
+    (torch.bfloat16, 2001, 1, False, None),  # P = 16 does not fit 4 programs: streamed
+    (torch.bfloat16, 300, 4, True, None),  # the interpreter: a team would wait forever
+])
+def test_softmax_16bit_rows_not_in_16_element_groups_take_the_split_team(monkeypatch, record_launches, dtype, N,
+                                                                         programs_an_sm, interpreting, launch):
+    # The team's programs wait for each other: it runs on a GPU only (the held-out bench checks it); a row
+    # it does not take is computed by another kernel, here in the interpreter, and checked.
+    m = _template("softmax")
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
+    m.SPLIT = {**m.SPLIT, "BLOCK_N": 128}
+    launched = record_launches(m, "_softmax_split", lambda grid, args, kw: (grid, kw["P"]), launch=False)
+    monkeypatch.setattr(m, "_interpreting", lambda: interpreting)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: programs_an_sm)
+    x = torch.randn(20, N).to(dtype)
+    y = m.softmax(x, config={"BLOCK_SIZE": 64})
+    assert launched == ([launch] if launch else [])
+    if not launch:
+        torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("M, V, dtype, gpu, config, launch", [
+    # (grid, P, CHUNK) of the split launch; 4 "SMs" in the interpreter x SPLIT_PROGRAMS_PER_SM = 64 programs
+    (2, 32000, torch.bfloat16, True, None, ((16,), 8, 4096)),  # P a power of 2, chunks of 2 blocks at least
+    (3, 100000, torch.float32, True, None, ((75,), 25, 4096)),  # 32 chunks asked, 25 of 2 blocks make the row
+    (40, 32000, torch.bfloat16, True, None, ((80,), 2, 16384)),  # 40 rows want 2 programs a row
+    (8, 70000, torch.float16, True, None, ((56,), 7, 10240)),  # CHUNK's 3 a row: 8 asked, 7 of 5 blocks make it
+    (64, 32000, torch.bfloat16, True, None, None),  # rows enough: the rows kernel
+    (2, 1000, torch.bfloat16, True, None, None),  # one block a row: the rows kernel
+    (2, 32000, torch.bfloat16, True, {}, None),  # a config passed in: CONFIG
+    (2, 32000, torch.bfloat16, False, None, None),  # the interpreter: CONFIG
+])
+def test_cross_entropy_splits_rows_too_few_for_the_gpu(monkeypatch, record_launches, M, V, dtype, gpu, config, launch):
+    ce = _template("cross-entropy")
+    launched = record_launches(ce, "_ce_split", lambda grid, args, kw: (grid, kw["P"], kw["CHUNK"]))
+    monkeypatch.setattr(ce, "_on_gpu", lambda x: gpu)
+    x = (torch.randn(M, V) * 3).to(dtype)
+    t = torch.randint(0, V, (M,))
+    t[0] = -100
+    loss = ce.cross_entropy(x, t, config=config)
+    assert launched == ([launch] if launch else [])
+    torch.testing.assert_close(loss.double(), ce.cross_entropy_ref(x, t), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("name, N, launch", [

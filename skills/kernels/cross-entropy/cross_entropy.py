@@ -15,16 +15,20 @@ About 4 flops per logit: memory-bound. At V = 128256 and M = 8192 the logits
 are 2 GB in bf16; torch materialises log_softmax (a full extra write and read).
 
 Kernels:
-  _ce_rows   V <= CHUNK: a tile of ROWS rows per program, looping over the
+  _ce_rows   V <= CHUNK, rows enough: a tile of ROWS rows per program, looping over the
              vocabulary in BLOCK_N-wide steps. 16-bit rows of up to 4096
              logits run it on one or two warps (SHORT_16BIT).
-  _ce_split  V > CHUNK: P = ceil(V / CHUNK) programs per row, each reduces its
+  _ce_split  V > CHUNK, or rows too few for the GPU (see SPLIT_PROGRAMS_PER_SM):
+             P = ceil(V / CHUNK) programs per row, each reduces its
              chunk to (max, sum) in a small workspace; the LAST program of a row
              to arrive (atomic counter) combines the P partials in slot order
              (deterministic) and writes the loss. Nobody waits, so this needs
              no co-residency and cannot deadlock; it gives long-vocabulary rows
-             enough parallel programs when M is small.
+             enough parallel programs when M is small; rows too few to fill a
+             GPU get more, shorter chunks.
 """
+
+import os
 
 import torch
 import triton
@@ -41,6 +45,20 @@ CONFIG_SPACE = {
     "num_stages": [1, 2, 3, 4],
 }
 IGNORE_INDEX = -100
+# Rows too few for the GPU (a decode step's batch), unless a config is passed, on a GPU (not the
+# interpreter): where M * P programs are under SPLIT_PROGRAMS_PER_SM an SM, each row is cut into more chunks,
+# P the power of two (few distinct CHUNKs to compile) nearest above SPLIT_PROGRAMS_PER_SM * SMs / M, but no
+# chunk under MIN_SPLIT_BLOCKS blocks of BLOCK_SIZE; the chunk ceil(V / P) rounded up to a whole block. Why:
+# a program streams its chunk block by block, one block in flight, so the logits in flight are about one
+# block a program, and CHUNK's 32768 gave 64x128256 256 programs (two an SM) and 32x32000 32 (the rows
+# kernel, one a row). H100, one process, main -> P chunks (the A/B,
+# experiments/held-out-shapes/h100-row-dispatch/explore/: the tune half's 64x128256, synthetic others): 64x128256
+# bf16 21.5 -> 12.2 us (P 32; torch 34.8), 32x32000 bf16 19.5 -> 7.8 (P 8; torch 19.3), 128x65536 fp32 24.0 ->
+# 17.1 (P 16), 256x200000 bf16 40.9 -> P 17, between P 14 (40.3) and 20 (40.8). Chunks of one block took 6-17%
+# longer at 128x65536 and 64x128256 (7% shorter at 32x32000). Rows enough for the GPU keep CHUNK: there more
+# chunks a row lost (4096x50257 bf16, two balanced chunks: 167.4 -> 174.9 us).
+SPLIT_PROGRAMS_PER_SM = 16
+MIN_SPLIT_BLOCKS = 2
 # 16-bit rows of up to 4096 logits take these settings instead of CONFIG's (unless a config is passed):
 # one or two warps a program, so that a row's max and sum reduce by shuffles within one warp, with no
 # barrier. On CONFIG's four warps a row of 1024 is spread over all four, and each reduction goes
@@ -144,6 +162,15 @@ def _ce_split(x_ptr, t_ptr, loss_ptr, ws_ptr, cnt_ptr, M, V, stride_x, ignore_in
 _COUNTERS = {}
 
 
+def _on_gpu(x) -> bool:
+    """Whether x's kernels run on a GPU (not Triton's interpreter on the CPU)."""
+    return x.is_cuda and os.environ.get("TRITON_INTERPRET", "") in ("", "0")
+
+
+def _sm_count(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
 def _stream_key(device):
     """Where the buffers of the programs that trade partials are kept: one set a stream, since launches on
     two streams may run at once and would take each other's words from one set."""
@@ -168,6 +195,7 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, out: torch.Tensor | Non
     """Per-row loss (fp32) of logits x [M, V] against int targets [M]."""
     assert x.dim() == 2 and x.stride(-1) == 1 and target.is_contiguous()
     M, V = x.shape
+    fill_gpu = config is None and _on_gpu(x)  # see SPLIT_PROGRAMS_PER_SM
     if config is None and x.element_size() == 2:
         config = next((short for longest, short in SHORT_16BIT if V <= longest), None)
     cfg = dict(CONFIG, **(config or {}))
@@ -178,6 +206,11 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, out: torch.Tensor | Non
     block, chunk = int(cfg["BLOCK_SIZE"]), int(cfg["CHUNK"])
     num_warps, num_stages = int(cfg["num_warps"]), int(cfg["num_stages"])
     P = triton.cdiv(V, chunk)
+    programs = SPLIT_PROGRAMS_PER_SM * _sm_count(x.device) if fill_gpu else 0
+    if M * P < programs:
+        P = max(P, min(triton.cdiv(V, MIN_SPLIT_BLOCKS * block), triton.next_power_of_2(triton.cdiv(programs, M))))
+        chunk = triton.cdiv(triton.cdiv(V, P), block) * block
+        P = triton.cdiv(V, chunk)
     if P == 1:
         block_n = min(max(16, triton.next_power_of_2(V)), block)
         rows = max(1, block // block_n)

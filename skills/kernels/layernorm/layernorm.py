@@ -14,10 +14,14 @@ program). ~8 flops per element: memory-bound everywhere.
 Same structure as the softmax template:
   _layernorm_rows   whole rows <= BLOCK_SIZE, a tile of rows per program
                     (w and b after the reductions on 16-bit rows over 2048:
-                    WB_PER_TILE).
+                    WB_PER_TILE); 16-bit rows on a persistent grid whose
+                    programs load their next tile before reducing this one
+                    (see SHORT_TILE).
   _layernorm_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one
                     program per whole row, no loop (32 warps for rows over 32 KB,
-                    w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES).
+                    w kept in L1 for rows over 64 KB: WIDE_ROW_BYTES, W_IN_L1_BYTES;
+                    up to 16384 the warps that keep the most rows in flight:
+                    ROW_WARPS).
   _layernorm_half_rows 16-bit rows of 32768, enough of them: two programs a row,
                     each half of it in registers as loaded, two elements a 32-bit
                     word; the halves trade (mean, M2) in one 64-bit word (see
@@ -81,6 +85,19 @@ WHOLE_ROW_WARPS = 16
 # threads: one program an SM), so they keep 16.
 WIDE_ROW_BYTES = 32 * 1024
 WIDE_ROW_WARPS = 32
+# Rows up to SMEM_TEAM_ABOVE that _layernorm_row takes on an NVIDIA GPU (but fp32 rows up to BLOCK_SIZE: see
+# FP32_WHOLE_ROW_ABOVE): of ROW_WARPS, the warps whose compiled program keeps the most bytes of rows in
+# flight an SM, up to IN_FLIGHT_BYTES, counting no more rows an SM than the grid gives it (ceil(M / SMs));
+# ties to the warps above (WHOLE_ROW_WARPS, WIDE_ROW_WARPS), else to the most. Why: a program loads its
+# row at once, then reduces and writes it with nothing in flight, so an SM streams only as many rows as it
+# holds programs (registers permitting, _fit); past IN_FLIGHT_BYTES more rows bought nothing (the softmax
+# template's ROW_WARPS). 16 warps held three 16-bit rows of 4544-5120 an SM (40 registers a thread), 8
+# warps four (64). H100, one process, % of copy, main's 16 warps -> the rule's (the A/B,
+# experiments/held-out-shapes/h100-row-dispatch/explore/, the tune half's shapes): 8192x4544 bf16 76.4 ->
+# 86.1 (8 warps), 8192x5120 fp16 85.2 -> 93.5 (8); ties kept: 2048x14336 bf16 (8 and 16 warps hold two),
+# 4096x6000 fp32 (98.2 on 16 warps, 96.7 on 8), 32x8192 bf16 (one row an SM at most).
+ROW_WARPS = (4, 8, 16, 32)
+IN_FLIGHT_BYTES = 64 * 1024
 # Whole rows of more than W_IN_L1_BYTES (fp32 rows over 16384): x and b skip L1 (.cg), w is kept there
 # (evict_last), y is streamed (.cs). Every program re-reads w and b; at 32768 fp32 they are 256 KB, more
 # than L1 holds, so both came from L2 every row. w alone (128 KB) stays in L1: 86.3 -> 89.4% of copy at
@@ -141,6 +158,28 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # against the one before, df8b865:experiments/sweep-h200-session15/call4-sweep/). A persistent
 # program keeps its w and b for all its tiles.
 WB_PER_TILE_ABOVE = 2048
+# 16-bit rows whose BLOCK_N is within SHORT_ROWS (rows of 513 to 4096 elements, up to BLOCK_SIZE), x of at most
+# SHORT_MAX_BYTES_PER_SM an SM, on an NVIDIA GPU, unless a config is passed: tiles of at least SHORT_TILE
+# elements (ROWS = SHORT_TILE // BLOCK_N), 16 a thread (num_warps = ROWS * BLOCK_N / 512), on a persistent grid
+# (as many programs as fit the GPU at once) whose programs load their next tile into registers before they reduce
+# this one (PREFETCH); w and b once a program up to WB_PER_TILE_ABOVE, after the reductions above it. Why:
+# CONFIG's tile of 4096 elements on 4 warps (32 a thread) loads once, then reduces with nothing in flight, its
+# SM's loads idle while its programs reduce together; a prefetching program has its next tile in flight through
+# its reductions. H100, one process (the A/B, experiments/held-out-shapes/h100-row-dispatch/explore/: the tune
+# half's shapes and synthetic ones), main -> the rule, % of copy: 8192x1280 bf16 76.1 -> 84.6, 8192x768 bf16 67.1
+# -> 72.3, 8192x1000 fp16 63.8 -> 69.6, 16384x1536 fp16 92.2 -> 92.8, 8192x2048 bf16 95.2 -> 96.9, 8192x3072 fp16
+# 95.6 -> 96.5; us: 64x1600 bf16 5.81 -> 5.18, 128x2048 fp16 5.66 -> 5.20. w and b loaded after the reductions
+# took 0.4-20% longer at 768-2048 (8192x1280: 17.89 against 16.26 us; 16384x1536, 3.7% shorter, the exception)
+# and 4.8% shorter at 3072. The best one-tile-a-program choice of each shape (2-16 warps, 1-8 rows) took 0.6-8.8%
+# longer than the rule, but at 16384x1536 (2 rows on 4 warps, 5% shorter). The gain shrank as x grew (8192 rows
+# of 768-1280: 7-12%; 16384x1536, 0.38 MB an SM: 0.7%) and turned at the kernel test's own shapes, 2 MB an SM:
+# 131072x1024 bf16 / fp16 100.4 -> 95.5 / 95.4% of copy, 32768x4096 99.5 / 99.6 -> 96.3 / 96.1 (the sweep after
+# the rule, experiments/held-out-shapes/h100-row-dispatch/sweep/), hence SHORT_MAX_BYTES_PER_SM between them. Our
+# reading, not measured apart: a persistent grid spares a launch's ramp and ragged last wave, a fixed cost, while
+# its loop streams 3-5% slower than a grid of one tile a program.
+SHORT_ROWS = (1024, 4096)
+SHORT_TILE = 2048
+SHORT_MAX_BYTES_PER_SM = 1 << 20
 # 16-bit rows of a power of two over SMEM_TEAM_ABOVE, up to WHOLE_ROW_MAX (32768), go to
 # _layernorm_half_rows where four of its programs share an SM and they make at least HALF_ROW_MIN_WAVES waves
 # (rows x 2 over the programs the GPU holds at once): programs 2r and 2r + 1 hold the first and second half
@@ -182,9 +221,20 @@ def layernorm_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
 
 
 @triton.jit
+def _centred(x, ok, N, eps):
+    # a tile of whole rows, loaded (0 where masked): x - mean (0 where masked) and 1 / std, row by row
+    x = x.to(tl.float32)
+    mean = tl.sum(x, axis=1) / N
+    d = tl.where(ok, x - mean[:, None], 0.0)
+    return d, 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
+
+
+@triton.jit
 def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
                     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr,
-                    WB_PER_TILE: tl.constexpr):
+                    WB_PER_TILE: tl.constexpr, PREFETCH: tl.constexpr = False):
+    # PREFETCH: the program's next tile is loaded before this one is reduced, into registers, whatever
+    # the rows' alignment (Triton's pipeline, NUM_STAGES, copies only 4-byte-aligned groups).
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -192,19 +242,34 @@ def _layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_x, stride_y, eps,
     if not WB_PER_TILE:  # a persistent program loads w and b once for all its tiles
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog, num_stages=NUM_STAGES):
-        rows = tile * ROWS + tl.arange(0, ROWS)
+    if PREFETCH:
+        rows = pid * ROWS + tl.arange(0, ROWS)
         ok = (rows[:, None] < M) & col_ok[None, :]
-        rows64 = rows.to(tl.int64)[:, None]
-        x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / N
-        d = tl.where(ok, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
-        if WB_PER_TILE:  # loaded after the reductions: no registers held for them while x is in flight
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-        y = d * rstd[:, None] * w[None, :] + b[None, :]
-        tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+        x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=ok, other=0.0)
+        for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog):
+            nxt = (tile + nprog) * ROWS + tl.arange(0, ROWS)
+            nxt_ok = (nxt[:, None] < M) & col_ok[None, :]
+            x_next = tl.load(x_ptr + nxt.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=nxt_ok, other=0.0)
+            d, rstd = _centred(x, ok, N, eps)
+            if WB_PER_TILE:
+                w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+                b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            y = d * rstd[:, None] * w[None, :] + b[None, :]
+            rows64 = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)[:, None]
+            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+            x = x_next
+            ok = nxt_ok
+    else:
+        for tile in tl.range(pid, tl.cdiv(M, ROWS), nprog, num_stages=NUM_STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            ok = (rows[:, None] < M) & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            d, rstd = _centred(tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok, other=0.0), ok, N, eps)
+            if WB_PER_TILE:  # loaded after the reductions: no registers held for them while x is in flight
+                w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+                b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            y = d * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -657,6 +722,18 @@ def _fit(kernel, args, consts, num_warps, num_stages, device) -> tuple[int, int]
     return _OCCUPANCY[key]
 
 
+def _row_warps(kernel, args, consts, M: int, row_bytes: int, sms: int, device, default: int) -> int:
+    """Of ROW_WARPS, the warps with which a compiled one-row-a-program kernel keeps the most bytes of rows in
+    flight an SM, up to IN_FLIGHT_BYTES; ties, `default`, else the most warps; never one that spills (see
+    ROW_WARPS)."""
+    rows_an_sm = triton.cdiv(M, sms)
+
+    def held(warps):
+        occ, spills = _fit(kernel, args, consts, warps, 1, device)
+        return -1 if spills else min(min(occ, rows_an_sm) * row_bytes, IN_FLIGHT_BYTES)
+    return max(ROW_WARPS, key=lambda warps: (held(warps), warps == default, warps))
+
+
 def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
     """PERSISTENT: one wave of resident programs that loop over the row tiles;
     else one program per tile (the hardware schedules the waves)."""
@@ -722,18 +799,25 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     if P == 1 and not fp32_short_row:
         block_n = max(16, triton.next_power_of_2(N))
         rows = max(1, block // block_n)
+        persistent, prefetch = int(cfg.get("PERSISTENT", 1)), False
         one_row_warps = next((w for longest, w in FP32_ROW_WARPS if block_n <= longest), None)
         if config is None and x.element_size() == 4 and one_row_warps and _on_nvidia_gpu(x):
             rows, num_warps = 1, one_row_warps
+        x_bytes = x2.numel() * x.element_size()
+        short = SHORT_ROWS[0] <= block_n <= SHORT_ROWS[1] and x_bytes <= SHORT_MAX_BYTES_PER_SM * sms
+        if config is None and x.element_size() == 2 and short and _on_nvidia_gpu(x):
+            rows = max(1, SHORT_TILE // block_n)  # see SHORT_TILE
+            num_warps, persistent, prefetch = rows * block_n // 512, 1, True
         args = (x2, w, b, y2, M, N, x2.stride(0), y2.stride(0), eps)
-        wb_per_tile = not int(cfg.get("PERSISTENT", 1)) and x.element_size() == 2 and N > WB_PER_TILE_ABOVE
-        consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "WB_PER_TILE": int(wb_per_tile)}
+        wb_per_tile = (prefetch or not persistent) and x.element_size() == 2 and N > WB_PER_TILE_ABOVE
+        consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "WB_PER_TILE": int(wb_per_tile),
+                  "PREFETCH": prefetch}
         occ = _programs_per_sm(_layernorm_rows, args, consts, num_warps, num_stages, dev)
         # BLOCK_SIZE and num_warps as launched: the sweep's "ran" column then says when fp32 rows ran one
         # a program (BLOCK_SIZE the row's) rather than CONFIG's tile.
         last_config.update(kernel="_layernorm_rows", BLOCK_SIZE=rows * block_n, num_warps=num_warps)
-        _layernorm_rows[(_rows_grid(M, rows, sms, occ, cfg),)](*args, **consts, num_warps=num_warps,
-                                                                 num_stages=num_stages)
+        _layernorm_rows[(_rows_grid(M, rows, sms, occ, {"PERSISTENT": persistent}),)](
+            *args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
     half_rows = SMEM_TEAM_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
     if half_rows and _launch_half_rows(x2, w, b, y2, eps, sms):
@@ -745,6 +829,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
         args = (x2, w, b, y2, N, x2.stride(0), y2.stride(0), eps)
         consts = {"BLOCK_N": triton.next_power_of_2(N), "W_IN_L1": row_bytes > W_IN_L1_BYTES, "EVEN": False}
         warps = WIDE_ROW_WARPS if row_bytes > WIDE_ROW_BYTES else WHOLE_ROW_WARPS
+        if N <= SMEM_TEAM_ABOVE and not fp32_short_row and _on_nvidia_gpu(x):  # see ROW_WARPS
+            warps = _row_warps(_layernorm_row, args, consts, M, row_bytes, sms, dev, warps)
         # unmasked where that costs no program an SM (see 'Unmasked rows' by SMEM_TEAM)
         if N == consts["BLOCK_N"] and not fp32_short_row:
             even = {**consts, "EVEN": True}

@@ -17,10 +17,12 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   that loop over tiles) so loads of the next tile are
                   software-pipelined (num_stages) behind the current one.
                   Also 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX on
-                  NVIDIA GPUs that _softmax_row_pairs cannot take, one row a
-                  tile, pipelined in shared memory (see PIPELINED_ROWS).
+                  NVIDIA GPUs that _softmax_row_pairs cannot take, in 16-element
+                  groups, one row a tile, pipelined in shared memory (see
+                  PIPELINED_ROWS).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
-                  per whole row, no loop (see WHOLE_ROW_MAX for why).
+                  per whole row, no loop (see WHOLE_ROW_MAX for why), on the
+                  warps that keep the most rows in flight (see ROW_WARPS).
   _softmax_row_pairs 16-bit rows of 32768: the whole row kept in registers
                   as loaded, two elements a 32-bit word, so that two programs
                   share an SM (see PAIRED_ROW_WARPS).
@@ -30,7 +32,10 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   memory), copied by cp.async, so that five or six programs
                   share an SM; and its partial (max, sum) travels as one
                   64-bit word (see SMEM_TEAM).
-  _softmax_split  longer fp32 rows: a row is split over P = ceil(N / SPLIT's BLOCK_N)
+  _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
+                  16-element groups Triton cannot prove (see 'Rows not in
+                  16-element groups' by SPLIT):
+                  a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
                   sum) to a small global workspace as stamped words (each
@@ -45,8 +50,8 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   programs are co-resident and the wait cannot deadlock; the
                   spin is bounded anyway (a broken invariant gives wrong
                   output, which the harness catches, never a hang).
-  _softmax_streamed longer 16-bit rows where the shared-memory team cannot run
-                  (AMD, rows not in 16-element groups, no Gluon), and every longer
+  _softmax_streamed longer 16-bit rows where neither team runs (AMD or no
+                  Gluon for the shared-memory team), and every longer
                   row in Triton's interpreter, which runs programs one after
                   the other, so a team would wait forever; or P beyond the
                   GPU's capacity: one
@@ -95,6 +100,20 @@ MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the
 # kernel did better, 72%).
 WHOLE_ROW_MAX = 32768
 WHOLE_ROW_WARPS = 16
+# Rows up to GROUPED_ROW_MAX that _softmax_row takes whole and ungrouped (fp32 rows, 16-bit rows whose 16-element
+# groups Triton cannot prove) on an NVIDIA GPU: of ROW_WARPS, the warps whose compiled program keeps the most bytes
+# of rows in flight an SM, up to IN_FLIGHT_BYTES; ties to WHOLE_ROW_WARPS, else to the most warps. Why: a program
+# loads its row at once, then reduces and writes it with nothing in flight, so an SM streams only as many rows as
+# it holds programs (registers permitting, _fit), and no more than the grid gives it (ceil(M / SMs)). Past
+# IN_FLIGHT_BYTES an SM more rows bought nothing (fp32 rows of 10000, 80 KB an SM whatever the warps, read
+# 98.7-99.4% of copy on 8, 16 and 32 warps). Sixteen warps held two 16-bit rows of 5000-8192 an SM (58 registers a
+# thread) and one of 12289 (96), where 8 warps (79) held three of 5000-8192 and 4 warps (168) three of 12289. H100,
+# one process, % of copy, main's 16 warps -> the rule's (the A/B,
+# experiments/held-out-shapes/h100-row-dispatch/explore/, synthetic shapes): 2048x5000 bf16 54.2 -> 67.3 (8 warps),
+# 1024x6145 fp16 50.3 -> 56.9 (8), 1024x12289 bf16 51.1 -> 64.1 (4); 1024x10000 fp32 a tie, kept on 16 warps (99.6;
+# 8 and 32: 98.9, 99.4).
+ROW_WARPS = (4, 8, 16, 32)
+IN_FLIGHT_BYTES = 64 * 1024
 # 16-bit rows up to GROUPED_ROW_MAX take _softmax_row's GROUPED path: the row as groups of GROUP
 # contiguous elements, each group's (max, sum of exp(x - max)) from its own registers and a few lanes of
 # one warp, then one reduction across the program (a max then a sum across 16 warps take two, each
@@ -141,7 +160,8 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # took 68 registers, one program an SM, 59%; 32 warps (32 registers) 88.2-90.0; at 8192x16384 95.5
 # against the grouped row's 96.5, which keeps those rows.
 PAIRED_ROW_WARPS = 16
-# Other 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX go to _softmax_rows on one row a tile, a
+# Other 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX, in 16-element groups (the others: 'Rows not
+# in 16-element groups' by SPLIT), go to _softmax_rows on one row a tile, a
 # persistent grid and num_stages pipeline stages, where the GPU's shared memory holds at least
 # MIN_PIPELINED_STAGES of them (a stage is one row; _pipelined_stages): Triton turns the next rows' loads into
 # cp.async copies into shared memory, so an SM has two or three rows in flight behind the one it reduces. On
@@ -170,6 +190,18 @@ STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 # stamped words read 85.2 / 84.8% against 82.2 / 81.0% (the exchange A/B,
 # df8b865:experiments/sweep-h200-session12/exchange-ab/).
 SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
+# Rows not in 16-element groups: 16-bit rows over GROUPED_ROW_MAX whose 16-element groups Triton cannot
+# prove (_rows_of_16: vocabularies such as 50257 or 30522), which the shared-memory team and the pipelined
+# loop cannot take, go to the split team on SPLIT's chunk and warps wherever it runs (not in the
+# interpreter), else to the streamed kernel. Such rows load element by
+# element, so neither cp.async (4 bytes at least) nor Triton's pipeline moves them: the pipelined loop then
+# holds one row in flight a program, the streamed kernel one chunk a program (and reads the row twice);
+# the team holds P chunks of each row in flight at once and reads it once. H100, one process, % of copy
+# (the A/B, experiments/held-out-shapes/h100-row-dispatch/explore/, on synthetic shapes: no held-out
+# shape chose it): 2048x20001 bf16 50.5 (pipelined loop) -> 65.4, 512x40001 fp16 47.1 (streamed) -> 58.1
+# (torch 50.0), 256x100003 bf16 38.1 -> 62.0 (torch 49.7); the streamed kernel's best chunk, warps and
+# grid (with or without the next chunk prefetched into registers) 50.0 / 53.6 / 43.9. 8192-element chunks
+# spilled (29-50%).
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -542,15 +574,21 @@ def _sm_count(device) -> int:
 
 def _programs_per_sm(kernel, args, constexprs, num_warps, num_stages, device) -> int:
     """How many programs of this compiled kernel fit on one SM at once."""
+    return _fit(kernel, args, constexprs, num_warps, num_stages, device)[0]
+
+
+def _fit(kernel, args, constexprs, num_warps, num_stages, device) -> tuple[int, int]:
+    """(programs an SM, spilled bytes) of this compiled kernel; (1, 0) if unknown."""
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel), tuple(sorted(constexprs.items())),
            num_warps, num_stages, str(args[0].dtype), device.index)
     if key in _OCCUPANCY:
         return _OCCUPANCY[key]
-    occ = 1
+    occ, spills = 1, 0
     if device.type == "cuda" and not _interpreting():
         try:
             compiled = kernel.warmup(*args, **constexprs, num_warps=num_warps, num_stages=num_stages, grid=(1,))
             compiled._init_handles()
+            spills = compiled.n_spills
             props = torch.cuda.get_device_properties(device)
             threads = 32 * num_warps
             regs_per_sm = getattr(props, "regs_per_multiprocessor", 65536)
@@ -563,9 +601,21 @@ def _programs_per_sm(kernel, args, constexprs, num_warps, num_stages, device) ->
                 occ = min(occ, smem_per_sm // (smem + 1024))  # 1 KB per block reserved by the driver
             occ = max(1, occ)
         except Exception:
-            occ = 1  # unknown: one program per SM is always co-resident
-    _OCCUPANCY[key] = occ
-    return occ
+            occ, spills = 1, 0  # unknown: one program per SM is always co-resident
+    _OCCUPANCY[key] = occ, spills
+    return occ, spills
+
+
+def _row_warps(kernel, args, constexprs, M: int, row_bytes: int, sms: int, device) -> int:
+    """Of ROW_WARPS, the warps with which a compiled one-row-a-program kernel keeps the most bytes of rows in
+    flight an SM, up to IN_FLIGHT_BYTES; ties, WHOLE_ROW_WARPS, else the most warps; never one that spills
+    (see ROW_WARPS)."""
+    rows_an_sm = triton.cdiv(M, sms)
+
+    def held(warps):
+        occ, spills = _fit(kernel, args, constexprs, warps, 1, device)
+        return -1 if spills else min(min(occ, rows_an_sm) * row_bytes, IN_FLIGHT_BYTES)
+    return max(ROW_WARPS, key=lambda warps: (held(warps), warps == WHOLE_ROW_WARPS, warps))
 
 
 def _rows_grid(M: int, rows: int, sms: int, occ: int, cfg: dict) -> int:
@@ -624,6 +674,10 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
+    # 16-bit rows over GROUPED_ROW_MAX not in 16-element groups: the split team (see 'Rows not in ...' by SPLIT)
+    if N > GROUPED_ROW_MAX and x.element_size() == 2 and not _rows_of_16(x2, y2) and _launch_split(x2, y2, M, N, sms):
+        return y
+
     if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
             and x.element_size() == y.element_size() == 2 and _rows_of_16(x2, y2)):
         args = (x2, y2, x2.stride(0), y2.stride(0), 0)
@@ -648,27 +702,42 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         return y
 
     if N <= WHOLE_ROW_MAX:
+        grouped = x.element_size() == 2 and N <= GROUPED_ROW_MAX and _rows_of_16(x2, y2)
+        args = (x2, y2, N, x2.stride(0), y2.stride(0))
+        block_n = triton.next_power_of_2(N)
+        consts = {"BLOCK_N": block_n, "GROUPED": grouped, "GROUP": min(GROUP, block_n)}
+        warps = WHOLE_ROW_WARPS
+        if not grouped and N <= GROUPED_ROW_MAX and _on_nvidia_gpu(x):  # see ROW_WARPS
+            warps = _row_warps(_softmax_row, args, consts, M, N * x.element_size(), sms, dev)
         last_config["kernel"] = "_softmax_row"
-        _softmax_row[(M,)](x2, y2, N, x2.stride(0), y2.stride(0), BLOCK_N=triton.next_power_of_2(N),
-                           GROUPED=x.element_size() == 2 and N <= GROUPED_ROW_MAX and _rows_of_16(x2, y2),
-                           GROUP=min(GROUP, triton.next_power_of_2(N)), num_warps=WHOLE_ROW_WARPS)
+        _softmax_row[(M,)](*args, **consts, num_warps=warps)
         return y
 
-    if x.element_size() == 4 and not _interpreting():
-        words, exits = _team_words(dev, sms * 32)
-        args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
-        P = triton.cdiv(N, SPLIT["BLOCK_N"])
-        consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN,
-                  "maxnreg": SPLIT["maxnreg"]}
-        occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, dev)
-        teams = min(M, (sms * occ) // P)
-        if teams >= 1:
-            last_config["kernel"] = "_softmax_split"
-            _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
-            return y
+    if x.element_size() == 4 and _launch_split(x2, y2, M, N, sms):
+        return y
 
     _launch_streamed(x2, y2, M, N)
     return y
+
+
+def _launch_split(x2, y2, M, N, sms) -> bool:
+    """Launch _softmax_split on SPLIT's chunk and warps with as many teams as fit the GPU at once; False in
+    the interpreter (it runs programs one after another: a team would wait forever) or where not even one
+    team of P programs fits."""
+    if _interpreting():
+        return False
+    words, exits = _team_words(x2.device, sms * 32)
+    args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
+    P = triton.cdiv(N, SPLIT["BLOCK_N"])
+    consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN,
+              "maxnreg": SPLIT["maxnreg"]}
+    occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, x2.device)
+    teams = min(M, (sms * occ) // P)
+    if teams < 1:
+        return False
+    last_config["kernel"] = "_softmax_split"
+    _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
+    return True
 
 
 def _pipelined_stages(device, row_bytes: int) -> int:
