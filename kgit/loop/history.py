@@ -13,7 +13,7 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.command import Repo
 from kgit.model import decide, kernel_name, remeasured
-from kgit.model.record import InvalidNote, Record, StopReason
+from kgit.model.record import InvalidNote, Record, StopReason, same_environment
 from kgit.model.record import Status as RecordStatus
 from kgit.model.remeasured import Remeasured
 from kgit.model.runs import sections
@@ -407,7 +407,7 @@ class Compared:
     path: str | None  # the kernel file the diff is of; None where this checkout does not define the kernel
     diff: str
     better: str | None  # better_of: which way the figure goes as the kernel gets faster
-    same_environment: bool  # measured where their figures compare (kgit.model.record.Environment.same_as)
+    same_environment: bool  # measured where their figures compare (kgit.model.record.same_environment)
 
 
 def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
@@ -423,4 +423,4 @@ def compare(repo: Repo, kernel: str, a: int | str, b: int | str) -> Compared:
     change = (read.diff(repo, sha_a, sha_b, exclude=[], paths=[f":(literal){path}"]) if path else
               read.diff(repo, sha_a, sha_b, exclude=[config.report_path(repo.root)]))
     return Compared(kernel, (sha_a, record_a), (sha_b, record_b), path, change, better_of(repo, kernel),
-                    record_a.environment is not None and record_a.environment.same_as(record_b.environment))
+                    same_environment(record_a.environment, record_b.environment))

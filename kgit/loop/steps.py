@@ -21,7 +21,7 @@ from kgit.loop import paired, report, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import coverage, decide, tunables
 from kgit.model.noise import Comparison, never_measured
-from kgit.model.record import Environment, InvalidNote, Record, Status, StopReason
+from kgit.model.record import Environment, InvalidNote, Record, Status, StopReason, same_environment
 from kgit.model.result import not_run
 from kgit.render.text import verdict
 from kgit.state import code_digests
@@ -394,7 +394,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
     pair by pair, each in its own worktree."""
     best_commit, best = decide.best_pair(state.history.pairs)
     # The best's first run here fills its compile caches, unless this environment has run it already.
-    warm_best = not any(r.environment is not None and r.environment.same_as(environment)
+    warm_best = not any(same_environment(r.environment, environment)
                         for r in state.records if r.iteration >= best.iteration)
     # The best's kernel runs in the candidate's tree, so that the two differ in the kernel file alone: a
     # test (or any other file) committed since the best judges both alike.

@@ -12,7 +12,7 @@ from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
-from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason
+from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason, same_environment
 from kgit.model.device_time import is_positive_number
 from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, reported_latency_us, rounding_of, unit_of
 
@@ -134,7 +134,7 @@ def candidate_timeout(cfg: KernelConfig, best: Record | None,
     """The time a candidate's test may take, and why when it is less than test_timeout_s. Only the best's
     time in this environment counts: on a slower machine than the one that measured it, it would cut
     a sound candidate short."""
-    if best is None or not best.duration_s > 0 or not (best.environment and best.environment.same_as(environment)):
+    if best is None or not best.duration_s > 0 or not same_environment(best.environment, environment):
         return cfg.test_timeout_s, None
     bound = max(EARLY_STOP_FLOOR_S, EARLY_STOP_FACTOR * best.duration_s)
     if bound >= cfg.test_timeout_s:
@@ -242,8 +242,8 @@ def new_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None,
 
 
 def step_record(cfg: KernelConfig, iteration: int, action: str, tier: int | None, started: str, base: str | None,
-                comparison: Comparison, best: Record | None, environment: Environment | None, test_changed: bool = False,
-                keep_anyway: str | None = None, step: int | None = None) -> Record:
+                comparison: Comparison, best: Record | None, environment: Environment | None,
+                test_changed: bool = False, keep_anyway: str | None = None, step: int | None = None) -> Record:
     """The record of a step (or of a step that a crash interrupted: a failed comparison), decided from
     its comparison with the best. keep_anyway: the person's reason to keep a change that did not win
     (KEPT_ANYWAY: it stays on the branch, the best stays where it was); a failure is never kept."""
@@ -273,7 +273,7 @@ def measured(comparison: Comparison, figure: str | None = None) -> Measurement:
 def noise_prior(records: list[Record], environment: Environment | None, decides_on: str = "test") -> Prior:
     """The kernel's known noise: the pairs of its earlier decisions on the same figure measured in this
     environment, then the runs of its start there."""
-    here = [r for r in records if r.measurement and r.environment and r.environment.same_as(environment)]
+    here = [r for r in records if r.measurement and same_environment(r.environment, environment)]
     prior = Prior.from_decisions([r.measurement.log_ratios for r in here if r.measurement.decided_on == decides_on])
     spread = measured_at_start(here)
     runs = spread and (spread.device_us if decides_on == "device" else spread.test)

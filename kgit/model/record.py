@@ -88,19 +88,21 @@ class Environment:
     python: str | None = None
     torch: str | None = None
     triton: str | None = None
-    clock_sm_mhz: str | None = None  # the clocks when the step began (they move: not part of same_as)
+    clock_sm_mhz: str | None = None  # the clocks when the step began (they move: not compared)
     clock_sm_max_mhz: str | None = None
     clock_mem_mhz: str | None = None
     clock_events: str | None = None
     extra: dict = field(default_factory=dict, compare=False)  # keys a newer kgit wrote: written back
 
-    def same_as(self, other: Environment | None) -> bool:
-        """Whether figures measured here and there compare: the same machine, device, driver and compilers."""
-        return other is not None and all(getattr(self, k) == getattr(other, k) for k in _SAME_ENVIRONMENT)
-
 
 # The environment's fields that make two measurements comparable; the clocks move from run to run.
 _SAME_ENVIRONMENT = ("host", "device", "gpu_uuid", "driver", "torch", "triton")
+
+
+def same_environment(a: Environment | None, b: Environment | None) -> bool:
+    """Whether figures measured in a and in b compare: the same machine, device, driver and compilers
+    (never where either is unknown)."""
+    return a is not None and b is not None and all(getattr(a, k) == getattr(b, k) for k in _SAME_ENVIRONMENT)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kgit.git import refs
-from kgit.model.record import Environment, InvalidNote, Record, Spread, StopReason
+from kgit.model.record import Environment, InvalidNote, Record, Spread, StopReason, same_environment
 from kgit.model.decide import DETECTABLE_WARNING_PCT
 from kgit.model.remeasured import Remeasured
 from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, best_measured, doubt_lines, final_line, gain, gpu_label,
@@ -156,7 +156,7 @@ def _log_table(pairs: list[tuple[str, Record]], left_behind: set[str]) -> str:
     final = max((r.iteration for _, r in pairs), default=0)
     twice = numbered_twice([r for _, r in pairs])
     for sha, record in pairs:
-        if record.environment and last and not record.environment.same_as(last):
+        if record.environment and last and not same_environment(record.environment, last):
             rows.append(["", f"-- measured elsewhere from here: {environment(record.environment)} --"])
         last = record.environment or last
         row = log_row(record, resumed=record.iteration < final, twice=twice) + [sha[:10]]

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from kgit import config
 from kgit.git import read, refs, write
 from kgit.git.command import Repo
-from kgit.model import decide
-from kgit.model.record import Record
+from kgit.model.record import Record, same_environment
 from kgit.render.text import metric
 from kgit.loop import report
 
@@ -108,7 +107,7 @@ def which_measured_better(found: Lines, lower_is_better: bool) -> str:
         return f"they report different figures ({ours.metric}, {theirs.metric})"
     figures = (f"this clone's best {metric(ours.value, ours.metric, ours.cpu_timing)}, theirs "
                f"{metric(theirs.value, theirs.metric, theirs.cpu_timing)}")
-    if ours.environment is None or not ours.environment.same_as(theirs.environment):
+    if not same_environment(ours.environment, theirs.environment):
         return f"{figures}, measured in different environments: not comparable as they stand"
     ahead = "theirs" if (theirs.value < ours.value) == lower_is_better and theirs.value != ours.value else "this clone's"
     return f"{figures} on the same device: {ahead} measured better"

@@ -8,7 +8,7 @@ import pytest
 from kgit import gpu
 from kgit.config import KernelConfig
 from kgit.model import decide, noise
-from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason
+from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason, same_environment
 from kgit.model.result import TestResult, not_run
 
 
@@ -171,10 +171,10 @@ def test_a_failed_record_keeps_the_unit_of_the_best_it_is_judged_against():
 def test_only_measurements_of_the_same_environment_are_comparable():
     here = Environment(host="a", device="nvidia", gpu_uuid="GPU-1", driver="580", torch="2.11", triton="3.6",
                        clock_sm_mhz="1980")
-    assert here.same_as(dataclasses.replace(here, clock_sm_mhz="1500"))  # clocks move: not in the key
+    assert same_environment(here, dataclasses.replace(here, clock_sm_mhz="1500"))  # clocks move: not in the key
     for key in ("host", "device", "gpu_uuid", "driver", "torch", "triton"):
-        assert not here.same_as(dataclasses.replace(here, **{key: "other"}))
-    assert not here.same_as(None)
+        assert not same_environment(here, dataclasses.replace(here, **{key: "other"}))
+    assert not same_environment(here, None) and not same_environment(None, here)
     old = kept(1, 100.0).replace(measurement=Measurement(log_ratios=[0.01, -0.01]), environment=here)
     elsewhere = kept(2, 100.0).replace(measurement=Measurement(log_ratios=[0.3, -0.3]),
                                        environment=dataclasses.replace(here, host="b"))
