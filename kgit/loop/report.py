@@ -22,7 +22,7 @@ def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -
     rendered, and the text is the same.
     """
     tip = read.rev(repo, refs.NOTES_REF)
-    blob = rendered.blob_at(repo, base, path)
+    blob = read.object_ids(repo, [f"{base}:{path}"])[0]
     previous = read.file_at(repo, path, base) if blob else None
     since = rendered.notes_of(repo, blob)
     changed = notes.kernels_changed(repo, since, tip) if since and tip else None

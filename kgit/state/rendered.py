@@ -18,17 +18,10 @@ from __future__ import annotations
 
 import os
 
-from kgit.git import refs
+from kgit.git import read, refs
 from kgit.git.command import GitError, Repo, git
 
 KEEP = 64  # lines kept: a rendering per branch, and a few before each
-
-
-def blob_at(repo: Repo, commit: str, path: str) -> str | None:
-    try:
-        return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}:{path}").strip() or None
-    except GitError:
-        return None
 
 
 def notes_of(repo: Repo, blob: str | None) -> str | None:
@@ -45,7 +38,7 @@ def notes_of(repo: Repo, blob: str | None) -> str | None:
 
 def remember(repo: Repo, commit: str, path: str, notes_commit: str) -> None:
     """The rendering at commit:path renders every record of notes_commit."""
-    blob = blob_at(repo, commit, path)
+    blob = read.object_ids(repo, [f"{commit}:{path}"])[0]
     if blob is None:
         return
     lines = [line for line in _lines(repo) if not line.startswith(blob)] + [f"{blob} {notes_commit}"]
