@@ -196,7 +196,8 @@ def overview(loops) -> str:
              metric(loop.best.value, loop.best.metric, loop.best.cpu_timing) if loop.best else "-",
              f"iter {loop.best.iteration}" if loop.best else "-"] for loop in loops]
     table = tabulate(rows, ["Kernel", "Branch", "Iterations", "Reverted", "Best", "At"], disable_numparse=True)
-    return table + "\n'kgit status KERNEL' shows one loop"
+    # advice that works from any checkout: a loop's settings may be defined on its branch alone
+    return table + "\n'kgit log KERNEL' shows one loop's iterations; 'git checkout opt/KERNEL' to go on with it"
 
 
 def status(state) -> str:

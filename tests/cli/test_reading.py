@@ -70,8 +70,9 @@ def test_with_several_kernels_and_none_named_the_refusal_says_how_to_name_one(st
     assert [(loop["kernel"], loop["branch"], loop["iterations"], loop["best"]["value"]) for loop in loops] == \
         [("fake", "opt/fake", 0, 100.0), ("other", "opt/other", 0, 100.0)]
     text = started.ok("status").stdout
-    assert text.splitlines()[2].split()[:4] == ["fake", "opt/fake", "0", "0"] and "kgit status KERNEL" in text
-    started.git("checkout", "-q", "opt/fake")  # the advice works
+    assert text.splitlines()[2].split()[:4] == ["fake", "opt/fake", "0", "0"] and "'kgit log KERNEL'" in text
+    assert started.ok("log", "other", "--json").json()["kernel"] == "other"  # the advice works from here
+    started.git("checkout", "-q", "opt/fake")  # and on the branch
     assert started.ok("status", "--json").json()["kernel"] == "fake"
     assert started.ok("log", "other", "--json").json()["kernel"] == "other"
 
@@ -89,6 +90,8 @@ def test_status_on_a_checkout_that_does_not_define_the_one_loop_gives_its_overvi
     assert [(loop["kernel"], loop["branch"], loop["iterations"], loop["best"]["value"]) for loop in loops] == \
         [("fake", "opt/fake", 1, 120.0)]
     assert "does not define fake" in started.refused("status", "fake")  # named: the checkout it needs is said
+    assert "'kgit log KERNEL'" in started.ok("status").stdout  # what the overview advises works here
+    assert started.ok("log", "fake", "--json").json()["kernel"] == "fake"
 
 
 def test_context_diagnose_and_profile_take_the_kernel_as_start_does(started):
