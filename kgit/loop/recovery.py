@@ -72,10 +72,8 @@ def recover(repo: Repo) -> list[str]:
                                             journal.base, interrupted, best, None)
         journal.phase = "decided"
         journals.save(repo, journal)
-    readme = None
-    if journal.final is None:  # the log is rendered again, the record's own note perhaps written already
-        path = config.report_path(repo.root)
-        readme = {path: report.readme_text(repo, path, journal.base, journal.record)[0]}
+    # the log is rendered again where the step's commit was not made (the record's own note may be written)
+    readme = report.with_record(repo, journal.base, journal.record)[0] if journal.final is None else None
     transaction.finish(repo, journal, readme)
     record = journal.record
     line = f"finished an interrupted step: iteration {record.iteration} of {record.kernel} is {record.status}"

@@ -36,6 +36,14 @@ def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -
     return text, tip if fresh else None
 
 
+def with_record(repo: Repo, base: str, record: Record) -> tuple[dict[str, str], str | None]:
+    """{path: the log rendered over base's with the record}, as a step's commit carries it, and the
+    notes commit it renders (readme_text)."""
+    path = config.report_path(repo.root)
+    text, rendered_from = readme_text(repo, path, base, record)
+    return {path: text}, rendered_from
+
+
 def _with(records: list[Record], extra: Record | None) -> list[Record]:
     return records if extra is None else [r for r in records if r.key != extra.key] + [extra]
 

@@ -107,7 +107,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
                                 target=round(proposal[0], 6), reason=f"target proposed: {proposal[1]}")
     if record.target is not None and decide.reaches(record.value, record.target, cfg.lower_is_better):
         record = record.replace(stop_reason=StopReason.TARGET_MET)
-    journal = transaction.start(repo, cfg, head, record, *_rendered(repo, head, record))
+    journal = transaction.start(repo, cfg, head, record, *report.with_record(repo, head, record))
     return Outcome(record, journal.final, never_ran=never_ran(repo, cfg.kernel_path, record.launched))
 
 
@@ -433,14 +433,7 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
 
 def _decided(repo: Repo, journal, record: Record) -> str:
     """Hand the decided record, and the log rendered with it, to the transaction; the note's commit."""
-    return transaction.decided(repo, journal, record, *_rendered(repo, journal.base, record))
-
-
-def _rendered(repo: Repo, base: str, record: Record) -> tuple[dict[str, str], str | None]:
-    """{path: the log rendered over base's with the record}, and the notes commit it renders."""
-    path = config.report_path(repo.root)
-    text, rendered_from = report.readme_text(repo, path, base, record)
-    return {path: text}, rendered_from
+    return transaction.decided(repo, journal, record, *report.with_record(repo, journal.base, record))
 
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:
