@@ -141,7 +141,9 @@ def _remember(repo: Repo, commit: str, readme: dict[str, str] | None, rendered_f
     """After a step's note is written: the rendering it committed renders every record now, if that
     note is all that changed since the records it rendered were read."""
     now = rendered.notes_written(repo, rendered_from)
-    for path in readme or {} if now else {}:
+    if now is None or readme is None:  # a recovery's rendering: which notes it rendered is not known
+        return
+    for path in readme:
         rendered.remember(repo, commit, path, now)
 
 
