@@ -14,6 +14,13 @@ from kgit.cli.common import (emit, json_option, kernel_argument, kernel_of, kern
 from kgit.errors import KgitError
 
 
+def _reads_a_loop(name: str):
+    """A read command of one loop: an optional KERNEL (the current one if left out) and --json."""
+    def command(f):
+        return click.command(name)(click.argument("kernel", required=False)(json_option(click.pass_context(f))))
+    return command
+
+
 def _read(ctx: click.Context, kernel: str | None, all_if_several: bool = False):
     """The repository and the kernel named (or the current one, or with all_if_several every kernel
     where several have records: history.resolve_kernel); a note if a step is pending."""
@@ -29,10 +36,7 @@ def _read(ctx: click.Context, kernel: str | None, all_if_several: bool = False):
     return where, history.resolve_kernel(where, kernel, all_if_several)
 
 
-@click.command("best")
-@click.argument("kernel", required=False)
-@json_option
-@click.pass_context
+@_reads_a_loop("best")
 def best_command(ctx, kernel, as_json):
     """The best iteration: metric, % of peak, commit and tag."""
     from kgit.loop import history
@@ -52,10 +56,7 @@ def _remeasured_json(again) -> dict | None:
     return dataclasses.asdict(again) if again else None
 
 
-@click.command("log")
-@click.argument("kernel", required=False)
-@json_option
-@click.pass_context
+@_reads_a_loop("log")
 def log_command(ctx, kernel, as_json):
     """Every iteration, the reverted ones too."""
     from kgit.loop import history
@@ -79,10 +80,7 @@ def log_command(ctx, kernel, as_json):
          lambda: commands.log(runs, left))
 
 
-@click.command("status")
-@click.argument("kernel", required=False)
-@json_option
-@click.pass_context
+@_reads_a_loop("status")
 def status_command(ctx, kernel, as_json):
     """Kernel, target, iteration k of max, best, and the gap to the target; with no kernel, on no opt/
     branch, every loop with records here, a line each."""
