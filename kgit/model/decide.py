@@ -9,7 +9,7 @@ import datetime
 import math
 
 from kgit import gpu
-from kgit.config import KernelConfig
+from kgit.model.kernel_config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
 from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason, same_environment
