@@ -21,6 +21,7 @@ and calls its commits unrecorded; such an index is built again from the notes.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -279,6 +280,19 @@ def records_with_commits(repo: Repo, notes: Notes) -> list[tuple[str, Record]]:
 
 
 
+@dataclass(frozen=True)
+class Line:
+    """opt/<kernel> as this clone has it, read beside the kernel's records: what they are judged by."""
+
+    tip: str | None = None  # None: no such branch here (a clone that fetched the records only)
+    first_parents: frozenset[str] = frozenset()  # the loop's line: the tip and its first parents
+    tagged: str | None = None  # best/<kernel>'s commit
+    # read by branch_history alone:
+    held_bases: frozenset[str] = frozenset()  # the records' bases that the tip reaches (a joined line's too)
+    # (sha, subject, changed paths) of the commits above the newest one with a note, newest first
+    above_recorded: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+
 @dataclass
 class History:
     """One kernel's records, each with the commit its note is on, in iteration order, and the notes
@@ -288,6 +302,7 @@ class History:
     invalid: list[InvalidNote]
     # the highest iteration number of the kernel, those left out of pairs included: never reused
     last_iteration: int = -1
+    line: Line = Line()  # read by deciding_history and branch_history; kernel_history leaves it empty
 
     @property
     def records(self) -> list[Record]:
@@ -306,9 +321,29 @@ def deciding_history(repo: Repo, kernel: str) -> History:
     continued it elsewhere, whose records arrive with kgit pull, or a `git reset` that dropped it)
     cannot be the best here: the branch is judged by what it holds."""
     history = kernel_history(repo, kernel)
-    try:
-        on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
-    except GitError:  # no branch (yet) in this clone: nothing to judge it by
-        return history
+    tip, tagged = read.object_ids(repo, [f"{refs.branch_ref(kernel)}^{{commit}}", f"{refs.tag_ref(kernel)}^{{commit}}"])
+    if tip is None:  # no branch (yet) in this clone: nothing to judge it by
+        return dataclasses.replace(history, line=Line(tagged=tagged))
+    on_branch = frozenset(read.first_parents(repo, tip, limit=1_000_000))
     pairs = [(sha, r) for sha, r in history.pairs if not r.status.on_branch or sha in on_branch]
-    return History(pairs, history.invalid, history.last_iteration)
+    return History(pairs, history.invalid, history.last_iteration, Line(tip, on_branch, tagged))
+
+
+def branch_history(repo: Repo, kernel: str) -> History:
+    """deciding_history, with what a step checks the branch for read in the same pass: which of the
+    records' bases the branch holds (how many steps it took) and its commits above the newest recorded
+    one (a hand commit no step measured)."""
+    history = deciding_history(repo, kernel)
+    line = history.line
+    if line.tip is None:
+        return history
+    bases = {r.base for _, r in history.pairs if r.base}
+    recorded = {sha for sha, _ in history.pairs} | {note.commit for note in history.invalid}
+    above = []
+    for sha, subject, paths in read.first_parent_walk(repo, line.tip):
+        if sha in recorded:
+            break
+        above.append((sha, subject, tuple(paths)))
+    line = dataclasses.replace(line, held_bases=frozenset(read.reachable_from(repo, bases, [line.tip])),
+                               above_recorded=tuple(above))
+    return dataclasses.replace(history, line=line)

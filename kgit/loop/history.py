@@ -40,8 +40,9 @@ def deciding(repo: Repo, kernel: str) -> notes.History:
 
 
 def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
-    """The records that decide the kernel's loop here, its settings, and why it stopped, if it did."""
-    history = deciding(repo, kernel)
+    """The records that decide the kernel's loop here with its branch (notes.branch_history: read once,
+    what every check of a step reads), its settings, and why it stopped, if it did."""
+    history = _nonempty(notes.branch_history(repo, kernel), kernel, repo)
     records = history.records
     remembered = {}  # the options given to start and to later steps, the latest of each winning
     for record in records:
@@ -55,37 +56,27 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
             raise KgitError(f"this checkout does not define {kernel} ({read.current_branch(repo) or 'a detached HEAD'}"
                             f" is not {branch})", f"'git checkout {branch}', where its loop runs") from None
         raise
-    steps = steps_taken(repo, kernel, history)
+    steps = steps_taken(history)
     return LoopState(history, cfg, decide.stop_reason(records, cfg, steps), steps)
 
 
-def steps_taken(repo: Repo, kernel: str, history: notes.History) -> int:
+def steps_taken(history: notes.History) -> int:
     """How many steps the loop on opt/<kernel> has taken, what max_iterations bounds: its records that
     started from a commit the branch holds (every clone's of this loop; a joined line's too), baselines
-    aside. Not the highest iteration number: a run of the kernel pulled from another repository numbers
-    on from its own, and this clone numbers past it so that no two attempts share a name."""
-    tip = read.rev(repo, refs.branch_ref(kernel))
-    bases = {r.base for _, r in history.pairs if r.base}
-    held = read.reachable_from(repo, bases, [tip]) if tip else bases
-    return len({r.key for _, r in history.pairs
-                if r.status != RecordStatus.BASELINE and (r.base is None or r.base in held)})
+    aside, from a branch_history. Not the highest iteration number: a run of the kernel pulled from
+    another repository numbers on from its own, and this clone numbers past it so that no two attempts
+    share a name."""
+    line = history.line
+    return len({r.key for _, r in history.pairs if r.status != RecordStatus.BASELINE
+                and (r.base is None or line.tip is None or r.base in line.held_bases)})
 
 
-def unrecorded_commits(repo: Repo, kernel: str, kernel_path: str, history: notes.History) -> list[tuple[str, str]]:
+def unrecorded_commits(history: notes.History, kernel_path: str) -> list[tuple[str, str]]:
     """(sha, subject) of the commits on opt/<kernel> above its latest recorded one that change the kernel
-    file, newest first: a change no step measured (a hand commit), which a step now would credit to its
-    own iteration. A commit whose note is no valid record counts as recorded: its note is reported
-    (kgit doctor) and decided without, not taken for a hand commit."""
-    if read.rev(repo, refs.branch_ref(kernel)) is None:  # a clone that fetched the records only
-        return []
-    recorded = {sha for sha, _ in history.pairs} | {note.commit for note in history.invalid}
-    found = []
-    for sha, subject, paths in read.first_parent_walk(repo, refs.branch_ref(kernel)):
-        if sha in recorded:
-            break
-        if kernel_path in paths:
-            found.append((sha, subject))
-    return found
+    file, newest first, from a branch_history: a change no step measured (a hand commit), which a step
+    now would credit to its own iteration. A commit whose note is no valid record counts as recorded:
+    its note is reported (kgit doctor) and decided without, not taken for a hand commit."""
+    return [(sha, subject) for sha, subject, paths in history.line.above_recorded if kernel_path in paths]
 
 
 def measured_twin(repo: Repo, kernel_path: str, sha: str, by_commit: dict[str, list[Record]],
@@ -103,16 +94,12 @@ def measured_twin(repo: Repo, kernel_path: str, sha: str, by_commit: dict[str, l
     return max(twins, key=lambda pair: pair[1].iteration) if twins else None
 
 
-def damaged_notes(repo: Repo, kernel: str, history: notes.History) -> list[InvalidNote]:
+def damaged_notes(history: notes.History) -> list[InvalidNote]:
     """The notes on opt/<kernel>'s commits (its first parents) or on its best/ tag's that are not valid
-    records: one of them may be the best's, and a step deciding without it would compare with an older
-    record, keep a worse kernel and move the branch off the best."""
-    if not history.invalid:  # every step asks: no walk of the branch where nothing is damaged
-        return []
-    tip = read.rev(repo, refs.branch_ref(kernel))
-    on_branch = set(read.first_parents(repo, tip, limit=1_000_000)) if tip else set()
-    tagged = read.rev(repo, refs.tag_ref(kernel))
-    return [note for note in history.invalid if note.commit in on_branch or note.commit == tagged]
+    records, from a deciding_history: one of them may be the best's, and a step deciding without it
+    would compare with an older record, keep a worse kernel and move the branch off the best."""
+    line = history.line
+    return [note for note in history.invalid if note.commit in line.first_parents or note.commit == line.tagged]
 
 
 def hand_commit_advice(oldest: str) -> str:
@@ -180,11 +167,10 @@ def overview(repo: Repo, kernels: list[str]) -> list[Loop]:
     """These kernels' loops, read from the records alone (a checkout need not define them)."""
     loops = []
     for kernel in kernels:
-        found = notes.deciding_history(repo, kernel)
+        found = notes.branch_history(repo, kernel)
         best = decide.best_pair(found.pairs)
-        has_branch = read.rev(repo, refs.branch_ref(kernel)) is not None
         own = _loop_run(found.pairs, best[1] if best else None)
-        loops.append(Loop(kernel, refs.branch(kernel) if has_branch else None, steps_taken(repo, kernel, found),
+        loops.append(Loop(kernel, refs.branch(kernel) if found.line.tip else None, steps_taken(found),
                           sum(not r.status.on_branch for r in own), best[1] if best else None))
     return loops
 
@@ -351,10 +337,10 @@ def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
         invalid=history.invalid,
         working=lock.holder(repo),
         pending=pending,
-        test_changed=best_commit is not None and read.rev(repo, refs.branch_ref(kernel)) is not None
-        and read.changed(repo, best_commit, refs.branch_ref(kernel), cfg.test_path),
+        test_changed=best_commit is not None and history.line.tip is not None
+        and read.changed(repo, best_commit, history.line.tip, cfg.test_path),
         # while a killed step is pending its candidate is on the branch unrecorded: not a hand commit
-        unrecorded=[] if pending else unrecorded_commits(repo, kernel, cfg.kernel_path, history),
+        unrecorded=[] if pending else unrecorded_commits(history, cfg.kernel_path),
     )
 
 

@@ -133,7 +133,7 @@ def next_round(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     """
     state = loop_state(repo, kernel, overrides)
     if not journals.pending(repo):  # a killed step's candidate is no hand commit: the step's recovery settles it
-        check_recorded(repo, kernel, state)
+        check_recorded(kernel, state)
     if not state.stopped and read.modified_tracked_files(repo):
         raise KgitError("the working tree has uncommitted changes: commit or stash them; "
                         "this loop edits the kernel itself")
@@ -242,24 +242,27 @@ def read_before_step(repo: Repo, overrides: dict) -> Before:
     # An attempt that never ran (interrupted, or an agent's turn refused untested) has no verdict: the
     # advice after an interruption is to step the same change again.
     tried = [(sha, record) for sha, record in state.history.pairs if _ran(record)]
-    # HEAD's kernel and every earlier iteration's, each parsed once per repository (a blob's digest
-    # is remembered), the blobs named by one git process
-    blobs = read.object_ids(repo, [f"HEAD:{path}"] + [f"{sha}:{path}" for sha, _ in tried])
-    head_code, *codes = code_digests.of_blobs(repo, path, blobs)
     # HEAD's kernel is the latest one the branch kept: what its run launched says what the test runs,
     # unless the test changed since (check_run then tells from the candidate's own run)
     kept = [pair for pair in state.history.pairs if pair[1].status.on_branch]
     kept_commit, kept_record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
-    launched = kept_record.launched if kept_record else None
-    if launched and read.changed(repo, kept_commit, "HEAD", test_path):
-        launched = None
     best_commit = (decide.best_pair(state.history.pairs) or (None, None))[0]
+    # One git process names the blobs: HEAD's test, the kept and the best iteration's (a test changed
+    # since differs in its blob), HEAD's kernel and every earlier iteration's; each kernel's code is
+    # parsed once per repository (a blob's digest is remembered)
+    tests_then = [f"{commit}:{test_path}" for commit in (kept_commit, best_commit) if commit]
+    blobs = read.object_ids(repo, [f"HEAD:{test_path}", *tests_then, f"HEAD:{path}"]
+                            + [f"{sha}:{path}" for sha, _ in tried])
+    test_now, *blobs = blobs
+    kept_test = blobs.pop(0) if kept_commit else test_now
+    best_test = blobs.pop(0) if best_commit else test_now
+    head_code, *codes = code_digests.of_blobs(repo, path, blobs)
+    launched = kept_record.launched if kept_record and kept_test == test_now else None
     return Before(state=state, modified=read.modified_tracked_files(repo), edited=read.edited(repo, path),
                   text=text, head_text=read.file_at(repo, path),
                   code=code_digests.digest(path, text) if text is not None else None, head_code=head_code,
                   tried=[(record, code) for (_, record), code in zip(tried, codes)], head_launched=launched,
-                  test_changed_since_best=best_commit is not None and read.changed(repo, best_commit, "HEAD",
-                                                                                   test_path))
+                  test_changed_since_best=best_test != test_now)
 
 
 class NotMeasured(KgitError):
@@ -440,16 +443,16 @@ def _running_state(repo: Repo, overrides: dict) -> LoopState:
     """The current kernel's loop; refuse when it has no baseline or has stopped."""
     kernel = current_kernel(repo)
     state = loop_state(repo, kernel, overrides)
-    check_intact(repo, kernel, state)
-    check_recorded(repo, kernel, state)
+    check_intact(kernel, state)
+    check_recorded(kernel, state)
     if state.stopped:
         raise stopped_refusal(kernel, state)
     return state
 
 
-def check_intact(repo: Repo, kernel: str, state: LoopState) -> None:
+def check_intact(kernel: str, state: LoopState) -> None:
     """Refuse to step while a note of the branch is damaged: the best may be the one it held."""
-    damaged = damaged_notes(repo, kernel, state.history)
+    damaged = damaged_notes(state.history)
     if damaged:
         commits = ", ".join(dict.fromkeys(note.commit[:10] for note in damaged))
         raise KgitError(f"{refs.branch(kernel)} holds a damaged kgit record (on {commits}: {damaged[0].reason}); a "
@@ -458,10 +461,10 @@ def check_intact(repo: Repo, kernel: str, state: LoopState) -> None:
                         "version where the notes' history has one")
 
 
-def check_recorded(repo: Repo, kernel: str, state: LoopState) -> None:
+def check_recorded(kernel: str, state: LoopState) -> None:
     """Refuse to add an iteration on top of a kernel change that no step measured: the decision would
     credit that change to this iteration, and the record would show only its own diff."""
-    unrecorded = unrecorded_commits(repo, kernel, state.cfg.kernel_path, state.history)
+    unrecorded = unrecorded_commits(state.history, state.cfg.kernel_path)
     if unrecorded:
         oldest = unrecorded[-1][0]
         commits = ", ".join(f"{sha[:10]} ({subject[:50]})" for sha, subject in unrecorded)

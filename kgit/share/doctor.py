@@ -215,7 +215,7 @@ def unrecorded_problems(repo: Repo) -> list[Problem]:
                 f"{refs.branch(kernel)} has no kgit record in this clone ({refs.NOTES_REF} was deleted or never fetched)",
                 "none automatic: 'kgit pull' brings them from a remote that has them"))
             continue
-        unrecorded = history.unrecorded_commits(repo, kernel, kernel_path, kernel_history)
+        unrecorded = history.unrecorded_commits(notes.branch_history(repo, kernel), kernel_path)
         taken = unrecorded and _merge_taking_second(repo, kernel, kernel_path, unrecorded[0][0], kernel_history)
         if taken:
             newest, subject = unrecorded[0]
