@@ -399,12 +399,14 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
     # The best's first run here fills its compile caches, unless this environment has run it already.
     warm_best = not any(same_environment(r.environment, environment)
                         for r in state.records if r.iteration >= best.iteration)
+    timeout_s, why = decide.candidate_timeout(state.cfg, best, environment)
+    figure = decide.decides_on(state.cfg, state.records)
+    prior = decide.noise_prior(state.records, environment, figure)
     # The best's kernel runs in the candidate's tree, so that the two differ in the kernel file alone: a
     # test (or any other file) committed since the best judges both alike.
     best_source = read.file_at(repo, state.cfg.kernel_path, best_commit)
     trees = {"best": (candidate, best_source) if best_source is not None else (best_commit, None),
              "candidate": (candidate, source)}
-    timeout_s, why = decide.candidate_timeout(state.cfg, best, environment)
     with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
         def run_candidate(timing_only: bool):
             result = run("candidate", timing_only, timeout_s)
@@ -412,11 +414,9 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
                 return not_run(why, result.output_tail)
             return result
 
-        figure = decide.decides_on(state.cfg, state.records)
-        return paired.compare(lambda timing_only: run("best", timing_only), run_candidate,
-                               decide.noise_prior(state.records, environment, figure), state.cfg.min_gain_pct,
-                               state.cfg.max_pairs, warm_best, state.cfg.lower_is_better,
-                               on_pair=progress.pair if progress else None, decides_on=figure)
+        return paired.compare(lambda timing_only: run("best", timing_only), run_candidate, prior,
+                              state.cfg.min_gain_pct, state.cfg.max_pairs, warm_best, state.cfg.lower_is_better,
+                              on_pair=progress.pair if progress else None, decides_on=figure)
 
 
 def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: dict,
