@@ -121,3 +121,25 @@ def test_a_damaged_note_off_the_branch_does_not_stop_the_loop(started):
     started.git("notes", "--ref=refs/notes/kgit", "add", "-m", "{broken", orphan)
     started.set_kernel(METRIC=120.0)
     assert started.ok("step", "-m", "faster", "--json").json()["status"] == "IMPROVED"
+
+
+def test_a_damaged_note_of_the_branch_that_is_not_the_best_stops_the_loop_too(started):
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")
+    baseline = started.git("rev-parse", "opt/fake~1")
+    assert baseline != started.git("rev-parse", "best/fake")
+    started.git("notes", "--ref=refs/notes/kgit", "add", "-f", "-m", "{broken", baseline)
+    started.set_kernel(METRIC=160.0)
+    assert f"opt/fake holds a damaged kgit record (on {baseline[:10]}" in started.refused("step", "-m", "faster")
+
+
+def test_a_damaged_best_that_the_branch_no_longer_holds_stops_the_loop(started):
+    # opt/fake reset behind its best by hand: best/fake's commit is off the branch's line, and its
+    # note may still be what a pull or a doctor --fix brings back as the best
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")
+    best = damage_best_note(started, "not JSON")
+    started.git("reset", "-q", "--hard", "opt/fake~1")
+    assert best not in started.git("rev-list", "--first-parent", "opt/fake").split()
+    started.set_kernel(METRIC=120.0)
+    assert f"opt/fake holds a damaged kgit record (on {best[:10]}" in started.refused("step", "-m", "worse")
