@@ -64,8 +64,8 @@ def whole(rows: list[dict], space: dict, shipped: dict) -> list[dict]:
         twin = measured[key(triton_twin(config, shipped))]
         row = {**rep, "config": config, "from": rep["config"]}
         if not config["AUTOTUNE"] and not twin["correct"]:
-            row.update(correct=False, value=None, spread_pct=None,
-                       error=f"as its Triton twin (GLUON 0) at the checks the Gluon kernel does not take: {twin['error']}")
+            why = f"as its Triton twin (GLUON 0) at the checks the Gluon kernel does not take: {twin['error']}"
+            row.update(correct=False, value=None, spread_pct=None, error=why)
         out.append(row)
     return out
 

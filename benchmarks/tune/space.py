@@ -63,7 +63,8 @@ def subspace(space: dict, narrowed: list[str]) -> dict:
         try:
             chosen = [json.loads(v) for v in values.split(",")]
         except ValueError:
-            raise SystemExit(f"--subspace {item}: give the values as in CONFIG_SPACE, e.g. {name}={space[name][0]}") from None
+            example = f"{name}={space[name][0]}"
+            raise SystemExit(f"--subspace {item}: give the values as in CONFIG_SPACE, e.g. {example}") from None
         outside = [v for v in chosen if v not in space[name]]
         if outside or not chosen:
             raise SystemExit(f"--subspace {item}: {outside or 'nothing'} not among {name}'s values {space[name]}")

@@ -1,4 +1,5 @@
-"""flash-attention's whole space from the configurations that decide its figures (benchmarks/tune/attention_space.py)."""
+"""flash-attention's whole space from the configurations that decide its figures
+(benchmarks/tune/attention_space.py)."""
 
 import importlib.util
 import itertools
@@ -56,7 +57,8 @@ def test_a_gluon_configuration_fails_where_its_triton_twin_fails_the_checks_unle
 
 def test_a_configuration_measured_itself_keeps_its_own_row():
     own = _row({**SHIPPED, "BLOCK_M": 64, "BLOCK_N": 64, "GLUON": 1, "NUM_BUFFERS": 3, "AUTOTUNE": 0}, 1127)
-    rows = {attention_space.key(r["config"]): r for r in attention_space.whole(_representatives() + [own], SPACE, SHIPPED)}
+    rows = attention_space.whole(_representatives() + [own], SPACE, SHIPPED)
+    rows = {attention_space.key(r["config"]): r for r in rows}
     assert rows[attention_space.key(own["config"])] is own
 
 
