@@ -12,6 +12,12 @@ configuration after the other, so the figures see the same machine.
 earlier table within that fraction of its best, and writes each one's median (and every figure): the
 reference for the bar, since a table's best is the largest of many single noisy figures.
 
+--subspace KEY=V1,V2 ... measures only the configurations whose KEY takes one of those values (each value
+one of CONFIG_SPACE's): a product of fewer values, whole, so that a table of it can be replayed where the
+whole space takes too long to measure, or the representatives of a space whose keys matter only for
+some values of another (benchmarks/tune/attention_space.py). Tables of several subspaces can share one
+JSON file: the rows accumulate.
+
 --jobs N first runs N worker processes that compile every configuration (and run it once, not timed)
 to fill Triton's cache, which keys kernels by their source, not their file: compiling is most of the
 time for a GEMM. The JSON is rewritten after each configuration, and a rerun skips the configurations
@@ -40,10 +46,30 @@ from kgit.loop import tune  # noqa: E402
 from kgit.model import result as test_result  # noqa: E402
 
 
-def configurations(tunables: tune.Tunables) -> list[dict]:
-    """Every point of the space, each a full CONFIG (keys outside the space keep their shipped value)."""
-    space = tunables.space
+def configurations(tunables: tune.Tunables, space: dict | None = None) -> list[dict]:
+    """Every point of the space (or of a subspace of it), each a full CONFIG (keys outside the space keep
+    their shipped value)."""
+    space = space or tunables.space
     return [{**tunables.config, **dict(zip(space, values))} for values in itertools.product(*space.values())]
+
+
+def subspace(space: dict, narrowed: list[str]) -> dict:
+    """The space with each KEY=V1,V2 of `narrowed` taking only those values (JSON literals, each in the space)."""
+    space = dict(space)
+    for item in narrowed:
+        name, _, values = item.partition("=")
+        if name not in space:
+            raise SystemExit(f"--subspace {item}: {name!r} is not a key of CONFIG_SPACE ({', '.join(space)})")
+        try:
+            chosen = [json.loads(v) for v in values.split(",")]
+        except ValueError:
+            example = f"{name}={space[name][0]}"
+            raise SystemExit(f"--subspace {item}: give the values as in CONFIG_SPACE, e.g. {example}") from None
+        outside = [v for v in chosen if v not in space[name]]
+        if outside or not chosen:
+            raise SystemExit(f"--subspace {item}: {outside or 'nothing'} not among {name}'s values {space[name]}")
+        space[name] = chosen
+    return space
 
 
 def measure(test_path: Path, workdir: Path, source: str, config: dict, test_args: list[str]) -> dict:
@@ -136,6 +162,8 @@ def main() -> None:
     parser.add_argument("--json", help="write (and resume from) this file")
     parser.add_argument("--jobs", type=int, default=1, help="processes that compile the configurations first")
     parser.add_argument("--limit", type=int, help="only the first N configurations (a smoke run)")
+    parser.add_argument("--subspace", nargs="+", default=[], metavar="KEY=V1,V2",
+                        help="only the configurations whose KEY takes one of these values")
     parser.add_argument("--remeasure", help="an earlier table: measure its leading configurations again")
     parser.add_argument("--within", type=float, default=0.85, help="with --remeasure: this fraction of its best")
     parser.add_argument("--repeats", type=int, default=5, help="with --remeasure: rounds over those configurations")
@@ -149,6 +177,7 @@ def main() -> None:
     template = common.kernel_file(test_path)
     source = template.read_text()
     tunables = tune.read_tunables(source, str(template))
+    space = subspace(tunables.space, args.subspace)  # refused before anything is measured or written
     workdir = copy_kernel_folder(test_path)
     try:
         if args.warm:
@@ -157,13 +186,13 @@ def main() -> None:
             return
         if args.remeasure:
             return remeasure(args, test_path, workdir, source)
-        configs = configurations(tunables)[: args.limit]
+        configs = configurations(tunables, space)[: args.limit]
         rows = json.loads(Path(args.json).read_text())["rows"] if args.json and Path(args.json).exists() else []
         done = [r["config"] for r in rows]
         todo = [c for c in configs if c not in done]
-        print(f"{len(configs)} configurations, {len(rows)} already measured", flush=True)
+        print(f"{len(configs)} configurations, {len(configs) - len(todo)} already measured", flush=True)
         warm_cache(args, todo, args.jobs)
-        for i, config in enumerate(todo, len(rows) + 1):
+        for i, config in enumerate(todo, len(configs) - len(todo) + 1):
             row = measure(test_path, workdir, source, config, args.test_args)
             rows.append(row)
             changed = tune.describe_change(tunables.config, config)

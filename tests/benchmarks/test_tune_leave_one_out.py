@@ -32,6 +32,15 @@ def test_a_space_is_never_chosen_for_by_its_own_family():
     assert {"gemm", "rmsnorm", "layernorm", "synthetic coupled 1"} <= set(leave_one_out.others(families, "softmax"))
 
 
+def test_a_subspace_of_a_table_keeps_its_rows_inside_and_its_best_among_them():
+    rows = [{"config": {"A": a, "B": b}, "correct": a != 2, "value": 10.0 * a + b, "spread_pct": 1.0, "error": None}
+            for a in (1, 2, 3) for b in (1, 2)]
+    measured = {"test": None, "rows": rows, "best": rows[-1]}
+    part = leave_one_out.within(measured, {"A": [1, 2]})
+    assert [r["config"]["A"] for r in part["rows"]] == [1, 1, 2, 2]
+    assert part["best"]["config"] == {"A": 1, "B": 2}  # the best inside, not the table's
+
+
 @pytest.mark.parametrize("method", ["model", "descent", "random", "tpe", "oracle"])
 def test_each_method_is_scored_at_both_bars_on_the_same_starts(method):
     if method == "tpe":

@@ -94,3 +94,25 @@ def test_a_reference_replaces_the_leaders_figures_and_the_best(tmp_path):
     measured, by_config, _ = replay.load(str(table), str(again))
     assert measured["best"]["config"] == {"A": 1} and measured["best"]["value"] == 101.0
     assert [by_config[replay.key({"A": a})]["value"] for a in (1, 2, 3)] == [101.0, 97.0, 60.0]
+
+
+def test_a_subspace_is_the_product_of_the_values_named():
+    space = _load("space")
+    whole = {"A": [1, 2, 3], "B": [4, 5], "C": [6, 7]}
+    narrowed = space.subspace(whole, ["A=1,3", "C=7"])
+    assert narrowed == {"A": [1, 3], "B": [4, 5], "C": [7]} and whole["A"] == [1, 2, 3]
+    tunables = space.tune.Tunables({"A": 2, "B": 4, "C": 6, "D": 0}, whole)
+    configs = space.configurations(tunables, narrowed)
+    assert len(configs) == 4 and all(c["C"] == 7 and c["A"] in (1, 3) and c["D"] == 0 for c in configs)
+
+
+def test_a_subspace_outside_the_space_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "space.json"
+    test = os.path.join(ROOT, "skills", "kernels", "cross-entropy", "test_cross_entropy.py")
+    for narrowed, said in [("CHUNK=7", "[7] not among CHUNK's values"), ("WARPS=1", "'WARPS' is not a key"),
+                           ("CHUNK=x", "give the values as in CONFIG_SPACE"), ("CHUNK=", "give the values")]:
+        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "tune", "space.py"), test, "--json", str(out),
+               "--subspace", narrowed, "--", "--quick"]
+        got = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert got.returncode == 1 and said in got.stderr and "Traceback" not in got.stderr, got.stderr
+        assert not out.exists()
