@@ -76,6 +76,17 @@ def test_the_shipped_gemm_constraint_predicts_what_fails_on_the_h200():
     assert min(r["value"] for r in rows if r["correct"] and tunables.allows(r["config"])) > 0.25 * best
 
 
+def test_the_shipped_flash_attention_constraint_refuses_exactly_what_failed_on_the_h100():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    tunables = read_tunables((root / "skills/kernels/flash-attention/flash_attention.py").read_text(), "fa")
+    rows = json.loads((root / "experiments/tune/h100/spaces/space-flash-attention.json").read_text())["rows"]
+    refused = [r for r in rows if not tunables.allows(r["config"])]
+    assert len(refused) == 6 and refused == [r for r in rows if not r["correct"]]
+
+
 def test_declared_reads_a_template_and_leaves_any_other_source_to_its_test():
     assert declared(GEMM_LIKE, "k.py").config["BLOCK_M"] == 128
     for other in ("X = 1\n", "CONFIG = dict(a=1)\nCONFIG_SPACE = {}\n", "CONFIG = {'a': 1}\n", "def broken(:\n",

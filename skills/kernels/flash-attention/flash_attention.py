@@ -66,6 +66,10 @@ CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "GLUO
           "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
                 "GLUON": [0, 1, 2, 3], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
+# The Triton kernel's causal diagonal walks BLOCK_M / BLOCK_N key blocks (_launch asserts it), and every
+# GLUON setting falls back to it at a ragged S: on the H100 the six configurations of BLOCK_M 64 with
+# BLOCK_N 128 failed their checks (experiments/tune/h100/spaces/), which kgit tune now never proposes.
+CONFIG_CONSTRAINTS = ["BLOCK_M % BLOCK_N == 0"]
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
 # kernel's. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
