@@ -2,10 +2,11 @@
 kernel file (e.g. main's version from git) against this checkout's and torch, beside the measured
 device-copy bandwidth, in one process.
 
-    python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE] [--sweep]
+    python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE] [--sweep | --half held-out]
 
 --sweep times the kernel test's own time shapes (the power-of-two sweep the kernels were tuned on) in bf16,
 fp16 and fp32 instead, as one table: whether a dispatch change for the model shapes costs the sweep.
+--half times one half alone (a short device call that must reach the held-out half).
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed. Times are medians over calls with the L2 cleared before each, as kgit times
@@ -195,6 +196,7 @@ def main():
     ap.add_argument("old_file")
     ap.add_argument("--json", help="write the rows here, one JSON object a line")
     ap.add_argument("--sweep", action="store_true", help="the kernel test's time shapes instead of shapes.py's")
+    ap.add_argument("--half", choices=("tune", "held-out"), help="shapes.py's one half alone")
     args = ap.parse_args()
     where = device.detect()["device"]
     old, new = common.kernel_module(args.kernel, args.old_file, "old"), common.kernel_module(args.kernel, side="new")
@@ -207,6 +209,7 @@ def main():
     print(f"{args.kernel} on {gpu}, torch {machine['torch']}, triton {machine['triton']}")
     records = []
     halves = [("sweep", sweep_shapes(args.kernel))] if args.sweep else zip(("tune", "held-out"), split(args.kernel))
+    halves = [(half, shapes) for half, shapes in halves if args.half in (None, half)]
     for half, shapes in halves:
         rows = []
         for shape in shapes:
