@@ -21,8 +21,7 @@ def readme_text(repo: Repo, path: str, base: str, extra: Record | None = None) -
     with every other kernel's records (kgit.state.rendered), only that kernel's records are read and
     rendered, and the text is the same.
     """
-    tip = read.rev(repo, refs.NOTES_REF)
-    blob = read.object_ids(repo, [f"{base}:{path}"])[0]
+    tip, blob = read.object_ids(repo, [f"{refs.NOTES_REF}^{{commit}}", f"{base}:{path}"])
     previous = read.file_at(repo, path, base) if blob else None
     since = rendered.notes_of(repo, blob)
     changed = notes.kernels_changed(repo, since, tip) if since and tip else None
