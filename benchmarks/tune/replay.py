@@ -110,7 +110,7 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
     for _ in range(iterations):
         candidate = propose(best["config"], space, points)
         if candidate is None:
-            break  # SPACE_EXHAUSTED
+            break  # SPACE_EXHAUSTED or NO_EXPECTED_GAIN
         row = table[key(candidate)]
         if tried is not None:
             tried.append(row)

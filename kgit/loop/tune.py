@@ -185,7 +185,9 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
             candidates.append(proposal.config)  # pending: not proposed twice in a round
             reasons.append(proposal.reason)
         if not candidates:
-            return StopReason.SPACE_EXHAUSTED
+            left = search.candidates(tunables.config, tunables.space, {search.key(p.config) for p in measured}, 0,
+                                     _allows(tunables, held))
+            return StopReason.NO_EXPECTED_GAIN if left else StopReason.SPACE_EXHAUSTED
         sources = [write_config(source, cfg.kernel_path, c) for c in candidates]
         if ray_cluster:
             measured = cluster.measure(ray_cluster, repo, state, sources, progress)

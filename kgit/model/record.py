@@ -51,7 +51,10 @@ class StopReason(str, enum.Enum):
 
     TARGET_MET = "TARGET_MET"
     MAX_ITERATIONS = "MAX_ITERATIONS"
-    SPACE_EXHAUSTED = "SPACE_EXHAUSTED"
+    SPACE_EXHAUSTED = "SPACE_EXHAUSTED"  # kgit tune measured every configuration it may run
+    # kgit tune: every neighbour of the best was measured and no configuration left is expected to gain
+    # min_gain_pct (kgit.model.search); configurations remain, but none worth an iteration
+    NO_EXPECTED_GAIN = "NO_EXPECTED_GAIN"
     AGENT_FAILING = "AGENT_FAILING"
     TIERS_TRIED = "TIERS_TRIED"  # every tier of the diagnosis' order was tried: the context says stop
 

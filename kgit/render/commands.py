@@ -112,7 +112,10 @@ def loop_round(record: Record, commit: str) -> str:
 
 
 def loop_summary(what: str, stopped: StopReason, best: Record) -> str:
-    return f"{what} stopped: {stopped}; best is iteration {best.iteration} ({best.action})"
+    why = {StopReason.SPACE_EXHAUSTED: " (every configuration it may run was measured)",
+           StopReason.NO_EXPECTED_GAIN: " (every neighbour of the best was measured, and no configuration left is "
+                                        "expected to gain min_gain_pct)"}.get(stopped, "")
+    return f"{what} stopped: {stopped}{why}; best is iteration {best.iteration} ({best.action})"
 
 
 def best(record: Record, commit: str, tag: str, tag_commit: str | None, better: str | None = None,

@@ -36,7 +36,8 @@ def landscape(ws):
 
 def test_tune_finds_the_best_configuration(landscape):
     result = landscape.ok("tune", "fake", "--max-iterations", "20", "--json").json()
-    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    # configurations remain, none worth a run: not an exhausted space
+    assert result["stop_reason"] == "NO_EXPECTED_GAIN"
     assert 'CONFIG = {"BLOCK": 2048, "WARPS": 8}' in landscape.kernel_text()
     assert result["best"]["value"] == 1000.0
     statuses = [r["status"] for r in result["iterations"]]
@@ -56,7 +57,7 @@ def test_tune_never_measures_the_baseline_again(ws):
     result = ws.ok("tune", "fake", "--max-iterations", "20", "--json", env={"KGIT_TUNE_SEARCH": "descent"}).json()
     tried = [r["action"] for r in result["iterations"][1:]]
     assert tried[0] == "BLOCK 1024->2048" and "BLOCK 2048->1024" not in tried
-    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    assert result["stop_reason"] == "NO_EXPECTED_GAIN"  # descent stops where no neighbour of the best gains
 
 
 def test_tune_stops_at_max_iterations_on_the_best(landscape):
@@ -98,7 +99,7 @@ def test_tune_on_several_gpus_tests_in_parallel_worktrees(landscape):
     steps = result["iterations"][1:]
     assert [r["iteration"] for r in result["iterations"]] == list(range(len(result["iterations"])))
     assert 'CONFIG = {"BLOCK": 2048, "WARPS": 8}' in landscape.kernel_text()
-    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    assert result["stop_reason"] == "NO_EXPECTED_GAIN"
     # a round: two proposals at once, on GPU 0 and GPU 1, in two worktrees, overlapping in time (after
     # a kept one, the rest of its round is measured again against the new best, on one GPU)
     rounds = [(a["test"], b["test"]) for a, b in zip(steps, steps[1:])
@@ -160,7 +161,7 @@ def test_tune_never_proposes_what_breaks_a_constraint(ws, search):
     (ws.root / KERNEL).write_text(CONSTRAINED)
     ws.git("commit", "-qam", "a constrained tunable kernel")
     result = ws.ok("tune", "fake", "--max-iterations", "30", "--json", env={"KGIT_TUNE_SEARCH": search}).json()
-    assert result["stop_reason"] == "SPACE_EXHAUSTED"
+    assert result["stop_reason"] == "NO_EXPECTED_GAIN"
     tried = [read_tunables(ws.git("show", f"{r['commit']}:{KERNEL}"), KERNEL, check_config=False).config
              for r in result["iterations"]]
     assert len(tried) >= 5 and all(c["BLOCK"] * c["WARPS"] <= 4096 for c in tried), tried
@@ -262,6 +263,17 @@ def test_in_triton_s_interpreter_tune_holds_the_launch_options_it_cannot_time(ws
     ws.check_invariants()
 
 
+@pytest.mark.parametrize("search", ["model", "descent"])
+def test_tune_stops_with_space_exhausted_only_once_every_configuration_it_may_run_was_measured(ws, search):
+    # BLOCK 2048 breaks the constraint: the three others are the whole space it may run
+    (ws.root / KERNEL).write_text(LANDSCAPE.replace(
+        '"BLOCK": [128, 256, 512, 1024, 2048, 4096], "WARPS": [1, 2, 4, 8, 16]', '"BLOCK": [256, 512, 1024, 2048], "WARPS": [2]')
+        .replace("CORRECT = True", 'CONFIG_CONSTRAINTS = ["BLOCK < 2048"]\nCORRECT = True'))
+    ws.git("commit", "-qam", "a space of three")
+    result = ws.ok("tune", "fake", "--max-iterations", "10", "--json", env={"KGIT_TUNE_SEARCH": search}).json()
+    assert result["stop_reason"] == "SPACE_EXHAUSTED" and len(result["iterations"]) == 3
+
+
 def _tune_proposing(ws, monkeypatch, config: dict) -> tuple:
     """kgit tune, in this process, with a search that proposes config once, then nothing."""
     from kgit.git.command import find_repo
@@ -282,7 +294,7 @@ def test_a_proposal_whose_code_an_iteration_measured_is_measured_again_and_says_
     (landscape.root / KERNEL).write_text(write_config(LANDSCAPE, KERNEL, {"BLOCK": 128, "WARPS": 2}))
     assert landscape.ok("step", "-m", "BLOCK 256->128", "--json").json()["status"] == "REGRESSED"
     stopped, outcomes = _tune_proposing(landscape, monkeypatch, {"BLOCK": 128, "WARPS": 2})
-    assert stopped.value == "SPACE_EXHAUSTED"
+    assert stopped.value == "NO_EXPECTED_GAIN"
     assert [(o.record.iteration, o.record.repeats) for o in outcomes] == [(2, 1)]
     landscape.check_invariants()
 

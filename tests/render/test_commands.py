@@ -189,3 +189,13 @@ def test_the_start_says_which_figure_decides_how_much_each_varies_and_the_smalle
         "above 5%: it times Python")
     assert commands.detectable(Spread(4, [1.0] * 4, {"test": 0.5}, "test", 12, None)) == (
         "decided on the test's figure, which varies 0.5% from run to run; the noise is unknown")
+
+
+def test_a_tune_summary_says_what_each_stop_of_the_search_means():
+    best = step_record(Status.IMPROVED)
+    exhausted = commands.loop_summary("tune", StopReason.SPACE_EXHAUSTED, best)
+    assert exhausted.startswith("tune stopped: SPACE_EXHAUSTED (every configuration it may run was measured); "
+                                f"best is iteration {best.iteration}")
+    nothing = commands.loop_summary("tune", StopReason.NO_EXPECTED_GAIN, best)
+    assert "NO_EXPECTED_GAIN (every neighbour of the best was measured, and no configuration left" in nothing
+    assert commands.loop_summary("run", StopReason.MAX_ITERATIONS, best).startswith("run stopped: MAX_ITERATIONS; ")
