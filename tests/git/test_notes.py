@@ -6,7 +6,7 @@ import pytest
 
 from kgit.git import notes
 from kgit.git.command import find_repo
-from workspace import a_session
+from workspace import KERNEL, a_session
 
 BROKEN = {
     "not JSON": "this note was typed by hand",
@@ -152,3 +152,25 @@ def test_a_note_whose_blob_went_missing_is_not_remembered(started, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(notes, "_parsed", {})
     assert [r.iteration for r in notes.kernel_history(repo, "fake").records] == [0]
+
+
+def test_branch_history_reads_the_branch_its_records_are_judged_by(started):
+    started.set_kernel(METRIC=150.0)
+    started.ok("step", "-m", "faster")  # iteration 1 kept: the tip, tagged
+    started.set_kernel(METRIC=160.0)
+    started.git("commit", "-qam", "a hand commit")  # above the newest recorded commit
+    started.git("commit", "-q", "--allow-empty", "-m", "another, touching nothing")
+    repo = find_repo(started.root)
+    history = notes.branch_history(repo, "fake")
+    line = history.line
+    tip, hand, kept, baseline = (started.git("rev-parse", f"opt/fake~{n}") for n in range(4))
+    assert line.tip == tip and line.tagged == kept == started.git("rev-parse", "best/fake")
+    assert {tip, hand, kept, baseline} <= line.first_parents
+    assert [(sha, subject) for sha, subject, _ in line.above_recorded] == [
+        (tip, "another, touching nothing"), (hand, "a hand commit")]
+    assert line.above_recorded[1][2] == (KERNEL,) and line.above_recorded[0][2] == ()
+    assert line.held_bases == {r.base for r in history.records if r.base}
+    # deciding_history reads the same line but not what only a step checks; kernel_history reads none
+    deciding = notes.deciding_history(repo, "fake").line
+    assert (deciding.tip, deciding.first_parents, deciding.above_recorded) == (tip, line.first_parents, ())
+    assert notes.kernel_history(repo, "fake").line == notes.Line()
