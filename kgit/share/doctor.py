@@ -151,14 +151,14 @@ def tag_problems(repo: Repo) -> list[Problem]:
     problems = []
     for kernel in read.kernels_with_branches(repo):
         tag = refs.tag(kernel)
-        # the whole chain: a best iteration may lie far below a long run of reverts
-        on_branch = set(read.first_parents(repo, refs.branch_ref(kernel), limit=1_000_000))
-        mine = [(sha, r) for sha, r in notes.kernel_history(repo, kernel).pairs if sha in on_branch]
-        found = decide.best_pair(mine)
+        # the kept iterations the branch holds, over its whole line (a best may lie far below a long run
+        # of reverts), and where the tag is: one read (notes.deciding_history)
+        history = notes.deciding_history(repo, kernel)
+        found = decide.best_pair(history.pairs)
         if found is None:
             continue
         best_commit, best = found
-        tagged = read.rev(repo, refs.tag_ref(kernel))
+        tagged, on_branch = history.line.tagged, history.line.first_parents
         if tagged == best_commit:
             continue
         state = ("is missing" if tagged is None else "points off its branch" if tagged not in on_branch
