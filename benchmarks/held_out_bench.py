@@ -195,8 +195,9 @@ def main():
     ap.add_argument("kernel", choices=sorted(KERNELS))
     ap.add_argument("old_file")
     ap.add_argument("--json", help="write the rows here, one JSON object a line")
-    ap.add_argument("--sweep", action="store_true", help="the kernel test's time shapes instead of shapes.py's")
-    ap.add_argument("--half", choices=("tune", "held-out"), help="shapes.py's one half alone")
+    shapes = ap.add_mutually_exclusive_group()  # --half of the sweep would time nothing
+    shapes.add_argument("--sweep", action="store_true", help="the kernel test's time shapes instead of shapes.py's")
+    shapes.add_argument("--half", choices=("tune", "held-out"), help="shapes.py's one half alone")
     args = ap.parse_args()
     where = device.detect()["device"]
     old, new = common.kernel_module(args.kernel, args.old_file, "old"), common.kernel_module(args.kernel, side="new")
