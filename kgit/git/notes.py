@@ -44,6 +44,11 @@ def read_notes(repo: Repo, ref: str = refs.NOTES_REF) -> Notes:
     return _read(repo, note_blobs(repo, ref), None)
 
 
+def kernels_with_records(repo: Repo) -> list[str]:
+    """The kernels that have records in refs/notes/kgit, by name."""
+    return sorted({r.kernel for records in read_notes(repo).by_commit.values() for r in records})
+
+
 def read_kernel_notes(repo: Repo, kernel: str) -> Notes:
     """One kernel's records in refs/notes/kgit, through the index, and every note that is not valid
     (whatever its kernel: an invalid note names none)."""

@@ -39,9 +39,26 @@ def deciding(repo: Repo, kernel: str) -> notes.History:
     return _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
 
 
-def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
+def current_kernel(repo: Repo) -> str:
+    """The kernel of the checked-out opt/ branch; refused on another branch."""
+    branch = read.current_branch(repo)
+    kernel = refs.kernel_of_branch(branch)
+    if kernel is None:
+        where = f"on {branch}" if branch else "on a detached HEAD"
+        loops = sorted(read.kernels_with_branches(repo))
+        if loops:
+            raise KgitError(f"not on an opt/<kernel> branch ({where})",
+                            f"'git checkout {refs.branch(loops[0])}' to step its loop (the loops here: "
+                            f"{', '.join(loops)}), or 'kgit start <kernel>' for a new one")
+        raise KgitError(f"not on an opt/<kernel> branch ({where})", "run 'kgit start <kernel>' first")
+    return kernel
+
+
+def loop_state(repo: Repo, kernel: str | None, overrides: dict) -> LoopState:
     """The records that decide the kernel's loop here with its branch (notes.branch_history: read once,
-    what every check of a step reads), its settings, and why it stopped, if it did."""
+    what every check of a step reads), its settings, and why it stopped, if it did. kernel None: the
+    checked-out opt/ branch's (refused on another branch)."""
+    kernel = kernel or current_kernel(repo)
     history = _nonempty(notes.branch_history(repo, kernel), kernel, repo)
     records = history.records
     remembered = {}  # the options given to start and to later steps, the latest of each winning
@@ -50,11 +67,11 @@ def loop_state(repo: Repo, kernel: str, overrides: dict) -> LoopState:
     try:
         cfg = config.for_loop(repo.root, kernel, remembered, overrides)
     except KgitError:
-        branch = refs.branch(kernel)
-        if read.current_kernel(repo) != kernel and read.rev(repo, refs.branch_ref(kernel)) is not None:
+        branch = read.current_branch(repo)
+        if refs.kernel_of_branch(branch) != kernel and history.line.tip is not None:
             # a clone on its default branch, say, where kgit.yaml has no entry yet: the loop's branch has one
-            raise KgitError(f"this checkout does not define {kernel} ({read.current_branch(repo) or 'a detached HEAD'}"
-                            f" is not {branch})", f"'git checkout {branch}', where its loop runs") from None
+            raise KgitError(f"this checkout does not define {kernel} ({branch or 'a detached HEAD'} is not "
+                            f"{refs.branch(kernel)})", f"'git checkout {refs.branch(kernel)}', where its loop runs") from None
         raise
     steps = steps_taken(history)
     return LoopState(history, cfg, decide.stop_reason(records, cfg, steps), steps)
@@ -126,7 +143,7 @@ def resolve_kernel(repo: Repo, kernel: str | None, all_if_several: bool = False)
     current = read.current_kernel(repo)
     if current:
         return current
-    kernels = _kernels_with_records(repo)
+    kernels = notes.kernels_with_records(repo)
     if len(kernels) == 1 and not (all_if_several and not _defined_here(repo, kernels[0])):
         return kernels[0]
     if kernels and all_if_several:  # the overview reads the records alone: a checkout need not define them
@@ -175,10 +192,6 @@ def overview(repo: Repo, kernels: list[str]) -> list[Loop]:
     return loops
 
 
-def _kernels_with_records(repo: Repo) -> list[str]:
-    return sorted({r.kernel for records in notes.read_notes(repo).by_commit.values() for r in records})
-
-
 def missing_iteration(kernel: str, iteration: int, pairs: list[tuple[str, Record]]) -> KgitError:
     """The refusal of a command given an iteration the kernel's records do not have."""
     last = max((r.iteration for _, r in pairs), default=0)
@@ -225,12 +238,14 @@ def left_behind(repo: Repo, kernel: str, pairs: list[tuple[str, Record]]) -> set
 def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
     if history.pairs:
         return history
-    if read.rev(repo, refs.branch_ref(kernel)):  # the records are gone, or were never fetched here
+    # kernel_history reads no branch: it is read here
+    branch_exists = history.line.tip is not None or read.rev(repo, refs.branch_ref(kernel)) is not None
+    known = notes.kernels_with_records(repo)
+    if branch_exists:  # the records are gone, or were never fetched here
         raise KgitError(f"{refs.branch(kernel)} exists but no kgit record of {kernel} is here ({refs.NOTES_REF} "
                         "was deleted or not fetched)",
                         "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
                         f"started from, then: git branch -D {refs.branch(kernel)}")
-    known = _kernels_with_records(repo)
     if known:  # a typo, most likely: name the kernels that have records rather than start a new loop
         raise KgitError(f"no records for {kernel}", f"the kernels with records here: {', '.join(known)}; "
                                                     f"'kgit start {kernel}' begins a loop for {kernel}")

@@ -23,8 +23,7 @@ from pathlib import Path
 from kgit import config, machine
 from kgit.git import notes, read, write
 from kgit.git.command import Repo
-from kgit.loop import steps
-from kgit.loop.history import loop_state, missing_iteration
+from kgit.loop.history import current_kernel, loop_state, missing_iteration
 from kgit.profiling import diagnose, profilers, skillfiles
 from kgit.profiling.saved import benchmark_fallback, head_record, profile_dir
 
@@ -56,7 +55,7 @@ def run(repo: Repo, kernel: str | None, iteration: int | None, timeout_s: float 
         progress=None) -> dict:
     """Profile, store metrics.json and the note, diagnose; returns what the command prints. Under the lock
     (kgit.loop.recovery.locked): the note is written as a step writes one."""
-    kernel = kernel or steps.current_kernel(repo)
+    kernel = kernel or current_kernel(repo)
     records = notes.kernel_history(repo, kernel).pairs
     listed = [r for _, r in records]
     cfg = loop_state(repo, kernel, {}).cfg if listed else config.load(repo.root, kernel)

@@ -149,20 +149,6 @@ def raise_if_interrupted(outcome: Outcome) -> None:
 # --- step -------------------------------------------------------------------------------------------
 
 
-def current_kernel(repo: Repo) -> str:
-    kernel = read.current_kernel(repo)
-    if kernel is None:
-        branch = read.current_branch(repo)
-        where = f"on {branch}" if branch else "on a detached HEAD"
-        loops = sorted(read.kernels_with_branches(repo))
-        if loops:
-            raise KgitError(f"not on an opt/<kernel> branch ({where})",
-                            f"'git checkout {refs.branch(loops[0])}' to step its loop (the loops here: "
-                            f"{', '.join(loops)}), or 'kgit start <kernel>' for a new one")
-        raise KgitError(f"not on an opt/<kernel> branch ({where})", "run 'kgit start <kernel>' first")
-    return kernel
-
-
 def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
          measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None,
          agent_turn: dict | None = None, again: bool = False, allow_untested: bool = False) -> Outcome:
@@ -441,8 +427,8 @@ def _decided(repo: Repo, journal, record: Record) -> str:
 
 def _running_state(repo: Repo, overrides: dict) -> LoopState:
     """The current kernel's loop; refuse when it has no baseline or has stopped."""
-    kernel = current_kernel(repo)
-    state = loop_state(repo, kernel, overrides)
+    state = loop_state(repo, None, overrides)
+    kernel = state.cfg.name
     check_intact(kernel, state)
     check_recorded(kernel, state)
     if state.stopped:
