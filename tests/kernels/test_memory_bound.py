@@ -835,6 +835,117 @@ def test_softmax_grouped_row_combines_its_groups_once(monkeypatch, record_launch
     torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
 
 
+# Row lengths around the 16-byte groups (8 elements of 16 bits, 4 of fp32): a row's start falls at every
+# offset into a group over 9 rows when the length is odd; rows shorter than a group; a length of whole
+# groups that are not 16-element ones (every row starts on a boundary: no edge)
+ALIGNED_LENGTHS = [5, 17, 23, 25, 31, 33, 40, 72, 129]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("N", ALIGNED_LENGTHS)
+def test_softmax_rows_not_in_16_element_groups_are_cut_at_16_byte_boundaries(record_launches, dtype, N):
+    # Rows over BLOCK_SIZE (4 here) go to _softmax_row whole; those Triton does not see in 16-element
+    # groups are loaded as a body of whole 16-byte groups and an edge of the elements at either end. The row
+    # max in the head, in the tail, or its only finite element there must come out as torch's.
+    m = _template("softmax")
+    launched = record_launches(m, "_softmax_row", lambda grid, args, kw: (kw["ALIGNED"], kw["VEC"]))
+    x = torch.randn(9, N) * 3
+    x[0, 0] = 30.0  # the max at a row's first element (in the head, where row 0 has none: body)
+    x[3, -1] = 30.0  # at its last
+    x[5, :] = float("-inf")
+    x[5, -1] = 1.0  # the one finite element last
+    x = x.to(dtype)
+    y = torch.full_like(x, float("nan"))
+    m.softmax(x, out=y, config={"BLOCK_SIZE": 4})
+    assert launched == [(True, 16 // x.element_size())]
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-3)
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), **tol)
+
+
+def _misaligned(M, N, dtype):
+    """Rows of N elements a stride of N + 1 apart, starting one element past a 16-byte boundary."""
+    return (torch.randn(M, N + 1) * 3).to(dtype)[:, 1:]
+
+
+@pytest.mark.parametrize("case, aligned", [
+    ("contiguous odd rows", True),
+    ("x one element past a 16-byte boundary", False),
+    ("y with its own stride", False),
+    ("rows of 16-element groups: the grouped row", False),
+])
+def test_softmax_rows_are_cut_only_where_x_and_y_share_their_16_byte_boundaries(record_launches, case, aligned):
+    m = _template("softmax")
+    launched = record_launches(m, "_softmax_row", lambda grid, args, kw: kw["ALIGNED"])
+    N = 80 if "16-element" in case else 67
+    x = _misaligned(6, N, torch.bfloat16) if "past" in case else (torch.randn(6, N) * 3).to(torch.bfloat16)
+    y = torch.full((6, N + 8 if "own stride" in case else N), float("nan"), dtype=torch.bfloat16)[:, :N]
+    m.softmax(x, out=y, config={"BLOCK_SIZE": 16})
+    assert launched == [aligned]
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("case, dtype, N, unit", [
+    ("rows of whole 16-byte groups", torch.bfloat16, 40, 8),
+    ("rows of whole 16-byte groups", torch.float32, 20, 4),
+    ("rows of 16-element groups: Triton sees them", torch.bfloat16, 48, 1),
+    ("rows not of whole groups", torch.float16, 44, 1),
+    ("x one element past a 16-byte boundary", torch.bfloat16, 40, 1),
+    ("y with a stride not of whole groups", torch.bfloat16, 40, 1),
+])
+def test_softmax_row_tiles_take_lengths_and_strides_in_16_byte_groups_where_rows_are_of_them(
+        record_launches, case, dtype, N, unit):
+    m = _template("softmax")
+    launched = record_launches(m, "_softmax_rows", lambda grid, args, kw: (args[3:], kw["UNIT"]))
+    x = _misaligned(7, N, dtype) if "past" in case else (torch.randn(7, N) * 3).to(dtype)
+    y = torch.full((7, N + 3 if "stride" in case else N), float("nan"), dtype=dtype)[:, :N]
+    m.softmax(x, out=y)
+    assert launched == [((N // unit, x.stride(0) // unit, y.stride(0) // unit), unit)]
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-3)
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("V, config, kernel", [
+    (5, {"BLOCK_SIZE": 4}, "_ce_rows"),  # rows shorter than a group
+    (203, {"BLOCK_SIZE": 16}, "_ce_rows"),  # one row a program, its body in 16-wide steps
+    (200, {"BLOCK_SIZE": 16}, "_ce_rows"),  # whole groups of 8, not of 16
+    (203, {"BLOCK_SIZE": 16, "CHUNK": 64}, "_ce_split"),  # chunks cut at their own boundaries
+    (201, {"BLOCK_SIZE": 16, "CHUNK": 48}, "_ce_split"),
+])
+def test_cross_entropy_rows_not_in_16_element_groups_are_cut_at_16_byte_boundaries(record_launches, dtype, V,
+                                                                                      config, kernel):
+    ce = _template("cross-entropy")
+    launched = record_launches(ce, kernel, lambda grid, args, kw: (kw["ALIGNED"], kw["VEC"]))
+    x = torch.randn(9, V) * 3
+    x[0, 0] = 30.0  # the max at a row's first logit
+    x[3, -1] = 30.0  # at its last
+    x[5, :] = float("-inf")
+    x[5, -1] = 1.0  # the one finite logit last
+    x = x.to(dtype)
+    t = torch.tensor([0, 1, V - 1, V - 1, 2, V - 1, 0, -100, 3])
+    loss = ce.cross_entropy(x, t, config=config)
+    assert launched == [(True, 16 // x.element_size())]
+    torch.testing.assert_close(loss.double(), ce.cross_entropy_ref(x, t), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("case, config, aligned", [
+    ("contiguous odd rows", {"BLOCK_SIZE": 16}, True),
+    ("x one element past a 16-byte boundary", {"BLOCK_SIZE": 16}, False),
+    ("a stride of 16 elements: Triton sees the groups", {"BLOCK_SIZE": 16}, False),
+    ("rows a program", {"BLOCK_SIZE": 512}, False),
+])
+def test_cross_entropy_rows_are_cut_only_where_x_is_aligned_one_row_a_program(record_launches, case, config,
+                                                                               aligned):
+    ce = _template("cross-entropy")
+    launched = record_launches(ce, "_ce_rows", lambda grid, args, kw: kw["ALIGNED"])
+    V = 80 if "stride of 16" in case else 67
+    x = _misaligned(6, V, torch.float16) if "past" in case else (torch.randn(6, V) * 3).to(torch.float16)
+    t = torch.randint(0, V, (6,))
+    loss = ce.cross_entropy(x, t, config=config)
+    assert launched == [aligned]
+    torch.testing.assert_close(loss.double(), ce.cross_entropy_ref(x, t), rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("N, even_programs, masked_programs, even", [
     # fp32 whole rows (BLOCK_SIZE 64): programs an SM unmasked and masked -> EVEN of the launch
     (256, 2, 2, True),  # rows of exactly BLOCK_N, unmasked at no cost
@@ -930,8 +1041,8 @@ def test_streamed_rmsnorm_row_loop_covers_every_row():
     torch.testing.assert_close(out.double(), m.rmsnorm_ref(x, w), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
-def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name):
+@pytest.mark.parametrize("name, aligned", [("softmax", False), ("softmax", True), ("rmsnorm", False)])
+def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name, aligned):
     # The interpreter runs one program after another, so only a team of one program can run here
     # (siblings would wait for each other forever): each program publishes and reads back its own
     # stamped words, through 4 buffers and more than 128 rows (the stamp is the iteration % 128), and
@@ -949,7 +1060,9 @@ def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name):
     words.fill_(m.UNSTAMPED.value)
     rows = (M, N, x.stride(0), y.stride(0))
     args = (x, y, words, exits, *rows) if name == "softmax" else (x, w, y, words, exits, *rows, m.EPS)
-    getattr(m, f"_{name}_split")[(teams,)](*args, BLOCK_N=block, P=1, P_POW2=1, MAX_SPIN=4)
+    # softmax's rows of 50 fp32 elements start 8 bytes into a 16-byte group every other row: ALIGNED cuts them
+    cut = {"ALIGNED": aligned, "VEC": 4} if name == "softmax" else {}
+    getattr(m, f"_{name}_split")[(teams,)](*args, BLOCK_N=block, P=1, P_POW2=1, MAX_SPIN=4, **cut)
     ref = m.softmax_ref(x) if name == "softmax" else m.rmsnorm_ref(x, w)
     torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)
     assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()

@@ -75,6 +75,12 @@ SHORT_16BIT = [
 # exp(x - m) is computed as exp2(x * log2(e) - m * log2(e)): one fused multiply-add and one ex2 per
 # logit, where exp(x - m) costs a subtract, a multiply and the ex2 (the 16-bit rows of 1024 are bound
 # by instruction issue, not memory: experiments/worst-shapes-h200/).
+# ALIGNED_BODY: rows whose stride is not a multiple of 16 logits (vocabularies of 50257, 30522) start
+# anywhere within a 16-byte group, so Triton, which sees neither the start's alignment nor a mask constant
+# over 8-element groups, loads them element by element. Where x is 16-byte aligned (_aligned_body), each
+# row (each chunk, in _ce_split) is cut at those boundaries (_aligned_span): a body of whole groups, from
+# its start rounded up to its end rounded down, loaded as 16-byte vectors, and the under 2 x 8 logits left
+# at its two ends, loaded element by element before it.
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 
 
@@ -87,8 +93,40 @@ def cross_entropy_ref(x: torch.Tensor, target: torch.Tensor, ignore_index: int =
 
 
 @triton.jit
+def _aligned_span(start, end, VEC: tl.constexpr):
+    # Elements [start, end) of a tensor whose base is 16-byte aligned, cut at 16-byte boundaries (see
+    # ALIGNED_BODY): (a0, b0), the body's whole VEC-element groups [a0, b0), and the up to 2 (VEC - 1)
+    # elements left at its ends on 2 VEC lanes (head [start, a0), then tail [b0, end)) with their mask.
+    a0 = tl.multiple_of((start + VEC - 1) // VEC * VEC, VEC)
+    b0 = tl.multiple_of(tl.maximum(end // VEC * VEC, a0), VEC)  # a row inside one group: no body
+    j = tl.arange(0, 2 * VEC)
+    edge = tl.where(j < VEC, start + j, b0 + j - VEC)
+    return a0, b0, edge, edge < tl.where(j < VEC, tl.minimum(a0, end), end)
+
+
+@triton.jit
+def _aligned_max_sum(x_ptr, start, end, BLOCK_N: tl.constexpr, VEC: tl.constexpr, NUM_STAGES: tl.constexpr):
+    # (max, sum of exp(x - max)) of elements [start, end) of x, their edge first, then their body in
+    # BLOCK_N-wide steps of 16-byte vectors (see ALIGNED_BODY)
+    a0, b0, edge, edge_ok = _aligned_span(start, end, VEC)
+    xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
+    m = tl.max(xe, axis=0)
+    s = tl.sum(tl.exp2(xe * LOG2E - tl.where(m == -float("inf"), 0.0, m) * LOG2E), axis=0)
+    cols = tl.arange(0, BLOCK_N)
+    for c in tl.range(0, tl.cdiv(b0 - a0, BLOCK_N), num_stages=NUM_STAGES):
+        offs = a0 + c * BLOCK_N + cols
+        x = tl.load(x_ptr + offs, mask=offs < b0, other=-float("inf")).to(tl.float32)
+        new_m = tl.maximum(m, tl.max(x, axis=0))
+        safe = tl.where(new_m == -float("inf"), 0.0, new_m) * LOG2E
+        s = s * tl.exp2(m * LOG2E - safe) + tl.sum(tl.exp2(x * LOG2E - safe), axis=0)
+        m = new_m
+    return m, s
+
+
+@triton.jit
 def _ce_rows(x_ptr, t_ptr, loss_ptr, M, V, stride_x, ignore_index,
-             BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr):
+             BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr,
+             ALIGNED: tl.constexpr, VEC: tl.constexpr):
     # EVEN: M % ROWS == 0 and V % BLOCK_N == 0, so the logits need no mask. At rows of 1024 in 16 bits
     # this kernel is bound by instruction issue (experiments/worst-shapes-h200/: SM 82%, DRAM 46%), and
     # a mask costs a compare, an and and a select per logit. With the target loads moved first (below)
@@ -104,19 +142,23 @@ def _ce_rows(x_ptr, t_ptr, loss_ptr, M, V, stride_x, ignore_index,
     t = tl.load(t_ptr + rows, mask=row_ok, other=ignore_index)
     keep = row_ok & (t != ignore_index)
     xt = tl.load(x_ptr + rows64 * stride_x + tl.where(keep, t, 0), mask=keep, other=0.0).to(tl.float32)
-    m = tl.full([ROWS], -float("inf"), tl.float32)
-    s = tl.zeros([ROWS], tl.float32)
-    for start in tl.range(0, V, BLOCK_N, num_stages=NUM_STAGES):
-        logits = x_ptr + rows64[:, None] * stride_x + start + cols[None, :]
-        if EVEN:
-            x = tl.load(logits).to(tl.float32)
-        else:
-            ok = row_ok[:, None] & (start + cols[None, :] < V)
-            x = tl.load(logits, mask=ok, other=-float("inf")).to(tl.float32)
-        new_m = tl.maximum(m, tl.max(x, axis=1))
-        safe = tl.where(new_m == -float("inf"), 0.0, new_m) * LOG2E  # rows of only -inf so far
-        s = s * tl.exp2(m * LOG2E - safe) + tl.sum(tl.exp2(x * LOG2E - safe[:, None]), axis=1)
-        m = new_m
+    if ALIGNED:  # one row a program (ROWS 1), cut at 16-byte boundaries: see ALIGNED_BODY
+        start = tl.program_id(0).to(tl.int64) * stride_x
+        m, s = _aligned_max_sum(x_ptr, start, start + V, BLOCK_N, VEC, NUM_STAGES)
+    else:
+        m = tl.full([ROWS], -float("inf"), tl.float32)
+        s = tl.zeros([ROWS], tl.float32)
+        for start in tl.range(0, V, BLOCK_N, num_stages=NUM_STAGES):
+            logits = x_ptr + rows64[:, None] * stride_x + start + cols[None, :]
+            if EVEN:
+                x = tl.load(logits).to(tl.float32)
+            else:
+                ok = row_ok[:, None] & (start + cols[None, :] < V)
+                x = tl.load(logits, mask=ok, other=-float("inf")).to(tl.float32)
+            new_m = tl.maximum(m, tl.max(x, axis=1))
+            safe = tl.where(new_m == -float("inf"), 0.0, new_m) * LOG2E  # rows of only -inf so far
+            s = s * tl.exp2(m * LOG2E - safe) + tl.sum(tl.exp2(x * LOG2E - safe[:, None]), axis=1)
+            m = new_m
     loss = tl.where(keep, m + tl.log(s) - xt, 0.0)
     tl.store(loss_ptr + rows, loss, mask=row_ok)
 
@@ -124,7 +166,7 @@ def _ce_rows(x_ptr, t_ptr, loss_ptr, M, V, stride_x, ignore_index,
 @triton.jit
 def _ce_split(x_ptr, t_ptr, loss_ptr, ws_ptr, cnt_ptr, M, V, stride_x, ignore_index,
               BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr,
-              NUM_STAGES: tl.constexpr):
+              NUM_STAGES: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr):
     pid = tl.program_id(0)
     row = pid // P
     part = pid % P
@@ -132,14 +174,18 @@ def _ce_split(x_ptr, t_ptr, loss_ptr, ws_ptr, cnt_ptr, M, V, stride_x, ignore_in
     cols = tl.arange(0, BLOCK_N)
     lo = part * CHUNK
     hi = tl.minimum(lo + CHUNK, V)
-    m = -float("inf")
-    s = 0.0
-    for start in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
-        x = tl.load(x_row + start + cols, mask=start + cols < hi, other=-float("inf")).to(tl.float32)
-        new_m = tl.maximum(m, tl.max(x, axis=0))
-        safe = tl.where(new_m == -float("inf"), 0.0, new_m) * LOG2E
-        s = s * tl.exp2(m * LOG2E - safe) + tl.sum(tl.exp2(x * LOG2E - safe), axis=0)
-        m = new_m
+    if ALIGNED:  # see ALIGNED_BODY
+        row_start = tl.cast(row, tl.int64) * stride_x
+        m, s = _aligned_max_sum(x_ptr, row_start + lo, row_start + hi, BLOCK_N, VEC, NUM_STAGES)
+    else:
+        m = -float("inf")
+        s = 0.0
+        for start in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
+            x = tl.load(x_row + start + cols, mask=start + cols < hi, other=-float("inf")).to(tl.float32)
+            new_m = tl.maximum(m, tl.max(x, axis=0))
+            safe = tl.where(new_m == -float("inf"), 0.0, new_m) * LOG2E
+            s = s * tl.exp2(m * LOG2E - safe) + tl.sum(tl.exp2(x * LOG2E - safe), axis=0)
+            m = new_m
     slot = ws_ptr + (tl.cast(row, tl.int64) * P + part) * 2
     tl.store(slot, m)
     tl.store(slot + 1, s)
@@ -187,6 +233,13 @@ def _counters(device, n: int) -> torch.Tensor:
     return c
 
 
+def _aligned_body(x) -> bool:
+    """Whether x's rows can be cut at 16-byte boundaries (see ALIGNED_BODY): x 16-byte aligned (Triton then
+    specializes its pointer on 16), and its row stride not a multiple of 16 elements, which Triton would
+    see by itself (it specializes integers on 16)."""
+    return x.data_ptr() % 16 == 0 and x.stride(0) % 16 != 0
+
+
 last_config = {}  # which kernel served the latest launch (the benchmark reports it: Spec.launched)
 
 
@@ -211,18 +264,21 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, out: torch.Tensor | Non
         P = max(P, min(triton.cdiv(V, MIN_SPLIT_BLOCKS * block), triton.next_power_of_2(triton.cdiv(programs, M))))
         chunk = triton.cdiv(triton.cdiv(V, P), block) * block
         P = triton.cdiv(V, chunk)
+    aligned = _aligned_body(x)
     if P == 1:
         block_n = min(max(16, triton.next_power_of_2(V)), block)
         rows = max(1, block // block_n)
-        last_config["kernel"] = "_ce_rows"
+        aligned = aligned and rows == 1
+        last_config.update(kernel="_ce_rows", ALIGNED=aligned)
         _ce_rows[(triton.cdiv(M, rows),)](x, target, loss, M, V, x.stride(0), ignore_index,
                                           BLOCK_N=block_n, ROWS=rows, NUM_STAGES=num_stages,
-                                          EVEN=M % rows == 0 and V % block_n == 0,
-                                          num_warps=num_warps, num_stages=num_stages)
+                                          EVEN=M % rows == 0 and V % block_n == 0, ALIGNED=aligned,
+                                          VEC=16 // x.element_size(), num_warps=num_warps, num_stages=num_stages)
         return loss
     ws = torch.empty(M * P * 2, device=x.device, dtype=torch.float32)
-    last_config["kernel"] = "_ce_split"
+    last_config.update(kernel="_ce_split", ALIGNED=aligned)
     _ce_split[(M * P,)](x, target, loss, ws, _counters(x.device, M), M, V, x.stride(0), ignore_index,
                         BLOCK_N=min(block, chunk), CHUNK=chunk, P=P, P_POW2=triton.next_power_of_2(P),
-                        NUM_STAGES=num_stages, num_warps=num_warps, num_stages=num_stages)
+                        NUM_STAGES=num_stages, ALIGNED=aligned, VEC=16 // x.element_size(),
+                        num_warps=num_warps, num_stages=num_stages)
     return loss

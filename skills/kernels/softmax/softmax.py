@@ -129,6 +129,18 @@ IN_FLIGHT_BYTES = 64 * 1024
 # element, the grouped row took 110 registers at 5000 (compiled for sm_90 by Triton 3.6) where the plain
 # row takes 58.
 GROUPED_ROW_MAX = 16384
+# ALIGNED_BODY: rows whose length or stride is not a multiple of 16 elements (vocabularies of 50257,
+# 30522; key lengths of 4097, 8193) start anywhere within a 16-byte group, so Triton, which sees neither
+# the start's alignment nor a mask constant over 8-element groups, loads and stores them element by element
+# (compiled for sm_90: 32 ld.global.b16 a thread at 8192 on 8 warps). Where x and y share the row's offsets
+# from 16-byte boundaries (_aligned_body), each row is cut at those boundaries (_aligned_span): a body of
+# whole groups, from the row's start rounded up to its end rounded down, loaded and stored as 16-byte
+# vectors (4 ld.global.v4 there, and one ld.global.b16 for the edge), and the under 2 x 8 elements left
+# at its two ends, loaded element by element beside it.
+# ROW_UNIT: rows in whole 16-byte groups but not 16-element ones (3000 or 1000 16-bit elements) start on
+# a group boundary, which Triton cannot see (it specializes integers on 16 only): the row-tile kernel is
+# passed their length and strides in units of a group (_row_unit) and multiplies them back, so that Triton
+# proves each row's groups and loads them as 16-byte vectors.
 GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # 16-bit rows over GROUPED_ROW_MAX go to _softmax_smem_team on NVIDIA GPUs (Gluon): parts of NCH chunks of
 # CHUNK elements, num_warps warps, up to PROGRAMS_PER_SM programs an SM (as many as fit). On the H200 (the
@@ -228,8 +240,13 @@ def _exp(x):
 
 @triton.jit
 def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
-                  BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr):
+                  BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr,
+                  UNIT: tl.constexpr):
     # EVEN: N == BLOCK_N and M a multiple of ROWS, so no element needs a mask (see _exp).
+    # N and the strides come in units of UNIT elements (see ROW_UNIT).
+    N = N * UNIT
+    stride_x = stride_x * UNIT
+    stride_y = stride_y * UNIT
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -257,8 +274,20 @@ def _max_sum(m_a, s_a, m_b, s_b):
 
 
 @triton.jit
+def _aligned_span(start, end, VEC: tl.constexpr):
+    # Elements [start, end) of a tensor whose base is 16-byte aligned, cut at 16-byte boundaries (see
+    # ALIGNED_BODY): (a0, b0), the body's whole VEC-element groups [a0, b0), and the up to 2 (VEC - 1)
+    # elements left at its ends on 2 VEC lanes (head [start, a0), then tail [b0, end)) with their mask.
+    a0 = tl.multiple_of((start + VEC - 1) // VEC * VEC, VEC)
+    b0 = tl.multiple_of(tl.maximum(end // VEC * VEC, a0), VEC)  # a row inside one group: no body
+    j = tl.arange(0, 2 * VEC)
+    edge = tl.where(j < VEC, start + j, b0 + j - VEC)
+    return a0, b0, edge, edge < tl.where(j < VEC, tl.minimum(a0, end), end)
+
+
+@triton.jit
 def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, GROUPED: tl.constexpr,
-                 GROUP: tl.constexpr):
+                 GROUP: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     if GROUPED:  # see GROUPED_ROW_MAX
         offs = tl.arange(0, BLOCK_N // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
@@ -273,13 +302,26 @@ def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, GRO
         # before the first reduction; written from m_g, it held the last quarter's load back until after
         # the groups' sums (53 registers for 58): 82% of copy at 8192x16384 bf16 against 96.5
         y = e * (_exp(tl.minimum(safe_g - m, 0.0)) / s)[:, None]
+        tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
+    elif ALIGNED:  # see ALIGNED_BODY
+        a0, b0, edge, edge_ok = _aligned_span(row * stride_x, row * stride_x + N, VEC)
+        body = a0 + tl.arange(0, BLOCK_N)
+        body_ok = body < b0
+        xb = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
+        xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
+        m = tl.maximum(tl.max(xb, axis=0), tl.max(xe, axis=0))
+        eb = _exp(xb - m)
+        ee = _exp(xe - m)
+        inv = 1.0 / (tl.sum(eb, axis=0) + tl.sum(ee, axis=0))
+        tl.store(y_ptr + body, (eb * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
+        tl.store(y_ptr + edge, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
     else:
         offs = tl.arange(0, BLOCK_N)
         ok = offs < N
         xf = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=-float("inf")).to(tl.float32)
         e = _exp(xf - tl.max(xf, axis=0))
         y = e * (1.0 / tl.sum(e, axis=0))
-    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -461,8 +503,34 @@ def _unstamp(words, exits, team, slots, WORDS: tl.constexpr, P: tl.constexpr):
 
 
 @triton.jit
+def _chunk(row, stride, part, N, BLOCK_N: tl.constexpr, VEC: tl.constexpr, ALIGNED: tl.constexpr):
+    # Offsets and masks of the columns [part * BLOCK_N, (part + 1) * BLOCK_N) of a row: cut at 16-byte
+    # boundaries where ALIGNED (see ALIGNED_BODY), else one run of columns and an edge of no element.
+    start = row * stride + part * BLOCK_N
+    if ALIGNED:
+        a0, b0, edge, edge_ok = _aligned_span(start, row * stride + tl.minimum((part + 1) * BLOCK_N, N), VEC)
+        body = a0 + tl.arange(0, BLOCK_N)
+        body_ok = body < b0
+    else:
+        cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+        body, body_ok = row * stride + cols, cols < N
+        edge = start + tl.arange(0, 2 * VEC)
+        edge_ok = edge < start
+    return body, body_ok, edge, edge_ok
+
+
+@triton.jit
+def _chunk_max_sum(xb, xe):
+    # (max, sum of exp(x - max)) of a chunk held as body and edge; a chunk of only -inf: (-inf, 0)
+    m = tl.maximum(tl.max(xb, axis=0), tl.max(xe, axis=0))
+    safe = tl.where(m == -float("inf"), 0.0, m)
+    return m, tl.sum(_exp(xb - safe), axis=0) + tl.sum(_exp(xe - safe), axis=0)
+
+
+@triton.jit
 def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
-                   BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr):
+                   BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr,
+                   ALIGNED: tl.constexpr, VEC: tl.constexpr):
     # Program `part` of team `team` owns columns [part*BLOCK_N, (part+1)*BLOCK_N)
     # of rows team, team + n_teams, ... Per row it publishes its partial
     # (max, sum) as two stamped words (_stamp). The exchange is
@@ -470,28 +538,29 @@ def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
     # for its siblings' row-i partials, so the wait overlaps a whole chunk load.
     # A program can then be up to 3 rows ahead of a sibling that is still
     # reading, hence 4 buffers of partials (indexed by iteration % 4).
+    # ALIGNED: stride_x == stride_y, and each chunk is cut at 16-byte boundaries (see ALIGNED_BODY).
     pid = tl.program_id(0)
     team = pid // P
     part = pid % P
     n_teams = tl.num_programs(0) // P
-    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    ok = cols < N
     slots = tl.arange(0, P_POW2)
 
     # row `team` (< M: the launcher never makes more teams than rows)
-    xf = tl.load(x_ptr + tl.cast(team, tl.int64) * stride_x + cols, mask=ok, other=-float("inf")).to(tl.float32)
-    m = tl.max(xf, axis=0)
+    body, body_ok, edge, edge_ok = _chunk(tl.cast(team, tl.int64), stride_x, part, N, BLOCK_N, VEC, ALIGNED)
+    xb = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
+    xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
+    m, s = _chunk_max_sum(xb, xe)
     _stamp(words, team * 8 * P + part, m, 0)
-    _stamp(words, (team * 8 + 1) * P + part, tl.sum(_exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0), 0)
+    _stamp(words, (team * 8 + 1) * P + part, s, 0)
 
     it = 0
     for row in range(team, M, n_teams):
         # next row: load, reduce, publish
         nxt = tl.minimum(row + n_teams, M - 1)  # past the last row: that row again, published, unused
-        xn = tl.load(x_ptr + tl.cast(nxt, tl.int64) * stride_x + cols, mask=ok,
-                     other=-float("inf")).to(tl.float32)
-        mn = tl.max(xn, axis=0)
-        sn = tl.sum(_exp(xn - tl.where(mn == -float("inf"), 0.0, mn)), axis=0)  # a chunk of only -inf: 0
+        body, body_ok, edge, edge_ok = _chunk(tl.cast(nxt, tl.int64), stride_x, part, N, BLOCK_N, VEC, ALIGNED)
+        xbn = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
+        xen = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
+        mn, sn = _chunk_max_sum(xbn, xen)
         nbuf = (team * 4 + (it + 1) % 4) * 2
         _stamp(words, nbuf * P + part, mn, it + 1)
         _stamp(words, (nbuf + 1) * P + part, sn, it + 1)
@@ -501,9 +570,11 @@ def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
         ps = tl.where(slots < P, _stamped(words, (buf + 1) * P + slots, slots, it, P, MAX_SPIN), 0.0)
         gm = tl.max(pm, axis=0)
         inv = 1.0 / tl.sum(ps * _exp(pm - gm), axis=0)
-        tl.store(y_ptr + tl.cast(row, tl.int64) * stride_y + cols,
-                 (_exp(xf - gm) * inv).to(y_ptr.dtype.element_ty), mask=ok)
-        xf = xn
+        body, body_ok, edge, edge_ok = _chunk(tl.cast(row, tl.int64), stride_y, part, N, BLOCK_N, VEC, ALIGNED)
+        tl.store(y_ptr + body, (_exp(xb - gm) * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
+        tl.store(y_ptr + edge, (_exp(xe - gm) * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
+        xb = xbn
+        xe = xen
         it += 1
     _unstamp(words, exits, team, slots, 8, P)
 
@@ -664,8 +735,10 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         one_row_warps = next((w for longest, w in FP32_ROW_WARPS if block_n <= longest), None)
         if config is None and x.element_size() == 4 and one_row_warps and _on_nvidia_gpu(x):
             rows, num_warps = 1, one_row_warps
-        args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
-        consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "EVEN": N == block_n and M % rows == 0}
+        unit = _row_unit(x2, y2)
+        args = (x2, y2, M, N // unit, x2.stride(0) // unit, y2.stride(0) // unit)
+        consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "EVEN": N == block_n and M % rows == 0,
+                  "UNIT": unit}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
         grid = (_rows_grid(M, rows, sms, occ, cfg),)
         # BLOCK_SIZE and num_warps as launched: the sweep's "ran" column then says when fp32 rows ran one
@@ -691,7 +764,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         if stages:
             args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
             consts = {"BLOCK_N": triton.next_power_of_2(N), "ROWS": 1, "NUM_STAGES": stages,
-                      "EVEN": N == triton.next_power_of_2(N)}
+                      "EVEN": N == triton.next_power_of_2(N), "UNIT": 1}
             warps = PIPELINED_ROWS["num_warps"]
             occ = _programs_per_sm(_softmax_rows, args, consts, warps, stages, dev)
             last_config["kernel"] = "_softmax_rows"
@@ -705,11 +778,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         grouped = x.element_size() == 2 and N <= GROUPED_ROW_MAX and _rows_of_16(x2, y2)
         args = (x2, y2, N, x2.stride(0), y2.stride(0))
         block_n = triton.next_power_of_2(N)
-        consts = {"BLOCK_N": block_n, "GROUPED": grouped, "GROUP": min(GROUP, block_n)}
+        consts = {"BLOCK_N": block_n, "GROUPED": grouped, "GROUP": min(GROUP, block_n),
+                  "ALIGNED": not grouped and _aligned_body(x2, y2), "VEC": 16 // x.element_size()}
         warps = WHOLE_ROW_WARPS
         if not grouped and N <= GROUPED_ROW_MAX and _on_nvidia_gpu(x):  # see ROW_WARPS
             warps = _row_warps(_softmax_row, args, consts, M, N * x.element_size(), sms, dev)
-        last_config["kernel"] = "_softmax_row"
+        last_config.update(kernel="_softmax_row", ALIGNED=consts["ALIGNED"])
         _softmax_row[(M,)](*args, **consts, num_warps=warps)
         return y
 
@@ -730,12 +804,12 @@ def _launch_split(x2, y2, M, N, sms) -> bool:
     args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
     P = triton.cdiv(N, SPLIT["BLOCK_N"])
     consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN,
-              "maxnreg": SPLIT["maxnreg"]}
+              "ALIGNED": _aligned_body(x2, y2), "VEC": 16 // x2.element_size(), "maxnreg": SPLIT["maxnreg"]}
     occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, x2.device)
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
-    last_config["kernel"] = "_softmax_split"
+    last_config.update(kernel="_softmax_split", ALIGNED=consts["ALIGNED"])
     _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
     return True
 
@@ -770,6 +844,23 @@ def _rows_of_16(x2, y2) -> bool:
     """Whether Triton sees these rows' length, row stride and start as multiples of 16 elements (it
     specializes arguments on 16): then a mask covers whole 8-element groups of a 16-bit row."""
     return all(t.shape[-1] % 16 == 0 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (x2, y2))
+
+
+def _aligned_body(x2, y2) -> bool:
+    """Whether a row's elements sit at the same offsets from 16-byte boundaries in x and y, and Triton
+    does not already see them in 16-element groups (_rows_of_16): x and y 16-byte aligned (Triton then
+    specializes their pointers on 16), one row stride. Then each row can be loaded and stored as 16-byte
+    vectors over its whole groups, and element by element only at its ends (see ALIGNED_BODY)."""
+    return (x2.stride(0) == y2.stride(0) and x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0
+            and x2.element_size() == y2.element_size() and not _rows_of_16(x2, y2))
+
+
+def _row_unit(x2, y2) -> int:
+    """The 16-byte group's elements where the rows' length and both strides are multiples of it, x and y
+    16-byte aligned, and Triton does not already see them in 16-element groups; else 1 (see ROW_UNIT)."""
+    vec = 16 // x2.element_size()
+    whole = all(n % vec == 0 for n in (x2.shape[-1], x2.stride(0), y2.stride(0)))
+    return vec if whole and x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0 and not _rows_of_16(x2, y2) else 1
 
 
 def _launch_smem_team(x2, y2, M, N, sms) -> bool:
