@@ -2,8 +2,8 @@
 
     python benchmarks/tune/leave_one_out.py [--jobs 2] [--starts 100] [--choose-starts 30] [--markdown FILE]
 
-The spaces: the five measured on the H200 (experiments/tune/h200/), one on an H100
-(experiments/tune/h100/spaces/: cross-entropy's SUBSPACES) and the synthetic ones of
+The spaces: the five measured on the H200 (experiments/tune/h200/), two on an H100
+(experiments/tune/h100/spaces/: cross-entropy's SUBSPACES and flash-attention's whole space) and the synthetic ones of
 benchmarks/tune/synthetic.py (two seeds of each shape). For each space, the model's settings (GRID:
 kgit.model.search's curvature, space-filling start, what a step of more than two keys must promise, and
 whether its length scales are fitted to the scores, after 4 of them, or never) are chosen on the other spaces alone, on a seeded sample of their starts (--choose-starts):
@@ -51,7 +51,9 @@ MEASURED = {  # name: (family, table, re-measured leaders)
     "softmax": ("softmax", H200 / "spaces" / "space-softmax.json", None),
     "rmsnorm": ("rmsnorm", H200 / "spaces" / "space-rmsnorm.json", None),
     "layernorm": ("layernorm", H200 / "spaces" / "space-layernorm.json", None),
-    "cross-entropy": ("cross-entropy", H100 / "space-cross-entropy.json", None)}
+    "cross-entropy": ("cross-entropy", H100 / "space-cross-entropy.json", None),
+    # filled from its 59 measured representatives by benchmarks/tune/attention_space.py
+    "flash-attention": ("flash-attention", H100 / "space-flash-attention-whole.json", None)}
 # The part of a table replayed where the whole space was not measured: a product of fewer values, whole
 # (experiments/tune/h100/spaces/README.md says why)
 SUBSPACES = {"cross-entropy": {"CHUNK": [16384, 131072], "num_stages": [1, 3]}}
