@@ -28,6 +28,7 @@ class LoopState:
     cfg: config.KernelConfig
     stopped: StopReason | None
     steps: int = 0  # the steps the loop has taken (steps_taken)
+    best: tuple[str, Record] | None = None  # the best iteration's (commit, record): decide.best_pair
 
     @property
     def records(self) -> list[Record]:
@@ -74,7 +75,7 @@ def loop_state(repo: Repo, kernel: str | None, overrides: dict) -> LoopState:
                             f"{refs.branch(kernel)})", f"'git checkout {refs.branch(kernel)}', where its loop runs") from None
         raise
     steps = steps_taken(history)
-    return LoopState(history, cfg, decide.stop_reason(records, cfg, steps), steps)
+    return LoopState(history, cfg, decide.stop_reason(records, cfg, steps), steps, decide.best_pair(history.pairs))
 
 
 def steps_taken(history: notes.History) -> int:
@@ -321,7 +322,7 @@ def _loop_run(pairs: list[tuple[str, Record]], best: Record | None) -> list[Reco
 def status(repo: Repo, kernel: str, overrides: dict | None = None) -> Status:
     state = loop_state(repo, kernel, overrides or {})
     history, records, cfg = state.history, state.records, state.cfg
-    best_commit, top = decide.best_pair(history.pairs) or (None, None)
+    best_commit, top = state.best or (None, None)
     target = decide.target_value(cfg, top) if top else None
     on_branch = read.current_kernel(repo) == kernel
     gap = None  # how far the best is from the target: positive while not reached, whichever way the figure runs

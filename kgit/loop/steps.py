@@ -98,7 +98,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
     record = decide.new_record(cfg, 0, "baseline", None, runs[0], Status.BASELINE, None, started, head,
                                measured, environment)
     record = record.replace(measurement=dataclasses.replace(record.measurement, spread=spread),
-                            launched=launched_in(runs[0]))
+                            launched=runs[0].launched)
     # the loop's own settings: later commands start from them
     record = record.replace(options=overrides)
     proposal = decide.proposed_target(record) if record.target is None else None
@@ -180,7 +180,7 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
         comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress)
     except KeyboardInterrupt:
         comparison = never_measured(not_run(INTERRUPTED_BY_USER))
-    untested, comparison = check_run(before.change, comparison, untested, allow_untested)
+    untested, comparison = decide.check_run(before.change, comparison, untested, allow_untested)
     record = decided_record(state, journal, comparison, environment, overrides, keep_anyway=keep_anyway,
                             agent_turn=agent_turn, repeats=repeats, untested=untested,
                             test_changed=before.test_changed_since_best)
@@ -229,10 +229,10 @@ def read_before_step(repo: Repo, overrides: dict) -> Before:
     # advice after an interruption is to step the same change again.
     tried = [(sha, record) for sha, record in state.history.pairs if _ran(record)]
     # HEAD's kernel is the latest one the branch kept: what its run launched says what the test runs,
-    # unless the test changed since (check_run then tells from the candidate's own run)
+    # unless the test changed since (decide.check_run then tells from the candidate's own run)
     kept = [pair for pair in state.history.pairs if pair[1].status.on_branch]
     kept_commit, kept_record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
-    best_commit = (decide.best_pair(state.history.pairs) or (None, None))[0]
+    best_commit = (state.best or (None, None))[0]
     # One git process names the blobs: HEAD's test, the kept and the best iteration's (a test changed
     # since differs in its blob), HEAD's kernel and every earlier iteration's; each kernel's code is
     # parsed once per repository (a blob's digest is remembered)
@@ -320,7 +320,7 @@ def check_tested(before: Before, allow: bool) -> tuple[str, ...] | None:
     """What the change touches of the kernel file that its test never ran (kgit.model.coverage), by the
     kernels the test launched in the run of HEAD's kernel; refuse it (Untested) unless allow. None where
     nothing is untested, or where that run cannot tell: it recorded no launch (an older kgit's record; a
-    test whose kernels kgit's device timing does not see), or the test changed since (check_run then
+    test whose kernels kgit's device timing does not see), or the test changed since (decide.check_run then
     tells from the candidate's own run)."""
     state, change, launched = before.state, before.change, before.head_launched
     if change is None or not launched:
@@ -338,23 +338,6 @@ def check_tested(before: Before, allow: bool) -> tuple[str, ...] | None:
                    f"changed {shown_names}, which the test never runs")
 
 
-def check_run(change: tuple[str, str] | None, comparison: Comparison, untested: tuple[str, ...] | None,
-              allow: bool) -> tuple[tuple[str, ...] | None, Comparison]:
-    """The same check by the kernels the candidate's own run launched, for what check_tested could not
-    tell: a change to what that run never ran fails, or with allow is recorded as untested."""
-    launched = launched_in(comparison.first) if comparison.first is not None else None
-    if change is None or not launched or not comparison.first.passed:
-        return untested, comparison
-    names = [name for name in coverage.untested(*change, set(launched)) if name not in (untested or ())]
-    if not names:
-        return untested, comparison
-    if allow:
-        return (*(untested or ()), *names), comparison
-    return untested, never_measured(not_run(f"the test never ran {', '.join(names)}, which this change touches: its "
-                                            "verdict would say nothing of them (kgit step --allow-untested records such "
-                                            "a change as untested)", comparison.first.output_tail))
-
-
 def never_ran(repo: Repo, path: str, launched: tuple[str, ...] | None) -> list[str]:
     """The kernels of HEAD's kernel file that a test which launched these never ran: what a step may not
     change. Empty where no launch was recorded."""
@@ -363,11 +346,6 @@ def never_ran(repo: Repo, path: str, launched: tuple[str, ...] | None) -> list[s
         return []
     ran = coverage.ran(found, set(launched))
     return [name for name, part in found.items() if part.kind == "kernel" and name not in ran]
-
-
-def launched_in(result) -> tuple[str, ...] | None:
-    """The kernel file's kernels a run launched, as kgit's device timing recorded them."""
-    return result.device.kernels if result.device else None
 
 
 def _ran(record: Record) -> bool:
@@ -381,7 +359,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
                       progress=None, gpu: str | None = None) -> Comparison:
     """Measure a candidate (a commit, or HEAD with the kernel replaced by source) against the best,
     pair by pair, each in its own worktree."""
-    best_commit, best = decide.best_pair(state.history.pairs)
+    best_commit, best = state.best
     # The best's first run here fills its compile caches, unless this environment has run it already.
     warm_best = not any(same_environment(r.environment, environment)
                         for r in state.records if r.iteration >= best.iteration)
@@ -474,7 +452,7 @@ def decided_record(state: LoopState, journal, comparison: Comparison, environmen
                    keep_anyway: str | None = None, agent_turn: dict | None = None, repeats: int | None = None,
                    untested: tuple[str, ...] | None = None, test_changed: bool = False) -> Record:
     """The record of the journal's step, decided (kgit.model.decide.step_record) from its comparison."""
-    best = decide.best_record(state.records)
+    best = state.best[1] if state.best else None
     record = decide.step_record(state.cfg, journal.iteration, journal.action, journal.tier, journal.started,
                                 journal.base, comparison, best, environment, test_changed=test_changed,
                                 keep_anyway=keep_anyway, step=state.steps + 1)
@@ -484,7 +462,7 @@ def decided_record(state: LoopState, journal, comparison: Comparison, environmen
         record = record.replace(agent=agent_turn)
     if repeats is not None:  # kgit step --again: the same kernel code as that iteration, measured again
         record = record.replace(repeats=repeats)
-    return record.replace(launched=launched_in(comparison.first), untested=untested)
+    return record.replace(launched=comparison.first.launched if comparison.first else None, untested=untested)
 
 
 MAX_MESSAGE = 500  # characters of a change's one line: a commit subject and a cell of the log's table

@@ -11,10 +11,11 @@ import math
 from kgit import gpu
 from kgit.model.kernel_config import KernelConfig
 from kgit.errors import KgitError
-from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, smallest_keepable_pct
+from kgit.model import coverage
+from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, never_measured, smallest_keepable_pct
 from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason, same_environment
 from kgit.model.device_time import is_positive_number
-from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, reported_latency_us, rounding_of, unit_of
+from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, not_run, reported_latency_us, rounding_of, unit_of
 
 
 def decide(comparison: Comparison, target: float | None, lower_is_better: bool = False,
@@ -352,3 +353,21 @@ def _why_noisy(run: TestResult, sd: dict) -> str | None:
 def now() -> str:
     # Microseconds: with kernel, iteration and GPU the start time names a run (two clones, one second).
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+
+
+def check_run(change: tuple[str, str] | None, comparison: Comparison, untested: tuple[str, ...] | None,
+              allow: bool) -> tuple[tuple[str, ...] | None, Comparison]:
+    """A step's check of what its change touches (kgit.model.coverage) by the kernels the candidate's own
+    run launched, for what the run of HEAD's kernel could not tell (kgit.loop.steps.check_tested): a
+    change to what that run never ran fails, or with allow is recorded as untested."""
+    launched = comparison.first.launched if comparison.first is not None else None
+    if change is None or not launched or not comparison.first.passed:
+        return untested, comparison
+    names = [name for name in coverage.untested(*change, set(launched)) if name not in (untested or ())]
+    if not names:
+        return untested, comparison
+    if allow:
+        return (*(untested or ()), *names), comparison
+    return untested, never_measured(not_run(f"the test never ran {', '.join(names)}, which this change touches: its "
+                                            "verdict would say nothing of them (kgit step --allow-untested records such "
+                                            "a change as untested)", comparison.first.output_tail))

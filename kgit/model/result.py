@@ -85,6 +85,11 @@ class TestResult:
     def passed(self) -> bool:
         return self.ok and self.correctness
 
+    @property
+    def launched(self) -> tuple[str, ...] | None:
+        """The kernel file's kernels this run launched, as kgit's device timing recorded them."""
+        return self.device.kernels if self.device else None
+
 
 def not_run(reason: str, output_tail: str = "") -> TestResult:
     """The result of a test that never ran or never finished."""

@@ -317,3 +317,55 @@ def test_a_run_that_never_happened_fails_however_it_is_asked_to_be_kept():
     assert record.status == Status.FAILED
     assert record.reason == "interrupted"
     assert record.measurement.runs == 0
+
+
+# --- check_run: what the candidate's own run launched judges what its change touched ---------------
+
+TWO_KERNELS = '''import triton
+
+
+@triton.jit
+def _fwd(x):
+    return x
+
+
+@triton.jit
+def _bwd(x):
+    return x
+'''
+
+
+def launched_run(kernels, correct=True):
+    from kgit.model.device_time import DeviceTime
+
+    run = dataclasses.replace(result(100.0, correct=correct), output_tail="the test's tail")
+    return dataclasses.replace(run, device=DeviceTime(10.0, 1, kernels, "cupti", 10.0) if kernels else None)
+
+
+def measured_with(first):
+    return noise.Comparison(first=first, best=[100.0], candidate=[101.0], log_ratios=[math.log(1.01)])
+
+
+CHANGED_BWD = (TWO_KERNELS, TWO_KERNELS.replace("def _bwd(x):\n    return x", "def _bwd(x):\n    return x + 1"))
+
+
+@pytest.mark.parametrize("change, first", [
+    (None, launched_run(("_fwd",))),                     # a file added or deleted: its test judges it whole
+    (CHANGED_BWD, launched_run(None)),                   # the run recorded no launch: nothing to tell from
+    (CHANGED_BWD, launched_run(("_fwd",), correct=False)),  # a failed run fails anyway
+    (CHANGED_BWD, launched_run(("_fwd", "_bwd"))),       # the run ran what the change touched
+])
+def test_check_run_lets_through_what_it_cannot_or_need_not_judge(change, first):
+    comparison = measured_with(first)
+    assert decide.check_run(change, comparison, ("_old",), allow=False) == (("_old",), comparison)
+
+
+def test_check_run_fails_a_change_to_what_the_run_never_launched_or_records_it_with_allow():
+    comparison = measured_with(launched_run(("_fwd",)))
+    untested, failed = decide.check_run(CHANGED_BWD, comparison, None, allow=False)
+    assert untested is None and not failed.first.passed and failed.candidate == []
+    assert failed.first.reason.startswith("the test never ran _bwd, which this change touches")
+    assert failed.first.output_tail == "the test's tail"
+    # with allow, appended to what check_tested found already, once
+    assert decide.check_run(CHANGED_BWD, comparison, ("_old",), allow=True) == (("_old", "_bwd"), comparison)
+    assert decide.check_run(CHANGED_BWD, comparison, ("_bwd",), allow=True) == (("_bwd",), comparison)
