@@ -28,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import bench  # noqa: E402
 from kgit.harness import device  # noqa: E402
 from kgit.harness.timing import gpu_median_ms  # noqa: E402
 from shapes import Shape, split  # noqa: E402
@@ -107,7 +107,7 @@ KERNELS = {"softmax": _softmax, "layernorm": _layernorm, "cross-entropy": _cross
            "rotary-embedding": _rotary}
 
 
-def bench(fn) -> float:
+def time_us(fn) -> float:
     """Microseconds: kgit's median over calls on a GPU; one wall-clock call on a CPU (HELD_OUT_TINY's check)."""
     if device.on_gpu():
         return gpu_median_ms(fn, warmup_ms=10, rep_ms=40) * 1e3
@@ -146,7 +146,7 @@ def measure(spec, old, new, shape, where):
     times = {name: [] for name in outs}
     for order in (list(outs), list(reversed(outs))):
         for name in order:
-            times[name].append(bench(lambda call=calls[name], o=outs[name]: call(o)))
+            times[name].append(time_us(lambda call=calls[name], o=outs[name]: call(o)))
     for name, ts in times.items():
         row[f"{name}_us"] = sum(ts) / len(ts)
         row[f"{name}_us_rounds"] = ts
@@ -156,7 +156,7 @@ def measure(spec, old, new, shape, where):
 
 def sweep_shapes(kernel: str) -> list[Shape]:
     """The kernel test's time shapes in bf16, fp16 and fp32."""
-    spec, _ = common.load_test(common.ROOT / "skills" / "kernels" / kernel / f"test_{kernel.replace('-', '_')}.py")
+    spec, _ = bench.load_test(bench.ROOT / "skills" / "kernels" / kernel / f"test_{kernel.replace('-', '_')}.py")
     return [Shape(kernel, tuple(dims), dtype, "the kernel test's time shape")
             for dims in spec.gpu.time_shapes for dtype in ("bf16", "fp16", "fp32")]
 
@@ -200,12 +200,12 @@ def main():
     shapes.add_argument("--half", choices=("tune", "held-out"), help="shapes.py's one half alone")
     args = ap.parse_args()
     where = device.detect()["device"]
-    old, new = common.kernel_module(args.kernel, args.old_file, "old"), common.kernel_module(args.kernel, side="new")
+    old, new = bench.kernel_module(args.kernel, args.old_file, "old"), bench.kernel_module(args.kernel, side="new")
     spec = KERNELS[args.kernel]()
     if spec["torch"] is None:
         spec["torch"] = lambda i: new.rope_torch(*i)
     copy = device.measured_copy_gbps(refresh=True)
-    machine = common.machine()
+    machine = bench.machine()
     gpu = machine["gpu"]
     print(f"{args.kernel} on {gpu}, torch {machine['torch']}, triton {machine['triton']}")
     records = []

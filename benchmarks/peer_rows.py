@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import bench  # noqa: E402
 from kgit.harness import device  # noqa: E402
 from kgit.harness.timing import Timer, spread_pct  # noqa: E402
 
@@ -162,9 +162,9 @@ def main() -> None:
     shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     copy = device.measured_copy_gbps(refresh=True)
-    results = {**common.machine(), "copy_gbps_start": copy, "rows": []}
+    results = {**bench.machine(), "copy_gbps_start": copy, "rows": []}
     for kernel in args.kernels.split(","):
-        T = common.kernel_module(kernel)
+        T = bench.kernel_module(kernel)
         for M, N in shapes:
             for dname in args.dtypes.split(","):
                 row = compare(kernel, T, M, N, dname, args.rounds)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import bench  # noqa: E402
 from kgit.harness import device  # noqa: E402
 from kgit.harness.inputs import seed_everything  # noqa: E402
 from kgit.harness.run import plan_of  # noqa: E402
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE: an entry of the template's CONFIG")
     args = parser.parse_args()
 
-    spec, config = common.load_test(args.test_path)
+    spec, config = bench.load_test(args.test_path)
     for item in args.set:
         key, _, value = item.partition("=")
         if key not in config:

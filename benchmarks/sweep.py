@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from common import ROOT  # noqa: E402
+import bench  # noqa: E402
+from bench import ROOT  # noqa: E402
 from kgit import harness  # noqa: E402
 from kgit.harness import device  # noqa: E402
 
@@ -108,12 +108,12 @@ def sweep(kernels: list[str] | None, sets: dict, timer: harness.Timer, quick: bo
     unknown = sorted(set(kernels or []) - set(tests))
     if unknown:
         raise SystemExit(f"no kernel test for {', '.join(unknown)} (found: {', '.join(tests)})")
-    machine = {**common.machine(), "repeats": timer.repeats,
+    machine = {**bench.machine(), "repeats": timer.repeats,
                "copy_gbps_start": device.measured_copy_gbps(refresh=True), "copy_gbps_end": None}
     rows, results = [], {}
     report = {"machine": machine, "columns": COLUMNS, "rows": rows, "results": results}
     for name in kernels or list(tests):
-        spec, config = common.load_test(tests[name])
+        spec, config = bench.load_test(tests[name])
         if name in sets:  # for this run only
             config.update(sets[name])
         started = time.time()

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402
+import bench  # noqa: E402
 from kgit import harness  # noqa: E402
 from kgit.harness.timing import spread_pct  # noqa: E402
 from kgit.loop import tune  # noqa: E402
@@ -74,7 +74,7 @@ def subspace(space: dict, narrowed: list[str]) -> dict:
 
 def measure(test_path: Path, workdir: Path, source: str, config: dict, test_args: list[str]) -> dict:
     """The test's result for one configuration, as kgit would read it (kgit.model.result.validate)."""
-    kernel_path = workdir / common.kernel_file(test_path).name
+    kernel_path = workdir / bench.kernel_file(test_path).name
     kernel_path.write_text(tune.write_config(source, str(kernel_path), config))
     started = time.time()
     try:
@@ -94,7 +94,7 @@ def _run_test(path: Path, argv: list[str]) -> dict:
     for name, module in list(sys.modules.items()):
         if Path(getattr(module, "__file__", None) or "/").parent == path.parent:
             del sys.modules[name]
-    test = common.load_module(path, f"space_{path.stem}")
+    test = bench.load_module(path, f"space_{path.stem}")
     with contextlib.redirect_stdout(io.StringIO()):
         return harness.main(test.SPEC, argv)
 
@@ -174,7 +174,7 @@ def main() -> None:
     args.test_args = test_args  # after --: passed to the test after --json
 
     test_path = Path(args.test_path).resolve()
-    template = common.kernel_file(test_path)
+    template = bench.kernel_file(test_path)
     source = template.read_text()
     tunables = tune.read_tunables(source, str(template))
     space = subspace(tunables.space, args.subspace)  # refused before anything is measured or written

@@ -3,7 +3,7 @@
 device and its measured copy bandwidth); this module adds what a script needs around it: a module
 imported from its file, a kernel test's Spec with its kernel file's CONFIG, and the machine a run measured on.
 
-A script beside this file imports it as `common` (its own folder is first on sys.path when run as
+A script beside this file imports it as `bench` (its own folder is first on sys.path when run as
 `python benchmarks/<script>.py`); importing it puts the repository root on sys.path, for kgit.
 """
 
