@@ -80,7 +80,9 @@ SHORT_16BIT = [
 # over 8-element groups, loads them element by element. Where x is 16-byte aligned (_aligned_body), each
 # row (each chunk, in _ce_split) is cut at those boundaries (_aligned_span): a body of whole groups, from
 # its start rounded up to its end rounded down, loaded as 16-byte vectors, and the under 2 x 8 logits left
-# at its two ends, loaded element by element before it.
+# at its two ends, loaded element by element before it. Measured on the H100 against the kernels before
+# them (experiments/held-out-shapes/h100-aligned-body/), % of copy: 4096x30522 fp16 83 -> 92.5, 4096x50257
+# bf16 81 -> 92; the held-out half 1.017x, the tune half 1.023x, the sweep 1.000x.
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 
 
