@@ -41,13 +41,21 @@ def kernel_file(test_path) -> Path:
     return folder / config.kernel_file(folder.name)
 
 
-def load_test(test_path) -> tuple:
+def load_test(test_path, kernel=None) -> tuple:
     """(SPEC, CONFIG) of a kernel test: its kgit.harness.Spec, and the CONFIG dict of the kernel file it
-    imports (the one named for its folder), the one its launches read (a change to it holds for this process)."""
-    kernel = kernel_file(test_path).stem
-    sys.modules.pop(kernel, None)  # imported afresh: its CONFIG as the file has it, not as an earlier caller left it
-    test = load_module(test_path, f"test_of_{kernel}")
-    return test.SPEC, sys.modules[kernel].CONFIG
+    imports (the one named for its folder), the one its launches read (a change to it holds for this process).
+    kernel: a module to stand for that file (kernel_module's old revision of it), whose launches the Spec's
+    kernel then calls."""
+    name = kernel_file(test_path).stem
+    sys.modules.pop(name, None)  # imported afresh: its CONFIG as the file has it, not as an earlier caller left it
+    if kernel is not None:
+        sys.modules[name] = kernel  # the test's `import <name>` finds it
+    try:
+        test = load_module(test_path, f"test_of_{name}_{id(kernel)}" if kernel else f"test_of_{name}")
+        return test.SPEC, sys.modules[name].CONFIG
+    finally:
+        if kernel is not None:
+            sys.modules.pop(name, None)
 
 
 def machine() -> dict:

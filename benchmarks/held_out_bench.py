@@ -1,6 +1,8 @@
-"""One memory-bound kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: an old
-kernel file (e.g. main's version from git) against this checkout's and torch, beside the measured
-device-copy bandwidth, in one process.
+"""One kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: an old kernel file
+(e.g. main's version from git) against this checkout's and torch, in one process; a memory-bound kernel
+beside the measured device-copy bandwidth, a compute-bound one (gemm, flash-attention, fused-moe) in TFLOP/s
+beside what its test compares it with (cuBLAS, SDPA and its flash backend, the per-expert loop and a dense
+GEMM pair of the same work).
 
     python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE] [--sweep | --half held-out]
 
@@ -9,18 +11,21 @@ fp16 and fp32 instead, as one table: whether a dispatch change for the model sha
 --half times one half alone (a short device call that must reach the held-out half).
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
-reference before it is timed. Times are medians over calls with the L2 cleared before each, as kgit times
+reference before it is timed (a compute-bound kernel's against its test's reference and tolerances, and
+poisoned before its call, as kgit.harness checks it). Times are medians over calls with the L2 cleared before each, as kgit times
 (kgit.harness.timing.gpu_median_ms), taken in two rounds in opposite orders (old, new, torch, then torch,
 new, old); the table shows the mean of the two. Traffic is the minimal one: each input read once, each
 output written once; % of copy is of kgit.harness.device's measured copy bandwidth.
 
-HELD_OUT_TINY=1 cuts every shape's first dimension to 2 and times one call with a wall clock: with
-TRITON_INTERPRET=1 on a CPU it checks this script's code paths, not any speed. HELD_OUT_DEADLINE (a Unix
+HELD_OUT_TINY=1 cuts every shape's first dimension to 2 (a compute-bound kernel's shape to TINY_DIMS', in
+fp16) and times one call with a wall clock: with TRITON_INTERPRET=1 on a CPU it checks this script's code
+paths, not any speed. HELD_OUT_DEADLINE (a Unix
 time) skips the shapes left when it passes, so that the device run ends in time.
 """
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -29,7 +34,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
-from kgit.harness import device  # noqa: E402
+from kgit.harness import cheat, device  # noqa: E402
+from kgit.harness.checks import wrong_outputs  # noqa: E402
 from kgit.harness.timing import gpu_median_ms  # noqa: E402
 from shapes import Shape, split  # noqa: E402
 
@@ -105,6 +111,13 @@ def _rotary():
 
 KERNELS = {"softmax": _softmax, "layernorm": _layernorm, "cross-entropy": _cross_entropy,
            "rotary-embedding": _rotary}
+# The compute-bound kernels are read from their tests' Spec (kgit.harness.Spec: inputs, reference,
+# tolerances, FLOPs, torch_impl and others), whose launches go to the old or the new kernel file.
+# HELD_OUT_TINY's shapes keep what decides their path (a size off the tiles, causal, top-k of several
+# experts) on sizes Triton's interpreter runs in a second.
+TINY_DIMS = {"gemm": lambda d: (2, 24, 40),
+             "flash-attention": lambda d: (1, 2, 40, 16, d[4]),
+             "fused-moe": lambda d: (6, min(d[1], 4), min(d[2], 2), 16, 24)}
 
 
 def time_us(fn) -> float:
@@ -130,7 +143,7 @@ def measure(spec, old, new, shape, where):
     # torch allocates its own output (in the logits' dtype for cross-entropy): part of what a user calls
     calls = {"old": lambda o: spec["run"](old, inputs, o), "new": lambda o: spec["run"](new, inputs, o),
              "torch": lambda o: spec["torch"](inputs)}
-    row = {"shape": "x".join(map(str, shape.dims)), "dtype": shape.dtype, "source": shape.source}
+    row = {"shape": shape.size, "dtype": shape.dtype, "source": shape.source}
     outs = {}
     for name, call in calls.items():
         out = spec["out"](inputs).fill_(float("nan"))
@@ -154,9 +167,96 @@ def measure(spec, old, new, shape, where):
     return row
 
 
+def measure_compute(old_spec, new_spec, shape, where):
+    """measure() for a compute-bound kernel: old and new through their tests' Spec, torch_impl checked beside
+    them, the Spec's others (not the same computation, or a backend of torch's) timed only."""
+    dims = TINY_DIMS[shape.kernel](shape.dims) if TINY else shape.dims
+    # the interpreter has no bf16 arithmetic: its check of the script runs bf16 shapes in fp16
+    dt = torch.float16 if TINY and shape.dtype == "bf16" else DTYPES[shape.dtype]
+    inputs = new_spec.make_inputs(dims, dt, where, "normal")
+    row = {"shape": shape.size, "dtype": shape.dtype, "source": shape.source}
+    calls, outputs = {}, None
+    for name, spec in (("old", old_spec), ("new", new_spec)):
+        outs = spec.make_outputs(inputs)
+        cheat.poison(outs)
+        try:
+            spec.kernel(inputs, outs)
+            device.sync()
+            why = wrong_outputs(spec, inputs, outs)
+        except Exception as e:  # one failing launcher must not hide the others' figures
+            why = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
+        row[f"{name}_ok"] = why is None
+        if why is None:
+            calls[name] = lambda spec=spec, outs=outs: spec.kernel(inputs, outs)
+        else:
+            row[f"{name}_error"] = why
+        if name == "new":
+            outputs = outs
+            launched = dict(spec.launched()) if spec.launched else {}
+            row["path"] = launched.get("kernel") or ", ".join(f"{k} {v}" for k, v in launched.items())[:120]
+    reference_side = new_spec.torch_impl(inputs)
+    device.sync()
+    why = wrong_outputs(new_spec, inputs, (reference_side,))
+    row["torch_ok"] = why is None
+    if why:
+        row["torch_error"] = why
+    calls["torch"] = lambda: new_spec.torch_impl(inputs)
+    for name, other in new_spec.others.items():
+        calls[name] = lambda other=other: other(inputs)
+    times = {name: [] for name in calls}
+    for order in (list(calls), list(reversed(calls))):
+        for name in order:
+            times[name].append(time_us(calls[name]))
+    for name, ts in times.items():
+        row[f"{name}_us"] = sum(ts) / len(ts)
+        row[f"{name}_us_rounds"] = ts
+    row["others"] = list(new_spec.others)
+    row["flops"] = new_spec.flops(inputs, outputs)
+    if new_spec.nbytes:
+        row["bytes"] = new_spec.nbytes(inputs, outputs)
+    return row
+
+
+def compute_table(kernel, half, rows, copy):
+    """The rows of measure_compute: TFLOP/s, new/old, and new against torch and each other comparison."""
+    print(f"\n{kernel}, {half} half")
+    others = rows[0]["others"] if rows else []
+    print(f"{'shape':>26s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'TFLOP/s':>8s} "
+          f"{'%copy':>6s} {'new/old':>7s} {'x torch':>7s} " + " ".join(f"{'x ' + o:>12s}" for o in others)
+          + "  ok(o/n/t)  path")
+
+    def ratio(r, a, b, width=7):
+        return f"{r[a + '_us'] / r[b + '_us']:{width}.3f}" if f"{a}_us" in r and f"{b}_us" in r else f"{'-':>{width}s}"
+    for r in rows:
+        us = {n: f"{r[n + '_us']:9.2f}" if f"{n}_us" in r else f"{'-':>9s}" for n in ("old", "new", "torch")}
+        tflops = f"{r['flops'] / (r['new_us'] * 1e6):8.1f}" if "new_us" in r else f"{'-':>8s}"
+        pct = f"{100 * r['bytes'] / (r['new_us'] * 1e3) / copy:6.1f}" if "bytes" in r and "new_us" in r and copy \
+            else f"{'-':>6s}"
+        ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in ("old", "new", "torch"))
+        print(f"{r['shape']:>26s} {r['dtype']:5s} {us['old']} {us['new']} {us['torch']} {tflops} {pct} "
+              f"{ratio(r, 'old', 'new')} {ratio(r, 'torch', 'new')} "
+              + " ".join(ratio(r, o, "new", 12) for o in others) + f"  {ok:9s}  {r['path']}")
+        for n in ("old", "new", "torch"):
+            if f"{n}_error" in r:
+                print(f"{'':>26s} {n}: {r[n + '_error']}")
+    timed = [r for r in rows if all(f"{n}_us" in r for n in ("old", "new", "torch"))]
+    if timed:
+        gain = math.prod(r["old_us"] / r["new_us"] for r in timed) ** (1 / len(timed))
+        against = "; ".join(f"x {n} min {min(r[n + '_us'] / r['new_us'] for r in timed):.3f}"
+                            for n in ("torch", *others))
+        print(f"{'summary':>26s}: new/old geomean {gain:.3f}; {against}")
+
+
+def test_path(kernel: str):
+    return bench.ROOT / "skills" / "kernels" / kernel / f"test_{kernel.replace('-', '_')}.py"
+
+
 def sweep_shapes(kernel: str) -> list[Shape]:
-    """The kernel test's time shapes in bf16, fp16 and fp32."""
-    spec, _ = bench.load_test(bench.ROOT / "skills" / "kernels" / kernel / f"test_{kernel.replace('-', '_')}.py")
+    """The kernel test's time shapes in bf16, fp16 and fp32; a compute-bound one's sweep in its dtypes."""
+    spec, _ = bench.load_test(test_path(kernel))
+    if kernel in TINY_DIMS:
+        return [Shape(kernel, tuple(dims), dtype, "the kernel test's sweep shape")
+                for dims in spec.gpu.sweep_shapes for dtype in spec.gpu.dtypes]
     return [Shape(kernel, tuple(dims), dtype, "the kernel test's time shape")
             for dims in spec.gpu.time_shapes for dtype in ("bf16", "fp16", "fp32")]
 
@@ -192,7 +292,7 @@ def table(kernel, half, rows, copy):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kernel", choices=sorted(KERNELS))
+    ap.add_argument("kernel", choices=sorted([*KERNELS, *TINY_DIMS]))
     ap.add_argument("old_file")
     ap.add_argument("--json", help="write the rows here, one JSON object a line")
     shapes = ap.add_mutually_exclusive_group()  # --half of the sweep would time nothing
@@ -201,9 +301,13 @@ def main():
     args = ap.parse_args()
     where = device.detect()["device"]
     old, new = bench.kernel_module(args.kernel, args.old_file, "old"), bench.kernel_module(args.kernel, side="new")
-    spec = KERNELS[args.kernel]()
-    if spec["torch"] is None:
-        spec["torch"] = lambda i: new.rope_torch(*i)
+    compute = args.kernel in TINY_DIMS
+    if compute:
+        old_spec, new_spec = bench.load_test(test_path(args.kernel), old)[0], bench.load_test(test_path(args.kernel))[0]
+    else:
+        spec = KERNELS[args.kernel]()
+        if spec["torch"] is None:
+            spec["torch"] = lambda i: new.rope_torch(*i)
     copy = device.measured_copy_gbps(refresh=True)
     machine = bench.machine()
     gpu = machine["gpu"]
@@ -217,12 +321,12 @@ def main():
             if time.time() > DEADLINE:
                 print(f"  {shape.label}: skipped, out of time")
                 continue
-            row = measure(spec, old, new, shape, where)
+            row = measure_compute(old_spec, new_spec, shape, where) if compute else measure(spec, old, new, shape, where)
             row.update(kernel=args.kernel, half=half, copy_gbps=copy, gpu=gpu)
             rows.append(row)
             if device.on_gpu():
                 torch.cuda.empty_cache()
-        table(args.kernel, half, rows, copy)
+        (compute_table if compute else table)(args.kernel, half, rows, copy)
         records += rows
     if args.json:
         with open(args.json, "w") as f:

@@ -1,5 +1,5 @@
-"""Shapes of the memory-bound kernels taken from public model configurations, each with its source, split
-into a half the kernels may be tuned on and a held-out half they are only reported on.
+"""Shapes of the bundled kernels taken from public model configurations, each with its source, split into a
+half the kernels may be tuned on and a held-out half they are only reported on.
 
 The split is not chosen by hand: within each kernel the shapes are ordered by the CRC-32 of their label and
 dealt alternately, first to "tune", then to "held-out". A shape added later lands where its label sends it;
@@ -7,7 +7,10 @@ nothing here may be edited to move a shape between halves after its figures are 
 
 Rows are tokens (prefill: a batch of sequences; decode: one token a sequence) or, for softmax, attention
 rows (batch x heads x queries) over a key length, or a sampler's rows over the vocabulary. Sizes keep each
-timed launch between about 0.2 and 600 MB so that one device run of all four kernels takes minutes.
+timed launch of a memory-bound kernel between about 0.2 and 600 MB, and of a compute-bound one (GEMM,
+attention, MoE) under about 10 ms on an H100, so that one device run of a kernel takes a minute or two. No
+shape is one its kernel's test times (its headline or sweep: what the kernels were tuned on), but
+cross-entropy 4096x32768 fp32, found after its figures were seen (tests/benchmarks/test_shapes.py).
 """
 
 import zlib
@@ -15,14 +18,24 @@ from typing import NamedTuple
 
 
 class Shape(NamedTuple):
-    kernel: str  # softmax | layernorm | cross-entropy | rotary-embedding
-    dims: tuple  # softmax, layernorm: (rows, width); cross-entropy: (tokens, vocab); rotary: (tokens, heads, head_dim)
+    kernel: str  # softmax | layernorm | cross-entropy | rotary-embedding | gemm | flash-attention | fused-moe
+    # softmax, layernorm: (rows, width); cross-entropy: (tokens, vocab); rotary: (tokens, heads, head_dim);
+    # the compute-bound kernels as their tests' shapes: gemm (M, N, K); flash-attention (batch, heads,
+    # sequence, head_dim, causal); fused-moe (tokens, experts, top_k, hidden, intermediate)
+    dims: tuple
     dtype: str  # bf16 | fp16 | fp32
     source: str  # the model configuration and field the numbers come from
 
     @property
+    def size(self) -> str:
+        """dims as a table shows them: 2048x4097, 1x32x8192x128 causal"""
+        sizes = "x".join(str(d) for d in self.dims if not isinstance(d, bool))
+        flags = [("causal" if d else "full") for d in self.dims if isinstance(d, bool)]
+        return " ".join([sizes, *flags])
+
+    @property
     def label(self) -> str:
-        return f"{self.kernel} {'x'.join(map(str, self.dims))} {self.dtype}"
+        return f"{self.kernel} {self.size} {self.dtype}"
 
 
 SHAPES = [
@@ -82,6 +95,49 @@ SHAPES = [
     Shape("rotary-embedding", (64, 32, 128), "bf16", "Llama-3-8B decode q: batch 64 x 32 heads x 128"),
     Shape("rotary-embedding", (4096, 12, 128), "fp32", "Qwen2-1.5B q: 12 heads x 128, 4096 tokens"),
     Shape("rotary-embedding", (4096, 16, 256), "bf16", "Gemma-7B q: 16 heads x head_dim 256, 4096 tokens"),
+    # gemm: a layer's projections, x (tokens, in) @ W (in, out); prefill, and decode batches of 64-128 rows
+    Shape("gemm", (4096, 6144, 4096), "bf16", "Llama-3-8B qkv: hidden 4096 -> 32 + 2 x 8 heads of 128, 4096 tokens"),
+    Shape("gemm", (4096, 28672, 4096), "bf16", "Llama-3-8B gate_up: hidden 4096 -> 2 x intermediate 14336"),
+    Shape("gemm", (4096, 4096, 14336), "fp16", "Mistral-7B down: intermediate 14336 -> hidden 4096, 4096 tokens"),
+    Shape("gemm", (64, 6144, 4096), "bf16", "Llama-3-8B qkv decode: batch 64"),
+    Shape("gemm", (128, 4096, 14336), "fp16", "Mistral-7B down decode: batch 128"),
+    Shape("gemm", (2048, 4608, 3584), "bf16", "Qwen2-7B qkv: hidden 3584 -> 28 + 2 x 4 heads of 128, 2048 tokens"),
+    Shape("gemm", (2048, 3584, 18944), "bf16", "Qwen2-7B down: intermediate 18944 -> hidden 3584"),
+    Shape("gemm", (128, 37888, 3584), "fp16", "Qwen2-7B gate_up decode: 2 x intermediate 18944, batch 128"),
+    Shape("gemm", (8192, 4800, 1600), "fp16", "GPT-2 XL c_attn: n_embd 1600 -> 3 x 1600, 8 x 1024 tokens"),
+    Shape("gemm", (8192, 1600, 6400), "bf16", "GPT-2 XL mlp c_proj: 6400 -> 1600, 8 x 1024 tokens"),
+    Shape("gemm", (4096, 50257, 768), "fp16", "GPT-2 LM head: n_embd 768 -> vocab_size 50257, 4096 tokens"),
+    Shape("gemm", (2048, 10240, 8192), "bf16", "Llama-2-70B qkv: hidden 8192 -> 64 + 2 x 8 heads of 128"),
+    Shape("gemm", (64, 8192, 28672), "bf16", "Llama-2-70B down decode: intermediate 28672 -> 8192, batch 64"),
+    Shape("gemm", (3072, 9216, 3072), "fp16", "Phi-3-mini qkv: hidden 3072 -> 3 x 3072, 3072 tokens"),
+    # flash-attention: prefill (causal) of decoders, encoders (not causal); head_dim 64 and 128
+    Shape("flash-attention", (2, 32, 4096, 128, True), "bf16", "Llama-3-8B: 32 heads of 128, 2 x 4096 tokens"),
+    Shape("flash-attention", (1, 32, 8192, 128, True), "fp16", "Mistral-7B: 32 heads of 128, 8192 tokens"),
+    Shape("flash-attention", (4, 32, 3000, 128, True), "bf16", "Llama-2-7B: 32 heads of 128, 4 x 3000 tokens"),
+    Shape("flash-attention", (1, 32, 16384, 128, True), "bf16", "Llama-3.1-8B long context: 16384 tokens"),
+    Shape("flash-attention", (1, 64, 8192, 128, True), "bf16", "Llama-2-70B: 64 heads of 128, 8192 tokens"),
+    Shape("flash-attention", (16, 12, 1024, 64, True), "fp16", "GPT-2: 12 heads of 64, 16 x 1024 tokens"),
+    Shape("flash-attention", (8, 14, 2048, 64, True), "bf16", "Qwen2-0.5B: 14 heads of 64, 8 x 2048 tokens"),
+    Shape("flash-attention", (4, 32, 2000, 64, True), "fp16", "Llama-3.2-1B: 32 heads of 64, 4 x 2000 tokens"),
+    Shape("flash-attention", (64, 12, 512, 64, False), "bf16", "BERT-base: 12 heads of 64, 64 x 512 tokens"),
+    Shape("flash-attention", (256, 16, 197, 64, False), "bf16", "ViT-L/16: 16 heads of 64, 256 images x 197"),
+    Shape("flash-attention", (8, 20, 1500, 64, False), "fp16", "Whisper large-v3 encoder: 20 heads of 64, 1500"),
+    Shape("flash-attention", (1, 24, 4608, 128, False), "bf16", "FLUX.1-dev: 24 heads of 128, 4096 image + 512 "
+                                                                "text tokens"),
+    # fused-moe: (tokens, experts, top_k, hidden, intermediate): prefill, and small token counts where the
+    # weights' read bounds it
+    Shape("fused-moe", (2048, 8, 2, 4096, 14336), "bf16", "Mixtral-8x7B: 8 experts, top-2, 2048 tokens"),
+    Shape("fused-moe", (512, 8, 2, 4096, 14336), "fp16", "Mixtral-8x7B: 512 tokens"),
+    Shape("fused-moe", (64, 8, 2, 4096, 14336), "bf16", "Mixtral-8x7B decode: batch 64"),
+    Shape("fused-moe", (2048, 8, 2, 6144, 16384), "bf16", "Mixtral-8x22B: 8 experts, top-2, 2048 tokens"),
+    Shape("fused-moe", (4096, 64, 6, 2048, 1408), "bf16", "DeepSeek-V2-Lite: 64 experts, top-6, 4096 tokens"),
+    Shape("fused-moe", (512, 64, 6, 2048, 1408), "fp16", "DeepSeek-V2-Lite: 512 tokens"),
+    Shape("fused-moe", (64, 64, 6, 2048, 1408), "bf16", "DeepSeek-V2-Lite decode: batch 64"),
+    Shape("fused-moe", (4096, 60, 4, 2048, 1408), "bf16", "Qwen1.5-MoE-A2.7B: 60 experts, top-4, 4096 tokens"),
+    Shape("fused-moe", (8192, 64, 8, 2048, 1024), "fp16", "OLMoE-1B-7B: 64 experts, top-8, 8192 tokens"),
+    Shape("fused-moe", (2048, 64, 8, 3584, 2560), "bf16", "Qwen2-57B-A14B: 64 experts, top-8, 2048 tokens"),
+    Shape("fused-moe", (2048, 16, 4, 6144, 10752), "bf16", "DBRX: 16 experts, top-4, 2048 tokens"),
+    Shape("fused-moe", (1024, 8, 2, 6144, 32768), "bf16", "Grok-1: 8 experts, top-2, 1024 tokens"),
 ]
 
 
@@ -95,4 +151,4 @@ if __name__ == "__main__":
     for name in sorted({s.kernel for s in SHAPES}):
         for half, shapes in zip(("tune", "held-out"), split(name)):
             for s in shapes:
-                print(f"{half:9s} {s.label:34s} {s.source}")
+                print(f"{half:9s} {s.label:44s} {s.source}")

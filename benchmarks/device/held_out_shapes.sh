@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Softmax, layernorm, cross-entropy and rotary on the shapes of benchmarks/shapes.py (public model
-# configurations), tune half and held-out half apart, in one process per kernel: the old kernel file (from git,
-# OLD_REV, default main) against this checkout's and torch, beside the measured device-copy bandwidth
-# (benchmarks/held_out_bench.py says how it times and checks). On one H100, within BUDGET seconds (default
-# 330: each kernel gets an equal share of what is left, and skips the shapes past it):
+# Softmax, layernorm, cross-entropy and rotary (or the KERNELS named: "gemm flash-attention fused-moe" for
+# the compute-bound ones) on the shapes of benchmarks/shapes.py (public model configurations), tune half and
+# held-out half apart, in one process per kernel: the old kernel file (from git, OLD_REV, default main)
+# against this checkout's and torch, beside the measured device-copy bandwidth or in TFLOP/s beside cuBLAS,
+# SDPA and a dense GEMM pair (benchmarks/held_out_bench.py says how it times and checks). On one H100, within
+# BUDGET seconds (default 330: each kernel gets an equal share of what is left, and skips the shapes past it):
 #     bash benchmarks/device/held_out_shapes.sh
+#     KERNELS="gemm flash-attention fused-moe" bash benchmarks/device/held_out_shapes.sh
 # OLD_DIR=dir takes the old kernel files from dir/<kernel>.py instead of git. $OUT/<kernel>.txt holds each
 # kernel's tables, $OUT/<kernel>.jsonl its rows. On a CPU, HELD_OUT_TINY=1 TRITON_INTERPRET=1 runs the same
 # code on two rows a shape (a check of the script, not a measurement).
@@ -13,7 +15,7 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PYTHON=${PYTHON:-python3}
 budget=${BUDGET:-330}
-kernels=(softmax layernorm cross-entropy rotary-embedding)
+read -r -a kernels <<< "${KERNELS:-softmax layernorm cross-entropy rotary-embedding}"
 old=$(mktemp -d)
 for k in "${kernels[@]}"; do
   if [ -n "${OLD_DIR:-}" ]; then

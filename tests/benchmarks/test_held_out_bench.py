@@ -1,10 +1,13 @@
-"""benchmarks/held_out_bench.py in Triton's interpreter (HELD_OUT_TINY: two rows a shape; no timing is
-asserted): one half of benchmarks/shapes.py alone with --half, every output checked."""
+"""benchmarks/held_out_bench.py in Triton's interpreter (HELD_OUT_TINY: two rows a shape, a compute-bound
+kernel's shape cut down; no timing is asserted): one half of benchmarks/shapes.py alone with --half, every
+output checked, a wrong one reported and not timed."""
 
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -23,3 +26,41 @@ def test_half_times_that_half_of_the_shapes_alone(tmp_path):
     _, held_out = split("rotary-embedding")
     assert {r["half"] for r in rows} == {"held-out"} and len(rows) == len(held_out)
     assert all(r["new_ok"] for r in rows)
+
+
+def run_bench(tmp_path, kernel, old_file, *args):
+    rows_file = tmp_path / "rows.jsonl"
+    env = dict(os.environ, TRITON_INTERPRET="1", HELD_OUT_TINY="1", HOME=str(tmp_path), PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "held_out_bench.py"), kernel, str(old_file),
+                           *args, "--json", str(rows_file)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
+    return proc, rows
+
+
+KERNEL_FILES = {"gemm": "gemm/gemm.py", "flash-attention": "flash-attention/flash_attention.py",
+                "fused-moe": "fused-moe/fused_moe.py"}
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNEL_FILES))
+def test_a_compute_bound_kernel_is_checked_and_timed_beside_what_its_test_compares_it_with(tmp_path, kernel):
+    kernel_file = os.path.join(ROOT, "skills", "kernels", KERNEL_FILES[kernel])
+    proc, rows = run_bench(tmp_path, kernel, kernel_file, "--half", "held-out")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    _, held_out = split(kernel)
+    assert [r["shape"] for r in rows] == [s.size for s in held_out] and {r["half"] for r in rows} == {"held-out"}
+    for r in rows:
+        assert r["old_ok"] and r["new_ok"] and r["torch_ok"], r
+        assert r["flops"] > 0 and all(len(r[f"{n}_us_rounds"]) == 2 for n in ("old", "new", "torch", *r["others"]))
+    assert "summary: new/old geomean" in proc.stdout
+
+
+def test_a_wrong_old_kernel_is_reported_and_not_timed(tmp_path):
+    text = open(os.path.join(ROOT, "skills", "kernels", "gemm", "gemm.py")).read()
+    assert text.count("\n    return c\n") == 1
+    wrong = tmp_path / "gemm.py"
+    wrong.write_text(text.replace("\n    return c\n", "\n    c.add_(1)\n    return c\n"))  # every element off by one
+    proc, rows = run_bench(tmp_path, "gemm", wrong, "--half", "held-out")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # the new kernel is right
+    assert rows and all(not r["old_ok"] and "old_us" not in r and r["new_ok"] for r in rows)
+    assert all(r["old_error"].startswith("output 0:") for r in rows)
