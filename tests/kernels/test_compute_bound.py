@@ -805,3 +805,24 @@ def test_attention_small_key_blocks():
         o = torch.full_like(q, float("nan"))
         fa.flash_attention(q, k, v, causal=causal, out=o, config={"BLOCK_M": 32, "BLOCK_N": 16})
         assert compare(o, fa.reference(q, k, v, causal), NORM["fp32"]) is None
+
+
+def test_gemm_gluon_descriptors_carry_the_default_layout_made_once_a_box(monkeypatch):
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    made = []
+    default_for = g.gl.NVMMASharedLayout.get_default_for
+    monkeypatch.setattr(g.gl.NVMMASharedLayout, "get_default_for",
+                        staticmethod(lambda box, dtype: made.append((tuple(box), dtype)) or default_for(box, dtype)))
+    g._shared_layout.cache_clear()
+    boxes = [[64, 64], [64, 128], [64, 128]]
+    for dtype, gl_dtype in ((torch.float16, g.gl.float16), (torch.bfloat16, g.gl.bfloat16)):
+        a, b, c = torch.empty(128, 256, dtype=dtype), torch.empty(256, 512, dtype=dtype), torch.empty(128, 512, dtype=dtype)
+        for _ in range(3):  # every launch of a planned call builds its descriptors again
+            descs = g._descriptors(a, b, c, boxes, gluon_layouts=True)
+        assert [d.layout for d in descs] == [default_for(box, gl_dtype) for box in boxes]
+        assert [d.block_shape for d in descs] == boxes
+    # two boxes a dtype, each layout made once, however many launches
+    assert sorted(made, key=str) == sorted([((64, 64), g.gl.float16), ((64, 128), g.gl.float16),
+                                            ((64, 64), g.gl.bfloat16), ((64, 128), g.gl.bfloat16)], key=str)

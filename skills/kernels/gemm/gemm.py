@@ -370,10 +370,18 @@ def _descriptors(a, b, c, boxes, gluon_layouts=False):
     shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
     if not gluon_layouts:
         return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
-    dtype = gl.bfloat16 if a.dtype == torch.bfloat16 else gl.float16
-    return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box,
-                                 gl.NVMMASharedLayout.get_default_for(box, dtype))
+    return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
                  for t, box in zip((a, b, c), boxes))
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_layout(box, dtype):
+    """The layout of a box (a frozen value): made once. Made three times on every launch it was most of
+    the host's time of a planned call (26 -> 11 us for the three descriptors, on a CPU); at M=128 on an
+    H100 the Gluon path's host time (49-80 us a call) outlasted the L2 clear before each timed call, and
+    its fp16 readings fell to 0.40x cuBLAS, with a kernel as fast as cuBLAS's under a CUDA graph
+    (experiments/gemm-h100/small-m-host/)."""
+    return gl.NVMMASharedLayout.get_default_for(list(box), gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
 
 
 def _candidates(a, b, c):
