@@ -12,15 +12,15 @@ fp16 and fp32 instead, as one table: whether a dispatch change for the model sha
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed (a compute-bound kernel's against its test's reference and tolerances, and
-poisoned before its call, as kgit.harness checks it). Times are medians over calls with the L2 cleared before each, as kgit times
-(kgit.harness.timing.gpu_median_ms), taken in two rounds in opposite orders (old, new, torch, then torch,
-new, old); the table shows the mean of the two. Traffic is the minimal one: each input read once, each
+poisoned before its call, as kgit.harness checks it). Times are medians over calls with the L2 cleared
+before each, as kgit times (kgit.harness.timing.gpu_median_ms), taken in two rounds in opposite orders
+(old, new, torch, then torch, new, old); the table shows the mean of the two. Traffic is the minimal one: each input read once, each
 output written once; % of copy is of kgit.harness.device's measured copy bandwidth.
 
 HELD_OUT_TINY=1 cuts every shape's first dimension to 2 (a compute-bound kernel's shape to TINY_DIMS', in
 fp16) and times one call with a wall clock: with TRITON_INTERPRET=1 on a CPU it checks this script's code
-paths, not any speed. HELD_OUT_DEADLINE (a Unix
-time) skips the shapes left when it passes, so that the device run ends in time.
+paths, not any speed. HELD_OUT_DEADLINE (a Unix time) skips the shapes left when it passes, so that the
+device run ends in time.
 """
 
 import argparse
@@ -129,6 +129,12 @@ def time_us(fn) -> float:
     return (time.perf_counter() - start) * 1e6
 
 
+def failure(e: Exception) -> str:
+    """An exception as a row's error: its type and its message's last line."""
+    last = str(e).strip().splitlines()[-1][:200] if str(e).strip() else ""
+    return f"{type(e).__name__}: {last}"
+
+
 def close(out, ref, atol=None) -> bool:
     rtol, dtype_atol = TOL[out.dtype]
     atol = dtype_atol if atol is None or out.dtype == torch.float32 else atol
@@ -153,7 +159,7 @@ def measure(spec, old, new, shape, where):
             row[f"{name}_ok"] = close(out, ref, spec.get("torch_atol") if name == "torch" else None)
         except Exception as e:  # one failing launcher must not hide the others' figures
             row[f"{name}_ok"] = False
-            row[f"{name}_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
+            row[f"{name}_error"] = failure(e)
     row["path"] = dict(getattr(new, "last_config", {})).get("kernel", "")
     del ref
     times = {name: [] for name in outs}
@@ -184,7 +190,7 @@ def measure_compute(old_spec, new_spec, shape, where):
             device.sync()
             why = wrong_outputs(spec, inputs, outs)
         except Exception as e:  # one failing launcher must not hide the others' figures
-            why = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
+            why = failure(e)
         row[f"{name}_ok"] = why is None
         if why is None:
             calls[name] = lambda spec=spec, outs=outs: spec.kernel(inputs, outs)
@@ -194,13 +200,17 @@ def measure_compute(old_spec, new_spec, shape, where):
             outputs = outs
             launched = dict(spec.launched()) if spec.launched else {}
             row["path"] = launched.get("kernel") or ", ".join(f"{k} {v}" for k, v in launched.items())[:120]
-    reference_side = new_spec.torch_impl(inputs)
-    device.sync()
-    why = wrong_outputs(new_spec, inputs, (reference_side,))
+    try:
+        torch_out = new_spec.torch_impl(inputs)
+        device.sync()
+        why = wrong_outputs(new_spec, inputs, (torch_out,))
+    except Exception as e:
+        why = failure(e)
     row["torch_ok"] = why is None
-    if why:
+    if why is None:
+        calls["torch"] = lambda: new_spec.torch_impl(inputs)
+    else:
         row["torch_error"] = why
-    calls["torch"] = lambda: new_spec.torch_impl(inputs)
     for name, other in new_spec.others.items():
         calls[name] = lambda other=other: other(inputs)
     times = {name: [] for name in calls}
