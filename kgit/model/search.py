@@ -16,11 +16,8 @@ STRETCHES, and the signal's sd is one of SIGNALS, whichever pair makes the score
 (`fitted`): a plateau with a narrow peak reads as short scales and a small signal, a row kernel's
 smooth slopes as long ones, which no setting chosen on other spaces can know. The prior mean may be
 a dome (CURVATURE per octave squared below its top at the centre of the space): it served the
-project's own spaces, whose best sits near their centre, and lost the spaces whose best is at an edge
-or on a plateau. So once DOME_AFTER scores ran, they test it (`fitted`, whether or not the length
-scales are fitted): the dome about the centre, the same dome about the best configuration measured, or
-none, whichever makes them likeliest. Left out one space at a time, the choice made on the others is
-then the dome with fixed length scales (experiments/tune/leave-one-out/).
+project's own spaces, whose best sits near their centre, and lost the spaces whose best is at an edge;
+left out one space at a time, the choice made on the others is no dome (experiments/tune/leave-one-out/).
 
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
@@ -54,7 +51,6 @@ JUMP = 1.5  # how many times the best step of one or two keys' expected gain a s
 STRETCHES = (0.25, 0.5, 1.0, 2.0)  # what the length scales may be multiplied by, fitted to the scores (fitted)
 SIGNALS = (0.05, 0.1, 0.2, 0.5, 1.0)  # what the signal's sd may be, fitted with them
 FIT_AFTER = 4  # scores that must have run before the two are fitted to them; SIGNAL_SD and x1 until then
-DOME_AFTER = 4  # scores that must have run before they test the dome (fitted); CURVATURE's dome until then
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -265,19 +261,16 @@ def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
     return pool[int(np.argmax(apart - 1.25 * off_centre))]
 
 
-def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd: float | None = None,
-               curvature: float | None = None, top: tuple | None = None):
+def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd: float | None = None):
     """The process's mean and standard deviation at candidates_x, given scores y measured at X, with
-    every length scale multiplied by stretch, the signal's sd signal_sd (SIGNAL_SD if None) and a dome
-    of curvature (CURVATURE if None) whose top is at top (the space's centre if None)."""
+    every length scale multiplied by stretch and the signal's sd signal_sd (SIGNAL_SD if None)."""
     import numpy as np
 
     signal = SIGNAL_SD if signal_sd is None else signal_sd
-    scale = stretch * np.array(length_scales(space))
-    bend, top = CURVATURE if curvature is None else curvature, np.array(centre(space) if top is None else top)
+    scale, top = stretch * np.array(length_scales(space)), np.array(centre(space))
 
     def dome(Z):
-        return -bend * ((Z - top) ** 2).sum(axis=1)
+        return -CURVATURE * ((Z - top) ** 2).sum(axis=1)
 
     def covariance(A, B):  # Matern 5/2
         r = np.sqrt(5.0 * (((A[:, None, :] - B[None, :, :]) / scale) ** 2).sum(axis=2))
@@ -292,35 +285,24 @@ def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd:
     return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
 
 
-def fitted(X, y, space: dict) -> tuple[float, float, float, tuple]:
-    """(stretch, signal sd, curvature, top): the factor of STRETCHES on the length scales, the sd of
-    SIGNALS and the prior mean's dome under which the scores measured so far are likeliest (the process's
-    log marginal likelihood). The length scales and the signal are (1, SIGNAL_SD) until FIT_AFTER scores
-    ran: a narrow peak on a plateau reads as short length scales, a smooth row kernel as long ones.
+def fitted(X, y, space: dict) -> tuple[float, float]:
+    """(stretch, signal sd): the factor of STRETCHES on the length scales and the sd of SIGNALS under which
+    the scores measured so far are likeliest (the process's log marginal likelihood); (1, SIGNAL_SD)
+    until FIT_AFTER scores ran. A narrow peak on a plateau reads as short length scales, a smooth row
+    kernel as long ones: settings chosen on other spaces cannot know which shape this one has, its own
+    scores can."""
+    if len(y) < FIT_AFTER:
+        return 1.0, SIGNAL_SD
+    return max(itertools.product(STRETCHES, SIGNALS), key=lambda s: _log_likelihood(X, y, space, *s))
 
-    The dome (CURVATURE about the space's centre) is a belief that the best lies near the middle, and
-    once DOME_AFTER scores ran they test it, whether or not the length scales are fitted: against the
-    same dome about the best configuration measured (the best lies near the best seen) and against no
-    dome (a plateau, or a best at an edge). Settings chosen on other spaces cannot know which shape this
-    one has; its own scores can."""
+
+def _log_likelihood(X, y, space: dict, stretch: float, signal: float) -> float:
+    """log p(y | X) under the process with its length scales multiplied by stretch and the signal's sd
+    signal (constants dropped), its level at the scores' mean as _posterior's."""
     import numpy as np
 
-    middle = tuple(centre(space))
-    domes = [(CURVATURE, middle)]
-    if CURVATURE and len(y) >= DOME_AFTER:
-        domes += [(CURVATURE, tuple(map(float, X[int(np.argmax(y))]))), (0.0, middle)]
-    scales = itertools.product(STRETCHES, SIGNALS) if len(y) >= FIT_AFTER else [(1.0, SIGNAL_SD)]
-    return max(((*s, *d) for s in scales for d in domes), key=lambda fit: _log_likelihood(X, y, space, *fit))
-
-
-def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature: float, top: tuple) -> float:
-    """log p(y | X) under the process with its length scales multiplied by stretch, the signal's sd
-    signal and a dome of curvature about top (constants dropped), its level at the scores' mean as
-    _posterior's."""
-    import numpy as np
-
-    scale = stretch * np.array(length_scales(space))
-    dome = -curvature * ((X - np.array(top)) ** 2).sum(axis=1)
+    scale, top = stretch * np.array(length_scales(space)), np.array(centre(space))
+    dome = -CURVATURE * ((X - top) ** 2).sum(axis=1)
     r = np.sqrt(5.0 * (((X[:, None, :] - X[None, :, :]) / scale) ** 2).sum(axis=2))
     chol = np.linalg.cholesky(signal ** 2 * (1 + r + r * r / 3) * np.exp(-r) + NOISE_SD ** 2 * np.eye(len(X)))
     residual = y - dome - float(np.mean(y - dome))

@@ -372,38 +372,11 @@ def line_scores(values):
 
 def test_a_narrow_peak_on_a_plateau_fits_short_length_scales_and_a_smooth_trend_long_ones():
     X, y, space = line_scores([0.0, 0.01, -0.01, 0.0, 0.25, 0.0, 0.01, -0.01])  # one octave wide peak
-    stretch, signal, _, _ = search.fitted(X, y, space)
+    stretch, signal = search.fitted(X, y, space)
     assert stretch == min(search.STRETCHES) and signal < search.SIGNAL_SD
     X, y, space = line_scores([0.1 * i for i in range(8)])  # a steady rise: long scales explain it
     assert search.fitted(X, y, space)[0] == max(search.STRETCHES)
-    assert search.fitted(X[:3], y[:3], space)[:2] == (1.0, search.SIGNAL_SD)  # too few scores: the defaults
-
-
-@pytest.mark.parametrize("fit_after", [4, math.inf])  # tested whether or not the length scales are fitted
-def test_the_scores_test_the_dome_against_one_about_the_best_measured_and_against_none(fit_after, monkeypatch):
-    monkeypatch.setattr(search, "CURVATURE", 0.05)
-    monkeypatch.setattr(search, "FIT_AFTER", fit_after)
-    X, y, space = line_scores([-0.05 * (i - 3.5) ** 2 for i in range(8)])  # a dome about the middle
-    assert search.fitted(X, y, space)[2:] == (0.05, (3.5,))
-    X, y, space = line_scores([-0.05 * (i - 6) ** 2 for i in range(8)])  # the same dome about 6, best measured
-    assert search.fitted(X, y, space)[2:] == (0.05, (6.0,))
-    X, y, space = line_scores([0.0, 0.01, -0.01, 0.0, 0.01, -0.01, 0.0, 0.01])  # a plateau to both ends
-    assert search.fitted(X, y, space)[2] == 0.0
-    X, y, space = line_scores([0.0, 0.01, -0.01, 0.0])  # DOME_AFTER scores: enough to drop it
-    assert search.DOME_AFTER == 4 and search.fitted(X, y, space)[2] == 0.0
-    X, y, space = line_scores([0.0, 0.01, -0.01])  # one fewer: the prior's dome about the middle stands
-    assert search.fitted(X, y, space)[2:] == (0.05, (1.0,))
-    monkeypatch.setattr(search, "CURVATURE", 0.0)  # no dome to test: none about the best either
-    assert search.fitted(*line_scores([-0.05 * (i - 6) ** 2 for i in range(8)]))[2] == 0.0
-
-
-def test_the_posterior_follows_the_dome_about_the_top_it_is_given(monkeypatch):
-    np = pytest.importorskip("numpy")
-    monkeypatch.setattr(search, "CURVATURE", 0.1)
-    space = {"BLOCK": [2 ** i for i in range(31)]}
-    X, y, at = np.array([[3.0]]), np.array([0.0]), np.array([[3.0], [18.0]])
-    assert search._posterior(X, y, at, space, 1.0, None, None, (3.0,))[0][1] == pytest.approx(-0.1 * 15 ** 2)
-    assert search._posterior(X, y, at, space, 1.0, None, 0.0, (3.0,))[0][1] == pytest.approx(0.0)
+    assert search.fitted(X[:3], y[:3], space) == (1.0, search.SIGNAL_SD)  # too few scores: the defaults
 
 
 def test_the_proposal_uses_the_scales_fitted_to_what_was_measured(monkeypatch):
@@ -417,4 +390,4 @@ def test_the_proposal_uses_the_scales_fitted_to_what_was_measured(monkeypatch):
     monkeypatch.setattr(search, "_posterior", lambda X, y, at, space, *fit: seen.append(fit) or real(X, y, at, space, *fit))
     search.propose_model(start, space, points, min_gain=0.0)
     X, y = np.array([search.coordinates(p.config, space) for p in points]), np.array([p.score for p in points])
-    assert seen[-1] == search.fitted(X, y, space) != (1.0, search.SIGNAL_SD, search.CURVATURE, (4.5, 0.5))
+    assert seen[-1] == search.fitted(X, y, space) != (1.0, search.SIGNAL_SD)
