@@ -3,13 +3,14 @@
     python benchmarks/tune/leave_one_out.py [--jobs 2] [--starts 100] [--choose-starts 30] [--markdown FILE]
 
 The spaces: the five measured on the H200 (experiments/tune/h200/), two on an H100
-(experiments/tune/h100/spaces/: cross-entropy's SUBSPACES and flash-attention's whole space) and the synthetic ones of
-benchmarks/tune/synthetic.py (two seeds of each shape). For each space, the model's settings (GRID:
-kgit.model.search's curvature, space-filling start, what a step of more than two keys must promise, and
-whether its length scales are fitted to the scores, after 4 of them, or never) are chosen on the other spaces alone, on a seeded sample of their starts (--choose-starts):
-the setting of the best mean share over them (a worst-space rule lets the hardest space choose alone).
-A space's family is left out with it (both softmax tables; both
-seeds of a synthetic shape), so that a sibling cannot choose for it. The chosen setting is then replayed
+(experiments/tune/h100/spaces/: cross-entropy's SUBSPACES and flash-attention's whole space) and the
+synthetic ones of benchmarks/tune/synthetic.py (two seeds of each shape). For each space, the model's
+settings (GRID: kgit.model.search's curvature, whose dome the scores then test; a space-filling start;
+what a step of more than two keys must promise; whether its length scales are fitted to the scores,
+after 4 of them, or never) are chosen on the other spaces alone, on a seeded sample of their starts
+(--choose-starts): the setting of the best mean share over them (a worst-space rule lets the hardest
+space choose alone). A space's family is left out with it (both softmax tables; both seeds of a
+synthetic shape), so that a sibling cannot choose for it. The chosen setting is then replayed
 on the space left out, from every correct start (a seeded sample of --starts where there are more),
 beside coordinate descent, a seeded random draw and Optuna's TPE (if optuna is installed: the 'bench'
 extra) at the same budget, all through benchmarks/tune/replay.py: kgit's own paired decision on runs
