@@ -239,14 +239,12 @@ def left_behind(repo: Repo, kernel: str, pairs: list[tuple[str, Record]]) -> set
 def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
     if history.pairs:
         return history
-    # kernel_history reads no branch: it is read here
-    branch_exists = history.line.tip is not None or read.rev(repo, refs.branch_ref(kernel)) is not None
-    known = notes.kernels_with_records(repo)
-    if branch_exists:  # the records are gone, or were never fetched here
+    if read.rev(repo, refs.branch_ref(kernel)):  # the records are gone, or were never fetched here
         raise KgitError(f"{refs.branch(kernel)} exists but no kgit record of {kernel} is here ({refs.NOTES_REF} "
                         "was deleted or not fetched)",
                         "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
                         f"started from, then: git branch -D {refs.branch(kernel)}")
+    known = notes.kernels_with_records(repo)
     if known:  # a typo, most likely: name the kernels that have records rather than start a new loop
         raise KgitError(f"no records for {kernel}", f"the kernels with records here: {', '.join(known)}; "
                                                     f"'kgit start {kernel}' begins a loop for {kernel}")
