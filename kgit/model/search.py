@@ -277,22 +277,29 @@ def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd:
 
     signal = SIGNAL_SD if signal_sd is None else signal_sd
     scale = stretch * np.array(length_scales(space))
-    bend, top = CURVATURE if curvature is None else curvature, np.array(centre(space) if top is None else top)
-
-    def dome(Z):
-        return -bend * ((Z - top) ** 2).sum(axis=1)
-
-    def covariance(A, B):  # Matern 5/2
-        r = np.sqrt(5.0 * (((A[:, None, :] - B[None, :, :]) / scale) ** 2).sum(axis=2))
-        return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
-
-    level = float(np.mean(y - dome(X)))  # the dome's top: where the measured scores put it
-    chol = np.linalg.cholesky(covariance(X, X) + NOISE_SD ** 2 * np.eye(len(X)))
-    weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - dome(X)))
-    cross = covariance(candidates_x, X)
-    mean = level + dome(candidates_x) + cross @ weights
+    bend, top = CURVATURE if curvature is None else curvature, centre(space) if top is None else top
+    level = float(np.mean(y - _dome(X, bend, top)))  # the dome's top: where the measured scores put it
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal) + NOISE_SD ** 2 * np.eye(len(X)))
+    weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - _dome(X, bend, top)))
+    cross = _covariance(candidates_x, X, scale, signal)
+    mean = level + _dome(candidates_x, bend, top) + cross @ weights
     explained = np.linalg.solve(chol, cross.T)
     return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
+
+
+def _dome(Z, curvature: float, top):
+    """The prior mean at Z, below its level: curvature per octave squared away from top."""
+    import numpy as np
+
+    return -curvature * ((Z - np.array(top)) ** 2).sum(axis=1)
+
+
+def _covariance(A, B, scale, signal: float):
+    """Matern 5/2 between the rows of A and of B, over length scales scale, of the signal's sd signal."""
+    import numpy as np
+
+    r = np.sqrt(5.0 * (((A[:, None, :] - B[None, :, :]) / scale) ** 2).sum(axis=2))
+    return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
 
 
 def fitted(X, y, space: dict) -> tuple[float, float, float, tuple]:
@@ -323,9 +330,8 @@ def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature:
     import numpy as np
 
     scale = stretch * np.array(length_scales(space))
-    dome = -curvature * ((X - np.array(top)) ** 2).sum(axis=1)
-    r = np.sqrt(5.0 * (((X[:, None, :] - X[None, :, :]) / scale) ** 2).sum(axis=2))
-    chol = np.linalg.cholesky(signal ** 2 * (1 + r + r * r / 3) * np.exp(-r) + NOISE_SD ** 2 * np.eye(len(X)))
+    dome = _dome(X, curvature, top)
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal) + NOISE_SD ** 2 * np.eye(len(X)))
     residual = y - dome - float(np.mean(y - dome))
     fit = np.linalg.solve(chol, residual)
     return float(-0.5 * fit @ fit - np.log(np.diag(chol)).sum())
