@@ -8,14 +8,18 @@ GEMM pair of the same work).
 
 --sweep times the kernel test's own time shapes (the power-of-two sweep the kernels were tuned on) in bf16,
 fp16 and fp32 instead, as one table: whether a dispatch change for the model shapes costs the sweep.
---half times one half alone (a short device call that must reach the held-out half).
+--half times one half alone (a short device call that must reach the held-out half). --shapes times the
+shapes it names instead (e.g. --shapes 1024x6145:bf16 512x12289:fp16): synthetic shapes around a rule's
+bounds, which neither half has.
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed (a compute-bound kernel's against its test's reference and tolerances, and
 poisoned before its call, as kgit.harness checks it). Times are medians over calls with the L2 cleared
 before each, as kgit times (kgit.harness.timing.gpu_median_ms), taken in two rounds in opposite orders
 (old, new, torch, then torch, new, old); the table shows the mean of the two. Traffic is the minimal one: each input read once, each
-output written once; % of copy is of kgit.harness.device's measured copy bandwidth.
+output written once; % of copy is of kgit.harness.device's measured copy bandwidth, and "x copy" is against a
+device copy of the shape's own traffic timed in the same rounds (a small launch's bound: copy's bandwidth is
+measured on a large one).
 
 HELD_OUT_TINY=1 cuts every shape's first dimension to 2 (a compute-bound kernel's shape to TINY_DIMS', in
 fp16) and times one call with a wall clock: with TRITON_INTERPRET=1 on a CPU it checks this script's code
@@ -162,14 +166,18 @@ def measure(spec, old, new, shape, where):
             row[f"{name}_error"] = failure(e)
     row["path"] = dict(getattr(new, "last_config", {})).get("kernel", "")
     del ref
-    times = {name: [] for name in outs}
-    for order in (list(outs), list(reversed(outs))):
+    row["bytes"] = spec["bytes"](inputs)
+    # a device copy of the same traffic (half of it read, half written), of fp32 as kgit.harness.device
+    # measures the copy bandwidth on 1 GiB: what a launch of this size can reach
+    src, dst = (torch.empty(max(1, row["bytes"] // 8), dtype=torch.float32, device=where) for _ in range(2))
+    timed = {**{name: lambda call=calls[name], o=outs[name]: call(o) for name in outs}, "copy": lambda: dst.copy_(src)}
+    times = {name: [] for name in timed}
+    for order in (list(timed), list(reversed(timed))):
         for name in order:
-            times[name].append(time_us(lambda call=calls[name], o=outs[name]: call(o)))
+            times[name].append(time_us(timed[name]))
     for name, ts in times.items():
         row[f"{name}_us"] = sum(ts) / len(ts)
         row[f"{name}_us_rounds"] = ts
-    row["bytes"] = spec["bytes"](inputs)
     return row
 
 
@@ -271,10 +279,18 @@ def sweep_shapes(kernel: str) -> list[Shape]:
             for dims in spec.gpu.time_shapes for dtype in ("bf16", "fp16", "fp32")]
 
 
+def synthetic(kernel: str, text: str) -> Shape:
+    """A shape of --shapes: DIMS:DTYPE, DIMS as a table shows them (2048x5000)."""
+    dims, _, dtype = text.partition(":")
+    if dtype not in DTYPES:
+        raise SystemExit(f"--shapes {text}: the dtype after ':' is one of {', '.join(DTYPES)}")
+    return Shape(kernel, tuple(int(d) for d in dims.split("x")), dtype, "synthetic (--shapes)")
+
+
 def table(kernel, half, rows, copy):
     print(f"\n{kernel}, {half} half (copy {f'{copy:.0f} GB/s' if copy else 'not measured: no GPU'})")
     head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
-           f"{'new %copy':>9s} {'new/old':>7s} {'x torch':>7s}  ok(o/n/t)  path"
+           f"{'new %copy':>9s} {'new/old':>7s} {'x torch':>7s} {'x copy':>6s}  ok(o/n/t)  path"
     print(head)
     for r in rows:
         def pct(name):
@@ -284,9 +300,11 @@ def table(kernel, half, rows, copy):
             return f"{r[name + '_us']:9.2f}" if f"{name}_us" in r else f"{'-':>9s}"
         ratio = f"{r['old_us'] / r['new_us']:7.3f}" if "old_us" in r and "new_us" in r else f"{'-':>7s}"
         xt = f"{r['torch_us'] / r['new_us']:7.3f}" if "torch_us" in r and "new_us" in r else f"{'-':>7s}"
+        # new against a copy of its own traffic (1.0: as fast as that copy)
+        xc = f"{r['copy_us'] / r['new_us']:6.3f}" if "copy_us" in r and "new_us" in r else f"{'-':>6s}"
         ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in ("old", "new", "torch"))
         print(f"{r['shape']:>14s} {r['dtype']:5s} {us('old')} {us('new')} {us('torch')} {pct('old')} {pct('new')} "
-              f"{ratio} {xt}  {ok:9s}  {r['path']}")
+              f"{ratio} {xt} {xc}  {ok:9s}  {r['path']}")
         for n in ("old", "new", "torch"):
             if f"{n}_error" in r:
                 print(f"{'':>14s} {n}: {r[n + '_error']}")
@@ -308,6 +326,7 @@ def main():
     shapes = ap.add_mutually_exclusive_group()  # --half of the sweep would time nothing
     shapes.add_argument("--sweep", action="store_true", help="the kernel test's time shapes instead of shapes.py's")
     shapes.add_argument("--half", choices=("tune", "held-out"), help="shapes.py's one half alone")
+    shapes.add_argument("--shapes", nargs="+", metavar="DIMS:DTYPE", help="these shapes instead, e.g. 1024x6145:bf16")
     args = ap.parse_args()
     where = device.detect()["device"]
     old, new = bench.kernel_module(args.kernel, args.old_file, "old"), bench.kernel_module(args.kernel, side="new")
@@ -323,7 +342,12 @@ def main():
     gpu = machine["gpu"]
     print(f"{args.kernel} on {gpu}, torch {machine['torch']}, triton {machine['triton']}")
     records = []
-    halves = [("sweep", sweep_shapes(args.kernel))] if args.sweep else zip(("tune", "held-out"), split(args.kernel))
+    if args.shapes:
+        halves = [("synthetic", [synthetic(args.kernel, text) for text in args.shapes])]
+    elif args.sweep:
+        halves = [("sweep", sweep_shapes(args.kernel))]
+    else:
+        halves = zip(("tune", "held-out"), split(args.kernel))
     halves = [(half, shapes) for half, shapes in halves if args.half in (None, half)]
     for half, shapes in halves:
         rows = []
