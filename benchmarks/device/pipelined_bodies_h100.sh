@@ -12,6 +12,10 @@
 set -u
 export PYTHONPATH=$PWD
 t0=$(date +%s)
+left() {  # seconds from now until $1 s after the start, at least 1 (timeout 0 would mean no limit)
+    local s=$(( $1 - ($(date +%s) - t0) ))
+    echo $(( s > 1 ? s : 1 ))
+}
 step() {  # step NAME DEADLINE_S TIMEOUT_S command...: run, stdout and stderr to $OUT/NAME.txt
     local name=$1 deadline=$2 limit=$3
     shift 3
@@ -20,12 +24,12 @@ step() {  # step NAME DEADLINE_S TIMEOUT_S command...: run, stdout and stderr to
 }
 step softmax-held-out 90 110 python benchmarks/held_out_bench.py softmax "$OLD" --half held-out \
     --json "$OUT/softmax-held-out.jsonl"
-step softmax-tune 170 $((190 - ($(date +%s) - t0))) python benchmarks/held_out_bench.py softmax "$OLD" --half tune \
+step softmax-tune 170 "$(left 190)" python benchmarks/held_out_bench.py softmax "$OLD" --half tune \
     --json "$OUT/softmax-tune.jsonl"
-step softmax-sweep 310 $((330 - ($(date +%s) - t0))) python benchmarks/held_out_bench.py softmax "$OLD" --sweep \
+step softmax-sweep 310 "$(left 330)" python benchmarks/held_out_bench.py softmax "$OLD" --sweep \
     --json "$OUT/softmax-sweep.jsonl"
-step explore 385 $((400 - ($(date +%s) - t0))) python benchmarks/explore/pipelined_bodies.py "$OLD" \
+step explore 385 "$(left 400)" python benchmarks/explore/pipelined_bodies.py "$OLD" \
     --json "$OUT/explore.jsonl"
 # compiled, not interpreted (the CPU check of this script runs the others under TRITON_INTERPRET=1)
-step ptx_sm90 405 $((415 - ($(date +%s) - t0))) env -u TRITON_INTERPRET python benchmarks/explore/pipelined_bodies_ptx.py
+step ptx_sm90 405 "$(left 415)" env -u TRITON_INTERPRET python benchmarks/explore/pipelined_bodies_ptx.py
 cat "$OUT"/softmax-*.txt | grep -E "summary|WRONG|skipped"
