@@ -19,7 +19,9 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   Also 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX on
                   NVIDIA GPUs that _softmax_row_pairs cannot take, in 16-element
                   groups, one row a tile, pipelined in shared memory (see
-                  PIPELINED_ROWS).
+                  PIPELINED_ROWS); and so 16-bit rows over BLOCK_SIZE up to
+                  WHOLE_ROW_MAX not in 16-element groups, on their bodies cut at
+                  16-byte boundaries (see PIPELINED_BODIES).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why), on the
                   warps that keep the most rows in flight (see ROW_WARPS).
@@ -33,8 +35,8 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   share an SM; and its partial (max, sum) travels as one
                   64-bit word (see SMEM_TEAM).
   _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
-                  16-element groups Triton cannot prove (see 'Rows not in
-                  16-element groups' by SPLIT):
+                  16-element groups Triton cannot prove and the pipelined loop
+                  does not take (see 'Rows not in 16-element groups' by SPLIT):
                   a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -195,10 +197,12 @@ MIN_PIPELINED_STAGES = 3
 # whole row (_softmax_row) holds its row in registers from load to store and loads nothing while it
 # reduces and writes: at 896x8193 fp16 three rows of 16 KB an SM, in bursts, 56.8% of copy; 2048x4097 bf16
 # 75.1% (h100-aligned-body/). The split team holds one 8 KB chunk a program, four programs an SM, and loads
-# the next row's chunk only once this row's partials are out: 2048x30522 bf16 68.0%. Here three or four
-# programs an SM each keep up to three rows ahead (16-96 KB), and the grid (at most M) gives every program
-# its rows from the start, where rows an SM are few (896 over 132 SMs). Rows of 16-element groups on this
-# loop read 94.6% at 1024x32000 fp16 (H100, the tune half). Not yet measured on these rows: see
+# the next row's chunk only once this row's partials are out: 2048x30522 bf16 68.0%. Here each program
+# keeps stages - 1 rows ahead (two or three), as many programs an SM as registers and shared memory allow
+# (one at 30522, two to four at 4097-8193), and the grid (at most M) gives every program its rows from the
+# start, where rows an SM are few (896 over 132 SMs). Rows of 16-element groups on this loop read 94.6% at
+# 1024x32000 fp16 (H100, the tune half). Rows over WHOLE_ROW_MAX (50257) cannot: a body block of 65536 is
+# 128 KB a stage, and MIN_PIPELINED_STAGES of them do not fit 227 KB. Not yet measured on these rows: see
 # experiments/held-out-shapes/cpu-pipelined-bodies/.
 # The warps and stages: as for whole rows (ROW_WARPS), those whose compiled loop keeps the most bytes in
 # flight an SM (_pipelined_choice), since registers decide the programs an SM and vary with both: compiled
@@ -228,7 +232,8 @@ STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 # Rows not in 16-element groups: 16-bit rows over GROUPED_ROW_MAX whose 16-element groups Triton cannot
 # prove (_rows_of_16: vocabularies such as 50257 or 30522), which the shared-memory team and the pipelined
-# loop cannot take, go to the split team on SPLIT's chunk and warps wherever it runs (not in the
+# loop cannot take whole (up to WHOLE_ROW_MAX, the loop takes their bodies where x and y share their 16-byte
+# boundaries: PIPELINED_BODIES), go to the split team on SPLIT's chunk and warps wherever it runs (not in the
 # interpreter), else to the streamed kernel. Such rows load element by
 # element, so neither cp.async (4 bytes at least) nor Triton's pipeline moves them: the pipelined loop then
 # holds one row in flight a program, the streamed kernel one chunk a program (and reads the row twice);
