@@ -15,7 +15,9 @@ reference before it is timed (a compute-bound kernel's against its test's refere
 poisoned before its call, as kgit.harness checks it). Times are medians over calls with the L2 cleared
 before each, as kgit times (kgit.harness.timing.gpu_median_ms), taken in two rounds in opposite orders
 (old, new, torch, then torch, new, old); the table shows the mean of the two. Traffic is the minimal one: each input read once, each
-output written once; % of copy is of kgit.harness.device's measured copy bandwidth.
+output written once; % of copy is of kgit.harness.device's measured copy bandwidth, and %same of a
+torch copy of the shape's own traffic timed in the same rounds (what launch and the last wave leave a
+small shape: the bound of a kernel that moves its bytes once).
 
 HELD_OUT_TINY=1 cuts every shape's first dimension to 2 (a compute-bound kernel's shape to TINY_DIMS', in
 fp16) and times one call with a wall clock: with TRITON_INTERPRET=1 on a CPU it checks this script's code
@@ -162,6 +164,12 @@ def measure(spec, old, new, shape, where):
             row[f"{name}_error"] = failure(e)
     row["path"] = dict(getattr(new, "last_config", {})).get("kernel", "")
     del ref
+    row["bytes"] = spec["bytes"](inputs)
+    # The copy of the same traffic (half read, half written) bounds what a small shape can reach: its
+    # launch and last wave cost the copy too, which the large copy that % of copy divides by does not see.
+    src = torch.randint(0, 256, (row["bytes"] // 2,), dtype=torch.uint8, device=where)
+    dst = torch.empty_like(src)
+    calls["copy"], outs["copy"] = (lambda o: o.copy_(src)), dst
     times = {name: [] for name in outs}
     for order in (list(outs), list(reversed(outs))):
         for name in order:
@@ -169,7 +177,6 @@ def measure(spec, old, new, shape, where):
     for name, ts in times.items():
         row[f"{name}_us"] = sum(ts) / len(ts)
         row[f"{name}_us_rounds"] = ts
-    row["bytes"] = spec["bytes"](inputs)
     return row
 
 
@@ -274,7 +281,7 @@ def sweep_shapes(kernel: str) -> list[Shape]:
 def table(kernel, half, rows, copy):
     print(f"\n{kernel}, {half} half (copy {f'{copy:.0f} GB/s' if copy else 'not measured: no GPU'})")
     head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
-           f"{'new %copy':>9s} {'new/old':>7s} {'x torch':>7s}  ok(o/n/t)  path"
+           f"{'new %copy':>9s} {'%same':>6s} {'new/old':>7s} {'x torch':>7s}  ok(o/n/t)  path"
     print(head)
     for r in rows:
         def pct(name):
@@ -284,9 +291,10 @@ def table(kernel, half, rows, copy):
             return f"{r[name + '_us']:9.2f}" if f"{name}_us" in r else f"{'-':>9s}"
         ratio = f"{r['old_us'] / r['new_us']:7.3f}" if "old_us" in r and "new_us" in r else f"{'-':>7s}"
         xt = f"{r['torch_us'] / r['new_us']:7.3f}" if "torch_us" in r and "new_us" in r else f"{'-':>7s}"
+        same = f"{100 * r['copy_us'] / r['new_us']:6.1f}" if "copy_us" in r and "new_us" in r else f"{'-':>6s}"
         ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in ("old", "new", "torch"))
         print(f"{r['shape']:>14s} {r['dtype']:5s} {us('old')} {us('new')} {us('torch')} {pct('old')} {pct('new')} "
-              f"{ratio} {xt}  {ok:9s}  {r['path']}")
+              f"{same} {ratio} {xt}  {ok:9s}  {r['path']}")
         for n in ("old", "new", "torch"):
             if f"{n}_error" in r:
                 print(f"{'':>14s} {n}: {r[n + '_error']}")
@@ -296,7 +304,9 @@ def table(kernel, half, rows, copy):
         gain = 1.0
         for r in timed:
             gain *= r["old_us"] / r["new_us"]
-        print(f"{'summary':>14s}: new % of copy min {pcts[0]:.1f} median {pcts[len(pcts) // 2]:.1f}; new/old "
+        sames = sorted(100 * r["copy_us"] / r["new_us"] for r in timed)
+        print(f"{'summary':>14s}: new % of copy min {pcts[0]:.1f} median {pcts[len(pcts) // 2]:.1f}; % of the "
+              f"same-size copy min {sames[0]:.1f} median {sames[len(sames) // 2]:.1f}; new/old "
               f"geomean {gain ** (1 / len(timed)):.3f}; x torch min {min(r['torch_us'] / r['new_us'] for r in timed):.3f}")
 
 

@@ -26,6 +26,9 @@ def test_half_times_that_half_of_the_shapes_alone(tmp_path):
     _, held_out = split("rotary-embedding")
     assert {r["half"] for r in rows} == {"held-out"} and len(rows) == len(held_out)
     assert all(r["new_ok"] for r in rows)
+    # beside each shape, a copy of its own traffic timed in the same two rounds (the small shapes' bound)
+    assert all(len(r["copy_us_rounds"]) == 2 and r["copy_us"] > 0 for r in rows)
+    assert "%same" in proc.stdout
 
 
 def run_bench(tmp_path, kernel, old_file, *args):
