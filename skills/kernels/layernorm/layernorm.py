@@ -451,7 +451,7 @@ if gluon is not None:
         # 3e-5 relative, under a 16-bit output's rounding). The word is its own flag: no fence orders it
         # behind this program's outstanding stores. Buffer it % 4: a program runs at most two rows ahead
         # of a sibling. EXACT (fp32 rows, whose output would carry that 3e-5): two words, mean's bits and
-        # M2's whole, each stamped in its low half; the team's words are 8 a buffer row, M2's 4 * P after.
+        # M2's whole, each stamped in its low half: a team's words are 8 P, its M2s 4 P after its means.
         if EXACT:
             at = words + (team * 8 + it % 4) * P + part
             gl.atomic_xchg(at, (mean.to(gl.int32, bitcast=True).to(gl.int64) << 32) | (it & 0x7F), sem="relaxed")
@@ -484,6 +484,7 @@ if gluon is not None:
                 w = gl.load(at, mask=ok, other=0, volatile=True)
                 v = gl.load(at + 4 * P, mask=ok, other=0, volatile=True)
                 spins += 1
+            means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
             m2s = gl.where(ok, (v >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
         else:
             at = words + (team * 4 + it % 4) * P + slots
@@ -492,8 +493,8 @@ if gluon is not None:
             while _unstamped(w, it, slots, P) & (spins < SPIN):
                 w = gl.load(at, mask=ok, other=0, volatile=True)
                 spins += 1
+            means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
             m2s = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
         return means, m2s
 
     if hasattr(gl.shared_memory_descriptor, "reinterpret"):  # public from Triton 3.9
@@ -649,10 +650,14 @@ if gluon is not None:
         # that all P have left their waits
         done = gl.atomic_add(exits + team, 1, sem="acq_rel")
         if done == P - 1:
-            WORDS: gl.constexpr = 8 if EXACT else 4  # 4 buffers of P words, twice where EXACT (see _publish)
-            for k in gl.static_range(WORDS):
-                gl.atomic_xchg(words + (team * WORDS + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
-                               mask=slots < P, sem="relaxed")
+            for k in gl.static_range(4):
+                if EXACT:  # the team's 8 P words (see _publish)
+                    at = words + (team * 8 + k) * P + slots
+                    gl.atomic_xchg(at, (zeros + UNSTAMPED).to(gl.int64), mask=slots < P, sem="relaxed")
+                    gl.atomic_xchg(at + 4 * P, (zeros + UNSTAMPED).to(gl.int64), mask=slots < P, sem="relaxed")
+                else:
+                    gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                                   mask=slots < P, sem="relaxed")
             gl.atomic_xchg(exits + team, 0, sem="release")
 
 
@@ -860,7 +865,7 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     half_rows = SMEM_TEAM_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
     if half_rows and _launch_half_rows(x2, w, b, y2, eps, sms):
         return y
-    team_above = SMEM_TEAM_ABOVE if x.element_size() == 2 else WHOLE_ROW_MAX  # 'fp32 rows on the team
+    team_above = SMEM_TEAM_ABOVE if x.element_size() == 2 else WHOLE_ROW_MAX  # see 'fp32 rows on the team'
     if N > team_above and _smem_team_run(x2, y2, w, b) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
         return y
     if N <= WHOLE_ROW_MAX:
