@@ -73,7 +73,7 @@ def main():
             x, w = torch.empty(8, N, dtype=dtype), torch.empty(N, dtype=dtype)
             consts = {"CHUNK": chunk, "NCH": m.SMEM_TEAM["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P),
                       "SPIN": m.MAX_SPIN, "PAIRS": dtype == torch.bfloat16, "EVEN": N % chunk == 0,
-                      "EXACT": dtype == torch.float32}
+                      "EXACT": dtype == torch.float32, "VEC": 16 // dtype.itemsize}
             k = compile_sm90(m._layernorm_smem_team, (x, w, w, x, torch.empty(8, dtype=torch.int64),
                                                       torch.empty(8, dtype=torch.int32), 8, N, N, N, m.EPS),
                              consts, m.SMEM_TEAM["num_warps"])

@@ -555,7 +555,8 @@ if gluon is not None:
     @gluon.jit
     def _layernorm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
                              CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                             SPIN: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr, EXACT: gl.constexpr):
+                             SPIN: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr, EXACT: gl.constexpr,
+                             VEC: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
@@ -563,8 +564,11 @@ if gluon is not None:
         # each chunk it has read is refilled with row i+2. The part's w and b stay in shared memory.
         # PAIRS (bf16): every chunk of x, w and b is read as int32 pairs (_bf16_pairs). EVEN: N is a
         # multiple of the part, so no column is masked (see 'Unmasked rows' by SMEM_TEAM). EXACT (fp32):
-        # (mean, M2) traded whole, in two words (see _publish).
-        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+        # (mean, M2) traded whole, in two words (see _publish). VEC: a thread's run of elements, 16 bytes:
+        # one 16-byte cp.async, shared load and store each, consecutive threads' runs adjacent, so that a
+        # quarter warp's shared accesses cover 128 contiguous bytes (in fp32, runs of 8 would put 32 bytes
+        # between threads: two-way bank conflicts on every shared access).
+        layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         PART: gl.constexpr = NCH * CHUNK
         buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
@@ -962,7 +966,7 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
     consts = {"CHUNK": chunk, "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
               "PAIRS": x2.dtype == torch.bfloat16, "EVEN": N % (chunk * st["NCH"]) == 0,
-              "EXACT": x2.element_size() == 4}
+              "EXACT": x2.element_size() == 4, "VEC": 16 // x2.element_size()}
     occ = _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1, x2.device)
     capped = {**consts, "maxnreg": st["maxnreg"]}
     occ_capped = _programs_per_sm(_layernorm_smem_team, args, capped, st["num_warps"], 1, x2.device)
