@@ -411,23 +411,23 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
 
 
 @pytest.mark.parametrize("dtype, N, launch", [
-    # (grid, P, CHUNK, EXACT, EVEN) of layernorm's team: bounds scaled down (SMEM_TEAM_ABOVE 128,
+    # (grid, P, CHUNK, EXACT, EVEN, VEC) of layernorm's team: bounds scaled down (SMEM_TEAM_ABOVE 128,
     # WHOLE_ROW_MAX 512), parts of 2 x CHUNK, CHUNK 64 16-bit elements; 4 SMs x 3 programs = 12 at once
-    (torch.float32, 600, ((10,), 10, 32, True, False)),  # over WHOLE_ROW_MAX: chunks of the same bytes, exact words
-    (torch.float32, 640, ((10,), 10, 32, True, True)),  # a multiple of the part: unmasked
-    (torch.float32, 513, ((9,), 9, 32, True, False)),  # one element over
+    (torch.float32, 600, ((10,), 10, 32, True, False, 4)),  # over WHOLE_ROW_MAX: the same bytes, exact words
+    (torch.float32, 640, ((10,), 10, 32, True, True, 4)),  # a multiple of the part: unmasked
+    (torch.float32, 513, ((9,), 9, 32, True, False, 4)),  # one element over
     (torch.float32, 512, None),  # WHOLE_ROW_MAX itself: the whole row
     (torch.float32, 300, None),  # over SMEM_TEAM_ABOVE, as 16-bit rows that go to the team: the whole row
     (torch.float32, 800, None),  # P = 13 does not fit 12: another kernel
-    (torch.bfloat16, 600, ((10,), 5, 64, False, False)),  # 16-bit: as before, one word a part
-    (torch.float16, 640, ((10,), 5, 64, False, True)),
+    (torch.bfloat16, 600, ((10,), 5, 64, False, False, 8)),  # 16-bit: as before, one word a part
+    (torch.float16, 640, ((10,), 5, 64, False, True, 8)),
 ])
 def test_layernorm_fp32_rows_over_whole_row_max_go_to_the_team_with_exact_words(monkeypatch, record_launches, dtype,
                                                                                 N, launch):
     # The team runs on a GPU only; a row it does not take is computed here in the interpreter and checked.
     m, call, ref = _scaled_down_team_template("layernorm")
     launched = record_launches(m, "_layernorm_smem_team", lambda grid, args, kw: (
-        grid, kw["P"], kw["CHUNK"], kw["EXACT"], kw["EVEN"]), launch=False)
+        grid, kw["P"], kw["CHUNK"], kw["EXACT"], kw["EVEN"], kw["VEC"]), launch=False)
     monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
     x, w, b = torch.randn(20, N).to(dtype), (torch.rand(N) + 0.5).to(dtype), torch.randn(N).to(dtype)
