@@ -383,7 +383,7 @@ def _scaled_down_team_template(name):
     ("layernorm", torch.bfloat16, 300, ((12,), 3)),  # over SMEM_TEAM_ABOVE
     ("layernorm", torch.float16, 129, ((12,), 2)),
     ("layernorm", torch.bfloat16, 128, None),  # up to SMEM_TEAM_ABOVE: the whole row
-    *[(name, torch.float32, 600, None) for name in ("softmax", "rmsnorm")],  # fp32: never their teams (layernorm's: below)
+    *[(name, torch.float32, 600, None) for name in ("softmax", "rmsnorm")],  # fp32: not their teams (layernorm: below)
     *[(name, torch.bfloat16, 1700, None) for name in SMEM_TEAM_TEMPLATES],  # P = 14 does not fit 12: streamed
 ])
 def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, N, launch):
