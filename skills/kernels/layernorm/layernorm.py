@@ -154,10 +154,11 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "max
 # with a stamp in M2's low bits keeps 15 of its 23 mantissa bits, 3e-5 relative, past an fp32 output's
 # rounding. Why: _layernorm_split, which took them, reads 83.1-84.1% of copy at 65536-262144 on the H100
 # (experiments/held-out-shapes/h100-aligned-body/layernorm-sweep.txt), where the 16-bit team reads 94.2-95.9.
-# Compiled for sm_90, SPLIT's chunk of 8192 on 4 warps holds x, the next row's x, w and b, 64 values a thread
-# each: 255 registers and spills, two programs an SM, each with nothing in flight from its reduction of the
-# next row through its wait and its stores; the team keeps row i + 2 in flight through all of that, six
-# programs an SM (48 registers, 32 KB of shared memory). Measured: experiments/held-out-shapes/fp32-smem-team/.
+# Compiled for sm_90 by Triton 3.6, SPLIT's chunk of 8192 on 4 warps holds x, the next row's x, w and b, 64
+# values a thread each: 255 registers and spills, two programs an SM, each with nothing in flight from its
+# reduction of the next row through its wait and its stores; the team keeps row i + 2 in flight through all
+# of that, six programs an SM (64-72 registers, 32 KB of shared memory), a thread's run 16 bytes as in 16
+# bits (VEC). The prediction, the compile figures and the H100 run: experiments/held-out-shapes/fp32-smem-team/.
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
