@@ -383,7 +383,7 @@ def _scaled_down_team_template(name):
     ("layernorm", torch.bfloat16, 300, ((12,), 3)),  # over SMEM_TEAM_ABOVE
     ("layernorm", torch.float16, 129, ((12,), 2)),
     ("layernorm", torch.bfloat16, 128, None),  # up to SMEM_TEAM_ABOVE: the whole row
-    *[(name, torch.float32, 600, None) for name in SMEM_TEAM_TEMPLATES],  # fp32: never the team
+    *[(name, torch.float32, 600, None) for name in ("softmax", "rmsnorm")],  # fp32: not their teams (layernorm: below)
     *[(name, torch.bfloat16, 1700, None) for name in SMEM_TEAM_TEMPLATES],  # P = 14 does not fit 12: streamed
 ])
 def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, N, launch):
@@ -408,6 +408,53 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
     assert launched == ([launch] if launch else [])
     if not launch:
         torch.testing.assert_close(y.float(), ref(m, x, w, b).float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype, N, launch", [
+    # (grid, P, CHUNK, EXACT, EVEN, VEC) of layernorm's team: bounds scaled down (SMEM_TEAM_ABOVE 128,
+    # WHOLE_ROW_MAX 512), parts of 2 x CHUNK, CHUNK 64 16-bit elements; 4 SMs x 3 programs = 12 at once
+    (torch.float32, 600, ((10,), 10, 32, True, False, 4)),  # over WHOLE_ROW_MAX: the same bytes, exact words
+    (torch.float32, 640, ((10,), 10, 32, True, True, 4)),  # a multiple of the part: unmasked
+    (torch.float32, 513, ((9,), 9, 32, True, False, 4)),  # one element over
+    (torch.float32, 512, None),  # WHOLE_ROW_MAX itself: the whole row
+    (torch.float32, 300, None),  # over SMEM_TEAM_ABOVE, as 16-bit rows that go to the team: the whole row
+    (torch.float32, 800, None),  # P = 13 does not fit 12: another kernel
+    (torch.bfloat16, 600, ((10,), 5, 64, False, False, 8)),  # 16-bit: as before, one word a part
+    (torch.float16, 640, ((10,), 5, 64, False, True, 8)),
+])
+def test_layernorm_fp32_rows_over_whole_row_max_go_to_the_team_with_exact_words(monkeypatch, record_launches, dtype,
+                                                                                N, launch):
+    # The team runs on a GPU only; a row it does not take is computed here in the interpreter and checked.
+    m, call, ref = _scaled_down_team_template("layernorm")
+    launched = record_launches(m, "_layernorm_smem_team", lambda grid, args, kw: (
+        grid, kw["P"], kw["CHUNK"], kw["EXACT"], kw["EVEN"], kw["VEC"]), launch=False)
+    monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
+    x, w, b = torch.randn(20, N).to(dtype), (torch.rand(N) + 0.5).to(dtype), torch.randn(N).to(dtype)
+    y = call(m, x, w, b, {"BLOCK_SIZE": 64})
+    assert launched == ([launch] if launch else [])
+    if not launch:
+        torch.testing.assert_close(y.double(), ref(m, x, w, b), rtol=1e-4, atol=1e-4)
+
+
+def test_layernorm_team_that_failed_in_16_bits_is_still_tried_in_fp32(monkeypatch, uncompilable):
+    # Two compilations of one kernel (EXACT or not): the one that failed keeps its rows off the team, the
+    # other is tried once in its turn.
+    m, call, ref = _scaled_down_team_template("layernorm")
+    monkeypatch.setattr(m, "_layernorm_smem_team", uncompilable)
+    monkeypatch.setattr(m, "_smem_team_run", lambda *args: True)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    x, w, b = torch.randn(20, 600), torch.rand(600) + 0.5, torch.randn(600)
+    with pytest.warns(UserWarning, match="does not run"):
+        call(m, x.bfloat16(), w.bfloat16(), b.bfloat16(), {"BLOCK_SIZE": 64})
+    with pytest.warns(UserWarning, match="does not run"):
+        y = call(m, x, w, b, {"BLOCK_SIZE": 64})
+    torch.testing.assert_close(y.double(), ref(m, x, w, b), rtol=1e-4, atol=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call(m, x, w, b, {"BLOCK_SIZE": 64})
+        call(m, x.half(), w.half(), b.half(), {"BLOCK_SIZE": 64})
+    assert len(uncompilable.attempts) == 2
 
 
 @pytest.mark.parametrize("dtype, uncapped, capped, spills, launch", [
@@ -486,7 +533,7 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
     assert not run(Rows(), Rows(stride=32772))  # rows 8 bytes apart from 16
     assert not run(Rows(), Rows(stride=32776))  # rows 16 bytes apart, not 32
     assert not run(Rows(ptr=(1 << 20) + 8), Rows())  # misaligned start
-    assert not run(Rows(elem=4), Rows(elem=4))
+    assert run(Rows(elem=4), Rows(elem=4)) == (name == "layernorm")  # fp32: layernorm's team alone
     assert not run(Rows(device="cpu"), Rows(device="cpu"))
     monkeypatch.setattr(torch.version, "hip", "6.2")
     assert not run(Rows(), Rows())  # AMD: no cp.async

@@ -26,12 +26,15 @@ Same structure as the softmax template:
                     each half of it in registers as loaded, two elements a 32-bit
                     word; the halves trade (mean, M2) in one 64-bit word (see
                     HALF_ROW_WARPS).
-  _layernorm_smem_team 16-bit rows over SMEM_TEAM_ABOVE on NVIDIA GPUs: the split
-                    team, each program's part of two rows in shared memory
-                    (Gluon, cp.async), up to six programs an SM, each part's
-                    (mean, M2) one 64-bit word that carries its row's iteration
-                    (the softmax template's _softmax_smem_team; see SMEM_TEAM).
-  _layernorm_split  longer fp32 rows: the row over P co-resident programs that
+  _layernorm_smem_team 16-bit rows over SMEM_TEAM_ABOVE, fp32 rows over
+                    WHOLE_ROW_MAX, on NVIDIA GPUs: the split team, each
+                    program's part of two rows in shared memory (Gluon,
+                    cp.async), up to six programs an SM, each part's (mean, M2)
+                    one 64-bit word that carries its row's iteration, two in
+                    fp32 (the softmax template's _softmax_smem_team; see
+                    SMEM_TEAM and 'fp32 rows on the team' beside it).
+  _layernorm_split  longer fp32 rows the team cannot take (not in 16-element
+                    groups): the row over P co-resident programs that
                     exchange (mean, M2) once per row, as the softmax template's
                     _softmax_split exchanges (max, sum): one read, one write
                     (see SPLIT for the figures).
@@ -145,6 +148,18 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 1, "num_warps": 4, "PROGRAMS_PER_SM": 8, "max
 # call2-even-or-not/ beside): fp32 4096x32768 89.4 -> 94.5; the
 # team, bf16 / fp16, 4096x32768 83.8 / 84.5 -> 84.9 / 85.6, 2048x65536 82.8 / 83.5 -> 84.2 / 84.5,
 # 1024x131072 85.1 / 85.1 -> 86.5 / 87.5, 512x262144 78.6 / 79.6 -> 80.0 / 81.8.
+# fp32 rows on the team: fp32 rows over WHOLE_ROW_MAX (up to it the whole row in registers read 98% of copy)
+# whose length, stride and start are in 16-element groups go to the team too, its chunk the same bytes
+# (CHUNK counts 16-bit elements: 2048 fp32), (mean, M2) traded whole in two stamped words (EXACT): one word
+# with a stamp in M2's low bits keeps 15 of its 23 mantissa bits, 3e-5 relative, past an fp32 output's
+# rounding. Why: _layernorm_split, which took them, reads 83.1-84.1% of copy at 65536-262144 on the H100
+# (experiments/held-out-shapes/h100-aligned-body/layernorm-sweep.txt), where the 16-bit team reads 94.2-95.9.
+# Compiled for sm_90 by Triton 3.6, SPLIT's chunk of 8192 on 4 warps holds x, the next row's x, w and b, 64
+# values a thread each: 255 registers and spills, two programs an SM, each with nothing in flight from its
+# reduction of the next row through its wait and its stores; the team keeps row i + 2 in flight through all
+# of that, six programs an SM (64-72 registers, 32 KB of shared memory), a thread's run 16 bytes as in 16
+# bits (VEC). On the H100 the team read 94.4-94.9% of copy there (the split 83.4-85.0%, same process), as
+# predicted: experiments/held-out-shapes/fp32-smem-team/.
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 MAX_SPIN = 1 << 20  # bounded wait (~1 s), then give up: wrong output, which the harness catches, never a hang
 # A program of one tile (PERSISTENT 0) on 16-bit rows over WB_PER_TILE_ABOVE loads w and b after the
@@ -432,32 +447,56 @@ def _layernorm_split(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, flag_ptr, M, N, stride_
 
 if gluon is not None:
     @gluon.jit
-    def _publish(words, team, part, it, mean, m2, P: gl.constexpr):
+    def _publish(words, team, part, it, mean, m2, P: gl.constexpr, EXACT: gl.constexpr):
         # This program's (mean, M2) of the row of iteration `it` as one 64-bit word: mean's bits, then
         # M2's (>= 0) with their low 8 bits replaced by it % 128 (M2 keeps 15 of its 23 mantissa bits:
         # 3e-5 relative, under a 16-bit output's rounding). The word is its own flag: no fence orders it
         # behind this program's outstanding stores. Buffer it % 4: a program runs at most two rows ahead
-        # of a sibling.
-        lo = (m2.to(gl.int32, bitcast=True) & 0x7FFFFF00) | (it & 0x7F)
-        word = (mean.to(gl.int32, bitcast=True).to(gl.int64) << 32) | lo.to(gl.int64)
-        gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
+        # of a sibling. EXACT (fp32 rows, whose output would carry that 3e-5): two words, mean's bits and
+        # M2's whole, each stamped in its low half: a team's words are 8 P, its M2s 4 P after its means.
+        if EXACT:
+            at = words + (team * 8 + it % 4) * P + part
+            gl.atomic_xchg(at, (mean.to(gl.int32, bitcast=True).to(gl.int64) << 32) | (it & 0x7F), sem="relaxed")
+            gl.atomic_xchg(at + 4 * P, (m2.to(gl.int32, bitcast=True).to(gl.int64) << 32) | (it & 0x7F),
+                           sem="relaxed")
+        else:
+            lo = (m2.to(gl.int32, bitcast=True) & 0x7FFFFF00) | (it & 0x7F)
+            word = (mean.to(gl.int32, bitcast=True).to(gl.int64) << 32) | lo.to(gl.int64)
+            gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
-        # Every sibling's (mean, M2) of the row of iteration `it`, once all words carry its stamp.
+    def _unstamped(w, it, slots, P: gl.constexpr):
+        # whether a word of slots < P lacks the stamp of iteration `it`
+        return gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0
+
+    @gluon.jit
+    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr, EXACT: gl.constexpr):
+        # Every sibling's (mean, M2) of the row of iteration `it`, once all words carry its stamp (EXACT:
+        # both words of each, see _publish).
         ok = slots < P
-        at = words + (team * 4 + it % 4) * P + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
         # 512x262144: +2-3 points of copy in its A/B, df8b865:experiments/sweep-h200-session18/call4-team-gather/).
-        w = gl.load(at, mask=ok, other=0, volatile=True)
-        spins = 0
-        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
-                & (spins < SPIN):
+        if EXACT:
+            at = words + (team * 8 + it % 4) * P + slots
             w = gl.load(at, mask=ok, other=0, volatile=True)
-            spins += 1
-        means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        m2s = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+            v = gl.load(at + 4 * P, mask=ok, other=0, volatile=True)
+            spins = 0
+            while (_unstamped(w, it, slots, P) | _unstamped(v, it, slots, P)) & (spins < SPIN):
+                w = gl.load(at, mask=ok, other=0, volatile=True)
+                v = gl.load(at + 4 * P, mask=ok, other=0, volatile=True)
+                spins += 1
+            means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+            m2s = gl.where(ok, (v >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        else:
+            at = words + (team * 4 + it % 4) * P + slots
+            w = gl.load(at, mask=ok, other=0, volatile=True)
+            spins = 0
+            while _unstamped(w, it, slots, P) & (spins < SPIN):
+                w = gl.load(at, mask=ok, other=0, volatile=True)
+                spins += 1
+            means = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+            m2s = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
         return means, m2s
 
     if hasattr(gl.shared_memory_descriptor, "reinterpret"):  # public from Triton 3.9
@@ -518,15 +557,20 @@ if gluon is not None:
     @gluon.jit
     def _layernorm_smem_team(x_ptr, w_ptr, b_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, eps,
                              CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                             SPIN: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr):
+                             SPIN: gl.constexpr, PAIRS: gl.constexpr, EVEN: gl.constexpr, EXACT: gl.constexpr,
+                             VEC: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ...; shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). Row i+1's (mean, M2) goes out before
         # the wait for row i's siblings, whose P pairs combine by Chan's formula; while it writes row i,
         # each chunk it has read is refilled with row i+2. The part's w and b stay in shared memory.
         # PAIRS (bf16): every chunk of x, w and b is read as int32 pairs (_bf16_pairs). EVEN: N is a
-        # multiple of the part, so no column is masked (see 'Unmasked rows' by SMEM_TEAM).
-        layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
+        # multiple of the part, so no column is masked (see 'Unmasked rows' by SMEM_TEAM). EXACT (fp32):
+        # (mean, M2) traded whole, in two words (see _publish). VEC: a thread's run of elements, 16 bytes:
+        # one 16-byte cp.async, shared load and store each, consecutive threads' runs adjacent, so that a
+        # quarter warp's shared accesses cover 128 contiguous bytes (in fp32, runs of 8 would put 32 bytes
+        # between threads: two-way bank conflicts on every shared access).
+        layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         PART: gl.constexpr = NCH * CHUNK
         buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
@@ -563,7 +607,7 @@ if gluon is not None:
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
         mean, m2 = _part_mean_m2(buf, 0, part * PART, N, n_part, NCH, CHUNK, layout, PAIRS, EVEN)
-        _publish(words, team, part, 0, mean, m2, P)
+        _publish(words, team, part, 0, mean, m2, P, EXACT)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
         # compile a runtime index here)
@@ -576,8 +620,8 @@ if gluon is not None:
                     cta_barrier()
                     mean, m2 = _part_mean_m2(buf, (1 - half) * NCH, part * PART, N, n_part, NCH, CHUNK, layout,
                                              PAIRS, EVEN)
-                    _publish(words, team, part, it + 1, mean, m2, P)
-                    means, m2s = _gather(words, team, it, slots, P, SPIN)
+                    _publish(words, team, part, it + 1, mean, m2, P, EXACT)
+                    means, m2s = _gather(words, team, it, slots, P, SPIN, EXACT)
                     row_mean = gl.sum(n_parts * means, axis=0) / N
                     d = means - row_mean  # slots past P: n_parts is 0 there, so their terms vanish
                     rstd = 1.0 / gl.sqrt((gl.sum(m2s, axis=0) + gl.sum(n_parts * d * d, axis=0)) / N + eps)
@@ -613,8 +657,13 @@ if gluon is not None:
         done = gl.atomic_add(exits + team, 1, sem="acq_rel")
         if done == P - 1:
             for k in gl.static_range(4):
-                gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
-                               mask=slots < P, sem="relaxed")
+                if EXACT:  # the team's 8 P words (see _publish)
+                    at = words + (team * 8 + k) * P + slots
+                    gl.atomic_xchg(at, (zeros + UNSTAMPED).to(gl.int64), mask=slots < P, sem="relaxed")
+                    gl.atomic_xchg(at + 4 * P, (zeros + UNSTAMPED).to(gl.int64), mask=slots < P, sem="relaxed")
+                else:
+                    gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                                   mask=slots < P, sem="relaxed")
             gl.atomic_xchg(exits + team, 0, sem="release")
 
 
@@ -665,7 +714,7 @@ _OCCUPANCY = {}
 _WORKSPACE = {}
 _TEAM_WORDS = {}
 _HALF_ROW_WORDS = {}
-_TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
+_TEAM_FAILED = {}  # (device, element size) -> why the shared-memory team did not compile or launch there
 
 
 def _interpreting() -> bool:
@@ -822,7 +871,8 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tens
     half_rows = SMEM_TEAM_ABOVE < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
     if half_rows and _launch_half_rows(x2, w, b, y2, eps, sms):
         return y
-    if N > SMEM_TEAM_ABOVE and _smem_team_run(x2, y2, w, b) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
+    team_above = SMEM_TEAM_ABOVE if x.element_size() == 2 else WHOLE_ROW_MAX  # see 'fp32 rows on the team'
+    if N > team_above and _smem_team_run(x2, y2, w, b) and _launch_smem_team(x2, w, b, y2, M, N, eps, sms):
         return y
     if N <= WHOLE_ROW_MAX:
         row_bytes = N * x.element_size()
@@ -893,13 +943,13 @@ def _rows_of_16(x2, y2, w, b) -> bool:
 
 def _smem_team_run(x2, y2, w, b) -> bool:
     """Whether _layernorm_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
-    (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
+    (sm_80 and newer), not the interpreter, 16-bit or fp32 rows whose length, row stride and start Triton
     sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
     8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
     whose mask or stride Triton cannot prove 8-aligned fails to compile. w and b start on 16 bytes."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
         return False
-    if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
+    if x2.element_size() not in (2, 4) or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
     return _rows_of_16(x2, y2, w, b)  # w and b are copied too
 
@@ -907,15 +957,18 @@ def _smem_team_run(x2, y2, w, b) -> bool:
 def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
     """Launch _layernorm_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
     not even one team of P programs fits the GPU at once, or when it failed to compile or launch on this
-    device before (_TEAM_FAILED)."""
-    if x2.device in _TEAM_FAILED:
+    device for rows of this element size before (_TEAM_FAILED)."""
+    failed = (x2.device, x2.element_size())  # the fp32 team failing leaves the 16-bit one, and the reverse
+    if failed in _TEAM_FAILED:
         return False
     st = SMEM_TEAM
-    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
+    chunk = st["CHUNK"] * 2 // x2.element_size()  # the same bytes in fp32 (see 'fp32 rows on the team')
+    P = triton.cdiv(N, chunk * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, w, b, y2, words, exits, M, N, x2.stride(0), y2.stride(0), eps)
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "PAIRS": x2.dtype == torch.bfloat16, "EVEN": N % (st["CHUNK"] * st["NCH"]) == 0}
+    consts = {"CHUNK": chunk, "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
+              "PAIRS": x2.dtype == torch.bfloat16, "EVEN": N % (chunk * st["NCH"]) == 0,
+              "EXACT": x2.element_size() == 4, "VEC": 16 // x2.element_size()}
     occ = _programs_per_sm(_layernorm_smem_team, args, consts, st["num_warps"], 1, x2.device)
     capped = {**consts, "maxnreg": st["maxnreg"]}
     occ_capped = _programs_per_sm(_layernorm_smem_team, args, capped, st["num_warps"], 1, x2.device)
@@ -934,20 +987,20 @@ def _launch_smem_team(x2, w, b, y2, M, N, eps, sms) -> bool:
         _layernorm_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
-        _TEAM_FAILED[x2.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        _TEAM_FAILED[failed] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
         warnings.warn(f"layernorm: the shared-memory team does not run with Triton {triton.__version__} here "
-                      f"({_TEAM_FAILED[x2.device]}); other kernels take its rows")
+                      f"({_TEAM_FAILED[failed]}); other kernels take its rows")
         return False
     return True
 
 
 def _team_words(device, n_programs: int):
-    """The shared-memory team's 64-bit partials (4 a program), unstamped, and its exit counters
+    """The shared-memory team's 64-bit partials (4 a program, 8 where EXACT), unstamped, and its exit counters
     (zero); the kernel leaves both as it found them, so no memset per launch."""
     key = _stream_key(device)
     words, exits = _TEAM_WORDS.get(key, (None, None))
     if words is None or exits.numel() < n_programs:
-        words = torch.full((4 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
+        words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
         exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
         _TEAM_WORDS[key] = (words, exits)
     return words, exits
