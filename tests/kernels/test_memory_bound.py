@@ -953,15 +953,17 @@ def test_softmax_row_tiles_take_lengths_and_strides_in_16_byte_groups_where_rows
 
 @pytest.mark.parametrize("case, dtype, N, block_n", [
     # softmax's bounds scaled down (BLOCK_SIZE 16, GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512); the body's block
-    ("a row start at every offset into a group", torch.bfloat16, 67, 64),
-    ("a row start at every offset into a group", torch.float16, 129, 128),  # over GROUPED_ROW_MAX
+    ("a row start at every offset into a group", torch.bfloat16, 131, 128),
+    ("a row start at every offset into a group", torch.float16, 129, 128),  # one over GROUPED_ROW_MAX
     ("a row start at every offset into a group", torch.bfloat16, 300, 512),
-    ("whole groups of 8, not of 16: no edge", torch.float16, 72, 128),
-    ("rows of 16-element groups: the grouped row", torch.bfloat16, 80, None),
+    ("whole groups of 8, not of 16: no edge", torch.float16, 136, 256),
+    ("up to GROUPED_ROW_MAX: the whole row, one program", torch.bfloat16, 67, None),
+    ("up to GROUPED_ROW_MAX: the whole row, one program", torch.float16, 127, None),
+    ("rows of 16-element groups: the pipelined whole row", torch.bfloat16, 144, None),
     ("over WHOLE_ROW_MAX", torch.bfloat16, 513, None),
-    ("fp32", torch.float32, 67, None),
-    ("x one element past a 16-byte boundary", torch.bfloat16, 67, None),
-    ("y with its own stride", torch.bfloat16, 67, None),
+    ("fp32", torch.float32, 131, None),
+    ("x one element past a 16-byte boundary", torch.bfloat16, 131, None),
+    ("y with its own stride", torch.bfloat16, 131, None),
 ])
 def test_softmax_16bit_rows_not_in_16_element_groups_pipeline_their_bodies(monkeypatch, record_launches, case,
                                                                           dtype, N, block_n):
@@ -980,7 +982,7 @@ def test_softmax_16bit_rows_not_in_16_element_groups_pipeline_their_bodies(monke
     x = x.to(dtype)[:, -N:]
     y = torch.full((9, N + (8 if "own stride" in case else 0)), float("nan"), dtype=dtype)[:, :N]
     m.softmax(x, out=y, config={"BLOCK_SIZE": 16})
-    assert launched == ([((4,), block_n, True)] if block_n else [])
+    assert [launch for launch in launched if launch[2]] == ([((4,), block_n, True)] if block_n else [])
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-3)
     torch.testing.assert_close(y.double(), m.softmax_ref(x), **tol)
 

