@@ -195,7 +195,7 @@ MIN_PIPELINED_STAGES = 3
 # bandwidth (about 23 GB/s, 3 TB/s over 132 SMs on the H100) only with that rate times the memory latency
 # (1-1.5 us under load) in flight, some 25-35 KB of reads; the split team, which took these rows, holds one
 # 8 KB chunk a program, four programs an SM, and loads the next row's chunk only once this row's partials
-# are out. On the H100 (experiments/held-out-shapes/cpu-pipelined-bodies/, one process): 2048x30522 bf16
+# are out. On the H100 (experiments/held-out-shapes/pipelined-bodies/, one process): 2048x30522 bf16
 # 68.4 -> 88.0% of copy (1.29x), as predicted (about 90%). Shorter rows keep _softmax_row: the same loop
 # also took the rows of 4097-16384 in that run and lost at 2048x4097 bf16 (77.5 -> 58.5%: four programs an
 # SM looping over about four rows each, the pipeline's start and drain a row's worth of its work) and gained
