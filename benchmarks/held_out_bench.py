@@ -8,7 +8,9 @@ GEMM pair of the same work).
 
 --sweep times the kernel test's own time shapes (the power-of-two sweep the kernels were tuned on) in bf16,
 fp16 and fp32 instead, as one table: whether a dispatch change for the model shapes costs the sweep.
---half times one half alone (a short device call that must reach the held-out half).
+--half times one half alone (a short device call that must reach the held-out half). --shapes times the
+shapes it names instead (e.g. --shapes 1024x6145:bf16 512x12289:fp16): synthetic shapes around a rule's
+bounds, which neither half has.
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed (a compute-bound kernel's against its test's reference and tolerances, and
@@ -278,6 +280,14 @@ def sweep_shapes(kernel: str) -> list[Shape]:
             for dims in spec.gpu.time_shapes for dtype in ("bf16", "fp16", "fp32")]
 
 
+def synthetic(kernel: str, text: str) -> Shape:
+    """A shape of --shapes: DIMS:DTYPE, DIMS as a table shows them (2048x5000)."""
+    dims, _, dtype = text.partition(":")
+    if dtype not in DTYPES:
+        raise SystemExit(f"--shapes {text}: the dtype after ':' is one of {', '.join(DTYPES)}")
+    return Shape(kernel, tuple(int(d) for d in dims.split("x")), dtype, "synthetic (--shapes)")
+
+
 def table(kernel, half, rows, copy):
     print(f"\n{kernel}, {half} half (copy {f'{copy:.0f} GB/s' if copy else 'not measured: no GPU'})")
     head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
@@ -318,6 +328,7 @@ def main():
     shapes = ap.add_mutually_exclusive_group()  # --half of the sweep would time nothing
     shapes.add_argument("--sweep", action="store_true", help="the kernel test's time shapes instead of shapes.py's")
     shapes.add_argument("--half", choices=("tune", "held-out"), help="shapes.py's one half alone")
+    shapes.add_argument("--shapes", nargs="+", metavar="DIMS:DTYPE", help="these shapes instead, e.g. 1024x6145:bf16")
     args = ap.parse_args()
     where = device.detect()["device"]
     old, new = bench.kernel_module(args.kernel, args.old_file, "old"), bench.kernel_module(args.kernel, side="new")
@@ -333,7 +344,12 @@ def main():
     gpu = machine["gpu"]
     print(f"{args.kernel} on {gpu}, torch {machine['torch']}, triton {machine['triton']}")
     records = []
-    halves = [("sweep", sweep_shapes(args.kernel))] if args.sweep else zip(("tune", "held-out"), split(args.kernel))
+    if args.shapes:
+        halves = [("synthetic", [synthetic(args.kernel, text) for text in args.shapes])]
+    elif args.sweep:
+        halves = [("sweep", sweep_shapes(args.kernel))]
+    else:
+        halves = zip(("tune", "held-out"), split(args.kernel))
     halves = [(half, shapes) for half, shapes in halves if args.half in (None, half)]
     for half, shapes in halves:
         rows = []

@@ -67,3 +67,15 @@ def test_a_wrong_old_kernel_is_reported_and_not_timed(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # the new kernel is right
     assert rows and all(not r["old_ok"] and "old_us" not in r and r["new_ok"] for r in rows)
     assert all(r["old_error"].startswith("output 0:") for r in rows)
+
+
+def test_shapes_times_the_synthetic_shapes_named_beside_a_copy_of_their_own_traffic(tmp_path):
+    kernel_file = os.path.join(ROOT, "skills", "kernels", "softmax", "softmax.py")
+    proc, rows = run_bench(tmp_path, "softmax", kernel_file, "--shapes", "4x4100:bf16", "3x33:fp32")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert [(r["shape"], r["dtype"], r["half"]) for r in rows] == [("4x4100", "bf16", "synthetic"),
+                                                                   ("3x33", "fp32", "synthetic")]
+    assert all(r["new_ok"] and len(r["copy_us_rounds"]) == 2 for r in rows)
+    (tmp_path / "rows.jsonl").unlink()
+    proc, rows = run_bench(tmp_path, "softmax", kernel_file, "--shapes", "4x4100:int8")
+    assert proc.returncode != 0 and "one of bf16, fp16, fp32" in proc.stderr and not rows

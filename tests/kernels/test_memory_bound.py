@@ -548,8 +548,8 @@ def test_shared_memory_team_needs_gluon_an_nvidia_gpu_and_16_byte_groups(monkeyp
 
 @pytest.mark.parametrize("dtype, N, stages, pipelined", [
     # softmax's bounds scaled down: GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512
-    (torch.bfloat16, 300, 4, True),
-    (torch.float16, 129, 3, True),  # one element over GROUPED_ROW_MAX, the fewest stages that pay
+    (torch.bfloat16, 300, 4, True),  # not in 16-element groups: the body of 296 at most
+    (torch.float16, 129, 3, True),  # one element over GROUPED_ROW_MAX, the fewest stages that pay: a body of 128
     (torch.bfloat16, 400, 4, True),  # padded to WHOLE_ROW_MAX
     (torch.bfloat16, 512, 4, False),  # WHOLE_ROW_MAX itself: the row in pairs
     (torch.bfloat16, 128, 4, False),  # up to GROUPED_ROW_MAX: the whole row, grouped
@@ -570,8 +570,8 @@ def test_softmax_16bit_rows_up_to_32768_take_the_pipelined_row_loop(monkeypatch,
     x = torch.randn(20, N).to(dtype)
     y = m.softmax(x, config={"BLOCK_SIZE": 64})
     torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
-    if pipelined:  # 4 "SMs" in the interpreter x 1 program an SM; the row padded to a power of 2
-        block_n = 256 if N <= 256 else 512
+    if pipelined:  # 4 "SMs" in the interpreter x 1 program an SM; the row (its body) padded to a power of 2
+        block_n = 1 << ((N if N % 16 == 0 else N // 8 * 8) - 1).bit_length()
         assert launched == [((4,), block_n, 1, stages, 16, stages, N == block_n)]  # unmasked: N is the block
         assert asked == [block_n * 2]
     else:
@@ -949,6 +949,66 @@ def test_softmax_row_tiles_take_lengths_and_strides_in_16_byte_groups_where_rows
     assert launched == [((N // unit, x.stride(0) // unit, y.stride(0) // unit), unit)]
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-3)
     torch.testing.assert_close(y.double(), m.softmax_ref(x), **tol)
+
+
+@pytest.mark.parametrize("case, dtype, N, block_n", [
+    # softmax's bounds scaled down (BLOCK_SIZE 16, GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512); the body's block
+    ("a row start at every offset into a group", torch.bfloat16, 131, 128),
+    ("a row start at every offset into a group", torch.float16, 129, 128),  # one over GROUPED_ROW_MAX
+    ("a row start at every offset into a group", torch.bfloat16, 300, 512),
+    ("whole groups of 8, not of 16: no edge", torch.float16, 136, 256),
+    ("up to GROUPED_ROW_MAX: the whole row, one program", torch.bfloat16, 67, None),
+    ("up to GROUPED_ROW_MAX: the whole row, one program", torch.float16, 127, None),
+    ("rows of 16-element groups: the pipelined whole row", torch.bfloat16, 144, None),
+    ("over WHOLE_ROW_MAX", torch.bfloat16, 513, None),
+    ("fp32", torch.float32, 131, None),
+    ("x one element past a 16-byte boundary", torch.bfloat16, 131, None),
+    ("y with its own stride", torch.bfloat16, 131, None),
+])
+def test_softmax_16bit_rows_not_in_16_element_groups_pipeline_their_bodies(monkeypatch, record_launches, case,
+                                                                          dtype, N, block_n):
+    # 4 "SMs" x 1 program: each program loops over 2-3 of the 9 rows, each row's edge loaded one row ahead,
+    # the last program's next row past M. The row max in a head, in a tail, or its only finite element there
+    # must come out as torch's.
+    m = _template("softmax")
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
+    monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
+    launched = record_launches(m, "_softmax_rows", lambda grid, args, kw: (grid, kw["BLOCK_N"], kw["ALIGNED"]))
+    x = torch.randn(9, N + (1 if "past" in case else 0)) * 3
+    x[0, -N] = 30.0  # the max at a row's first element
+    x[3, -1] = 30.0  # at its last
+    x[5, :] = float("-inf")
+    x[5, -1] = 1.0  # the one finite element last
+    x = x.to(dtype)[:, -N:]
+    y = torch.full((9, N + (8 if "own stride" in case else 0)), float("nan"), dtype=dtype)[:, :N]
+    m.softmax(x, out=y, config={"BLOCK_SIZE": 16})
+    assert [launch for launch in launched if launch[2]] == ([((4,), block_n, True)] if block_n else [])
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-3)
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), **tol)
+
+
+@pytest.mark.parametrize("M, fits, choice", [
+    # (programs an SM, spilled bytes) of the compiled loop by (warps, stages); 4 "SMs", rows of 600 bytes
+    (40, {(8, 3): (2, 0), (8, 4): (2, 0), (16, 3): (1, 0), (16, 4): (1, 0)}, (8, 4)),  # 6 rows held an SM
+    (40, {(8, 3): (1, 0), (8, 4): (1, 0), (16, 3): (2, 0), (16, 4): (1, 0)}, (16, 3)),  # 4 rows
+    (40, {(8, 3): (2, 0), (8, 4): (2, 8), (16, 3): (1, 0), (16, 4): (1, 0)}, (8, 3)),  # never one that spills
+    (40, {(8, 3): (1, 0), (8, 4): (1, 0), (16, 3): (1, 0), (16, 4): (1, 0)}, (16, 4)),  # ties: 16 warps, 4 stages
+    (8, {(8, 3): (2, 0), (8, 4): (2, 0), (16, 3): (1, 0), (16, 4): (1, 0)}, (16, 4)),  # 2 rows an SM: all hold 2
+])
+def test_softmax_pipelined_bodies_take_the_warps_and_stages_that_hold_the_most_rows(monkeypatch, record_launches,
+                                                                                   M, fits, choice):
+    m = _template("softmax")
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
+    monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 4)
+    monkeypatch.setattr(m, "_on_nvidia_gpu", lambda x: True)
+    monkeypatch.setattr(m, "_fit", lambda kernel, args, consts, warps, stages, device: (
+        fits[warps, stages] if consts["NUM_STAGES"] == stages else (0, 1)))
+    launched = record_launches(m, "_softmax_rows", lambda grid, args, kw: (
+        (kw["num_warps"], kw["num_stages"]), kw["NUM_STAGES"], grid))
+    x = (torch.randn(M, 300) * 3).to(torch.bfloat16)
+    y = m.softmax(x, config={"BLOCK_SIZE": 16})
+    assert launched == [(choice, choice[1], (min(M, 4 * fits[choice][0]),))]
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])

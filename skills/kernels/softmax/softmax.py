@@ -19,7 +19,9 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   Also 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX on
                   NVIDIA GPUs that _softmax_row_pairs cannot take, in 16-element
                   groups, one row a tile, pipelined in shared memory (see
-                  PIPELINED_ROWS).
+                  PIPELINED_ROWS); and so 16-bit rows over GROUPED_ROW_MAX up to
+                  WHOLE_ROW_MAX not in 16-element groups, on their bodies cut at
+                  16-byte boundaries (see PIPELINED_BODIES).
   _softmax_row    rows over BLOCK_SIZE, up to WHOLE_ROW_MAX (32768): one program
                   per whole row, no loop (see WHOLE_ROW_MAX for why), on the
                   warps that keep the most rows in flight (see ROW_WARPS).
@@ -33,8 +35,8 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   share an SM; and its partial (max, sum) travels as one
                   64-bit word (see SMEM_TEAM).
   _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
-                  16-element groups Triton cannot prove (see 'Rows not in
-                  16-element groups' by SPLIT):
+                  16-element groups Triton cannot prove and the pipelined loop
+                  does not take (see 'Rows not in 16-element groups' by SPLIT):
                   a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -186,6 +188,27 @@ PAIRED_ROW_WARPS = 16
 # 2 stages 64-68%, under the unpipelined loop's 73%: hence the minimum of 3.
 PIPELINED_ROWS = {"num_warps": 16, "num_stages": 4}
 MIN_PIPELINED_STAGES = 3
+# PIPELINED_BODIES: 16-bit rows over GROUPED_ROW_MAX and up to WHOLE_ROW_MAX that are not in 16-element groups
+# but cut at 16-byte boundaries (_aligned_body: vocabularies of 30522) take the pipelined loop on their bodies
+# (ALIGNED in _softmax_rows): the body's 16-byte groups are what cp.async copies, so an SM keeps stages - 1
+# rows a program in flight in shared memory, not in registers. Why: an SM streams at its share of the copy
+# bandwidth (about 23 GB/s, 3 TB/s over 132 SMs on the H100) only with that rate times the memory latency
+# (1-1.5 us under load) in flight, some 25-35 KB of reads; the split team, which took these rows, holds one
+# 8 KB chunk a program, four programs an SM, and loads the next row's chunk only once this row's partials
+# are out. On the H100 (experiments/held-out-shapes/pipelined-bodies/, one process): 2048x30522 bf16
+# 68.4 -> 88.0% of copy (1.29x), as predicted (about 90%). Shorter rows keep _softmax_row: the same loop
+# also took the rows of 4097-16384 in that run and lost at 2048x4097 bf16 (77.5 -> 58.5%: four programs an
+# SM looping over about four rows each, the pipeline's start and drain a row's worth of its work) and gained
+# nothing at 896x8193 fp16 (57.6 / 57.2%), where the one-program-a-row kernel already reads 88-89% of what a
+# copy of the same bytes reads (a launch of 15-17 MB: its ramp and last wave, not the kernel). That bound
+# was drawn after the held-out run, so the held-out half no longer judges it apart. Rows over WHOLE_ROW_MAX
+# (50257) cannot: a body block of 65536 is 128 KB a stage, and MIN_PIPELINED_STAGES of them do not fit.
+# The warps and stages: as for whole rows (ROW_WARPS), those whose compiled loop keeps the most bytes in
+# flight an SM (_pipelined_choice), since registers decide the programs an SM and vary with both: compiled
+# for sm_90 by Triton 3.6, bodies of 16384 take 105 registers on 16 warps and 3 stages, 128 on 4, 151 on 8
+# warps and 3 (one program an SM each), and bodies of 32768 on 16 warps and 4 stages spill 124 bytes. Four
+# warps and 32 (two programs an SM at most) are left out, to keep the compiles on a first call to four. Rows of 16-element groups keep PIPELINED_ROWS's launch, measured.
+PIPELINED_BODY_WARPS = (8, 16)
 UNSTAMPED = tl.constexpr(0xFF)  # the stamp of a word no partial has written (partials carry their iteration % 128)
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @triton.jit function reads must be a constexpr
 # Rows over WHOLE_ROW_MAX: fp32 ones go to the split team, 16-bit ones to the streamed kernel (and all of
@@ -207,7 +230,8 @@ STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 # Rows not in 16-element groups: 16-bit rows over GROUPED_ROW_MAX whose 16-element groups Triton cannot
 # prove (_rows_of_16: vocabularies such as 50257 or 30522), which the shared-memory team and the pipelined
-# loop cannot take, go to the split team on SPLIT's chunk and warps wherever it runs (not in the
+# loop cannot take whole (up to WHOLE_ROW_MAX, the loop takes their bodies where x and y share their 16-byte
+# boundaries: PIPELINED_BODIES), go to the split team on SPLIT's chunk and warps wherever it runs (not in the
 # interpreter), else to the streamed kernel. Such rows load element by
 # element, so neither cp.async (4 bytes at least) nor Triton's pipeline moves them: the pipelined loop then
 # holds one row in flight a program, the streamed kernel one chunk a program (and reads the row twice);
@@ -244,28 +268,55 @@ def _exp(x):
 @triton.jit
 def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
                   BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_STAGES: tl.constexpr, EVEN: tl.constexpr,
-                  UNIT: tl.constexpr):
+                  UNIT: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr):
     # EVEN: N == BLOCK_N and M a multiple of ROWS, so no element needs a mask (see _exp).
     # N and the strides come in units of UNIT elements (see ROW_UNIT).
+    # ALIGNED: one row a tile, stride_x == stride_y, each row cut at 16-byte boundaries (see PIPELINED_BODIES).
     N = N * UNIT
     stride_x = stride_x * UNIT
     stride_y = stride_y * UNIT
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
-    col_ok = cols < N
-    n_tiles = tl.cdiv(M, ROWS)
-    for tile in tl.range(pid, n_tiles, nprog, num_stages=NUM_STAGES):
-        rows = tile * ROWS + tl.arange(0, ROWS)
-        ok = None if EVEN else (rows[:, None] < M) & col_ok[None, :]
-        rows64 = rows.to(tl.int64)[:, None]
-        x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok,
-                    other=None if EVEN else -float("inf")).to(tl.float32)
-        m = tl.max(x, axis=1)
-        e = _exp(x - m[:, None])
-        inv = 1.0 / tl.sum(e, axis=1)  # one division per row, a multiply per element
-        y = (e * inv[:, None]).to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + rows64 * stride_y + cols[None, :], y, mask=ok)
+    if ALIGNED:
+        # The body's copies are pipelined; the edge's loads of single elements are not (cp.async moves 4
+        # bytes at least), so each row's edge is loaded one row ahead, by hand (the launcher's grid is at
+        # most M: pid is a row).
+        start = pid.to(tl.int64) * stride_x
+        _, _, edge, edge_ok = _aligned_span(start, start + N, VEC)
+        xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf"))
+        for row in tl.range(pid, M, nprog, num_stages=NUM_STAGES):
+            nxt = row + nprog
+            start = tl.cast(nxt, tl.int64) * stride_x
+            _, _, edge_n, edge_n_ok = _aligned_span(start, start + tl.where(nxt < M, N, 0), VEC)  # past M: empty
+            xe_n = tl.load(x_ptr + edge_n, mask=edge_n_ok, other=-float("inf"))
+            start = tl.cast(row, tl.int64) * stride_x
+            a0, b0, edge, edge_ok = _aligned_span(start, start + N, VEC)
+            body = a0 + cols
+            body_ok = body < b0
+            xb = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
+            xf = xe.to(tl.float32)
+            m = tl.maximum(tl.max(xb, axis=0), tl.max(xf, axis=0))
+            eb = _exp(xb - m)
+            ee = _exp(xf - m)
+            inv = 1.0 / (tl.sum(eb, axis=0) + tl.sum(ee, axis=0))
+            tl.store(y_ptr + body, (eb * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
+            tl.store(y_ptr + edge, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
+            xe = xe_n
+    else:
+        col_ok = cols < N
+        n_tiles = tl.cdiv(M, ROWS)
+        for tile in tl.range(pid, n_tiles, nprog, num_stages=NUM_STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            ok = None if EVEN else (rows[:, None] < M) & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            x = tl.load(x_ptr + rows64 * stride_x + cols[None, :], mask=ok,
+                        other=None if EVEN else -float("inf")).to(tl.float32)
+            m = tl.max(x, axis=1)
+            e = _exp(x - m[:, None])
+            inv = 1.0 / tl.sum(e, axis=1)  # one division per row, a multiply per element
+            y = (e * inv[:, None]).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + rows64 * stride_y + cols[None, :], y, mask=ok)
 
 
 @triton.jit
@@ -741,13 +792,19 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
         unit = _row_unit(x2, y2)
         args = (x2, y2, M, N // unit, x2.stride(0) // unit, y2.stride(0) // unit)
         consts = {"BLOCK_N": block_n, "ROWS": rows, "NUM_STAGES": num_stages, "EVEN": N == block_n and M % rows == 0,
-                  "UNIT": unit}
+                  "UNIT": unit, "ALIGNED": False, "VEC": 16 // x.element_size()}
         occ = _programs_per_sm(_softmax_rows, args, consts, num_warps, num_stages, dev)
         grid = (_rows_grid(M, rows, sms, occ, cfg),)
         # BLOCK_SIZE and num_warps as launched: the sweep's "ran" column then says when fp32 rows ran one
         # a program (BLOCK_SIZE the row's) rather than CONFIG's tile.
         last_config.update(kernel="_softmax_rows", BLOCK_SIZE=rows * block_n, num_warps=num_warps)
         _softmax_rows[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+        return y
+
+    # 16-bit rows over GROUPED_ROW_MAX up to WHOLE_ROW_MAX not in 16-element groups: their bodies pipelined
+    # (see PIPELINED_BODIES)
+    if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2 and _aligned_body(x2, y2)
+            and _launch_pipelined(x2, y2, M, N, sms, True)):
         return y
 
     # 16-bit rows over GROUPED_ROW_MAX not in 16-element groups: the split team (see 'Rows not in ...' by SPLIT)
@@ -762,17 +819,8 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
             _softmax_row_pairs[(M,)](*args, BLOCK_N=N, num_warps=PAIRED_ROW_WARPS)
             return y
 
-    if GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2:
-        stages = _pipelined_stages(dev, triton.next_power_of_2(N) * x.element_size())
-        if stages:
-            args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
-            consts = {"BLOCK_N": triton.next_power_of_2(N), "ROWS": 1, "NUM_STAGES": stages,
-                      "EVEN": N == triton.next_power_of_2(N), "UNIT": 1}
-            warps = PIPELINED_ROWS["num_warps"]
-            occ = _programs_per_sm(_softmax_rows, args, consts, warps, stages, dev)
-            last_config["kernel"] = "_softmax_rows"
-            _softmax_rows[(min(M, sms * occ),)](*args, **consts, num_warps=warps, num_stages=stages)
-            return y
+    if GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and x.element_size() == 2 and _launch_pipelined(x2, y2, M, N, sms, False):
+        return y
 
     if N > GROUPED_ROW_MAX and _smem_team_run(x2, y2) and _launch_smem_team(x2, y2, M, N, sms):
         return y
@@ -815,6 +863,44 @@ def _launch_split(x2, y2, M, N, sms) -> bool:
     last_config.update(kernel="_softmax_split", ALIGNED=consts["ALIGNED"])
     _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
     return True
+
+
+def _launch_pipelined(x2, y2, M, N, sms, aligned: bool) -> bool:
+    """Launch _softmax_rows on one row a tile on a persistent grid, with as many stages as fit
+    (_pipelined_stages): on each row's body cut at 16-byte boundaries where `aligned`, on the warps and
+    stages _pipelined_choice picks (see PIPELINED_BODIES); else on the whole row, PIPELINED_ROWS's warps.
+    False where too few stages fit or nothing pipelines."""
+    vec = 16 // x2.element_size()
+    block_n = triton.next_power_of_2(N // vec * vec if aligned else N)  # a body is at most N's whole groups
+    stages = _pipelined_stages(x2.device, block_n * x2.element_size())
+    if not stages:
+        return False
+    args = (x2, y2, M, N, x2.stride(0), y2.stride(0))
+    consts = {"BLOCK_N": block_n, "ROWS": 1, "NUM_STAGES": stages, "EVEN": not aligned and N == block_n,
+              "UNIT": 1, "ALIGNED": aligned, "VEC": vec}
+    warps = PIPELINED_ROWS["num_warps"]
+    if aligned and _on_nvidia_gpu(x2):
+        warps, stages = _pipelined_choice(args, consts, M, N * x2.element_size(), stages, sms, x2.device)
+        consts["NUM_STAGES"] = stages
+    occ = _programs_per_sm(_softmax_rows, args, consts, warps, stages, x2.device)
+    last_config.update(kernel="_softmax_rows", ALIGNED=aligned, num_warps=warps, num_stages=stages)
+    _softmax_rows[(min(M, sms * occ),)](*args, **consts, num_warps=warps, num_stages=stages)
+    return True
+
+
+def _pipelined_choice(args, consts, M: int, row_bytes: int, most_stages: int, sms: int, device) -> tuple[int, int]:
+    """Of PIPELINED_BODY_WARPS and MIN_PIPELINED_STAGES to most_stages, the (warps, stages) whose compiled
+    loop keeps the most bytes of rows in flight an SM (programs an SM times stages - 1 rows each, no more
+    rows than the grid gives an SM, counted up to IN_FLIGHT_BYTES); ties to PIPELINED_ROWS's warps, then to
+    more stages; never one that spills (see PIPELINED_BODIES)."""
+    rows_an_sm = triton.cdiv(M, sms)
+
+    def held(choice):
+        warps, stages = choice
+        occ, spills = _fit(_softmax_rows, args, dict(consts, NUM_STAGES=stages), warps, stages, device)
+        return -1 if spills else min(min(occ * (stages - 1), rows_an_sm) * row_bytes, IN_FLIGHT_BYTES)
+    choices = [(w, s) for w in PIPELINED_BODY_WARPS for s in range(MIN_PIPELINED_STAGES, most_stages + 1)]
+    return max(choices, key=lambda c: (held(c), c[0] == PIPELINED_ROWS["num_warps"], c[1]))
 
 
 def _pipelined_stages(device, row_bytes: int) -> int:
