@@ -478,8 +478,9 @@ def test_attention_takes_the_gluon_kernel_on_hopper_16bit_tiled_shapes(monkeypat
     monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.delenv("TRITON_INTERPRET")
     assert fa._gluon_runs(_Tensor()) and fa._gluon_runs(_Tensor(S=128, D=64, dtype=torch.float16))
-    assert not fa._gluon_runs(_Tensor(S=1000))  # not a multiple of the 128-row tiles
-    assert not fa._gluon_runs(_Tensor(S=1088))  # a multiple of 64 only
+    assert fa._gluon_runs(_Tensor(S=1000)) and fa._gluon_runs(_Tensor(S=1))  # a ragged S: the masked last blocks
+    assert [fa._ragged(S) for S in (1, 127, 128, 1000, 1088, 1024, 3000)] == [True, True, False, True, True, False,
+                                                                               True]
     assert not fa._gluon_runs(_Tensor(D=32))
     assert not fa._gluon_runs(_Tensor(dtype=torch.float32))
     assert not fa._gluon_runs(_Tensor(device="cpu"))
@@ -498,19 +499,25 @@ def test_attention_takes_the_gluon_kernel_on_hopper_16bit_tiled_shapes(monkeypat
 
 
 @pytest.mark.parametrize("causal, config, buffers", [(False, {}, 2), (True, {"NUM_BUFFERS": 3}, 3)])
-def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_launches, causal, config, buffers):
+@pytest.mark.parametrize("S, blocks", [(256, 2), (200, 2), (129, 2), (1, 1)])
+def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_launches, causal, config, buffers, S,
+                                                         blocks):
+    """Any S: a ragged one (not a multiple of 128) in as many blocks as cover it, RAGGED (the last blocks masked,
+    the output also given as a pointer for the last query block's masked store)."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    # (q, k, v, o descriptors, S, qk_scale)
+    # (q, k, v, o descriptors, o, S, qk_scale)
     launched = record_launches(fa, "_attn_fwd_ws", lambda grid, args, kw: (
-        grid, [d.block_shape for d in args[:4]], args[4], args[5], kw["NUM_BUFFERS"], kw["CAUSAL"], kw["num_warps"]),
-        launch=False)
+        grid, [d.block_shape for d in args[:4]], args[4], args[5], args[6], kw["NUM_BUFFERS"], kw["CAUSAL"],
+        kw["RAGGED"], kw["num_warps"]), launch=False)
     monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
-    q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
-    fa.flash_attention(q, k, v, causal=causal, config=config)
+    q, k, v = (torch.randn(1, 3, S, 64).half() for _ in range(3))
+    o = torch.empty_like(q)
+    fa.flash_attention(q, k, v, causal=causal, config=config, out=o)
     scale = fa.LOG2E / 8  # log2(e) / sqrt(D)
-    assert launched == [((2, 3), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, scale, buffers, causal, 4)]
+    assert launched == [((blocks, 3), [[64, 64], [128, 64], [128, 64], [64, 64]], o, S, scale, buffers, causal,
+                         S % 128 != 0, 4)]
     assert fa.last_config["GLUON"] == 1
     launched.clear()
     o = fa.flash_attention(q.float(), k.float(), v.float(), causal=causal, config={**config, "GLUON": 0})
@@ -549,6 +556,35 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2})
     assert launched[0][0] == (2,)  # 2 tiles: a program each
+
+
+@pytest.mark.parametrize("gluon, kernel", [(2, "_attn_fwd_persist"), (3, "_attn_fwd_ws3")])
+def test_a_ragged_S_runs_the_masked_gluon_kernel_whatever_gluon_asks(monkeypatch, record_launches, gluon, kernel):
+    """The persistent and three-consumer kernels' tiles would cross into the next head unmasked: at a ragged S
+    GLUON 2 and 3 run _attn_fwd_ws, and autotuning does not time them there (they would time it again)."""
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+
+    class Properties:
+        multi_processor_count = 4
+
+    ws = record_launches(fa, "_attn_fwd_ws", lambda grid, args, kw: grid, launch=False)
+    other = record_launches(fa, kernel, lambda grid, args, kw: grid, launch=False)
+    monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
+    for S, ragged in [(200, True), (256, False)]:
+        q, k, v = (torch.randn(1, 3, S, 64).half() for _ in range(3))
+        fa.flash_attention(q, k, v, config={"GLUON": gluon})
+        assert (len(ws), len(other)) == ((1, 0) if ragged else (0, 1)) and fa.last_config["GLUON"] == (
+            1 if ragged else gluon)
+        ws.clear(), other.clear()
+    timed = []
+    monkeypatch.setattr(fa, "_fastest", lambda run, candidates: timed.append(candidates) or candidates[0])
+    for S in (200, 256):
+        fa._autotune(*(torch.randn(1, 3, S, 64).half() for _ in range(3)), torch.empty(1, 3, S, 64).half(), False)
+    ragged_gluons, even_gluons = ({c["GLUON"] for c in candidates} for candidates in timed)
+    assert ragged_gluons == {0, 1} and even_gluons == {0, 1, 2, 3}
 
 
 def _causal_timeline(dealt, n_m):
@@ -690,6 +726,7 @@ def compile_and_report(case, fn, args, consts, options):
 _ATTENTION_CASES = """
 B, H, S = 1, 2, 1024
 for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
+                                         ("ws ragged", "bf16", False, 128, 2), ("ws ragged", "fp16", True, 64, 2),
                                          ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 2),
                                          ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
     torch_dtype, gl_dtype = GL[dtype]
@@ -697,8 +734,11 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
     consts = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=buffers, CAUSAL=causal, LOADER_REGS=t.WS_LOADER_REGS,
                   CONSUMER_REGS=t.WS_CONSUMER_REGS)
     sched = torch.zeros(132, 34, dtype=torch.int32)
-    fn, scalars = {"ws": (t._attn_fwd_ws, [S, 0.1]), "persist": (t._attn_fwd_persist, [S, sched, 34, 0.1]),
-                   "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
+    out = torch.empty(B * H * S, D, dtype=torch_dtype)
+    fn, scalars = {"ws": (t._attn_fwd_ws, [out, S, 0.1]), "ws ragged": (t._attn_fwd_ws, [out, S - 24, 0.1]),
+                   "persist": (t._attn_fwd_persist, [S, sched, 34, 0.1]), "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
+    if fn is t._attn_fwd_ws:
+        consts["RAGGED"] = which == "ws ragged"
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
     compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})
@@ -756,6 +796,7 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("flash-attention", _ATTENTION_CASES, tmp_path)
     assert [c["case"] for c in cases] == [["ws", "bf16", False, 128, 2], ["ws", "fp16", True, 64, 3],
+                                          ["ws ragged", "bf16", False, 128, 2], ["ws ragged", "fp16", True, 64, 2],
                                           ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 2],
                                           ["ws3", "bf16", False, 64, 2], ["ws3", "fp16", True, 64, 2]]
     for case in cases:

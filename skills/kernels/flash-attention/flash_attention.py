@@ -22,9 +22,10 @@ heaviest (last) query blocks are launched first so the tail of the grid is the s
 Hopper: Q/K/V/O tiles come through TMA descriptors (made on the host: TensorDescriptor) when S is a
 multiple of the tiles; otherwise (and on AMD) masked pointer loads do the same work.
 
-Hopper, 16-bit, D of 64 or 128, S a multiple of 128 (GLUON): _attn_fwd_ws, the same math written in
-Gluon as FlashAttention-3 runs it, warp-specialized. A program's 128 query rows are split between two
-consumer warpgroups of 64 rows each; a one-warp loader partition streams K and V blocks by TMA into
+Hopper, 16-bit, D of 64 or 128 (GLUON): _attn_fwd_ws, the same math written in Gluon as FlashAttention-3
+runs it, warp-specialized, at any S (a ragged S's last key block masked in S's initial value, its last
+query block stored by masked pointers). A program's 128 query rows are split between two consumer
+warpgroups of 64 rows each; a one-warp loader partition streams K and V blocks by TMA into
 rings of NUM_BUFFERS shared-memory stages, each stage guarded by a "ready" mbarrier (the copy's bytes
 landed) and an "empty" one (both consumers are done with it). Each consumer overlaps its own work
 (FA3's intra-warpgroup pipeline): it issues S_j = Q K_j^T and P_{j-1} V_{j-1} as asynchronous wgmma
@@ -67,9 +68,9 @@ CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "GLUO
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4],
                 "GLUON": [0, 1, 2, 3], "NUM_BUFFERS": [2, 3], "AUTOTUNE": [0, 1]}
 # The Triton kernel's causal diagonal walks BLOCK_M / BLOCK_N key blocks (_launch asserts it), and every
-# GLUON setting falls back to it at a ragged S: on the H100 every configuration of BLOCK_M 64 with
-# BLOCK_N 128 that did not autotune failed its checks (experiments/tune/h100/spaces/), which kgit tune now
-# never proposes.
+# GLUON setting fell back to it at a ragged S when the space was measured (GLUON 1 takes any S since): on
+# the H100 every configuration of BLOCK_M 64 with BLOCK_N 128 that did not autotune failed its checks
+# (experiments/tune/h100/spaces/), which kgit tune now never proposes.
 # Its K and V tiles take num_stages x 2 x BLOCK_N x 128 x 2 bytes of shared memory at head dim 128, beside
 # Q's BLOCK_M x 128 x 2: 4 stages of 128 keys are 256 KB, over the 227 KB an SM gives a program on Hopper
 # (both num_stages 4 configurations of BLOCK_N 128 ran out of resources at D128 on the H100); 3 of 128
@@ -77,7 +78,9 @@ CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4,
 CONFIG_CONSTRAINTS = ["AUTOTUNE == 1 or BLOCK_M % BLOCK_N == 0", "AUTOTUNE == 1 or BLOCK_N * num_stages <= 384"]
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
-# kernel's. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
+# kernel's. At a ragged S, on the H100 (experiments/held-out-shapes/attention-ragged/): B4 H32 S3000 D128
+# causal bf16 510 TFLOP/s against the Triton kernel's 374 and SDPA's 513; at D64 (S 1500, 2000) 0.84-0.97x
+# SDPA, where the autotune sometimes keeps a Triton tile. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
 # bf16, S 4096 / 8192 / 16384: 662 / 604 / 633 TFLOP/s non-causal with 2 stages, 639 / 612 / 662 with 3,
 # where torch's default
 # SDPA read 612 / 614 / 629 and the Triton kernel 486 / 491 / 520; causal 559 / 587 / 546 and 556 / 577
@@ -221,8 +224,10 @@ if gluon is not None:
             n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
             n_unmasked = start_m * (BLOCK_M // BLOCK_N)
         else:
-            n_blocks = S // BLOCK_N
-            n_unmasked = n_blocks
+            # a ragged S's last key block holds keys past S (the next head's, or TMA's zeros past the
+            # tensor): masked by key_limit (_ws_qk), the full blocks before it not at all
+            n_blocks = gl.cdiv(S, BLOCK_N)
+            n_unmasked = S // BLOCK_N
         return start_m, gl.program_id(1) * S, n_blocks, n_unmasked
 
     @gluon.jit
@@ -248,21 +253,26 @@ if gluon is not None:
 
     @gluon.jit
     def _ws_qk(q, k_smem, k_ready, g, s_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr,
-               NUM_BUFFERS: gl.constexpr, diag=None):
+               NUM_BUFFERS: gl.constexpr, diag=None, key_limit=None):
         # Issue S = Q K^T (asynchronous) once the K block the ring counter g names has landed (g is the key
         # block's index for one tile a program; the persistent kernel's runs on across its tiles). The
         # transposed view of K's [BLOCK_N, D] stage is wgmma's [D, BLOCK_N] operand without moving data.
         # diag (q_row - the block's first key): the causal mask as S's initial value instead, 0 where key
         # column c <= diag + row r and -inf above, which costs no registers after the wgmma.
+        # key_limit (S - the block's first key): the same for a ragged S's last block, key column c < key_limit.
         buf = g % NUM_BUFFERS
         init = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
+        cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         if diag is not None:
             last_key = diag + gl.arange(0, M, layout=gl.SliceLayout(1, s_layout))
-            cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
             keep = gl.expand_dims(cols, 0) <= gl.expand_dims(last_key, 1)
             init = gl.where(keep, init, gl.full([M, BLOCK_N], float("-inf"), gl.float32, s_layout))
+        if key_limit is not None:
+            init = gl.where(gl.expand_dims(cols, 0) < key_limit, init,
+                            gl.full([M, BLOCK_N], float("-inf"), gl.float32, s_layout))
         mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
-        return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), init, use_acc=diag is not None, is_async=True)
+        return warpgroup_mma(q, k_smem.index(buf).permute((1, 0)), init,
+                             use_acc=diag is not None or key_limit is not None, is_async=True)
 
     @gluon.jit
     def _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout: gl.constexpr, M: gl.constexpr,
@@ -283,7 +293,7 @@ if gluon is not None:
     def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
-                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False):
+                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
@@ -291,13 +301,13 @@ if gluon is not None:
         # the scores (MASK) or into S's initial value (MASK_INIT, _ws_qk's diag).
         # NEW_TILE (persistent): S_j is the next tile's key block 0 (q, q_row and j = 0 its own), run under
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
-        # the ending tile's, not rescaled.
+        # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk).
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
         if MASK_INIT:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
         else:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
         mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
@@ -318,7 +328,8 @@ if gluon is not None:
     @gluon.jit
     def _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout: gl.constexpr,
                         p_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                        CAUSAL: gl.constexpr, q_empty=None, q_done=False, MASK_INIT: gl.constexpr = False):
+                        CAUSAL: gl.constexpr, q_empty=None, q_done=False, MASK_INIT: gl.constexpr = False,
+                        key_limit=None):
         # A tile's key block 0 alone (ring counter g): (m, l, P_0) to start the overlapped steps. Causal
         # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score): on the
         # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes
@@ -326,7 +337,7 @@ if gluon is not None:
         if MASK_INIT:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row)
         else:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS)
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
         s = warpgroup_mma_wait(0, deps=(s, ))
         mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
         if q_empty is not None:
@@ -347,10 +358,12 @@ if gluon is not None:
         return acc
 
     @gluon.jit
-    def _ws_consumer(q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale,
+    def _ws_consumer(q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, o_ptr, S, qk_scale,
                      C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                     CAUSAL: gl.constexpr):
-        # Consumer C (one warpgroup): query rows [C * M, (C + 1) * M) of this program's block.
+                     CAUSAL: gl.constexpr, RAGGED: gl.constexpr):
+        # Consumer C (one warpgroup): query rows [C * M, (C + 1) * M) of this program's block. RAGGED: S is
+        # not a multiple of the tiles, so the last query block's rows past S are the next head's (computed,
+        # never stored) and, without causal, the last key block is masked at S.
         start_m, row0, n_blocks, n_unmasked = _ws_tile(S, BLOCK_M, BLOCK_N, CAUSAL)
         M: gl.constexpr = BLOCK_M // 2
         HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -366,25 +379,43 @@ if gluon is not None:
         q_row = start_m * BLOCK_M + C * M
         q = q_smem.index(C)
         mbarrier.wait(q_bar, 0)
-        m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
-                                        BLOCK_N, NUM_BUFFERS, CAUSAL)
+        if RAGGED and not CAUSAL:  # block 0 is the last, masked, where S < BLOCK_N
+            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                            BLOCK_N, NUM_BUFFERS, CAUSAL, key_limit=S)
+        else:
+            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                            BLOCK_N, NUM_BUFFERS, CAUSAL)
         acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
         for j in range(1, n_unmasked):
             acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                            v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
                                            NUM_BUFFERS, False)
-        for j in range(gl.maximum(n_unmasked, 1), n_blocks):
-            acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                           v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
-                                           NUM_BUFFERS, True)
+        for j in range(gl.maximum(n_unmasked, 1), n_blocks):  # causal: the diagonal's; else a ragged S's last
+            if CAUSAL:
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                               BLOCK_N, NUM_BUFFERS, True)
+            else:
+                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                               v_empty, j, j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                               BLOCK_N, NUM_BUFFERS, False, key_limit=S - j * BLOCK_N)
         acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, n_blocks - 1, NUM_BUFFERS)
-        # O = acc / l (every row has its diagonal key, so l > 0), through Q's own tile, which no wgmma
-        # reads any more, and a TMA store
+        # O = acc / l (every row has its diagonal key, or a key before S, so l > 0)
         l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-        q.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
-        fence_async_shared()
-        tma_store(o_desc, [row0 + q_row, 0], q)
-        tma.store_wait(0)
+        out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
+        if RAGGED and q_row + M > S:
+            # a TMA store clips at the tensor's end, not the head's: the rows past S would overwrite the next
+            # head's first rows, which another program writes. The last query block's go by pointers, masked.
+            rows = q_row + gl.arange(0, M, layout=gl.SliceLayout(1, o_layout))
+            cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            offs = (row0.to(gl.int64) + gl.expand_dims(rows, 1)) * HEAD_DIM + gl.expand_dims(cols, 0)
+            gl.store(o_ptr + offs, out, mask=gl.expand_dims(rows, 1) < S)
+        else:
+            # through Q's own tile, which no wgmma reads any more, and a TMA store
+            q.store(out)
+            fence_async_shared()
+            tma_store(o_desc, [row0 + q_row, 0], q)
+            tma.store_wait(0)
 
     @gluon.jit
     def _kv_barriers(NUM_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr):
@@ -403,11 +434,12 @@ if gluon is not None:
         return k_ready, k_empty, v_ready, v_empty
 
     @gluon.jit
-    def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                     NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr, LOADER_REGS: gl.constexpr,
-                     CONSUMER_REGS: gl.constexpr):
-        # Descriptors over the (B*H*S, D) views, S a multiple of the tiles (no tile crosses a head):
-        # q and o in [BLOCK_M / 2, D] blocks, k and v in [BLOCK_N, D].
+    def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, o_ptr, S, qk_scale, BLOCK_M: gl.constexpr,
+                     BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr, RAGGED: gl.constexpr,
+                     LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+        # Descriptors over the (B*H*S, D) views: q and o in [BLOCK_M / 2, D] blocks, k and v in [BLOCK_N, D].
+        # With S a multiple of the tiles no tile crosses a head; RAGGED (any other S): the last tiles of a
+        # head read into the next (or past the tensor, as TMA's zeros), which _ws_consumer masks.
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
@@ -417,10 +449,10 @@ if gluon is not None:
         k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 on 4 warps, the loader on 1
         gl.warp_specialize([
-            (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 0,
-                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
-            (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, S, qk_scale, 1,
-                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, o_ptr, S,
+                            qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, RAGGED)),
+            (_ws_consumer, (q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, o_desc, o_ptr, S,
+                            qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, RAGGED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
                           S, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
@@ -769,15 +801,19 @@ def _schedule_on(device, n_m: int, heads: int, sms: int, causal: bool):
 
 def _gluon_runs(q) -> bool:
     """Whether _attn_fwd_ws can take q's shape here: Gluon present, a Hopper GPU (wgmma is sm_90's
-    alone), not the interpreter (Gluon has none), 16-bit, D of 64 or 128, S a multiple of the tiles, and
-    it has not failed to compile or launch on this device before."""
+    alone), not the interpreter (Gluon has none), 16-bit, D of 64 or 128, and it has not failed to compile
+    or launch on this device before. Any S: a ragged one (_ragged) runs GLUON 1 alone."""
     if gluon is None or q.device.type != "cuda" or torch.version.hip or q.device in _GLUON_FAILED:
         return False
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(q.device)[0] != 9:
         return False
-    S, D = q.shape[-2:]
-    return q.dtype in (torch.float16, torch.bfloat16) and D in (64, 128) and S % WS_BLOCK_M == 0 \
-        and S % WS_BLOCK_N == 0
+    return q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] in (64, 128)
+
+
+def _ragged(S: int) -> bool:
+    """S not a multiple of the Gluon kernels' tiles: _attn_fwd_ws masks its last blocks; the persistent and
+    three-consumer kernels, whose tiles would cross heads unmasked, do not take it."""
+    return S % WS_BLOCK_M != 0 or S % WS_BLOCK_N != 0
 
 
 def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
@@ -792,6 +828,7 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
         return GluonDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
 
     descs = (desc(q, WS_BLOCK_M // 2), desc(k, WS_BLOCK_N), desc(v, WS_BLOCK_N), desc(o, WS_BLOCK_M // 2))
+    ragged = _ragged(S)
     consts = dict(BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, CAUSAL=causal, LOADER_REGS=WS_LOADER_REGS,
                   CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
     try:
@@ -805,8 +842,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
             _attn_fwd_persist[(sched.shape[0],)](*descs, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS, **consts)
         else:
-            _attn_fwd_ws[(S // WS_BLOCK_M, B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=cfg["NUM_BUFFERS"],
-                                                   **consts)
+            _attn_fwd_ws[(triton.cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
+                                                              NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[q.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -819,6 +856,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
 def _launch(q, k, v, o, causal, cfg):
     if cfg["GLUON"] == 3 and q.shape[-1] != 64:
         cfg = {**cfg, "GLUON": 1}  # the three-consumer tile is head dim 64's
+    if cfg["GLUON"] in (2, 3) and _ragged(q.shape[-2]):
+        cfg = {**cfg, "GLUON": 1}  # only _attn_fwd_ws masks a ragged S
     if cfg["GLUON"] and _gluon_runs(q) and _launch_gluon(q, k, v, o, causal, cfg):
         last_config.clear()
         last_config.update(cfg, USE_TMA=True)
@@ -857,6 +896,8 @@ def _autotune(q, k, v, o, causal):
             candidates = [c for c in candidates if not c["GLUON"]]
         if q.shape[-1] != 64:  # GLUON 3 would time GLUON 1 again
             candidates = [c for c in candidates if c["GLUON"] != 3]
+        if _ragged(q.shape[-2]):  # so would GLUON 2 and 3
+            candidates = [c for c in candidates if c["GLUON"] not in (2, 3)]
         _TUNED[key] = _fastest(lambda cfg: _launch(q, k, v, o, causal, cfg), candidates)
     return _TUNED[key]
 
