@@ -79,8 +79,8 @@ CONFIG_CONSTRAINTS = ["AUTOTUNE == 1 or BLOCK_M % BLOCK_N == 0", "AUTOTUNE == 1 
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
 # kernel's. At a ragged S, on the H100 (experiments/held-out-shapes/attention-ragged/): B4 H32 S3000 D128
-# causal bf16 510 TFLOP/s against the Triton kernel's 374 and SDPA's 513; at D64 (S 1500, 2000) 0.84-0.97x
-# SDPA, where the autotune sometimes keeps a Triton tile. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
+# causal bf16 510-519 TFLOP/s against the Triton kernel's 372-374 and SDPA's 508-513; at D64 (S 1500, 2000)
+# 0.84-0.97x SDPA alone, and GLUON 2 (below) takes a ragged S too: autotuned, 1.07-1.09x SDPA there. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
 # bf16, S 4096 / 8192 / 16384: 662 / 604 / 633 TFLOP/s non-causal with 2 stages, 639 / 612 / 662 with 3,
 # where torch's default
 # SDPA read 612 / 614 / 629 and the Triton kernel 486 / 491 / 520; causal 559 / 587 / 546 and 556 / 577
