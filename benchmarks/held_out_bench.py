@@ -165,6 +165,7 @@ def measure(spec, old, new, shape, where):
             row[f"{name}_ok"] = False
             row[f"{name}_error"] = failure(e)
     row["path"] = dict(getattr(new, "last_config", {})).get("kernel", "")
+    row["old_path"] = dict(getattr(old, "last_config", {})).get("kernel", "")
     del ref
     row["bytes"] = spec["bytes"](inputs)
     # The copy of the same traffic (half read, half written) bounds what a small shape can reach: its
@@ -205,10 +206,12 @@ def measure_compute(old_spec, new_spec, shape, where):
             calls[name] = lambda spec=spec, outs=outs: spec.kernel(inputs, outs)
         else:
             row[f"{name}_error"] = why
+        # what each side ran (its autotune's pick): "path" the new one's, "old_path" the old one's
+        launched = dict(spec.launched()) if spec.launched else {}
+        row["path" if name == "new" else "old_path"] = (launched.get("kernel")
+                                                        or ", ".join(f"{k} {v}" for k, v in launched.items())[:120])
         if name == "new":
             outputs = outs
-            launched = dict(spec.launched()) if spec.launched else {}
-            row["path"] = launched.get("kernel") or ", ".join(f"{k} {v}" for k, v in launched.items())[:120]
     try:
         torch_out = new_spec.torch_impl(inputs)
         device.sync()

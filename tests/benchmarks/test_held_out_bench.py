@@ -55,6 +55,7 @@ def test_a_compute_bound_kernel_is_checked_and_timed_beside_what_its_test_compar
     for r in rows:
         assert r["old_ok"] and r["new_ok"] and r["torch_ok"], r
         assert r["flops"] > 0 and all(len(r[f"{n}_us_rounds"]) == 2 for n in ("old", "new", "torch", *r["others"]))
+        assert r["old_path"] == r["path"] != ""  # the same file on both sides: the same launch recorded
     assert "summary: new/old geomean" in proc.stdout
 
 

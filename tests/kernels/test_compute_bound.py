@@ -533,10 +533,10 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    # (q, k, v, o descriptors, S, the schedule, its row width, qk_scale)
+    # (q, k, v, o descriptors, o, S, the schedule, its row width, qk_scale)
     launched = record_launches(fa, "_attn_fwd_persist", lambda grid, args, kw: (
-        grid, [d.block_shape for d in args[:4]], args[4], args[5].tolist(), args[6], kw["NUM_BUFFERS"], kw["CAUSAL"]),
-        launch=False)
+        grid, [d.block_shape for d in args[:4]], args[5], args[6].tolist(), args[7], kw["NUM_BUFFERS"], kw["CAUSAL"],
+        kw["RAGGED"], args[4].shape), launch=False)
 
     class Properties:
         multi_processor_count = 4
@@ -550,18 +550,26 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     # ones left go to program 3 (2 so far) and program 0 (the first of the 3s)
     rows = ([[2, 0, 5, 0], [1, 2, 0, 0], [1, 4, 0, 0], [2, 1, 3, 0]] if causal else
             [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]])
-    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2, causal)]
+    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2, causal, False,
+                         q.shape)]
     assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
     launched.clear()
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2})
     assert launched[0][0] == (2,)  # 2 tiles: a program each
+    launched.clear()
+    # a ragged S: the query blocks that cover it (here as at 256: 2 a head), masked (RAGGED)
+    q, k, v = (torch.randn(1, 3, 200, 64).half() for _ in range(3))
+    fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
+    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 2, causal, True,
+                         q.shape)]
+    assert fa.last_config["GLUON"] == 2
 
 
-@pytest.mark.parametrize("gluon, kernel", [(2, "_attn_fwd_persist"), (3, "_attn_fwd_ws3")])
+@pytest.mark.parametrize("gluon, kernel", [(3, "_attn_fwd_ws3")])
 def test_a_ragged_S_runs_the_masked_gluon_kernel_whatever_gluon_asks(monkeypatch, record_launches, gluon, kernel):
-    """The persistent and three-consumer kernels' tiles would cross into the next head unmasked: at a ragged S
-    GLUON 2 and 3 run _attn_fwd_ws, and autotuning does not time them there (they would time it again)."""
+    """The three-consumer kernel's tiles would cross into the next head unmasked: at a ragged S GLUON 3 runs
+    _attn_fwd_ws, and autotuning does not time it there (it would time GLUON 1 again)."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -584,7 +592,7 @@ def test_a_ragged_S_runs_the_masked_gluon_kernel_whatever_gluon_asks(monkeypatch
     for S in (200, 256):
         fa._autotune(*(torch.randn(1, 3, S, 64).half() for _ in range(3)), torch.empty(1, 3, S, 64).half(), False)
     ragged_gluons, even_gluons = ({c["GLUON"] for c in candidates} for candidates in timed)
-    assert ragged_gluons == {0, 1} and even_gluons == {0, 1, 2, 3}
+    assert ragged_gluons == {0, 1, 2} and even_gluons == {0, 1, 2, 3}
 
 
 def _causal_timeline(dealt, n_m):
@@ -728,6 +736,8 @@ B, H, S = 1, 2, 1024
 for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
                                          ("ws ragged", "bf16", False, 128, 2), ("ws ragged", "fp16", True, 64, 2),
                                          ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 2),
+                                         ("persist ragged", "bf16", True, 128, 2),
+                                         ("persist ragged", "fp16", False, 64, 2),
                                          ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
     torch_dtype, gl_dtype = GL[dtype]
     descs = [desc(torch.empty(B * H * S, D, dtype=torch_dtype), [rows, D], gl_dtype) for rows in (64, 128, 128, 64)]
@@ -736,9 +746,11 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
     sched = torch.zeros(132, 34, dtype=torch.int32)
     out = torch.empty(B * H * S, D, dtype=torch_dtype)
     fn, scalars = {"ws": (t._attn_fwd_ws, [out, S, 0.1]), "ws ragged": (t._attn_fwd_ws, [out, S - 24, 0.1]),
-                   "persist": (t._attn_fwd_persist, [S, sched, 34, 0.1]), "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
-    if fn is t._attn_fwd_ws:
-        consts["RAGGED"] = which == "ws ragged"
+                   "persist": (t._attn_fwd_persist, [out, S, sched, 34, 0.1]),
+                   "persist ragged": (t._attn_fwd_persist, [out, S - 24, sched, 34, 0.1]),
+                   "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
+    if fn is not t._attn_fwd_ws3:
+        consts["RAGGED"] = which.endswith("ragged")
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
     compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})
@@ -798,6 +810,8 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     assert [c["case"] for c in cases] == [["ws", "bf16", False, 128, 2], ["ws", "fp16", True, 64, 3],
                                           ["ws ragged", "bf16", False, 128, 2], ["ws ragged", "fp16", True, 64, 2],
                                           ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 2],
+                                          ["persist ragged", "bf16", True, 128, 2],
+                                          ["persist ragged", "fp16", False, 64, 2],
                                           ["ws3", "bf16", False, 64, 2], ["ws3", "fp16", True, 64, 2]]
     for case in cases:
         assert case["shared"] <= 232448, case  # the H100 / H200's shared memory a block

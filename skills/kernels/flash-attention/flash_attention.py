@@ -24,7 +24,7 @@ multiple of the tiles; otherwise (and on AMD) masked pointer loads do the same w
 
 Hopper, 16-bit, D of 64 or 128 (GLUON): _attn_fwd_ws, the same math written in Gluon as FlashAttention-3
 runs it, warp-specialized, at any S (a ragged S's last key block masked in S's initial value, its last
-query block stored by masked pointers). A program's 128 query rows are split between two consumer
+query block stored by masked pointers; the persistent kernel below likewise). A program's 128 query rows are split between two consumer
 warpgroups of 64 rows each; a one-warp loader partition streams K and V blocks by TMA into
 rings of NUM_BUFFERS shared-memory stages, each stage guarded by a "ready" mbarrier (the copy's bytes
 landed) and an "empty" one (both consumers are done with it). Each consumer overlaps its own work
@@ -79,8 +79,8 @@ CONFIG_CONSTRAINTS = ["AUTOTUNE == 1 or BLOCK_M % BLOCK_N == 0", "AUTOTUNE == 1 
 # GLUON: 1 runs _attn_fwd_ws where it can (_gluon_runs), on NUM_BUFFERS K and V stages (its tiles are
 # fixed: 128 query rows, 128 keys a step); the BLOCK_*, num_warps and num_stages keys are the Triton
 # kernel's. At a ragged S, on the H100 (experiments/held-out-shapes/attention-ragged/): B4 H32 S3000 D128
-# causal bf16 510 TFLOP/s against the Triton kernel's 374 and SDPA's 513; at D64 (S 1500, 2000) 0.84-0.97x
-# SDPA, where the autotune sometimes keeps a Triton tile. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
+# causal bf16 510-519 TFLOP/s against the Triton kernel's 372-374 and SDPA's 508-513; at D64 (S 1500, 2000)
+# 0.84-0.97x SDPA alone, and GLUON 2 (below) takes a ragged S too: autotuned, 1.07-1.09x SDPA there. On the H200 (the A/B run, df8b865:experiments/sweep-h200-session13/call5-attention/), B4 H16 D128,
 # bf16, S 4096 / 8192 / 16384: 662 / 604 / 633 TFLOP/s non-causal with 2 stages, 639 / 612 / 662 with 3,
 # where torch's default
 # SDPA read 612 / 614 / 629 and the Triton kernel 486 / 491 / 520; causal 559 / 587 / 546 and 556 / 577
@@ -473,14 +473,14 @@ if gluon is not None:
     def _persist_tile(t, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
         # Tile t: its query block, its head's first row in the (B*H*S, D) views and its key blocks. Tile t is
         # query block t % n_m of head t // n_m; causal counts the blocks from the head's last, so that each
-        # head's heaviest tiles have its lowest ids.
-        n_m = S // BLOCK_M
+        # head's heaviest tiles have its lowest ids. A ragged S's last blocks as in _ws_tile.
+        n_m = gl.cdiv(S, BLOCK_M)
         if CAUSAL:
             start_m = n_m - 1 - t % n_m
             n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
         else:
             start_m = t % n_m
-            n_blocks = S // BLOCK_N
+            n_blocks = gl.cdiv(S, BLOCK_N)
         return start_m, (t // n_m) * S, n_blocks
 
     @gluon.jit
@@ -524,10 +524,13 @@ if gluon is not None:
 
     @gluon.jit
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                          o_desc, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
-                          BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+                          o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
+                          RAGGED: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; key block j of a tile is ring
-        # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last.
+        # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last; without
+        # causal, a ragged S's last block is masked at S (KEY_LIMIT), and a head's last query block is
+        # stored by masked pointers (as in _ws_consumer).
         gl.static_assert(BLOCK_M == BLOCK_N)
         M: gl.constexpr = BLOCK_M // 2
         HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -539,14 +542,19 @@ if gluon is not None:
         q = q_smem.index(C)
         o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
+        KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
         # Tile 0's key block 0 runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = start_m * BLOCK_M + C * M
         mbarrier.wait(q_ready.index(C), 0)
-        m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
-                                        BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
-                                        MASK_INIT=CAUSAL)
+        if KEY_LIMIT:  # block 0 is the last where S < BLOCK_N
+            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                            BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1, key_limit=S)
+        else:
+            m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
+                                            BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                            MASK_INIT=CAUSAL)
         g = 0
         for w in range(n_waves):
             # the next tile's id read now, its latency under this tile's blocks
@@ -559,35 +567,57 @@ if gluon is not None:
             # the last block apart: Q goes back right after its S, so the next tile's Q loads under this
             # block's softmax and P V, with no arrive in every step of the loop
             if n_blocks > 1:
-                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                               v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
-                                               o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                               q_empty.index(C), MASK_INIT=CAUSAL)
+                if KEY_LIMIT:
+                    acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                   v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
+                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
+                                                   q_empty.index(C), key_limit=S - (n_blocks - 1) * BLOCK_N)
+                else:
+                    acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                   v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
+                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
+                                                   q_empty.index(C), MASK_INIT=CAUSAL)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row = row0 + q_row
+            o_head_row = q_row  # its row within the head, for a ragged S's masked store
             g += n_blocks
             if w + 1 < n_waves:
                 start_m, row0, n_blocks = _persist_tile(t_next, S, BLOCK_M, BLOCK_N, CAUSAL)
                 q_row = start_m * BLOCK_M + C * M
                 mbarrier.wait(q_ready.index(C), (w + 1) & 1)
-                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                               v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
-                                               BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
-                                               MASK_INIT=CAUSAL, NEW_TILE=True)
+                if KEY_LIMIT:
+                    acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                   v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                                   NEW_TILE=True, key_limit=S)
+                else:
+                    acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                   v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
+                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                                   MASK_INIT=CAUSAL, NEW_TILE=True)
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
-            # O through this consumer's own staging tile (Q's tile holds the next tile's Q by now), once the
-            # previous tile's store from it has been read out (store_wait, then the partition's barrier)
-            tma.store_wait(0)
-            o_tile.store((acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype))
-            fence_async_shared()
-            tma_store(o_desc, [o_row, 0], o_tile)
+            out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
+            if RAGGED and o_head_row + M > S:
+                # rows past S are the next head's: by masked pointers (a TMA store would overwrite them)
+                rows = o_head_row + gl.arange(0, M, layout=gl.SliceLayout(1, o_layout))
+                cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+                offs = ((o_row - o_head_row).to(gl.int64) + gl.expand_dims(rows, 1)) * HEAD_DIM \
+                    + gl.expand_dims(cols, 0)
+                gl.store(o_ptr + offs, out, mask=gl.expand_dims(rows, 1) < S)
+            else:
+                # O through this consumer's own staging tile (Q's tile holds the next tile's Q by now), once
+                # the previous tile's store from it has been read out (store_wait, then the partition's barrier)
+                tma.store_wait(0)
+                o_tile.store(out)
+                fence_async_shared()
+                tma_store(o_desc, [o_row, 0], o_tile)
         tma.store_wait(0)
 
     @gluon.jit
-    def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
+    def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                          RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer's Q tile has a
         # ready/empty barrier pair (counts 1: the loader's expect and bytes; the consumer's arrive), and
@@ -605,11 +635,11 @@ if gluon is not None:
         k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N, NUM_BUFFERS,
-                                 CAUSAL)),
+                                 v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
+                                 NUM_BUFFERS, CAUSAL, RAGGED)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                                 v_empty, o_desc, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N, NUM_BUFFERS,
-                                 CAUSAL)),
+                                 v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
+                                 NUM_BUFFERS, CAUSAL, RAGGED)),
             (_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
                                v_ready, v_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
@@ -802,7 +832,7 @@ def _schedule_on(device, n_m: int, heads: int, sms: int, causal: bool):
 def _gluon_runs(q) -> bool:
     """Whether _attn_fwd_ws can take q's shape here: Gluon present, a Hopper GPU (wgmma is sm_90's
     alone), not the interpreter (Gluon has none), 16-bit, D of 64 or 128, and it has not failed to compile
-    or launch on this device before. Any S: a ragged one (_ragged) runs GLUON 1 alone."""
+    or launch on this device before. Any S: at a ragged one (_ragged) GLUON 3 runs GLUON 1."""
     if gluon is None or q.device.type != "cuda" or torch.version.hip or q.device in _GLUON_FAILED:
         return False
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(q.device)[0] != 9:
@@ -811,8 +841,8 @@ def _gluon_runs(q) -> bool:
 
 
 def _ragged(S: int) -> bool:
-    """S not a multiple of the Gluon kernels' tiles: _attn_fwd_ws masks its last blocks; the persistent and
-    three-consumer kernels, whose tiles would cross heads unmasked, do not take it."""
+    """S not a multiple of the Gluon kernels' tiles: _attn_fwd_ws and _attn_fwd_persist mask their last blocks;
+    the three-consumer kernel, whose tiles would cross heads unmasked, does not take it."""
     return S % WS_BLOCK_M != 0 or S % WS_BLOCK_N != 0
 
 
@@ -838,9 +868,9 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
                                                                     "CONSUMER_REGS": WS3_CONSUMER_REGS})
         elif cfg["GLUON"] == 2:
             sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-            sched = _schedule_on(q.device, S // WS_BLOCK_M, B * H, sms, causal)
-            _attn_fwd_persist[(sched.shape[0],)](*descs, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
-                                                 NUM_BUFFERS=PERSISTENT_BUFFERS, **consts)
+            sched = _schedule_on(q.device, triton.cdiv(S, WS_BLOCK_M), B * H, sms, causal)
+            _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
+                                                 NUM_BUFFERS=PERSISTENT_BUFFERS, RAGGED=ragged, **consts)
         else:
             _attn_fwd_ws[(triton.cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
@@ -856,8 +886,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
 def _launch(q, k, v, o, causal, cfg):
     if cfg["GLUON"] == 3 and q.shape[-1] != 64:
         cfg = {**cfg, "GLUON": 1}  # the three-consumer tile is head dim 64's
-    if cfg["GLUON"] in (2, 3) and _ragged(q.shape[-2]):
-        cfg = {**cfg, "GLUON": 1}  # only _attn_fwd_ws masks a ragged S
+    if cfg["GLUON"] == 3 and _ragged(q.shape[-2]):
+        cfg = {**cfg, "GLUON": 1}  # the three-consumer kernel does not mask a ragged S
     if cfg["GLUON"] and _gluon_runs(q) and _launch_gluon(q, k, v, o, causal, cfg):
         last_config.clear()
         last_config.update(cfg, USE_TMA=True)
@@ -896,8 +926,8 @@ def _autotune(q, k, v, o, causal):
             candidates = [c for c in candidates if not c["GLUON"]]
         if q.shape[-1] != 64:  # GLUON 3 would time GLUON 1 again
             candidates = [c for c in candidates if c["GLUON"] != 3]
-        if _ragged(q.shape[-2]):  # so would GLUON 2 and 3
-            candidates = [c for c in candidates if c["GLUON"] not in (2, 3)]
+        if _ragged(q.shape[-2]):  # so would GLUON 3
+            candidates = [c for c in candidates if c["GLUON"] != 3]
         _TUNED[key] = _fastest(lambda cfg: _launch(q, k, v, o, causal, cfg), candidates)
     return _TUNED[key]
 
