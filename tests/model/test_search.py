@@ -373,7 +373,7 @@ def line_scores(values):
 def test_a_narrow_peak_on_a_plateau_fits_short_length_scales_and_a_smooth_trend_long_ones(monkeypatch):
     monkeypatch.setattr(search, "FIT_AFTER", 4)  # fitted after 4 scores, as the leave-one-out grid may choose
     X, y, space = line_scores([0.0, 0.01, -0.01, 0.0, 0.25, 0.0, 0.01, -0.01])  # one octave wide peak
-    stretch, signal, _, _ = search.fitted(X, y, space)
+    stretch, signal = search.fitted(X, y, space)[:2]
     assert stretch == min(search.STRETCHES) and signal < search.SIGNAL_SD
     X, y, space = line_scores([0.1 * i for i in range(8)])  # a steady rise: long scales explain it
     assert search.fitted(X, y, space)[0] == max(search.STRETCHES)
@@ -385,15 +385,15 @@ def test_the_scores_test_the_dome_against_one_about_the_best_measured_and_agains
     monkeypatch.setattr(search, "CURVATURE", 0.05)
     monkeypatch.setattr(search, "FIT_AFTER", fit_after)
     X, y, space = line_scores([-0.05 * (i - 3.5) ** 2 for i in range(8)])  # a dome about the middle
-    assert search.fitted(X, y, space)[2:] == (0.05, (3.5,))
+    assert search.fitted(X, y, space)[2:4] == (0.05, (3.5,))
     X, y, space = line_scores([-0.05 * (i - 6) ** 2 for i in range(8)])  # the same dome about 6, best measured
-    assert search.fitted(X, y, space)[2:] == (0.05, (6.0,))
+    assert search.fitted(X, y, space)[2:4] == (0.05, (6.0,))
     X, y, space = line_scores([0.0, 0.01, -0.01, 0.0, 0.01, -0.01, 0.0, 0.01])  # a plateau to both ends
     assert search.fitted(X, y, space)[2] == 0.0
     X, y, space = line_scores([0.0, 0.01, -0.01, 0.0])  # DOME_AFTER scores: enough to drop it
     assert search.DOME_AFTER == 4 and search.fitted(X, y, space)[2] == 0.0
     X, y, space = line_scores([0.0, 0.01, -0.01])  # one fewer: the prior's dome about the middle stands
-    assert search.fitted(X, y, space)[2:] == (0.05, (1.0,))
+    assert search.fitted(X, y, space)[2:4] == (0.05, (1.0,))
     monkeypatch.setattr(search, "CURVATURE", 0.0)  # no dome to test: none about the best either
     assert search.fitted(*line_scores([-0.05 * (i - 6) ** 2 for i in range(8)]))[2] == 0.0
 
