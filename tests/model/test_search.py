@@ -419,3 +419,49 @@ def test_the_proposal_uses_the_scales_fitted_to_what_was_measured(monkeypatch):
     search.propose_model(start, space, points, min_gain=0.0)
     X, y = np.array([search.coordinates(p.config, space) for p in points]), np.array([p.score for p in points])
     assert seen[-1] == search.fitted(X, y, space) != (1.0, search.SIGNAL_SD, search.CURVATURE, (4.5, 0.5))
+
+
+# --- the scores test whether two sizes are coupled: their ratio, not each alone, is what matters ---------
+
+RIDGE_SPACE = {"BLOCK": [2 ** i for i in range(8, 16)], "WARPS": [1, 2, 4, 8, 16, 32]}
+RIDGE_BEST = {"BLOCK": 2 ** 13, "WARPS": 4}
+
+
+def ridge(config):
+    """A ridge at 2**3 elements per thread (BLOCK 2**8 counted as 0) that rises along itself; a key moved
+    alone falls off it."""
+    block, warps = math.log2(config["BLOCK"]) - 8, math.log2(config["WARPS"])
+    return 0.04 * block - 0.7 * (block - warps - 3) ** 2
+
+
+def ridge_points(value_of=ridge):
+    """The best on the ridge, then each key's one-position moves from it (all off the ridge)."""
+    moves = [{}, {"BLOCK": 2 ** 12}, {"BLOCK": 2 ** 14}, {"WARPS": 2}, {"WARPS": 8}]
+    return [Point(c := {**RIDGE_BEST, **m}, RIDGE_BEST, not m, value_of(c)) for m in moves]
+
+
+def test_sizes_are_the_keys_measured_over_the_length_scale_of_sizes():
+    space = {"BLOCK": [256, 512], "num_stages": [1, 2], "ONE": [4], "FLAG": [0, 1], "num_warps": [4, 8]}
+    assert search.sizes(space) == [0, 3]  # positions in coordinates(), where ONE, of one value, has none
+
+
+def test_the_scores_test_whether_two_sizes_are_coupled():
+    np = pytest.importorskip("numpy")
+    points = ridge_points()
+    X = np.array([search.coordinates(p.config, RIDGE_SPACE) for p in points])
+    y = np.array([p.score for p in points])
+    assert search.fitted(X, y, RIDGE_SPACE)[4] == (0, 1)
+    assert search.fitted(X[:search.DOME_AFTER], y[:search.DOME_AFTER], RIDGE_SPACE)[4] == (0, 1)
+    assert search.fitted(X[:search.DOME_AFTER - 1], y[:search.DOME_AFTER - 1], RIDGE_SPACE)[4] is None  # too few
+    # a hill in each key alone: no coupling explains it better than none
+    hill = -0.05 * (X[:, 0] - 5) ** 2 - 0.05 * (X[:, 1] - 2) ** 2
+    assert search.fitted(X, hill, RIDGE_SPACE)[4] is None
+
+
+def test_on_a_ridge_whose_single_moves_fell_the_two_sizes_move_together(monkeypatch):
+    proposal = search.propose_model(RIDGE_BEST, RIDGE_SPACE, ridge_points())
+    assert proposal.config == {"BLOCK": 2 ** 14, "WARPS": 8}  # up the ridge, one position each
+    assert proposal.reason.startswith("BLOCK and WARPS interact")
+    # the process with no coupling reads the best as a hill's top: every neighbour measured, nothing to gain
+    monkeypatch.setattr(search, "sizes", lambda space: [])
+    assert search.propose_model(RIDGE_BEST, RIDGE_SPACE, ridge_points()) is None
