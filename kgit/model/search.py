@@ -23,6 +23,15 @@ none, whichever makes them likeliest. Left out one space at a time, the choice m
 then the dome with fixed length scales, on every measured space; the defaults below are that choice made
 on all of them (experiments/tune/leave-one-out/: the mean share over 15 spaces left out 43.8 -> 54.6%).
 
+One length scale per key cannot express a ridge: where what matters is the ratio of two sizes (a row
+kernel's elements per thread, BLOCK_SIZE over num_warps), a step of either alone falls off it, and the
+process reads the best on it as a hill's top in both keys, whose joint move it expects to fall as well.
+So once DOME_AFTER scores ran they also test every pair of sizes against none (`fitted`): a coupled
+pair's ratio is one more coordinate of the covariance, over COUPLED_SCALE (half an octave), and where
+the scores are likeliest under it the model expects the joint move along the ridge to hold
+(experiments/tune/leave-one-out/: the mean share 54.6 -> 60.5%, the coupled ridges 17/45 and 17/36 ->
+27/79 and 36/96, no measured space down by more than a point).
+
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
 model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best. The
