@@ -287,8 +287,8 @@ def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd:
                curvature: float | None = None, top: tuple | None = None, coupled: tuple | None = None):
     """The process's mean and standard deviation at candidates_x, given scores y measured at X, with
     every length scale multiplied by stretch, the signal's sd signal_sd (SIGNAL_SD if None), a dome
-    of curvature (CURVATURE if None) whose top is at top (the space's centre if None) and the two
-    coordinates of coupled (None: none) coupled (_covariance)."""
+    of curvature (CURVATURE if None) whose top is at top (the space's centre if None) and coupled, the
+    two coordinates whose difference the covariance measures as well (_covariance; None: none)."""
     import numpy as np
 
     signal = SIGNAL_SD if signal_sd is None else signal_sd
@@ -319,11 +319,11 @@ def _covariance(A, B, scale, signal: float, coupled: tuple | None = None):
     length scale per key cannot express (it reads every ridge as a hill in both keys)."""
     import numpy as np
 
-    A, B = A / scale, B / scale
     if coupled:
         i, j = coupled
-        A = np.c_[A, (A[:, i] * scale[i] - A[:, j] * scale[j]) / COUPLED_SCALE]
-        B = np.c_[B, (B[:, i] * scale[i] - B[:, j] * scale[j]) / COUPLED_SCALE]
+        A, B = (np.c_[Z / scale, (Z[:, i] - Z[:, j]) / COUPLED_SCALE] for Z in (A, B))
+    else:
+        A, B = A / scale, B / scale
     r = np.sqrt(5.0 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2))
     return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
 
@@ -331,8 +331,9 @@ def _covariance(A, B, scale, signal: float, coupled: tuple | None = None):
 def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]:
     """(stretch, signal sd, curvature, top, coupled): the factor of STRETCHES on the length scales, the sd
     of SIGNALS, the prior mean's dome and the two coupled sizes (or None) under which the scores measured
-    so far are likeliest (the process's log marginal likelihood). The length scales and the signal are (1, SIGNAL_SD) until FIT_AFTER scores
-    ran: a narrow peak on a plateau reads as short length scales, a smooth row kernel as long ones.
+    so far are likeliest (the process's log marginal likelihood). The length scales and the signal are
+    (1, SIGNAL_SD) until FIT_AFTER scores ran: a narrow peak on a plateau reads as short length scales, a
+    smooth row kernel as long ones.
 
     The dome (CURVATURE about the space's centre) is a belief that the best lies near the middle, and
     once DOME_AFTER scores ran they test it, whether or not the length scales are fitted: against the
@@ -359,7 +360,7 @@ def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]
 def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature: float, top: tuple,
                     coupled: tuple | None = None) -> float:
     """log p(y | X) under the process with its length scales multiplied by stretch, the signal's sd
-    signal, a dome of curvature about top and the coordinates coupled coupled (constants dropped), its
+    signal, a dome of curvature about top and the pair of coordinates coupled (constants dropped), its
     level at the scores' mean as _posterior's."""
     import numpy as np
 
