@@ -42,8 +42,11 @@ A failure is a constraint, not a figure: the process is fitted to what ran, and 
 failure over the same coordinates weighs each candidate's expected improvement by its chance to run;
 the configurations beyond a failure in the direction it moved from its origin (every key that moved,
 moved at least as far; every other key unchanged) are proposed only when nothing else is left. A
-configuration the template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a
-candidate of any strategy.
+failure is still a place looked at: it enters the process at the score the process expects there from
+what ran, so that its uncertainty stops drawing steps back to its neighbourhood, while no made-up figure
+drags the neighbourhood down (a failure scored as the worst figure pushed the search away from the
+edge of what fits, where the best often is; experiments/tune/leave-one-out/). A configuration the
+template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a candidate of any strategy.
 
 numpy and scipy are imported when a proposal is made, never when kgit starts.
 """
@@ -193,9 +196,10 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
 
     allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed.
 
-    A failure is a constraint, not a figure: the process is fitted to what ran, and a logistic model of
-    failure over the same coordinates weighs each candidate's gain by its chance to run; a configuration
-    beyond a failure, in the direction it moved from its origin, is proposed only when nothing else is left.
+    A failure is a constraint, not a figure: the process is fitted to what ran (and holds each failure at
+    the score it expects there), and a logistic model of failure over the same coordinates weighs each
+    candidate's gain by its chance to run; a configuration beyond a failure, in the direction it moved
+    from its origin, is proposed only when nothing else is left.
 
     None when the space is measured, or when every neighbour of the best (one key, one position) was
     measured and no configuration is expected to gain min_gain (a log ratio; kgit.yaml min_gain_pct /
@@ -234,7 +238,13 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     # the best's single moves, measured or not: what a pair's joint move is compared with
     singles = single_moves(best, space) + [best]
     at = np.array([coordinates(c, space) for c in pool + singles])
-    mean, sd = _posterior(X, scores, at, space, *fitted(X, scores, space))
+    fit = fitted(X, scores, space)  # to what ran alone
+    if failed:  # each failure was looked at: the model is as sure there as if it had run at what it expects
+        looked = np.array([coordinates(p.config, space) for p in failed])
+        believed = _posterior(X, scores, looked, space, *fit)[0]
+        mean, sd = _posterior(np.r_[X, looked], np.r_[scores, believed], at, space, *fit)
+    else:
+        mean, sd = _posterior(X, scores, at, space, *fit)
     mean, sd, single_mean = mean[:len(pool)], sd[:len(pool)], dict(zip(map(key, singles), mean[len(pool):]))
     if incumbent is None:  # the gain is over the best measured here
         incumbent = float(scores.max())

@@ -327,16 +327,24 @@ def test_spread_is_the_farthest_from_what_was_measured_less_its_distance_from_th
 
 
 def test_a_failure_is_a_constraint_not_a_figure(monkeypatch):
-    seen = []
-    real = search._posterior
+    np = pytest.importorskip("numpy")
+    seen, fits = [], []
+    real, real_fitted = search._posterior, search.fitted
     monkeypatch.setattr(search, "_posterior", lambda X, y, *rest: seen.append((X, y)) or real(X, y, *rest))
+    monkeypatch.setattr(search, "fitted", lambda X, y, space: fits.append(len(y)) or real_fitted(X, y, space))
     start = {"BLOCK": 1024, "WARPS": 4}
     failed = {"BLOCK": 8192, "WARPS": 16}
     points = [Point(start, start, True, math.log(100.0)), Point({"BLOCK": 2048, "WARPS": 4}, start, False, math.log(90.0)),
               Point(failed, start, False, None)]
     proposal = search.propose_model(start, SPACE, points)
-    X, y = seen[-1]
-    assert len(X) == len(y) == 2  # the process is fitted to what ran alone
+    assert fits == [2]  # the process is fitted to what ran alone
+    # and the failure is a place looked at, where the model is as sure as if it had run at the score it
+    # expects there from what ran: no figure drags its neighbours down, and its uncertainty no longer
+    # draws the search back to it
+    (ran, scores), (X, y) = seen[-2], seen[-1]
+    assert len(ran) == len(scores) == 2 and len(X) == len(y) == 3
+    expected = real(ran, scores, np.array([search.coordinates(failed, SPACE)]), SPACE, *real_fitted(ran, scores, SPACE))[0]
+    assert list(X[2]) == search.coordinates(failed, SPACE) and y[2] == pytest.approx(expected[0])
     # beyond the failure (both keys at least as far from the start): never proposed while anything else is left
     assert not search.beyond_failure(proposal.config, failed, start, SPACE)
 
