@@ -23,6 +23,15 @@ none, whichever makes them likeliest. Left out one space at a time, the choice m
 then the dome with fixed length scales, on every measured space; the defaults below are that choice made
 on all of them (experiments/tune/leave-one-out/: the mean share over 15 spaces left out 43.8 -> 54.6%).
 
+One length scale per key cannot express a ridge: where what matters is the ratio of two sizes (a row
+kernel's elements per thread, BLOCK_SIZE over num_warps), a step of either alone falls off it, and the
+process reads the best on it as a hill's top in both keys, whose joint move it expects to fall as well.
+So once DOME_AFTER scores ran they also test every pair of sizes against none (`fitted`): a coupled
+pair's ratio is one more coordinate of the covariance, over COUPLED_SCALE (half an octave), and where
+the scores are likeliest under it the model expects the joint move along the ridge to hold
+(experiments/tune/leave-one-out/: the mean share 54.6 -> 60.5%, the coupled ridges 17/45 and 17/36 ->
+27/79 and 36/96, no measured space down by more than a point).
+
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
 model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best. The
@@ -33,8 +42,11 @@ A failure is a constraint, not a figure: the process is fitted to what ran, and 
 failure over the same coordinates weighs each candidate's expected improvement by its chance to run;
 the configurations beyond a failure in the direction it moved from its origin (every key that moved,
 moved at least as far; every other key unchanged) are proposed only when nothing else is left. A
-configuration the template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a
-candidate of any strategy.
+failure is still a place looked at: it enters the process at the score the process expects there from
+what ran, so that its uncertainty stops drawing steps back to its neighbourhood, while no made-up figure
+drags the neighbourhood down (a failure scored as the worst figure pushed the search away from the
+edge of what fits, where the best often is; experiments/tune/leave-one-out/). A configuration the
+template's constraints refuse (CONFIG_CONSTRAINTS, kgit.loop.tune) is never a candidate of any strategy.
 
 numpy and scipy are imported when a proposal is made, never when kgit starts.
 """
@@ -57,7 +69,8 @@ JUMP = 1.5  # how many times the best step of one or two keys' expected gain a s
 STRETCHES = (0.25, 0.5, 1.0, 2.0)  # what the length scales may be multiplied by, fitted to the scores (fitted)
 SIGNALS = (0.05, 0.1, 0.2, 0.5, 1.0)  # what the signal's sd may be, fitted with them
 FIT_AFTER = math.inf  # scores that must have run before the two are fitted to them; SIGNAL_SD and x1 until then
-DOME_AFTER = 4  # scores that must have run before they test the dome (fitted); CURVATURE's dome until then
+DOME_AFTER = 4  # scores that must have run before they test the dome and the couplings (fitted)
+COUPLED_SCALE = 0.5  # octaves, of the ratio of two coupled sizes: a step of either alone leaves their ridge
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -97,6 +110,11 @@ def length_scales(space: dict) -> list[float]:
     """Per coordinate: LENGTH_SCALE for sizes, LENGTH_SCALE_FLAT for num_stages and flags."""
     return [LENGTH_SCALE_FLAT if name == "num_stages" or not _numeric(values) else LENGTH_SCALE
             for name, values in space.items() if len(values) >= 2]
+
+
+def sizes(space: dict) -> list[int]:
+    """The coordinates (their positions in coordinates' list) of sizes: keys measured over LENGTH_SCALE."""
+    return [i for i, scale in enumerate(length_scales(space)) if scale == LENGTH_SCALE]
 
 
 def centre(space: dict) -> list[float]:
@@ -178,9 +196,10 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
 
     allowed: config -> bool, the template's constraints: a configuration it refuses is never proposed.
 
-    A failure is a constraint, not a figure: the process is fitted to what ran, and a logistic model of
-    failure over the same coordinates weighs each candidate's gain by its chance to run; a configuration
-    beyond a failure, in the direction it moved from its origin, is proposed only when nothing else is left.
+    A failure is a constraint, not a figure: the process is fitted to what ran (and holds each failure at
+    the score it expects there), and a logistic model of failure over the same coordinates weighs each
+    candidate's gain by its chance to run; a configuration beyond a failure, in the direction it moved
+    from its origin, is proposed only when nothing else is left.
 
     None when the space is measured, or when every neighbour of the best (one key, one position) was
     measured and no configuration is expected to gain min_gain (a log ratio; kgit.yaml min_gain_pct /
@@ -219,7 +238,13 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     # the best's single moves, measured or not: what a pair's joint move is compared with
     singles = single_moves(best, space) + [best]
     at = np.array([coordinates(c, space) for c in pool + singles])
-    mean, sd = _posterior(X, scores, at, space, *fitted(X, scores, space))
+    fit = fitted(X, scores, space)  # to what ran alone
+    if failed:  # each failure was looked at: the model is as sure there as if it had run at what it expects
+        looked = np.array([coordinates(p.config, space) for p in failed])
+        believed = _posterior(X, scores, looked, space, *fit)[0]
+        mean, sd = _posterior(np.r_[X, looked], np.r_[scores, believed], at, space, *fit)
+    else:
+        mean, sd = _posterior(X, scores, at, space, *fit)
     mean, sd, single_mean = mean[:len(pool)], sd[:len(pool)], dict(zip(map(key, singles), mean[len(pool):]))
     if incumbent is None:  # the gain is over the best measured here
         incumbent = float(scores.max())
@@ -269,19 +294,20 @@ def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
 
 
 def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd: float | None = None,
-               curvature: float | None = None, top: tuple | None = None):
+               curvature: float | None = None, top: tuple | None = None, coupled: tuple | None = None):
     """The process's mean and standard deviation at candidates_x, given scores y measured at X, with
-    every length scale multiplied by stretch, the signal's sd signal_sd (SIGNAL_SD if None) and a dome
-    of curvature (CURVATURE if None) whose top is at top (the space's centre if None)."""
+    every length scale multiplied by stretch, the signal's sd signal_sd (SIGNAL_SD if None), a dome
+    of curvature (CURVATURE if None) whose top is at top (the space's centre if None) and coupled, the
+    two coordinates whose difference the covariance measures as well (_covariance; None: none)."""
     import numpy as np
 
     signal = SIGNAL_SD if signal_sd is None else signal_sd
     scale = stretch * np.array(length_scales(space))
     bend, top = CURVATURE if curvature is None else curvature, centre(space) if top is None else top
     level = float(np.mean(y - _dome(X, bend, top)))  # the dome's top: where the measured scores put it
-    chol = np.linalg.cholesky(_covariance(X, X, scale, signal) + NOISE_SD ** 2 * np.eye(len(X)))
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
     weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - _dome(X, bend, top)))
-    cross = _covariance(candidates_x, X, scale, signal)
+    cross = _covariance(candidates_x, X, scale, signal, coupled)
     mean = level + _dome(candidates_x, bend, top) + cross @ weights
     explained = np.linalg.solve(chol, cross.T)
     return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
@@ -294,44 +320,63 @@ def _dome(Z, curvature: float, top):
     return -curvature * ((Z - np.array(top)) ** 2).sum(axis=1)
 
 
-def _covariance(A, B, scale, signal: float):
-    """Matern 5/2 between the rows of A and of B, over length scales scale, of the signal's sd signal."""
+def _covariance(A, B, scale, signal: float, coupled: tuple | None = None):
+    """Matern 5/2 between the rows of A and of B, over length scales scale, of the signal's sd signal.
+    Where two coordinates are coupled, their difference (the octaves of the ratio of two sizes: elements
+    per thread, a tile's aspect) is one more coordinate, over COUPLED_SCALE: a step of one of them alone
+    changes it by an octave and reaches a configuration the model barely relates to this one, while both
+    moved together keep it and stay close. That is a ridge along the pair, which the process with one
+    length scale per key cannot express (it reads every ridge as a hill in both keys)."""
     import numpy as np
 
-    r = np.sqrt(5.0 * (((A[:, None, :] - B[None, :, :]) / scale) ** 2).sum(axis=2))
+    if coupled:
+        i, j = coupled
+        A, B = (np.c_[Z / scale, (Z[:, i] - Z[:, j]) / COUPLED_SCALE] for Z in (A, B))
+    else:
+        A, B = A / scale, B / scale
+    r = np.sqrt(5.0 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2))
     return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
 
 
-def fitted(X, y, space: dict) -> tuple[float, float, float, tuple]:
-    """(stretch, signal sd, curvature, top): the factor of STRETCHES on the length scales, the sd of
-    SIGNALS and the prior mean's dome under which the scores measured so far are likeliest (the process's
-    log marginal likelihood). The length scales and the signal are (1, SIGNAL_SD) until FIT_AFTER scores
-    ran: a narrow peak on a plateau reads as short length scales, a smooth row kernel as long ones.
+def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]:
+    """(stretch, signal sd, curvature, top, coupled): the factor of STRETCHES on the length scales, the sd
+    of SIGNALS, the prior mean's dome and the two coupled sizes (or None) under which the scores measured
+    so far are likeliest (the process's log marginal likelihood). The length scales and the signal are
+    (1, SIGNAL_SD) until FIT_AFTER scores ran: a narrow peak on a plateau reads as short length scales, a
+    smooth row kernel as long ones.
 
     The dome (CURVATURE about the space's centre) is a belief that the best lies near the middle, and
     once DOME_AFTER scores ran they test it, whether or not the length scales are fitted: against the
     same dome about the best configuration measured (the best lies near the best seen) and against no
     dome (a plateau, or a best at an edge). Settings chosen on other spaces cannot know which shape this
-    one has; its own scores can."""
+    one has; its own scores can.
+
+    So too whether two sizes are coupled (_covariance: their ratio is what matters, a ridge along the
+    pair), once DOME_AFTER scores ran: every pair of sizes against none, none where they tie. A pair
+    whose single moves were measured bad from a best between them reads as a ridge, and the model then
+    expects their joint move to stay on it, which the isotropic process never expects."""
     import numpy as np
 
     middle = tuple(centre(space))
     domes = [(CURVATURE, middle)]
     if CURVATURE and len(y) >= DOME_AFTER:
         domes += [(CURVATURE, tuple(map(float, X[int(np.argmax(y))]))), (0.0, middle)]
+    couplings = [None] + (list(itertools.combinations(sizes(space), 2)) if len(y) >= DOME_AFTER else [])
     scales = itertools.product(STRETCHES, SIGNALS) if len(y) >= FIT_AFTER else [(1.0, SIGNAL_SD)]
-    return max(((*s, *d) for s in scales for d in domes), key=lambda fit: _log_likelihood(X, y, space, *fit))
+    return max(((*s, *d, c) for s in scales for d in domes for c in couplings),
+               key=lambda fit: _log_likelihood(X, y, space, *fit))
 
 
-def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature: float, top: tuple) -> float:
+def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature: float, top: tuple,
+                    coupled: tuple | None = None) -> float:
     """log p(y | X) under the process with its length scales multiplied by stretch, the signal's sd
-    signal and a dome of curvature about top (constants dropped), its level at the scores' mean as
-    _posterior's."""
+    signal, a dome of curvature about top and the pair of coordinates coupled (constants dropped), its
+    level at the scores' mean as _posterior's."""
     import numpy as np
 
     scale = stretch * np.array(length_scales(space))
     dome = _dome(X, curvature, top)
-    chol = np.linalg.cholesky(_covariance(X, X, scale, signal) + NOISE_SD ** 2 * np.eye(len(X)))
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
     residual = y - dome - float(np.mean(y - dome))
     fit = np.linalg.solve(chol, residual)
     return float(-0.5 * fit @ fit - np.log(np.diag(chol)).sum())
