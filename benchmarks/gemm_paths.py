@@ -1,5 +1,6 @@
-"""Where gemm()'s time goes at a decode-sized M (128x4096x4096) and a ragged shape (3000x5000x2000), bf16 and
-fp16, against torch.matmul (cuBLAS): experiments/gemm-h100/small-m-host/.
+"""Where gemm()'s time goes at a decode-sized M (128x4096x4096), a ragged shape (3000x5000x2000) and one whose
+CONFIG tiles leave its last wave a fifth full (2048x4608x3584), bf16 and fp16, against torch.matmul
+(cuBLAS): experiments/gemm-h100/small-m-host/, experiments/gemm-h100/wave-fill/.
 
     python benchmarks/gemm_paths.py      (PROBE_CPU=1 TRITON_INTERPRET=1: tiny shapes, a check of the script)
 
@@ -7,7 +8,7 @@ Prints, per (shape, dtype): the path gemm's autotune took (kernel, tiles, grid, 
 time of a call (300 back to back); three medians (kgit's timer, the L2 cleared before each call) of gemm's default path, whose
 readings grow where the host's time outlasts the L2 clear; then torch.matmul and config overrides, each
 checked against an fp32 reference first (outputs poisoned with NaN). PROBE_BUDGET_S (default 100) skips
-what is left after it."""
+what is left after it; PROBE_SHAPES (e.g. "wave,ragged") times those shapes alone."""
 import os
 import sys
 import time
@@ -27,7 +28,7 @@ T0 = time.time()
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))  # skip what is left after this
 warnings.simplefilter("always")
 
-SMALL, LARGE = G.SMALL_OUTPUT_CONFIGS, G.LARGE_OUTPUT_CONFIGS
+SMALL, LARGE, FILL = G.SMALL_OUTPUT_CONFIGS, G.LARGE_OUTPUT_CONFIGS, G.WAVE_FILL_CONFIGS
 OVERRIDES = {  # label -> config passed as gemm(..., config=...) (skips the autotune; {} is CONFIG itself)
     "decode": {
         "CONFIG 128x256 tma-persistent": {},
@@ -43,12 +44,21 @@ OVERRIDES = {  # label -> config passed as gemm(..., config=...) (skips the auto
         "LARGE[0] gm4 s4 subtile": LARGE[0],
         "128x128 w8 s4 persistent": {"BLOCK_N": 128, "num_stages": 4},
         "128x256 non-persistent": {"PERSISTENT": 0},
+        "128x(128+64) w8 s4 persistent (FILL[0])": FILL[0],
+    },
+    "wave": {  # 288 CONFIG tiles on 132 SMs: 2.18 waves run as 3; 384 of 128x192: 2.91 as 3
+        "CONFIG 128x256 tma-persistent": {},
+        "128x(128+64) w8 s4 persistent (FILL[0])": FILL[0],
+        "128x(128+64) w8 s3 persistent": {**FILL[0], "num_stages": 3},
+        "128x128 w8 s4 persistent": {"BLOCK_N": 128, "num_stages": 4},
     },
 }
-SHAPES = {"decode": (128, 4096, 4096), "ragged": (3000, 5000, 2000)}
+SHAPES = {"decode": (128, 4096, 4096), "ragged": (3000, 5000, 2000), "wave": (2048, 4608, 3584)}
 DTYPES = [torch.bfloat16, torch.float16]
+if os.environ.get("PROBE_SHAPES"):
+    SHAPES = {name: SHAPES[name] for name in os.environ["PROBE_SHAPES"].split(",")}
 if CPU:  # interpreter smoke test: tiny shapes, fp16 only (the interpreter has no bf16 arithmetic)
-    SHAPES = {"decode": (16, 64, 64), "ragged": (33, 70, 40)}
+    SHAPES = {name: {"decode": (16, 64, 64), "ragged": (33, 70, 40), "wave": (40, 96, 24)}[name] for name in SHAPES}
     DTYPES = [torch.float16]
     OVERRIDES = {k: {"CONFIG 128x256 tma-persistent": {}} for k in OVERRIDES}
 
@@ -56,7 +66,7 @@ if CPU:  # interpreter smoke test: tiny shapes, fp16 only (the interpreter has n
 def path_of(cfg, a, b, c):
     M, K = a.shape
     N = b.shape[1]
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"] + cfg["BLOCK_N2"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     if cfg.get("GLUON"):
         kern, grid = "gluon-ws", tiles

@@ -395,6 +395,65 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour
     assert g._candidates(big, big, big) == [g.CONFIG, neighbour]
 
 
+def _operands(M, N, dtype=torch.float16):
+    """a, b and c of an M x N output: the autotune's candidates read their shapes and TMA alignment only."""
+    return torch.empty(M, 64, dtype=dtype), torch.empty(64, N, dtype=dtype), torch.empty(M, N, dtype=dtype)
+
+
+@pytest.mark.parametrize("M, N, offered", [
+    (2048, 4096, False),  # 256 CONFIG tiles: 2 whole waves on 132 SMs; 352 of 128x192 would take 3
+    (2048, 4160, True),  # one column of 64 more: 272 CONFIG tiles take 3 waves (fill 0.69), 352 of 128x192 too
+    (2048, 4608, True),  # Qwen2-7B qkv: 288 CONFIG tiles in 3 waves (0.73), 384 of 128x192 in 3 (0.97)
+    (2048, 4672, False),  # 304 CONFIG tiles in 3 waves (0.77), 400 of 128x192 in 4 (0.74, x0.9 a byte)
+    (128, 37888, True),  # 148 CONFIG tiles in 2 waves (0.56); 198 of 128x192 in 2 (0.75)
+])
+def test_gemm_autotune_offers_a_192_column_tile_where_its_waves_fill_better(monkeypatch, M, N, offered):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    neighbour = {**g.CONFIG, **g.LARGE_OUTPUT_CONFIGS[0]}
+    fill = {**g.CONFIG, "BLOCK_N": 128, "BLOCK_N2": 64, "num_stages": 4}
+    for dtype in (torch.float16, torch.bfloat16):  # the rule reads the shape, never the dtype
+        assert g._candidates(*_operands(M, N, dtype)) == [g.CONFIG, neighbour] + [fill] * offered
+    monkeypatch.setattr(g, "_tma_ok", lambda a, b, c: False)  # the pointer kernel takes one column block
+    assert g._candidates(*_operands(M, N)) == [g.CONFIG, neighbour]
+
+
+@pytest.mark.parametrize("M, N", [
+    (2048, 2048), (4096, 4096), (8192, 8192), (8192, 1024), (4000, 4000),  # the test's sweep
+    (4096, 6144), (4096, 28672), (2048, 10240), (3072, 9216), (8192, 4800), (4096, 50257),  # filled waves
+    (2048, 3584), (8192, 1600), (3000, 5000),  # 128x192 fills no better once its fewer flops a byte count
+])
+def test_gemm_autotune_adds_nothing_where_config_fills_its_waves(monkeypatch, M, N):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    assert g._candidates(*_operands(M, N)) == [g.CONFIG, {**g.CONFIG, **g.LARGE_OUTPUT_CONFIGS[0]}]
+
+
+def test_the_wave_fill_tiles_fit_shared_memory_and_registers():
+    # CONFIG_CONSTRAINTS name one column block: a tile of two is checked at its whole width
+    g = _template("gemm")
+    for extra in g.WAVE_FILL_CONFIGS:
+        cfg = {**g.CONFIG, **extra}
+        cfg = {**cfg, "BLOCK_N": cfg["BLOCK_N"] + cfg["BLOCK_N2"]}
+        assert all(eval(rule, {}, cfg) for rule in g.CONFIG_CONSTRAINTS), cfg
+
+
+@pytest.mark.parametrize("persistent", [0, 1])
+def test_the_gemm_tile_of_two_column_blocks_covers_c(monkeypatch, record_launches, persistent):
+    # 32 + 16 = 48 columns a tile: 70x132 takes 3 tile-rows x 3 tile-columns (the last 36 columns wide: 4 of
+    # them in its second block), on 4 SMs 3 waves of 3 persistent programs
+    g = _template("gemm")
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: (grid, [d.block_shape for d in args[:5]]))
+    monkeypatch.setattr(g, "_num_sms", lambda device: 4)
+    a, b = torch.randn(70, 40), torch.randn(40, 132)
+    c = torch.full((70, 132), float("nan"))
+    config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_N2": 16, "BLOCK_K": 16, "PERSISTENT": persistent, "GLUON": 0}
+    g.gemm(a, b, out=c, config=config)
+    assert launched == [((3 if persistent else 9, 1, 1), [[32, 16], [16, 32], [32, 32], [16, 16], [32, 16]])]
+    assert g.last_config["BLOCK_N2"] == 16
+    assert compare(c, a @ b, NORM["fp32"]) is None
+
+
 @pytest.mark.parametrize("tiles, sms, programs", [
     (512, 132, 128),  # 4096^3 in 128x256 tiles on the H200: 4 waves of 128, not 3.88 of 132
     (2048, 132, 128),  # 8192^3: 16 waves
@@ -415,8 +474,8 @@ def test_the_persistent_gemm_takes_as_few_programs_as_keep_its_waves(tiles, sms,
 def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, record_launches, M, N, sms, grid):
     # 32x32 tiles: 8 on 5 SMs take 2 waves of 4 programs; 9 take 2 of 5; 9 on 9 SMs one; 2 one of 2
     g = _template("gemm")
-    # NUM_PROGRAMS: after the 3 descriptors and M, N, K, the 3 blocks and GROUP_M
-    launched = record_launches(g, "gemm_tma_kernel", lambda launch_grid, args, kw: (launch_grid, args[3 + 7]))
+    # NUM_PROGRAMS: after the 5 descriptors and M, N, K, the 4 blocks and GROUP_M
+    launched = record_launches(g, "gemm_tma_kernel", lambda launch_grid, args, kw: (launch_grid, args[5 + 8]))
     monkeypatch.setattr(g, "_num_sms", lambda device: sms)
     a, b = torch.randn(M, 40), torch.randn(40, N)
     c = torch.full((M, N), float("nan"))

@@ -6,6 +6,7 @@ The math, per output element:
 How the kernel computes it (see SKILL.md for why):
   * C is cut into BLOCK_M x BLOCK_N tiles; a tile walks K in BLOCK_K steps:
         acc += A[m0:m0+BM, k0:k0+BK] @ B[k0:k0+BK, n0:n0+BN]      (tl.dot -> wgmma on Hopper)
+    (the TMA kernel's tile may be BLOCK_N + BLOCK_N2 wide: a second accumulator for the columns past BN)
   * Hopper: the tiles arrive through TMA descriptors (made on the host: TensorDescriptor), num_stages
     deep in shared memory; out-of-range rows/columns read as zero, so ragged M, N, K need no masks.
   * Persistent: programs each loop over tiles tile_id = pid, pid + #programs, ..., as few programs as
@@ -25,7 +26,9 @@ Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_S
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
 CONFIG tiles than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape and
 keeps the fastest: CONFIG is tuned for the big headline shape and would leave most SMs idle there. A larger
-output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles.
+output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles, and, where CONFIG's
+tiles leave its last wave poorly filled and 128x192 tiles fill it better by more than their fewer flops a
+loaded byte cost (wave_fill: 2048x4608 on 132 SMs), WAVE_FILL_CONFIGS' 128x192 tile.
 """
 
 import functools
@@ -49,9 +52,9 @@ try:  # Gluon is experimental: absent from older Tritons, renamed between releas
 except (ImportError, AttributeError):
     gluon = None
 
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "GLUON": 0,
-          "AUTOTUNE": 1}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_N2": 0, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
+          "num_stages": 3, "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1,
+          "GLUON": 0, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], "num_warps": [4, 8],
                 "num_stages": [3, 4], "PERSISTENT": [0, 1], "EPILOGUE_SUBTILE": [0, 1]}
 # What fits in shared memory, checked before compiling (kgit tune never proposes a configuration that
@@ -88,6 +91,14 @@ CONFIG_CONSTRAINTS = [
 # 4096^3 0.999 / 0.997 against 0.991 / 0.991, 2048^3 0.990 / 0.990 against 0.981 / 0.984; 8192^3 0.993 /
 # 0.972 against 0.985 / 1.019 with spreads of 1.6-5.1%, so it is timed against CONFIG rather than replacing it.
 LARGE_OUTPUT_CONFIGS = [{"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
+# AUTOTUNE=1, a large output whose CONFIG tiles fill their waves poorly (wave_fill): a tile of 128 + 64 = 192
+# columns, which Triton's power-of-two blocks cannot name (BLOCK_N2: a second accumulator beside the first,
+# on B's and C's columns n0 + 128 ...). 2048x4608 (Qwen2-7B qkv): 288 CONFIG tiles on 132 SMs run 2.18
+# waves as 3 (fill 0.73, and 0.81x cuBLAS); 384 tiles of 128x192 run 2.91 as 3 (0.97). 128x128 tiles fill
+# them to 0.87 but make 3/4 of CONFIG's flops of each operand byte they load (wave_fill), and at
+# 3000x5000x2000 on the H100 ran 0.65x cuBLAS where CONFIG ran 0.78 (experiments/gemm-h100/small-m-host/).
+# Shared memory: 4 stages of 128x64 + 64x192 tiles (160 KB) and the 48 KB staging tile of C fit in 227 KB.
+WAVE_FILL_CONFIGS = [{"BLOCK_N": 128, "BLOCK_N2": 64, "num_stages": 4}]
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
@@ -124,45 +135,58 @@ def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 
 
 @triton.jit
-def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def _one_tile(a_desc, b_desc, c_desc, b2_desc, c2_desc, pid_m, pid_n, k_tiles,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
+              EPILOGUE_SUBTILE: tl.constexpr):
+    # BLOCK_N2: the tile is BLOCK_N + BLOCK_N2 columns wide (192 = 128 + 64, a width blocks of a power of two
+    # cannot take), its right-hand BLOCK_N2 columns a second accumulator fed by the same A tile.
+    m0 = pid_m * BLOCK_M
+    n0 = pid_n * (BLOCK_N + BLOCK_N2)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if BLOCK_N2:
+        acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
+    for ki in range(k_tiles):
+        a = a_desc.load([m0, ki * BLOCK_K])
+        acc = tl.dot(a, b_desc.load([ki * BLOCK_K, n0]), acc)
+        if BLOCK_N2:
+            acc2 = tl.dot(a, b2_desc.load([ki * BLOCK_K, n0 + BLOCK_N]), acc2)
+    _store_tile(c_desc, acc, m0, n0, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+    if BLOCK_N2:
+        c2_desc.store([m0, n0 + BLOCK_N], acc2.to(c2_desc.dtype))
+
+
+@triton.jit
+def _gemm_tiles(a_desc, b_desc, c_desc, b2_desc, c2_desc, M, N, K,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
                 FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_n = tl.cdiv(N, BLOCK_N + BLOCK_N2)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if PERSISTENT:
         num_tiles = num_pid_m * num_pid_n
         for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
                                 warp_specialize=WARP_SPECIALIZE):
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for ki in range(k_tiles):
-                a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-                b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-                acc = tl.dot(a, b, acc)
-            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+            _one_tile(a_desc, b_desc, c_desc, b2_desc, c2_desc, pid_m, pid_n, k_tiles, BLOCK_M, BLOCK_N, BLOCK_N2,
+                      BLOCK_K, EPILOGUE_SUBTILE)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc)
-        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        _one_tile(a_desc, b_desc, c_desc, b2_desc, c2_desc, pid_m, pid_n, k_tiles, BLOCK_M, BLOCK_N, BLOCK_N2,
+                  BLOCK_K, EPILOGUE_SUBTILE)
 
 
 @triton.jit
-def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def gemm_tma_kernel(a_desc, b_desc, c_desc, b2_desc, c2_desc, M, N, K,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
                     FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
     # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
-    _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
-                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
+    _gemm_tiles(a_desc, b_desc, c_desc, b2_desc, c2_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M,
+                NUM_PROGRAMS, PERSISTENT, FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
 
 
 @triton.jit
@@ -293,6 +317,23 @@ def persistent_programs(tiles: int, sms: int) -> int:
     return triton.cdiv(tiles, waves)
 
 
+def wave_fill(M: int, N: int, cfg: dict, sms: int) -> float:
+    """The share of the SMs' time the persistent kernel's tiles of cfg spend on the output, weighed by the
+    tile's flops per operand byte against CONFIG's. The share: the output over what its waves' tiles
+    could hold (the last wave's idle SMs and a ragged edge's padding both lost). The weight: a k-step
+    makes BM*BN / (BM + BN) flops of each A and B byte it loads (128x256: 85; 128x192: 77; 128x128: 64),
+    and a smaller tile is taken to lose its rate in that proportion, as where the L2 bounds it: 128x128
+    ran 0.83x CONFIG's rate at the same fill at 3000x5000x2000 on the H100 (0.75 by the ratio), 0.90-0.94x
+    at 2048^3-8192^3 on the H200 (the config search's log, df8b865:experiments/compute-bound/explore.log)."""
+    def tile(cfg):
+        return cfg["BLOCK_M"], cfg["BLOCK_N"] + cfg["BLOCK_N2"]
+
+    BM, BN = tile(cfg)
+    waves = triton.cdiv(triton.cdiv(M, BM) * triton.cdiv(N, BN), sms)
+    config_per_byte = tile(CONFIG)[0] * tile(CONFIG)[1] / sum(tile(CONFIG))
+    return M * N / (waves * sms * BM * BN) * (BM * BN / (BM + BN)) / config_per_byte
+
+
 def _tma_ok(a, b, c) -> bool:
     # TMA needs Hopper+ on NVIDIA, unit inner stride, 16-byte aligned base and row strides.
     if not _device_facts(a.device)[1]:
@@ -347,18 +388,22 @@ def _launch(a, b, c, cfg):
         cfg = {**cfg, "GLUON": 0}
     M, K = a.shape
     N = b.shape[1]
-    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
-    tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+    BM, BN, BN2, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_N2"], cfg["BLOCK_K"]
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if cfg["USE_TMA"] and _tma_ok(a, b, c):
+        tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN + BN2)
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
         boxes = ([BM, BK], [BK, BN], [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
-        rest = (M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
+        if BN2:
+            boxes += ([BK, BN2], [BM, BN2])
+        rest = (M, N, K, BM, BN, BN2, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
                 cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"])
         kernel = gemm_tma_kernel[grid](*_descriptors(a, b, c, boxes), *rest, **options)
     else:
-        grid, boxes = (tiles, 1, 1), None
+        # the pointer kernel's tiles are one block wide: what it runs is reported without the second
+        cfg = {**cfg, "BLOCK_N2": 0}
+        grid, boxes = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1), None
         rest = (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                 BM, BN, BK, cfg["GROUP_M"])
         kernel = gemm_ptr_kernel[grid](a, b, c, *rest, **options)
@@ -367,9 +412,12 @@ def _launch(a, b, c, cfg):
 
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
     """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
-    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
+    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in. The Triton kernel also
+    takes B's and C's in the boxes of a tile's second column block (BLOCK_N2): without one it is handed
+    the first two again, which it never reads (each descriptor made costs host time on every call)."""
     if not gluon_layouts:
-        return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
+        made = tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c, b, c), boxes))
+        return made if len(made) == 5 else made + made[1:]
     return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
                  for t, box in zip((a, b, c), boxes))
 
@@ -389,9 +437,15 @@ def _candidates(a, b, c):
     # CONFIG's neighbours on the same tiles (timing small tiles at 2048^3, 128 tiles on 132 SMs, once
     # picked a 0.68x one by noise, when the autotune timed with do_bench). The Gluon candidate only where
     # it runs: elsewhere it would time a Triton kernel twice.
+    # A large output also times the WAVE_FILL_CONFIGS whose waves fill better than CONFIG's by more than
+    # their smaller tiles give up (wave_fill), where the TMA kernel (the one that takes a second column
+    # block) runs.
     M, N = a.shape[0], b.shape[1]
-    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= _num_sms(a.device):
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS]
+    sms = _num_sms(a.device)
+    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= sms:
+        fills = [{**CONFIG, **e} for e in WAVE_FILL_CONFIGS] if _tma_ok(a, b, c) else []
+        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + [
+            cfg for cfg in fills if wave_fill(M, N, cfg, sms) > wave_fill(M, N, CONFIG, sms)]
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
