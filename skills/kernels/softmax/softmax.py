@@ -295,13 +295,7 @@ def _softmax_rows(x_ptr, y_ptr, M, N, stride_x, stride_y,
             body = a0 + cols
             body_ok = body < b0
             xb = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
-            xf = xe.to(tl.float32)
-            m = tl.maximum(tl.max(xb, axis=0), tl.max(xf, axis=0))
-            eb = _exp(xb - m)
-            ee = _exp(xf - m)
-            inv = 1.0 / (tl.sum(eb, axis=0) + tl.sum(ee, axis=0))
-            tl.store(y_ptr + body, (eb * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
-            tl.store(y_ptr + edge, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
+            _store_aligned_row(xb, xe.to(tl.float32), y_ptr, body, body_ok, edge, edge_ok)
             xe = xe_n
     else:
         col_ok = cols < N
@@ -340,6 +334,18 @@ def _aligned_span(start, end, VEC: tl.constexpr):
 
 
 @triton.jit
+def _store_aligned_row(xb, xe, y_ptr, body, body_ok, edge, edge_ok):
+    # A row cut by _aligned_span, its body xb and edge elements xe loaded (fp32, -inf where masked): one max
+    # and one sum over both, then each part stored where it came from.
+    m = tl.maximum(tl.max(xb, axis=0), tl.max(xe, axis=0))
+    eb = _exp(xb - m)
+    ee = _exp(xe - m)
+    inv = 1.0 / (tl.sum(eb, axis=0) + tl.sum(ee, axis=0))
+    tl.store(y_ptr + body, (eb * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
+    tl.store(y_ptr + edge, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
+
+
+@triton.jit
 def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, GROUPED: tl.constexpr,
                  GROUP: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
@@ -363,12 +369,7 @@ def _softmax_row(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr, GRO
         body_ok = body < b0
         xb = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
         xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
-        m = tl.maximum(tl.max(xb, axis=0), tl.max(xe, axis=0))
-        eb = _exp(xb - m)
-        ee = _exp(xe - m)
-        inv = 1.0 / (tl.sum(eb, axis=0) + tl.sum(ee, axis=0))
-        tl.store(y_ptr + body, (eb * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
-        tl.store(y_ptr + edge, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
+        _store_aligned_row(xb, xe, y_ptr, body, body_ok, edge, edge_ok)
     else:
         offs = tl.arange(0, BLOCK_N)
         ok = offs < N
