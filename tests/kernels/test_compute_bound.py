@@ -647,7 +647,7 @@ def test_three_consumer_launch_covers_head_dim_64_in_192_row_tiles(monkeypatch, 
     def recorder(name):
         class Recorder:
             def __getitem__(self, grid):
-                def launch(q_desc, k_desc, v_desc, o_desc, S, qk_scale, **kw):
+                def launch(q_desc, k_desc, v_desc, o_desc, *scalars, **kw):  # _attn_fwd_ws: o, S, qk_scale
                     launched.append((name, grid, [d.block_shape for d in (q_desc, k_desc, v_desc, o_desc)],
                                      kw["BLOCK_M"], kw["NUM_BUFFERS"], kw["CONSUMER_REGS"], kw["CAUSAL"]))
                 return launch
