@@ -269,8 +269,12 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         together = mean[pair] - single_mean[key({**best, a: c[a]})] - single_mean[key({**best, b: c[b]})] \
             + single_mean[key(best)]
         if together > INTERACTION:
+            # both figures, since the pair is taken for its expected improvement over every step of one
+            # key: an interaction of a hundredth of a percent alone would not justify moving two
             chosen, reason = pair, (f"{a} and {b} interact: the model expects them together to gain "
-                                    f"{math.expm1(together):.1%} more than each alone")
+                                    f"{math.expm1(together):.2%} more than each alone, and more of the pair "
+                                    f"(an expected gain of {math.expm1(gain[pair]):.2%}) than of any step of "
+                                    f"one key ({math.expm1(gain[chosen]):.2%})")
     if far and gain[jump := max(far, key=lambda i: gain[i])] > JUMP * gain[chosen]:
         chosen, reason = jump, (f"the model expects {gain[jump] / gain[chosen]:.1f} times the gain of any step of "
                                 f"one or two keys from {len(changed[jump])} at once")

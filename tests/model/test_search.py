@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import re
 
 import pytest
 
@@ -288,8 +289,12 @@ def test_two_keys_move_together_when_the_model_reads_them_as_coupled(monkeypatch
                                 np.array([search.coordinates(c, SPACE) for c in at]), SPACE)
     together = mean[0] - mean[1] - mean[2] + mean[3]
     assert together > search.INTERACTION
-    assert proposal.reason == (f"{a} and {b} interact: the model expects them together to gain "
-                               f"{math.expm1(together):.1%} more than each alone")
+    head = (f"{a} and {b} interact: the model expects them together to gain {math.expm1(together):.2%} more than "
+            "each alone, and more of the pair (an expected gain of ")
+    assert proposal.reason.startswith(head), proposal.reason
+    # then the pair's expected gain and the best single step's, the first the larger (why the pair is taken)
+    pair_gain, single_gain = (float(x) for x in re.findall(r"(-?[\d.]+)%", proposal.reason[len(head) - 2:]))
+    assert pair_gain >= single_gain >= 0 and proposal.reason.endswith(f" of one key ({single_gain:.2f}%)")
     # with the threshold just above it, the same measurements give a single move
     monkeypatch.setattr(search, "INTERACTION", together + 1e-9)
     alone = search.propose_model(best, SPACE, points)
