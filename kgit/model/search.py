@@ -117,6 +117,12 @@ def sizes(space: dict) -> list[int]:
     return [i for i, scale in enumerate(length_scales(space)) if scale == LENGTH_SCALE]
 
 
+def flags(space: dict) -> list[int]:
+    """The coordinates of flags: keys with a value that is not a positive number (GLUON, AUTOTUNE,
+    PERSISTENT), whose positions are names, not amounts."""
+    return [i for i, values in enumerate(v for v in space.values() if len(v) >= 2) if not _numeric(values)]
+
+
 def centre(space: dict) -> list[float]:
     """The middle of each coordinate's range: where the prior mean's dome has its top."""
     return [(math.log2(max(values)) - math.log2(min(values))) / 2 if _numeric(values) else (len(values) - 1) / 2
@@ -294,23 +300,26 @@ def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
 
 
 def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd: float | None = None,
-               curvature: float | None = None, top: tuple | None = None, coupled: tuple | None = None):
+               curvature: float | None = None, top: tuple | None = None, coupled: tuple | None = None,
+               joint: tuple | None = None):
     """The process's mean and standard deviation at candidates_x, given scores y measured at X, with
     every length scale multiplied by stretch, the signal's sd signal_sd (SIGNAL_SD if None), a dome
     of curvature (CURVATURE if None) whose top is at top (the space's centre if None) and coupled, the
-    two coordinates whose difference the covariance measures as well (_covariance; None: none)."""
+    two coordinates whose difference the covariance measures as well, and joint, the two flags whose
+    joint value it measures as well (_covariance; None: none)."""
     import numpy as np
 
     signal = SIGNAL_SD if signal_sd is None else signal_sd
     scale = stretch * np.array(length_scales(space))
     bend, top = CURVATURE if curvature is None else curvature, centre(space) if top is None else top
     level = float(np.mean(y - _dome(X, bend, top)))  # the dome's top: where the measured scores put it
-    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled, joint) + NOISE_SD ** 2 * np.eye(len(X)))
     weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - _dome(X, bend, top)))
-    cross = _covariance(candidates_x, X, scale, signal, coupled)
+    cross = _covariance(candidates_x, X, scale, signal, coupled, joint)
     mean = level + _dome(candidates_x, bend, top) + cross @ weights
     explained = np.linalg.solve(chol, cross.T)
-    return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
+    prior = signal ** 2 * (2 if joint else 1)  # _covariance of a configuration with itself
+    return mean, np.sqrt(np.maximum(prior - (explained ** 2).sum(axis=0), 1e-18))
 
 
 def _dome(Z, curvature: float, top):
@@ -320,30 +329,40 @@ def _dome(Z, curvature: float, top):
     return -curvature * ((Z - np.array(top)) ** 2).sum(axis=1)
 
 
-def _covariance(A, B, scale, signal: float, coupled: tuple | None = None):
+def _covariance(A, B, scale, signal: float, coupled: tuple | None = None, joint: tuple | None = None):
     """Matern 5/2 between the rows of A and of B, over length scales scale, of the signal's sd signal.
     Where two coordinates are coupled, their difference (the octaves of the ratio of two sizes: elements
     per thread, a tile's aspect) is one more coordinate, over COUPLED_SCALE: a step of one of them alone
     changes it by an octave and reaches a configuration the model barely relates to this one, while both
     moved together keep it and stay close. That is a ridge along the pair, which the process with one
-    length scale per key cannot express (it reads every ridge as a hill in both keys)."""
+    length scale per key cannot express (it reads every ridge as a hill in both keys).
+
+    Where two flags are joint, configurations that share the pair's joint value covary by the signal's
+    variance more (a kernel over the joint value, added): each joint value may lift or sink every
+    configuration that has it, beyond what each flag does alone. That is an interaction of two flags,
+    GLUON 0 the worst setting alone and the best with AUTOTUNE 1, which distances along each flag, an
+    additive effect of each, cannot express: a joint value never measured keeps that much uncertainty."""
     import numpy as np
 
+    same = 0.0
+    if joint:
+        i, j = joint
+        same = (A[:, None, i] == B[None, :, i]) & (A[:, None, j] == B[None, :, j])
     if coupled:
         i, j = coupled
         A, B = (np.c_[Z / scale, (Z[:, i] - Z[:, j]) / COUPLED_SCALE] for Z in (A, B))
     else:
         A, B = A / scale, B / scale
     r = np.sqrt(5.0 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2))
-    return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
+    return signal ** 2 * ((1 + r + r * r / 3) * np.exp(-r) + same)
 
 
-def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]:
-    """(stretch, signal sd, curvature, top, coupled): the factor of STRETCHES on the length scales, the sd
-    of SIGNALS, the prior mean's dome and the two coupled sizes (or None) under which the scores measured
-    so far are likeliest (the process's log marginal likelihood). The length scales and the signal are
-    (1, SIGNAL_SD) until FIT_AFTER scores ran: a narrow peak on a plateau reads as short length scales, a
-    smooth row kernel as long ones.
+def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None, tuple | None]:
+    """(stretch, signal sd, curvature, top, coupled, joint): the factor of STRETCHES on the length scales,
+    the sd of SIGNALS, the prior mean's dome, the two coupled sizes and the two joint flags (each or None)
+    under which the scores measured so far are likeliest (the process's log marginal likelihood). The
+    length scales and the signal are (1, SIGNAL_SD) until FIT_AFTER scores ran: a narrow peak on a plateau
+    reads as short length scales, a smooth row kernel as long ones.
 
     The dome (CURVATURE about the space's centre) is a belief that the best lies near the middle, and
     once DOME_AFTER scores ran they test it, whether or not the length scales are fitted: against the
@@ -354,7 +373,9 @@ def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]
     So too whether two sizes are coupled (_covariance: their ratio is what matters, a ridge along the
     pair), once DOME_AFTER scores ran: every pair of sizes against none, none where they tie. A pair
     whose single moves were measured bad from a best between them reads as a ridge, and the model then
-    expects their joint move to stay on it, which the isotropic process never expects."""
+    expects their joint move to stay on it, which the isotropic process never expects. And whether two
+    flags interact (_covariance: their joint value is a key of its own), every pair of flags against
+    none, none where they tie: a flag measured bad beside one value of the other, good beside another."""
     import numpy as np
 
     middle = tuple(centre(space))
@@ -362,21 +383,22 @@ def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]
     if CURVATURE and len(y) >= DOME_AFTER:
         domes += [(CURVATURE, tuple(map(float, X[int(np.argmax(y))]))), (0.0, middle)]
     couplings = [None] + (list(itertools.combinations(sizes(space), 2)) if len(y) >= DOME_AFTER else [])
+    joints = [None] + (list(itertools.combinations(flags(space), 2)) if len(y) >= DOME_AFTER else [])
     scales = itertools.product(STRETCHES, SIGNALS) if len(y) >= FIT_AFTER else [(1.0, SIGNAL_SD)]
-    return max(((*s, *d, c) for s in scales for d in domes for c in couplings),
+    return max(((*s, *d, c, j) for s in scales for d in domes for c in couplings for j in joints),
                key=lambda fit: _log_likelihood(X, y, space, *fit))
 
 
 def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature: float, top: tuple,
-                    coupled: tuple | None = None) -> float:
+                    coupled: tuple | None = None, joint: tuple | None = None) -> float:
     """log p(y | X) under the process with its length scales multiplied by stretch, the signal's sd
-    signal, a dome of curvature about top and the pair of coordinates coupled (constants dropped), its
-    level at the scores' mean as _posterior's."""
+    signal, a dome of curvature about top, the pair of coordinates coupled and the pair of flags joint
+    (constants dropped), its level at the scores' mean as _posterior's."""
     import numpy as np
 
     scale = stretch * np.array(length_scales(space))
     dome = _dome(X, curvature, top)
-    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled, joint) + NOISE_SD ** 2 * np.eye(len(X)))
     residual = y - dome - float(np.mean(y - dome))
     fit = np.linalg.solve(chol, residual)
     return float(-0.5 * fit @ fit - np.log(np.diag(chol)).sum())
