@@ -471,3 +471,63 @@ def test_on_a_ridge_whose_single_moves_fell_the_two_sizes_move_together(monkeypa
     # the process with no coupling reads the best as a hill's top: every neighbour measured, nothing to gain
     monkeypatch.setattr(search, "sizes", lambda space: [])
     assert search.propose_model(RIDGE_BEST, RIDGE_SPACE, ridge_points()) is None
+
+
+# --- the scores test whether two flags interact: their joint value, not each alone, is what matters -------
+
+FLAG_SPACE = {"BLOCK": [64, 128, 256], "GLUON": [0, 1, 2], "AUTOTUNE": [0, 1]}
+FLAG_BEST = {"BLOCK": 128, "GLUON": 1, "AUTOTUNE": 0}
+
+
+def gluon(config):
+    """flash-attention's shape: GLUON 0 is the worst setting without AUTOTUNE and the best with it."""
+    off = abs(math.log2(config["BLOCK"]) - 7)
+    if config["GLUON"] == 0:
+        return 0.05 - 0.02 * off if config["AUTOTUNE"] else -0.6
+    return -0.02 * off
+
+
+def flag_scores(value_of=gluon):
+    """The best, GLUON 0 without AUTOTUNE (bad) and with it at another BLOCK (good), AUTOTUNE 1 with GLUON
+    1 and 2, and a BLOCK moved: GLUON 0 with AUTOTUNE 1 at the best's BLOCK is not measured."""
+    np = pytest.importorskip("numpy")
+    moves = [{}, {"GLUON": 0}, {"AUTOTUNE": 1}, {"GLUON": 2, "AUTOTUNE": 1}, {"GLUON": 0, "AUTOTUNE": 1, "BLOCK": 64},
+             {"BLOCK": 256}]
+    configs = [{**FLAG_BEST, **m} for m in moves]
+    return np.array([search.coordinates(c, FLAG_SPACE) for c in configs]), np.array([value_of(c) for c in configs])
+
+
+def test_flags_are_the_keys_with_a_value_that_is_not_a_positive_number():
+    space = {"BLOCK": [256, 512], "ONE": [0], "GLUON": [0, 1, 2], "num_stages": [1, 2], "KIND": ["a", "b"]}
+    assert search.flags(space) == [1, 3]  # positions in coordinates(): ONE, of one value, has none
+
+
+def test_the_scores_test_whether_two_flags_interact():
+    X, y = flag_scores()
+    assert search.fitted(X, y, FLAG_SPACE)[5] == (1, 2)
+    assert search.fitted(X[:search.DOME_AFTER - 1], y[:search.DOME_AFTER - 1], FLAG_SPACE)[5] is None  # too few
+    # each flag alone adds its own: no joint value explains it better than none
+    additive = -0.3 * (X[:, 1] == 0) + 0.01 * X[:, 2] - 0.02 * abs(X[:, 0] - 1)
+    assert search.fitted(X, additive, FLAG_SPACE)[5] is None
+
+
+def test_where_the_flags_interact_the_joint_move_is_expected_near_the_best_not_as_bad_as_one_flag_alone():
+    np = pytest.importorskip("numpy")
+    X, y = flag_scores()
+    fit = search.fitted(X, y, FLAG_SPACE)
+    at = np.array([search.coordinates({**FLAG_BEST, "GLUON": 0, "AUTOTUNE": 1}, FLAG_SPACE)])
+    mean, sd = search._posterior(X, y, at, FLAG_SPACE, *fit)
+    additive, additive_sd = search._posterior(X, y, at, FLAG_SPACE, *fit[:5], None)
+    assert mean[0] > -0.05 and additive[0] < -0.3  # the best is 0, GLUON 0 alone -0.6
+    assert sd[0] > additive_sd[0]
+
+
+def test_a_joint_value_never_measured_keeps_the_joint_kernels_uncertainty():
+    np = pytest.importorskip("numpy")
+    X, y = np.array([[1.0, 1.0, 0.0]]), np.array([0.0])
+    far = np.array([[1.0, 1.0, 0.0], [1e3, 0.0, 1.0]])  # the point measured; far from it, at another joint value
+    top = (0.0, 0.0, 0.0)
+    _, sd = search._posterior(X, y, far, FLAG_SPACE, 1.0, 0.5, 0.0, top, None, (1, 2))
+    _, plain = search._posterior(X, y, far, FLAG_SPACE, 1.0, 0.5, 0.0, top)
+    assert sd[0] < 0.05 and plain[0] < 0.05  # measured: the noise's
+    assert sd[1] == pytest.approx(0.5 * math.sqrt(2)) and plain[1] == pytest.approx(0.5)  # both kernels' prior
