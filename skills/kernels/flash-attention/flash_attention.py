@@ -404,18 +404,25 @@ if gluon is not None:
         l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
         out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
         if RAGGED and q_row + M > S:
-            # a TMA store clips at the tensor's end, not the head's: the rows past S would overwrite the next
-            # head's first rows, which another program writes. The last query block's go by pointers, masked.
-            rows = q_row + gl.arange(0, M, layout=gl.SliceLayout(1, o_layout))
-            cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            offs = (row0.to(gl.int64) + gl.expand_dims(rows, 1)) * HEAD_DIM + gl.expand_dims(cols, 0)
-            gl.store(o_ptr + offs, out, mask=gl.expand_dims(rows, 1) < S)
+            _store_rows_before(o_ptr, out, row0, q_row, S, o_layout)
         else:
             # through Q's own tile, which no wgmma reads any more, and a TMA store
             q.store(out)
             fence_async_shared()
             tma_store(o_desc, [row0 + q_row, 0], q)
             tma.store_wait(0)
+
+    @gluon.jit
+    def _store_rows_before(o_ptr, out, row0, q_row, S, o_layout: gl.constexpr):
+        # A consumer's rows [q_row, q_row + M) of O (head's first row row0 in the (B*H*S, D) view), those
+        # before S alone, by masked pointer stores: a TMA store clips at the tensor's end, not the head's, and
+        # at a ragged S would overwrite the next head's first rows, which another program writes.
+        M: gl.constexpr = out.shape[0]
+        HEAD_DIM: gl.constexpr = out.shape[1]
+        rows = q_row + gl.arange(0, M, layout=gl.SliceLayout(1, o_layout))
+        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        offs = (row0.to(gl.int64) + gl.expand_dims(rows, 1)) * HEAD_DIM + gl.expand_dims(cols, 0)
+        gl.store(o_ptr + offs, out, mask=gl.expand_dims(rows, 1) < S)
 
     @gluon.jit
     def _kv_barriers(NUM_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr):
@@ -578,8 +585,7 @@ if gluon is not None:
                                                    o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
                                                    q_empty.index(C), MASK_INIT=CAUSAL)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
-            o_row = row0 + q_row
-            o_head_row = q_row  # its row within the head, for a ragged S's masked store
+            o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
             if w + 1 < n_waves:
                 start_m, row0, n_blocks = _persist_tile(t_next, S, BLOCK_M, BLOCK_N, CAUSAL)
@@ -598,20 +604,15 @@ if gluon is not None:
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
             out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
-            if RAGGED and o_head_row + M > S:
-                # rows past S are the next head's: by masked pointers (a TMA store would overwrite them)
-                rows = o_head_row + gl.arange(0, M, layout=gl.SliceLayout(1, o_layout))
-                cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-                offs = ((o_row - o_head_row).to(gl.int64) + gl.expand_dims(rows, 1)) * HEAD_DIM \
-                    + gl.expand_dims(cols, 0)
-                gl.store(o_ptr + offs, out, mask=gl.expand_dims(rows, 1) < S)
+            if RAGGED and o_q_row + M > S:
+                _store_rows_before(o_ptr, out, o_row0, o_q_row, S, o_layout)
             else:
                 # O through this consumer's own staging tile (Q's tile holds the next tile's Q by now), once
                 # the previous tile's store from it has been read out (store_wait, then the partition's barrier)
                 tma.store_wait(0)
                 o_tile.store(out)
                 fence_async_shared()
-                tma_store(o_desc, [o_row, 0], o_tile)
+                tma_store(o_desc, [o_row0 + o_q_row, 0], o_tile)
         tma.store_wait(0)
 
     @gluon.jit
