@@ -75,7 +75,16 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
         if value is not None:
             _check_value(key, value, where="option")
             settings[key] = value
+    if "test_path" not in settings and settings.get("test_command"):
+        named = _file_of_command(root, settings["test_command"])
+        if named:
+            settings["test_path"] = named
     if "kernel_path" not in settings or "test_path" not in settings:
+        if settings and not (root / KERNELS_DIR / name).is_dir():  # an entry, short of a path
+            missing = " and ".join(key for key in ("kernel_path", "test_path") if key not in settings)
+            raise KgitError(f"{CONFIG_FILE}: {name} has no {missing}, and {KERNELS_DIR}/{name}/ does not exist to "
+                            "find it in", f"add {missing} to its entry (test_path: the file the test runs, whose "
+                                          "changes kgit watches)")
         found_kernel, found_test = _default_paths(root, name)
         settings.setdefault("kernel_path", found_kernel)
         settings.setdefault("test_path", found_test)
@@ -190,6 +199,22 @@ def _valid_pattern(value: str) -> bool:
         return re.compile(value).groups >= 1
     except re.error:
         return False
+
+
+def _file_of_command(root: Path, command: str) -> str | None:
+    """The first word of a test_command that names a file of the checkout (tests/test_ops.py in
+    'python -m pytest -q tests/test_ops.py'): the test_path it runs, when kgit.yaml names none."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unclosed quote: check_value's problem to report, not this guess's
+        return None
+    for word in words:
+        path = root / word
+        if not word.startswith("-") and ".." not in Path(word).parts and path.is_file():
+            return word
+    return None
 
 
 def _default_paths(root: Path, name: str) -> tuple[str, str]:

@@ -123,3 +123,23 @@ def test_a_kernel_folder_with_neither_file_names_the_file_it_looked_for(ws):
     ws.git("rm", "-q", KERNEL)
     ws.git("commit", "-qm", "no kernel file")
     assert "kernel_path: file 'skills/kernels/fake/fake.py' does not exist" in ws.refused("start", "fake")
+
+
+def test_an_entry_without_test_path_takes_the_file_its_test_command_runs(ws):
+    from kgit import config
+
+    write_config(ws, f"mine:\n  kernel_path: {KERNEL}\n  test_command: python -m pytest -q '{TEST}' -x\n")
+    assert config.load(ws.root, "mine").test_path == TEST
+
+
+@pytest.mark.parametrize("entry, missing", [
+    (f"  kernel_path: {KERNEL}\n  test_command: make bench\n", "has no test_path,"),  # no file in the command
+    (f"  test_path: {TEST}\n", "has no kernel_path,"),
+    ("  max_iterations: 3\n", "has no kernel_path and test_path,"),
+])
+def test_an_entry_short_of_a_path_names_what_it_lacks(ws, entry, missing):
+    # the entry exists: "no entry for it" would send the user looking for a typo in its name
+    write_config(ws, "mine:\n" + entry)
+    said = ws.refused("start", "mine")
+    assert f"kgit.yaml: mine {missing} and skills/kernels/mine/ does not exist" in said and "no entry" not in said
+    assert ws.git("symbolic-ref", "--short", "HEAD") != "opt/mine"
