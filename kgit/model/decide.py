@@ -23,7 +23,7 @@ from kgit.model.result import DEVICE_METRIC, TestResult, decimals_of, not_run, r
 # step); a configuration is no more code than the best's, so any gain its pairs resolve at the run's own
 # noise is worth keeping. Traced on the measured spaces (experiments/tune/leave-one-out/), 27 of the 36
 # starts that missed 99% of the best within 16 iterations had measured such a configuration and not
-# kept it: gains of 0.5-2.5% that the 1% floor, or an interval that had to clear it, did not keep.
+# kept it: true gains of 0.5-2.1% (30 starts of each) that the 1% floor, or an interval that had to clear it, did not keep.
 TUNE_KEEP_ABOVE_PCT = 0.0
 
 
