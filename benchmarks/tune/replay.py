@@ -47,7 +47,7 @@ from kgit.config import kernel_file  # noqa: E402
 from kgit.loop import paired, tune  # noqa: E402
 from kgit.model import search  # noqa: E402
 from kgit.model import noise  # noqa: E402
-from kgit.model.decide import decide  # noqa: E402
+from kgit.model.decide import TUNE_KEEP_ABOVE_PCT, decide  # noqa: E402
 from kgit.model.record import Status  # noqa: E402
 from kgit.model.result import TestResult  # noqa: E402
 
@@ -70,10 +70,11 @@ def run_of(row: dict, rng: random.Random):
 
 def compared(best: dict, row: dict, min_gain_pct: float, history: list[list[float]], rng: random.Random,
              max_pairs: int = MAX_PAIRS) -> noise.Comparison:
-    """kgit's paired comparison of row against best, on simulated runs; history: the log-ratios of the
-    earlier decisions of this run, the prior kgit pools (appended to)."""
+    """kgit tune's paired comparison of row against best, on simulated runs (kept above zero, ended as
+    noise within min_gain_pct); history: the log-ratios of the earlier decisions of this run, the prior
+    kgit pools (appended to)."""
     found = paired.compare(run_of(best, rng), run_of(row, rng), noise.Prior.from_decisions(history),
-                            min_gain_pct, max_pairs, warm_best=False)
+                            min_gain_pct, max_pairs, warm_best=False, keep_above_pct=TUNE_KEEP_ABOVE_PCT)
     if found.log_ratios:
         history.append(found.log_ratios)
     return found

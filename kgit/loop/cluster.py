@@ -25,6 +25,7 @@ from kgit.git import remote as remotes
 from kgit.git.command import Repo
 from kgit.loop import steps
 from kgit.loop.history import LoopState
+from kgit.model import decide
 
 
 @dataclass
@@ -78,4 +79,5 @@ def _measure_in_clone(bundle: bytes, head: str, state: LoopState, source: str):
     with tempfile.TemporaryDirectory(prefix="kgit-worker-") as scratch:
         repo = remotes.clone_bundle(bundle, Path(scratch) / "repo")
         environment = machine.environment(state.cfg.gpu)
-        return steps.compare_with_best(repo, state, head, source, environment), environment
+        return steps.compare_with_best(repo, state, head, source, environment,
+                                       keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT), environment

@@ -24,13 +24,16 @@ DEVICE = "device"  # the pairs of kgit's own device time decide, not the test's 
 
 
 def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, max_pairs: int,
-            warm_best: bool, lower_is_better: bool = False, on_pair=None, decides_on: str = "test") -> Comparison:
+            warm_best: bool, lower_is_better: bool = False, on_pair=None, decides_on: str = "test",
+            keep_above_pct: float | None = None) -> Comparison:
     """The pairs' log-ratios are of the gain: candidate over best, or best over candidate when the
     figure falls as the kernel gets faster, of the test's figure or (decides_on DEVICE) of the device
     time, which always falls. on_pair(pairs so far, max_pairs, the interval or None while there is none
-    yet) follows each pair."""
+    yet) follows each pair. keep_above_pct: what the interval must lie above to keep, where not
+    floor_pct (noise.verdict)."""
     first = run_candidate(False)
-    found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1, decided_on=decides_on)
+    found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1, decided_on=decides_on,
+                       keep_above_pct=keep_above_pct)
     if not first.passed:
         found.failure, found.failed_side = first, "candidate"
         return found
@@ -53,7 +56,7 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
             found.rounding = max(found.rounding, pair_rounding)
         found.log_ratios.append(-math.log(ratio) if lower else math.log(ratio))
         found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs, rounding=found.rounding)
-        found.verdict = verdict(found.interval, floor_pct) if found.interval else None
+        found.verdict = verdict(found.interval, floor_pct, keep_above_pct) if found.interval else None
         if on_pair:
             on_pair(pair + 1, max_pairs, found.interval)
         if found.verdict:

@@ -23,6 +23,11 @@ and stops when the whole space has been measured. Coordinate descent (`propose`,
 environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scipy are not
 installed. benchmarks/tune/replay.py compares the two on measured spaces.
 
+Each proposal is decided as a step is, pair by pair against the best, with one difference: it is kept
+when the whole interval of its gain lies above zero, not above min_gain_pct (decide.TUNE_KEEP_ABOVE_PCT:
+a configuration is no more code than the best's, so a gain its pairs resolve is worth keeping however
+small). min_gain_pct still ends a comparison early as noise, and still tells the search when to stop.
+
 Each proposal is recorded with the tier of the keys it changes: the tier skill that owns the technique the
 kernel's SKILL.md maps each key to (its `tunables:`), the lowest where keys of several tiers change, and
 tier 1 for a key without one (kgit.profiling.skillfiles.tunable_tiers).
@@ -37,7 +42,7 @@ from kgit.errors import KgitError
 from kgit.git import notes, read, refs
 from kgit.git.command import Repo, cat_blobs
 from kgit.loop import cluster, steps, testing
-from kgit.model import search
+from kgit.model import decide, search
 from kgit.model.record import Record, Status, StopReason
 from kgit.model.tunables import Tunables, read_tunables, write_config
 from kgit.profiling import skillfiles
@@ -207,7 +212,8 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 # again: the search never proposes a configuration measured before; should one's code
                 # still equal an earlier iteration's, measuring it is what was asked for
                 outcome = steps.step(repo, describe_change(current, candidate, reason), tier, overrides,
-                                     progress, measured[i] if i < len(measured) else None, again=True)
+                                     progress, measured[i] if i < len(measured) else None, again=True,
+                                     keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
             except steps.NotMeasured:  # refused (code as HEAD's, untested, a CONFIG forbidden): put back
                 (repo.root / cfg.kernel_path).write_text(before)
                 raise
@@ -230,7 +236,8 @@ def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], pro
     def task(text):
         def on(gpu):
             environment = machine.environment(state.cfg.gpu, gpu)
-            return steps.compare_with_best(repo, state, head, text, environment, gpu=gpu), environment
+            return steps.compare_with_best(repo, state, head, text, environment, gpu=gpu,
+                                           keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT), environment
         return on
 
     return testing.on_gpus([task(text) for text in sources], gpus[:len(sources)])

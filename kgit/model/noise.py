@@ -176,13 +176,14 @@ def f_cdf(x: float, df1: int, df2: int) -> float:
     return _incomplete_beta(df1 / 2, df2 / 2, df1 * x / (df1 * x + df2)) if x > 0 else 0.0
 
 
-def verdict(found: Interval, floor_pct: float) -> str | None:
-    """'better' when the whole interval lies above the floor; 'noise' when it lies within the floor on
-    both sides (it cannot be better any more, and a loss smaller than the floor is no lesson: on an
+def verdict(found: Interval, floor_pct: float, keep_above_pct: float | None = None) -> str | None:
+    """'better' when the whole interval lies above keep_above_pct (the floor unless given: a tune gives
+    0, kgit.model.decide.TUNE_KEEP_ABOVE_PCT); 'noise' when it lies within the floor on both sides (it
+    cannot be better by the floor any more, and a loss smaller than the floor is no lesson: on an
     H100 a renamed variable read -0.44% [-0.53, -0.34], the device time of a test's processes falling
     into two modes 0.4% apart); 'worse' when it lies below zero and reaches below the floor; None:
     undecided, more pairs would tell."""
-    if found.low_pct > floor_pct:
+    if found.low_pct > (floor_pct if keep_above_pct is None else keep_above_pct):
         return "better"
     if -floor_pct <= found.low_pct and found.high_pct <= floor_pct:
         return "noise"
@@ -218,6 +219,9 @@ class Comparison:
     warmups: int = 0
     rounding: float = 0.0  # the widest a pair's printed figures may lie from those measured (log terms)
     decided_on: str = "test"  # whose pairs the log-ratios are of: "test" (its figure) or "device" (kgit's)
+    # what the whole interval had to lie above to keep the candidate, where not min_gain_pct (a tune's
+    # configuration: kgit.model.decide.TUNE_KEEP_ABOVE_PCT)
+    keep_above_pct: float | None = None
     # kgit's device time of each counted run (None where none was recorded), beside the test's figures
     device_best: list = field(default_factory=list)
     device_candidate: list = field(default_factory=list)

@@ -112,3 +112,22 @@ def test_the_trace_prints_each_proposal_and_counts_what_was_kept_measured_and_fa
     failed = sum(" fails " in s for s in steps)
     assert failed and lines[-1].startswith("synthetic failing 2, 2 starts: kept 97% at 8 ")
     assert lines[-1].endswith(f"failed runs {failed}")
+
+
+def test_a_miss_is_the_search_s_the_decision_s_or_lost_to_the_noise():
+    from traces import cause_of_miss
+
+    def row(value, correct=True):
+        return {"value": value, "correct": correct}
+
+    start, low, close, far = row(0.95), row(0.985), row(0.992), row(1.0)
+    # (tried: the start then each proposal; trail: the best kept after each)
+    assert cause_of_miss([start, far], [start, far], 0.99, 1) is None  # kept: no miss
+    assert cause_of_miss([start, low, row(0.999, correct=False)], [start, low, low], 0.99, 2) == "search"
+    # 0.992 over 0.985 is 0.7%, under a 1% floor; 1.0 over 0.985 is 1.5%, over it
+    assert cause_of_miss([start, low, close], [start, low, low], 0.99, 2) == "under the floor"
+    assert cause_of_miss([start, low, far], [start, low, low], 0.99, 2) == "unresolved"
+    assert cause_of_miss([start, low, close], [start, low, low], 0.99, 2, min_gain_pct=0.5) == "unresolved"
+    assert cause_of_miss([start, far, low], [start, far, low], 0.99, 2) == "lost"
+    # only what was measured within the budget counts
+    assert cause_of_miss([start, low, far], [start, low, low], 0.99, 1) == "search"

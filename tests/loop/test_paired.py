@@ -37,15 +37,16 @@ class Machine:
 MAX_PAIRS = KernelConfig("k", "k.py", "t.py").max_pairs
 
 
-def decisions(gain_pct, noise_pct, n=200, drift=0.0, max_pairs=MAX_PAIRS, learn=True, seed=SEED):
+def decisions(gain_pct, noise_pct, n=200, drift=0.0, max_pairs=MAX_PAIRS, learn=True, seed=SEED, keep_above_pct=None):
     """n decisions in a row, each (if learn) with the noise known from the ones before, as a kernel's
-    history gives it; returns the statuses and the mean number of test runs per decision."""
+    history gives it; returns the statuses and the mean number of test runs per decision. keep_above_pct:
+    a tune's level (decide.TUNE_KEEP_ABOVE_PCT), else the floor."""
     rng, statuses, runs, history = random.Random(seed), [], [], []
     for _ in range(n):
         machine = Machine(rng, gain_pct, noise_pct, drift)
         prior = Prior.from_decisions(history) if learn else Prior()
         found = paired.compare(machine.run("best"), machine.run("candidate"), prior, 1.0, max_pairs,
-                                warm_best=False)
+                                warm_best=False, keep_above_pct=keep_above_pct)
         statuses.append(decide.decide(found, None).value)
         runs.append(found.runs)
         history.append(found.log_ratios)
@@ -66,6 +67,21 @@ def test_a_true_three_percent_gain_under_one_percent_noise_is_kept():
     # the very first decision of a kernel, with no noise known yet, needs more pairs and is kept less often
     first, _ = decisions(3.0, 1.0, learn=False)
     assert statuses.count("IMPROVED") > first.count("IMPROVED") >= 170, f"seed {SEED}"
+
+
+def test_a_tune_keeps_a_gain_under_the_floor_that_its_pairs_resolve():
+    # +1% under 0.5% noise per run: the whole interval rarely clears the 1% floor (4 of 200 on this seed),
+    # it clears zero in 192, and in fewer runs: the comparison ends when it does
+    floor, floor_runs = decisions(1.0, 0.5)
+    tune, tune_runs = decisions(1.0, 0.5, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert floor.count("IMPROVED") <= 10 and tune.count("IMPROVED") >= 180, f"seed {SEED}"
+    assert tune_runs < floor_runs / 2, (tune_runs, floor_runs)
+
+
+def test_a_tune_keeps_a_no_op_at_most_at_the_error_rate_and_a_loss_almost_never():
+    # one side of the decision's 5%: 2.5% of no-ops (5 of 200 on this seed); -1.5% at 1% noise, 1 of 200
+    assert decisions(0.0, 1.0, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)[0].count("IMPROVED") <= 10
+    assert decisions(-1.5, 1.0, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)[0].count("IMPROVED") <= 2
 
 
 def test_a_true_three_percent_loss_is_never_kept():

@@ -24,12 +24,13 @@ def cfg(**settings):
     return KernelConfig(name="k", kernel_path="k.py", test_path="t.py", **settings)
 
 
-def compared(best, candidate, floor=1.0, prior=noise.Prior()):
+def compared(best, candidate, floor=1.0, prior=noise.Prior(), keep_above_pct=None):
     """A comparison of these paired figures, decided as kgit.loop.paired decides it."""
     ratios = [math.log(c / b) for b, c in zip(best, candidate)]
     found = noise.interval(ratios, prior)
     return noise.Comparison(first=result(candidate[0]), best=best, candidate=candidate, log_ratios=ratios,
-                            interval=found, verdict=(found and noise.verdict(found, floor)) or "noise")
+                            interval=found, verdict=(found and noise.verdict(found, floor, keep_above_pct)) or "noise",
+                            keep_above_pct=keep_above_pct)
 
 
 BEST = kept(0, 100.0, status=Status.BASELINE)
@@ -43,6 +44,33 @@ BEST = kept(0, 100.0, status=Status.BASELINE)
 ])
 def test_the_floor_is_a_strict_bound_on_the_whole_interval(candidate, status):
     assert decide.decide(compared([100.0, 100.0], candidate), None) == status
+
+
+@pytest.mark.parametrize("candidate, status", [
+    ([100.01, 100.01], Status.IMPROVED),       # any gain whose whole interval is above zero
+    ([100.0, 100.0], Status.WITHIN_NOISE),     # no change is never kept
+    ([100.5, 100.0], Status.WITHIN_NOISE),     # +0.25% whose interval reaches below zero
+    ([99.99, 99.99], Status.WITHIN_NOISE),     # a loss within the floor is noise, as for a step
+    ([98.99, 98.99], Status.REGRESSED),
+])
+def test_a_tune_s_configuration_is_kept_when_its_whole_interval_is_above_zero(candidate, status):
+    found = compared([100.0, 100.0], candidate, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert decide.TUNE_KEEP_ABOVE_PCT == 0.0 and decide.decide(found, None) == status
+
+
+def test_a_gain_under_the_floor_is_a_tune_s_to_keep_not_a_step_s():
+    # +0.5%, measured exactly: a step's change must clear the 1% floor; a tune's configuration, zero
+    step = compared([100.0] * 2, [100.5] * 2)
+    tune = compared([100.0] * 2, [100.5] * 2, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert decide.decide(step, None) == Status.WITHIN_NOISE and decide.decide(tune, None) == Status.IMPROVED
+    assert decide.reason(tune, Status.IMPROVED, 1.0) == (
+        "+0.5% [+0.5, +0.5] over 2 pairs: the whole interval is above 0% (a tune keeps a configuration its pairs "
+        "show faster, under the 1% floor too)")
+    level = compared([100.0] * 3, [100.0, 101.0, 99.5], keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert decide.reason(level, Status.WITHIN_NOISE, 1.0).endswith(": neither above 0% nor below zero")
+    # a comparison kept at the floor itself reads as a step's
+    at_floor = compared([100.0] * 3, [102.9, 103.0, 103.1], keep_above_pct=1.0)
+    assert decide.reason(at_floor, Status.IMPROVED, 1.0).endswith("the whole interval is above the 1% floor")
 
 
 def test_the_interval_not_the_estimate_decides():

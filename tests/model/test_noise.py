@@ -67,6 +67,22 @@ def test_the_verdict_at_its_boundaries(low, high, expected):
     assert noise.verdict(interval(low, high), 1.0) == expected
 
 
+@pytest.mark.parametrize("low, high, expected", [
+    (0.01, 0.9, "better"), (0.0, 0.9, "noise"),    # above zero, strictly: kept before it reads as noise
+    (0.01, 5.0, "better"), (0.0, 5.0, None),       # a gain the floor would still wait on
+    (-0.01, 1.0, "noise"), (-0.01, 1.01, None),    # the floor still ends a comparison as noise
+    (-5.0, -0.01, "worse"), (-1.0, -0.01, "noise"),  # a loss is judged as before
+])
+def test_a_tune_keeps_above_zero_and_ends_within_the_floor_as_noise(low, high, expected):
+    # kgit tune's level (kgit.model.decide.TUNE_KEEP_ABOVE_PCT) against a 1% floor
+    assert noise.verdict(interval(low, high), 1.0, keep_above_pct=0.0) == expected
+
+
+def test_a_keep_level_left_out_is_the_floor():
+    assert noise.verdict(interval(0.5, 0.9), 1.0) == noise.verdict(interval(0.5, 0.9), 1.0, None) == "noise"
+    assert noise.verdict(interval(0.5, 0.9), 1.0, keep_above_pct=0.4) == "better"
+
+
 @pytest.mark.parametrize("x, df1, df2, expected", [(3.33, 5, 10, 0.95), (5.64, 5, 10, 0.99), (0.211, 5, 10, 0.05),
                                                    (1.0, 20, 20, 0.5), (0.0, 3, 3, 0.0)])
 def test_f_cdf_matches_the_tables(x, df1, df2, expected):
