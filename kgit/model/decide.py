@@ -76,12 +76,14 @@ def reason(comparison: Comparison, status: Status, floor_pct: float) -> str | No
     if status == Status.TARGET_MET:
         return f"the target is met; gain {gain}"
     keep = comparison.keep_above_pct
-    if keep is None or keep == floor_pct:
+    if keep is None or keep == floor_pct:  # a step's: the floor decided
         above, neither = f"above the {floor_pct:g}% floor", f"neither above the {floor_pct:g}% floor nor below zero"
-    else:  # a tune's configuration
-        above = (f"above {keep:g}% (a tune keeps a configuration its pairs show faster, under the {floor_pct:g}% "
-                 "floor too)")
-        neither = f"neither above {keep:g}% nor below zero"
+    else:  # a tune's configuration: kept above keep; the floor is named only where the gain lies under it
+        level = "zero" if keep == 0 else f"{keep:g}%"
+        above = (f"above the {floor_pct:g}% floor" if found.low_pct > floor_pct else
+                 f"above {level}, under the {floor_pct:g}% floor: a tune keeps a configuration its pairs show faster")
+        neither = (f"it lies below zero, within the {floor_pct:g}% floor: a loss inside the noise" if found.high_pct < 0
+                   else f"it spans {level}")
     return gain + {
         Status.IMPROVED: f": the whole interval is {above}",
         Status.REGRESSED: ": the whole interval is below zero",

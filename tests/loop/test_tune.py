@@ -310,7 +310,7 @@ def test_tune_keeps_a_configuration_its_pairs_show_faster_where_a_step_needs_the
     record = outcomes[0].record
     assert (record.status, record.repeats) == (Status.IMPROVED, 1) and stopped.value == "SPACE_EXHAUSTED"
     assert record.reason.startswith("+0.6% [+0.") and record.reason.endswith(
-        "the whole interval is above 0% (a tune keeps a configuration its pairs show faster, under the 1% floor too)")
+        "the whole interval is above zero, under the 1% floor: a tune keeps a configuration its pairs show faster")
     assert 'CONFIG = {"BLOCK": 512}' in ws.kernel_text()
     ws.check_invariants()
 

@@ -64,10 +64,17 @@ def test_a_gain_under_the_floor_is_a_tune_s_to_keep_not_a_step_s():
     tune = compared([100.0] * 2, [100.5] * 2, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
     assert decide.decide(step, None) == Status.WITHIN_NOISE and decide.decide(tune, None) == Status.IMPROVED
     assert decide.reason(tune, Status.IMPROVED, 1.0) == (
-        "+0.5% [+0.5, +0.5] over 2 pairs: the whole interval is above 0% (a tune keeps a configuration its pairs "
-        "show faster, under the 1% floor too)")
+        "+0.5% [+0.5, +0.5] over 2 pairs: the whole interval is above zero, under the 1% floor: a tune keeps a "
+        "configuration its pairs show faster")
+    # over the floor, a tune's gain reads as a step's: the exception is named only where it applied
+    clear = compared([100.0] * 2, [103.0] * 2, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert decide.reason(clear, Status.IMPROVED, 1.0).endswith(": the whole interval is above the 1% floor")
     level = compared([100.0] * 3, [100.0, 101.0, 99.5], keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
-    assert decide.reason(level, Status.WITHIN_NOISE, 1.0).endswith(": neither above 0% nor below zero")
+    assert decide.reason(level, Status.WITHIN_NOISE, 1.0).endswith(": it spans zero")
+    small_loss = compared([100.0] * 3, [99.6, 99.5, 99.4], keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert decide.decide(small_loss, None) == Status.WITHIN_NOISE
+    assert decide.reason(small_loss, Status.WITHIN_NOISE, 1.0).endswith(
+        ": it lies below zero, within the 1% floor: a loss inside the noise")
     # a comparison kept at the floor itself reads as a step's
     at_floor = compared([100.0] * 3, [102.9, 103.0, 103.1], keep_above_pct=1.0)
     assert decide.reason(at_floor, Status.IMPROVED, 1.0).endswith("the whole interval is above the 1% floor")
