@@ -87,7 +87,7 @@ def markdown(report: dict) -> str:
              f"{m['time']}; torch {m['torch']}, triton {m['triton']}; measured copy "
              f"{_fmt(m['copy_gbps_start'], '.0f')} GB/s at the start, {_fmt(m['copy_gbps_end'], '.0f')} at the end. "
              f"Figures: median over calls (L2 cleared by a read before each), {m['repeats']} repeats; spread = 100 * (max - min) / median of them. "
-             "% of copy: of the measured device copy (memory-bound); % of peak: of the datasheet (kgit.gpu).", ""]
+             "% of copy: of the measured device copy (memory-bound); % of peak: of the datasheet (kgit.model.peaks).", ""]
     if m["cpu_timing"]:
         lines += ["Triton interpreter: CPU figures of tiny shapes, not comparable to a GPU.", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

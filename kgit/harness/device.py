@@ -1,6 +1,6 @@
 """The one torch-side probe of the device kernels run on, and its measured copy bandwidth.
 
-(kgit.gpu holds the datasheet table; it never imports torch, so the command line stays fast.)
+(kgit.model.peaks holds the datasheet table; it never imports torch, so the command line stays fast.)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import statistics
 
-from kgit import gpu
+from kgit.model import peaks
 from kgit.harness import cheat, checks, device
 from kgit.harness.spec import Spec, torch_dtype
 from kgit.harness.timing import Timer, spread_pct
@@ -51,7 +51,7 @@ def impossible(spec: Spec, entry: dict, gpu_name: str, copy_gbps: float | None) 
             and entry["gbps"] > COPY_CEILING * copy_gbps:
         return (f"{entry['gbps']:.0f} GB/s exceeds {COPY_CEILING}x the measured copy ({copy_gbps:.0f} GB/s): "
                 "the kernel cannot be moving its bytes")
-    peak = gpu.peak_for(gpu_name, "tflops", entry["dtype"]) if spec.metric == "tflops" else None
+    peak = peaks.peak_for(gpu_name, "tflops", entry["dtype"]) if spec.metric == "tflops" else None
     if peak and entry["tflops"] > PEAK_CEILING * peak:
         return f"{entry['tflops']:.0f} TFLOP/s exceeds the {peak:.0f} datasheet peak: not real work"
     return None
@@ -114,13 +114,13 @@ def time_entry(spec: Spec, shape, dtype: str, role: str, timer: Timer, time_torc
         entry.update(_figures(f"{name}_", timer.times_ms(lambda: impl(inputs), on_gpu), nbytes, flops))
     if on_gpu:
         if spec.metric == "gbps":
-            peak = gpu.peak_for(info["name"], "gbps")
+            peak = peaks.peak_for(info["name"], "gbps")
             if copy_gbps:
                 entry["pct_of_copy"] = 100.0 * entry["gbps"] / copy_gbps
                 if "torch_gbps" in entry:
                     entry["torch_pct_of_copy"] = 100.0 * entry["torch_gbps"] / copy_gbps
         else:
-            peak = gpu.peak_for(info["name"], "tflops", dtype)
+            peak = peaks.peak_for(info["name"], "tflops", dtype)
         entry["pct_of_peak"] = 100.0 * entry[spec.metric] / peak if peak else None
     wrong = timed_wrong() or checks.recheck(spec, inputs, outputs, shape, dtype)
     if wrong:

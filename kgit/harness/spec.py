@@ -2,7 +2,7 @@
 and dtypes checked and timed on a GPU, and the tiny ones run in Triton's interpreter).
 
 Dtypes are named one way everywhere: "fp32", "fp16", "bf16" (and "fp64"), the names of kgit's peak
-table (kgit.gpu) and of the JSON the tests print.
+table (kgit.model.peaks) and of the JSON the tests print.
 """
 
 from __future__ import annotations

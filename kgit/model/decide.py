@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import math
 
-from kgit import gpu
+from kgit.model import peaks
 from kgit.model.kernel_config import KernelConfig
 from kgit.errors import KgitError
 from kgit.model import coverage
@@ -137,7 +137,7 @@ def proposed_target(baseline: Record) -> tuple[float, str] | None:
     copy = (baseline.test or {}).get("copy_gbps")
     if unit == "gbps" and isinstance(copy, (int, float)) and not isinstance(copy, bool) and copy > 0:
         return share * copy, f"{share:.0%} of the copy bandwidth measured beside it ({copy:.0f} GB/s)"
-    peak = gpu.peak_for(baseline.gpu, unit) if baseline.gpu else None  # a GPU kgit knows, not a test's claim
+    peak = peaks.peak_for(baseline.gpu, unit) if baseline.gpu else None  # a GPU kgit knows, not a test's claim
     if peak:
         return share * peak, f"{share:.0%} of the {baseline.gpu}'s datasheet peak ({peak:.0f})"
     return None
@@ -188,7 +188,7 @@ def peak_of(result: TestResult) -> float | None:
     pct = payload.get("pct_of_peak")
     if result.figure is None and isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct > 0:
         return result.value * 100.0 / pct  # the test's own share of peak, of the figure kgit takes
-    return gpu.peak_for(payload.get("gpu"), unit)
+    return peaks.peak_for(payload.get("gpu"), unit)
 
 
 # Which run a record's `test` holds (Record.test_run). A step keeps its candidate's first run, the one that

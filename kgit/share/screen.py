@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kgit import gpu
+from kgit.model import peaks
 from kgit.git import notes, read, refs, write
 from kgit.share.doctor import quarantined
 from kgit.git.command import Repo, cat_blobs
@@ -112,7 +112,7 @@ def _implausible(commit: str, record: Record, present: set[str], history: _Histo
 def _implausible_figure(record: Record) -> str | None:
     if record.value is None or record.metric not in ("gbps", "tflops"):
         return None
-    known = gpu.peak_for(record.gpu, record.metric) if record.gpu else None
+    known = peaks.peak_for(record.gpu, record.metric) if record.gpu else None
     for peak in (record.peak, known):
         if peak and record.value > PEAK_FACTOR * peak:
             return f"its figure {record.value:g} is over {PEAK_FACTOR} times its GPU's peak ({peak:g})"

@@ -1,4 +1,4 @@
-"""The torch-side probe, and the datasheet table that stays torch-free (kgit.gpu)."""
+"""The torch-side probe, and the datasheet table that stays torch-free (kgit.model.peaks)."""
 
 import os
 import subprocess
@@ -23,6 +23,6 @@ def test_architecture_families():
 
 
 def test_the_harness_and_the_peak_table_import_neither_torch_nor_triton():
-    code = ("import sys, kgit.gpu, kgit.harness; "
+    code = ("import sys, kgit.model.peaks, kgit.harness; "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from kgit import gpu
+from kgit.model import peaks
 from kgit.config import KernelConfig
 from kgit.model import decide, noise
 from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason, same_environment
@@ -223,7 +223,7 @@ def test_a_target_is_proposed_from_the_machines_ceiling():
     assert "copy bandwidth" in decide.proposed_target(measured_copy)[1]
     assert decide.proposed_target(base)[0] == pytest.approx(0.9 * 4800.0)  # no copy measured: the datasheet
     compute = base.replace(metric="benchmarks.triton_tflops", value=600.0)
-    h200_bf16 = gpu.peak_for("NVIDIA H200", "tflops")
+    h200_bf16 = peaks.peak_for("NVIDIA H200", "tflops")
     assert decide.proposed_target(compute)[0] == pytest.approx(0.8 * h200_bf16)  # the dense bf16 peak
     assert decide.proposed_target(base.replace(cpu_timing=True)) is None  # no ceiling on a CPU
     assert decide.proposed_target(base.replace(gpu="Fake GPU")) is None  # a GPU kgit does not know
