@@ -131,3 +131,41 @@ def test_a_miss_is_the_search_s_the_decision_s_or_lost_to_the_noise():
     assert cause_of_miss([start, far, low], [start, far, low], 0.99, 2) == "lost"
     # only what was measured within the budget counts
     assert cause_of_miss([start, low, far], [start, low, low], 0.99, 1) == "search"
+
+
+def tiny_space(monkeypatch, values: list):
+    """leave_one_out.load of a one-key space whose configurations have these figures (None: it fails)."""
+    rows = [{"config": {"A": i}, "correct": v is not None, "value": v, "spread_pct": 0.0, "error": None}
+            for i, v in enumerate(values)]
+    best = max((r for r in rows if r["correct"]), key=lambda r: r["value"])
+    table = {leave_one_out.replay.key(r["config"]): r for r in rows}
+    monkeypatch.setattr(leave_one_out, "load", lambda name: ({"rows": rows, "best": best}, table,
+                                                             {"A": list(range(len(values)))}, None))
+
+
+def test_the_no_information_bound_is_every_order_of_visiting_the_space_counted():
+    import itertools
+    from fractions import Fraction
+
+    values = [1000.0, 980.0, 900.0, 800.0, 700.0, 600.0, None]  # one at 99%, two at 97%, one failing
+    with pytest.MonkeyPatch.context() as patch:
+        tiny_space(patch, values)
+        patch.setattr(leave_one_out, "BARS", ((0.97, 2), (0.99, 3)))
+        bound = leave_one_out.no_information("tiny")
+    for (fraction, iterations), share in bound.items():
+        at_bar = {i for i, v in enumerate(values) if v is not None and v >= fraction * 1000.0}
+        hits, orders = 0, 0
+        for start in (i for i, v in enumerate(values) if v is not None):  # a failure is never a start
+            rest = [i for i in range(len(values)) if i != start]
+            for order in itertools.permutations(rest):  # a failure is drawn like any other
+                orders += 1
+                hits += start in at_bar or bool(at_bar & set(order[:iterations]))
+        assert share == pytest.approx(float(Fraction(hits, orders)), abs=1e-12)
+
+
+def test_the_no_information_bound_on_a_larger_space_is_the_hypergeometric_chance(monkeypatch):
+    # 40 that run, one at the best, one at 98% (97% but not 99%), ten that fail: 49 others from any start
+    tiny_space(monkeypatch, [1000.0, 980.0] + [500.0] * 38 + [None] * 10)
+    bound = leave_one_out.no_information("tiny")
+    assert bound[0.99, 16] == pytest.approx(1 - 39 / 40 * (49 - 16) / 49)  # C(48, 16) / C(49, 16)
+    assert bound[0.97, 8] == pytest.approx(1 - 38 / 40 * (41 * 40) / (49 * 48))  # C(47, 8) / C(49, 8)

@@ -418,6 +418,21 @@ def test_the_posterior_follows_the_dome_about_the_top_it_is_given(monkeypatch):
     assert search._posterior(X, y, at, space, 1.0, None, 0.0, (3.0,))[0][1] == pytest.approx(0.0)
 
 
+def test_the_dome_about_the_best_bends_the_sizes_not_a_flag(monkeypatch):
+    # one score measured at the best: the mean elsewhere is the dome about it alone. An octave of BLOCK
+    # costs CURVATURE; the flag's other value (a position, not an octave) costs nothing, so that the
+    # flip is not expected to lose as much as an octave of a tile
+    np = pytest.importorskip("numpy")
+    monkeypatch.setattr(search, "CURVATURE", 0.05)
+    space = {"BLOCK": [256, 512, 1024, 2048], "PERSISTENT": [0, 1], "num_stages": [1, 2, 4]}
+    best = {"BLOCK": 512, "PERSISTENT": 1, "num_stages": 2}
+    X = np.array([search.coordinates(best, space)])
+    at = np.array([search.coordinates(c, space) for c in (
+        {**best, "BLOCK": 1024}, {**best, "PERSISTENT": 0}, {**best, "num_stages": 4})])
+    mean = search._posterior(X, np.array([0.0]), at, space, 1.0, None, None, tuple(X[0]))[0]
+    assert mean == pytest.approx([-0.05, 0.0, -0.05])  # num_stages is measured in octaves: it bends
+
+
 def test_the_proposal_uses_the_scales_fitted_to_what_was_measured(monkeypatch):
     np = pytest.importorskip("numpy")
     space = {"BLOCK": [2 ** i for i in range(10)], "WARPS": [1, 2]}
