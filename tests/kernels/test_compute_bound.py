@@ -769,23 +769,27 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
 """
 
 _MOE_CASES = """
-# Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD
-for dtype, (E, HD, I), rows in [("bf16", (8, 4096, 14336), 72 * 128), ("fp16", (4, 200, 360), 6 * 128)]:
+# Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD, on CONFIG's two
+# consumers and on streaming_config's one (its down N tile 128 at Mixtral's decode shape, 256 at the other)
+for dtype, (E, HD, I), rows, cfg in [
+        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}),
+        ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}),
+        ("bf16", (8, 4096, 14336), 10 * 64, {**t.CONFIG, **t.streaming_config(64, 8, 2, 4096, 132)}),
+        ("fp16", (64, 2048, 1408), 70 * 64, {**t.CONFIG, **t.streaming_config(64, 64, 6, 2048, 132)})]:
     torch_dtype, gl_dtype = GL[dtype]
-    cfg = {**t.CONFIG, "GLUON": 1}
-    bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
+    bn, dbn, bk, consumers = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"], cfg["BLOCK_M"] // 64
     x_sorted, h, y = (torch.empty(rows, cols, dtype=torch_dtype) for cols in (HD, I, HD))
     w13, w2 = torch.empty(E * 2, I, HD, dtype=torch_dtype), torch.empty(E, HD, I, dtype=torch_dtype)
-    block_expert = torch.empty(rows // 128, dtype=torch.int32)
+    block_expert = torch.empty(rows // cfg["BLOCK_M"], dtype=torch.int32)
     expert_start = torch.empty(E + 1, dtype=torch.int32)
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
         descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype)]
-        consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, LOADER_REGS=t.GLUON_LOADER_REGS,
+        consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
                       CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
-        compile_and_report([dtype, HD, I, swiglu], t.moe_gemm_gluon_kernel,
-                           descs + [block_expert, expert_start, rows // 128, 7, K], consts,
+        compile_and_report([dtype, HD, I, swiglu, consumers, stages], t.moe_gemm_gluon_kernel,
+                           descs + [block_expert, expert_start, rows // cfg["BLOCK_M"], 7, K], consts,
                            {"num_warps": 4})
 """
 
@@ -838,17 +842,25 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     """The fused-MoE template's Gluon GEMM, both uses (gate/up with the SwiGLU epilogue, down in two
-    halves), at Mixtral's shape and a ragged one, for sm_90: no stack, no spill, 4 stages of 128x64 A and
-    256x64 W plus two 64x128 C buffers within the H200's shared memory (224 KB + barriers). On the H200's
-    Triton 3.6: 168 registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
+    halves), at Mixtral's shape and a ragged one on two consumers (CONFIG: 4 stages of 128x64 A and 256x64
+    W plus two 64x128 C buffers, 224 KB + barriers), and on the one consumer of streaming_config (5 stages
+    of 64x64 A and 256x64 W plus one 64x128 C buffer, 216 KB; down 128 wide: 8 stages of 64x64 and 128x64
+    plus a 64x64 C buffer, 200 KB) at Mixtral's and DeepSeek-V2-Lite's decode shapes, for sm_90: no stack,
+    no spill, within the H100 / H200's shared memory. On the H200's Triton 3.6 (two consumers): 168
+    registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("fused-moe", _MOE_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1], ["bf16", 4096, 14336, 0],
-                                          ["fp16", 200, 360, 1], ["fp16", 200, 360, 0]]
+    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1, 2, 4], ["bf16", 4096, 14336, 0, 2, 4],
+                                          ["fp16", 200, 360, 1, 2, 4], ["fp16", 200, 360, 0, 2, 4],
+                                          ["bf16", 4096, 14336, 1, 1, 5], ["bf16", 4096, 14336, 0, 1, 8],
+                                          ["fp16", 2048, 1408, 1, 1, 5], ["fp16", 2048, 1408, 0, 1, 5]]
     for case in cases:
-        assert 4 * (128 * 64 + 256 * 64) * 2 + 2 * 64 * 128 * 2 <= case["shared"] <= 232448, case
+        _, _, _, swiglu, consumers, stages = case["case"]
+        w_rows = 256 if swiglu or consumers == 2 or stages == 5 else 128  # the down box: 256 wide, or 128
+        ring = stages * (consumers * 64 * 64 + w_rows * 64) * 2 + consumers * 64 * (w_rows // 2) * 2
+        assert ring <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 
