@@ -690,7 +690,10 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
     if config is None:
         config = dict(CONFIG)
         if streams_weights(T, E, top_k):
-            config.update(streaming_config(T, E, top_k, HD, _num_sms(x.device)))
+            streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, _num_sms(x.device))}
+            # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
+            if _gluon_runs(x, w13, w2, streaming):
+                config = streaming
         if CONFIG["AUTOTUNE"] and x.device.type == "cuda":
             config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma, config)
     return _launch(x, w13, w2, router_logits, top_k, out, {**CONFIG, **config}, use_tma)
