@@ -565,7 +565,8 @@ def streaming_config(tokens, experts, top_k, hidden, sms):
     blocks = triton.cdiv(tokens * top_k, 64) + experts
     down_n = 256 if blocks * triton.cdiv(hidden, 256) >= 4 * sms else 128
     return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
-            "num_stages": _stages_that_fit(64 + 2 * 128, 128, 64), "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
+            "num_stages": _stages_that_fit(64 + 2 * 128, 128, 64),
+            "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
 
 
 def _stages_that_fit(rows_a_stage, store_cols, block_k):
