@@ -536,8 +536,8 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks,
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
             moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), block_expert, expert_start,
                                         num_m_blocks, n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu,
-                                        CONSUMERS=cfg["BLOCK_M"] // 64, LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
-                                        num_warps=4)
+                                        CONSUMERS=cfg["BLOCK_M"] // 64, LOADER_REGS=GLUON_LOADER_REGS,
+                                        CONSUMER_REGS=GLUON_CONSUMER_REGS, num_warps=4)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
