@@ -152,8 +152,8 @@ def test_moe_align_gives_each_pairs_row_and_each_experts_first_block(block_m):
 
 class _GluonGemmByTorch:
     """moe_gemm_gluon_kernel's contract, in torch (Gluon kernels run on a GPU only): for every row block b
-    in use, of expert e = block_expert[b], its 128 rows of A times the expert's weight rows into C; SWIGLU
-    writes silu(gate) * up. Records each launch's grid, boxes and scalars."""
+    in use, of expert e = block_expert[b], its 64 * CONSUMERS rows of A times the expert's weight rows into
+    C; SWIGLU writes silu(gate) * up. Records each launch's grid, boxes and scalars."""
 
     def __init__(self):
         self.launches = []
@@ -162,17 +162,18 @@ class _GluonGemmByTorch:
         def launch(a_desc, w_desc, c_desc, block_expert, expert_start, num_m_blocks, n_tiles, K, **options):
             self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
             a, w, c = a_desc.base, w_desc.base, c_desc.base
+            bm = 64 * options["CONSUMERS"]
             assert int(expert_start[-1]) == int((block_expert >= 0).sum())
             for b in range(num_m_blocks):
                 e = int(block_expert[b])
                 if e < 0:
                     continue
-                rows = a[b * 128:(b + 1) * 128].float()
+                rows = a[b * bm:(b + 1) * bm].float()
                 if options["SWIGLU"]:
                     gate, up = rows @ w[2 * e].float().T, rows @ w[2 * e + 1].float().T
-                    c[b * 128:(b + 1) * 128] = (torch.nn.functional.silu(gate) * up).to(c.dtype)
+                    c[b * bm:(b + 1) * bm] = (torch.nn.functional.silu(gate) * up).to(c.dtype)
                 else:
-                    c[b * 128:(b + 1) * 128] = (rows @ w[e].float().T).to(c.dtype)
+                    c[b * bm:(b + 1) * bm] = (rows @ w[e].float().T).to(c.dtype)
         return launch
 
 
@@ -199,8 +200,8 @@ def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monk
     regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, num_warps=4)
     # (the host's bound on the row blocks, ceil(T*k / 128) + E = 8) x 2 column tiles = 16 tiles on 5 SMs
     assert gemms.launches == [
-        ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, **regs)),
-        ((5, ), [[64, 32], [1, 32, 32], [64, 16]], 2, I, dict(NUM_STAGES=2, SWIGLU=0, **regs)),
+        ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, CONSUMERS=2, **regs)),
+        ((5, ), [[64, 32], [1, 32, 32], [64, 16]], 2, I, dict(NUM_STAGES=2, SWIGLU=0, CONSUMERS=2, **regs)),
     ]
     monkeypatch.setattr(m, "_num_sms", lambda device: 132)
     gemms.launches.clear()
@@ -208,7 +209,55 @@ def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monk
     assert [grid for grid, *_ in gemms.launches] == [(16, ), (16, )]  # no more programs than tiles
 
 
-def test_moe_gluon_runs_on_hopper_16bit_128_row_blocks_one_wgmma_wide(monkeypatch):
+def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
+    """Few rows an expert (T*k <= 128 E): with no config, fused_moe takes streaming_config's layout, the
+    Gluon GEMM (its contract in torch) on 64-row blocks, one consumer, 5 / 8 stages; each expert's rows fill
+    ceil(rows / 64) blocks (the host's bound, ceil(T*k / 64) + E, sizes the grid), and the layer equals the
+    reference. One token more than 128 rows an expert keeps CONFIG's 128-row blocks on two consumers."""
+    m = _template("fused-moe")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    gemms = _GluonGemmByTorch()
+    monkeypatch.setattr(m, "moe_gemm_gluon_kernel", gemms)
+    monkeypatch.setattr(m, "_gluon_runs", lambda x, w13, w2, cfg: True)
+    monkeypatch.setattr(m, "_num_sms", lambda device: 3)
+    T, E, top_k, HD, I = 80, 5, 2, 64, 96  # 32 rows an expert
+    x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
+    w13, w2 = (torch.randn(E, 2 * I, HD) / 8).half(), (torch.randn(E, HD, I) / 10).half()
+    out = m.fused_moe(x, w13, w2, logits, top_k)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
+    assert m.last_config["BLOCK_M"] == 64 and m.last_config["GLUON"] == 1
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, num_warps=4)
+    # 8 blocks (ceil(160 / 64) + 5) x 1 column tile of 128 gate/up and 1 of 128 down (8 tiles < 4 an SM)
+    assert gemms.launches == [
+        ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
+        ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, **regs)),
+    ]
+    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64, m.CONFIG["ROUTE_BLOCK_T"])
+    rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
+    assert torch.equal(torch.bincount(block_expert[block_expert >= 0].long(), minlength=E), (rows + 63) // 64)
+
+    T = 321  # 128.4 rows an expert
+    x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
+    gemms.launches.clear()
+    m.fused_moe(x, w13, w2, logits, top_k)
+    assert m.last_config["BLOCK_M"] == 128 and [o["CONSUMERS"] for *_, o in gemms.launches] == [2, 2]
+
+
+def test_moe_streaming_config_sizes_the_down_tile_to_the_sms_and_the_rings_to_shared_memory():
+    m = _template("fused-moe")
+    assert m.streams_weights(64, 64, 6) and m.streams_weights(512, 8, 2) and not m.streams_weights(513, 8, 2)
+    # DeepSeek-V2-Lite decode: (6 + 64 blocks) x 8 tiles of 256 = 560 >= 4 x 132: 256 wide
+    assert m.streaming_config(64, 64, 6, 2048, 132)["DOWN_BLOCK_N"] == 256
+    # Mixtral at 512 tokens: (16 + 8) x 16 = 384 < 528: 128 wide, 8 stages fit where 256 fits 5
+    cfg = m.streaming_config(512, 8, 2, 4096, 132)
+    assert (cfg["DOWN_BLOCK_N"], cfg["DOWN_num_stages"], cfg["num_stages"]) == (128, 8, 5)
+    for stages, rows, cols in [(cfg["num_stages"], 64 + 256, 128), (cfg["DOWN_num_stages"], 64 + 128, 64)]:
+        ring = lambda n: n * rows * 64 * 2 + 64 * cols * 2 + 1024
+        assert ring(stages) <= m.SHARED_MEMORY and (stages == 8 or ring(stages + 1) > m.SHARED_MEMORY)
+
+
+def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monkeypatch):
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -221,7 +270,8 @@ def test_moe_gluon_runs_on_hopper_16bit_128_row_blocks_one_wgmma_wide(monkeypatc
     assert m._gluon_runs(x, w13, w2, cfg) and m._gluon_runs(_Matrix(torch.float16), w13.half(), w2.half(), cfg)
     assert not m._gluon_runs(_Matrix(torch.float32), w13.float(), w2.float(), cfg)
     assert not m._gluon_runs(_Matrix(device="cpu"), w13, w2, cfg)
-    assert not m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_M": 64})  # two warpgroups of 64 rows
+    assert m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_M": 64})  # one warpgroup of 64 rows
+    assert not m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_M": 32}) and not m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_M": 256})
     assert m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_N": 128, "DOWN_BLOCK_N": 256})
     assert not m._gluon_runs(x, w13, w2, {**cfg, "BLOCK_N": 256})  # gate + up: 512 wide, no wgmma
     assert not m._gluon_runs(x, w13, w2, {**cfg, "DOWN_BLOCK_N": 512})
@@ -769,23 +819,27 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
 """
 
 _MOE_CASES = """
-# Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD
-for dtype, (E, HD, I), rows in [("bf16", (8, 4096, 14336), 72 * 128), ("fp16", (4, 200, 360), 6 * 128)]:
+# Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD, on CONFIG's two
+# consumers and on streaming_config's one (its down N tile 128 at Mixtral's decode shape, 256 at the other)
+for dtype, (E, HD, I), rows, cfg in [
+        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}),
+        ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}),
+        ("bf16", (8, 4096, 14336), 10 * 64, {**t.CONFIG, **t.streaming_config(64, 8, 2, 4096, 132)}),
+        ("fp16", (64, 2048, 1408), 70 * 64, {**t.CONFIG, **t.streaming_config(64, 64, 6, 2048, 132)})]:
     torch_dtype, gl_dtype = GL[dtype]
-    cfg = {**t.CONFIG, "GLUON": 1}
-    bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
+    bn, dbn, bk, consumers = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"], cfg["BLOCK_M"] // 64
     x_sorted, h, y = (torch.empty(rows, cols, dtype=torch_dtype) for cols in (HD, I, HD))
     w13, w2 = torch.empty(E * 2, I, HD, dtype=torch_dtype), torch.empty(E, HD, I, dtype=torch_dtype)
-    block_expert = torch.empty(rows // 128, dtype=torch.int32)
+    block_expert = torch.empty(rows // cfg["BLOCK_M"], dtype=torch.int32)
     expert_start = torch.empty(E + 1, dtype=torch.int32)
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
         descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype)]
-        consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, LOADER_REGS=t.GLUON_LOADER_REGS,
+        consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
                       CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
-        compile_and_report([dtype, HD, I, swiglu], t.moe_gemm_gluon_kernel,
-                           descs + [block_expert, expert_start, rows // 128, 7, K], consts,
+        compile_and_report([dtype, HD, I, swiglu, consumers, stages], t.moe_gemm_gluon_kernel,
+                           descs + [block_expert, expert_start, rows // cfg["BLOCK_M"], 7, K], consts,
                            {"num_warps": 4})
 """
 
@@ -838,17 +892,25 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     """The fused-MoE template's Gluon GEMM, both uses (gate/up with the SwiGLU epilogue, down in two
-    halves), at Mixtral's shape and a ragged one, for sm_90: no stack, no spill, 4 stages of 128x64 A and
-    256x64 W plus two 64x128 C buffers within the H200's shared memory (224 KB + barriers). On the H200's
-    Triton 3.6: 168 registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
+    halves), at Mixtral's shape and a ragged one on two consumers (CONFIG: 4 stages of 128x64 A and 256x64
+    W plus two 64x128 C buffers, 224 KB + barriers), and on the one consumer of streaming_config (5 stages
+    of 64x64 A and 256x64 W plus one 64x128 C buffer, 216 KB; down 128 wide: 8 stages of 64x64 and 128x64
+    plus a 64x64 C buffer, 200 KB) at Mixtral's and DeepSeek-V2-Lite's decode shapes, for sm_90: no stack,
+    no spill, within the H100 / H200's shared memory. On the H200's Triton 3.6 (two consumers): 168
+    registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("fused-moe", _MOE_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1], ["bf16", 4096, 14336, 0],
-                                          ["fp16", 200, 360, 1], ["fp16", 200, 360, 0]]
+    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1, 2, 4], ["bf16", 4096, 14336, 0, 2, 4],
+                                          ["fp16", 200, 360, 1, 2, 4], ["fp16", 200, 360, 0, 2, 4],
+                                          ["bf16", 4096, 14336, 1, 1, 5], ["bf16", 4096, 14336, 0, 1, 8],
+                                          ["fp16", 2048, 1408, 1, 1, 5], ["fp16", 2048, 1408, 0, 1, 5]]
     for case in cases:
-        assert 4 * (128 * 64 + 256 * 64) * 2 + 2 * 64 * 128 * 2 <= case["shared"] <= 232448, case
+        _, _, _, swiglu, consumers, stages = case["case"]
+        w_rows = 256 if swiglu or consumers == 2 or stages == 5 else 128  # the down box: 256 wide, or 128
+        ring = stages * (consumers * 64 * 64 + w_rows * 64) * 2 + consumers * 64 * (w_rows // 2) * 2
+        assert ring <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 

@@ -64,6 +64,12 @@ AUTOTUNE_CONFIGS = [
     {"BLOCK_M": 64, "num_warps": 4},
     {"BLOCK_M": 64, "num_warps": 4, "DOWN_BLOCK_N": 128},
 ]
+# Where each expert gets few rows the layer is bound by reading its weights once (issue 52). r = T*k/E rows
+# an expert make r flops a weight byte (16-bit); at r <= STREAM_MAX_ROWS that is under half of Hopper's
+# ridge (the H100: 989 TFLOP/s over 3.35 TB/s, ~295 flop a byte), and there streaming_config's layout takes
+# the layer (AUTOTUNE 1 times it first among the candidates).
+STREAM_MAX_ROWS = 128
+SHARED_MEMORY = 232448  # bytes of shared memory a block may use on the H100 / H200
 # moe_gather_kernel's columns a program: BLOCK_M rows of 128 16-bit elements, 32 KB copied at BLOCK_M 128
 GATHER_BLOCK_D = 128
 SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
@@ -313,8 +319,8 @@ if gluon is not None:
 
     @gluon.jit
     def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr):
-        # The producer warp: for each tile of this program, each k-step's two A half-tiles (one a consumer)
+                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+        # The producer warp: for each tile of this program, each k-step's A tiles of 64 rows (one a consumer)
         # and the expert's weight box into the next stage of the ring once both consumers have released it.
         # It never waits for an epilogue: it runs on into the next tile while the consumers store this one.
         M_HALF: gl.constexpr = a_desc.block_type.shape[0]
@@ -322,7 +328,7 @@ if gluon is not None:
         W_BOX1: gl.constexpr = w_desc.block_type.shape[1]
         BLOCK_K: gl.constexpr = w_desc.block_type.shape[2]
         # every byte the stage's copies complete; a box that sticks out still counts whole (zeros outside)
-        STAGE_BYTES: gl.constexpr = 2 * a_desc.block_type.nbytes + w_desc.block_type.nbytes
+        STAGE_BYTES: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + w_desc.block_type.nbytes
         it = 0  # k-steps issued over all tiles: the ring position, as the consumers count it
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
@@ -333,16 +339,16 @@ if gluon is not None:
                     # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
                     mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
                     mbarrier.expect(ready.index(s), STAGE_BYTES)
-                    for c in gl.static_range(2):
-                        tma_load(a_desc, [(2 * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
-                                 a_smem.index(2 * s + c))
+                    for c in gl.static_range(CONSUMERS):
+                        tma_load(a_desc, [(CONSUMERS * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
+                                 a_smem.index(CONSUMERS * s + c))
                     tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
 
     @gluon.jit
     def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
                             num_m_blocks, n_tiles, K, C: gl.constexpr, NUM_STAGES: gl.constexpr,
-                            SWIGLU: gl.constexpr):
+                            SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr):
         # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
         # wgmma group in flight (groups retire in order, so once at most one is outstanding the previous
         # k-step's stage is read and goes back to the loader). The weight box [W_BOX0, W_BOX1, BLOCK_K]
@@ -364,7 +370,7 @@ if gluon is not None:
                 for ki in range(k_tiles):
                     s = it % NUM_STAGES
                     mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
-                    a = a_smem.index(2 * s + C)
+                    a = a_smem.index(CONSUMERS * s + C)
                     w = w_smem.index(s).reshape([W_ROWS, BLOCK_K]).permute((1, 0))
                     acc = warpgroup_mma(a, w, acc, is_async=True)
                     acc, a, w = warpgroup_mma_wait(1, deps=(acc, a, w))
@@ -377,7 +383,7 @@ if gluon is not None:
                 # The epilogue through c_buf and a TMA store, which is left in flight under the next tile's
                 # mainloop: wait for the previous store to finish reading c_buf before writing it again, and
                 # fence the generic-proxy writes before the async proxy (TMA) reads them.
-                row = (2 * pid_m + C) * M_HALF
+                row = (CONSUMERS * pid_m + C) * M_HALF
                 halves = acc.reshape([M_HALF, 2, OUT_N]).permute((0, 2, 1)).split()
                 if SWIGLU:
                     g = halves[0]
@@ -396,33 +402,42 @@ if gluon is not None:
 
     @gluon.jit
     def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, block_expert_ptr, expert_start_ptr, num_m_blocks, n_tiles, K,
-                              NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
+                              NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
                               LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
-        # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and two consumer
-        # warpgroups of 64 rows each. SWIGLU: the gate/up GEMM (A x_sorted, W w13's (E * 2, I, HD) view in
-        # [2, BLOCK_N, BLOCK_K] boxes at [2e, n, k], C h in [64, BLOCK_N] boxes); else the down GEMM (A h,
-        # W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
+        # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and CONSUMERS warpgroups
+        # of 64 rows each (row blocks of 64 * CONSUMERS: 2 where rows are many, 1 where each expert has few
+        # and the layer streams its weights). SWIGLU: the gate/up GEMM (A x_sorted, W w13's (E * 2, I, HD)
+        # view in [2, BLOCK_N, BLOCK_K] boxes at [2e, n, k], C h in [64, BLOCK_N] boxes); else the down GEMM
+        # (A h, W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
         # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K].
         dtype: gl.constexpr = a_desc.dtype
-        a_smem = gl.allocate_shared_memory(dtype, [2 * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+        a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
-        c_smem = gl.allocate_shared_memory(dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+        c_smem = gl.allocate_shared_memory(dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
         # ready: the loader's expect (one arrive) and the copies' bytes; empty: one arrive a consumer
         ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NUM_STAGES):
             mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=2)
-        # the kernel's own 4 warps are consumer 0; the workers: consumer 1 and the loader's one warp
-        gl.warp_specialize([
-            (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
-                                   num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU)),
-            (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
-                                   num_m_blocks, n_tiles, K, 1, NUM_STAGES, SWIGLU)),
-            (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                 num_m_blocks, n_tiles, K, NUM_STAGES)),
-        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+            mbarrier.init(empty.index(i), count=CONSUMERS)
+        # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
+        if CONSUMERS == 2:
+            gl.warp_specialize([
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
+                                       expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
+                                       expert_start_ptr, num_m_blocks, n_tiles, K, 1, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS)),
+            ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+        else:
+            gl.warp_specialize([
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
+                                       expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS)),
+            ], [1], [LOADER_REGS])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -474,7 +489,9 @@ def _has_tma(device) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _num_sms(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # interpreter: a small machine
 
 
 def _tma_ok(*tensors):
@@ -486,14 +503,14 @@ def _tma_ok(*tensors):
 
 def _gluon_runs(x, w13, w2, cfg) -> bool:
     """Whether moe_gemm_gluon_kernel can take both GEMMs: Gluon present, a Hopper GPU (wgmma is sm_90's
-    alone), not the interpreter (Gluon has none), 16-bit, TMA-aligned weights, 128-row blocks (two
-    warpgroups of 64 rows), weight tiles one wgmma wide (2 * BLOCK_N and DOWN_BLOCK_N at most 256), and it
-    has not failed to compile or launch on this device before."""
+    alone), not the interpreter (Gluon has none), 16-bit, TMA-aligned weights, 64- or 128-row blocks (one
+    or two warpgroups of 64 rows), weight tiles one wgmma wide (2 * BLOCK_N and DOWN_BLOCK_N at most 256),
+    and it has not failed to compile or launch on this device before."""
     if gluon is None or x.device.type != "cuda" or torch.version.hip or x.device in _GLUON_FAILED:
         return False
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(x.device)[0] != 9:
         return False
-    return (x.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] == 128 and 2 * cfg["BLOCK_N"] <= 256
+    return (x.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] in (64, 128) and 2 * cfg["BLOCK_N"] <= 256
             and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
 
 
@@ -519,8 +536,8 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks,
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
             moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), block_expert, expert_start,
                                         num_m_blocks, n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu,
-                                        LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
-                                        num_warps=4)
+                                        CONSUMERS=cfg["BLOCK_M"] // 64, LOADER_REGS=GLUON_LOADER_REGS,
+                                        CONSUMER_REGS=GLUON_CONSUMER_REGS, num_warps=4)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -528,6 +545,35 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks,
                       f"({_GLUON_FAILED[h.device]}); the Triton kernels take the layer")
         return None
     return y_sorted
+
+
+def streams_weights(tokens, experts, top_k) -> bool:
+    """Whether the layer is bound by its weight read: STREAM_MAX_ROWS rows an expert or fewer, on average."""
+    return tokens * top_k <= STREAM_MAX_ROWS * experts
+
+
+def streaming_config(tokens, experts, top_k, hidden, sms):
+    """CONFIG's overrides where the layer streams its weights. Each expert's rows go to 64-row blocks on one
+    consumer warpgroup of the Gluon GEMM, not 128 on two: at r rows an expert the padding computed falls
+    from 128 * ceil(r / 128) - r rows to 64 * ceil(r / 64) - r (DeepSeek-V2-Lite decode, r = 6: 122 -> 58;
+    Mixtral at 512 tokens, r = 128 +- 11: half the experts take a second block of 128, or of 64), compute that
+    competes with the weight stream once r nears 128. Every ring gets the most stages that fit (5 or 8
+    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. The down GEMM's N tile
+    is 256 where that leaves 4 tiles an SM or more on the host's bound of the row blocks, else 128: the
+    persistent grid's last round of tiles then costs a quarter of its time at most (Mixtral at 512 tokens,
+    about 20 blocks: 320 tiles of 256, 2.4 an SM run as 3; 640 of 128, 4.85 run as 5)."""
+    blocks = triton.cdiv(tokens * top_k, 64) + experts
+    down_n = 256 if blocks * triton.cdiv(hidden, 256) >= 4 * sms else 128
+    return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
+            "num_stages": _stages_that_fit(64 + 2 * 128, 128, 64),
+            "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
+
+
+def _stages_that_fit(rows_a_stage, store_cols, block_k):
+    """The Gluon GEMM's ring depth, 8 at most, for one consumer: stages of rows_a_stage rows (A's 64 and the
+    weight box's) of block_k 16-bit elements, beside the consumer's [64, store_cols] store buffer and 1 KB
+    for the barriers, within a block's shared memory."""
+    return min(8, (SHARED_MEMORY - 1024 - 64 * store_cols * 2) // (rows_a_stage * block_k * 2))
 
 
 def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
@@ -575,11 +621,13 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     return out
 
 
-def _autotune(args, out, use_tma):
+def _autotune(args, out, use_tma, first):
+    """The fastest of first (the shape's rule's config) and CONFIG's candidates, timed once a shape."""
     x, w13, w2, logits, top_k = args
     key = (tuple(x.shape), tuple(w13.shape), top_k, x.dtype)
     if key not in _TUNED:
-        candidates = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
+        others = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
+        candidates = [first] + [c for c in others if c != first]
         _TUNED[key] = _fastest(lambda cfg: _launch(*args, out, cfg, use_tma), candidates)
     return _TUNED[key]
 
@@ -641,9 +689,14 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
         out = torch.empty((T, HD), device=x.device, dtype=x.dtype)
     assert out.shape == (T, HD) and out.stride(1) == 1, "out: (T, Hd) with unit column stride"
     if config is None:
-        config = CONFIG
+        config = dict(CONFIG)
+        if streams_weights(T, E, top_k):
+            streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, _num_sms(x.device))}
+            # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
+            if _gluon_runs(x, w13, w2, streaming):
+                config = streaming
         if CONFIG["AUTOTUNE"] and x.device.type == "cuda":
-            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma)
+            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma, config)
     return _launch(x, w13, w2, router_logits, top_k, out, {**CONFIG, **config}, use_tma)
 
 
