@@ -29,6 +29,7 @@ output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same til
 """
 
 import functools
+import math
 import os
 import warnings
 
@@ -51,7 +52,7 @@ except (ImportError, AttributeError):
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
           "PERSISTENT": 1, "FLATTEN": 1, "WARP_SPECIALIZE": 0, "EPILOGUE_SUBTILE": 0, "USE_TMA": 1, "GLUON": 0,
-          "AUTOTUNE": 1}
+          "STREAM_K": 0, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], "num_warps": [4, 8],
                 "num_stages": [3, 4], "PERSISTENT": [0, 1], "EPILOGUE_SUBTILE": [0, 1]}
 # What fits in shared memory, checked before compiling (kgit tune never proposes a configuration that
@@ -124,6 +125,26 @@ def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 
 
 @triton.jit
+def _whole_tiles(a_desc, b_desc, c_desc, M, N, K, num_tiles,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                 NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                 EPILOGUE_SUBTILE: tl.constexpr):
+    # The persistent loop: this program's tiles pid, pid + NUM_PROGRAMS, ... below num_tiles, each whole.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
+                            warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+
+
+@triton.jit
 def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
@@ -132,16 +153,8 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     if PERSISTENT:
-        num_tiles = num_pid_m * num_pid_n
-        for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
-                                warp_specialize=WARP_SPECIALIZE):
-            pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for ki in range(k_tiles):
-                a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-                b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-                acc = tl.dot(a, b, acc)
-            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        _whole_tiles(a_desc, b_desc, c_desc, M, N, K, num_pid_m * num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                     NUM_PROGRAMS, FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -163,6 +176,90 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
     # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
                 FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
+
+
+@triton.jit
+def _owner(step, steps, STREAM_PROGRAMS: tl.constexpr):
+    # The stream program whose range [p * steps // P, (p + 1) * steps // P) holds K-step `step` of the tail.
+    return ((step + 1) * STREAM_PROGRAMS - 1) // steps
+
+
+@triton.jit
+def _stream_k_tail(a_desc, b_desc, c_ptr, partials, arrivals, M, N, K, stride_cm, first_tile, num_tiles,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   STREAM_PROGRAMS: tl.constexpr, CHUNK_N: tl.constexpr):
+    # Tiles first_tile.. as one run of K-steps (tile after tile, k = 0.. within each) cut into STREAM_PROGRAMS
+    # equal ranges, one a program. There are fewer tail tiles than programs, so a range is shorter than a
+    # tile and meets at most two tiles (of different parity). Every segment (a range's part of one tile) writes
+    # its fp32 partial to the program's slot for that tile's parity, then counts itself in the tile's
+    # arrivals; the last to arrive adds the tile's partials in range order (the same sum whoever is last:
+    # deterministic) and stores C. Nobody waits for anybody: no co-residency needed, and Triton's
+    # interpreter, which runs programs one after the other, runs it too.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    steps = (num_tiles - first_tile).to(tl.int64) * k_tiles
+    pid = tl.program_id(0)
+    step = pid * steps // STREAM_PROGRAMS
+    end = (pid + 1) * steps // STREAM_PROGRAMS
+    tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    while step < end:
+        t = (step // k_tiles).to(tl.int32)
+        k_lo = (step % k_tiles).to(tl.int32)
+        k_hi = tl.minimum(k_tiles, k_lo + (end - step)).to(tl.int32)
+        pid_m, pid_n = _tile_coords(first_tile + t, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_lo, k_hi):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        tl.store(partials + (pid * 2 + t % 2).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offs, acc)
+        tl.debug_barrier()  # every thread's share of the partial written before the count says so
+        first = _owner(t.to(tl.int64) * k_tiles, steps, STREAM_PROGRAMS)
+        last = _owner((t + 1).to(tl.int64) * k_tiles - 1, steps, STREAM_PROGRAMS)
+        if tl.atomic_add(arrivals + t, 1, sem="acq_rel") == last - first:
+            tl.atomic_xchg(arrivals + t, 0, sem="relaxed")  # zero again for the next launch
+            _sum_partials(c_ptr, partials, M, N, stride_cm, pid_m * BLOCK_M, pid_n * BLOCK_N, first, last,
+                          t % 2, BLOCK_M, BLOCK_N, CHUNK_N)
+        step += k_hi - k_lo
+
+
+@triton.jit
+def _sum_partials(c_ptr, partials, M, N, stride_cm, m0, n0, first, last, parity,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK_N: tl.constexpr):
+    # C's tile = the sum of programs first..last's partials in that order, rounded once. A BLOCK_M x CHUNK_N
+    # column strip at a time: a whole fp32 tile (128 registers a thread at 128x256 on 8 warps) and one
+    # partial beside it would spill. Loaded past L1 (.cg): other SMs wrote them.
+    rows = tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, CHUNK_N)
+    strip = rows[:, None] * BLOCK_N + cols[None, :]
+    c_rows = (m0 + rows).to(tl.int64)[:, None] * stride_cm
+    in_c = (m0 + rows < M)[:, None]
+    for n in tl.static_range(0, BLOCK_N, CHUNK_N):
+        acc = tl.zeros((BLOCK_M, CHUNK_N), dtype=tl.float32)
+        for p in range(first, last + 1):
+            slot = (p * 2 + parity).to(tl.int64) * (BLOCK_M * BLOCK_N)
+            acc += tl.load(partials + slot + n + strip, cache_modifier=".cg")
+        c_cols = n0 + n + cols
+        tl.store(c_ptr + c_rows + c_cols[None, :], acc.to(c_ptr.dtype.element_ty), mask=in_c & (c_cols < N)[None, :])
+
+
+@triton.jit
+def gemm_stream_k_kernel(a_desc, b_desc, c_desc, c_ptr, partials, arrivals, M, N, K, stride_cm,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, STREAM_PROGRAMS: tl.constexpr,
+                         FLATTEN: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, CHUNK_N: tl.constexpr):
+    # Data-parallel + stream-K: the whole waves of tiles as gemm_tma_kernel's persistent loop runs them, then
+    # the tiles of the last, partial wave shared out by K-steps over STREAM_PROGRAMS programs (_stream_k_tail),
+    # so that no SM idles through a third of a wave. `partials` holds 2 fp32 tiles a program, `arrivals` one
+    # zeroed count a tail tile (each count's last arrival zeroes it again).
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    whole = num_tiles // NUM_PROGRAMS * NUM_PROGRAMS
+    _whole_tiles(a_desc, b_desc, c_desc, M, N, K, whole, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, FLATTEN,
+                 False, EPILOGUE_SUBTILE)
+    if tl.program_id(0) < STREAM_PROGRAMS:
+        _stream_k_tail(a_desc, b_desc, c_ptr, partials, arrivals, M, N, K, stride_cm, whole, num_tiles, BLOCK_M,
+                       BLOCK_N, BLOCK_K, GROUP_M, STREAM_PROGRAMS, CHUNK_N)
 
 
 @triton.jit
@@ -293,6 +390,35 @@ def persistent_programs(tiles: int, sms: int) -> int:
     return triton.cdiv(tiles, waves)
 
 
+# Stream-K's cost model, in K-steps of a tile (the unit a program's time is counted in). One fp32 partial tile
+# through L2 (written by one SM, read by another, at ~110 GB/s an SM on the H100) takes about as long as
+# EXCHANGE_K_STEPS K-steps of BLOCK_K 64 (4.2 MFLOP at ~6 TFLOP/s an SM): 128 KB / 110 GB/s = 1.2 us, a
+# K-step 0.7 us. The finisher sums the partials BLOCK_M x STREAM_K_CHUNK_N at a time (32 registers a thread).
+EXCHANGE_K_STEPS = 2
+STREAM_K_CHUNK_N = 64
+
+
+def stream_programs(tail: int, sms: int, k_steps: int) -> int:
+    """How many programs share out the last partial wave's `tail` tiles of `k_steps` K-steps. A tile cut in c
+    segments costs its finisher k_steps / c K-steps of its own and c partials to read: least at c =
+    sqrt(k_steps / EXCHANGE_K_STEPS). At most every SM, and never a range under one K-step (every program in
+    a tile's range must arrive)."""
+    per_tile = math.ceil(math.sqrt(k_steps / EXCHANGE_K_STEPS))
+    return max(1, min(sms, tail * per_tile, tail * k_steps))
+
+
+def stream_k_pays(tiles: int, sms: int, k_steps: int) -> bool:
+    """Whether stream-K's last wave is predicted shorter than a wave of whole tiles (k_steps K-steps): its
+    share of the tail's K-steps a program, plus the exchange: its finisher reads every partial of a tile (one
+    a segment, programs / tail + 1), it writes up to two, and each of its two segments fills the pipeline
+    again (+1), EXCHANGE_K_STEPS each. Whole waves (no tail) keep the persistent kernel."""
+    tail = tiles % sms
+    if not tail:
+        return False
+    programs = stream_programs(tail, sms, k_steps)
+    return k_steps * tail / programs + EXCHANGE_K_STEPS * (programs / tail + 4) < k_steps
+
+
 def _tma_ok(a, b, c) -> bool:
     # TMA needs Hopper+ on NVIDIA, unit inner stride, 16-byte aligned base and row strides.
     if not _device_facts(a.device)[1]:
@@ -350,6 +476,9 @@ def _launch(a, b, c, cfg):
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if cfg["USE_TMA"] and _tma_ok(a, b, c) and cfg["STREAM_K"]:
+        return _launch_stream_k(a, b, c, cfg)
+    cfg = {**cfg, "STREAM_K": 0}  # the pointer kernel has no stream-K
     if cfg["USE_TMA"] and _tma_ok(a, b, c):
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
@@ -363,6 +492,42 @@ def _launch(a, b, c, cfg):
                 BM, BN, BK, cfg["GROUP_M"])
         kernel = gemm_ptr_kernel[grid](a, b, c, *rest, **options)
     return kernel, grid, rest, boxes, cfg
+
+
+def _launch_stream_k(a, b, c, cfg):
+    """Launch gemm_stream_k_kernel on one program an SM: as _launch returns."""
+    M, K = a.shape
+    N = b.shape[1]
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    sms = _num_sms(a.device)
+    tail = triton.cdiv(M, BM) * triton.cdiv(N, BN) % sms
+    stream = stream_programs(tail, sms, triton.cdiv(K, BK)) if tail else 0
+    partials, arrivals = _stream_k_workspace(a.device, BM * BN, sms)
+    grid = (sms, 1, 1)
+    boxes = ([BM, BK], [BK, BN], [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
+    rest = (partials, arrivals, M, N, K, c.stride(0), BM, BN, BK, cfg["GROUP_M"], sms, stream, cfg["FLATTEN"],
+            cfg["EPILOGUE_SUBTILE"], min(STREAM_K_CHUNK_N, BN))
+    kernel = gemm_stream_k_kernel[grid](*_descriptors(a, b, c, boxes), c, *rest, num_warps=cfg["num_warps"],
+                                        num_stages=cfg["num_stages"])
+    return kernel, grid, rest, boxes, cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _stream_k_workspace(device, tile_elements, sms):
+    """Two fp32 partial tiles a program, and a count a tail tile (fewer than the SMs), zeroed once: each
+    launch leaves the counts zero. One a device and tile size, reused by every launch: two launches on
+    different streams at once would share it."""
+    return (torch.empty(2 * sms * tile_elements, dtype=torch.float32, device=device),
+            torch.zeros(sms, dtype=torch.int32, device=device))
+
+
+def _tensor_args(a, b, c, boxes, cfg):
+    """The kernel's leading arguments, made again for each call's tensors: A, B and C themselves (the pointer
+    kernel), or their descriptors, and C too for the stream-K kernel (its shared tiles are stored by pointer)."""
+    if not boxes:
+        return a, b, c
+    descriptors = _descriptors(a, b, c, boxes, cfg["GLUON"])
+    return (*descriptors, c) if cfg["STREAM_K"] else descriptors
 
 
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
@@ -476,7 +641,7 @@ def gemm(a, b, out=None, config=None):
             _PLANS[key] = (kernel, grid, rest, boxes, cfg)
     else:
         kernel, grid, rest, boxes, cfg = plan
-        kernel[grid](*(_descriptors(a, b, c, boxes, cfg["GLUON"]) if boxes else (a, b, c)), *rest)
+        kernel[grid](*_tensor_args(a, b, c, boxes, cfg), *rest)
     last_config.clear()
     last_config.update(cfg)
     return c
