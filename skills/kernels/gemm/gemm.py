@@ -393,9 +393,14 @@ def persistent_programs(tiles: int, sms: int) -> int:
 # Stream-K's cost model, in K-steps of a tile (the unit a program's time is counted in). One fp32 partial tile
 # through L2 (written by one SM, read by another, at ~110 GB/s an SM on the H100) takes about as long as
 # EXCHANGE_K_STEPS K-steps of BLOCK_K 64 (4.2 MFLOP at ~6 TFLOP/s an SM): 128 KB / 110 GB/s = 1.2 us, a
-# K-step 0.7 us. The finisher sums the partials BLOCK_M x STREAM_K_CHUNK_N at a time (32 registers a thread).
+# K-step 0.7 us. The finisher sums the partials BLOCK_M x STREAM_K_CHUNK_N at a time: at 128x128 on 8 warps
+# 64 registers a thread for the sum and 64 for the partial in flight (64 KB of loads an SM, about what it takes
+# to keep an SM's L2 bandwidth busy); the kernel takes 228 registers, no spills (sm_90 compile).
 EXCHANGE_K_STEPS = 2
-STREAM_K_CHUNK_N = 64
+# Below 5% of the kernel a predicted gain is within the autotune's noise (spreads of 0.5-5% on the H200):
+# there the candidate would cost tuning time and could be picked by chance.
+STREAM_K_MIN_GAIN = 0.05
+STREAM_K_CHUNK_N = 128
 
 
 def stream_programs(tail: int, sms: int, k_steps: int) -> int:
@@ -408,15 +413,17 @@ def stream_programs(tail: int, sms: int, k_steps: int) -> int:
 
 
 def stream_k_pays(tiles: int, sms: int, k_steps: int) -> bool:
-    """Whether stream-K's last wave is predicted shorter than a wave of whole tiles (k_steps K-steps): its
-    share of the tail's K-steps a program, plus the exchange: its finisher reads every partial of a tile (one
-    a segment, programs / tail + 1), it writes up to two, and each of its two segments fills the pipeline
-    again (+1), EXCHANGE_K_STEPS each. Whole waves (no tail) keep the persistent kernel."""
+    """Whether stream-K's last wave is predicted shorter than a wave of whole tiles (k_steps K-steps) by at
+    least STREAM_K_MIN_GAIN of the whole kernel (ceil(tiles / sms) waves). Its last wave: a program's share
+    of the tail's K-steps, plus the exchange: the finisher reads every partial of a tile (one a segment,
+    programs / tail + 1), it writes up to two, and each of its two segments fills the pipeline again (+1),
+    EXCHANGE_K_STEPS each. Whole waves (no tail) keep the persistent kernel."""
     tail = tiles % sms
     if not tail:
         return False
     programs = stream_programs(tail, sms, k_steps)
-    return k_steps * tail / programs + EXCHANGE_K_STEPS * (programs / tail + 4) < k_steps
+    last_wave = k_steps * tail / programs + EXCHANGE_K_STEPS * (programs / tail + 4)
+    return k_steps - last_wave >= STREAM_K_MIN_GAIN * triton.cdiv(tiles, sms) * k_steps
 
 
 def _tma_ok(a, b, c) -> bool:
@@ -554,9 +561,16 @@ def _candidates(a, b, c):
     # CONFIG's neighbours on the same tiles (timing small tiles at 2048^3, 128 tiles on 132 SMs, once
     # picked a 0.68x one by noise, when the autotune timed with do_bench). The Gluon candidate only where
     # it runs: elsewhere it would time a Triton kernel twice.
+    # Where stream_k_pays (a last wave that a share of K-steps a program finishes sooner than a wave of whole
+    # tiles), each of those again with stream-K.
     M, N = a.shape[0], b.shape[1]
-    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= _num_sms(a.device):
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS]
+    sms = _num_sms(a.device)
+    tiles = triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"])
+    if 2 * tiles >= sms:
+        large = [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS]
+        if _tma_ok(a, b, c) and stream_k_pays(tiles, sms, triton.cdiv(a.shape[1], CONFIG["BLOCK_K"])):
+            large += [{**cfg, "STREAM_K": 1} for cfg in large]
+        return large
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
