@@ -425,6 +425,71 @@ def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, record
     assert compare(c, a @ b, NORM["fp32"]) is None
 
 
+@pytest.mark.parametrize("M, N, K, sms, stream", [
+    (192, 320, 256, 7, 7),  # 60 tiles of 32x32: 8 whole waves of 7, 4 tail tiles of 16 K-steps shared by 7
+    (192, 320, 256, 13, 13),  # 4 whole waves, 8 tail tiles: ranges of 9-10 K-steps that cross tile boundaries
+    (192, 320, 256, 61, 61),  # no whole wave: 60 tiles of 16 K-steps over 61 programs, 2 or 3 a tile
+    (190, 312, 248, 11, 11),  # ragged edges, K not a multiple of BLOCK_K (16 K-steps, the last of 8)
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_stream_k_gemm_sums_every_partial_of_the_tail_once(monkeypatch, record_launches, M, N, K, sms, stream, dtype):
+    """The last partial wave's tiles shared out by K-steps: C matches the product (a partial dropped, added
+    twice or read from the wrong slot, a range cut wrong, or a tile stored before its last arrival would not),
+    a second launch too (each tile's count is zero again), and the grid is one program an SM."""
+    g = _template("gemm")
+    # NUM_PROGRAMS and STREAM_PROGRAMS: after the 3 descriptors, C, the workspace (2), M, N, K, C's row stride,
+    # the 3 blocks and GROUP_M
+    launched = record_launches(g, "gemm_stream_k_kernel", lambda grid, args, kw: (grid, args[14], args[15]))
+    monkeypatch.setattr(g, "_num_sms", lambda device: sms)
+    a, b = torch.randn(M, K).to(dtype), torch.randn(K, N).to(dtype)
+    config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1}
+    for _ in range(2):
+        c = torch.full((M, N), float("nan"), dtype=dtype)
+        g.gemm(a, b, out=c, config=config)
+        assert compare(c.float(), a.float() @ b.float(), NORM["fp16" if dtype == torch.float16 else "fp32"]) is None
+    assert launched == [((sms, 1, 1), sms, stream)] * 2
+    assert g.last_config == {**g.CONFIG, **config}
+    assert not g._stream_k_workspace(a.device, 32 * 32, sms)[1].any()
+
+
+def test_stream_k_without_tma_runs_the_pointer_kernel_and_says_so(monkeypatch):
+    g = _template("gemm")
+    a, b = torch.randn(40, 33), torch.randn(33, 48)  # rows of 33 fp32: not 16-byte aligned
+    c = g.gemm(a, b, config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1})
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config["STREAM_K"] == 0
+
+
+@pytest.mark.parametrize("M, N, K, pays", [
+    (2048, 4608, 3584, True),  # 288 tiles: 2 whole waves + 24; the last wave 29 K-steps against 56
+    (2048, 3584, 18944, True),  # 224: 1 + 92; 217 against 296, 13% of the kernel
+    (8192, 1600, 6400, True),  # 448: 3 + 52
+    (3000, 5000, 2000, False),  # 480: 3 + 84; 31.5 K-steps against 32: under 5% of 128
+    (4096, 4096, 4096, False),  # 512: 3 + 116; 66.5 against 64
+    (8192, 8192, 8192, False),  # 2048: 15 + 68; 78 against 128, but 2.5% of the kernel
+    (4224, 4096, 4096, False),  # 528: whole waves
+    (2048, 2048, 2048, False),  # 128 tiles: under a wave, almost full
+])
+def test_stream_k_is_offered_where_its_last_wave_pays_for_the_exchange(monkeypatch, M, N, K, pays):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    a, b, c = (torch.empty(rows, cols, dtype=torch.float16) for rows, cols in ((M, K), (K, N), (M, N)))
+    tiles, k_steps = -(-M // 128) * -(-N // 256), -(-K // 64)
+    assert g.stream_k_pays(tiles, 132, k_steps) == pays
+    large = [g.CONFIG, {**g.CONFIG, **g.LARGE_OUTPUT_CONFIGS[0]}]
+    assert g._candidates(a, b, c) == large + ([{**cfg, "STREAM_K": 1} for cfg in large] if pays else [])
+
+
+@pytest.mark.parametrize("tail, sms, k_steps, programs", [
+    (24, 132, 56, 132),  # 6 segments a tile wanted (sqrt(56 / 2) = 5.3): every SM
+    (16, 132, 56, 96),  # 6 a tile: 96 programs, not 132 that would make 9-partial tiles
+    (1, 132, 1000, 23),  # one long tile: 23 segments of 43-44 K-steps, not 132 of 7-8
+    (3, 132, 2, 3),  # 2 K-steps a tile: one segment each, never a range under one K-step
+])
+def test_stream_k_shares_the_tail_over_as_many_programs_as_pay(tail, sms, k_steps, programs):
+    assert _template("gemm").stream_programs(tail, sms, k_steps) == programs
+
+
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches):
     g = _template("gemm")
     if g.gluon is None:

@@ -406,10 +406,10 @@ STREAM_K_CHUNK_N = 128
 def stream_programs(tail: int, sms: int, k_steps: int) -> int:
     """How many programs share out the last partial wave's `tail` tiles of `k_steps` K-steps. A tile cut in c
     segments costs its finisher k_steps / c K-steps of its own and c partials to read: least at c =
-    sqrt(k_steps / EXCHANGE_K_STEPS). At most every SM, and never a range under one K-step (every program in
-    a tile's range must arrive)."""
+    sqrt(k_steps / EXCHANGE_K_STEPS). At most every SM; never a range under one K-step (every program in a
+    tile's range must arrive): per_tile <= k_steps."""
     per_tile = math.ceil(math.sqrt(k_steps / EXCHANGE_K_STEPS))
-    return max(1, min(sms, tail * per_tile, tail * k_steps))
+    return min(sms, tail * per_tile)
 
 
 def stream_k_pays(tiles: int, sms: int, k_steps: int) -> bool:
