@@ -177,21 +177,32 @@ class _GluonGemmByTorch:
         return launch
 
 
-def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monkeypatch):
-    """GLUON 1 with the kernel's contract in torch: two launches of min(SMs, tiles) programs (gate/up: the
-    [2, BLOCK_N, BLOCK_K] box of gate and up rows, h in [64, BLOCK_N] boxes; down: [1, DOWN_BLOCK_N,
-    BLOCK_K] boxes of w2, y in [64, DOWN_BLOCK_N / 2] halves), then moe_sum_kernel's SORTED path: the
-    layer equals the reference."""
+def _moe_gluon_in_torch(monkeypatch, sms: int):
+    """The fused-MoE template on `sms` SMs, its Gluon GEMM replaced by the kernel's contract in torch."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     gemms = _GluonGemmByTorch()
     monkeypatch.setattr(m, "moe_gemm_gluon_kernel", gemms)
     monkeypatch.setattr(m, "_gluon_runs", lambda x, w13, w2, cfg: True)
-    monkeypatch.setattr(m, "_num_sms", lambda device: 5)
-    T, E, top_k, HD, I = 150, 5, 2, 64, 96
+    monkeypatch.setattr(m, "_num_sms", lambda device: sms)
+    return m, gemms
+
+
+def _moe_inputs(T: int, E: int, HD: int, I: int):
+    """x, w13, w2 (fp16, scaled so that the layer's values stay near one) and the router's logits."""
     x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
-    w13, w2 = (torch.randn(E, 2 * I, HD) / 8).half(), (torch.randn(E, HD, I) / 10).half()
+    return x, (torch.randn(E, 2 * I, HD) / 8).half(), (torch.randn(E, HD, I) / 10).half(), logits
+
+
+def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monkeypatch):
+    """GLUON 1 with the kernel's contract in torch: two launches of min(SMs, tiles) programs (gate/up: the
+    [2, BLOCK_N, BLOCK_K] box of gate and up rows, h in [64, BLOCK_N] boxes; down: [1, DOWN_BLOCK_N,
+    BLOCK_K] boxes of w2, y in [64, DOWN_BLOCK_N / 2] halves), then moe_sum_kernel's SORTED path: the
+    layer equals the reference."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=5)
+    T, E, top_k, HD, I = 150, 5, 2, 64, 96
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
     config = {"GLUON": 1, "BLOCK_M": 128, "BLOCK_N": 64, "DOWN_BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3,
               "DOWN_num_stages": 2}
     out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
@@ -214,16 +225,9 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
     Gluon GEMM (its contract in torch) on 64-row blocks, one consumer, 5 / 8 stages; each expert's rows fill
     ceil(rows / 64) blocks (the host's bound, ceil(T*k / 64) + E, sizes the grid), and the layer equals the
     reference. One token more than 128 rows an expert keeps CONFIG's 128-row blocks on two consumers."""
-    m = _template("fused-moe")
-    if m.gluon is None:
-        pytest.skip("this Triton has no Gluon")
-    gemms = _GluonGemmByTorch()
-    monkeypatch.setattr(m, "moe_gemm_gluon_kernel", gemms)
-    monkeypatch.setattr(m, "_gluon_runs", lambda x, w13, w2, cfg: True)
-    monkeypatch.setattr(m, "_num_sms", lambda device: 3)
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
     T, E, top_k, HD, I = 80, 5, 2, 64, 96  # 32 rows an expert
-    x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
-    w13, w2 = (torch.randn(E, 2 * I, HD) / 8).half(), (torch.randn(E, HD, I) / 10).half()
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
     out = m.fused_moe(x, w13, w2, logits, top_k)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["BLOCK_M"] == 64 and m.last_config["GLUON"] == 1
