@@ -68,7 +68,8 @@ DECIDE_ON = ("auto", "test", "device")
 def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
     """The settings of one kernel: defaults, then kgit.yaml, then command-line overrides."""
     kernel_name.check(name)
-    settings = dict(read_file(root).get(name) or {})
+    entry = dict(read_file(root).get(name) or {})
+    settings = dict(entry)
     for key, value in settings.items():
         _check_value(key, value, where=f"{CONFIG_FILE}: {name}")
     for key, value in (overrides or {}).items():
@@ -80,7 +81,7 @@ def load(root: Path, name: str, overrides: dict | None = None) -> KernelConfig:
         if named:
             settings["test_path"] = named
     if "kernel_path" not in settings or "test_path" not in settings:
-        if settings and not (root / KERNELS_DIR / name).is_dir():  # an entry, short of a path
+        if entry and not (root / KERNELS_DIR / name).is_dir():  # an entry, short of a path
             missing = " and ".join(key for key in ("kernel_path", "test_path") if key not in settings)
             raise KgitError(f"{CONFIG_FILE}: {name} has no {missing}, and {KERNELS_DIR}/{name}/ does not exist to "
                             "find it in", f"add {missing} to its entry (test_path: the file the test runs, whose "

@@ -143,3 +143,9 @@ def test_an_entry_short_of_a_path_names_what_it_lacks(ws, entry, missing):
     said = ws.refused("start", "mine")
     assert f"kgit.yaml: mine {missing} and skills/kernels/mine/ does not exist" in said and "no entry" not in said
     assert ws.git("symbolic-ref", "--short", "HEAD") != "opt/mine"
+
+
+def test_options_without_an_entry_are_not_taken_for_one(ws):
+    # --max-iterations on a kernel kgit.yaml does not name: the entry is missing, not short of a path
+    said = ws.refused("start", "mine", "--max-iterations", "3")
+    assert "kgit.yaml has no entry for it" in said and "has no kernel_path" not in said
