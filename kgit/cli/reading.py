@@ -117,7 +117,7 @@ def show_command(ctx, iteration, kernel, as_json):
     from kgit.render import commands
 
     where, kernel = _read(ctx, kernel)
-    shown = history.show(where, kernel, int(iteration) if iteration.isdigit() else iteration)
+    shown = history.show(where, kernel, iteration)
     for sha, other in shown.others:
         note(f"iteration {other.iteration} has another record: {other.status.value} {other.action!r} on {other.gpu}, "
              f"commit {sha[:10]} ('kgit show {sha[:10]}' shows it)")
@@ -139,7 +139,7 @@ def diff_command(ctx, a, b, kernel, as_json):
     from kgit.render import commands
 
     where, kernel = _read(ctx, kernel)
-    found = history.compare(where, kernel, *(int(x) if x.isdigit() else x for x in (a, b)))
+    found = history.compare(where, kernel, a, b)
     (sha_a, first), (sha_b, second) = found.a, found.b
     emit(as_json, lambda: {"kernel": kernel, "path": found.path, "better": found.better,
                            "a": record_json(first, sha_a, kept=first.kept),

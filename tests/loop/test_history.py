@@ -70,3 +70,28 @@ def test_a_best_below_its_baseline_reads_right_with_its_legend(ws):
     (ws.root / "kgit.yaml").unlink()  # a checkout that does not define the kernel: no legend to give
     (ws.root / "skills/kernels/fake").rename(ws.root / "skills/kernels/gone")
     assert ws.ok("best", "fake", "--json").json()["better"] is None
+
+
+def test_a_commit_named_by_digits_alone_is_a_commit_unless_an_iteration_has_that_number(started, monkeypatch):
+    # a commit's short name can be all digits (7758677105 was one in a run of the suite, and 'kgit show' took
+    # it for an iteration's number): where no iteration has the number and it names a record's commit, the
+    # commit is meant
+    import pytest
+
+    from kgit.errors import KgitError
+    from kgit.git import read
+    from kgit.git.command import find_repo
+    from kgit.loop import history
+
+    started.set_kernel(METRIC=120.0)
+    started.ok("step", "-m", "better")
+    commit = started.ok("show", "1", "--json").json()["commit"]
+    named = {"1234567": commit}
+    real_rev = read.rev
+    monkeypatch.setattr(read, "rev", lambda repo, name: named.get(name) or real_rev(repo, name))
+    repo = find_repo(started.root)
+    assert history.show(repo, "fake", "1234567").commit == commit
+    assert history.show(repo, "fake", "1").record.action == "better"  # a number an iteration has stays one
+    assert history.compare(repo, "fake", "0", "1234567").b[0] == commit
+    with pytest.raises(KgitError, match="has no iteration 99"):
+        history.show(repo, "fake", "99")
