@@ -381,16 +381,16 @@ def _find(repo: Repo, kernel: str, pairs: list[tuple[str, Record]],
     """The record of an iteration, by its number or its commit, with the commit its note is on, and every
     record of that iteration. Text of digits alone is a number, unless no iteration has it and it names a
     commit a record is on: a commit's short name can be all digits (7758677105)."""
-    if isinstance(iteration, str) and iteration.isdigit():
-        number = int(iteration)
-        if any(r.iteration == number for _, r in pairs) or not _on_commit(repo, pairs, iteration):
-            iteration = number
+    matches = []
     if isinstance(iteration, str):
-        matches = _on_commit(repo, pairs, iteration)
-        if not matches:
+        numbered = iteration.isdigit() and any(r.iteration == int(iteration) for _, r in pairs)
+        commit = read.rev(repo, iteration) if not numbered and len(iteration) >= 4 else None
+        matches = [(sha, r) for sha, r in pairs if sha == commit]
+        if not matches and not iteration.isdigit():
             raise KgitError(f"no record of {kernel} is on a commit named {iteration!r}",
                             "'kgit log' lists each iteration's commit; give an iteration's number or its commit")
-    else:
+        iteration = iteration if matches else int(iteration)
+    if not matches:
         matches = [(sha, r) for sha, r in pairs if r.iteration == iteration]
     if not matches:
         raise missing_iteration(kernel, iteration, pairs)
@@ -399,12 +399,6 @@ def _find(repo: Repo, kernel: str, pairs: list[tuple[str, Record]],
     on_branch = [m for m in matches if read.is_ancestor(repo, m[0], refs.branch_ref(kernel))]
     sha, record = (on_branch or matches)[-1]
     return sha, record, matches
-
-
-def _on_commit(repo: Repo, pairs: list[tuple[str, Record]], name: str) -> list[tuple[str, Record]]:
-    """The records on the commit that name (four characters or more) resolves to."""
-    commit = read.rev(repo, name) if len(name) >= 4 else None
-    return [(sha, r) for sha, r in pairs if sha == commit]
 
 
 @dataclass
