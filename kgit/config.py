@@ -212,8 +212,9 @@ def _file_of_command(root: Path, command: str) -> str | None:
     except ValueError:  # an unclosed quote: check_value's problem to report, not this guess's
         return None
     for word in words:
-        path = root / word
-        if not word.startswith("-") and ".." not in Path(word).parts and path.is_file():
+        # the checkout's own files only: an interpreter named by its path (/usr/bin/python3) is no test
+        if not word.startswith("-") and not Path(word).is_absolute() and ".." not in Path(word).parts \
+                and (root / word).is_file():
             return word
     return None
 

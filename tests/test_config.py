@@ -1,5 +1,7 @@
 """kgit.yaml: every mistake is named in one line, and nothing changes."""
 
+import sys
+
 import pytest
 
 from workspace import KERNEL, TEST
@@ -129,6 +131,9 @@ def test_an_entry_without_test_path_takes_the_file_its_test_command_runs(ws):
     from kgit import config
 
     write_config(ws, f"mine:\n  kernel_path: {KERNEL}\n  test_command: python -m pytest -q '{TEST}' -x\n")
+    assert config.load(ws.root, "mine").test_path == TEST
+    # an interpreter named by its path is a file too, but not the checkout's
+    write_config(ws, f"mine:\n  kernel_path: {KERNEL}\n  test_command: {sys.executable} -m pytest -q {TEST}\n")
     assert config.load(ws.root, "mine").test_path == TEST
 
 
