@@ -7,10 +7,10 @@ from __future__ import annotations
 import random
 import statistics
 
-from kgit.model import peaks
 from kgit.harness import cheat, checks, device
 from kgit.harness.spec import Spec, torch_dtype
 from kgit.harness.timing import Timer, spread_pct
+from kgit.model import peaks
 
 # A memory-bound figure above COPY_CEILING x the measured copy, at a shape whose traffic no L2 holds,
 # or a compute-bound figure above PEAK_CEILING x the datasheet peak, is not real work.

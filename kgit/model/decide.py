@@ -8,10 +8,9 @@ from __future__ import annotations
 import datetime
 import math
 
-from kgit.model import peaks
-from kgit.model.kernel_config import KernelConfig
 from kgit.errors import KgitError
-from kgit.model import coverage
+from kgit.model import coverage, peaks
+from kgit.model.kernel_config import KernelConfig
 from kgit.model.noise import PRIOR_DF_LIMIT, Comparison, Prior, log_sd, never_measured, smallest_keepable_pct
 from kgit.model.record import Environment, Measurement, Record, Spread, Status, StopReason, same_environment
 from kgit.model.device_time import is_positive_number

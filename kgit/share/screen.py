@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kgit.model import peaks
 from kgit.git import notes, read, refs, write
 from kgit.share.doctor import quarantined
 from kgit.git.command import Repo, cat_blobs
-from kgit.model import decide
+from kgit.model import decide, peaks
 from kgit.model.record import Record, parse_note
 
 PEAK_FACTOR = 10  # a figure may pass its GPU's datasheet peak (data in the L2), not tenfold
