@@ -935,14 +935,15 @@ def _autotune(q, k, v, o, causal):
 
 def _fastest(run, candidates):
     """The candidate config whose run(cfg) takes least time. Every candidate runs once before any is
-    timed (it compiles there, and one that does not fit is dropped), then all are timed in two rounds,
-    each keeping its better median: timed once each in turn, the first candidate runs before the GPU's
-    clocks have risen (the fused-MoE template lost 3-7% to that: the GEMM-by-GEMM runs,
-    df8b865:experiments/sweep-h200-session14/call2-moe/).
-    Each call follows a clean clear of the L2 (_median_ms), as kgit times it: do_bench's clear leaves
-    dirty lines whose write-back (6-8 us a call on the H200) is 15% of a 43 us causal S1024 tile grid,
-    and under it the pick for head dim 128 causal S1024 flipped between runs (1.06-1.14x the default
-    SDPA in experiments/gemm-h200/gluon-1024/sweep-compute/, 0.909x in experiments/fused-moe-h200/sweep/)."""
+    timed (it compiles there, and one that does not fit is dropped), then the candidates take turns call
+    by call (_median_ms_each). Timed one after the other, 25 calls each in two rounds, three fresh
+    autotunes at 1x32x16384x128 causal on an H100 kept GLUON 1 twice (605-620 TFLOP/s) where GLUON 2 forced
+    reads 658-659 (experiments/held-out-shapes/attention-ragged/): each candidate's calls met the clock
+    the ones before left, which drifts under the GPU's power limit. Each call follows a clean clear of the L2, as kgit
+    times it: do_bench's clear leaves dirty lines whose write-back (6-8 us a call on the H200) is 15% of a
+    43 us causal S1024 tile grid, and under it the pick for head dim 128 causal S1024 flipped between runs
+    (1.06-1.14x the default SDPA in experiments/gemm-h200/gluon-1024/sweep-compute/, 0.909x in
+    experiments/fused-moe-h200/sweep/)."""
     runnable = []
     for cfg in candidates:
         try:
@@ -952,12 +953,8 @@ def _fastest(run, candidates):
         runnable.append(cfg)
     if not runnable:
         return dict(CONFIG)
-    best_ms = [float("inf")] * len(runnable)
-    clear = _l2_clear()
-    for _ in range(2):
-        for i, cfg in enumerate(runnable):
-            best_ms[i] = min(best_ms[i], _median_ms(lambda: run(cfg), clear))
-    return runnable[best_ms.index(min(best_ms))]
+    medians = _median_ms_each([lambda cfg=cfg: run(cfg) for cfg in runnable], _l2_clear())
+    return runnable[medians.index(min(medians))]
 
 
 def _l2_clear():
@@ -969,19 +966,22 @@ def _l2_clear():
     return lambda: torch.sum(buffer, dim=0, out=total)
 
 
-def _median_ms(fn, clear, warmup_calls=5, calls=20):
-    """fn's median time in ms over `calls` calls, each after clear() (warm-up calls too)."""
-    times = []
+def _median_ms_each(fns, clear, warmup_calls=5, calls=40):
+    """Each fn's median time in ms over `calls` calls, the fns taking turns call by call (so that a clock
+    that drifts, as a GPU's does under its power limit, weighs on each alike), each call after clear()
+    (warm-up calls too)."""
+    times = [[] for _ in fns]
     for i in range(warmup_calls + calls):
-        clear()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        if i >= warmup_calls:
-            times.append((start, end))
+        for fn, timed in zip(fns, times):
+            clear()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            if i >= warmup_calls:
+                timed.append((start, end))
     torch.cuda.synchronize()
-    return sorted(s.elapsed_time(e) for s, e in times)[calls // 2]
+    return [sorted(s.elapsed_time(e) for s, e in timed)[calls // 2] for timed in times]
 
 
 def flash_attention(q, k, v, causal=False, out=None, config=None):
