@@ -79,5 +79,6 @@ def _measure_in_clone(bundle: bytes, head: str, state: LoopState, source: str):
     with tempfile.TemporaryDirectory(prefix="kgit-worker-") as scratch:
         repo = remotes.clone_bundle(bundle, Path(scratch) / "repo")
         environment = machine.environment(state.cfg.gpu)
-        return steps.compare_with_best(repo, state, head, source, environment,
+        best_source = read.file_at(repo, state.cfg.kernel_path, state.best[0])
+        return steps.compare_with_best(repo, state, head, source, best_source, environment,
                                        keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT), environment

@@ -24,7 +24,7 @@ from kgit.model.noise import Comparison, never_measured
 from kgit.model.record import Environment, InvalidNote, Record, Status, StopReason, same_environment
 from kgit.model.result import not_run
 from kgit.render.text import verdict
-from kgit.state import code_digests
+from kgit.git import code_digests
 from kgit.state import journal as journals
 from kgit.state import transaction
 
@@ -177,11 +177,11 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     untested = check_tested(before, allow_untested)
     check_config(before)
     journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1,
-                                           one_line(action), tier, paths=[state.cfg.kernel_path])
+                                           one_line(action), tier, paths=[state.cfg.kernel_path], base=before.head)
     comparison, environment = measured or (None, machine.environment(state.cfg.gpu))
     try:
-        comparison = comparison or compare_with_best(repo, state, journal.candidate, None, environment, progress,
-                                                     keep_above_pct=keep_above_pct)
+        comparison = comparison or compare_with_best(repo, state, journal.candidate, None, before.best_text,
+                                                     environment, progress, keep_above_pct=keep_above_pct)
     except KeyboardInterrupt:
         comparison = never_measured(not_run(INTERRUPTED_BY_USER))
     untested, comparison = decide.check_run(before.change, comparison, untested, allow_untested)
@@ -204,14 +204,16 @@ class Before:
     tree that it would commit. Every refusal of a step is decided from this alone."""
 
     state: LoopState
+    head: str  # HEAD's commit: the candidate's parent
     modified: list[str]  # tracked files that differ from HEAD
     edited: bool  # the kernel file on disk differs from HEAD's
     text: str | None  # the kernel file on disk; None where it is gone
     head_text: str | None  # HEAD's kernel file
-    code: str | None  # the digest of text's code (kgit.state.code_digests)
+    code: str | None  # the digest of text's code (kgit.git.code_digests)
     head_code: str | None  # HEAD's
     tried: list[tuple[Record, str | None]]  # each earlier iteration whose test ran, with its code's digest
     head_launched: tuple[str, ...] | None  # the kernels the run of HEAD's kernel launched, where it tells
+    best_text: str | None  # the best's kernel file (its commit's), what the candidate is measured against
     test_changed_since_best: bool  # the test differs between the best's commit and HEAD
 
     @property
@@ -241,18 +243,19 @@ def read_before_step(repo: Repo, overrides: dict) -> Before:
     # since differs in its blob), HEAD's kernel and every earlier iteration's; each kernel's code is
     # parsed once per repository (a blob's digest is remembered)
     tests_then = [f"{commit}:{test_path}" for commit in (kept_commit, best_commit) if commit]
-    blobs = read.object_ids(repo, [f"HEAD:{test_path}", *tests_then, f"HEAD:{path}"]
+    blobs = read.object_ids(repo, ["HEAD", f"HEAD:{test_path}", *tests_then, f"HEAD:{path}"]
                             + [f"{sha}:{path}" for sha, _ in tried])
-    test_now, *blobs = blobs
+    head, test_now, *blobs = blobs
     kept_test = blobs.pop(0) if kept_commit else test_now
     best_test = blobs.pop(0) if best_commit else test_now
     head_code, *codes = code_digests.of_blobs(repo, path, blobs)
     launched = kept_record.launched if kept_record and kept_test == test_now else None
-    return Before(state=state, modified=read.modified_tracked_files(repo), edited=read.edited(repo, path),
+    return Before(state=state, head=head, modified=read.modified_tracked_files(repo), edited=read.edited(repo, path),
                   text=text, head_text=read.file_at(repo, path),
                   code=code_digests.digest(path, text) if text is not None else None, head_code=head_code,
                   tried=[(record, code) for (_, record), code in zip(tried, codes)], head_launched=launched,
-                  test_changed_since_best=best_test != test_now)
+                  test_changed_since_best=best_test != test_now,
+                  best_text=read.file_at(repo, path, best_commit) if best_commit else None)
 
 
 class NotMeasured(KgitError):
@@ -359,10 +362,12 @@ def _ran(record: Record) -> bool:
     return record.correctness is not None  # a record without its measurement (an older kgit's)
 
 
-def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, environment: Environment,
-                      progress=None, gpu: str | None = None, keep_above_pct: float | None = None) -> Comparison:
+def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, best_source: str | None,
+                      environment: Environment, progress=None, gpu: str | None = None,
+                      keep_above_pct: float | None = None) -> Comparison:
     """Measure a candidate (a commit, or HEAD with the kernel replaced by source) against the best,
-    pair by pair, each in its own worktree; keep_above_pct as step's."""
+    pair by pair, each in its own worktree; best_source: the best's kernel file (None where its commit
+    has none: the best's commit runs whole); keep_above_pct as step's."""
     best_commit, best = state.best
     # The best's first run here fills its compile caches, unless this environment has run it already.
     warm_best = not any(same_environment(r.environment, environment)
@@ -372,7 +377,6 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
     prior = decide.noise_prior(state.records, environment, figure)
     # The best's kernel runs in the candidate's tree, so that the two differ in the kernel file alone: a
     # test (or any other file) committed since the best judges both alike.
-    best_source = read.file_at(repo, state.cfg.kernel_path, best_commit)
     trees = {"best": (candidate, best_source) if best_source is not None else (best_commit, None),
              "candidate": (candidate, source)}
     with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
@@ -397,7 +401,7 @@ def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: di
     """
     state = _running_state(repo, overrides)
     journal = transaction.commit_candidate(repo, state.cfg, state.history.last_iteration + 1, one_line(action),
-                                           tier, paths=None)
+                                           tier, paths=None, base=read.rev(repo, "HEAD"))
     record = decided_record(state, journal, never_measured(not_run(reason, output_tail)), None, overrides,
                             agent_turn=agent_turn)
     return Outcome(record, _decided(repo, journal, record), state.history.invalid)

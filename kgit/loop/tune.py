@@ -230,13 +230,14 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
 def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], progress) -> list:
     """Each source compared with the best at once, one GPU each, in worktrees of HEAD."""
     head = read.rev(repo, "HEAD")
+    best_source = read.file_at(repo, state.cfg.kernel_path, state.best[0])
     if progress:
         progress.begin(f"{state.cfg.test_path} on GPUs {','.join(gpus[:len(sources)])}", None)
 
     def task(text):
         def on(gpu):
             environment = machine.environment(state.cfg.gpu, gpu)
-            return steps.compare_with_best(repo, state, head, text, environment, gpu=gpu,
+            return steps.compare_with_best(repo, state, head, text, best_source, environment, gpu=gpu,
                                            keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT), environment
         return on
 

@@ -50,11 +50,12 @@ def _check_open(repo: Repo) -> None:
 
 
 def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, action: str, tier: int | None,
-                     paths: list[str] | None) -> Journal:
-    """Commit the candidate (these paths, or every modified tracked file) under a journal."""
+                     paths: list[str] | None, base: str) -> Journal:
+    """Commit the candidate (these paths, or every modified tracked file) under a journal, on base: HEAD's
+    commit, read by the caller under the same lock."""
     _check_open(repo)
     journal = Journal(op="step", phase="commit", kernel=cfg.name, iteration=iteration, action=action,
-                      tier=tier, base=read.rev(repo, "HEAD"), started=decide.now(), config=cfg.as_dict())
+                      tier=tier, base=base, started=decide.now(), config=cfg.as_dict())
     journals.save(repo, journal)
     crash_point("candidate-journaled")  # recovery finds HEAD at the base: nothing to undo
     subject = refs.iteration_subject(cfg.name, iteration, action)

@@ -1,11 +1,11 @@
-"""A kernel blob's code digest is worked out once per repository (kgit.state.code_digests), and the
+"""A kernel blob's code digest is worked out once per repository (kgit.git.code_digests), and the
 comparison of a step's kernel with earlier iterations' gives what parsing each of them gives."""
 
 import pytest
 
 from kgit.git import read
 from kgit.git.command import find_repo
-from kgit.state import code_digests
+from kgit.git import code_digests
 
 KERNEL = "skills/kernels/fake/fake.py"
 
