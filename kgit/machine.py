@@ -24,17 +24,6 @@ def vendor(choice: str = "auto") -> str:
     return "cpu"
 
 
-def test_env(choice: str) -> tuple[dict, str | None]:
-    """Environment for a kernel's test, and a plain-words note when it runs in Triton's interpreter."""
-    if vendor(choice) != "cpu":
-        return {}, None
-    why = "gpu: cpu" if choice == "cpu" else "no GPU found"
-    return {"TRITON_INTERPRET": "1"}, (
-        f"{why}: running in Triton's interpreter mode on the CPU; timings are CPU timings, "
-        "not comparable to any GPU"
-    )
-
-
 def environment(choice: str = "auto", gpu: str | None = None) -> Environment:
     """Where a measurement is taken: host, device, GPU name and UUID, driver, clocks, torch and triton.
 

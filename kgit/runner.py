@@ -99,10 +99,10 @@ def inherited() -> dict:
     return {key: value for key, value in os.environ.items() if key not in INTERNAL}
 
 
-def run_test(cfg: KernelConfig, cwd: Path, timeout_s: float, env: dict, kernels: set[str] = frozenset(),
-             on_tick=None, on_spawn=None) -> TestResult:
-    """Run a kernel's test (by the contract, or its test_command) with kgit's device timing of these
-    kernels, and read what it prints."""
+def run_test(cfg: KernelConfig, cwd: Path, timeout_s: float, env: dict, on_tick=None, on_spawn=None) -> TestResult:
+    """Run a kernel's test (by the contract, or its test_command) in cwd with kgit's device timing of the
+    kernels that cwd's kernel file defines (its device time counts, not a library's), and read what it
+    prints."""
     if cfg.test_command:
         args = ["/bin/sh", "-c", cfg.test_command]
     else:
@@ -114,8 +114,11 @@ def run_test(cfg: KernelConfig, cwd: Path, timeout_s: float, env: dict, kernels:
         timed_env = {**env, "PYTHONPATH": python_path, DEVICE_TIMES: str(recording)}
         done = run_command(args, cwd, timeout_s, timed_env, None, on_tick, on_spawn)
         text = recording.read_text(errors="replace") if recording.exists() else ""
+    failure, output_tail = done.failure(timeout_s), tail(done)
+    kernel_file = cwd / cfg.kernel_path
+    kernels = device_time.kernel_names(kernel_file.read_text(errors="replace")) if kernel_file.is_file() else set()
     device = device_time.from_recording(text, kernels)
-    return result.from_output(done.stdout, done.failure(timeout_s), cfg.reading, done.duration_s, tail(done), device)
+    return result.from_output(done.stdout, failure, cfg.reading, done.duration_s, output_tail, device)
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, started: float, on_tick) -> bool:

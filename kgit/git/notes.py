@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kgit.errors import KgitError
 from kgit.git import read, refs
 from kgit.git.command import GitError, Repo, cat_blobs, git
 from kgit.model.record import InvalidNote, Record, from_json, parse_note, to_json
@@ -312,6 +313,23 @@ class History:
     @property
     def records(self) -> list[Record]:
         return [r for _, r in self.pairs]
+
+
+def nonempty(history: History, kernel: str, repo: Repo) -> History:
+    """history, refused where it holds no record of kernel: with why (its branch is here and its notes
+    are not), or the kernels that have records (a typo, most likely)."""
+    if history.pairs:
+        return history
+    if read.rev(repo, refs.branch_ref(kernel)):  # the records are gone, or were never fetched here
+        raise KgitError(f"{refs.branch(kernel)} exists but no kgit record of {kernel} is here ({refs.NOTES_REF} "
+                        "was deleted or not fetched)",
+                        "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
+                        f"started from, then: git branch -D {refs.branch(kernel)}")
+    known = kernels_with_records(repo)
+    if known:  # a typo, most likely: name the kernels that have records rather than start a new loop
+        raise KgitError(f"no records for {kernel}", f"the kernels with records here: {', '.join(known)}; "
+                                                    f"'kgit start {kernel}' begins a loop for {kernel}")
+    raise KgitError(f"no records for {kernel}", f"run 'kgit start {kernel}' first")
 
 
 def kernel_history(repo: Repo, kernel: str) -> History:

@@ -37,7 +37,7 @@ class LoopState:
 
 def deciding(repo: Repo, kernel: str) -> notes.History:
     """The records that decide the kernel's loop here (notes.deciding_history); refused where there are none."""
-    return _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
+    return notes.nonempty(notes.deciding_history(repo, kernel), kernel, repo)
 
 
 def current_kernel(repo: Repo) -> str:
@@ -60,7 +60,7 @@ def loop_state(repo: Repo, kernel: str | None, overrides: dict) -> LoopState:
     what every check of a step reads), its settings, and why it stopped, if it did. kernel None: the
     checked-out opt/ branch's (refused on another branch)."""
     kernel = kernel or current_kernel(repo)
-    history = _nonempty(notes.branch_history(repo, kernel), kernel, repo)
+    history = notes.nonempty(notes.branch_history(repo, kernel), kernel, repo)
     records = history.records
     remembered = {}  # the options given to start and to later steps, the latest of each winning
     for record in records:
@@ -201,7 +201,7 @@ def missing_iteration(kernel: str, iteration: int, pairs: list[tuple[str, Record
 
 def log(repo: Repo, kernel: str) -> notes.History:
     """Every iteration of the kernel, reverted ones included, each with the commit its note is on."""
-    return _nonempty(notes.kernel_history(repo, kernel), kernel, repo)
+    return notes.nonempty(notes.kernel_history(repo, kernel), kernel, repo)
 
 
 @dataclass
@@ -236,21 +236,6 @@ def left_behind(repo: Repo, kernel: str, pairs: list[tuple[str, Record]]) -> set
     return {sha for sha, r in pairs if r.status.on_branch and sha not in line}
 
 
-def _nonempty(history: notes.History, kernel: str, repo: Repo) -> notes.History:
-    if history.pairs:
-        return history
-    if read.rev(repo, refs.branch_ref(kernel)):  # the records are gone, or were never fetched here
-        raise KgitError(f"{refs.branch(kernel)} exists but no kgit record of {kernel} is here ({refs.NOTES_REF} "
-                        "was deleted or not fetched)",
-                        "'kgit pull' brings them from a remote; to start over instead, check out the branch you "
-                        f"started from, then: git branch -D {refs.branch(kernel)}")
-    known = notes.kernels_with_records(repo)
-    if known:  # a typo, most likely: name the kernels that have records rather than start a new loop
-        raise KgitError(f"no records for {kernel}", f"the kernels with records here: {', '.join(known)}; "
-                                                    f"'kgit start {kernel}' begins a loop for {kernel}")
-    raise KgitError(f"no records for {kernel}", f"run 'kgit start {kernel}' first")
-
-
 @dataclass
 class Best:
     record: Record
@@ -263,7 +248,7 @@ class Best:
 
 
 def best(repo: Repo, kernel: str) -> Best:
-    history = _nonempty(notes.deciding_history(repo, kernel), kernel, repo)
+    history = notes.nonempty(notes.deciding_history(repo, kernel), kernel, repo)
     found = decide.best_pair(history.pairs)
     if found is None:
         raise KgitError(f"{kernel} has no successful iteration")

@@ -23,6 +23,7 @@ from pathlib import Path
 from kgit import config, machine
 from kgit.git import notes, read, write
 from kgit.git.command import Repo
+from kgit.loop import testing
 from kgit.loop.history import current_kernel, loop_state, missing_iteration
 from kgit.profiling import diagnose, profilers, skillfiles
 from kgit.profiling.saved import benchmark_fallback, head_record, profile_dir
@@ -113,7 +114,7 @@ def _profile(cfg, root: Path, out_dir: Path, timeout: float, record, kernel, pro
     tool, path, why = profilers.find_profiler(cfg.gpu)
     if tool is None:
         return benchmark_fallback(why, record, root, kernel)
-    env, _ = machine.test_env(cfg.gpu)
+    env, _ = testing.test_env(machine.vendor(cfg.gpu), cfg.gpu)
     names = jit_kernel_names((root / cfg.kernel_path).read_text()) if (root / cfg.kernel_path).is_file() else []
     if progress:
         progress.begin(f"{tool} {cfg.test_path} --profile", None)

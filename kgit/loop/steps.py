@@ -81,7 +81,7 @@ def start(repo: Repo, kernel: str, overrides: dict, progress=None) -> Outcome:
     started = decide.now()
     environment = machine.environment(cfg.gpu)
     runs = []  # after a warm-up (its first run fills compile caches: it never counts), START_RUNS runs
-    with testing.checkouts(repo, cfg, {"baseline": (head, None)}, progress=progress) as run:
+    with testing.checkouts(repo, cfg, {"baseline": (head, None)}, environment.device, progress=progress) as run:
         result = run("baseline")
         while result.passed and len(runs) < decide.START_RUNS:
             result = run("baseline", timing_only=bool(runs))  # the first counted run checks as well
@@ -379,7 +379,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
     # test (or any other file) committed since the best judges both alike.
     trees = {"best": (candidate, best_source) if best_source is not None else (best_commit, None),
              "candidate": (candidate, source)}
-    with testing.checkouts(repo, state.cfg, trees, gpu=gpu, progress=progress) as run:
+    with testing.checkouts(repo, state.cfg, trees, environment.device, gpu=gpu, progress=progress) as run:
         def run_candidate(timing_only: bool):
             result = run("candidate", timing_only, timeout_s)
             if why and (result.reason or "").startswith("timeout:"):

@@ -7,6 +7,7 @@ damaged journal is a one-line error that says how to set it aside, never a trace
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -108,6 +109,23 @@ def register_test(repo: Repo, pid: int, test_path: str) -> None:
 
 def unregister_test(repo: Repo, pid: int) -> None:
     (repo.kgit_dir / "running" / str(pid)).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def tests_registered(repo: Repo, test_path: str):
+    """An on_spawn callback that registers a test's pid until the test ends: the next kgit stops a test
+    that a killed one left running (kgit.loop.recovery)."""
+    pids = []
+
+    def on_spawn(pid: int) -> None:
+        pids.append(pid)
+        register_test(repo, pid, test_path)
+
+    try:
+        yield on_spawn
+    finally:
+        for pid in pids:
+            unregister_test(repo, pid)
 
 
 def registered_tests(repo: Repo) -> dict[int, str]:

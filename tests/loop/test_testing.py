@@ -26,7 +26,7 @@ def test_a_running_test_is_registered_and_its_worktree_removed_when_it_ends(ws, 
     cfg = config.for_loop(repo.root, "fake", None, {"test_timeout_s": 2.0})
     results = []
     def run_once():
-        with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}) as run:
+        with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}, "cpu") as run:
             results.append(run("test"))
 
     runner = threading.Thread(target=run_once)
@@ -49,7 +49,7 @@ def test_a_run_may_be_told_it_need_only_time(ws):
 
     repo = find_repo(ws.root)
     cfg = config.for_loop(repo.root, "fake", None, {})
-    with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}) as run:
+    with testing.checkouts(repo, cfg, {"test": (ws.git("rev-parse", "HEAD"), None)}, "cpu") as run:
         assert run("test").payload["timing_only"] is None
         assert run("test", timing_only=True).payload["timing_only"] == "1"
 
