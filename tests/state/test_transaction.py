@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from kgit.errors import KgitError
 from workspace import KERNEL, alive
 
 
@@ -241,3 +242,24 @@ def test_recovery_leaves_a_branch_with_foreign_commits_alone(started):
     assert started.git("rev-parse", "HEAD") == tip
 
 
+
+
+def test_a_commit_landing_between_the_steps_reads_and_its_commit_is_refused_and_kept(started):
+    from kgit.git.command import find_repo
+    from kgit.loop import recovery
+    from kgit.loop.history import loop_state
+    from kgit.state import transaction
+
+    repo = find_repo(started.root)
+    base = started.git("rev-parse", "HEAD")
+    started.git("commit", "-q", "--allow-empty", "-m", "a commit of its own")  # after the step read HEAD
+    theirs = started.git("rev-parse", "HEAD")
+    started.set_kernel(METRIC=120.0)
+    with recovery.locked(repo):
+        state = loop_state(repo, None, {})
+        with pytest.raises(KgitError, match="the branch moved while the step read it"):
+            transaction.commit_candidate(repo, state.cfg, 1, "edit", None, paths=[state.cfg.kernel_path], base=base)
+    assert started.git("rev-parse", "HEAD") == theirs  # their commit stays the branch's tip
+    assert KERNEL in started.git("diff", "--cached", "--name-only")  # the change is staged, not lost
+    assert "METRIC = 120.0" in (started.root / KERNEL).read_text()
+    started.ok("step", "-m", "again")  # and a step takes it from there
