@@ -188,6 +188,12 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     - two keys move at once when the model says they interact: the pair's joint move is expected to gain
       more than the two single moves add up to, by INTERACTION (log score), and its expected improvement
       beats every single move's (softmax's BLOCK_SIZE and num_warps at the same elements per thread);
+      once DOME_AFTER scores ran (and tested which sizes are coupled), a pair that is not the coupled
+      one must also be expected to gain more than its two keys moved one at a time (their expected
+      improvements added): where keys add, the improvement of both moves is never more than the sum of
+      each one's (max(x + y, 0) <= max(x, 0) + max(y, 0)), so a pair ranked above that sum is ranked
+      there by the uncertainty of two keys in one run, not by anything the scores say of the pair
+      (on softmax (old), pairs of sd 0.2-0.27 outranked the flip of PERSISTENT at the best, sd 0.12);
     - more keys at once when the model expects JUMP times the expected improvement of the step of one or
       two keys it would take otherwise;
     - another run's best (elsewhere), proposed first while it beats the best here by min_gain.
@@ -265,6 +271,13 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         chosen = int(np.argmax(gain))
         return Proposal(pool[chosen], f"every step of one key was measured: {len(changed[chosen])} keys at once")
     chosen, reason = max(by_count[1], key=lambda i: gain[i]), ""
+    # one key a step unless the record says otherwise: once the scores have tested which two sizes are
+    # coupled, a pair other than those must promise more than its two single moves together (docstring)
+    if len(ok) >= DOME_AFTER:
+        alone = {key(pool[i]): gain[i] for i in by_count[1]}  # a single move measured or refused: 0 more
+        ridge = _coupled_keys(space, fit[4])
+        by_count[2] = [i for i in by_count[2] if set(changed[i]) == ridge or gain[i] > sum(
+            alone.get(key({**best, name: pool[i][name]}), 0.0) for name in changed[i])]
     if by_count[2] and gain[pair := max(by_count[2], key=lambda i: gain[i])] > gain[chosen]:
         a, b = changed[pair]
         c = pool[pair]
@@ -281,6 +294,12 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
         chosen, reason = jump, (f"the model expects {gain[jump] / gain[chosen]:.1f} times the gain of any step of "
                                 f"one or two keys from {len(changed[jump])} at once")
     return Proposal(pool[chosen], reason)
+
+
+def _coupled_keys(space: dict, coupled: tuple | None) -> set:
+    """The names of the two coupled coordinates (fitted's), or an empty set."""
+    names = [name for name, values in space.items() if len(values) >= 2]
+    return {names[i] for i in coupled} if coupled else set()
 
 
 def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
