@@ -55,7 +55,8 @@ def checkouts(repo: Repo, cfg: KernelConfig, trees: dict[str, tuple[str, str | N
 
         def run(name: str, timing_only: bool = False, timeout_s: float | None = None) -> TestResult:
             before = read.object_ids(repo, guarded)  # one git process, not one a ref: this runs each pair
-            with journal.tests_registered(repo, cfg.test_command or cfg.test_path) as on_spawn:  # as its command line shows it
+            # registered as its command line shows it
+            with journal.tests_registered(repo, cfg.test_command or cfg.test_path) as on_spawn:
                 run_env = {**env, runner.TIMING_ONLY: "1"} if timing_only else env
                 result = runner.run_test(cfg, paths[name], timeout_s or cfg.test_timeout_s, run_env,
                                          on_tick=progress.tick if progress else None, on_spawn=on_spawn)
