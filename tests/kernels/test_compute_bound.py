@@ -130,24 +130,110 @@ def test_moe_sum_of_sorted_rows_weights_each_pair_and_reads_its_row():
     assert torch.allclose(out, expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("block_m", [16, 128])
-def test_moe_align_gives_each_pairs_row_and_each_experts_first_block(block_m):
-    """route_and_align's sorted_row is the inverse of sorted_ids, and expert_start[e] is expert e's first row
-    block (expert_start[E]: the blocks in use), agreeing with block_expert; experts 2 and 5 get no pair."""
-    m = _template("fused-moe")
-    T, E, top_k = 150, 7, 2
-    logits = torch.randn(T, E)
-    logits[:, [2, 5]] = -100.0
-    _, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = m.route_and_align(logits, top_k, block_m, 32)
-    pairs = torch.arange(T * top_k)
-    assert torch.equal(sorted_ids[sorted_row.long()], pairs.int())
-    used = int((block_expert >= 0).sum())
-    assert expert_start[0] == 0 and expert_start[E] == used and torch.all(block_expert[used:] == -1)
+def _route_and_align_checked(m, logits, top_k, block_m):
+    """route_and_align's outputs, each checked against torch's routing: the weights; each expert's run
+    holds exactly its pairs (in any order), then sentinels up to a multiple of block_m; sorted_row is the
+    inverse of sorted_ids; expert_start[e] is expert e's first row block (expert_start[E]: the blocks in
+    use) and block_expert agrees with it, -1 past the end. Returns the routing's weights and layout."""
+    T, E = logits.shape
+    routed = m.route_and_align(logits, top_k, block_m)
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = routed
+    ref_w, ref_ids = m.route(logits, top_k)
+    assert torch.allclose(weights, ref_w.flatten(), atol=1e-6)
+    assert torch.equal(sorted_ids[sorted_row.long()], torch.arange(T * top_k, dtype=torch.int32))
+    ids, row = ref_ids.flatten(), 0
     for e in range(E):
-        first, end = int(expert_start[e]), int(expert_start[e + 1])
-        assert torch.all(block_expert[first:end] == e)
-        rows = (torch.topk(logits, top_k).indices == e).sum().item()
-        assert end - first == triton.cdiv(rows, block_m)  # 0 for experts 2 and 5
+        pairs = torch.nonzero(ids == e).flatten()
+        padded = triton.cdiv(len(pairs), block_m) * block_m
+        run = sorted_ids[row:row + padded].long()
+        assert torch.equal(run[:len(pairs)].sort().values, pairs), f"expert {e}'s run"
+        assert torch.all(run[len(pairs):] == T * top_k), f"expert {e}'s padding"
+        assert int(expert_start[e]) * block_m == row and torch.all(block_expert[row // block_m:(row + padded) // block_m] == e)
+        row += padded
+    assert int(expert_start[E]) * block_m == row and torch.all(block_expert[row // block_m:] == -1)
+    assert num_m_blocks == triton.cdiv(T * top_k, block_m) + E == len(block_expert)
+    return routed
+
+
+@pytest.mark.parametrize("T, E, top_k, block_m", [
+    (1, 8, 2, 16),      # one token
+    (150, 7, 2, 16),    # T not a multiple of route_block_t (36); experts 2 and 5 get no pair (below)
+    (37, 64, 6, 64),    # DeepSeek-style: 4 tokens a program, 10 programs, most experts with 0-4 pairs
+    (9, 256, 8, 128),   # E=256 (one token a program), top_k 8
+    (200, 3, 3, 16),    # E not a power of two, every expert chosen by most tokens
+])
+def test_moe_route_and_align_places_each_pair_in_its_experts_run(T, E, top_k, block_m):
+    m = _template("fused-moe")
+    torch.manual_seed(T * E + top_k)
+    logits = torch.randn(T, E)
+    if E == 7:
+        logits[:, [2, 5]] = -100.0
+    logits[: T // 2, 0] += 3.0  # uneven: expert 0 takes most of the first half
+    _route_and_align_checked(m, logits, top_k, block_m)
+
+
+def test_moe_route_and_align_breaks_logit_ties_toward_the_lowest_expert():
+    """Equal logits: each token's k pairs go to experts 0..k-1, in slot order, each weighted 1/k (torch.topk's
+    order on ties is its own, so this is checked directly)."""
+    m = _template("fused-moe")
+    T, E, top_k = 5, 16, 4
+    weights, sorted_ids, _, block_expert, expert_start, _ = m.route_and_align(torch.zeros(T, E), top_k, 16)
+    assert torch.equal(expert_start, torch.tensor([0, 1, 2, 3] + [4] * (E - 3), dtype=torch.int32))
+    assert torch.equal(block_expert[:5], torch.tensor([0, 1, 2, 3, -1], dtype=torch.int32))
+    for e in range(top_k):  # expert e's run: pair t*k + e of each token t
+        assert torch.equal(sorted_ids[16 * e:16 * e + T].sort().values, torch.arange(T, dtype=torch.int32) * top_k + e)
+    assert torch.allclose(weights, torch.full((T * top_k,), 1 / top_k))
+
+
+def test_moe_route_and_align_catches_a_wrong_rank(monkeypatch):
+    """The check above fails when one pair's rank is off by one (two pairs then share a row)."""
+    m = _template("fused-moe")
+    real = m.moe_align_kernel
+
+    class OffByOne:
+        def __getitem__(self, grid):
+            def launch(ids, rank, *args, **kw):
+                rank[3] += 1
+                return real[grid](ids, rank, *args, **kw)
+            return launch
+
+    monkeypatch.setattr(m, "moe_align_kernel", OffByOne())
+    with pytest.raises(AssertionError):
+        _route_and_align_checked(m, torch.randn(40, 8), 2, 16)
+
+
+@pytest.mark.parametrize("path", ["pointers", "tma", "gluon"])
+def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run(monkeypatch, path):
+    """moe_route_kernel's atomics order the programs' pairs within an expert's run as they land, which varies
+    run to run on a GPU (the interpreter runs programs in order). The layer's output must not depend on it:
+    with each run reversed (sorted_row following), the output is bitwise the one of the order as routed, on
+    the Triton GEMMs (pointer loads or TMA: y indexed by pair) and the Gluon path (its GEMMs' contract in
+    torch: y in sorted order, read back through sorted_row)."""
+    T, E, top_k, HD, I = 70, 6, 2, 64, 96
+    if path == "gluon":
+        m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
+        config, use_tma = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}, None
+    else:
+        m = _template("fused-moe")
+        config, use_tma = {"GLUON": 0, "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "DOWN_BLOCK_N": 32}, path == "tma"
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+    first = m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma)
+    assert m.last_config["GLUON"] == (path == "gluon")
+    assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
+    real = m.route_and_align
+
+    def reversed_runs(router_logits, k, block_m):
+        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = real(router_logits, k, block_m)
+        counts = torch.bincount(m.route(router_logits, k)[1].flatten(), minlength=E)
+        for e in range(E):
+            row = int(expert_start[e]) * block_m
+            sorted_ids[row:row + int(counts[e])] = sorted_ids[row:row + int(counts[e])].flip(0)
+        placed = torch.nonzero(sorted_ids[:int(expert_start[E]) * block_m] < T * k).flatten()
+        sorted_row[sorted_ids[placed].long()] = placed.int()
+        return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
+
+    monkeypatch.setattr(m, "route_and_align", reversed_runs)
+    assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
 
 
 class _GluonGemmByTorch:
@@ -237,7 +323,7 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
         ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
         ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, **regs)),
     ]
-    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64, m.CONFIG["ROUTE_BLOCK_T"])
+    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64)
     rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
     assert torch.equal(torch.bincount(block_expert[block_expert >= 0].long(), minlength=E), (rows + 63) // 64)
 

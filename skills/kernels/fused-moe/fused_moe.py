@@ -123,9 +123,9 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, 
         hit = ecols[None, :] == idx[:, None]
         slot = tl.where(hit, j, slot)
         remaining = tl.where(hit, float("-inf"), remaining)
-    chosen = (slot >= 0) & tmask[:, None]
-    w = tl.where(chosen, tl.exp(logit - top[:, None]), 0.0)
+    w = tl.where(slot >= 0, tl.exp(logit - top[:, None]), 0.0)    # rows past T too: their sum is >= 1
     w = w / tl.sum(w, 1)[:, None]
+    chosen = (slot >= 0) & tmask[:, None]
     chosen_i = chosen.to(tl.int32)
     count = tl.sum(chosen_i, 0)
     start = tl.atomic_add(counts_ptr + ecols, count, mask=count > 0, sem="relaxed")
