@@ -92,16 +92,16 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 @triton.jit
 def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, E: tl.constexpr,
                      TOP_K: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr):
-    # Routing for BLOCK_T tokens (one warp): top-k of the logits (softmax is monotonic, so the top-k of the logits is
-    # the top-k of the probabilities), weights = softmax over the k kept logits (equal to softmax, then
-    # renormalize), and each pair's rank among all pairs of its expert.
-    # The tile stays [BLOCK_T, E_PAD] throughout: each round is one (max, argmax) reduction over the experts
-    # and elementwise updates; which slot took each expert is kept in the tile (slot, -1: none), so the
-    # pairs are written once at the end by a masked scatter, not a reduction a round.
-    # Ranks: the chunk's count of each expert is added to counts[e] by one atomic (its return value is
-    # where the chunk's run of e starts), and a token's rank within the chunk is the number of earlier
-    # tokens of the chunk that chose e (a token picks an expert at most once). The order of chunks within
-    # an expert's run is then the order the atomics land, which varies run to run; the layer's output
+    # Routing for BLOCK_T tokens on one warp: top-k of the logits (softmax is monotonic, so the top-k of the
+    # logits is the top-k of the probabilities), weights = softmax over the k kept logits (equal to softmax,
+    # then renormalize), and each pair's rank among all pairs of its expert.
+    # The tile stays [BLOCK_T, E_PAD] throughout: each round is two reductions over the experts and
+    # elementwise updates; which slot took each expert is kept in the tile (slot, -1: none), so the pairs
+    # are written once at the end by masked scatters, not by a reduction a round.
+    # Ranks: the program's count of each expert is added to counts[e] by one atomic (its return value is
+    # where the program's run of e starts), and a token's rank within that run is the number of the
+    # program's earlier tokens that chose e (a token picks an expert at most once). The order of programs
+    # within an expert's run is the order the atomics land, which varies run to run; the layer's output
     # does not (a GEMM row depends on its own token and expert only, not on its position in the run, and
     # moe_sum_kernel adds a token's k rows in slot order), so it stays bitwise reproducible.
     pid = tl.program_id(0)
