@@ -542,6 +542,118 @@ def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, record
     assert compare(c, a @ b, NORM["fp32"]) is None
 
 
+def _written(c, launched):
+    """How many launches wrote each element of c: each launch's C (a TMA descriptor's base, or the pointer
+    kernel's tensor) is a view of c, placed by its address."""
+    count = torch.zeros(c.shape, dtype=torch.int32)
+    for view in launched:
+        offset = (view.data_ptr() - c.data_ptr()) // c.element_size()
+        row, col = divmod(offset, c.stride(0))
+        count[row:row + view.shape[0], col:col + view.shape[1]] += 1
+    return count
+
+
+@pytest.mark.parametrize("M, N, K, sms, tiles", [
+    (96, 160, 40, 5, [(32, 64), (16, 32)]),  # 3x3 tiles of 32x64 on 5 SMs: two tile-columns, the last 32 columns
+    (100, 256, 33, 7, [(32, 64), (16, 32)]),  # a ragged row, K not a multiple of BLOCK_K
+    (160, 96, 24, 4, [(32, 64), (16, 16)]),  # cut after tile-rows: the last 32 rows in 16x16 tiles
+    (100, 150, 33, 5, [(32, 64), (16, 32)]),  # rows of 600 bytes: no TMA, the pointer kernel on the views
+])
+def test_gemm_tail_split_writes_every_element_of_c_once(monkeypatch, record_launches, M, N, K, sms, tiles):
+    """A config with a tail tile: two launches, whole big tiles over a rectangle of C and small ones over
+    the rest, which together write each element once (counted from the launches' C views) and right (C
+    poisoned with NaN first)."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: sms)
+    launched = []
+    for kernel, c_of in (("gemm_tma_kernel", lambda args: args[2].base), ("gemm_ptr_kernel", lambda args: args[2])):
+        launched.append(record_launches(g, kernel, lambda grid, args, kw, c_of=c_of: c_of(args)))
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    c = torch.full((M, N), float("nan"))
+    (bm, bn), (tm, tn) = tiles
+    config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 16, "TAIL_BLOCK_M": tm, "TAIL_BLOCK_N": tn}
+    g.gemm(a, b, out=c, config=config)
+    views = launched[0] + launched[1]
+    assert len(views) == 2 and bool((_written(c, views) == 1).all())
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config == {**g.CONFIG, **config}
+    # the cut best_tail_split chose, the big tiles' rectangle first
+    cut = g.best_tail_split(M, N, K, sms, {**g.CONFIG, **config}, [(tm, tn)])[2]
+    assert tuple(views[0].shape) == cut
+
+
+@pytest.mark.parametrize("M, N", [(96, 152), (70, 200)])
+def test_gemm_tail_split_at_every_cut_writes_every_element_of_c_once(monkeypatch, record_launches, M, N):
+    """Whichever cut best_tail_split picks (each of tail_cuts in turn: after every tile-column, then every
+    tile-row), the two launches write each element of C once, and right."""
+    g = _template("gemm")
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: args[2].base)
+    config = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}
+    a, b = torch.randn(M, 24), torch.randn(24, N)
+    cuts = g.tail_cuts(M, N, (32, 64))
+    assert len(cuts) == triton.cdiv(N, 64) - 1 + triton.cdiv(M, 32) - 1
+    for cut in cuts:
+        monkeypatch.setattr(g, "best_tail_split", lambda *args, cut=cut: (0.0, (16, 32), cut))
+        launched.clear()
+        c = torch.full((M, N), float("nan"))
+        g.gemm(a, b, out=c, config=config)
+        assert len(launched) == 2 and tuple(launched[0].shape) == cut, cut
+        assert bool((_written(c, launched) == 1).all()), cut
+        assert compare(c, a @ b, NORM["fp32"]) is None, cut
+
+
+def test_gemm_tail_split_counts_a_region_written_twice_or_missed():
+    c = torch.zeros(4, 6)
+    assert bool((_written(c, [c[:, :4], c[:, 4:]]) == 1).all())
+    assert not bool((_written(c, [c[:, :4], c[:, 3:]]) == 1).all())  # column 3 twice
+    assert not bool((_written(c, [c[:, :4], c[1:, 4:]]) == 1).all())  # row 0 of the tail missed
+
+
+def test_gemm_tail_split_of_one_tile_runs_whole_and_says_so(monkeypatch, record_launches):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 4)
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: grid)
+    a, b = torch.randn(30, 24), torch.randn(24, 60)
+    c = torch.full((30, 60), float("nan"))
+    g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "TAIL_BLOCK_M": 16,
+                                "TAIL_BLOCK_N": 32})
+    assert launched == [(1, 1, 1)] and compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config["TAIL_BLOCK_M"] == 0 and g.last_config["TAIL_BLOCK_N"] == 0
+
+
+def test_gemm_tail_split_arithmetic_at_2048x4608x3584_on_132_sms():
+    """288 CONFIG tiles are 3 waves of 56 K-steps; 256 of them (C's first 4096 columns) are 2, and the last
+    512 columns in 128 tiles of 128x64 one wave at 0.45 of a big tile's K-step time (its share of the loaded
+    bytes, 0.5, x 0.9), plus the gap between the launches."""
+    g = _template("gemm")
+    assert g.whole_k_steps(2048, 4608, 3584, 132, g.CONFIG) == 168
+    assert g.tile_k_step_share((128, 64), (128, 256)) == pytest.approx(0.45)
+    assert g.tile_k_step_share((128, 128), (128, 256)) == pytest.approx(0.6)
+    assert g.tile_k_step_share((128, 256), (128, 256)) == 1
+    assert g.split_k_steps(2048, 4608, 3584, 132, g.CONFIG, (128, 64), (2048, 4096)) == pytest.approx(
+        112 + 0.45 * 56 + g.TAIL_GAP_K_STEPS)
+    assert g.best_tail_split(2048, 4608, 3584, 132, g.CONFIG, g.TAIL_TILES)[1:] == ((128, 64), (2048, 4096))
+    assert g.tail_rectangle(2048, 4608, (2048, 4096)) == ((0, 2048), (4096, 4608))
+    assert g.tail_rectangle(2048, 4608, (1792, 4608)) == ((1792, 2048), (0, 4608))
+
+
+@pytest.mark.parametrize("M, N, K, tail", [
+    (2048, 4608, 3584, (128, 64)),  # 2.18 waves run as 3 -> 2 and a quarter-weight wave of 128x64
+    (8192, 1600, 6400, (128, 64)),  # 3.39 -> 3 waves and the last 64 columns
+    (128, 37888, 3584, (128, 64)),  # 1.12 -> 1 wave and 132 tiles of 128x64
+    (3000, 5000, 2000, None),  # 3.64 waves: no cut leaves a tail small enough
+    (4096, 4096, 4096, None), (4000, 4000, 4000, None), (2048, 3584, 18944, None), (8192, 4800, 1600, None),
+    (4096, 28672, 4096, None), (2048, 2048, 2048, None), (8192, 8192, 8192, None),
+])
+def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatch, M, N, K, tail):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    assert g.tail_split_pays(M, N, K, 132, g.CONFIG) == tail
+    a, b = torch.empty(M, K, dtype=torch.float16), torch.empty(K, N, dtype=torch.float16)
+    split = [cfg for cfg in g._candidates(a, b, b) if cfg.get("TAIL_BLOCK_M")]
+    assert split == ([{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else [])
+
+
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches):
     g = _template("gemm")
     if g.gluon is None:
