@@ -621,6 +621,13 @@ def test_gemm_tail_split_of_one_tile_runs_whole_and_says_so(monkeypatch, record_
     assert g.last_config["TAIL_BLOCK_M"] == 0 and g.last_config["TAIL_BLOCK_N"] == 0
 
 
+def test_gemm_tail_tile_given_by_half_is_refused_in_one_line():
+    g = _template("gemm")
+    a, b = torch.randn(64, 16), torch.randn(16, 128)
+    with pytest.raises(ValueError, match=r"^gemm: TAIL_BLOCK_M and TAIL_BLOCK_N are set together \(got 16 and 0\)$"):
+        g.gemm(a, b, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "TAIL_BLOCK_M": 16})
+
+
 def test_gemm_tail_split_arithmetic_at_2048x4608x3584_on_132_sms():
     """288 CONFIG tiles are 3 waves of 56 K-steps; 256 of them (C's first 4096 columns) are 2, and the last
     512 columns in 128 tiles of 128x64 one wave at 0.45 of a big tile's K-step time (its share of the loaded
@@ -1023,6 +1030,37 @@ for dtype, (E, HD, I), rows, cfg in [
 """
 
 
+_GEMM_TAIL_CASES = """
+from triton.compiler import ASTSource
+from triton.tools.tensor_descriptor import TensorDescriptor
+M, N, K = 2048, 4608, 3584
+fn = t.gemm_tma_kernel
+for tail in [None] + t.TAIL_TILES:
+    cfg = t.CONFIG if tail is None else t._parts(M, N, K, 132, {**t.CONFIG, "TAIL_BLOCK_M": tail[0],
+                                                                 "TAIL_BLOCK_N": tail[1]})[1][2]
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    descs = [TensorDescriptor.from_tensor(torch.empty(rows, cols, dtype=torch.bfloat16), box)
+             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=128, PERSISTENT=1,
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"])
+    signature, attrs = {}, {}
+    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K])):
+        signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
+        if specialization == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 64),
+                            options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage.stdout}))
+"""
+
+
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), kernel_file(kernel))
@@ -1067,6 +1105,20 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     for case in cases:
         assert 8 * (64 * 64 + 64 * 128) * 2 + 64 * 128 * 2 <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+
+
+def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
+    """The split's two launches are gemm_tma_kernel at CONFIG's tile and at a tail tile's: each for sm_90, no
+    stack, no spill, within the shared memory a block. On this CPU's Triton 3.9: CONFIG 163 registers and
+    213,016 B; each tail tile 90-91 registers (its accumulator 64), 114,720 B (128x64, 64x128) and 163,872 B
+    (128x128)."""
+    cases = _compile_for_sm90("gemm", _GEMM_TAIL_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [[128, 256, 8], [128, 64, 4], [64, 128, 4], [128, 128, 8]]
+    for case in cases:
+        assert case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+        if case["case"] != [128, 256, 8]:
+            assert int(re.search(r"REG:(\d+) ", case["usage"]).group(1)) <= 128, case  # 64 accumulator + the rest
 
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):

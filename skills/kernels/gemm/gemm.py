@@ -96,7 +96,7 @@ LARGE_OUTPUT_CONFIGS = [{"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
 # tile-columns or tile-rows, in a second launch of TAIL_BLOCK_M x TAIL_BLOCK_N tiles. TAIL_TILES: the tiles the
 # rule weighs for that rest, each on the warps that keep its fp32 accumulator at 64 registers a thread.
 TAIL_TILES = [(128, 64), (64, 128), (128, 128)]
-TAIL_STAGES = 4
+TAIL_STAGES = 4  # a ring of 96-128 KB beside C's tile: what the tail tiles' first candidate takes, not tuned
 # A tile's K-step time, as a share of the big tile's: its share of the flops, unless its share of the loaded
 # operand bytes (BLOCK_M + BLOCK_N rows of BLOCK_K) weighs more. On the H100 128x128 ran a K-step in 0.58-0.63
 # of 128x256's time (2048x4608x3584 and 3000x5000x2000, experiments/gemm-h100/wave-fill/ and small-m-host/):
@@ -375,6 +375,8 @@ def _parts(M, N, K, sms, cfg):
     tail = (cfg.get("TAIL_BLOCK_M", 0), cfg.get("TAIL_BLOCK_N", 0))
     if not any(tail):
         return [(None, None, cfg)]
+    if not all(tail):
+        raise ValueError(f"gemm: TAIL_BLOCK_M and TAIL_BLOCK_N are set together (got {tail[0]} and {tail[1]})")
     best = best_tail_split(M, N, K, sms, cfg, [tail])
     if best is None:
         return [(None, None, {**cfg, "TAIL_BLOCK_M": 0, "TAIL_BLOCK_N": 0})]
