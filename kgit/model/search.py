@@ -34,6 +34,12 @@ the scores are likeliest under it the model expects the joint move along the rid
 (experiments/tune/leave-one-out/: the mean share 54.6 -> 60.5%, the coupled ridges 17/45 and 17/36 ->
 27/79 and 36/96, no measured space down by more than a point).
 
+A process over all the keys at once does not know that keys add: a one-key move measured from one best
+says nothing, to it, of the same move from a configuration two keys away, and a pair one of whose moves
+was measured is ranked as if neither were. So once DOME_AFTER scores ran they also test (`fitted`) a
+covariance of which ADDITIVES' share is a sum of one-key terms (the coupled pair one term of the sum:
+its keys do not add), against the joint process alone.
+
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
 model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best. The
@@ -73,6 +79,10 @@ SIGNALS = (0.05, 0.1, 0.2, 0.5, 1.0)  # what the signal's sd may be, fitted with
 FIT_AFTER = math.inf  # scores that must have run before the two are fitted to them; SIGNAL_SD and x1 until then
 DOME_AFTER = 4  # scores that must have run before they test the dome and the couplings (fitted)
 COUPLED_SCALE = 0.5  # octaves, of the ratio of two coupled sizes: a step of either alone leaves their ridge
+# the share of the prior variance that is a sum of one-key effects (_covariance): none until DOME_AFTER scores
+# ran (the first steps' pairs are how the row kernels find their ridge), then none or most, as the scores say
+ADDITIVE = 0.0
+ADDITIVES = (0.0, 0.8)  # tested once DOME_AFTER scores ran (fitted)
 SIGNAL_SD = 0.5  # of the score (a log figure) about the prior mean: within a factor of 1.6 or so
 NOISE_SD = 0.03  # of one recorded score: the few-percent spread of a median on a shared GPU
 
@@ -319,20 +329,23 @@ def _spread(space: dict, measured: list[dict], pool: list[dict]) -> dict:
 
 
 def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd: float | None = None,
-               curvature: float | None = None, top: tuple | None = None, coupled: tuple | None = None):
+               curvature: float | None = None, top: tuple | None = None, coupled: tuple | None = None,
+               additive: float | None = None):
     """The process's mean and standard deviation at candidates_x, given scores y measured at X, with
     every length scale multiplied by stretch, the signal's sd signal_sd (SIGNAL_SD if None), a dome
-    of curvature (CURVATURE if None) whose top is at top (the space's centre if None) and coupled, the
-    two coordinates whose difference the covariance measures as well (_covariance; None: none)."""
+    of curvature (CURVATURE if None) whose top is at top (the space's centre if None), coupled, the
+    two coordinates whose difference the covariance measures as well (_covariance; None: none), and
+    additive, the share of the covariance that is a sum of one-key terms (ADDITIVE if None)."""
     import numpy as np
 
     signal = SIGNAL_SD if signal_sd is None else signal_sd
     scale = stretch * np.array(length_scales(space))
     bend, top = CURVATURE if curvature is None else curvature, centre(space) if top is None else top
     level = float(np.mean(y - _dome(X, bend, top, space)))  # the dome's top: where the measured scores put it
-    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
+    additive = ADDITIVE if additive is None else additive
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled, additive) + NOISE_SD ** 2 * np.eye(len(X)))
     weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - _dome(X, bend, top, space)))
-    cross = _covariance(candidates_x, X, scale, signal, coupled)
+    cross = _covariance(candidates_x, X, scale, signal, coupled, additive)
     mean = level + _dome(candidates_x, bend, top, space) + cross @ weights
     explained = np.linalg.solve(chol, cross.T)
     return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
@@ -350,30 +363,48 @@ def _dome(Z, curvature: float, top, space: dict):
     return -curvature * (((Z - np.array(top)) ** 2) * octaves).sum(axis=1)
 
 
-def _covariance(A, B, scale, signal: float, coupled: tuple | None = None):
-    """Matern 5/2 between the rows of A and of B, over length scales scale, of the signal's sd signal.
+def _covariance(A, B, scale, signal: float, coupled: tuple | None = None, additive: float = 0.0):
+    """The signal's variance signal**2 shared between a sum of one-key effects (additive of it) and a joint
+    effect of every key (the rest), both Matern 5/2 over length scales scale. The sum is the belief that
+    keys add: a one-key move measured anywhere says what that key's value is worth at every configuration
+    that shares it, so that a pair one of whose moves was measured is not ranked as if nothing were known
+    of it. The joint part is what keys do together, which is what a peak or a ridge is.
     Where two coordinates are coupled, their difference (the octaves of the ratio of two sizes: elements
-    per thread, a tile's aspect) is one more coordinate, over COUPLED_SCALE: a step of one of them alone
-    changes it by an octave and reaches a configuration the model barely relates to this one, while both
-    moved together keep it and stay close. That is a ridge along the pair, which the process with one
-    length scale per key cannot express (it reads every ridge as a hill in both keys)."""
+    per thread, a tile's aspect) is one more coordinate of the joint part, over COUPLED_SCALE: a step of
+    one of them alone changes it by an octave and reaches a configuration the model barely relates to
+    this one, while both moved together keep it and stay close. That is a ridge along the pair, which the
+    process with one length scale per key cannot express (it reads every ridge as a hill in both keys)."""
     import numpy as np
 
+    octaves = A[:, None, :] - B[None, :, :]
+    apart = octaves / scale
+    joint = (apart ** 2).sum(axis=2)
+    each = list(np.moveaxis(apart ** 2, 2, 0))  # one term per key of the sum
     if coupled:
         i, j = coupled
-        A, B = (np.c_[Z / scale, (Z[:, i] - Z[:, j]) / COUPLED_SCALE] for Z in (A, B))
-    else:
-        A, B = A / scale, B / scale
-    r = np.sqrt(5.0 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2))
-    return signal ** 2 * (1 + r + r * r / 3) * np.exp(-r)
+        ridge = ((octaves[:, :, i] - octaves[:, :, j]) / COUPLED_SCALE) ** 2
+        joint = joint + ridge
+        # the coupled pair is one term of the sum: its keys do not add, their ratio is what matters
+        each = [d for k, d in enumerate(each) if k not in coupled] + [each[i] + each[j] + ridge]
+    joint = _matern(np.sqrt(joint))
+    each = np.mean([_matern(np.sqrt(d)) for d in each], axis=0)  # variance 1, as joint's
+    return signal ** 2 * (additive * each + (1 - additive) * joint)
 
 
-def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]:
-    """(stretch, signal sd, curvature, top, coupled): the factor of STRETCHES on the length scales, the sd
-    of SIGNALS, the prior mean's dome and the two coupled sizes (or None) under which the scores measured
-    so far are likeliest (the process's log marginal likelihood). The length scales and the signal are
-    (1, SIGNAL_SD) until FIT_AFTER scores ran: a narrow peak on a plateau reads as short length scales, a
-    smooth row kernel as long ones.
+def _matern(distance):
+    """Matern 5/2 of a distance in length scales, at variance 1."""
+    import numpy as np
+
+    r = np.sqrt(5.0) * distance
+    return (1 + r + r * r / 3) * np.exp(-r)
+
+
+def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None, float]:
+    """(stretch, signal sd, curvature, top, coupled, additive): the factor of STRETCHES on the length
+    scales, the sd of SIGNALS, the prior mean's dome, the two coupled sizes (or None) and the additive
+    share of the covariance under which the scores measured so far are likeliest (the process's log
+    marginal likelihood). The length scales and the signal are (1, SIGNAL_SD) until FIT_AFTER scores ran:
+    a narrow peak on a plateau reads as short length scales, a smooth row kernel as long ones.
 
     The dome (CURVATURE about the space's centre) is a belief that the best lies near the middle, and
     once DOME_AFTER scores ran they test it, whether or not the length scales are fitted: against the
@@ -384,7 +415,11 @@ def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]
     So too whether two sizes are coupled (_covariance: their ratio is what matters, a ridge along the
     pair), once DOME_AFTER scores ran: every pair of sizes against none, none where they tie. A pair
     whose single moves were measured bad from a best between them reads as a ridge, and the model then
-    expects their joint move to stay on it, which the isotropic process never expects."""
+    expects their joint move to stay on it, which the isotropic process never expects.
+
+    And whether keys add (_covariance's additive share, one of ADDITIVES; ADDITIVE before): where the
+    scores measured are likelier with a sum of one-key effects beside the joint one, a one-key move
+    measured anywhere informs every configuration that shares the key's value."""
     import numpy as np
 
     middle = tuple(centre(space))
@@ -393,20 +428,21 @@ def fitted(X, y, space: dict) -> tuple[float, float, float, tuple, tuple | None]
         domes += [(CURVATURE, tuple(map(float, X[int(np.argmax(y))]))), (0.0, middle)]
     couplings = [None] + (list(itertools.combinations(sizes(space), 2)) if len(y) >= DOME_AFTER else [])
     scales = itertools.product(STRETCHES, SIGNALS) if len(y) >= FIT_AFTER else [(1.0, SIGNAL_SD)]
-    return max(((*s, *d, c) for s in scales for d in domes for c in couplings),
+    additives = ADDITIVES if len(y) >= DOME_AFTER else (ADDITIVE,)
+    return max(((*s, *d, c, a) for s in scales for d in domes for c in couplings for a in additives),
                key=lambda fit: _log_likelihood(X, y, space, *fit))
 
 
 def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature: float, top: tuple,
-                    coupled: tuple | None = None) -> float:
+                    coupled: tuple | None = None, additive: float = 0.0) -> float:
     """log p(y | X) under the process with its length scales multiplied by stretch, the signal's sd
-    signal, a dome of curvature about top and the pair of coordinates coupled (constants dropped), its
-    level at the scores' mean as _posterior's."""
+    signal, a dome of curvature about top, the pair of coordinates coupled and the additive share of the
+    covariance (constants dropped), its level at the scores' mean as _posterior's."""
     import numpy as np
 
     scale = stretch * np.array(length_scales(space))
     dome = _dome(X, curvature, top, space)
-    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
+    chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled, additive) + NOISE_SD ** 2 * np.eye(len(X)))
     residual = y - dome - float(np.mean(y - dome))
     fit = np.linalg.solve(chol, residual)
     return float(-0.5 * fit @ fit - np.log(np.diag(chol)).sum())
