@@ -523,3 +523,40 @@ def test_the_pair_the_scores_read_as_coupled_moves_at_once_without_promising_mor
     # held to the sum of its two keys' expected gains, as a pair not read as coupled is, it gives way to one key
     monkeypatch.setattr(search, "_coupled_keys", lambda space, coupled: set())
     assert len(changed(search.propose_model(best, SPACE, points), best)) == 1
+
+
+CUBE = {"A": [1, 2, 4, 8, 16, 32, 64], "B": [1, 2, 4, 8, 16, 32, 64], "C": [1, 2, 4, 8, 16, 32, 64]}
+
+
+def cube(*rows):
+    np = pytest.importorskip("numpy")
+    return np.array([search.coordinates(dict(zip(CUBE, row)), CUBE) for row in rows])
+
+
+def test_a_one_key_move_measured_in_one_place_informs_every_configuration_sharing_its_value():
+    """A doubled from the corner gained 0.3; at the far corner, where A was never moved, the additive part
+    expects the same doubling to gain too, which the joint process alone (two keys five octaves away:
+    nothing in common) does not."""
+    np = pytest.importorskip("numpy")
+    X, y = cube((1, 1, 1), (2, 1, 1), (1, 32, 32)), np.array([0.0, 0.3, 0.0])
+    at = cube((2, 32, 32), (1, 32, 32))
+
+    def gain_far(additive):
+        mean = search._posterior(X, y, at, CUBE, 1.0, 0.5, 0.0, None, None, additive)[0]
+        return mean[0] - mean[1]
+    assert gain_far(max(search.ADDITIVES)) > 0.15
+    assert abs(gain_far(0.0)) < 0.03
+
+
+def test_the_scores_test_whether_keys_add():
+    np = pytest.importorskip("numpy")
+    rows = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (1, 1, 2), (8, 8, 8), (16, 8, 8), (8, 16, 8), (8, 8, 16)]
+    X = cube(*rows)
+    adds = np.array([-0.1 * (math.log2(a) - 3) ** 2 + 0.2 * math.log2(b) / 6 - 0.05 * abs(math.log2(c) - 1)
+                     for a, b, c in rows])
+    assert search.fitted(X, adds, CUBE)[5] == max(search.ADDITIVES)
+    assert search.fitted(X[:search.DOME_AFTER - 1], adds[:search.DOME_AFTER - 1], CUBE)[5] == search.ADDITIVE  # too few
+    # the ridge's single moves fell from a best between them: its keys do not add
+    points = ridge_points()
+    ridge_X = np.array([search.coordinates(p.config, RIDGE_SPACE) for p in points])
+    assert search.fitted(ridge_X, np.array([p.score for p in points]), RIDGE_SPACE)[5] == 0.0
