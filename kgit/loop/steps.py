@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from kgit import config, machine
 from kgit.errors import KgitError
-from kgit.git import notes, read, refs, write
-from kgit.git.command import Repo
+from kgit.git import code_digests, notes, read, refs, write
+from kgit.git.command import Repo, cat_blobs
 from kgit.loop import paired, report, testing
 from kgit.loop.history import LoopState, damaged_notes, hand_commit_advice, loop_state, unrecorded_commits
 from kgit.model import coverage, decide, tunables
@@ -24,7 +24,6 @@ from kgit.model.noise import Comparison, never_measured
 from kgit.model.record import Environment, InvalidNote, Record, Status, StopReason, same_environment
 from kgit.model.result import not_run
 from kgit.render.text import verdict
-from kgit.git import code_digests
 from kgit.state import journal as journals
 from kgit.state import transaction
 
@@ -240,22 +239,27 @@ def read_before_step(repo: Repo, overrides: dict) -> Before:
     kept_commit, kept_record = max(kept, key=lambda pair: pair[1].iteration) if kept else (None, None)
     best_commit = (state.best or (None, None))[0]
     # One git process names the blobs: HEAD's test, the kept and the best iteration's (a test changed
-    # since differs in its blob), HEAD's kernel and every earlier iteration's; each kernel's code is
-    # parsed once per repository (a blob's digest is remembered)
+    # since differs in its blob), the best's kernel, HEAD's and every earlier iteration's; each kernel's
+    # code is parsed once per repository (a blob's digest is remembered)
     tests_then = [f"{commit}:{test_path}" for commit in (kept_commit, best_commit) if commit]
-    blobs = read.object_ids(repo, ["HEAD", f"HEAD:{test_path}", *tests_then, f"HEAD:{path}"]
+    best_kernel = [f"{best_commit}:{path}"] if best_commit else []
+    blobs = read.object_ids(repo, ["HEAD", f"HEAD:{test_path}", *tests_then, *best_kernel, f"HEAD:{path}"]
                             + [f"{sha}:{path}" for sha, _ in tried])
     head, test_now, *blobs = blobs
     kept_test = blobs.pop(0) if kept_commit else test_now
     best_test = blobs.pop(0) if best_commit else test_now
+    best_blob = blobs.pop(0) if best_commit else None
+    head_blob = blobs[0]
     head_code, *codes = code_digests.of_blobs(repo, path, blobs)
+    # HEAD's and the best's kernel files in one git process (one blob where HEAD is the best)
+    wanted = [blob for blob in dict.fromkeys((head_blob, best_blob)) if blob]
+    texts = dict(zip(wanted, cat_blobs(repo, wanted)))
     launched = kept_record.launched if kept_record and kept_test == test_now else None
     return Before(state=state, head=head, modified=read.modified_tracked_files(repo), edited=read.edited(repo, path),
-                  text=text, head_text=read.file_at(repo, path),
+                  text=text, head_text=texts.get(head_blob),
                   code=code_digests.digest(path, text) if text is not None else None, head_code=head_code,
                   tried=[(record, code) for (_, record), code in zip(tried, codes)], head_launched=launched,
-                  test_changed_since_best=best_test != test_now,
-                  best_text=read.file_at(repo, path, best_commit) if best_commit else None)
+                  test_changed_since_best=best_test != test_now, best_text=texts.get(best_blob))
 
 
 class NotMeasured(KgitError):

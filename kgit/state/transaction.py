@@ -64,10 +64,11 @@ def commit_candidate(repo: Repo, cfg: config.KernelConfig, iteration: int, actio
     except GitError:  # nothing was committed (git's index locked, say): no step to finish or roll back
         journals.clear(repo)
         raise
-    if read.first_parent(repo, candidate) != base:
+    parent = read.first_parent(repo, candidate)
+    if parent != base:
         # a commit landed on the branch between the caller's reads and this commit: the step was decided
         # against a tree it no longer has. The candidate goes back to the working tree, staged.
-        write.uncommit(repo, read.first_parent(repo, candidate))
+        write.uncommit(repo, parent)
         journals.clear(repo)
         raise KgitError(f"the branch moved while the step read it (HEAD was {base[:10]}); nothing was measured",
                         "run the step again: the change is staged")
