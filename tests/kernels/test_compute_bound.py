@@ -130,24 +130,110 @@ def test_moe_sum_of_sorted_rows_weights_each_pair_and_reads_its_row():
     assert torch.allclose(out, expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("block_m", [16, 128])
-def test_moe_align_gives_each_pairs_row_and_each_experts_first_block(block_m):
-    """route_and_align's sorted_row is the inverse of sorted_ids, and expert_start[e] is expert e's first row
-    block (expert_start[E]: the blocks in use), agreeing with block_expert; experts 2 and 5 get no pair."""
-    m = _template("fused-moe")
-    T, E, top_k = 150, 7, 2
-    logits = torch.randn(T, E)
-    logits[:, [2, 5]] = -100.0
-    _, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = m.route_and_align(logits, top_k, block_m, 32)
-    pairs = torch.arange(T * top_k)
-    assert torch.equal(sorted_ids[sorted_row.long()], pairs.int())
-    used = int((block_expert >= 0).sum())
-    assert expert_start[0] == 0 and expert_start[E] == used and torch.all(block_expert[used:] == -1)
+def _route_and_align_checked(m, logits, top_k, block_m):
+    """route_and_align's outputs, each checked against torch's routing: the weights; each expert's run
+    holds exactly its pairs (in any order), then sentinels up to a multiple of block_m; sorted_row is the
+    inverse of sorted_ids; expert_start[e] is expert e's first row block (expert_start[E]: the blocks in
+    use) and block_expert agrees with it, -1 past the end. Returns the routing's weights and layout."""
+    T, E = logits.shape
+    routed = m.route_and_align(logits, top_k, block_m)
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = routed
+    ref_w, ref_ids = m.route(logits, top_k)
+    assert torch.allclose(weights, ref_w.flatten(), atol=1e-6)
+    assert torch.equal(sorted_ids[sorted_row.long()], torch.arange(T * top_k, dtype=torch.int32))
+    ids, row = ref_ids.flatten(), 0
     for e in range(E):
-        first, end = int(expert_start[e]), int(expert_start[e + 1])
-        assert torch.all(block_expert[first:end] == e)
-        rows = (torch.topk(logits, top_k).indices == e).sum().item()
-        assert end - first == triton.cdiv(rows, block_m)  # 0 for experts 2 and 5
+        pairs = torch.nonzero(ids == e).flatten()
+        padded = triton.cdiv(len(pairs), block_m) * block_m
+        run = sorted_ids[row:row + padded].long()
+        assert torch.equal(run[:len(pairs)].sort().values, pairs), f"expert {e}'s run"
+        assert torch.all(run[len(pairs):] == T * top_k), f"expert {e}'s padding"
+        assert int(expert_start[e]) * block_m == row and torch.all(block_expert[row // block_m:(row + padded) // block_m] == e)
+        row += padded
+    assert int(expert_start[E]) * block_m == row and torch.all(block_expert[row // block_m:] == -1)
+    assert num_m_blocks == triton.cdiv(T * top_k, block_m) + E == len(block_expert)
+    return routed
+
+
+@pytest.mark.parametrize("T, E, top_k, block_m", [
+    (1, 8, 2, 16),      # one token
+    (150, 7, 2, 16),    # T not a multiple of route_block_t (36); experts 2 and 5 get no pair (below)
+    (37, 64, 6, 64),    # DeepSeek-style: 4 tokens a program, 10 programs, most experts with 0-4 pairs
+    (9, 256, 8, 128),   # E=256 (one token a program), top_k 8
+    (200, 3, 3, 16),    # E not a power of two, every expert chosen by most tokens
+])
+def test_moe_route_and_align_places_each_pair_in_its_experts_run(T, E, top_k, block_m):
+    m = _template("fused-moe")
+    torch.manual_seed(T * E + top_k)
+    logits = torch.randn(T, E)
+    if E == 7:
+        logits[:, [2, 5]] = -100.0
+    logits[: T // 2, 0] += 3.0  # uneven: expert 0 takes most of the first half
+    _route_and_align_checked(m, logits, top_k, block_m)
+
+
+def test_moe_route_and_align_breaks_logit_ties_toward_the_lowest_expert():
+    """Equal logits: each token's k pairs go to experts 0..k-1, in slot order, each weighted 1/k (torch.topk's
+    order on ties is its own, so this is checked directly)."""
+    m = _template("fused-moe")
+    T, E, top_k = 5, 16, 4
+    weights, sorted_ids, _, block_expert, expert_start, _ = m.route_and_align(torch.zeros(T, E), top_k, 16)
+    assert torch.equal(expert_start, torch.tensor([0, 1, 2, 3] + [4] * (E - 3), dtype=torch.int32))
+    assert torch.equal(block_expert[:5], torch.tensor([0, 1, 2, 3, -1], dtype=torch.int32))
+    for e in range(top_k):  # expert e's run: pair t*k + e of each token t
+        assert torch.equal(sorted_ids[16 * e:16 * e + T].sort().values, torch.arange(T, dtype=torch.int32) * top_k + e)
+    assert torch.allclose(weights, torch.full((T * top_k,), 1 / top_k))
+
+
+def test_moe_route_and_align_catches_a_wrong_rank(monkeypatch):
+    """The check above fails when one pair's rank is off by one (two pairs then share a row)."""
+    m = _template("fused-moe")
+    real = m.moe_align_kernel
+
+    class OffByOne:
+        def __getitem__(self, grid):
+            def launch(ids, rank, *args, **kw):
+                rank[3] += 1
+                return real[grid](ids, rank, *args, **kw)
+            return launch
+
+    monkeypatch.setattr(m, "moe_align_kernel", OffByOne())
+    with pytest.raises(AssertionError):
+        _route_and_align_checked(m, torch.randn(40, 8), 2, 16)
+
+
+@pytest.mark.parametrize("path", ["pointers", "tma", "gluon"])
+def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run(monkeypatch, path):
+    """moe_route_kernel's atomics order the programs' pairs within an expert's run as they land, which varies
+    run to run on a GPU (the interpreter runs programs in order). The layer's output must not depend on it:
+    with each run reversed (sorted_row following), the output is bitwise the one of the order as routed, on
+    the Triton GEMMs (pointer loads or TMA: y indexed by pair) and the Gluon path (its GEMMs' contract in
+    torch: y in sorted order, read back through sorted_row)."""
+    T, E, top_k, HD, I = 70, 6, 2, 64, 96
+    if path == "gluon":
+        m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
+        config, use_tma = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}, None
+    else:
+        m = _template("fused-moe")
+        config, use_tma = {"GLUON": 0, "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "DOWN_BLOCK_N": 32}, path == "tma"
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+    first = m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma)
+    assert m.last_config["GLUON"] == (path == "gluon")
+    assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
+    real = m.route_and_align
+
+    def reversed_runs(router_logits, k, block_m):
+        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = real(router_logits, k, block_m)
+        counts = torch.bincount(m.route(router_logits, k)[1].flatten(), minlength=E)
+        for e in range(E):
+            row = int(expert_start[e]) * block_m
+            sorted_ids[row:row + int(counts[e])] = sorted_ids[row:row + int(counts[e])].flip(0)
+        placed = torch.nonzero(sorted_ids[:int(expert_start[E]) * block_m] < T * k).flatten()
+        sorted_row[sorted_ids[placed].long()] = placed.int()
+        return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
+
+    monkeypatch.setattr(m, "route_and_align", reversed_runs)
+    assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
 
 
 class _GluonGemmByTorch:
@@ -237,7 +323,7 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
         ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
         ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, **regs)),
     ]
-    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64, m.CONFIG["ROUTE_BLOCK_T"])
+    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64)
     rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
     assert torch.equal(torch.bincount(block_expert[block_expert >= 0].long(), minlength=E), (rows + 63) // 64)
 
@@ -540,6 +626,125 @@ def test_the_persistent_gemm_launch_covers_c_on_its_programs(monkeypatch, record
     g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "PERSISTENT": 1, "GLUON": 0})
     assert launched == [((grid, 1, 1), grid)]
     assert compare(c, a @ b, NORM["fp32"]) is None
+
+
+def _written(c, launched):
+    """How many launches wrote each element of c: each launch's C (a TMA descriptor's base, or the pointer
+    kernel's tensor) is a view of c, placed by its address."""
+    count = torch.zeros(c.shape, dtype=torch.int32)
+    for view in launched:
+        offset = (view.data_ptr() - c.data_ptr()) // c.element_size()
+        row, col = divmod(offset, c.stride(0))
+        count[row:row + view.shape[0], col:col + view.shape[1]] += 1
+    return count
+
+
+@pytest.mark.parametrize("M, N, K, sms, tiles", [
+    (96, 160, 40, 5, [(32, 64), (16, 32)]),  # 3x3 tiles of 32x64 on 5 SMs: two tile-columns, the last 32 columns
+    (100, 256, 33, 7, [(32, 64), (16, 32)]),  # a ragged row, K not a multiple of BLOCK_K
+    (160, 96, 24, 4, [(32, 64), (16, 16)]),  # cut after tile-rows: the last 32 rows in 16x16 tiles
+    (100, 150, 33, 5, [(32, 64), (16, 32)]),  # rows of 600 bytes: no TMA, the pointer kernel on the views
+])
+def test_gemm_tail_split_writes_every_element_of_c_once(monkeypatch, record_launches, M, N, K, sms, tiles):
+    """A config with a tail tile: two launches, whole big tiles over a rectangle of C and small ones over
+    the rest, which together write each element once (counted from the launches' C views) and right (C
+    poisoned with NaN first)."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: sms)
+    launched = []
+    for kernel, c_of in (("gemm_tma_kernel", lambda args: args[2].base), ("gemm_ptr_kernel", lambda args: args[2])):
+        launched.append(record_launches(g, kernel, lambda grid, args, kw, c_of=c_of: c_of(args)))
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    c = torch.full((M, N), float("nan"))
+    (bm, bn), (tm, tn) = tiles
+    config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 16, "TAIL_BLOCK_M": tm, "TAIL_BLOCK_N": tn}
+    g.gemm(a, b, out=c, config=config)
+    views = launched[0] + launched[1]
+    assert len(views) == 2 and bool((_written(c, views) == 1).all())
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config == {**g.CONFIG, **config}
+    # the cut best_tail_split chose, the big tiles' rectangle first
+    cut = g.best_tail_split(M, N, K, sms, {**g.CONFIG, **config}, [(tm, tn)])[2]
+    assert tuple(views[0].shape) == cut
+
+
+@pytest.mark.parametrize("M, N", [(96, 152), (70, 200)])
+def test_gemm_tail_split_at_every_cut_writes_every_element_of_c_once(monkeypatch, record_launches, M, N):
+    """Whichever cut best_tail_split picks (each of tail_cuts in turn: after every tile-column, then every
+    tile-row), the two launches write each element of C once, and right."""
+    g = _template("gemm")
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: args[2].base)
+    config = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}
+    a, b = torch.randn(M, 24), torch.randn(24, N)
+    cuts = g.tail_cuts(M, N, (32, 64))
+    assert len(cuts) == triton.cdiv(N, 64) - 1 + triton.cdiv(M, 32) - 1
+    for cut in cuts:
+        monkeypatch.setattr(g, "best_tail_split", lambda *args, cut=cut: (0.0, (16, 32), cut))
+        launched.clear()
+        c = torch.full((M, N), float("nan"))
+        g.gemm(a, b, out=c, config=config)
+        assert len(launched) == 2 and tuple(launched[0].shape) == cut, cut
+        assert bool((_written(c, launched) == 1).all()), cut
+        assert compare(c, a @ b, NORM["fp32"]) is None, cut
+
+
+def test_gemm_tail_split_counts_a_region_written_twice_or_missed():
+    c = torch.zeros(4, 6)
+    assert bool((_written(c, [c[:, :4], c[:, 4:]]) == 1).all())
+    assert not bool((_written(c, [c[:, :4], c[:, 3:]]) == 1).all())  # column 3 twice
+    assert not bool((_written(c, [c[:, :4], c[1:, 4:]]) == 1).all())  # row 0 of the tail missed
+
+
+def test_gemm_tail_split_of_one_tile_runs_whole_and_says_so(monkeypatch, record_launches):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 4)
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: grid)
+    a, b = torch.randn(30, 24), torch.randn(24, 60)
+    c = torch.full((30, 60), float("nan"))
+    g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "TAIL_BLOCK_M": 16,
+                                "TAIL_BLOCK_N": 32})
+    assert launched == [(1, 1, 1)] and compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config["TAIL_BLOCK_M"] == 0 and g.last_config["TAIL_BLOCK_N"] == 0
+
+
+def test_gemm_tail_tile_given_by_half_is_refused_in_one_line():
+    g = _template("gemm")
+    a, b = torch.randn(64, 16), torch.randn(16, 128)
+    with pytest.raises(ValueError, match=r"^gemm: TAIL_BLOCK_M and TAIL_BLOCK_N are set together \(got 16 and 0\)$"):
+        g.gemm(a, b, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "TAIL_BLOCK_M": 16})
+
+
+def test_gemm_tail_split_arithmetic_at_2048x4608x3584_on_132_sms():
+    """288 CONFIG tiles are 3 waves of 56 K-steps; 256 of them (C's first 4096 columns) are 2, and the last
+    512 columns in 128 tiles of 128x64 one wave at 0.45 of a big tile's K-step time (its share of the loaded
+    bytes, 0.5, x 0.9), plus the gap between the launches."""
+    g = _template("gemm")
+    assert g.whole_k_steps(2048, 4608, 3584, 132, g.CONFIG) == 168
+    assert g.tile_k_step_share((128, 64), (128, 256)) == pytest.approx(0.45)
+    assert g.tile_k_step_share((128, 128), (128, 256)) == pytest.approx(0.6)
+    assert g.tile_k_step_share((128, 256), (128, 256)) == 1
+    assert g.split_k_steps(2048, 4608, 3584, 132, g.CONFIG, (128, 64), (2048, 4096)) == pytest.approx(
+        112 + 0.45 * 56 + g.TAIL_GAP_K_STEPS)
+    assert g.best_tail_split(2048, 4608, 3584, 132, g.CONFIG, g.TAIL_TILES)[1:] == ((128, 64), (2048, 4096))
+    assert g.tail_rectangle(2048, 4608, (2048, 4096)) == ((0, 2048), (4096, 4608))
+    assert g.tail_rectangle(2048, 4608, (1792, 4608)) == ((1792, 2048), (0, 4608))
+
+
+@pytest.mark.parametrize("M, N, K, tail", [
+    (2048, 4608, 3584, (128, 64)),  # 2.18 waves run as 3 -> 2 and a quarter-weight wave of 128x64
+    (8192, 1600, 6400, (128, 64)),  # 3.39 -> 3 waves and the last 64 columns
+    (128, 37888, 3584, (128, 64)),  # 1.12 -> 1 wave and 132 tiles of 128x64
+    (3000, 5000, 2000, None),  # 3.64 waves: no cut leaves a tail small enough
+    (4096, 4096, 4096, None), (4000, 4000, 4000, None), (2048, 3584, 18944, None), (8192, 4800, 1600, None),
+    (4096, 28672, 4096, None), (2048, 2048, 2048, None), (8192, 8192, 8192, None),
+])
+def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatch, M, N, K, tail):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    assert g.tail_split_pays(M, N, K, 132, g.CONFIG) == tail
+    a, b = torch.empty(M, K, dtype=torch.float16), torch.empty(K, N, dtype=torch.float16)
+    split = [cfg for cfg in g._candidates(a, b, b) if cfg.get("TAIL_BLOCK_M")]
+    assert split == ([{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else [])
 
 
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches):
@@ -911,6 +1116,37 @@ for dtype, (E, HD, I), rows, cfg in [
 """
 
 
+_GEMM_TAIL_CASES = """
+from triton.compiler import ASTSource
+from triton.tools.tensor_descriptor import TensorDescriptor
+M, N, K = 2048, 4608, 3584
+fn = t.gemm_tma_kernel
+for tail in [None] + t.TAIL_TILES:
+    cfg = t.CONFIG if tail is None else t._parts(M, N, K, 132, {**t.CONFIG, "TAIL_BLOCK_M": tail[0],
+                                                                 "TAIL_BLOCK_N": tail[1]})[1][2]
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    descs = [TensorDescriptor.from_tensor(torch.empty(rows, cols, dtype=torch.bfloat16), box)
+             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=128, PERSISTENT=1,
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"])
+    signature, attrs = {}, {}
+    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K])):
+        signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
+        if specialization == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 64),
+                            options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage.stdout}))
+"""
+
+
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), kernel_file(kernel))
@@ -955,6 +1191,20 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     for case in cases:
         assert 8 * (64 * 64 + 64 * 128) * 2 + 64 * 128 * 2 <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+
+
+def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
+    """The split's two launches are gemm_tma_kernel at CONFIG's tile and at a tail tile's: each for sm_90, no
+    stack, no spill, within the shared memory a block. On this CPU's Triton 3.9: CONFIG 163 registers and
+    213,016 B; each tail tile 90-91 registers (its accumulator 64), 114,720 B (128x64, 64x128) and 163,872 B
+    (128x128)."""
+    cases = _compile_for_sm90("gemm", _GEMM_TAIL_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [[128, 256, 8], [128, 64, 4], [64, 128, 4], [128, 128, 8]]
+    for case in cases:
+        assert case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+        if case["case"] != [128, 256, 8]:
+            assert int(re.search(r"REG:(\d+) ", case["usage"]).group(1)) <= 128, case  # 64 accumulator + the rest
 
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):

@@ -11,11 +11,13 @@ The math, per token t:
 FLOPs: 2*T*k*Hd*2I (gate+up) + 2*T*k*I*Hd (down) = 6*T*k*Hd*I.
 
 How it runs (three steps, no per-expert Python loop, no host synchronization):
-  1. route + align (two small kernels, no host sync): top-k per token, then the T*k (token, slot)
-     pairs are placed grouped by expert, each expert's run padded to a multiple of BLOCK_M with a
-     sentinel id (T*k) (a counting sort: per-chunk counts, then offsets). block_expert[b] says which
-     expert owns row-block b (-1: past the end; those programs exit at once). Done with ~15 torch ops
-     this step cost 0.4 ms of CPU launch time on the H200 machine, more than the small shape's GEMMs.
+  1. route + align (a memset and two small kernels, no host sync): top-k per token, then the T*k
+     (token, slot) pairs are placed grouped by expert, each expert's run padded to a multiple of BLOCK_M
+     with a sentinel id (T*k): a counting sort whose per-expert counters are advanced by atomics (each
+     program of a few tokens reserves its run of each expert it chose), then every pair's row = its
+     expert's padded start + its rank. block_expert[b] says which expert owns row-block b (-1: past the
+     end; those programs exit at once). Done with ~15 torch ops this step cost 0.4 ms of CPU launch time
+     on the H200 machine, more than the small shape's GEMMs.
   2. gate_up kernel: program (b, n) takes BLOCK_M token rows of x, multiplies them by the gate rows
      and the up rows of expert block_expert[b], and writes h = silu(gate) * up for its BLOCK_N
      columns, in the padded sorted order (one rounding to the input dtype, as every implementation
@@ -53,10 +55,10 @@ except (ImportError, AttributeError):
     gluon = None
 
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4,
-          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "ROUTE_BLOCK_T": 64, "GLUON": 1, "AUTOTUNE": 1}
+          "DOWN_BLOCK_N": 256, "DOWN_num_stages": 4, "GLUON": 1, "AUTOTUNE": 1}
 CONFIG_SPACE = {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128], "GROUP_M": [1, 4, 8, 16],
                 "num_warps": [4, 8], "num_stages": [2, 3, 4, 5], "DOWN_BLOCK_N": [64, 128, 256],
-                "DOWN_num_stages": [2, 3, 4, 5], "ROUTE_BLOCK_T": [32, 64, 128], "GLUON": [0, 1], "AUTOTUNE": [0, 1]}
+                "DOWN_num_stages": [2, 3, 4, 5], "GLUON": [0, 1], "AUTOTUNE": [0, 1]}
 # Extra candidates for AUTOTUNE (keys missing here come from CONFIG), timed once per shape. Few rows
 # per expert favour smaller row blocks (less padding); the down GEMM's N tile trades reuse for programs.
 AUTOTUNE_CONFIGS = [
@@ -73,6 +75,8 @@ SHARED_MEMORY = 232448  # bytes of shared memory a block may use on the H100 / H
 # moe_gather_kernel's columns a program: BLOCK_M rows of 128 16-bit elements, 32 KB copied at BLOCK_M 128
 GATHER_BLOCK_D = 128
 SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
+ROUTE_TILE = 256  # logits a program (one warp) of moe_route_kernel: route_block_t
+ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
 
 
 @triton.jit
@@ -86,88 +90,86 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, chunk_counts_ptr, T, E,
-                     TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr):
-    # Routing for BLOCK_T tokens: top-k of the logits (softmax is monotonic, so the top-k of the
-    # logits is the top-k of the probabilities), weights = softmax over the k kept logits (equal to
-    # softmax-then-renormalize). Also counts this chunk's pairs per expert and gives each pair its
-    # rank among the chunk's pairs of the same expert (pairs taken in (slot j, token) order).
+def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, E: tl.constexpr,
+                     TOP_K: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr):
+    # Routing for BLOCK_T tokens on one warp: top-k of the logits (softmax is monotonic, so the top-k of the
+    # logits is the top-k of the probabilities), weights = softmax over the k kept logits (equal to softmax,
+    # then renormalize), and each pair's rank among all pairs of its expert.
+    # The tile stays [BLOCK_T, E_PAD] throughout: each round is two reductions over the experts and
+    # elementwise updates; which slot took each expert is kept in the tile (slot, -1: none), so the pairs
+    # are written once at the end by masked scatters, not by a reduction a round.
+    # Ranks: the program's count of each expert is added to counts[e] by one atomic (its return value is
+    # where the program's run of e starts), and a token's rank within that run is the number of the
+    # program's earlier tokens that chose e (a token picks an expert at most once). The order of programs
+    # within an expert's run is the order the atomics land, which varies run to run; the layer's output
+    # does not (a GEMM row depends on its own token and expert only, not on its position in the run, and
+    # moe_sum_kernel adds a token's k rows in slot order), so it stays bitwise reproducible.
     pid = tl.program_id(0)
     offs_t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     tmask = offs_t < T
     ecols = tl.arange(0, E_PAD)
-    kcols = tl.arange(0, K_PAD)
     logit = tl.load(logits_ptr + offs_t.to(tl.int64)[:, None] * E + ecols[None, :],
                     mask=tmask[:, None] & (ecols[None, :] < E), other=float("-inf"))
     logit = tl.where(tmask[:, None] | (ecols[None, :] >= E), logit, 0.0)   # rows past T: finite, never stored
-    top = tl.max(logit, 1)
-    counts = tl.zeros([E_PAD], dtype=tl.int32)
-    w_tile = tl.zeros([BLOCK_T, K_PAD], dtype=tl.float32)
+    remaining = logit
+    slot = tl.full([BLOCK_T, E_PAD], -1, dtype=tl.int32)
     for j in tl.static_range(TOP_K):
-        m = tl.max(logit, 1)
-        idx = tl.argmax(logit, 1)                                      # ties: lowest expert index
-        hit = (ecols[None, :] == idx[:, None]) & tmask[:, None]
-        hit_i = hit.to(tl.int32)
-        before = tl.cumsum(hit_i, 0) - hit_i + counts[None, :]         # same-expert pairs ahead in this chunk
-        rank = tl.sum(tl.where(hit, before, 0), 1)
-        counts += tl.sum(hit_i, 0)
-        pair = offs_t * TOP_K + j
-        tl.store(ids_ptr + pair, idx.to(tl.int32), mask=tmask)
-        tl.store(rank_ptr + pair, rank, mask=tmask)
-        w_tile = tl.where(kcols[None, :] == j, tl.exp(m - top)[:, None], w_tile)
-        logit = tl.where(ecols[None, :] == idx[:, None], float("-inf"), logit)
-    w_tile = w_tile / tl.sum(w_tile, 1)[:, None]
-    tl.store(weights_ptr + offs_t[:, None] * TOP_K + kcols[None, :], w_tile,
-             mask=tmask[:, None] & (kcols[None, :] < TOP_K))
-    tl.store(chunk_counts_ptr + pid * E_PAD + ecols, counts)
+        # max, then the lowest expert holding it (torch.topk's order on ties): two reductions of one
+        # value each, a quarter fewer instructions than tl.argmax's (value, index) pairs
+        m = tl.max(remaining, 1)
+        idx = tl.min(tl.where(remaining == m[:, None], ecols[None, :], E_PAD), 1)
+        if j == 0:
+            top = m
+        hit = ecols[None, :] == idx[:, None]
+        slot = tl.where(hit, j, slot)
+        remaining = tl.where(hit, float("-inf"), remaining)
+    w = tl.where(slot >= 0, tl.exp(logit - top[:, None]), 0.0)    # rows past T too: their sum is >= 1
+    w = w / tl.sum(w, 1)[:, None]
+    chosen = (slot >= 0) & tmask[:, None]
+    chosen_i = chosen.to(tl.int32)
+    count = tl.sum(chosen_i, 0)
+    start = tl.atomic_add(counts_ptr + ecols, count, mask=count > 0, sem="relaxed")
+    rank = start[None, :] + tl.cumsum(chosen_i, 0) - chosen_i
+    pair = offs_t[:, None] * TOP_K + slot
+    tl.store(ids_ptr + pair, ecols[None, :] + tl.zeros_like(slot), mask=chosen)
+    tl.store(rank_ptr + pair, rank, mask=chosen)
+    tl.store(weights_ptr + pair, w, mask=chosen)
 
 
 @triton.jit
-def moe_align_kernel(ids_ptr, rank_ptr, chunk_counts_ptr, sorted_ids_ptr, sorted_row_ptr, block_expert_ptr,
-                     expert_start_ptr, n_pairs, E, num_chunks, num_m_blocks, E_PAD: tl.constexpr,
-                     PAIRS_PER_CHUNK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr,
-                     BLOCK_C: tl.constexpr):
-    # Each program places its chunk's pairs: slot = start of the expert's padded run + pairs of that
-    # expert in earlier chunks + rank in the chunk (sorted_row[pair] = slot, the inverse map). Program 0
-    # also writes the padding sentinels, block_expert and expert_start (E + 1 entries: each expert's first
-    # row block, then the blocks in use). Writes never overlap, so no ordering between programs is needed.
+def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_ptr, block_expert_ptr,
+                     expert_start_ptr, n_pairs, E, num_m_blocks, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_P: tl.constexpr, BLOCK_B: tl.constexpr):
+    # Each program places BLOCK_P pairs: slot = start of the expert's padded run + the pair's rank
+    # (sorted_row[pair] = slot, the inverse map), and names the owner of its share of the row blocks.
+    # Program 0 also writes the padding sentinels and expert_start (E + 1 entries: each expert's first row
+    # block, then the blocks in use). Writes never overlap, so no ordering between programs is needed.
     pid = tl.program_id(0)
     ecols = tl.arange(0, E_PAD)
-    total = tl.zeros([E_PAD], dtype=tl.int32)
-    earlier = tl.zeros([E_PAD], dtype=tl.int32)
-    for c0 in range(0, num_chunks, BLOCK_C):
-        rows = c0 + tl.arange(0, BLOCK_C)
-        cc = tl.load(chunk_counts_ptr + rows[:, None] * E_PAD + ecols[None, :], mask=rows[:, None] < num_chunks,
-                     other=0)
-        total += tl.sum(cc, 0)
-        earlier += tl.sum(tl.where(rows[:, None] < pid, cc, 0), 0)
+    total = tl.load(counts_ptr + ecols, mask=ecols < E, other=0)
     padded = (total + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     pad_end = tl.cumsum(padded, 0)
     pad_start = pad_end - padded
-    base = pad_start + earlier
-    for p0 in range(0, PAIRS_PER_CHUNK, BLOCK_P):
-        in_chunk = p0 + tl.arange(0, BLOCK_P)
-        offs_p = pid * PAIRS_PER_CHUNK + in_chunk
-        pmask = (in_chunk < PAIRS_PER_CHUNK) & (offs_p < n_pairs)
-        e = tl.load(ids_ptr + offs_p, mask=pmask, other=0)
-        r = tl.load(rank_ptr + offs_p, mask=pmask, other=0)
-        dest = tl.sum(tl.where(ecols[None, :] == e[:, None], base[None, :], 0), 1) + r
-        tl.store(sorted_ids_ptr + dest, offs_p, mask=pmask)
-        tl.store(sorted_row_ptr + offs_p, dest, mask=pmask)
+    offs_p = pid * BLOCK_P + tl.arange(0, BLOCK_P)
+    pmask = offs_p < n_pairs
+    e = tl.load(ids_ptr + offs_p, mask=pmask, other=0)
+    dest = tl.gather(pad_start, e, 0) + tl.load(rank_ptr + offs_p, mask=pmask, other=0)
+    tl.store(sorted_ids_ptr + dest, offs_p, mask=pmask)
+    tl.store(sorted_row_ptr + offs_p, dest, mask=pmask)
+    # owner of each row block: the number of experts whose run ends at or before its first row
+    end_e = tl.where(ecols < E, pad_end, 2147483647)
+    for b0 in range(pid * BLOCK_B, num_m_blocks, tl.num_programs(0) * BLOCK_B):
+        blk = b0 + tl.arange(0, BLOCK_B)
+        owner = tl.sum((end_e[None, :] <= (blk * BLOCK_M)[:, None]).to(tl.int32), 1)
+        tl.store(block_expert_ptr + blk, tl.where(owner < E, owner, -1), mask=blk < num_m_blocks)
     if pid == 0:
         # padding slots of each expert's run: [pad_start + total, pad_end)
         jcols = tl.arange(0, BLOCK_M)
-        slot = (pad_start + total)[:, None] + jcols[None, :]
-        tl.store(sorted_ids_ptr + slot, tl.zeros([E_PAD, BLOCK_M], dtype=tl.int32) + n_pairs,
+        pad_slot = (pad_start + total)[:, None] + jcols[None, :]
+        tl.store(sorted_ids_ptr + pad_slot, tl.zeros([E_PAD, BLOCK_M], dtype=tl.int32) + n_pairs,
                  mask=jcols[None, :] < (padded - total)[:, None])
         tl.store(expert_start_ptr + 1 + ecols, pad_end // BLOCK_M, mask=ecols < E)
         tl.store(expert_start_ptr, 0)
-        # owner of each row block: the number of experts whose run ends at or before its first row
-        end_e = tl.where(ecols < E, pad_end, 2147483647)
-        for b0 in range(0, num_m_blocks, BLOCK_P):
-            blk = b0 + tl.arange(0, BLOCK_P)
-            owner = tl.sum((end_e[None, :] <= (blk * BLOCK_M)[:, None]).to(tl.int32), 1)
-            tl.store(block_expert_ptr + blk, tl.where(owner < E, owner, -1), mask=blk < num_m_blocks)
 
 
 @triton.jit
@@ -448,35 +450,47 @@ _TUNED = {}
 _GLUON_FAILED = {}  # device -> why the Gluon GEMMs did not compile or launch there
 
 
-def route_and_align(router_logits, top_k, block_m, block_t):
-    """Two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
+def route_block_t(experts):
+    """moe_route_kernel's tokens a program: a [BLOCK_T, E_PAD] tile of ROUTE_TILE logits on one warp, 8 a
+    thread. A program's time is TOP_K rounds of reductions over its tile, so a small tile is a short
+    program and many run side by side (64 tokens on 64 experts: 16 programs of 4 tokens, each ~870 sm_90
+    instructions, where the 64-token program before it ran ~8700). 256 / E_PAD: 32 tokens at 8 experts,
+    4 at 64, 1 at 256. An expert's counter takes one atomic from each program that chose it: at most
+    T / BLOCK_T, T*k/E on average at 256 experts."""
+    return max(1, ROUTE_TILE // triton.next_power_of_2(experts))
+
+
+def route_and_align(router_logits, top_k, block_m):
+    """A memset and two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
     expert's run padded to a multiple of block_m with the sentinel T*k; sorted_row (T*k,) int32: the
     inverse, each pair's row in that order; block_expert (num_m_blocks,) int32: the expert of each row
     block, -1 past the end; expert_start (E + 1,) int32: each expert's first row block, then the number
     of blocks in use. num_m_blocks is an upper bound known on the host (sum_e ceil(c_e / BM) <=
-    ceil(T*k / BM) + E), so nothing is read back."""
+    ceil(T*k / BM) + E), so nothing is read back. Within an expert's run the pairs come in an order that
+    may change from run to run (moe_route_kernel says why the layer's output does not)."""
     T, E = router_logits.shape
+    assert 1 <= top_k <= E, f"top_k must be in 1..{E} (the experts), got {top_k}"
     dev = router_logits.device
     n_pairs = T * top_k
     e_pad = triton.next_power_of_2(E)
-    num_chunks = triton.cdiv(T, block_t)
+    block_t = route_block_t(E)
     num_m_blocks = triton.cdiv(n_pairs, block_m) + E
     ids = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     rank = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     weights = torch.empty(n_pairs, dtype=torch.float32, device=dev)
-    chunk_counts = torch.empty((num_chunks, e_pad), dtype=torch.int32, device=dev)
+    counts = torch.zeros(E, dtype=torch.int32, device=dev)
     sorted_ids = torch.empty(num_m_blocks * block_m, dtype=torch.int32, device=dev)
     sorted_row = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
     expert_start = torch.empty(E + 1, dtype=torch.int32, device=dev)
     logits = router_logits.float().contiguous()
-    moe_route_kernel[(num_chunks,)](logits, ids, rank, weights, chunk_counts, T, E, TOP_K=top_k,
-                                    K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad, BLOCK_T=block_t, num_warps=4)
-    moe_align_kernel[(num_chunks,)](ids, rank, chunk_counts, sorted_ids, sorted_row, block_expert, expert_start,
-                                    n_pairs, E, num_chunks, num_m_blocks, E_PAD=e_pad, PAIRS_PER_CHUNK=block_t * top_k, BLOCK_M=block_m,
-                                    BLOCK_P=max(16, min(256, 8192 // e_pad)), BLOCK_C=16, num_warps=4)
+    moe_route_kernel[(triton.cdiv(T, block_t),)](logits, ids, rank, weights, counts, T, E, TOP_K=top_k,
+                                                E_PAD=e_pad, BLOCK_T=block_t, num_warps=1)
+    moe_align_kernel[(triton.cdiv(n_pairs, ALIGN_BLOCK_P),)](
+        ids, rank, counts, sorted_ids, sorted_row, block_expert, expert_start, n_pairs, E, num_m_blocks,
+        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), num_warps=8)
     return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
 
 
@@ -583,7 +597,7 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     dbn = cfg["DOWN_BLOCK_N"]
     weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = route_and_align(
-        router_logits, top_k, block_m, cfg["ROUTE_BLOCK_T"])
+        router_logits, top_k, block_m)
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma

@@ -25,7 +25,10 @@ Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_S
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
 CONFIG tiles than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape and
 keeps the fastest: CONFIG is tuned for the big headline shape and would leave most SMs idle there. A larger
-output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles.
+output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles, and, where the wave
+arithmetic (tail_split_pays) says its last partial wave costs more than smaller tiles would, CONFIG with
+that remainder of C cut off into a second launch of smaller tiles (TAIL_BLOCK_M x TAIL_BLOCK_N): whole
+CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle too, in a fraction of a wave.
 """
 
 import functools
@@ -88,6 +91,23 @@ CONFIG_CONSTRAINTS = [
 # 4096^3 0.999 / 0.997 against 0.991 / 0.991, 2048^3 0.990 / 0.990 against 0.981 / 0.984; 8192^3 0.993 /
 # 0.972 against 0.985 / 1.019 with spreads of 1.6-5.1%, so it is timed against CONFIG rather than replacing it.
 LARGE_OUTPUT_CONFIGS = [{"GROUP_M": 4, "num_stages": 4, "EPILOGUE_SUBTILE": 1}]
+# The tail split (issue 52, experiments/gemm-h100/tail-tiles/): a config with TAIL_BLOCK_M and TAIL_BLOCK_N
+# (absent or 0: no split) runs its own tiles over a rectangle of C in whole waves and the rest of C, the last
+# tile-columns or tile-rows, in a second launch of TAIL_BLOCK_M x TAIL_BLOCK_N tiles. TAIL_TILES: the tiles the
+# rule weighs for that rest, each on the warps that keep its fp32 accumulator at 64 registers a thread.
+TAIL_TILES = [(128, 64), (64, 128), (128, 128)]
+TAIL_STAGES = 4  # a ring of 96-128 KB beside C's tile: what the tail tiles' first candidate takes, not tuned
+# A tile's K-step time, as a share of the big tile's: its share of the flops, unless its share of the loaded
+# operand bytes (BLOCK_M + BLOCK_N rows of BLOCK_K) weighs more. On the H100 128x128 ran a K-step in 0.58-0.63
+# of 128x256's time (2048x4608x3584 and 3000x5000x2000, experiments/gemm-h100/wave-fill/ and small-m-host/):
+# over its flop share (0.5), under its byte share (0.67), 0.9 of it.
+LOAD_BOUND_SHARE = 0.9
+# What the second launch costs besides its tiles, in K-steps of the big tile (~0.67 us on the H100 at
+# 2048x4608x3584): the first launch's last tile drains, the second's programs start and fill their pipeline.
+TAIL_GAP_K_STEPS = 6
+# The autotune times a split only where it is predicted to save this share of the kernel: below, the
+# prediction is within the model's error and the autotune's noise.
+TAIL_MIN_GAIN = 0.05
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
@@ -266,7 +286,7 @@ if gluon is not None:
 # --------------------------------------------------------------------------------------------------
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
 _GLUON_FAILED = {}  # device -> why the Gluon kernel did not compile or launch there
-_PLANS = {}  # a call's shapes, strides, dtypes, alignment and config -> its compiled kernel and arguments
+_PLANS = {}  # a call's shapes, strides, dtypes, alignment and config -> its launches and the config they ran
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
@@ -291,6 +311,86 @@ def persistent_programs(tiles: int, sms: int) -> int:
     tiles, with 4 fewer SMs drawing on the L2 and DRAM throughout."""
     waves = triton.cdiv(tiles, sms)
     return triton.cdiv(tiles, waves)
+
+
+def tile_k_step_share(tile, big) -> float:
+    """A tile's K-step time as a share of the big tile's: its share of the flops, or LOAD_BOUND_SHARE of its
+    share of the loaded operand bytes where that weighs more (tiles are (BLOCK_M, BLOCK_N))."""
+    flops = tile[0] * tile[1] / (big[0] * big[1])
+    loads = (tile[0] + tile[1]) / (big[0] + big[1])
+    return max(flops, LOAD_BOUND_SHARE * loads)
+
+
+def tail_cuts(M, N, big):
+    """Where C can be cut into whole big tiles over C[:m_cut, :n_cut] and a rectangle of the rest: after each
+    tile-column but the last (m_cut = M), or each tile-row but the last (n_cut = N). (m_cut, n_cut) each."""
+    return ([(M, j * big[1]) for j in range(1, triton.cdiv(N, big[1]))]
+            + [(i * big[0], N) for i in range(1, triton.cdiv(M, big[0]))])
+
+
+def tail_rectangle(M, N, cut):
+    """The rest of C after a cut: ((first row, end row), (first column, end column))."""
+    m_cut, n_cut = cut
+    return ((m_cut, M) if m_cut < M else (0, M)), ((n_cut, N) if n_cut < N else (0, N))
+
+
+def whole_k_steps(M, N, K, sms, cfg) -> int:
+    """The persistent kernel's makespan in K-steps: ceil(tiles / sms) tiles a program, each K / BLOCK_K."""
+    tiles = triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"])
+    return triton.cdiv(tiles, sms) * triton.cdiv(K, cfg["BLOCK_K"])
+
+
+def split_k_steps(M, N, K, sms, cfg, tail, cut) -> float:
+    """A split's makespan in K-steps of cfg's tile: the big tiles' waves, then the tail tiles' waves weighed by
+    their K-step time, plus the gap between the two launches."""
+    big = (cfg["BLOCK_M"], cfg["BLOCK_N"])
+    (r0, r1), (c0, c1) = tail_rectangle(M, N, cut)
+    tail_tiles = triton.cdiv(r1 - r0, tail[0]) * triton.cdiv(c1 - c0, tail[1])
+    tail_waves = triton.cdiv(tail_tiles, sms) * tile_k_step_share(tail, big)
+    return (whole_k_steps(cut[0], cut[1], K, sms, cfg) + tail_waves * triton.cdiv(K, cfg["BLOCK_K"])
+            + TAIL_GAP_K_STEPS)
+
+
+def best_tail_split(M, N, K, sms, cfg, tails):
+    """(K-steps, tail tile, cut) of the fastest split over the given tail tiles and every cut; None where C is
+    one tile of cfg's."""
+    splits = [(split_k_steps(M, N, K, sms, cfg, tail, cut), tail, cut)
+              for tail in tails for cut in tail_cuts(M, N, (cfg["BLOCK_M"], cfg["BLOCK_N"]))]
+    return min(splits, key=lambda split: split[0], default=None)
+
+
+def tail_split_pays(M, N, K, sms, cfg):
+    """The TAIL_TILES tile whose split the autotune times beside cfg's whole tiles, or None where no split is
+    predicted to save TAIL_MIN_GAIN of their makespan."""
+    best = best_tail_split(M, N, K, sms, cfg, TAIL_TILES)
+    if best is None or best[0] > (1 - TAIL_MIN_GAIN) * whole_k_steps(M, N, K, sms, cfg):
+        return None
+    return best[1]
+
+
+def _parts(M, N, K, sms, cfg):
+    """The launches a config makes: (rows, columns, config) each, rows and columns None for the whole of C. A
+    config with a tail tile cuts C where best_tail_split says and runs its own tiles over the first part; where
+    C is one tile of its own it runs whole, and says so (TAIL_BLOCK_M and _N 0)."""
+    tail = (cfg.get("TAIL_BLOCK_M", 0), cfg.get("TAIL_BLOCK_N", 0))
+    if not any(tail):
+        return [(None, None, cfg)]
+    if not all(tail):
+        raise ValueError(f"gemm: TAIL_BLOCK_M and TAIL_BLOCK_N are set together (got {tail[0]} and {tail[1]})")
+    best = best_tail_split(M, N, K, sms, cfg, [tail])
+    if best is None:
+        return [(None, None, {**cfg, "TAIL_BLOCK_M": 0, "TAIL_BLOCK_N": 0})]
+    cut = best[2]
+    tail_cfg = {**cfg, "BLOCK_M": tail[0], "BLOCK_N": tail[1], "num_warps": max(4, tail[0] * tail[1] // (64 * 32)),
+                "num_stages": TAIL_STAGES, "EPILOGUE_SUBTILE": 0}
+    return [((0, cut[0]), (0, cut[1]), cfg), (*tail_rectangle(M, N, cut), tail_cfg)]
+
+
+def _part(a, b, c, rows, cols):
+    """The views of A, B and C one launch computes: rows of A and C, columns of B and C."""
+    if rows is None:
+        return a, b, c
+    return a[rows[0]:rows[1]], b[:, cols[0]:cols[1]], c[rows[0]:rows[1], cols[0]:cols[1]]
 
 
 def _tma_ok(a, b, c) -> bool:
@@ -365,6 +465,19 @@ def _launch(a, b, c, cfg):
     return kernel, grid, rest, boxes, cfg
 
 
+def _run(a, b, c, cfg):
+    """Launch a config's parts (_parts); returns each launch as a planned call repeats it (rows, columns,
+    compiled kernel, grid, arguments after the tensors, boxes, whether Gluon's descriptors) and the config it
+    ran, as the first part's launch reports it."""
+    M, K = a.shape
+    launches, ran = [], None
+    for rows, cols, part_cfg in _parts(M, b.shape[1], K, _num_sms(a.device), cfg):
+        kernel, grid, rest, boxes, part_ran = _launch(*_part(a, b, c, rows, cols), part_cfg)
+        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"]))
+        ran = ran or part_ran
+    return launches, ran
+
+
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
     """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
     shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
@@ -389,9 +502,11 @@ def _candidates(a, b, c):
     # CONFIG's neighbours on the same tiles (timing small tiles at 2048^3, 128 tiles on 132 SMs, once
     # picked a 0.68x one by noise, when the autotune timed with do_bench). The Gluon candidate only where
     # it runs: elsewhere it would time a Triton kernel twice.
-    M, N = a.shape[0], b.shape[1]
-    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= _num_sms(a.device):
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS]
+    (M, K), N, sms = a.shape, b.shape[1], _num_sms(a.device)
+    if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= sms:
+        tail = tail_split_pays(M, N, K, sms, CONFIG)
+        split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
+        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
@@ -400,7 +515,7 @@ def _autotune(a, b, c):
     """Time the candidates once per shape (median, L2 cleared) and remember the fastest that compiles."""
     key = (tuple(a.shape), b.shape[1], a.dtype)
     if key not in _TUNED:
-        _TUNED[key] = _fastest(lambda cfg: _launch(a, b, c, cfg), _candidates(a, b, c))
+        _TUNED[key] = _fastest(lambda cfg: _run(a, b, c, cfg), _candidates(a, b, c))
     return _TUNED[key]
 
 
@@ -471,12 +586,14 @@ def gemm(a, b, out=None, config=None):
         cfg = CONFIG if config is None else {**CONFIG, **config}
         if config is None and CONFIG["AUTOTUNE"] and a.device.type == "cuda":
             cfg = _autotune(a, b, c)
-        kernel, grid, rest, boxes, cfg = _launch(a, b, c, cfg)
+        launches, cfg = _run(a, b, c, cfg)
         if a.device.type == "cuda":
-            _PLANS[key] = (kernel, grid, rest, boxes, cfg)
+            _PLANS[key] = (launches, cfg)
     else:
-        kernel, grid, rest, boxes, cfg = plan
-        kernel[grid](*(_descriptors(a, b, c, boxes, cfg["GLUON"]) if boxes else (a, b, c)), *rest)
+        launches, cfg = plan
+        for rows, cols, kernel, grid, rest, boxes, gluon_layouts in launches:
+            views = _part(a, b, c, rows, cols)
+            kernel[grid](*(_descriptors(*views, boxes, gluon_layouts) if boxes else views), *rest)
     last_config.clear()
     last_config.update(cfg)
     return c
