@@ -270,7 +270,12 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     if not by_count[1]:  # every step of one key was taken: the model's choice, however many keys it changes
         chosen = int(np.argmax(gain))
         return Proposal(pool[chosen], f"every step of one key was measured: {len(changed[chosen])} keys at once")
-    chosen, reason = max(by_count[1], key=lambda i: gain[i]), ""
+    # where the prior mean is flat along a key (no dome, or a flag, which the dome never bends), a value of it
+    # farther than the next outranks the next by its larger sd alone: by what was not measured, not by what
+    # was; such a step is taken as a jump is (docstring)
+    level = {name for name, values in space.items() if fit[2] == 0 or not _numeric(values)}
+    near = [i for i in by_count[1] if changed[i][0] not in level or _positions_moved(best, pool[i], space) == 1]
+    chosen, reason = max(near or by_count[1], key=lambda i: gain[i]), ""
     # one key a step unless the record says otherwise: once the scores have tested which two sizes are
     # coupled, a pair other than those must promise more than its two single moves together (docstring)
     if len(ok) >= DOME_AFTER:
@@ -290,10 +295,22 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
                                     f"{math.expm1(together):.2%} more than each alone, and more of the pair "
                                     f"(an expected gain of {math.expm1(gain[pair]):.2%}) than of any step of "
                                     f"one key ({math.expm1(gain[chosen]):.2%})")
+    far += [i for i in by_count[1] if i not in near] if near else []
     if far and gain[jump := max(far, key=lambda i: gain[i])] > JUMP * gain[chosen]:
-        chosen, reason = jump, (f"the model expects {gain[jump] / gain[chosen]:.1f} times the gain of any step of "
-                                f"one or two keys from {len(changed[jump])} at once")
+        times = gain[jump] / gain[chosen]
+        if len(changed[jump]) == 1:
+            reason = (f"{changed[jump][0]} moved {_positions_moved(best, pool[jump], space)} positions: the model "
+                      f"expects {times:.1f} times the gain of any nearer step")
+        else:
+            reason = f"the model expects {times:.1f} times the gain of any step of one or two keys from " \
+                     f"{len(changed[jump])} at once"
+        chosen = jump
     return Proposal(pool[chosen], reason)
+
+
+def _positions_moved(best: dict, config: dict, space: dict) -> int:
+    """How many places in their lists config's keys lie from best's."""
+    return sum(abs(values.index(config[n]) - values.index(best[n])) for n, values in space.items())
 
 
 def _coupled_keys(space: dict, coupled: tuple | None) -> set:
