@@ -523,3 +523,30 @@ def test_the_pair_the_scores_read_as_coupled_moves_at_once_without_promising_mor
     # held to the sum of its two keys' expected gains, as a pair not read as coupled is, it gives way to one key
     monkeypatch.setattr(search, "_coupled_keys", lambda space, coupled: set())
     assert len(changed(search.propose_model(best, SPACE, points), best)) == 1
+
+
+
+# --- where the prior mean is flat along a key, a step goes to its next value, not where only the sd is larger ---
+
+def test_with_no_dome_a_key_steps_to_its_next_value_unless_a_farther_one_promises_jump_times_more(monkeypatch):
+    """A flat prior mean ranks a key's far end above its next value by the far end's larger sd alone."""
+    monkeypatch.setattr(search, "CURVATURE", 0.0)
+    monkeypatch.setattr(search, "JUMP", math.inf)  # a farther value never promises enough
+    space = {"BLOCK": [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]}
+    best = {"BLOCK": 2048}
+    points = [Point(best, best, True, math.log(100.0))]
+    assert search.propose_model(best, space, points).config["BLOCK"] in (1024, 4096)
+    monkeypatch.setattr(search, "JUMP", 1.0)  # a farther value taken wherever it promises more than the next
+    assert search.propose_model(best, space, points).config["BLOCK"] not in (1024, 4096)
+
+
+def test_a_flag_steps_to_its_next_value_under_the_dome(monkeypatch):
+    """The dome bends sizes, never a flag: along a flag the prior mean is flat, dome or not."""
+    monkeypatch.setattr(search, "CURVATURE", 0.05)
+    monkeypatch.setattr(search, "JUMP", math.inf)
+    space = {"MODE": ["a", "b", "c", "d"]}
+    best = {"MODE": "a"}
+    points = [Point(best, best, True, math.log(100.0))]
+    assert search.propose_model(best, space, points).config == {"MODE": "b"}
+    monkeypatch.setattr(search, "JUMP", 1.0)
+    assert search.propose_model(best, space, points).config["MODE"] in ("c", "d")
