@@ -197,8 +197,8 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     - more keys at once when the model expects JUMP times the expected improvement of the step of one or
       two keys it would take otherwise; so too one key moved past its next value where the prior mean is
       flat along it (no dome, or a flag, which the dome never bends): there a farther value outranks the
-      next by its larger sd alone, what was not measured rather than what was (on softmax (old), kept at
-      BLOCK_SIZE 8192, 95.3%, with the dome rejected, steps went to 2048 or 32768 before 4096, 98.7%);
+      next by its larger sd alone, what was not measured rather than what was
+      (experiments/tune/leave-one-out/, fourth pass);
     - another run's best (elsewhere), proposed first while it beats the best here by min_gain.
     When every step of one key was measured, the configuration of the highest expected improvement.
 
@@ -276,8 +276,8 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     # where the prior mean is flat along a key (no dome, or a flag, which the dome never bends), a value of it
     # farther than the next outranks the next by its larger sd alone: by what was not measured, not by what
     # was; such a step is taken as a jump is (docstring)
-    level = {name for name, values in space.items() if fit[2] == 0 or not _numeric(values)}
-    near = [i for i in by_count[1] if changed[i][0] not in level or _positions_moved(best, pool[i], space) == 1]
+    flat_prior = {name for name, values in space.items() if fit[2] == 0 or not _numeric(values)}
+    near = [i for i in by_count[1] if changed[i][0] not in flat_prior or _positions_moved(best, pool[i], space) == 1]
     chosen, reason = max(near or by_count[1], key=lambda i: gain[i]), ""
     # one key a step unless the record says otherwise: once the scores have tested which two sizes are
     # coupled, a pair other than those must promise more than its two single moves together (docstring)
