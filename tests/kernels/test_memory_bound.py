@@ -297,6 +297,48 @@ def test_softmax_16bit_rows_not_in_16_element_groups_take_the_split_team(monkeyp
         torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("dtype, N, offset, ahead, aligned", [
+    # softmax's bounds scaled down (GROUPED_ROW_MAX 128, WHOLE_ROW_MAX 512) and SPLIT's chunk as long as the
+    # row, so every team is one program (P = 1), which the interpreter can run: it never waits on a sibling.
+    # 21 rows on 8 teams: each loops over 2-3 rows, the rows past M loaded as nothing.
+    *[(dtype, N, 0, ahead, True) for dtype, N in ((torch.bfloat16, 300), (torch.float16, 301), (torch.bfloat16, 509))
+      for ahead in (1, 2)],  # x and y share their 16-byte boundaries: bodies as words of two elements
+    (torch.bfloat16, 300, 1, 2, False),  # x one element off a 16-byte boundary: element by element
+    (torch.float32, 600, 0, 2, True),  # fp32 over WHOLE_ROW_MAX: no words
+])
+def test_softmax_split_team_holds_its_rows_ahead_in_the_interpreter(monkeypatch, record_launches, dtype, N, offset,
+                                                                    ahead, aligned):
+    m = _template("softmax")
+    m.GROUPED_ROW_MAX, m.WHOLE_ROW_MAX = 128, 512
+    m.SPLIT = {**m.SPLIT, "BLOCK_N": 1024}
+    launched = record_launches(m, "_softmax_split", lambda grid, args, kw: (grid, kw["P"], kw["ALIGNED"], kw["PAIRS"],
+                                                                            kw["AHEAD"]))
+    monkeypatch.setattr(m, "_interpreting", lambda: False)  # the launcher's guard only: the kernel interprets
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 2)
+    monkeypatch.setattr(m, "_split_ahead", lambda *args: ahead)
+    x = (torch.randn(21 * N + offset) * 4).to(dtype)[offset:].view(21, N)
+    x[3, 7], x[4, N - 2], x[6, :3] = 80, 60, 90  # the max in a head, in a tail, in several places
+    x[5] = -float("inf")
+    x[5, N - 1] = 1.0  # the only finite element, last
+    y = torch.full((21, N), float("nan"), dtype=dtype)
+    m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
+    assert launched == [((8,), 1, aligned, aligned and dtype != torch.float32, ahead)]
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("fits, ahead", [
+    # {AHEAD: (programs an SM, spilled bytes)} of the compiled team -> the rows ahead it takes
+    ({1: (4, 0), 2: (4, 0)}, 2),  # as many programs, no spill: two rows ahead
+    ({1: (4, 0), 2: (4, 14)}, 1),  # two ahead spills
+    ({1: (5, 0), 2: (4, 0)}, 1),  # two ahead fits fewer programs an SM
+    ({1: (4, 0), 2: (5, 0)}, 2),
+])
+def test_softmax_split_team_holds_two_rows_ahead_where_that_costs_no_programs_and_no_spill(monkeypatch, fits, ahead):
+    m = _template("softmax")
+    monkeypatch.setattr(m, "_fit", lambda kernel, args, consts, *rest: fits[consts["AHEAD"]])
+    assert m._split_ahead((), {"BLOCK_N": 4096}, torch.device("cpu")) == ahead
+
+
 @pytest.mark.parametrize("M, V, dtype, gpu, config, launch", [
     # (grid, P, CHUNK) of the split launch; 4 "SMs" in the interpreter x SPLIT_PROGRAMS_PER_SM = 64 programs
     (2, 32000, torch.bfloat16, True, None, ((16,), 8, 4096)),  # P a power of 2, chunks of 2 blocks at least
@@ -1167,8 +1209,9 @@ def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name, alig
     words.fill_(m.UNSTAMPED.value)
     rows = (M, N, x.stride(0), y.stride(0))
     args = (x, y, words, exits, *rows) if name == "softmax" else (x, w, y, words, exits, *rows, m.EPS)
-    # softmax's rows of 50 fp32 elements start 8 bytes into a 16-byte group every other row: ALIGNED cuts them
-    cut = {"ALIGNED": aligned, "VEC": 4} if name == "softmax" else {}
+    # softmax's rows of 50 fp32 elements start 8 bytes into a 16-byte group every other row: ALIGNED cuts them;
+    # rows loaded one ahead, and two ahead (with ALIGNED, so both run)
+    cut = {"ALIGNED": aligned, "VEC": 4, "PAIRS": False, "AHEAD": 2 if aligned else 1} if name == "softmax" else {}
     getattr(m, f"_{name}_split")[(teams,)](*args, BLOCK_N=block, P=1, P_POW2=1, MAX_SPIN=4, **cut)
     ref = m.softmax_ref(x) if name == "softmax" else m.rmsnorm_ref(x, w)
     torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)

@@ -228,6 +228,19 @@ STREAMED = {"BLOCK_N": 4096, "num_warps": 8, "num_stages": 3}
 # stamped words read 85.2 / 84.8% against 82.2 / 81.0% (the exchange A/B,
 # df8b865:experiments/sweep-h200-session12/exchange-ab/).
 SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
+# SPLIT_AHEAD: the team loads each chunk two rows ahead of the row it writes (AHEAD 2 in _softmax_split) where its
+# compiled kernel then spills nothing and fits as many programs an SM as at one row ahead (_split_ahead). Why:
+# at one row ahead a program issues the next row's load and reduces it at once, so it waits out the load's
+# latency, and while it waits for its siblings' partials and writes its row nothing is in flight: at
+# 512x50257 bf16 (P = 13, 40 teams, 4 programs of 8 KB an SM) an iteration took about 4 us on the H100 where
+# its 64 KB an SM take 2.8 us at the SM's share of the copy (62-63% of copy,
+# experiments/held-out-shapes/pipelined-bodies/). Two rows ahead, row i+2's load is issued before row i+1's
+# chunk (loaded the iteration before) is reduced, and stays in flight through the wait and the write. The
+# chunks are carried as loaded, 16-bit ones as 32-bit words of two elements (PAIRS): as 16-bit values Triton
+# gives each its own 32-bit register. Compiled for sm_90 by Triton 3.9 at 50257 bf16 (maxnreg 64): one row
+# ahead 64 registers and no spill as fp32 values (main), 56 as words; two ahead 63 as words, no spill, four
+# programs an SM as before (as 16-bit values: 14 bytes spilled); fp32 two ahead spills 8 bytes, so fp32
+# rows keep one. Measured: experiments/held-out-shapes/split-ahead/.
 # Rows not in 16-element groups: 16-bit rows over GROUPED_ROW_MAX whose 16-element groups Triton cannot
 # prove (_rows_of_16: vocabularies such as 50257 or 30522), which the shared-memory team and the pipelined
 # loop cannot take whole (up to WHOLE_ROW_MAX, the loop takes their bodies where x and y share their 16-byte
@@ -558,34 +571,81 @@ def _unstamp(words, exits, team, slots, WORDS: tl.constexpr, P: tl.constexpr):
 
 
 @triton.jit
-def _chunk(row, stride, part, N, BLOCK_N: tl.constexpr, VEC: tl.constexpr, ALIGNED: tl.constexpr):
-    # Offsets and masks of the columns [part * BLOCK_N, (part + 1) * BLOCK_N) of a row: cut at 16-byte
-    # boundaries where ALIGNED (see ALIGNED_BODY), else one run of columns and an edge of no element.
+def _chunk(row, stride, part, N, M, BLOCK_N: tl.constexpr, VEC: tl.constexpr, ALIGNED: tl.constexpr):
+    # The columns [part * BLOCK_N, (part + 1) * BLOCK_N) of a row as (a0, b0, edge, edge_ok): cut at 16-byte
+    # boundaries where ALIGNED (_aligned_span), else one run [a0, b0) and an edge of no element. A row past
+    # M has no element (the rows a team loads ahead of its last).
     start = row * stride + part * BLOCK_N
+    end = tl.where(row < M, row * stride + tl.minimum((part + 1) * BLOCK_N, N), start)
     if ALIGNED:
-        a0, b0, edge, edge_ok = _aligned_span(start, row * stride + tl.minimum((part + 1) * BLOCK_N, N), VEC)
-        body = a0 + tl.arange(0, BLOCK_N)
-        body_ok = body < b0
-    else:
-        cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-        body, body_ok = row * stride + cols, cols < N
-        edge = start + tl.arange(0, 2 * VEC)
-        edge_ok = edge < start
-    return body, body_ok, edge, edge_ok
+        return _aligned_span(start, end, VEC)
+    edge = start + tl.arange(0, 2 * VEC)
+    return start, end, edge, edge < start
 
 
 @triton.jit
-def _chunk_max_sum(xb, xe):
-    # (max, sum of exp(x - max)) of a chunk held as body and edge; a chunk of only -inf: (-inf, 0)
-    m = tl.maximum(tl.max(xb, axis=0), tl.max(xe, axis=0))
-    safe = tl.where(m == -float("inf"), 0.0, m)
-    return m, tl.sum(_exp(xb - safe), axis=0) + tl.sum(_exp(xe - safe), axis=0)
+def _neg_inf_pair(dtype: tl.constexpr):
+    # two -inf of a 16-bit dtype as one 32-bit word (0xFF80FF80 in bf16, 0xFC00FC00 in fp16)
+    if dtype == tl.bfloat16:
+        return -8323200
+    else:
+        return -67044352
+
+
+@triton.jit
+def _load_chunk(x_ptr, row, stride, part, N, M, BLOCK_N: tl.constexpr, VEC: tl.constexpr, ALIGNED: tl.constexpr,
+                PAIRS: tl.constexpr):
+    # A row's chunk (_chunk) as body and edge, as loaded (-inf where masked); where PAIRS (16-bit, ALIGNED),
+    # the body as 32-bit words of two elements: a value carried across the loop as a 16-bit element takes a
+    # 32-bit register of its own, a word holds two (see SPLIT_AHEAD)
+    a0, b0, edge, edge_ok = _chunk(tl.cast(row, tl.int64), stride, part, N, M, BLOCK_N, VEC, ALIGNED)
+    xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf"))
+    if PAIRS:
+        w = tl.multiple_of(a0 // 2, VEC // 2) + tl.arange(0, BLOCK_N // 2)
+        xb = tl.load(x_ptr.to(tl.pointer_type(tl.int32), bitcast=True) + w, mask=w < b0 // 2,
+                     other=_neg_inf_pair(x_ptr.dtype.element_ty))
+    else:
+        body = a0 + tl.arange(0, BLOCK_N)
+        xb = tl.load(x_ptr + body, mask=body < b0, other=-float("inf"))
+    return xb, xe
+
+
+@triton.jit
+def _chunk_max_sum(xb, xe, dtype: tl.constexpr, PAIRS: tl.constexpr):
+    # (max, sum of exp(x - max)) of a chunk as _load_chunk holds it; a chunk of only -inf: (-inf, 0)
+    xe = xe.to(tl.float32)
+    if PAIRS:
+        lo, hi = _unpair(xb, dtype)
+        m = tl.maximum(tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0)), tl.max(xe, axis=0))
+        safe = tl.where(m == -float("inf"), 0.0, m)
+        s = tl.sum(_exp(lo - safe), axis=0) + tl.sum(_exp(hi - safe), axis=0)
+    else:
+        xb = xb.to(tl.float32)
+        m = tl.maximum(tl.max(xb, axis=0), tl.max(xe, axis=0))
+        safe = tl.where(m == -float("inf"), 0.0, m)
+        s = tl.sum(_exp(xb - safe), axis=0)
+    return m, s + tl.sum(_exp(xe - safe), axis=0)
+
+
+@triton.jit
+def _store_chunk(y_ptr, xb, xe, gm, inv, row, stride, part, N, M, dtype: tl.constexpr, BLOCK_N: tl.constexpr,
+                 VEC: tl.constexpr, ALIGNED: tl.constexpr, PAIRS: tl.constexpr):
+    # y's part of a row from its chunk as _load_chunk holds it, the row's max gm and 1 / sum inv
+    a0, b0, edge, edge_ok = _chunk(tl.cast(row, tl.int64), stride, part, N, M, BLOCK_N, VEC, ALIGNED)
+    if PAIRS:
+        lo, hi = _unpair(xb, dtype)
+        yb = tl.reshape(tl.join(_exp(lo - gm), _exp(hi - gm)), (BLOCK_N,))  # word k: elements 2k, 2k + 1
+    else:
+        yb = _exp(xb.to(tl.float32) - gm)
+    body = a0 + tl.arange(0, BLOCK_N)
+    tl.store(y_ptr + body, (yb * inv).to(y_ptr.dtype.element_ty), mask=body < b0)
+    tl.store(y_ptr + edge, (_exp(xe.to(tl.float32) - gm) * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
 
 
 @triton.jit
 def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
                    BLOCK_N: tl.constexpr, P: tl.constexpr, P_POW2: tl.constexpr, MAX_SPIN: tl.constexpr,
-                   ALIGNED: tl.constexpr, VEC: tl.constexpr):
+                   ALIGNED: tl.constexpr, VEC: tl.constexpr, PAIRS: tl.constexpr, AHEAD: tl.constexpr):
     # Program `part` of team `team` owns columns [part*BLOCK_N, (part+1)*BLOCK_N)
     # of rows team, team + n_teams, ... Per row it publishes its partial
     # (max, sum) as two stamped words (_stamp). The exchange is
@@ -593,29 +653,33 @@ def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
     # for its siblings' row-i partials, so the wait overlaps a whole chunk load.
     # A program can then be up to 3 rows ahead of a sibling that is still
     # reading, hence 4 buffers of partials (indexed by iteration % 4).
+    # AHEAD (1 or 2): the rows past the one written whose chunks a program has loaded or is loading. At 2,
+    # row i+2's load is issued before row i+1's chunk, loaded an iteration before, is reduced: a load is in
+    # flight through each wait and store, where at 1 it is awaited at once (see SPLIT_AHEAD).
     # ALIGNED: stride_x == stride_y, and each chunk is cut at 16-byte boundaries (see ALIGNED_BODY).
+    # PAIRS: 16-bit and ALIGNED, chunks held as words of two elements (_load_chunk).
     pid = tl.program_id(0)
     team = pid // P
     part = pid % P
     n_teams = tl.num_programs(0) // P
     slots = tl.arange(0, P_POW2)
+    dtype = x_ptr.dtype.element_ty
 
     # row `team` (< M: the launcher never makes more teams than rows)
-    body, body_ok, edge, edge_ok = _chunk(tl.cast(team, tl.int64), stride_x, part, N, BLOCK_N, VEC, ALIGNED)
-    xb = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
-    xe = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
-    m, s = _chunk_max_sum(xb, xe)
+    xb, xe = _load_chunk(x_ptr, team, stride_x, part, N, M, BLOCK_N, VEC, ALIGNED, PAIRS)
+    if AHEAD == 2:
+        xb_n, xe_n = _load_chunk(x_ptr, team + n_teams, stride_x, part, N, M, BLOCK_N, VEC, ALIGNED, PAIRS)
+    m, s = _chunk_max_sum(xb, xe, dtype, PAIRS)
     _stamp(words, team * 8 * P + part, m, 0)
     _stamp(words, (team * 8 + 1) * P + part, s, 0)
 
     it = 0
     for row in range(team, M, n_teams):
-        # next row: load, reduce, publish
-        nxt = tl.minimum(row + n_teams, M - 1)  # past the last row: that row again, published, unused
-        body, body_ok, edge, edge_ok = _chunk(tl.cast(nxt, tl.int64), stride_x, part, N, BLOCK_N, VEC, ALIGNED)
-        xbn = tl.load(x_ptr + body, mask=body_ok, other=-float("inf")).to(tl.float32)
-        xen = tl.load(x_ptr + edge, mask=edge_ok, other=-float("inf")).to(tl.float32)
-        mn, sn = _chunk_max_sum(xbn, xen)
+        # the row AHEAD rows on: load (past the last row: nothing); the next row: reduce, publish
+        xb_a, xe_a = _load_chunk(x_ptr, row + AHEAD * n_teams, stride_x, part, N, M, BLOCK_N, VEC, ALIGNED, PAIRS)
+        if AHEAD == 1:
+            xb_n, xe_n = xb_a, xe_a
+        mn, sn = _chunk_max_sum(xb_n, xe_n, dtype, PAIRS)
         nbuf = (team * 4 + (it + 1) % 4) * 2
         _stamp(words, nbuf * P + part, mn, it + 1)
         _stamp(words, (nbuf + 1) * P + part, sn, it + 1)
@@ -625,11 +689,10 @@ def _softmax_split(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
         ps = tl.where(slots < P, _stamped(words, (buf + 1) * P + slots, slots, it, P, MAX_SPIN), 0.0)
         gm = tl.max(pm, axis=0)
         inv = 1.0 / tl.sum(ps * _exp(pm - gm), axis=0)
-        body, body_ok, edge, edge_ok = _chunk(tl.cast(row, tl.int64), stride_y, part, N, BLOCK_N, VEC, ALIGNED)
-        tl.store(y_ptr + body, (_exp(xb - gm) * inv).to(y_ptr.dtype.element_ty), mask=body_ok)
-        tl.store(y_ptr + edge, (_exp(xe - gm) * inv).to(y_ptr.dtype.element_ty), mask=edge_ok)
-        xb = xbn
-        xe = xen
+        _store_chunk(y_ptr, xb, xe, gm, inv, row, stride_y, part, N, M, dtype, BLOCK_N, VEC, ALIGNED, PAIRS)
+        xb, xe = xb_n, xe_n
+        if AHEAD == 2:
+            xb_n, xe_n = xb_a, xe_a
         it += 1
     _unstamp(words, exits, team, slots, 8, P)
 
@@ -855,15 +918,25 @@ def _launch_split(x2, y2, M, N, sms) -> bool:
     words, exits = _team_words(x2.device, sms * 32)
     args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
     P = triton.cdiv(N, SPLIT["BLOCK_N"])
+    aligned = _aligned_body(x2, y2)
     consts = {"BLOCK_N": SPLIT["BLOCK_N"], "P": P, "P_POW2": triton.next_power_of_2(P), "MAX_SPIN": MAX_SPIN,
-              "ALIGNED": _aligned_body(x2, y2), "VEC": 16 // x2.element_size(), "maxnreg": SPLIT["maxnreg"]}
+              "ALIGNED": aligned, "VEC": 16 // x2.element_size(), "PAIRS": aligned and x2.element_size() == 2,
+              "maxnreg": SPLIT["maxnreg"]}
+    consts["AHEAD"] = _split_ahead(args, consts, x2.device)
     occ = _programs_per_sm(_softmax_split, args, consts, SPLIT["num_warps"], 1, x2.device)
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
-    last_config.update(kernel="_softmax_split", ALIGNED=consts["ALIGNED"])
+    last_config.update(kernel="_softmax_split", ALIGNED=aligned, AHEAD=consts["AHEAD"])
     _softmax_split[(teams * P,)](*args, **consts, num_warps=SPLIT["num_warps"], num_stages=1)
     return True
+
+
+def _split_ahead(args, consts, device) -> int:
+    """2, two rows ahead, where _softmax_split compiled so spills nothing and fits as many programs an SM as
+    at one row ahead; else 1 (see SPLIT_AHEAD)."""
+    one, two = (_fit(_softmax_split, args, dict(consts, AHEAD=ahead), SPLIT["num_warps"], 1, device) for ahead in (1, 2))
+    return 2 if two[1] == 0 and two[0] >= one[0] else 1
 
 
 def _launch_pipelined(x2, y2, M, N, sms, aligned: bool) -> bool:
