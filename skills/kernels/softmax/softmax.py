@@ -45,8 +45,8 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   the word is its own flag and no memory fence orders it
                   behind the program's stores), waits until its P-1 siblings'
                   words carry the row's stamp, combines the P partials and
-                  writes its chunk -- pipelined one row ahead, so the wait overlaps the
-                  next row's load: still one read and one write, where a
+                  writes its chunk -- pipelined one row ahead, or two (SPLIT_AHEAD), so the
+                  wait overlaps the next rows' loads: still one read and one write, where a
                   looped online softmax must read the row twice. The grid never
                   exceeds what fits on the GPU at once, so every team's
                   programs are co-resident and the wait cannot deadlock; the
@@ -235,7 +235,9 @@ SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 # 512x50257 bf16 (P = 13, 40 teams, 4 programs of 8 KB an SM) an iteration took about 4 us on the H100 where
 # its 64 KB an SM take 2.8 us at the SM's share of the copy (62-63% of copy,
 # experiments/held-out-shapes/pipelined-bodies/). Two rows ahead, row i+2's load is issued before row i+1's
-# chunk (loaded the iteration before) is reduced, and stays in flight through the wait and the write. The
+# chunk (loaded the iteration before) is reduced, and stays in flight through the wait and the write (ptxas
+# then copies it into the carried registers, so a program waits for it at the iteration's end, its write
+# issued: the SASS, experiments/held-out-shapes/split-ahead/). The
 # chunks are carried as loaded, 16-bit ones as 32-bit words of two elements (PAIRS): as 16-bit values Triton
 # gives each its own 32-bit register. Compiled for sm_90 by Triton 3.9 at 50257 bf16 (maxnreg 64): one row
 # ahead 64 registers and no spill as fp32 values (main), 56 as words; two ahead 63 as words, no spill, four
