@@ -849,7 +849,7 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_lau
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, record_launches, causal):
-    """GLUON 2: a grid of min(SMs, tiles) programs, each given its row of the schedule (its tile count,
+    """GLUON 2: a grid of at most SMs programs, each given its row of the schedule (its tile count,
     its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says (a third does not fit
     beside O's staging tiles)."""
     fa = _template("flash-attention")
@@ -868,12 +868,12 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
     # 6 tiles (2 a head), 4 SMs. Causal: tiles 0, 2, 4 hold 2 key blocks (cost 3), 1, 3, 5 one (cost 2);
-    # dealt heaviest first: programs 0-2 take the heavy ones, program 3 a light one, then the two light
-    # ones left go to program 3 (2 so far) and program 0 (the first of the 3s)
-    rows = ([[2, 0, 5, 0], [1, 2, 0, 0], [1, 4, 0, 0], [2, 1, 3, 0]] if causal else
-            [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]])
-    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2, causal, False,
-                         q.shape)]
+    # dealt heaviest first, programs 0-2 would take the heavy ones and program 0 would end at 5; each
+    # head's pair on a program of its own ends there too, on 3 programs: the pairs
+    programs, rows = ((3, [[2, 0, 1, 0], [2, 2, 3, 0], [2, 4, 5, 0]]) if causal else
+                      (4, [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]]))
+    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2,
+                         causal, False, q.shape)]
     assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
     launched.clear()
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
@@ -883,8 +883,8 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     # a ragged S: the query blocks that cover it (here as at 256: 2 a head), masked (RAGGED)
     q, k, v = (torch.randn(1, 3, 200, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
-    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 2, causal, True,
-                         q.shape)]
+    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 2,
+                         causal, True, q.shape)]
     assert fa.last_config["GLUON"] == 2
 
 
@@ -948,6 +948,35 @@ def test_persistent_schedule_deals_every_causal_tile_once_and_evenly(S, heads):
         now = max(finish) * i / 100
         running = {head for spans in timeline for start, stop, head in spans if start <= now < stop}
         assert len(running) <= 5 * 132 // n_m + 2, (now, sorted(running))
+
+
+@pytest.mark.parametrize("B, H, S", [(4, 16, 1024), (8, 16, 1024), (16, 16, 512), (8, 16, 512), (4, 32, 1000)])
+def test_persistent_schedule_pairs_each_heads_heavy_and_light_tiles_where_tiles_are_few(B, H, S):
+    """Causal S 512-1024 at a few hundred tiles (issue 52's shapes, where flash-attention read under SDPA):
+    every program runs pairs of one head's tiles whose key blocks add to n_m + 1, its busiest program no
+    busier than heaviest-first's, and at any time the tiles running span two waves' worth of heads or
+    fewer (heaviest-first's one group spans every head)."""
+    fa = _template("flash-attention")
+    n_m, heads = -(-S // 128), B * H
+    dealt = fa.persist_schedule(n_m, heads, 132, True)
+    assert sorted(t for row in dealt for t in row) == list(range(n_m * heads))
+    for row in dealt:
+        assert len(row) % 2 == 0
+        for heavy, light in zip(row[::2], row[1::2]):
+            assert heavy // n_m == light // n_m and (n_m - heavy % n_m) + (n_m - light % n_m) == n_m + 1
+    timeline = _causal_timeline(dealt, n_m)
+    finish = [spans[-1][1] for spans in timeline]
+    groups = fa._deal(fa._heaviest_first_in_groups(n_m, heads, 132), 132)
+    assert max(finish) <= max(spans[-1][1] for spans in _causal_timeline(groups, n_m))
+    for i in range(1, 100):
+        now = max(finish) * i / 100
+        running = {head for spans in timeline for start, stop, head in spans if start <= now < stop}
+        assert len(running) <= 2 * 132 // n_m + 2, (now, sorted(running))
+
+
+def test_persistent_schedule_pairs_an_odd_heads_middle_tile_alone_after_every_pair():
+    fa = _template("flash-attention")
+    assert fa._head_pairs(3, 2) == [([0, 2], 6), ([3, 5], 6), ([1], 3), ([4], 3)]
 
 
 def test_persistent_schedule_in_turn_without_causal_and_one_tile_a_program_when_few():

@@ -785,34 +785,65 @@ def _has_tma(device) -> bool:
 
 
 def persist_schedule(n_m: int, heads: int, sms: int, causal: bool) -> list:
-    """The persistent kernel's tiles for each of its min(sms, tiles) programs, in the order each runs
-    them: a list of lists of tile ids (tile t is query block t % n_m of head t // n_m; causal counts the
-    blocks from a head's last, so that a head's heaviest tiles have its lowest ids).
+    """The persistent kernel's tiles for each of its programs (at most sms), in the order each runs them: a
+    list of lists of tile ids (tile t is query block t % n_m of head t // n_m; causal counts the blocks
+    from a head's last, so that a head's heaviest tiles have its lowest ids).
 
-    Dealt as a list scheduler would deal them: each tile of the order goes to the program that would
-    finish first, a tile costing its key blocks and one more for its start and end. Without causal every
-    tile costs the same, and head by head in turn is that. Causal tiles cost 1 to n_m blocks, and dealt
-    to the programs in turn, wave after wave, the busiest of 132 programs had 3.1% more than the mean at
-    every causal shape of the test's sweep (its end is the kernel's). The causal order goes by groups of
-    heads, each group's heaviest tiles first: enough heads in a group for two waves of tiles or more, so
-    that light tiles fill in behind heavy ones within it, and not many more, so that the tiles running at
-    once keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096 in
-    its A/B, df8b865:experiments/sweep-h200-session14/call4-attention-persistent/)."""
-    tiles = n_m * heads
-    if causal:
-        # groups of equal size (to a head), so that the order does not end on a lone group of heavy tiles
-        groups = max(1, heads * n_m // (2 * sms))
-        bounds = [g * heads // groups for g in range(groups + 1)]
-        order = [(head * n_m + r, n_m - r + 1) for first, end in zip(bounds, bounds[1:]) for r in range(n_m)
-                 for head in range(first, end)]
-    else:
-        order = [(t, n_m + 1) for t in range(tiles)]
-    programs = min(sms, tiles)
+    Dealt as a list scheduler would deal them: each unit of the order (a tile, or causal's pair of tiles)
+    goes to the program that would finish first, a tile costing its key blocks and one more for its start
+    and end. Without causal every tile costs the same, and head by head in turn is that. Causal tiles cost
+    1 to n_m blocks; dealt to the programs in turn, wave after wave, the busiest of 132 programs had 3.1%
+    more than the mean at every causal shape of the test's sweep (its end is the kernel's). Two causal
+    orders, and the one whose busiest program has less (the pairs on a tie):
+    - heaviest first in groups of heads (_heaviest_first_in_groups): fine-grained, the busiest within 1%
+      of the mean at long S; but where there are under four waves of tiles the group is every head, and
+      the heavy tiles running at once are each from another head, whose K and V overflow the L2 (all
+      heads at once read 0.86x the default SDPA at head dim 128 causal S 1024, groups of four waves
+      1.01x: SKILL.md's tile schedule);
+    - each head's query blocks paired heaviest with lightest (_head_pairs): every pair costs n_m + 3, so
+      that dealt head by head in turn the programs stay level, and the n_m / 2 programs of a head read
+      its K and V blocks from the L2 as the first of them brings each in. Busiest level with the groups'
+      at S 512-1024 (a unit more where units, not tiles, set the waves' quantization: S 2048 and up)."""
+    if not causal:
+        return _deal([([t], n_m + 1) for t in range(n_m * heads)], sms)
+    by_groups = _deal(_heaviest_first_in_groups(n_m, heads, sms), sms)
+    by_pairs = _deal(_head_pairs(n_m, heads), sms)
+    busiest = [max(sum(n_m - t % n_m + 1 for t in row) for row in dealt) for dealt in (by_groups, by_pairs)]
+    return by_pairs if busiest[1] <= busiest[0] else by_groups
+
+
+def _heaviest_first_in_groups(n_m: int, heads: int, sms: int) -> list:
+    """Causal units of one tile each, (tiles, cost): by groups of heads, each group's heaviest tiles first;
+    enough heads in a group for two waves of tiles or more, so that light tiles fill in behind heavy ones
+    within it, and not many more, so that the tiles running at once keep a few heads' K and V in L2 (all
+    heads at once, heaviest first, read 10% less at S 4096 in its A/B,
+    df8b865:experiments/sweep-h200-session14/call4-attention-persistent/). Groups of equal size (to a
+    head), so that the order does not end on a lone group of heavy tiles."""
+    groups = max(1, heads * n_m // (2 * sms))
+    bounds = [g * heads // groups for g in range(groups + 1)]
+    return [([head * n_m + r], n_m - r + 1) for first, end in zip(bounds, bounds[1:]) for r in range(n_m)
+            for head in range(first, end)]
+
+
+def _head_pairs(n_m: int, heads: int) -> list:
+    """Causal units of two tiles of one head, (tiles, cost): its heaviest query block with its lightest,
+    the next heaviest with the next lightest, heads in turn; the heavy tile first (the light one's key
+    blocks are the first of the heavy one's, still in L2). An odd n_m's middle tile goes alone, after
+    every pair (half a pair's cost: last, as a list scheduler wants its small units)."""
+    pairs = [([head * n_m + r, head * n_m + n_m - 1 - r], n_m + 3) for head in range(heads) for r in range(n_m // 2)]
+    middles = [([head * n_m + n_m // 2], n_m - n_m // 2 + 1) for head in range(heads)] if n_m % 2 else []
+    return pairs + middles
+
+
+def _deal(units: list, sms: int) -> list:
+    """units ((tiles, cost) in order) dealt to min(sms, units) programs, each to the one that would finish
+    first: each program's tiles."""
+    programs = min(sms, len(units))
     finish = [(0, p) for p in range(programs)]  # a heap: (cost so far, program)
     dealt = [[] for _ in range(programs)]
-    for t, cost in order:
+    for tiles, cost in units:
         busy, p = heapq.heappop(finish)
-        dealt[p].append(t)
+        dealt[p].extend(tiles)
         heapq.heappush(finish, (busy + cost, p))
     return dealt
 
