@@ -866,11 +866,24 @@ def _gluon_runs(q) -> bool:
     """Whether _attn_fwd_ws can take q's shape here: Gluon present, a Hopper GPU (wgmma is sm_90's
     alone), not the interpreter (Gluon has none), 16-bit, D of 64 or 128, and it has not failed to compile
     or launch on this device before. Any S: at a ragged one (_ragged) GLUON 3 runs GLUON 1."""
-    if gluon is None or q.device.type != "cuda" or torch.version.hip or q.device in _GLUON_FAILED:
+    if gluon is None or q.device.type != "cuda" or q.device in _GLUON_FAILED:
         return False
-    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(q.device)[0] != 9:
+    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or not _hopper(q.device):
         return False
     return q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] in (64, 128)
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper(device) -> bool:
+    """An NVIDIA sm_90 GPU: asked of torch once a device, as the rest of a call's host work is kept small
+    (_shared_layout)."""
+    return not torch.version.hip and torch.cuda.get_device_capability(device)[0] == 9
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device) -> int:
+    """The device's SM count (the persistent kernel's programs at most): asked of torch once a device."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _ragged(S: int) -> bool:
@@ -884,28 +897,21 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
     _launch gives other head dims GLUON 1); False (and a warning, once a device) when it does not compile
     or launch."""
     B, H, S, D = q.shape
-    gl_dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(t, rows):  # over the (B*H*S, D) view, in [rows, D] blocks, wgmma's shared-memory layout
-        layout = gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype)
-        return GluonDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
-
-    descs = (desc(q, WS_BLOCK_M // 2), desc(k, WS_BLOCK_N), desc(v, WS_BLOCK_N), desc(o, WS_BLOCK_M // 2))
+    descs = _gluon_descriptors(q, k, v, o)
     ragged = _ragged(S)
     consts = dict(BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, CAUSAL=causal, LOADER_REGS=WS_LOADER_REGS,
                   CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
     try:
         if cfg["GLUON"] == 3:
-            _attn_fwd_ws3[(triton.cdiv(S, WS3_BLOCK_M), B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=2,
+            _attn_fwd_ws3[(_cdiv(S, WS3_BLOCK_M), B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=2,
                                                                  **{**consts, "BLOCK_M": WS3_BLOCK_M,
                                                                     "CONSUMER_REGS": WS3_CONSUMER_REGS})
         elif cfg["GLUON"] == 2:
-            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-            sched = _schedule_on(q.device, triton.cdiv(S, WS_BLOCK_M), B * H, sms, causal)
+            sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS, RAGGED=ragged, **consts)
         else:
-            _attn_fwd_ws[(triton.cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
+            _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
@@ -914,6 +920,29 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
                       f"({_GLUON_FAILED[q.device]}); the Triton kernel takes its shapes")
         return False
     return True
+
+
+def _gluon_descriptors(q, k, v, o):
+    """The Gluon kernels' TMA descriptors over the (B*H*S, D) views: Q and O in [WS_BLOCK_M // 2, D] boxes
+    (a consumer's rows), K and V in [WS_BLOCK_N, D] ones, each in wgmma's shared-memory layout."""
+    B, H, S, D = q.shape
+    rows = B * H * S
+    return tuple(GluonDescriptor(t.view(rows, D), [rows, D], [D, 1], [box, D], _shared_layout(box, D, q.dtype))
+                 for t, box in ((q, WS_BLOCK_M // 2), (k, WS_BLOCK_N), (v, WS_BLOCK_N), (o, WS_BLOCK_M // 2)))
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_layout(rows, D, dtype):
+    """wgmma's shared-memory layout of a [rows, D] box (a frozen value): made once. Made on every call, the
+    four descriptors took 37.5 us of host time a call on the CPU machine, 13.4 us with the layouts made
+    once (Triton 3.9, 2000 calls); the GEMM's host time, built the same way, outlasted do_bench's L2 clear
+    and its small readings fell to 0.40x cuBLAS (experiments/gemm-h100/small-m-host/)."""
+    return gl.NVMMASharedLayout.get_default_for([rows, D], gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
+def _cdiv(a: int, b: int) -> int:
+    """triton.cdiv without its 2 us a call on the host (Triton 3.9 wraps it as a constexpr function)."""
+    return -(-a // b)
 
 
 def _launch(q, k, v, o, causal, cfg):
