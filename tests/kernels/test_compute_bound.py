@@ -811,13 +811,67 @@ def test_attention_takes_the_gluon_kernel_on_hopper_16bit_tiled_shapes(monkeypat
     monkeypatch.delenv("TRITON_INTERPRET")
     for capability in [(8, 0), (10, 0)]:  # wgmma is Hopper's alone
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        fa._hopper.cache_clear()  # asked once a device: another GPU here
         assert not fa._gluon_runs(_Tensor())
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.version, "hip", "6.2")
+    fa._hopper.cache_clear()
     assert not fa._gluon_runs(_Tensor())
     monkeypatch.setattr(torch.version, "hip", None)
+    fa._hopper.cache_clear()
     fa._GLUON_FAILED[torch.device("cuda")] = "RuntimeError: no such op"
     assert not fa._gluon_runs(_Tensor())  # failed here before: not tried again
+
+
+def test_attention_asks_torch_for_the_gpu_once_a_device(monkeypatch):
+    """The Hopper check and the SM count are host time on every call (issue 52's small shapes): asked of
+    torch once a device, each device on its own."""
+    fa = _template("flash-attention")
+    asked = []
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability",
+                        lambda device=None: asked.append(("capability", device)) or ((9, 0) if device.index == 0 else (8, 0)))
+
+    class Properties:
+        def __init__(self, device):
+            self.multi_processor_count = 132 if device.index == 0 else 108
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: asked.append(("SMs", device)) or Properties(device))
+    hopper, ampere = torch.device("cuda", 0), torch.device("cuda", 1)
+    for _ in range(3):
+        assert (fa._hopper(hopper), fa._hopper(ampere), fa._num_sms(hopper), fa._num_sms(ampere)) == (True, False, 132, 108)
+    assert asked == [("capability", hopper), ("capability", ampere), ("SMs", hopper), ("SMs", ampere)]
+
+
+def test_attention_gluon_descriptors_carry_the_default_layout_made_once_a_box(monkeypatch):
+    """The four descriptors' shared-memory layouts equal those made afresh (wgmma's default for the box and
+    dtype), and a second call builds none: made on every call they were most of a call's host time."""
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    made = []
+    default_for = fa.gl.NVMMASharedLayout.get_default_for
+    monkeypatch.setattr(fa.gl.NVMMASharedLayout, "get_default_for",
+                        staticmethod(lambda box, dtype: made.append((tuple(box), dtype)) or default_for(box, dtype)))
+    for dtype, gl_dtype in ((torch.float16, fa.gl.float16), (torch.bfloat16, fa.gl.bfloat16)):
+        for D in (64, 128):
+            q, k, v, o = (torch.empty(2, 3, 256, D, dtype=dtype) for _ in range(4))
+            for _ in range(3):
+                descs = fa._gluon_descriptors(q, k, v, o)
+            boxes = [[64, D], [128, D], [128, D], [64, D]]
+            assert [d.block_shape for d in descs] == boxes
+            assert [d.layout for d in descs] == [default_for(box, gl_dtype) for box in boxes]
+            assert [(d.base.data_ptr(), d.shape, d.strides) for d in descs] == [
+                (t.data_ptr(), [2 * 3 * 256, D], [D, 1]) for t in (q, k, v, o)]
+    # two boxes a head dim and dtype, each made once however many calls
+    assert sorted(made, key=str) == sorted([((rows, D), gl_dtype) for rows in (64, 128) for D in (64, 128)
+                                            for gl_dtype in (fa.gl.float16, fa.gl.bfloat16)], key=str)
+
+
+def test_attention_cdiv_is_tritons():
+    fa = _template("flash-attention")
+    assert [fa._cdiv(a, b) for a in range(0, 400, 7) for b in (64, 128, 192)] == [
+        triton.cdiv(a, b) for a in range(0, 400, 7) for b in (64, 128, 192)]
 
 
 @pytest.mark.parametrize("causal, config, buffers", [(False, {}, 2), (True, {"NUM_BUFFERS": 3}, 3)])
