@@ -811,13 +811,67 @@ def test_attention_takes_the_gluon_kernel_on_hopper_16bit_tiled_shapes(monkeypat
     monkeypatch.delenv("TRITON_INTERPRET")
     for capability in [(8, 0), (10, 0)]:  # wgmma is Hopper's alone
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        fa._hopper.cache_clear()  # asked once a device: another GPU here
         assert not fa._gluon_runs(_Tensor())
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.version, "hip", "6.2")
+    fa._hopper.cache_clear()
     assert not fa._gluon_runs(_Tensor())
     monkeypatch.setattr(torch.version, "hip", None)
+    fa._hopper.cache_clear()
     fa._GLUON_FAILED[torch.device("cuda")] = "RuntimeError: no such op"
     assert not fa._gluon_runs(_Tensor())  # failed here before: not tried again
+
+
+def test_attention_asks_torch_for_the_gpu_once_a_device(monkeypatch):
+    """The Hopper check and the SM count are host time on every call (issue 52's small shapes): asked of
+    torch once a device, each device on its own."""
+    fa = _template("flash-attention")
+    asked = []
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability",
+                        lambda device=None: asked.append(("capability", device)) or ((9, 0) if device.index == 0 else (8, 0)))
+
+    class Properties:
+        def __init__(self, device):
+            self.multi_processor_count = 132 if device.index == 0 else 108
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: asked.append(("SMs", device)) or Properties(device))
+    hopper, ampere = torch.device("cuda", 0), torch.device("cuda", 1)
+    for _ in range(3):
+        assert (fa._hopper(hopper), fa._hopper(ampere), fa._num_sms(hopper), fa._num_sms(ampere)) == (True, False, 132, 108)
+    assert asked == [("capability", hopper), ("capability", ampere), ("SMs", hopper), ("SMs", ampere)]
+
+
+def test_attention_gluon_descriptors_carry_the_default_layout_made_once_a_box(monkeypatch):
+    """The four descriptors' shared-memory layouts equal those made afresh (wgmma's default for the box and
+    dtype), and a second call builds none: made on every call they were most of a call's host time."""
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    made = []
+    default_for = fa.gl.NVMMASharedLayout.get_default_for
+    monkeypatch.setattr(fa.gl.NVMMASharedLayout, "get_default_for",
+                        staticmethod(lambda box, dtype: made.append((tuple(box), dtype)) or default_for(box, dtype)))
+    for dtype, gl_dtype in ((torch.float16, fa.gl.float16), (torch.bfloat16, fa.gl.bfloat16)):
+        for D in (64, 128):
+            q, k, v, o = (torch.empty(2, 3, 256, D, dtype=dtype) for _ in range(4))
+            for _ in range(3):
+                descs = fa._gluon_descriptors(q, k, v, o)
+            boxes = [[64, D], [128, D], [128, D], [64, D]]
+            assert [d.block_shape for d in descs] == boxes
+            assert [d.layout for d in descs] == [default_for(box, gl_dtype) for box in boxes]
+            assert [(d.base.data_ptr(), d.shape, d.strides) for d in descs] == [
+                (t.data_ptr(), [2 * 3 * 256, D], [D, 1]) for t in (q, k, v, o)]
+    # two boxes a head dim and dtype, each made once however many calls
+    assert sorted(made, key=str) == sorted([((rows, D), gl_dtype) for rows in (64, 128) for D in (64, 128)
+                                            for gl_dtype in (fa.gl.float16, fa.gl.bfloat16)], key=str)
+
+
+def test_attention_cdiv_is_tritons():
+    fa = _template("flash-attention")
+    assert [fa._cdiv(a, b) for a in range(0, 400, 7) for b in (64, 128, 192)] == [
+        triton.cdiv(a, b) for a in range(0, 400, 7) for b in (64, 128, 192)]
 
 
 @pytest.mark.parametrize("causal, config, buffers", [(False, {}, 2), (True, {"NUM_BUFFERS": 3}, 3)])
@@ -849,7 +903,7 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_lau
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, record_launches, causal):
-    """GLUON 2: a grid of min(SMs, tiles) programs, each given its row of the schedule (its tile count,
+    """GLUON 2: a grid of at most SMs programs, each given its row of the schedule (its tile count,
     its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says (a third does not fit
     beside O's staging tiles)."""
     fa = _template("flash-attention")
@@ -868,12 +922,12 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     q, k, v = (torch.randn(1, 3, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
     # 6 tiles (2 a head), 4 SMs. Causal: tiles 0, 2, 4 hold 2 key blocks (cost 3), 1, 3, 5 one (cost 2);
-    # dealt heaviest first: programs 0-2 take the heavy ones, program 3 a light one, then the two light
-    # ones left go to program 3 (2 so far) and program 0 (the first of the 3s)
-    rows = ([[2, 0, 5, 0], [1, 2, 0, 0], [1, 4, 0, 0], [2, 1, 3, 0]] if causal else
-            [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]])
-    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2, causal, False,
-                         q.shape)]
+    # dealt heaviest first, programs 0-2 would take the heavy ones and program 0 would end at 5; each
+    # head's pair on a program of its own ends there too, on 3 programs: the pairs
+    programs, rows = ((3, [[2, 0, 1, 0], [2, 2, 3, 0], [2, 4, 5, 0]]) if causal else
+                      (4, [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]]))
+    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2,
+                         causal, False, q.shape)]
     assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
     launched.clear()
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
@@ -883,8 +937,8 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     # a ragged S: the query blocks that cover it (here as at 256: 2 a head), masked (RAGGED)
     q, k, v = (torch.randn(1, 3, 200, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
-    assert launched == [((4,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 2, causal, True,
-                         q.shape)]
+    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 2,
+                         causal, True, q.shape)]
     assert fa.last_config["GLUON"] == 2
 
 
@@ -948,6 +1002,35 @@ def test_persistent_schedule_deals_every_causal_tile_once_and_evenly(S, heads):
         now = max(finish) * i / 100
         running = {head for spans in timeline for start, stop, head in spans if start <= now < stop}
         assert len(running) <= 5 * 132 // n_m + 2, (now, sorted(running))
+
+
+@pytest.mark.parametrize("B, H, S", [(4, 16, 1024), (8, 16, 1024), (16, 16, 512), (8, 16, 512), (4, 32, 1000)])
+def test_persistent_schedule_pairs_each_heads_heavy_and_light_tiles_where_tiles_are_few(B, H, S):
+    """Causal S 512-1024 at a few hundred tiles (issue 52's shapes, where flash-attention read under SDPA):
+    every program runs pairs of one head's tiles whose key blocks add to n_m + 1, its busiest program no
+    busier than heaviest-first's, and at any time the tiles running span two waves' worth of heads or
+    fewer (heaviest-first's one group spans every head)."""
+    fa = _template("flash-attention")
+    n_m, heads = -(-S // 128), B * H
+    dealt = fa.persist_schedule(n_m, heads, 132, True)
+    assert sorted(t for row in dealt for t in row) == list(range(n_m * heads))
+    for row in dealt:
+        assert len(row) % 2 == 0
+        for heavy, light in zip(row[::2], row[1::2]):
+            assert heavy // n_m == light // n_m and (n_m - heavy % n_m) + (n_m - light % n_m) == n_m + 1
+    timeline = _causal_timeline(dealt, n_m)
+    finish = [spans[-1][1] for spans in timeline]
+    groups = fa._deal(fa._heaviest_first_in_groups(n_m, heads, 132), 132)
+    assert max(finish) <= max(spans[-1][1] for spans in _causal_timeline(groups, n_m))
+    for i in range(1, 100):
+        now = max(finish) * i / 100
+        running = {head for spans in timeline for start, stop, head in spans if start <= now < stop}
+        assert len(running) <= 2 * 132 // n_m + 2, (now, sorted(running))
+
+
+def test_persistent_schedule_pairs_an_odd_heads_middle_tile_alone_after_every_pair():
+    fa = _template("flash-attention")
+    assert fa._head_pairs(3, 2) == [([0, 2], 6), ([3, 5], 6), ([1], 3), ([4], 3)]
 
 
 def test_persistent_schedule_in_turn_without_causal_and_one_tile_a_program_when_few():

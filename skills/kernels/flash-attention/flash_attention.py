@@ -34,7 +34,8 @@ second wgmma. The two consumers run independently, so one's exponentials hide un
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
 exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
 persistent grid (one program an SM walking the tiles persist_schedule dealt it, each tile's first block
-under the last one's tail), which pays where tiles are short (S 1024-2048) and causal, and not at long
+under the last one's tail; causal tiles few, a head's heaviest and lightest paired on one program), which
+pays where tiles are short (S 1024-2048) and causal, and not at long
 non-causal ones; _attn_fwd_ws3
 is FlashAttention-3's head-dim-64 tile, 192 query rows on three consumers, which pays at long S. AUTOTUNE
 picks per shape.
@@ -785,34 +786,65 @@ def _has_tma(device) -> bool:
 
 
 def persist_schedule(n_m: int, heads: int, sms: int, causal: bool) -> list:
-    """The persistent kernel's tiles for each of its min(sms, tiles) programs, in the order each runs
-    them: a list of lists of tile ids (tile t is query block t % n_m of head t // n_m; causal counts the
-    blocks from a head's last, so that a head's heaviest tiles have its lowest ids).
+    """The persistent kernel's tiles for each of its programs (at most sms), in the order each runs them: a
+    list of lists of tile ids (tile t is query block t % n_m of head t // n_m; causal counts the blocks
+    from a head's last, so that a head's heaviest tiles have its lowest ids).
 
-    Dealt as a list scheduler would deal them: each tile of the order goes to the program that would
-    finish first, a tile costing its key blocks and one more for its start and end. Without causal every
-    tile costs the same, and head by head in turn is that. Causal tiles cost 1 to n_m blocks, and dealt
-    to the programs in turn, wave after wave, the busiest of 132 programs had 3.1% more than the mean at
-    every causal shape of the test's sweep (its end is the kernel's). The causal order goes by groups of
-    heads, each group's heaviest tiles first: enough heads in a group for two waves of tiles or more, so
-    that light tiles fill in behind heavy ones within it, and not many more, so that the tiles running at
-    once keep a few heads' K and V in L2 (all heads at once, heaviest first, read 10% less at S 4096 in
-    its A/B, df8b865:experiments/sweep-h200-session14/call4-attention-persistent/)."""
-    tiles = n_m * heads
-    if causal:
-        # groups of equal size (to a head), so that the order does not end on a lone group of heavy tiles
-        groups = max(1, heads * n_m // (2 * sms))
-        bounds = [g * heads // groups for g in range(groups + 1)]
-        order = [(head * n_m + r, n_m - r + 1) for first, end in zip(bounds, bounds[1:]) for r in range(n_m)
-                 for head in range(first, end)]
-    else:
-        order = [(t, n_m + 1) for t in range(tiles)]
-    programs = min(sms, tiles)
+    Dealt as a list scheduler would deal them: each unit of the order (a tile, or causal's pair of tiles)
+    goes to the program that would finish first, a tile costing its key blocks and one more for its start
+    and end. Without causal every tile costs the same, and head by head in turn is that. Causal tiles cost
+    1 to n_m blocks; dealt to the programs in turn, wave after wave, the busiest of 132 programs had 3.1%
+    more than the mean at every causal shape of the test's sweep (its end is the kernel's). Two causal
+    orders, and the one whose busiest program has less (the pairs on a tie):
+    - heaviest first in groups of heads (_heaviest_first_in_groups): fine-grained, the busiest within 1%
+      of the mean at long S; but where there are under four waves of tiles the group is every head, and
+      the heavy tiles running at once are each from another head, whose K and V overflow the L2 (all
+      heads at once read 0.86x the default SDPA at head dim 128 causal S 1024, groups of four waves
+      1.01x: SKILL.md's tile schedule);
+    - each head's query blocks paired heaviest with lightest (_head_pairs): every pair costs n_m + 3, so
+      that dealt head by head in turn the programs stay level, and the n_m / 2 programs of a head read
+      its K and V blocks from the L2 as the first of them brings each in. Busiest level with the groups'
+      at S 512-1024 (a unit more where units, not tiles, set the waves' quantization: S 2048 and up)."""
+    if not causal:
+        return _deal([([t], n_m + 1) for t in range(n_m * heads)], sms)
+    by_groups = _deal(_heaviest_first_in_groups(n_m, heads, sms), sms)
+    by_pairs = _deal(_head_pairs(n_m, heads), sms)
+    busiest = [max(sum(n_m - t % n_m + 1 for t in row) for row in dealt) for dealt in (by_groups, by_pairs)]
+    return by_pairs if busiest[1] <= busiest[0] else by_groups
+
+
+def _heaviest_first_in_groups(n_m: int, heads: int, sms: int) -> list:
+    """Causal units of one tile each, (tiles, cost): by groups of heads, each group's heaviest tiles first;
+    enough heads in a group for two waves of tiles or more, so that light tiles fill in behind heavy ones
+    within it, and not many more, so that the tiles running at once keep a few heads' K and V in L2 (all
+    heads at once, heaviest first, read 10% less at S 4096 in its A/B,
+    df8b865:experiments/sweep-h200-session14/call4-attention-persistent/). Groups of equal size (to a
+    head), so that the order does not end on a lone group of heavy tiles."""
+    groups = max(1, heads * n_m // (2 * sms))
+    bounds = [g * heads // groups for g in range(groups + 1)]
+    return [([head * n_m + r], n_m - r + 1) for first, end in zip(bounds, bounds[1:]) for r in range(n_m)
+            for head in range(first, end)]
+
+
+def _head_pairs(n_m: int, heads: int) -> list:
+    """Causal units of two tiles of one head, (tiles, cost): its heaviest query block with its lightest,
+    the next heaviest with the next lightest, heads in turn; the heavy tile first (the light one's key
+    blocks are the first of the heavy one's, still in L2). An odd n_m's middle tile goes alone, after
+    every pair (half a pair's cost: last, as a list scheduler wants its small units)."""
+    pairs = [([head * n_m + r, head * n_m + n_m - 1 - r], n_m + 3) for head in range(heads) for r in range(n_m // 2)]
+    middles = [([head * n_m + n_m // 2], n_m - n_m // 2 + 1) for head in range(heads)] if n_m % 2 else []
+    return pairs + middles
+
+
+def _deal(units: list, sms: int) -> list:
+    """units ((tiles, cost) in order) dealt to min(sms, units) programs, each to the one that would finish
+    first: each program's tiles."""
+    programs = min(sms, len(units))
     finish = [(0, p) for p in range(programs)]  # a heap: (cost so far, program)
     dealt = [[] for _ in range(programs)]
-    for t, cost in order:
+    for tiles, cost in units:
         busy, p = heapq.heappop(finish)
-        dealt[p].append(t)
+        dealt[p].extend(tiles)
         heapq.heappush(finish, (busy + cost, p))
     return dealt
 
@@ -834,11 +866,24 @@ def _gluon_runs(q) -> bool:
     """Whether _attn_fwd_ws can take q's shape here: Gluon present, a Hopper GPU (wgmma is sm_90's
     alone), not the interpreter (Gluon has none), 16-bit, D of 64 or 128, and it has not failed to compile
     or launch on this device before. Any S: at a ragged one (_ragged) GLUON 3 runs GLUON 1."""
-    if gluon is None or q.device.type != "cuda" or torch.version.hip or q.device in _GLUON_FAILED:
+    if gluon is None or q.device.type != "cuda" or q.device in _GLUON_FAILED:
         return False
-    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(q.device)[0] != 9:
+    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or not _hopper(q.device):
         return False
     return q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] in (64, 128)
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper(device) -> bool:
+    """An NVIDIA sm_90 GPU: asked of torch once a device, as the rest of a call's host work is kept small
+    (_shared_layout)."""
+    return not torch.version.hip and torch.cuda.get_device_capability(device)[0] == 9
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device) -> int:
+    """The device's SM count (the persistent kernel's programs at most): asked of torch once a device."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _ragged(S: int) -> bool:
@@ -852,28 +897,21 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
     _launch gives other head dims GLUON 1); False (and a warning, once a device) when it does not compile
     or launch."""
     B, H, S, D = q.shape
-    gl_dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(t, rows):  # over the (B*H*S, D) view, in [rows, D] blocks, wgmma's shared-memory layout
-        layout = gl.NVMMASharedLayout.get_default_for([rows, D], gl_dtype)
-        return GluonDescriptor(t.view(B * H * S, D), [B * H * S, D], [D, 1], [rows, D], layout)
-
-    descs = (desc(q, WS_BLOCK_M // 2), desc(k, WS_BLOCK_N), desc(v, WS_BLOCK_N), desc(o, WS_BLOCK_M // 2))
+    descs = _gluon_descriptors(q, k, v, o)
     ragged = _ragged(S)
     consts = dict(BLOCK_M=WS_BLOCK_M, BLOCK_N=WS_BLOCK_N, CAUSAL=causal, LOADER_REGS=WS_LOADER_REGS,
                   CONSUMER_REGS=WS_CONSUMER_REGS, num_warps=4)
     try:
         if cfg["GLUON"] == 3:
-            _attn_fwd_ws3[(triton.cdiv(S, WS3_BLOCK_M), B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=2,
+            _attn_fwd_ws3[(_cdiv(S, WS3_BLOCK_M), B * H)](*descs, S, LOG2E / math.sqrt(D), NUM_BUFFERS=2,
                                                                  **{**consts, "BLOCK_M": WS3_BLOCK_M,
                                                                     "CONSUMER_REGS": WS3_CONSUMER_REGS})
         elif cfg["GLUON"] == 2:
-            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-            sched = _schedule_on(q.device, triton.cdiv(S, WS_BLOCK_M), B * H, sms, causal)
+            sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS, RAGGED=ragged, **consts)
         else:
-            _attn_fwd_ws[(triton.cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
+            _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
@@ -882,6 +920,29 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
                       f"({_GLUON_FAILED[q.device]}); the Triton kernel takes its shapes")
         return False
     return True
+
+
+def _gluon_descriptors(q, k, v, o):
+    """The Gluon kernels' TMA descriptors over the (B*H*S, D) views: Q and O in [WS_BLOCK_M // 2, D] boxes
+    (a consumer's rows), K and V in [WS_BLOCK_N, D] ones, each in wgmma's shared-memory layout."""
+    B, H, S, D = q.shape
+    rows = B * H * S
+    return tuple(GluonDescriptor(t.view(rows, D), [rows, D], [D, 1], [box, D], _shared_layout(box, D, q.dtype))
+                 for t, box in ((q, WS_BLOCK_M // 2), (k, WS_BLOCK_N), (v, WS_BLOCK_N), (o, WS_BLOCK_M // 2)))
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_layout(rows, D, dtype):
+    """wgmma's shared-memory layout of a [rows, D] box (a frozen value): made once. Made on every call, the
+    four descriptors took 37.5 us of host time a call on the CPU machine, 13.4 us with the layouts made
+    once (Triton 3.9, 2000 calls); the GEMM's host time, built the same way, outlasted do_bench's L2 clear
+    and its small readings fell to 0.40x cuBLAS (experiments/gemm-h100/small-m-host/)."""
+    return gl.NVMMASharedLayout.get_default_for([rows, D], gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
+def _cdiv(a: int, b: int) -> int:
+    """triton.cdiv without its 2 us a call on the host (Triton 3.9 wraps it as a constexpr function)."""
+    return -(-a // b)
 
 
 def _launch(q, k, v, o, causal, cfg):
