@@ -598,6 +598,37 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour
     assert g._candidates(big, big, big) == [g.CONFIG, neighbour]
 
 
+@pytest.mark.parametrize("M, N, block_n", [
+    (128, 4096, 64),  # 64 tiles of 64x128 on 132 SMs (1 wave, 1.0); 128 of 64x64 (0.6); 256 of 64x32 (2 x 0.45)
+    (64, 4096, 32),  # 32 of 64x128; 128 of 64x32 (0.45) fill the SMs
+    (64, 14336, 128),  # 112 tiles of 64x128; 224 of 64x64 are two waves (1.2)
+    (256, 4096, 128), (512, 4096, 128), (1024, 1024, 128),  # 128-256 tiles of 64x128: whole waves already
+    (100, 4096, 64),  # a ragged M: two tile-rows, as M=128
+    (64, 100, 32),  # one tile of 64x128 or two of 64x64 or four of 64x32: one wave each, the narrowest first
+])
+def test_gemm_gluon_tile_narrows_where_64x128_tiles_leave_sms_idle(monkeypatch, M, N, block_n):
+    g = _template("gemm")
+    assert g.gluon_tile_n(M, N, 132) == block_n
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.empty(M, 4096, dtype=torch.bfloat16), torch.empty(4096, N, dtype=torch.bfloat16)
+    if 2 * triton.cdiv(M, g.CONFIG["BLOCK_M"]) * triton.cdiv(N, g.CONFIG["BLOCK_N"]) >= 132:
+        pytest.skip("a large output: CONFIG's tiles and their neighbours")  # none of the cases above
+    gluon = [(cfg["BLOCK_N"], cfg["num_stages"]) for cfg in g._candidates(a, b, b) if cfg["GLUON"]]
+    stages = {128: 8, 64: 12, 32: 16}  # the ring's 192 KB: the measured 8 at 64x128 and 12 at 64x64
+    assert gluon == [(128, 8)] + ([(block_n, stages[block_n])] if block_n != 128 else [])
+
+
+def test_gemm_gluon_ring_holds_the_measured_stages_and_fits_shared_memory():
+    g = _template("gemm")
+    small = g.SMALL_OUTPUT_CONFIGS[0]
+    assert g.gluon_stages(small["BLOCK_N"], small["BLOCK_K"]) == small["num_stages"] == 8
+    assert g.gluon_stages(64, 64) == 12  # 64x64 on 12 stages: 1.01-1.02x cuBLAS at M=128 (small-m-host/)
+    for block_n in g.GLUON_TILE_NS:
+        stages = g.gluon_stages(block_n, 64)
+        assert stages * (64 * 64 + 64 * block_n) * 2 + 64 * block_n * 2 + 1024 <= 232448, block_n
+
+
 @pytest.mark.parametrize("tiles, sms, programs", [
     (512, 132, 128),  # 4096^3 in 128x256 tiles on the H200: 4 waves of 128, not 3.88 of 132
     (2048, 132, 128),  # 8192^3: 16 waves
@@ -747,7 +778,8 @@ def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatc
     assert split == ([{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else [])
 
 
-def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches):
+@pytest.mark.parametrize("block_n, stages, programs", [(128, 8, 6), (64, 12, 12), (32, 16, 24)])
+def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches, block_n, stages, programs):
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -755,11 +787,11 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_la
         grid, [d.block_shape for d in args[:3]], args[3:], options), launch=False)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
-    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 8}
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": stages}
     g.gemm(a, b, config=config)
-    # 3 tile-rows (the last 2 rows deep: TMA clips it) x 2 tile-columns
-    assert launched == [((6, 1, 1), [[64, 64], [64, 128], [64, 128]], (130, 256, 72, 64, 128, 64, 8, 24),
-                         {"num_warps": 4, "maxnreg": 128})]
+    # 3 tile-rows (the last 2 rows deep: TMA clips it) x 256 / block_n tile-columns
+    assert launched == [((programs, 1, 1), [[64, 64], [64, block_n], [64, block_n]],
+                         (130, 256, 72, 64, block_n, 64, stages, 24), {"num_warps": 4, "maxnreg": 128})]
     assert g.last_config == {**g.CONFIG, **config}
     launched.clear()
     c = g.gemm(a.float(), b.float(), config={**config, "GLUON": 0})
@@ -1162,14 +1194,20 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
 """
 
 _GEMM_CASES = """
-for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000))]:
+# SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, and the narrower ones gluon_tile_n picks at M=128 N=4096 and at two
+# ragged shapes (boxes sticking out of M and N)
+for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000)), ("bf16", (128, 4096, 4096)),
+                         ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000))]:
     torch_dtype, gl_dtype = GL[dtype]
     cfg = {**t.CONFIG, **t.SMALL_OUTPUT_CONFIGS[0]}
+    if M < 1000:
+        block_n = t.gluon_tile_n(M, N, 132)
+        cfg.update(BLOCK_N=block_n, num_stages=t.gluon_stages(block_n, cfg["BLOCK_K"]))
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype)
              for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS)
-    compile_and_report([dtype, M, N, K], t.gemm_gluon_kernel, descs + [M, N, K], consts,
+    compile_and_report([dtype, M, N, K, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
                        {"num_warps": 4, "maxnreg": t.GLUON_LAUNCH_REGS})
 """
 
@@ -1263,16 +1301,21 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
 
 
 def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
-    """The gemm template's Gluon kernel, its small-output candidate's configuration, for sm_90: no stack, no
-    spill, within the H200's shared memory (8 stages of 64x64 + 64x128 and C's 64x128 tile: 212 KB). On the
-    H200's Triton 3.6: 128 registers at launch, 24 for the loader and 232 for the consumer after setmaxnreg."""
+    """The gemm template's Gluon kernel, its small-output candidates' configurations, for sm_90: no stack, no
+    spill, within the H200's shared memory (8 stages of 64x64 + 64x128 and C's 64x128 tile: 212 KB; 12 of
+    64x64 + 64x64: 200 KB; 16 of 64x64 + 64x32: 196 KB). On the H200's Triton 3.6: 128 registers at launch, 24
+    for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
+    three tiles."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("gemm", _GEMM_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [["bf16", 1024, 1024, 1024], ["fp16", 1000, 3000, 1000]]
+    assert [c["case"] for c in cases] == [["bf16", 1024, 1024, 1024, 128, 8], ["fp16", 1000, 3000, 1000, 128, 8],
+                                          ["bf16", 128, 4096, 4096, 64, 12], ["fp16", 60, 3000, 1000, 32, 16],
+                                          ["bf16", 100, 3000, 1000, 64, 12]]
     for case in cases:
-        assert 8 * (64 * 64 + 64 * 128) * 2 + 64 * 128 * 2 <= case["shared"] <= 232448, case
+        block_n, stages = case["case"][4:]
+        assert stages * (64 * 64 + 64 * block_n) * 2 + 64 * block_n * 2 <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 

@@ -19,7 +19,9 @@ How the kernel computes it (see SKILL.md for why):
   * Small outputs on Hopper (GLUON 1, an AUTOTUNE candidate): a warp-specialized Gluon kernel, cuBLAS's
     sm90 structure: one loader warp issues the TMA copies of A and B into a ring of NUM_STAGES stages,
     one consumer warpgroup runs async wgmma on them and hands each stage back the moment its wgmma
-    retires. The Triton kernels issue the loads and the wgmma from the same warps.
+    retires. The Triton kernels issue the loads and the wgmma from the same warps. Where its 64x128
+    tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
+    (gluon_tile_n: 64x64 there, 64x32 at M=64) on a deeper ring.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
@@ -115,6 +117,15 @@ SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, small
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "PERSISTENT": 0, "USE_TMA": 0},
     {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0, "USE_TMA": 0},
 ]
+# Narrower Gluon tiles for outputs whose 64x128 tiles leave SMs idle (issue 52, experiments/gemm-h100/small-m-host/):
+# at M=128 N=K=4096 on an H100 those are 64 programs on 132 SMs, each streaming its own 1 MB panel of B, and
+# the 64x64 tile on 12 stages (128 programs) read 1.01-1.02x cuBLAS where 64x128 read 0.97x. gluon_tile_n picks
+# the width from the waves; the autotune times it beside the 64x128 candidate (SMALL_OUTPUT_CONFIGS[0]).
+GLUON_TILE_NS = [128, 64, 32]  # widest first: a tie keeps the wider tile, which reads A fewer times
+# The Gluon ring's stages: as many as fit this many bytes of A and B tiles, the bytes in flight a program keeps
+# to hide DRAM's latency. 8 stages at 64x128x64 (SMALL_OUTPUT_CONFIGS[0]), 12 at 64x64 (the 1.01-1.02x
+# reading), 16 at 64x32; with C's tile and the barriers under the 227 KB a block.
+GLUON_RING_BYTES = 192 * 1024
 
 
 @triton.jit
@@ -321,6 +332,21 @@ def tile_k_step_share(tile, big) -> float:
     return max(flops, LOAD_BOUND_SHARE * loads)
 
 
+def gluon_tile_n(M, N, sms) -> int:
+    """The Gluon tile's width (of GLUON_TILE_NS; 64 rows) whose waves finish first, each wave weighed by the
+    tile's K-step time against 64x128's (tile_k_step_share), the wider on a tie. M=128 N=4096 on 132 SMs: 64
+    tiles of 64x128 (1 wave, 1.0), 128 of 64x64 (1 wave, 0.6), 256 of 64x32 (2 waves of 0.45): 64."""
+    def makespan(block_n):
+        tiles = triton.cdiv(M, 64) * triton.cdiv(N, block_n)
+        return triton.cdiv(tiles, sms) * tile_k_step_share((64, block_n), (64, 128))
+    return min(GLUON_TILE_NS, key=makespan)
+
+
+def gluon_stages(block_n, block_k) -> int:
+    """The Gluon ring's depth for 64 x block_n tiles: the stages of 2-byte A and B tiles GLUON_RING_BYTES holds."""
+    return GLUON_RING_BYTES // ((64 * block_k + block_k * block_n) * 2)
+
+
 def tail_cuts(M, N, big):
     """Where C can be cut into whole big tiles over C[:m_cut, :n_cut] and a rectangle of the rest: after each
     tile-column but the last (m_cut = M), or each tile-row but the last (n_cut = N). (m_cut, n_cut) each."""
@@ -508,6 +534,9 @@ def _candidates(a, b, c):
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
         return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
+    block_n = gluon_tile_n(M, N, sms)
+    if block_n != small[0]["BLOCK_N"]:  # 64x128 tiles leave SMs idle: the narrower Gluon tile the waves pick
+        small.append({**small[0], "BLOCK_N": block_n, "num_stages": gluon_stages(block_n, small[0]["BLOCK_K"])})
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
 
