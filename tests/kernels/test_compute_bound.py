@@ -630,6 +630,17 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     assert tall == [] or (tall[0]["USE_TMA"] and not tall[0]["PERSISTENT"] and tall[0]["num_warps"] == 8)
 
 
+def test_gemm_triton_tall_config_computes_every_element():
+    """TRITON_TALL_CONFIG, the autotune's Triton 128x128 candidate, in the interpreter: a ragged C of 2 x 2 tiles
+    (boxes sticking out of M, N and K), NaN-poisoned first."""
+    g = _template("gemm")
+    a, b = torch.randn(150, 80), torch.randn(80, 200)
+    c = torch.full((150, 200), float("nan"))
+    g.gemm(a, b, out=c, config=g.TRITON_TALL_CONFIG)
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config == {**g.CONFIG, **g.TRITON_TALL_CONFIG}
+
+
 def test_gemm_gluon_ring_holds_the_measured_stages_and_fits_shared_memory():
     g = _template("gemm")
     small = g.SMALL_OUTPUT_CONFIGS[0]
