@@ -228,13 +228,15 @@ def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
 
 
 # The Gluon kernel's register budgets (setmaxnreg): the loader only issues copies and waits on barriers, 24
-# is the minimum; a consumer warpgroup's 64xBLOCK_N fp32 accumulator needs 64 a thread at 64x128, and the launch's
-# 128 a thread leave each consumer (one or two warpgroups beside the loader's, which Triton pads to one) more.
+# is the minimum (Triton pads its warp to a warpgroup); a consumer's 64xBLOCK_N fp32 accumulator needs 64 a
+# thread at 64x128. Triton gives the kernel's own warpgroup (consumer 0) what the launch's budget leaves after
+# the workers'. One consumer: 128 at launch, 232 for it after setmaxnreg.
 GLUON_LAUNCH_REGS = 128
 GLUON_LOADER_REGS = 24
-# The second consumer's budget when a tile has two (128 rows): what the 64K registers leave after the loader's
-# warpgroup at 24, halved between the two consumers and rounded down to setmaxnreg's multiple of 8.
+# Two consumers (128-row tiles): the second asks for 240, and a launch of 168 a thread (64512 of the 65536
+# registers over 3 warpgroups) leaves the first 3 * 168 - 240 - 24 = 240 too; at 128 it would get 120.
 GLUON_CONSUMER_REGS = 240
+GLUON_TWO_CONSUMER_LAUNCH_REGS = 168
 
 if gluon is not None:
     @gluon.jit
@@ -484,8 +486,9 @@ def _launch_gluon(a, b, c, cfg):
     boxes = ([64, BK], [BK, BN], [64, BN])  # A and C a consumer's 64 rows at a time
     rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
     try:
+        regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else GLUON_LAUNCH_REGS
         kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
-                                         maxnreg=GLUON_LAUNCH_REGS)
+                                         maxnreg=regs)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[a.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
