@@ -34,6 +34,7 @@ L2 while the expert's row-blocks use it: each weight byte is read from DRAM abou
 """
 
 import functools
+import math
 import os
 import warnings
 
@@ -566,21 +567,57 @@ def streams_weights(tokens, experts, top_k) -> bool:
     return tokens * top_k <= STREAM_MAX_ROWS * experts
 
 
-def streaming_config(tokens, experts, top_k, hidden, sms):
+def streaming_config(tokens, experts, top_k, hidden, inter, sms):
     """CONFIG's overrides where the layer streams its weights. Each expert's rows go to 64-row blocks on one
     consumer warpgroup of the Gluon GEMM, not 128 on two: at r rows an expert the padding computed falls
     from 128 * ceil(r / 128) - r rows to 64 * ceil(r / 64) - r (DeepSeek-V2-Lite decode, r = 6: 122 -> 58;
     Mixtral at 512 tokens, r = 128 +- 11: half the experts take a second block of 128, or of 64), compute that
     competes with the weight stream once r nears 128. Every ring gets the most stages that fit (5 or 8
-    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. The down GEMM's N tile
-    is 256 where that leaves 4 tiles an SM or more on the host's bound of the row blocks, else 128: the
-    persistent grid's last round of tiles then costs a quarter of its time at most (Mixtral at 512 tokens,
-    about 20 blocks: 320 tiles of 256, 2.4 an SM run as 3; 640 of 128, 4.85 run as 5)."""
-    blocks = triton.cdiv(tokens * top_k, 64) + experts
-    down_n = 256 if blocks * triton.cdiv(hidden, 256) >= 4 * sms else 128
-    return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
-            "num_stages": _stages_that_fit(64 + 2 * 128, 128, 64),
+    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N tile is
+    _widest_filling's, on the row blocks expected in use: a tile is a fixed share of the weights, and a last
+    round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
+    blocks = expected_row_blocks(tokens, experts, top_k, 64)
+    up_n = _widest_filling((128, 64), inter, blocks, sms)
+    down_n = _widest_filling((256, 128), hidden, blocks, sms)
+    return {"BLOCK_M": 64, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
+            "num_stages": _stages_that_fit(64 + 2 * up_n, up_n, 64),
             "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
+
+
+@functools.lru_cache(maxsize=None)  # fused_moe asks on every call; a sum of up to T terms
+def expected_row_blocks(tokens, experts, top_k, block_m):
+    """The row blocks in use on average where the routing spreads the pairs evenly over the experts: an
+    expert's rows c ~ Binomial(tokens, top_k / experts) fill ceil(c / block_m) blocks. route_and_align's
+    bound, ceil(T*k / block_m) + E, counts a part-filled block for every expert: 112 at 512 tokens on 64
+    experts, top 6, where 64.5 are in use (48 +- 7 rows an expert: one block, two for 0.7% of them)."""
+    p = top_k / experts
+    if p >= 1:
+        return experts * triton.cdiv(tokens, block_m)
+    log_t = math.lgamma(tokens + 1)
+    log_pmf = lambda c: (log_t - math.lgamma(c + 1) - math.lgamma(tokens - c + 1)
+                         + c * math.log(p) + (tokens - c) * math.log1p(-p))
+    return experts * sum(math.exp(log_pmf(c)) * triton.cdiv(c, block_m) for c in range(1, tokens + 1))
+
+
+def round_fill(tiles, sms):
+    """The share of a persistent grid's SM-rounds that its tiles keep busy: tiles / (sms * ceil(tiles / sms)).
+    Each program takes every sms-th tile, so the grid runs ceil(tiles / sms) rounds of tiles."""
+    return tiles / (sms * math.ceil(tiles / sms))
+
+
+# Round fills within this of the best are taken as equal, and the widest of them is kept: a wider N tile
+# re-reads A (64 rows of x_sorted or h, from L2) fewer times a weight byte and runs fewer epilogues.
+ROUND_FILL_SLACK = 0.05
+
+
+def _widest_filling(widths, columns, blocks, sms):
+    """The widest N tile of widths whose tiles (blocks x ceil(columns / width)) fill the persistent grid's rounds
+    within ROUND_FILL_SLACK of the best width's. 512 tokens on 64 experts, top 6, gate/up (I 1408): 64.5 blocks
+    x 11 tiles of 128 = 710, 5.4 rounds run as 6 (fill 0.90: the sixth by 50 of 132 SMs); of 64, 1419 in 11
+    rounds (0.98): 64."""
+    fills = {width: round_fill(blocks * triton.cdiv(columns, width), sms) for width in widths}
+    best = max(fills.values())
+    return max(width for width, fill in fills.items() if fill >= best - ROUND_FILL_SLACK)
 
 
 def _stages_that_fit(rows_a_stage, store_cols, block_k):
@@ -705,7 +742,7 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
     if config is None:
         config = dict(CONFIG)
         if streams_weights(T, E, top_k):
-            streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, _num_sms(x.device))}
+            streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, I2 // 2, _num_sms(x.device))}
             # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
             if _gluon_runs(x, w13, w2, streaming):
                 config = streaming
