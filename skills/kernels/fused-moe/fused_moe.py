@@ -574,11 +574,11 @@ def streaming_config(tokens, experts, top_k, hidden, inter, sms):
     Mixtral at 512 tokens, r = 128 +- 11: half the experts take a second block of 128, or of 64), compute that
     competes with the weight stream once r nears 128. Every ring gets the most stages that fit (5 or 8
     where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N tile is
-    _widest_filling's, on the row blocks expected in use: a tile is a fixed share of the weights, and a last
+    _n_tile_by_rounds's, on the row blocks expected in use: a tile is a fixed share of the weights, and a last
     round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
     blocks = expected_row_blocks(tokens, experts, top_k, 64)
-    up_n = _widest_filling((128, 64), inter, blocks, sms)
-    down_n = _widest_filling((256, 128), hidden, blocks, sms)
+    up_n = _n_tile_by_rounds((128, 64), inter, blocks, sms)
+    down_n = _n_tile_by_rounds((256, 128), hidden, blocks, sms)
     return {"BLOCK_M": 64, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
             "num_stages": _stages_that_fit(64 + 2 * up_n, up_n, 64),
             "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
@@ -596,7 +596,8 @@ def expected_row_blocks(tokens, experts, top_k, block_m):
     log_t = math.lgamma(tokens + 1)
     log_pmf = lambda c: (log_t - math.lgamma(c + 1) - math.lgamma(tokens - c + 1)
                          + c * math.log(p) + (tokens - c) * math.log1p(-p))
-    return experts * sum(math.exp(log_pmf(c)) * triton.cdiv(c, block_m) for c in range(1, tokens + 1))
+    # rounded: the float sum's ~1e-12 would push a whole multiple of the SMs' tiles into one more round
+    return round(experts * sum(math.exp(log_pmf(c)) * triton.cdiv(c, block_m) for c in range(1, tokens + 1)), 6)
 
 
 def round_fill(tiles, sms):
@@ -605,19 +606,21 @@ def round_fill(tiles, sms):
     return tiles / (sms * math.ceil(tiles / sms))
 
 
-# Round fills within this of the best are taken as equal, and the widest of them is kept: a wider N tile
-# re-reads A (64 rows of x_sorted or h, from L2) fewer times a weight byte and runs fewer epilogues.
+# Round fills within this of the best are taken as equal, and the fewest tiles of them kept: each tile
+# re-reads its 64 rows of A (x_sorted or h, from L2) and runs an epilogue.
 ROUND_FILL_SLACK = 0.05
 
 
-def _widest_filling(widths, columns, blocks, sms):
-    """The widest N tile of widths whose tiles (blocks x ceil(columns / width)) fill the persistent grid's rounds
-    within ROUND_FILL_SLACK of the best width's. 512 tokens on 64 experts, top 6, gate/up (I 1408): 64.5 blocks
-    x 11 tiles of 128 = 710, 5.4 rounds run as 6 (fill 0.90: the sixth by 50 of 132 SMs); of 64, 1419 in 11
-    rounds (0.98): 64."""
-    fills = {width: round_fill(blocks * triton.cdiv(columns, width), sms) for width in widths}
+def _n_tile_by_rounds(widths, columns, blocks, sms):
+    """The N tile of widths whose tiles (blocks x ceil(columns / width)) fill the persistent grid's rounds
+    within ROUND_FILL_SLACK of the best width's, and of those the one with the fewest tiles (the narrowest
+    where widths tie: a tile wider than the columns only pads). 512 tokens on 64 experts, top 6, gate/up
+    (I 1408): 64.5 blocks x 11 tiles of 128 = 710, 5.4 rounds run as 6 (fill 0.90: the sixth by 50 of 132
+    SMs); of 64, 1419 in 11 rounds (0.98): 64."""
+    tiles = {width: blocks * triton.cdiv(columns, width) for width in widths}
+    fills = {width: round_fill(n, sms) for width, n in tiles.items()}
     best = max(fills.values())
-    return max(width for width, fill in fills.items() if fill >= best - ROUND_FILL_SLACK)
+    return min((width for width in widths if fills[width] >= best - ROUND_FILL_SLACK), key=lambda w: (tiles[w], w))
 
 
 def _stages_that_fit(rows_a_stage, store_cols, block_k):
