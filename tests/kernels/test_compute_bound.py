@@ -399,6 +399,22 @@ def test_moe_streaming_config_takes_each_n_tile_by_the_rounds_of_the_blocks_in_u
             assert ring(stages) <= m.SHARED_MEMORY and (stages == 8 or ring(stages + 1) > m.SHARED_MEMORY)
 
 
+def test_moe_autotune_times_the_rules_pick_first_then_the_other_gate_up_tile_then_configs(monkeypatch):
+    """Streaming shapes: the rule's configs are its pick, then the same with the other gate/up N tile (its ring
+    re-sized), both before CONFIG's candidates; a shape past STREAM_MAX_ROWS rows an expert has CONFIG alone."""
+    m, _ = _moe_gluon_in_torch(monkeypatch, sms=4)
+    x, w13, w2, logits = _moe_inputs(80, 5, 64, 192)  # 5 blocks x 3 gate/up tiles of 64 fill 4 SMs' rounds best
+    rules = m.rule_configs(x, w13, w2, 2)
+    assert [(c["BLOCK_N"], c["num_stages"]) for c in rules] == [(64, 8), (128, 5)]
+    assert all({**c, "BLOCK_N": 0, "num_stages": 0} == {**rules[0], "BLOCK_N": 0, "num_stages": 0} for c in rules)
+    timed = []
+    monkeypatch.setattr(m, "_TUNED", {})
+    monkeypatch.setattr(m, "_fastest", lambda run, candidates: timed.extend(candidates) or candidates[0])
+    m._autotune((x, w13, w2, logits, 2), torch.empty_like(x), None, rules)
+    assert timed[:2] == rules and timed[2] == m.CONFIG and len(timed) == 2 + 1 + len(m.AUTOTUNE_CONFIGS)
+    assert m.rule_configs(torch.randn(321, 64).half(), w13, w2, 2) == [m.CONFIG]
+
+
 def test_round_fill_is_the_share_of_the_grids_rounds_its_tiles_keep_busy():
     m = _template("fused-moe")
     assert m.round_fill(132, 132) == 1.0 and m.round_fill(133, 132) == 133 / 264

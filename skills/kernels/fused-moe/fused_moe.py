@@ -678,13 +678,14 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     return out
 
 
-def _autotune(args, out, use_tma, first):
-    """The fastest of first (the shape's rule's config) and CONFIG's candidates, timed once a shape."""
+def _autotune(args, out, use_tma, firsts):
+    """The fastest of firsts (the shape's rule's configs, its pick first) and CONFIG's candidates, timed once a
+    shape."""
     x, w13, w2, logits, top_k = args
     key = (tuple(x.shape), tuple(w13.shape), top_k, x.dtype)
     if key not in _TUNED:
         others = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
-        candidates = [first] + [c for c in others if c != first]
+        candidates = firsts + [c for c in others if c not in firsts]
         _TUNED[key] = _fastest(lambda cfg: _launch(*args, out, cfg, use_tma), candidates)
     return _TUNED[key]
 
@@ -737,6 +738,23 @@ def _median_ms(fn, clear, warmup_calls=5, calls=20):
     return sorted(s.elapsed_time(e) for s, e in times)[calls // 2]
 
 
+def rule_configs(x, w13, w2, top_k):
+    """The shape's configs by rule, the one to run without AUTOTUNE first: CONFIG; or where the layer streams
+    its weights and the Gluon kernel runs, streaming_config's, then the same with the other gate/up N tile.
+    The rule's tile hinges on what the SMs of a part-filled last round can pull (the whole bandwidth, or only
+    their share of it), which the host cannot see, so AUTOTUNE times both."""
+    T, HD = x.shape
+    E, I2, _ = w13.shape
+    if not streams_weights(T, E, top_k):
+        return [dict(CONFIG)]
+    streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, I2 // 2, _num_sms(x.device))}
+    # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
+    if not _gluon_runs(x, w13, w2, streaming):
+        return [dict(CONFIG)]
+    other_n = 192 - streaming["BLOCK_N"]  # 128 <-> 64
+    return [streaming, {**streaming, "BLOCK_N": other_n, "num_stages": _stages_that_fit(64 + 2 * other_n, other_n, 64)}]
+
+
 def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):
     """out (T, Hd) = the MoE layer of the module docstring."""
     T, HD = x.shape
@@ -746,14 +764,10 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
         out = torch.empty((T, HD), device=x.device, dtype=x.dtype)
     assert out.shape == (T, HD) and out.stride(1) == 1, "out: (T, Hd) with unit column stride"
     if config is None:
-        config = dict(CONFIG)
-        if streams_weights(T, E, top_k):
-            streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, I2 // 2, _num_sms(x.device))}
-            # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
-            if _gluon_runs(x, w13, w2, streaming):
-                config = streaming
+        rules = rule_configs(x, w13, w2, top_k)
+        config = rules[0]
         if CONFIG["AUTOTUNE"] and x.device.type == "cuda":
-            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma, config)
+            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma, rules)
     return _launch(x, w13, w2, router_logits, top_k, out, {**CONFIG, **config}, use_tma)
 
 
