@@ -202,9 +202,11 @@ def test_moe_route_and_align_catches_a_wrong_rank(monkeypatch):
         _route_and_align_checked(m, torch.randn(40, 8), 2, 16)
 
 
-def test_moe_gather_copies_the_pairs_rows_and_leaves_padding_rows_unwritten():
-    """x_sorted's rows of the blocks in use: each pair's token row, and padding rows as they were (NaN here),
-    not zeros: no GEMM row reads another's, and no padding row of h or y is read."""
+@pytest.mark.parametrize("pad_zeros", [0, 1])
+def test_moe_gather_copies_the_pairs_rows_and_zeros_padding_rows_only_if_asked(pad_zeros):
+    """x_sorted's rows of the blocks in use: each pair's token row; padding rows zeros for the Triton GEMMs
+    (PAD_ZEROS), else as they were (NaN here) for the Gluon ones: no GEMM row reads another's, and no padding
+    row of h or y is read."""
     m = _template("fused-moe")
     T, E, top_k, HD = 40, 6, 2, 200
     x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
@@ -212,24 +214,20 @@ def test_moe_gather_copies_the_pairs_rows_and_leaves_padding_rows_unwritten():
     x_sorted = torch.full((num_m_blocks * 16, HD), float("nan"), dtype=torch.half)
     m.moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, m.GATHER_BLOCK_D))](
         x, x_sorted, sorted_ids, block_expert, T * top_k, HD, x.stride(0), TOP_K=top_k, BLOCK_M=16,
-        BLOCK_D=m.GATHER_BLOCK_D)
+        BLOCK_D=m.GATHER_BLOCK_D, PAD_ZEROS=pad_zeros)
     in_use = int(expert_start[E]) * 16  # rows past the blocks in use: neither routed nor written
     pairs, x_sorted = sorted_ids[:in_use].long(), x_sorted[:in_use]
     real = pairs < T * top_k
     assert torch.equal(x_sorted[real], x[pairs[real] // top_k]) and int(real.sum()) == T * top_k
-    assert bool(x_sorted[~real].isnan().all()) and int((~real).sum()) > 0
+    padding = x_sorted[~real]
+    assert int((~real).sum()) > 0 and bool((padding == 0).all() if pad_zeros else padding.isnan().all())
 
 
-@pytest.mark.parametrize("path", ["tma", "gluon"])
-def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch, path):
-    """x_sorted, h and y come from torch.empty: filled with NaN before use, the layer still equals the reference
-    on the Triton TMA path and on the Gluon contract (padding rows are computed, never read)."""
-    if path == "gluon":
-        m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
-        config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
-    else:
-        m = _template("fused-moe")
-        config = {"GLUON": 0, "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "DOWN_BLOCK_N": 32}
+def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch):
+    """x_sorted, h and y come from torch.empty: filled with NaN before use, the layer on the Gluon contract
+    (x_sorted's padding rows left unwritten) still equals the reference (padding rows computed, never read)."""
+    m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
     real_empty = torch.empty
 
     class NanEmpty:
@@ -242,7 +240,7 @@ def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch, path):
 
     monkeypatch.setattr(m, "torch", NanEmpty())
     x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
-    out = m.fused_moe(x, w13, w2, logits, 2, config=config, use_tma=path == "tma" or None)
+    out = m.fused_moe(x, w13, w2, logits, 2, config=config)
     assert compare(out.float(), m.reference(x, w13, w2, logits, 2), NORM["fp16"]) is None
 
 

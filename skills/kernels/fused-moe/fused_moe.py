@@ -175,11 +175,13 @@ def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_p
 
 @triton.jit
 def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, stride_x,
-                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    # x_sorted[r] = x[pair_r // TOP_K] for the pairs' rows of the blocks in use; padding rows are left as they
-    # are: a GEMM row depends on its own row of A only, and no padding row of h or y is read as a pair's
-    # (the down kernels store, moe_sum_kernel reads, pairs' rows alone). Zeroing them wrote 16.8 MB at 64
-    # tokens on 64 experts (64 blocks of 64 rows for 384 pairs), 1.6 MB of it needed.
+                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PAD_ZEROS: tl.constexpr):
+    # x_sorted[r] = x[pair_r // TOP_K] for the pairs' rows of the blocks in use; padding rows zeros if
+    # PAD_ZEROS, else left as they are (the Gluon GEMMs): a GEMM row depends on its own row of A only, and no
+    # padding row of h or y is read as a pair's (the down kernels store, moe_sum_kernel reads, pairs' rows
+    # alone). Zeroing them wrote 16.8 MB at 64 tokens on 64 experts (64 blocks of 64 rows for 384 pairs),
+    # 1.6 MB of it needed. The Triton GEMMs keep the zeros: they run in the interpreter, where SwiGLU's exp
+    # of whatever a padding row holds may overflow, and numpy says so.
     # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b
     pid_m = tl.program_id(0)
     if tl.load(block_expert_ptr + pid_m) < 0:
@@ -190,8 +192,11 @@ def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, 
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = offs_d < HD
     rows = tl.load(x_ptr + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
-                   mask=valid[:, None] & d_ok[None, :])
-    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows, mask=valid[:, None] & d_ok[None, :])
+                   mask=valid[:, None] & d_ok[None, :], other=0.0)
+    written = d_ok[None, :]
+    if not PAD_ZEROS:
+        written = written & valid[:, None]
+    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows, mask=written)
 
 
 @triton.jit
@@ -644,13 +649,14 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
+    gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, num_warps=4)
+            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=not gluon, num_warps=4)
     y = None
-    if cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg):
+    if gluon:
         y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg)
     if y is None:
         cfg = {**cfg, "GLUON": 0}
