@@ -202,6 +202,48 @@ def test_moe_route_and_align_catches_a_wrong_rank(monkeypatch):
         _route_and_align_checked(m, torch.randn(40, 8), 2, 16)
 
 
+@pytest.mark.parametrize("pad_zeros", [0, 1])
+def test_moe_gather_copies_the_pairs_rows_and_zeros_padding_rows_only_if_asked(pad_zeros):
+    """x_sorted's rows of the blocks in use: each pair's token row; padding rows zeros for the Triton GEMMs
+    (PAD_ZEROS), else as they were (NaN here) for the Gluon ones: no GEMM row reads another's, and no padding
+    row of h or y is read."""
+    m = _template("fused-moe")
+    T, E, top_k, HD = 40, 6, 2, 200
+    x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
+    _, sorted_ids, _, block_expert, expert_start, num_m_blocks = m.route_and_align(logits, top_k, 16)
+    x_sorted = torch.full((num_m_blocks * 16, HD), float("nan"), dtype=torch.half)
+    m.moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, m.GATHER_BLOCK_D))](
+        x, x_sorted, sorted_ids, block_expert, T * top_k, HD, x.stride(0), TOP_K=top_k, BLOCK_M=16,
+        BLOCK_D=m.GATHER_BLOCK_D, PAD_ZEROS=pad_zeros)
+    in_use = int(expert_start[E]) * 16  # rows past the blocks in use: neither routed nor written
+    pairs, x_sorted = sorted_ids[:in_use].long(), x_sorted[:in_use]
+    real = pairs < T * top_k
+    assert torch.equal(x_sorted[real], x[pairs[real] // top_k]) and int(real.sum()) == T * top_k
+    padding = x_sorted[~real]
+    assert int((~real).sum()) > 0 and bool((padding == 0).all() if pad_zeros else padding.isnan().all())
+
+
+def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch):
+    """x_sorted, h and y come from torch.empty: filled with NaN before use, the layer on the Gluon contract
+    (x_sorted's padding rows left unwritten) still equals the reference (padding rows computed, never read)."""
+    m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    real_empty = torch.empty
+
+    class NanEmpty:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def empty(self, *args, **kw):
+            t = real_empty(*args, **kw)
+            return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(m, "torch", NanEmpty())
+    x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
+    out = m.fused_moe(x, w13, w2, logits, 2, config=config)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, 2), NORM["fp16"]) is None
+
+
 @pytest.mark.parametrize("path", ["pointers", "tma", "gluon"])
 def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run(monkeypatch, path):
     """moe_route_kernel's atomics order the programs' pairs within an expert's run as they land, which varies
@@ -334,17 +376,79 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
     assert m.last_config["BLOCK_M"] == 128 and [o["CONSUMERS"] for *_, o in gemms.launches] == [2, 2]
 
 
-def test_moe_streaming_config_sizes_the_down_tile_to_the_sms_and_the_rings_to_shared_memory():
+def test_moe_streaming_config_takes_each_n_tile_by_the_rounds_of_the_blocks_in_use():
+    """Each GEMM's N tile by the round fill of the row blocks expected in use (not route_and_align's bound),
+    and the rings the deepest that fit one consumer."""
     m = _template("fused-moe")
     assert m.streams_weights(64, 64, 6) and m.streams_weights(512, 8, 2) and not m.streams_weights(513, 8, 2)
-    # DeepSeek-V2-Lite decode: (6 + 64 blocks) x 8 tiles of 256 = 560 >= 4 x 132: 256 wide
-    assert m.streaming_config(64, 64, 6, 2048, 132)["DOWN_BLOCK_N"] == 256
-    # Mixtral at 512 tokens: (16 + 8) x 16 = 384 < 528: 128 wide, 8 stages fit where 256 fits 5
-    cfg = m.streaming_config(512, 8, 2, 4096, 132)
-    assert (cfg["DOWN_BLOCK_N"], cfg["DOWN_num_stages"], cfg["num_stages"]) == (128, 8, 5)
-    for stages, rows, cols in [(cfg["num_stages"], 64 + 256, 128), (cfg["DOWN_num_stages"], 64 + 128, 64)]:
-        ring = lambda n: n * rows * 64 * 2 + 64 * cols * 2 + 1024
-        assert ring(stages) <= m.SHARED_MEMORY and (stages == 8 or ring(stages + 1) > m.SHARED_MEMORY)
+    picks = {shape: m.streaming_config(*shape, 132) for shape in [
+        (512, 64, 6, 2048, 1408),   # 64.5 blocks: gate/up 710 tiles of 128 fill 6 rounds to 0.90, 1419 of 64 11 to 0.98
+        (1024, 64, 6, 2048, 1408),  # 128 blocks: 1408 tiles of 128 fill 11 rounds to 0.97, as 64 does: 128
+        (512, 8, 2, 4096, 14336),   # 19.8 blocks: down 317 of 256 fill 3 rounds to 0.80, 634 of 128 5 to 0.96
+        (64, 8, 2, 4096, 14336),    # 8 blocks: down 128 of 256 fill 1 round to 0.97, 256 of 128 2 rounds to 0.97
+    ]}
+    assert [(c["BLOCK_N"], c["DOWN_BLOCK_N"]) for c in picks.values()] == [(64, 256), (128, 256), (128, 128), (128, 256)]
+    # where a wider tile adds no tile fewer (64 hidden columns), the narrower: a wider one only pads
+    assert m.streaming_config(80, 5, 2, 64, 96, 3)["DOWN_BLOCK_N"] == 128
+    for cfg in picks.values():
+        up, down = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"]
+        for stages, rows, cols in [(cfg["num_stages"], 64 + 2 * up, up), (cfg["DOWN_num_stages"], 64 + down, down // 2)]:
+            ring = lambda n: n * rows * 64 * 2 + 64 * cols * 2 + 1024
+            assert ring(stages) <= m.SHARED_MEMORY and (stages == 8 or ring(stages + 1) > m.SHARED_MEMORY)
+
+
+def test_moe_autotune_times_the_rules_pick_first_then_the_other_gate_up_tile_then_configs(monkeypatch):
+    """Streaming shapes: the rule's configs are its pick, then the same with the other gate/up N tile (its ring
+    re-sized), both before CONFIG's candidates; a shape past STREAM_MAX_ROWS rows an expert has CONFIG alone."""
+    m, _ = _moe_gluon_in_torch(monkeypatch, sms=4)
+    x, w13, w2, logits = _moe_inputs(80, 5, 64, 192)  # 5 blocks x 3 gate/up tiles of 64 fill 4 SMs' rounds best
+    rules = m.rule_configs(x, w13, w2, 2)
+    assert [(c["BLOCK_N"], c["num_stages"]) for c in rules] == [(64, 8), (128, 5)]
+    assert all({**c, "BLOCK_N": 0, "num_stages": 0} == {**rules[0], "BLOCK_N": 0, "num_stages": 0} for c in rules)
+    timed = []
+    monkeypatch.setattr(m, "_TUNED", {})
+    monkeypatch.setattr(m, "_fastest", lambda run, candidates: timed.extend(candidates) or candidates[0])
+    m._autotune((x, w13, w2, logits, 2), torch.empty_like(x), None, rules)
+    assert timed[:2] == rules and timed[2] == m.CONFIG and len(timed) == 2 + 1 + len(m.AUTOTUNE_CONFIGS)
+    assert m.rule_configs(torch.randn(321, 64).half(), w13, w2, 2) == [m.CONFIG]
+
+
+def test_round_fill_is_the_share_of_the_grids_rounds_its_tiles_keep_busy():
+    m = _template("fused-moe")
+    assert m.round_fill(132, 132) == 1.0 and m.round_fill(133, 132) == 133 / 264
+    assert m.round_fill(710, 132) == pytest.approx(710 / 792) and m.round_fill(5, 3) == 5 / 6
+    assert m.expected_row_blocks(80, 5, 2, 64) == 5.0  # a whole number of blocks stays whole: 15 tiles are 5 rounds of 3
+
+
+@pytest.mark.parametrize("T, E, top_k, block_m", [(64, 8, 2, 16), (40, 16, 4, 8), (24, 4, 4, 16)])
+def test_expected_row_blocks_is_the_mean_of_the_routed_blocks(T, E, top_k, block_m):
+    """The binomial expectation against routings of random logits (the blocks route_and_align fills): within
+    4 standard errors of their mean, where neither E * ceil(r / block_m) nor the host's bound is (64 tokens on
+    8 experts, top 2, 16-row blocks: ~11.5 blocks, against 8 and 16); top_k = E fills every expert."""
+    m = _template("fused-moe")
+    g = torch.Generator().manual_seed(T * E + top_k)
+    counts = torch.stack([torch.bincount(torch.topk(torch.randn(T, E, generator=g), top_k).indices.flatten(),
+                                         minlength=E) for _ in range(2000)])
+    blocks = ((counts + block_m - 1) // block_m).sum(1).double()
+    expected = m.expected_row_blocks(T, E, top_k, block_m)
+    assert abs(expected - blocks.mean().item()) <= 4 * blocks.std().item() / 2000 ** 0.5 + 1e-9, (expected, blocks.mean())
+
+
+def test_moe_streaming_layout_takes_64_wide_gate_up_tiles_where_they_fill_the_rounds(monkeypatch):
+    """5 blocks in use on 4 SMs, I 192: 10 gate/up tiles of 128 fill 3 rounds to 0.83, 15 of 64 4 rounds to
+    0.94, so the layer runs [2, 64, 64] boxes of w13 on an 8-stage ring and h in [64, 64] boxes, and equals the
+    reference; on 5 SMs (10 of 128 in 2 rounds, 15 of 64 in 3: both full) it keeps 128, the fewer tiles."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=4)
+    T, E, top_k, HD, I = 80, 5, 2, 64, 192
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+    out = m.fused_moe(x, w13, w2, logits, top_k)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
+    (_, boxes, n_tiles, _, options), _ = gemms.launches
+    assert (boxes[1:], n_tiles, options["NUM_STAGES"]) == ([[2, 64, 64], [64, 64]], 3, 8)
+    monkeypatch.setattr(m, "_num_sms", lambda device: 5)
+    gemms.launches.clear()
+    m.fused_moe(x, w13, w2, logits, top_k)
+    assert gemms.launches[0][1][1] == [2, 128, 64]
 
 
 def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monkeypatch):
@@ -1213,12 +1317,13 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
 
 _MOE_CASES = """
 # Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD, on CONFIG's two
-# consumers and on streaming_config's one (its down N tile 128 at Mixtral's decode shape, 256 at the other)
+# consumers and on streaming_config's one (Mixtral at 512 tokens: down 128 wide; DeepSeek-V2-Lite at 512 tokens:
+# gate/up 64 wide on 8 stages, down 256)
 for dtype, (E, HD, I), rows, cfg in [
         ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}),
         ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}),
-        ("bf16", (8, 4096, 14336), 10 * 64, {**t.CONFIG, **t.streaming_config(64, 8, 2, 4096, 132)}),
-        ("fp16", (64, 2048, 1408), 70 * 64, {**t.CONFIG, **t.streaming_config(64, 64, 6, 2048, 132)})]:
+        ("bf16", (8, 4096, 14336), 24 * 64, {**t.CONFIG, **t.streaming_config(512, 8, 2, 4096, 14336, 132)}),
+        ("fp16", (64, 2048, 1408), 112 * 64, {**t.CONFIG, **t.streaming_config(512, 64, 6, 2048, 1408, 132)})]:
     torch_dtype, gl_dtype = GL[dtype]
     bn, dbn, bk, consumers = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"], cfg["BLOCK_M"] // 64
     x_sorted, h, y = (torch.empty(rows, cols, dtype=torch_dtype) for cols in (HD, I, HD))
@@ -1231,7 +1336,7 @@ for dtype, (E, HD, I), rows, cfg in [
         descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype)]
         consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
                       CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
-        compile_and_report([dtype, HD, I, swiglu, consumers, stages], t.moe_gemm_gluon_kernel,
+        compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1]], t.moe_gemm_gluon_kernel,
                            descs + [block_expert, expert_start, rows // cfg["BLOCK_M"], 7, K], consts,
                            {"num_warps": 4})
 """
@@ -1337,21 +1442,21 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     """The fused-MoE template's Gluon GEMM, both uses (gate/up with the SwiGLU epilogue, down in two
     halves), at Mixtral's shape and a ragged one on two consumers (CONFIG: 4 stages of 128x64 A and 256x64
     W plus two 64x128 C buffers, 224 KB + barriers), and on the one consumer of streaming_config (5 stages
-    of 64x64 A and 256x64 W plus one 64x128 C buffer, 216 KB; down 128 wide: 8 stages of 64x64 and 128x64
-    plus a 64x64 C buffer, 200 KB) at Mixtral's and DeepSeek-V2-Lite's decode shapes, for sm_90: no stack,
+    of 64x64 A and 256x64 W plus one 64x128 C buffer, 216 KB; 128-row boxes, gate/up 64 wide or down 128: 8
+    stages of 64x64 and 128x64 plus a 64x64 C buffer, 200 KB) at Mixtral's and DeepSeek-V2-Lite's shapes
+    at 512 tokens, for sm_90: no stack,
     no spill, within the H100 / H200's shared memory. On the H200's Triton 3.6 (two consumers): 168
     registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("fused-moe", _MOE_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1, 2, 4], ["bf16", 4096, 14336, 0, 2, 4],
-                                          ["fp16", 200, 360, 1, 2, 4], ["fp16", 200, 360, 0, 2, 4],
-                                          ["bf16", 4096, 14336, 1, 1, 5], ["bf16", 4096, 14336, 0, 1, 8],
-                                          ["fp16", 2048, 1408, 1, 1, 5], ["fp16", 2048, 1408, 0, 1, 5]]
+    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1, 2, 4, 256], ["bf16", 4096, 14336, 0, 2, 4, 256],
+                                          ["fp16", 200, 360, 1, 2, 4, 256], ["fp16", 200, 360, 0, 2, 4, 256],
+                                          ["bf16", 4096, 14336, 1, 1, 5, 256], ["bf16", 4096, 14336, 0, 1, 8, 128],
+                                          ["fp16", 2048, 1408, 1, 1, 8, 128], ["fp16", 2048, 1408, 0, 1, 5, 256]]
     for case in cases:
-        _, _, _, swiglu, consumers, stages = case["case"]
-        w_rows = 256 if swiglu or consumers == 2 or stages == 5 else 128  # the down box: 256 wide, or 128
+        _, _, _, swiglu, consumers, stages, w_rows = case["case"]
         ring = stages * (consumers * 64 * 64 + w_rows * 64) * 2 + consumers * 64 * (w_rows // 2) * 2
         assert ring <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case

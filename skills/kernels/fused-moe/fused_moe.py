@@ -34,6 +34,7 @@ L2 while the expert's row-blocks use it: each weight byte is read from DRAM abou
 """
 
 import functools
+import math
 import os
 import warnings
 
@@ -174,8 +175,13 @@ def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_p
 
 @triton.jit
 def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, stride_x,
-                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    # x_sorted[r] = x[pair_r // TOP_K] for the rows of the blocks in use, zeros for padding rows;
+                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PAD_ZEROS: tl.constexpr):
+    # x_sorted[r] = x[pair_r // TOP_K] for the pairs' rows of the blocks in use; padding rows zeros if
+    # PAD_ZEROS, else left as they are (the Gluon GEMMs): a GEMM row depends on its own row of A only, and no
+    # padding row of h or y is read as a pair's (the down kernels store, moe_sum_kernel reads, pairs' rows
+    # alone). Zeroing them wrote 16.8 MB at 64 tokens on 64 experts (64 blocks of 64 rows for 384 pairs),
+    # 1.6 MB of it needed. The Triton GEMMs keep the zeros: they run in the interpreter, where SwiGLU's exp
+    # of whatever a padding row holds may overflow, and numpy says so.
     # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b
     pid_m = tl.program_id(0)
     if tl.load(block_expert_ptr + pid_m) < 0:
@@ -187,7 +193,10 @@ def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, 
     d_ok = offs_d < HD
     rows = tl.load(x_ptr + (pair // TOP_K).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
                    mask=valid[:, None] & d_ok[None, :], other=0.0)
-    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows, mask=d_ok[None, :])
+    written = d_ok[None, :]
+    if not PAD_ZEROS:
+        written = written & valid[:, None]
+    tl.store(xs_ptr + offs_r.to(tl.int64)[:, None] * HD + offs_d[None, :], rows, mask=written)
 
 
 @triton.jit
@@ -566,21 +575,60 @@ def streams_weights(tokens, experts, top_k) -> bool:
     return tokens * top_k <= STREAM_MAX_ROWS * experts
 
 
-def streaming_config(tokens, experts, top_k, hidden, sms):
+def streaming_config(tokens, experts, top_k, hidden, inter, sms):
     """CONFIG's overrides where the layer streams its weights. Each expert's rows go to 64-row blocks on one
     consumer warpgroup of the Gluon GEMM, not 128 on two: at r rows an expert the padding computed falls
     from 128 * ceil(r / 128) - r rows to 64 * ceil(r / 64) - r (DeepSeek-V2-Lite decode, r = 6: 122 -> 58;
     Mixtral at 512 tokens, r = 128 +- 11: half the experts take a second block of 128, or of 64), compute that
     competes with the weight stream once r nears 128. Every ring gets the most stages that fit (5 or 8
-    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. The down GEMM's N tile
-    is 256 where that leaves 4 tiles an SM or more on the host's bound of the row blocks, else 128: the
-    persistent grid's last round of tiles then costs a quarter of its time at most (Mixtral at 512 tokens,
-    about 20 blocks: 320 tiles of 256, 2.4 an SM run as 3; 640 of 128, 4.85 run as 5)."""
-    blocks = triton.cdiv(tokens * top_k, 64) + experts
-    down_n = 256 if blocks * triton.cdiv(hidden, 256) >= 4 * sms else 128
-    return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
-            "num_stages": _stages_that_fit(64 + 2 * 128, 128, 64),
+    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N tile is
+    _n_tile_by_rounds's, on the row blocks expected in use: a tile is a fixed share of the weights, and a last
+    round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
+    blocks = expected_row_blocks(tokens, experts, top_k, 64)
+    up_n = _n_tile_by_rounds((128, 64), inter, blocks, sms)
+    down_n = _n_tile_by_rounds((256, 128), hidden, blocks, sms)
+    return {"BLOCK_M": 64, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
+            "num_stages": _stages_that_fit(64 + 2 * up_n, up_n, 64),
             "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
+
+
+@functools.lru_cache(maxsize=None)  # fused_moe asks on every call; a sum of up to T terms
+def expected_row_blocks(tokens, experts, top_k, block_m):
+    """The row blocks in use on average where the routing spreads the pairs evenly over the experts: an
+    expert's rows c ~ Binomial(tokens, top_k / experts) fill ceil(c / block_m) blocks. route_and_align's
+    bound, ceil(T*k / block_m) + E, counts a part-filled block for every expert: 112 at 512 tokens on 64
+    experts, top 6, where 64.5 are in use (48 +- 7 rows an expert: one block, two for 0.7% of them)."""
+    p = top_k / experts
+    if p >= 1:
+        return experts * triton.cdiv(tokens, block_m)
+    log_t = math.lgamma(tokens + 1)
+    log_pmf = lambda c: (log_t - math.lgamma(c + 1) - math.lgamma(tokens - c + 1)
+                         + c * math.log(p) + (tokens - c) * math.log1p(-p))
+    # rounded: the float sum's ~1e-12 would push a whole multiple of the SMs' tiles into one more round
+    return round(experts * sum(math.exp(log_pmf(c)) * triton.cdiv(c, block_m) for c in range(1, tokens + 1)), 6)
+
+
+def round_fill(tiles, sms):
+    """The share of a persistent grid's SM-rounds that its tiles keep busy: tiles / (sms * ceil(tiles / sms)).
+    Each program takes every sms-th tile, so the grid runs ceil(tiles / sms) rounds of tiles."""
+    return tiles / (sms * math.ceil(tiles / sms))
+
+
+# Round fills within this of the best are taken as equal, and the fewest tiles of them kept: each tile
+# re-reads its 64 rows of A (x_sorted or h, from L2) and runs an epilogue.
+ROUND_FILL_SLACK = 0.05
+
+
+def _n_tile_by_rounds(widths, columns, blocks, sms):
+    """The N tile of widths whose tiles (blocks x ceil(columns / width)) fill the persistent grid's rounds
+    within ROUND_FILL_SLACK of the best width's, and of those the one with the fewest tiles (the narrowest
+    where widths tie: a tile wider than the columns only pads). 512 tokens on 64 experts, top 6, gate/up
+    (I 1408): 64.5 blocks x 11 tiles of 128 = 710, 5.4 rounds run as 6 (fill 0.90: the sixth by 50 of 132
+    SMs); of 64, 1419 in 11 rounds (0.98): 64."""
+    tiles = {width: blocks * triton.cdiv(columns, width) for width in widths}
+    fills = {width: round_fill(n, sms) for width, n in tiles.items()}
+    best = max(fills.values())
+    return min((width for width in widths if fills[width] >= best - ROUND_FILL_SLACK), key=lambda w: (tiles[w], w))
 
 
 def _stages_that_fit(rows_a_stage, store_cols, block_k):
@@ -601,13 +649,14 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     n_pairs = T * top_k
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
+    gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, num_warps=4)
+            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=not gluon, num_warps=4)
     y = None
-    if cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg):
+    if gluon:
         y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg)
     if y is None:
         cfg = {**cfg, "GLUON": 0}
@@ -635,13 +684,14 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     return out
 
 
-def _autotune(args, out, use_tma, first):
-    """The fastest of first (the shape's rule's config) and CONFIG's candidates, timed once a shape."""
+def _autotune(args, out, use_tma, firsts):
+    """The fastest of firsts (the shape's rule's configs, its pick first) and CONFIG's candidates, timed once a
+    shape."""
     x, w13, w2, logits, top_k = args
     key = (tuple(x.shape), tuple(w13.shape), top_k, x.dtype)
     if key not in _TUNED:
         others = [dict(CONFIG)] + [{**CONFIG, **c} for c in AUTOTUNE_CONFIGS]
-        candidates = [first] + [c for c in others if c != first]
+        candidates = firsts + [c for c in others if c not in firsts]
         _TUNED[key] = _fastest(lambda cfg: _launch(*args, out, cfg, use_tma), candidates)
     return _TUNED[key]
 
@@ -694,6 +744,23 @@ def _median_ms(fn, clear, warmup_calls=5, calls=20):
     return sorted(s.elapsed_time(e) for s, e in times)[calls // 2]
 
 
+def rule_configs(x, w13, w2, top_k):
+    """The shape's configs by rule, the one to run without AUTOTUNE first: CONFIG; or where the layer streams
+    its weights and the Gluon kernel runs, streaming_config's, then the same with the other gate/up N tile.
+    The rule's tile hinges on what the SMs of a part-filled last round can pull (the whole bandwidth, or only
+    their share of it), which the host cannot see, so AUTOTUNE times both."""
+    T, HD = x.shape
+    E, I2, _ = w13.shape
+    if not streams_weights(T, E, top_k):
+        return [dict(CONFIG)]
+    streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, I2 // 2, _num_sms(x.device))}
+    # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
+    if not _gluon_runs(x, w13, w2, streaming):
+        return [dict(CONFIG)]
+    other_n = 192 - streaming["BLOCK_N"]  # 128 <-> 64
+    return [streaming, {**streaming, "BLOCK_N": other_n, "num_stages": _stages_that_fit(64 + 2 * other_n, other_n, 64)}]
+
+
 def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):
     """out (T, Hd) = the MoE layer of the module docstring."""
     T, HD = x.shape
@@ -703,14 +770,10 @@ def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=N
         out = torch.empty((T, HD), device=x.device, dtype=x.dtype)
     assert out.shape == (T, HD) and out.stride(1) == 1, "out: (T, Hd) with unit column stride"
     if config is None:
-        config = dict(CONFIG)
-        if streams_weights(T, E, top_k):
-            streaming = {**CONFIG, **streaming_config(T, E, top_k, HD, _num_sms(x.device))}
-            # its rings are sized to the Gluon kernel's shared memory on Hopper: not a Triton fallback's
-            if _gluon_runs(x, w13, w2, streaming):
-                config = streaming
+        rules = rule_configs(x, w13, w2, top_k)
+        config = rules[0]
         if CONFIG["AUTOTUNE"] and x.device.type == "cuda":
-            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma, config)
+            config = _autotune((x, w13, w2, router_logits, top_k), out, use_tma, rules)
     return _launch(x, w13, w2, router_logits, top_k, out, {**CONFIG, **config}, use_tma)
 
 
