@@ -485,6 +485,8 @@ def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monk
     assert not m._gluon_runs(x, w13, w2, cfg)  # failed here before: not tried again
 
 
+# the Triton GEMMs that take over must not read the padding rows the gather left for the Gluon ones (NaN, inf)
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_moe_gluon_gemms_that_do_not_compile_fall_back_once_and_say_so(monkeypatch, uncompilable):
     m = _template("fused-moe")
     if m.gluon is None:

@@ -650,15 +650,20 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
     gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
-    if tma:
-        x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
+    def gather(pad_zeros):
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=not gluon, num_warps=4)
+            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, num_warps=4)
+
+    if tma:
+        x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
+        gather(pad_zeros=not gluon)
     y = None
     if gluon:
         y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg)
     if y is None:
+        if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
+            gather(pad_zeros=True)
         cfg = {**cfg, "GLUON": 0}
         y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
         if tma:
