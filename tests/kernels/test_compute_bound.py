@@ -981,16 +981,23 @@ def test_attention_asks_torch_for_the_gpu_once_a_device(monkeypatch):
     assert asked == [("capability", hopper), ("capability", ampere), ("SMs", hopper), ("SMs", ampere)]
 
 
+def _count_default_layouts(module, monkeypatch):
+    """(made, default_for): a list that NVMMASharedLayout.get_default_for appends (box, dtype) to on each call
+    from now on, and the function itself, to make the expected layouts with uncounted."""
+    made = []
+    default_for = module.gl.NVMMASharedLayout.get_default_for
+    monkeypatch.setattr(module.gl.NVMMASharedLayout, "get_default_for",
+                        staticmethod(lambda box, dtype: made.append((tuple(box), dtype)) or default_for(box, dtype)))
+    return made, default_for
+
+
 def test_attention_gluon_descriptors_carry_the_default_layout_made_once_a_box(monkeypatch):
     """The four descriptors' shared-memory layouts equal those made afresh (wgmma's default for the box and
     dtype), and a second call builds none: made on every call they were most of a call's host time."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    made = []
-    default_for = fa.gl.NVMMASharedLayout.get_default_for
-    monkeypatch.setattr(fa.gl.NVMMASharedLayout, "get_default_for",
-                        staticmethod(lambda box, dtype: made.append((tuple(box), dtype)) or default_for(box, dtype)))
+    made, default_for = _count_default_layouts(fa, monkeypatch)
     for dtype, gl_dtype in ((torch.float16, fa.gl.float16), (torch.bfloat16, fa.gl.bfloat16)):
         for D in (64, 128):
             q, k, v, o = (torch.empty(2, 3, 256, D, dtype=dtype) for _ in range(4))
@@ -1478,10 +1485,7 @@ def test_gemm_gluon_descriptors_carry_the_default_layout_made_once_a_box(monkeyp
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    made = []
-    default_for = g.gl.NVMMASharedLayout.get_default_for
-    monkeypatch.setattr(g.gl.NVMMASharedLayout, "get_default_for",
-                        staticmethod(lambda box, dtype: made.append((tuple(box), dtype)) or default_for(box, dtype)))
+    made, default_for = _count_default_layouts(g, monkeypatch)
     g._shared_layout.cache_clear()
     boxes = [[64, 64], [64, 128], [64, 128]]
     for dtype, gl_dtype in ((torch.float16, g.gl.float16), (torch.bfloat16, g.gl.bfloat16)):
