@@ -18,8 +18,9 @@ measured for this kernel, read back from git, proposes the unmeasured configurat
 expected improvement, weighed by its chance to run (failures teach where configurations fail). A step
 changes one key, unless the search gives a reason to change more (two keys the model reads as
 coupled, another run's best): the reason is written into the iteration's action, beside every key it
-changes. It never proposes a configuration already measured (kept or reverted, as recorded in git),
-and stops when the whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
+changes. It never proposes a configuration already measured (kept or reverted, as recorded in git), but
+once: one whose recorded figure beat the best's by more than min_gain_pct and was not kept, which its
+pairs did not resolve, is compared once more. It stops when the whole space has been measured. Coordinate descent (`propose`, the search before it) remains: the
 environment variable KGIT_TUNE_SEARCH=descent selects it, and it is used when numpy or scipy are not
 installed. benchmarks/tune/replay.py compares the two on measured spaces.
 

@@ -36,7 +36,9 @@ the scores are likeliest under it the model expects the joint move along the rid
 
 A step changes one key, unless the proposal says why it changes more (Proposal.reason, which kgit tune
 writes into the iteration's record): two keys the model reads as coupled, a step of more keys that the
-model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best. The
+model expects JUMP times as much from, a space-filling start (DESIGN_POINTS), another run's best, a
+configuration measured above the best by more than min_gain that its pairs did not keep (compared once
+more: the decision missed it, the search did not). The
 settings were chosen by benchmarks/tune/leave_one_out.py, each space scored with settings chosen on the
 others.
 
@@ -199,7 +201,10 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
       flat along it (no dome, or a flag, which the dome never bends): there a farther value outranks the
       next by its larger sd alone, what was not measured rather than what was
       (experiments/tune/leave-one-out/, fourth pass);
-    - another run's best (elsewhere), proposed first while it beats the best here by min_gain.
+    - another run's best (elsewhere), proposed first while it beats the best here by min_gain;
+    - a configuration measured here once and not kept whose recorded score beats the best's by more than
+      min_gain, proposed once more before the model's step: its pairs did not resolve a gain its median
+      shows over the decision's floor (the decision's miss, not the search's; gemm, fifth pass).
     When every step of one key was measured, the configuration of the highest expected improvement.
 
     elsewhere: what other runs of this kernel measured on the same GPU (another clone's, pulled). The
