@@ -240,17 +240,17 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
             incumbent is None or found.score > incumbent + min_gain):
         return Proposal(found.config, "another run's best on this GPU")
 
-    unresolved = _measured_above_not_kept(best, measured, min_gain)
-    if unresolved and key(unresolved.config) not in {key(c) for c in pending}:
-        return Proposal(unresolved.config, f"measured {math.expm1(unresolved.score - _kept_score(best, measured)):.2%} "
-                                           "above the best but not kept by its pairs: compared once more")
-
     import numpy as np
     from scipy.special import ndtr
 
     if not there and 0 < len(measured) + len(pending) <= DESIGN_POINTS:
         return Proposal(_spread(space, [p.config for p in measured] + list(pending), pool),
                         f"space-filling start: point {len(measured) + len(pending)} of {DESIGN_POINTS}")
+
+    unresolved = _measured_above_not_kept(best, measured, min_gain)
+    if unresolved and key(unresolved.config) not in {key(c) for c in pending}:
+        return Proposal(unresolved.config, f"measured {math.expm1(unresolved.score - _kept_score(best, measured)):.2%} "
+                                           "above the best but not kept by its pairs: compared once more")
 
     safe = [c for c in pool if not any(beyond_failure(c, p.config, p.origin, space) for p in failed)]
     pool = safe or pool
