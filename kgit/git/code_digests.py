@@ -23,14 +23,19 @@ def digest(path: str, text: str) -> str:
     return hashlib.sha256(kernel_code.code(path, text).encode()).hexdigest()
 
 
-def of_blobs(repo: Repo, path: str, blobs: list[str | None]) -> list[str | None]:
+def of_blobs(repo: Repo, path: str, blobs: list[str | None], texts: dict[str, str] | None = None) -> list[str | None]:
     """The digest of the code in each blob (None for None: a kernel file missing at that commit), as
-    a file named like path; those not remembered yet are read by one git process and remembered."""
+    a file named like path; those not remembered yet are taken from texts (blob -> text, what the caller
+    has read already) or read by one git process, and remembered."""
     suffix = os.path.splitext(path)[1] or "-"
     known = _read(repo, suffix)
+    texts = dict(texts or {})
     missing = sorted({b for b in blobs if b and b not in known})
+    unread = [b for b in missing if b not in texts]
+    if unread:
+        texts.update(zip(unread, cat_blobs(repo, unread)))
     if missing:
-        new = {blob: digest(path, text) for blob, text in zip(missing, cat_blobs(repo, missing))}
+        new = {blob: digest(path, texts[blob]) for blob in missing}
         known.update(new)
         _append(repo, suffix, new)
     return [known.get(b) if b else None for b in blobs]

@@ -250,10 +250,11 @@ def read_before_step(repo: Repo, overrides: dict) -> Before:
     best_test = blobs.pop(0) if best_commit else test_now
     best_blob = blobs.pop(0) if best_commit else None
     head_blob = blobs[0]
-    head_code, *codes = code_digests.of_blobs(repo, path, blobs)
-    # HEAD's and the best's kernel files in one git process (one blob where HEAD is the best)
+    # HEAD's and the best's kernel files in one git process (one blob where HEAD is the best), which the
+    # digests take rather than read HEAD's again
     wanted = [blob for blob in dict.fromkeys((head_blob, best_blob)) if blob]
     texts = dict(zip(wanted, cat_blobs(repo, wanted)))
+    head_code, *codes = code_digests.of_blobs(repo, path, blobs, texts)
     launched = kept_record.launched if kept_record and kept_test == test_now else None
     return Before(state=state, head=head, modified=read.modified_tracked_files(repo), edited=read.edited(repo, path),
                   text=text, head_text=texts.get(head_blob),

@@ -34,6 +34,20 @@ def test_digests_are_of_the_code_and_remembered_by_blob(started, monkeypatch):
     assert as_text == [code_digests.digest("kernel.cu", texts[0])] and as_text[0] != found[0]
 
 
+def test_texts_the_caller_read_are_not_read_again(started, monkeypatch):
+    repo = find_repo(started.root)
+    blob = read.object_ids(repo, [f"HEAD:{KERNEL}"])
+    text = started.git("show", f"HEAD:{KERNEL}")
+
+    def no_git(*args):
+        raise AssertionError("a blob the caller read was read again")
+
+    monkeypatch.setattr(code_digests, "cat_blobs", no_git)
+    assert code_digests.of_blobs(repo, KERNEL, blob, {blob[0]: text}) == [code_digests.digest(KERNEL, text)]
+    monkeypatch.undo()
+    assert code_digests.of_blobs(repo, KERNEL, blob) == [code_digests.digest(KERNEL, text)]  # remembered
+
+
 def test_a_deleted_or_damaged_cache_is_worked_out_again(started):
     repo = find_repo(started.root)
     blob = read.object_ids(repo, [f"HEAD:{KERNEL}"])
