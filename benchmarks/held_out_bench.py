@@ -9,8 +9,8 @@ GEMM pair of the same work).
 --sweep times the kernel test's own time shapes (the power-of-two sweep the kernels were tuned on) in bf16,
 fp16 and fp32 instead, as one table: whether a dispatch change for the model shapes costs the sweep.
 --half times one half alone (a short device call that must reach the held-out half). --shapes times the
-shapes it names instead (e.g. --shapes 1024x6145:bf16 512x12289:fp16): synthetic shapes around a rule's
-bounds, which neither half has.
+shapes it names instead (e.g. --shapes 1024x6145:bf16 512x12289:fp16; flash-attention's causal as 0 or 1,
+4x16x1024x128x1:bf16): synthetic shapes around a rule's bounds, which neither half has.
 
 Each shape gets fresh random inputs; every output (old, new, torch) is checked against the float64
 reference before it is timed (a compute-bound kernel's against its test's reference and tolerances, and
@@ -288,7 +288,10 @@ def synthetic(kernel: str, text: str) -> Shape:
     dims, _, dtype = text.partition(":")
     if dtype not in DTYPES:
         raise SystemExit(f"--shapes {text}: the dtype after ':' is one of {', '.join(DTYPES)}")
-    return Shape(kernel, tuple(int(d) for d in dims.split("x")), dtype, "synthetic (--shapes)")
+    sizes = [int(d) for d in dims.split("x")]
+    if kernel == "flash-attention" and len(sizes) == 5:  # (batch, heads, sequence, head_dim, causal 0/1)
+        sizes[4] = bool(sizes[4])
+    return Shape(kernel, tuple(sizes), dtype, "synthetic (--shapes)")
 
 
 def table(kernel, half, rows, copy):

@@ -80,3 +80,11 @@ def test_shapes_times_the_synthetic_shapes_named_beside_a_copy_of_their_own_traf
     (tmp_path / "rows.jsonl").unlink()
     proc, rows = run_bench(tmp_path, "softmax", kernel_file, "--shapes", "4x4100:int8")
     assert proc.returncode != 0 and "one of bf16, fp16, fp32" in proc.stderr and not rows
+
+
+def test_a_synthetic_attention_shape_reads_its_fifth_size_as_causal():
+    import held_out_bench
+    causal = held_out_bench.synthetic("flash-attention", "4x16x1024x128x1:bf16").dims
+    assert causal == (4, 16, 1024, 128, True) and causal[4] is True  # SDPA's is_causal takes a bool only
+    assert held_out_bench.synthetic("flash-attention", "64x12x512x64x0:bf16").dims[4] is False
+    assert held_out_bench.synthetic("gemm", "512x4096x1:fp16").dims == (512, 4096, 1)
