@@ -661,7 +661,7 @@ class _Matrix:
         return self._address
 
 
-def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_row_tiles(monkeypatch):
+def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_or_128_row_tiles(monkeypatch):
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -671,7 +671,9 @@ def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_row_tiles(mo
     cfg = {**g.CONFIG, **g.SMALL_OUTPUT_CONFIGS[0]}
     m = _Matrix()
     assert g._gluon_runs(m, m, m, cfg) and g._gluon_runs(*[_Matrix(torch.float16)] * 3, cfg)
-    assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128})  # one consumer warpgroup: 64 rows
+    assert g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128})  # two consumer warpgroups of 64 rows
+    for block_m in (32, 192, 256):  # one or two consumers' 64 rows, nothing else
+        assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": block_m})
     assert not g._gluon_runs(*[_Matrix(torch.float32)] * 3, cfg)
     assert not g._gluon_runs(_Matrix(device="cpu"), m, m, cfg)
     assert not g._gluon_runs(m, _Matrix(row_stride=1001), m, cfg)  # rows not 16-byte aligned: no TMA
@@ -704,35 +706,56 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour
     assert g._candidates(big, big, big) == [g.CONFIG, neighbour]
 
 
-@pytest.mark.parametrize("M, N, block_n", [
-    (128, 4096, 64),  # 64 tiles of 64x128 on 132 SMs (1 wave, 1.0); 128 of 64x64 (0.6); 256 of 64x32 (2 x 0.45)
-    (64, 4096, 32),  # 32 of 64x128; 128 of 64x32 (0.45) fill the SMs
-    (64, 14336, 128),  # 112 tiles of 64x128; 224 of 64x64 are two waves (1.2)
-    (256, 4096, 128), (512, 4096, 128), (1024, 1024, 128),  # 128-256 tiles of 64x128: whole waves already
-    (100, 4096, 64),  # a ragged M: two tile-rows, as M=128
-    (64, 100, 32),  # one tile of 64x128 or two of 64x64 or four of 64x32: one wave each, the narrowest first
+# each wave weighed by tile_k_step_share against 128x256: 64x128 0.45, 128x128 0.6, 64x64 0.3, 64x32 0.225
+@pytest.mark.parametrize("M, N, tile", [
+    (128, 4096, (64, 64)),  # 64 tiles of 64x128 on 132 SMs (1 wave, 0.45); 128 of 64x64 (0.3); 256 of 64x32 (0.45)
+    (64, 4096, (64, 32)),  # 32 of 64x128; 128 of 64x32 (0.225) fill the SMs
+    (64, 14336, (64, 128)),  # 112 tiles of 64x128; 224 of 64x64 are two waves (0.6), 112 of 128x128 one (0.6)
+    (256, 4096, (64, 128)), (1024, 1024, (64, 128)),  # 128 tiles of 64x128: one wave already
+    (512, 4096, (128, 128)),  # 256 of 64x128 are two waves (0.9); 128 of 128x128 one (0.6); 512 of 64x64 (1.2)
+    (384, 4096, (128, 128)),  # 192 of 64x128 (0.9), 96 of 128x128 (0.6)
+    (100, 4096, (64, 64)),  # a ragged M: two tile-rows, as M=128
+    (64, 100, (64, 32)),  # one tile of 64x128 or two of 64x64 or four of 64x32: one wave each, the narrowest first
 ])
-def test_gemm_gluon_tile_narrows_where_64x128_tiles_leave_sms_idle(monkeypatch, M, N, block_n):
+def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     g = _template("gemm")
-    assert g.gluon_tile_n(M, N, 132) == block_n
+    assert g.gluon_tile(M, N, 132) == tile
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.empty(M, 4096, dtype=torch.bfloat16), torch.empty(4096, N, dtype=torch.bfloat16)
     if 2 * triton.cdiv(M, g.CONFIG["BLOCK_M"]) * triton.cdiv(N, g.CONFIG["BLOCK_N"]) >= 132:
         pytest.skip("a large output: CONFIG's tiles and their neighbours")  # none of the cases above
-    gluon = [(cfg["BLOCK_N"], cfg["num_stages"]) for cfg in g._candidates(a, b, b) if cfg["GLUON"]]
-    stages = {128: 8, 64: 12, 32: 16}  # the ring's 192 KB: the measured 8 at 64x128 and 12 at 64x64
-    assert gluon == [(128, 8)] + ([(block_n, stages[block_n])] if block_n != 128 else [])
+    candidates = g._candidates(a, b, b)
+    gluon = [(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_stages"]) for cfg in candidates if cfg["GLUON"]]
+    # the ring's 192 KB: the measured 8 at 64x128 and 12 at 64x64
+    stages = {(64, 128): 8, (64, 64): 12, (64, 32): 16, (128, 128): 6}
+    assert gluon == [(64, 128, 8)] + ([(*tile, stages[tile])] if tile != (64, 128) else [])
+    # the Triton kernel's 128x128 tile (measured at M=512 N=4096) beside the Gluon one, and only there
+    tall = [cfg for cfg in candidates if not cfg["GLUON"] and cfg["BLOCK_M"] == 128 and cfg["BLOCK_N"] == 128]
+    assert tall == ([{**g.CONFIG, **g.TRITON_TALL_CONFIG}] if tile[0] == 128 else [])
+    assert tall == [] or (tall[0]["USE_TMA"] and not tall[0]["PERSISTENT"] and tall[0]["num_warps"] == 8)
+
+
+def test_gemm_triton_tall_config_computes_every_element():
+    """TRITON_TALL_CONFIG, the autotune's Triton 128x128 candidate, in the interpreter: a ragged C of 2 x 2 tiles
+    (boxes sticking out of M, N and K), NaN-poisoned first."""
+    g = _template("gemm")
+    a, b = torch.randn(150, 80), torch.randn(80, 200)
+    c = torch.full((150, 200), float("nan"))
+    g.gemm(a, b, out=c, config=g.TRITON_TALL_CONFIG)
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert g.last_config == {**g.CONFIG, **g.TRITON_TALL_CONFIG}
 
 
 def test_gemm_gluon_ring_holds_the_measured_stages_and_fits_shared_memory():
     g = _template("gemm")
     small = g.SMALL_OUTPUT_CONFIGS[0]
-    assert g.gluon_stages(small["BLOCK_N"], small["BLOCK_K"]) == small["num_stages"] == 8
-    assert g.gluon_stages(64, 64) == 12  # 64x64 on 12 stages: 1.01-1.02x cuBLAS at M=128 (small-m-host/)
-    for block_n in g.GLUON_TILE_NS:
-        stages = g.gluon_stages(block_n, 64)
-        assert stages * (64 * 64 + 64 * block_n) * 2 + 64 * block_n * 2 + 1024 <= 232448, block_n
+    assert g.gluon_stages(small["BLOCK_M"], small["BLOCK_N"], small["BLOCK_K"]) == small["num_stages"] == 8
+    assert g.gluon_stages(64, 64, 64) == 12  # 64x64 on 12 stages: 1.01-1.02x cuBLAS at M=128 (small-m-host/)
+    assert g.gluon_stages(128, 128, 64) == 6  # two consumers' A tiles and one B tile a stage: 32 KB
+    for block_m, block_n in g.GLUON_TILES:
+        stages = g.gluon_stages(block_m, block_n, 64)
+        assert stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2 + 1024 <= 232448, block_n
 
 
 @pytest.mark.parametrize("tiles, sms, programs", [
@@ -884,8 +907,10 @@ def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatc
     assert split == ([{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else [])
 
 
-@pytest.mark.parametrize("block_n, stages, programs", [(128, 8, 6), (64, 12, 12), (32, 16, 24)])
-def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches, block_n, stages, programs):
+@pytest.mark.parametrize("block_m, block_n, stages, programs", [(64, 128, 8, 6), (64, 64, 12, 12), (64, 32, 16, 24),
+                                                                 (128, 128, 6, 4)])
+def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches, block_m, block_n, stages,
+                                                          programs):
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -893,11 +918,13 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_la
         grid, [d.block_shape for d in args[:3]], args[3:], options), launch=False)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
-    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": stages}
+    config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": stages}
     g.gemm(a, b, config=config)
-    # 3 tile-rows (the last 2 rows deep: TMA clips it) x 256 / block_n tile-columns
+    # 130 / block_m tile-rows (the last 2 rows deep: TMA clips it) x 256 / block_n tile-columns; A and C in boxes
+    # of a consumer's 64 rows, whatever the tile's height
     assert launched == [((programs, 1, 1), [[64, 64], [64, block_n], [64, block_n]],
-                         (130, 256, 72, 64, block_n, 64, stages, 24), {"num_warps": 4, "maxnreg": 128})]
+                         (130, 256, 72, block_m, block_n, 64, stages, 24, 240),
+                         {"num_warps": 4, "maxnreg": 168 if block_m == 128 else 128})]
     assert g.last_config == {**g.CONFIG, **config}
     launched.clear()
     c = g.gemm(a.float(), b.float(), config={**config, "GLUON": 0})
@@ -1307,21 +1334,25 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
 """
 
 _GEMM_CASES = """
-# SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, and the narrower ones gluon_tile_n picks at M=128 N=4096 and at two
-# ragged shapes (boxes sticking out of M and N)
+# SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, the narrower ones gluon_tile picks at M=128 N=4096 and at two ragged
+# shapes (boxes sticking out of M and N), and the 128x128 two-consumer tile it picks at M=512 N=4096 and at a
+# ragged M of 3 tile-rows
 for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000)), ("bf16", (128, 4096, 4096)),
-                         ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000))]:
+                         ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000)), ("fp16", (512, 4096, 4096)),
+                         ("bf16", (300, 4096, 1000))]:
     torch_dtype, gl_dtype = GL[dtype]
     cfg = {**t.CONFIG, **t.SMALL_OUTPUT_CONFIGS[0]}
     if M < 1000:
-        block_n = t.gluon_tile_n(M, N, 132)
-        cfg.update(BLOCK_N=block_n, num_stages=t.gluon_stages(block_n, cfg["BLOCK_K"]))
+        BM, BN = t.gluon_tile(M, N, 132)
+        cfg.update(BLOCK_M=BM, BLOCK_N=BN, num_stages=t.gluon_stages(BM, BN, cfg["BLOCK_K"]))
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype)
-             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
-    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS)
-    compile_and_report([dtype, M, N, K, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
-                       {"num_warps": 4, "maxnreg": t.GLUON_LAUNCH_REGS})
+             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[64, BK], [BK, BN], [64, BN]])]
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS,
+                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
+    regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else t.GLUON_LAUNCH_REGS
+    compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
+                       {"num_warps": 4, "maxnreg": regs})
 """
 
 _MOE_CASES = """
@@ -1419,17 +1450,22 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     spill, within the H200's shared memory (8 stages of 64x64 + 64x128 and C's 64x128 tile: 212 KB; 12 of
     64x64 + 64x64: 200 KB; 16 of 64x64 + 64x32: 196 KB). On the H200's Triton 3.6: 128 registers at launch, 24
     for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
-    three tiles."""
+    three tiles. The 128x128 tile on two consumers (6 stages of 2 x 64x64 + 64x128 and C's two 64x128 tiles: 224
+    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("gemm", _GEMM_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [["bf16", 1024, 1024, 1024, 128, 8], ["fp16", 1000, 3000, 1000, 128, 8],
-                                          ["bf16", 128, 4096, 4096, 64, 12], ["fp16", 60, 3000, 1000, 32, 16],
-                                          ["bf16", 100, 3000, 1000, 64, 12]]
+    assert [c["case"] for c in cases] == [["bf16", 1024, 1024, 1024, 64, 128, 8],
+                                          ["fp16", 1000, 3000, 1000, 64, 128, 8],
+                                          ["bf16", 128, 4096, 4096, 64, 64, 12], ["fp16", 60, 3000, 1000, 64, 32, 16],
+                                          ["bf16", 100, 3000, 1000, 64, 64, 12],
+                                          ["fp16", 512, 4096, 4096, 128, 128, 6],
+                                          ["bf16", 300, 4096, 1000, 128, 128, 6]]
     for case in cases:
-        block_n, stages = case["case"][4:]
-        assert stages * (64 * 64 + 64 * block_n) * 2 + 64 * block_n * 2 <= case["shared"] <= 232448, case
+        block_m, block_n, stages = case["case"][4:]
+        ring_and_c = stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2
+        assert ring_and_c <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 

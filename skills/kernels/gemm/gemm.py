@@ -21,7 +21,8 @@ How the kernel computes it (see SKILL.md for why):
     one consumer warpgroup runs async wgmma on them and hands each stage back the moment its wgmma
     retires. The Triton kernels issue the loads and the wgmma from the same warps. Where its 64x128
     tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
-    (gluon_tile_n: 64x64 there, 64x32 at M=64) on a deeper ring.
+    (gluon_tile: 64x64 there, 64x32 at M=64) on a deeper ring; where they take two waves (M=512, N=4096) a
+    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
@@ -117,15 +118,23 @@ SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, small
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "PERSISTENT": 0, "USE_TMA": 0},
     {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4, "PERSISTENT": 0, "USE_TMA": 0},
 ]
-# Narrower Gluon tiles for outputs whose 64x128 tiles leave SMs idle (issue 52, experiments/gemm-h100/small-m-host/):
-# at M=128 N=K=4096 on an H100 those are 64 programs on 132 SMs, each streaming its own 1 MB panel of B, and
-# the 64x64 tile on 12 stages (128 programs) read 1.01-1.02x cuBLAS where 64x128 read 0.97x. gluon_tile_n picks
-# the width from the waves; the autotune times it beside the 64x128 candidate (SMALL_OUTPUT_CONFIGS[0]).
-GLUON_TILE_NS = [128, 64, 32]  # widest first: a tie keeps the wider tile, which reads A fewer times
+# Other Gluon tiles, where 64x128 tiles leave SMs idle or take two waves (issue 52, experiments/gemm-h100/small-m-host/).
+# Narrower: at M=128 N=K=4096 on an H100 64x128 tiles are 64 programs on 132 SMs, each streaming its own 1 MB
+# panel of B, and the 64x64 tile on 12 stages (128 programs) read 0.97-0.99x cuBLAS (do_bench) where 64x128 read
+# 0.86-0.90x. Taller: at M=512 N=4096 64x128 tiles are 256 programs, two waves of a tile that loads 24 KB a
+# 1-MFLOP K-step and runs ~3.7 TFLOP/s an SM, and read 0.74-0.77x; the Triton kernel's 128x128 tile (128
+# programs, one wave, 32 KB a 2-MFLOP K-step) read 0.88-0.91x, 0.95-0.97x with the L2 clean. The 128-row Gluon
+# tile runs two consumer warpgroups on one B stage. gluon_tile picks the tile from the waves; the autotune
+# times it beside the 64x128 candidate (SMALL_OUTPUT_CONFIGS[0]).
+GLUON_TILES = [(128, 128), (64, 128), (64, 64), (64, 32)]  # largest first: a tie keeps the tile that reads less
 # The Gluon ring's stages: as many as fit this many bytes of A and B tiles, the bytes in flight a program keeps
 # to hide DRAM's latency. 8 stages at 64x128x64 (SMALL_OUTPUT_CONFIGS[0]), 12 at 64x64 (the 1.01-1.02x
-# reading), 16 at 64x32; with C's tile and the barriers under the 227 KB a block.
+# reading), 16 at 64x32, 6 at 128x128; with C's tile and the barriers under the 227 KB a block.
 GLUON_RING_BYTES = 192 * 1024
+# Where gluon_tile picks 128 rows, the autotune also times the Triton TMA kernel on the same tile, as measured
+# (0.95-0.97x with the L2 clean at M=512 N=4096): the Gluon tile's two consumers are new to this kernel.
+TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "PERSISTENT": 0,
+                      "EPILOGUE_SUBTILE": 0}
 
 
 @triton.jit
@@ -219,77 +228,102 @@ def gemm_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
 
 
 # The Gluon kernel's register budgets (setmaxnreg): the loader only issues copies and waits on barriers, 24
-# is the minimum; the consumer warpgroup gets the 232 that leaves of a launch at 128 a thread (Triton pads
-# the loader warp to a warpgroup), far more than its 64x128 fp32 accumulator's 64.
+# is the minimum (Triton pads its warp to a warpgroup); a consumer's 64xBLOCK_N fp32 accumulator needs 64 a
+# thread at 64x128. Triton gives the kernel's own warpgroup (consumer 0) what the launch's budget leaves after
+# the workers'. One consumer: 128 at launch, 232 for it after setmaxnreg.
 GLUON_LAUNCH_REGS = 128
 GLUON_LOADER_REGS = 24
+# Two consumers (128-row tiles): the second asks for 240, and a launch of 168 a thread (64512 of the 65536
+# registers over 3 warpgroups) leaves the first 3 * 168 - 240 - 24 = 240 too; at 128 it would get 120.
+GLUON_CONSUMER_REGS = 240
+GLUON_TWO_CONSUMER_LAUNCH_REGS = 168
 
 if gluon is not None:
     @gluon.jit
     def _gluon_loader(a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K: gl.constexpr,
-                      NUM_STAGES: gl.constexpr):
-        # The producer warp: k-step ki's A and B tiles into stage ki % NUM_STAGES once the consumer has
-        # released that stage's previous lap. A fresh mbarrier counts its (never run) phase before 0 as
-        # complete, so lap 0's wait for parity 1 passes at once; lap L waits for phase L - 1's release.
+                      NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+        # The producer warp: k-step ki's A tiles (64 rows a consumer) and B tile into stage ki % NUM_STAGES once
+        # the consumers have released that stage's previous lap. A fresh mbarrier counts its (never run) phase
+        # before 0 as complete, so lap 0's wait for parity 1 passes at once; lap L waits for phase L - 1's release.
         for ki in range(gl.cdiv(K, BLOCK_K)):
             s = ki % NUM_STAGES
             mbarrier.wait(empty.index(s), ((ki // NUM_STAGES) & 1) ^ 1)
-            # every byte both copies complete; a box that sticks out of the matrix still counts whole (TMA
+            # every byte the copies complete; a box that sticks out of the matrix still counts whole (TMA
             # reads the outside as zeros), so ragged edges need no other count
-            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma_load(a_desc, [off_m, ki * BLOCK_K], ready.index(s), a_smem.index(s))
+            mbarrier.expect(ready.index(s), CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            for c in gl.static_range(CONSUMERS):
+                tma_load(a_desc, [off_m + c * 64, ki * BLOCK_K], ready.index(s), a_smem.index(CONSUMERS * s + c))
             tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
 
     @gluon.jit
-    def _gluon_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, BLOCK_M: gl.constexpr,
-                        BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr):
-        # One warpgroup: acc += A_ki @ B_ki with one async wgmma group in flight. Groups retire in order, so
-        # once at most one is outstanding the previous k-step's stage is read and goes back to the loader.
-        # B's [BLOCK_K, BLOCK_N] box (N contiguous) is wgmma's B operand as it lies (read N-major).
+    def _gluon_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, C: gl.constexpr,
+                        BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
+                        CONSUMERS: gl.constexpr):
+        # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of the tile, acc += A_ki @ B_ki with one async
+        # wgmma group in flight. Groups retire in order, so once at most one is outstanding the previous
+        # k-step's stage is read and this consumer releases it (the loader waits for every consumer's release).
+        # B's [BLOCK_K, BLOCK_N] box (N contiguous) is wgmma's B operand as it lies (read N-major); with two
+        # consumers both read the same B stage, so a 128-row tile loads B once for 128 rows of C.
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BLOCK_N, 16])
-        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+        acc = gl.zeros([64, BLOCK_N], gl.float32, acc_layout)
         k_tiles = gl.cdiv(K, BLOCK_K)
         for ki in range(k_tiles):
             s = ki % NUM_STAGES
             mbarrier.wait(ready.index(s), (ki // NUM_STAGES) & 1)
-            a = a_smem.index(s)
+            a = a_smem.index(CONSUMERS * s + C)
             b = b_smem.index(s)
             acc = warpgroup_mma(a, b, acc, is_async=True)
             acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
             mbarrier.arrive(empty.index((ki + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         # C through shared memory (the generic-proxy writes fenced before the TMA store reads them)
-        c_smem.store(acc.to(c_desc.dtype))
+        c_buf = c_smem.index(C)
+        c_buf.store(acc.to(c_desc.dtype))
         fence_async_shared()
-        tma_store(c_desc, [off_m, off_n], c_smem)
+        tma_store(c_desc, [off_m + C * 64, off_n], c_buf)
         tma.store_wait(0)
 
     @gluon.jit
     def gemm_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                          BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr):
+                          BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr):
         # One BLOCK_M x BLOCK_N tile of C a program, the programs down each tile-column in turn (one wave of
-        # a small output: they all run at once, and neighbours share B's column-panel in L2). Descriptors:
-        # a in [BLOCK_M, BLOCK_K] boxes, b in [BLOCK_K, BLOCK_N], c in [BLOCK_M, BLOCK_N].
+        # a small output: they all run at once, and neighbours share B's column-panel in L2). A tile of 128
+        # rows runs two consumer warpgroups of 64 rows on one ring (cuBLAS's sm90 128-row tiles, the fused-MoE
+        # kernel's CONSUMERS=2). Descriptors: a in [64, BLOCK_K] boxes (one a consumer), b in [BLOCK_K,
+        # BLOCK_N], c in [64, BLOCK_N].
+        CONSUMERS: gl.constexpr = BLOCK_M // 64
         num_pid_m = gl.cdiv(M, BLOCK_M)
         off_m = (gl.program_id(0) % num_pid_m) * BLOCK_M
         off_n = (gl.program_id(0) // num_pid_m) * BLOCK_N
         dtype: gl.constexpr = a_desc.dtype
-        a_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+        a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         b_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
-        c_smem = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
-        # ready: the loader's expect (one arrive) and the copies' bytes; empty: the consumer's one arrive
+        c_smem = gl.allocate_shared_memory(dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
+        # ready: the loader's expect (one arrive) and the copies' bytes; empty: one arrive a consumer
         ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NUM_STAGES):
             mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=1)
-        # the kernel's own 4 warps are the consumer; the worker: the loader's one warp
-        gl.warp_specialize([
-            (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, BLOCK_M, BLOCK_N,
-                               BLOCK_K, NUM_STAGES)),
-            (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K, NUM_STAGES)),
-        ], [1], [LOADER_REGS])
+            mbarrier.init(empty.index(i), count=CONSUMERS)
+        # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
+        if CONSUMERS == 2:
+            gl.warp_specialize([
+                (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
+                                   BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, 1, BLOCK_N,
+                                   BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K, NUM_STAGES,
+                                 CONSUMERS)),
+            ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+        else:
+            gl.warp_specialize([
+                (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
+                                   BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K, NUM_STAGES,
+                                 CONSUMERS)),
+            ], [1], [LOADER_REGS])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -332,19 +366,21 @@ def tile_k_step_share(tile, big) -> float:
     return max(flops, LOAD_BOUND_SHARE * loads)
 
 
-def gluon_tile_n(M, N, sms) -> int:
-    """The Gluon tile's width (of GLUON_TILE_NS; 64 rows) whose waves finish first, each wave weighed by the
-    tile's K-step time against 64x128's (tile_k_step_share), the wider on a tie. M=128 N=4096 on 132 SMs: 64
-    tiles of 64x128 (1 wave, 1.0), 128 of 64x64 (1 wave, 0.6), 256 of 64x32 (2 waves of 0.45): 64."""
-    def makespan(block_n):
-        tiles = triton.cdiv(M, 64) * triton.cdiv(N, block_n)
-        return triton.cdiv(tiles, sms) * tile_k_step_share((64, block_n), (64, 128))
-    return min(GLUON_TILE_NS, key=makespan)
+def gluon_tile(M, N, sms):
+    """The Gluon tile (BLOCK_M, BLOCK_N) of GLUON_TILES whose waves finish first, each wave weighed by the tile's
+    K-step time against CONFIG's tile (tile_k_step_share, measured against 128x256), the larger on a tie. On 132
+    SMs: M=128 N=4096: 64 tiles of 64x128 (1 wave of 0.45), 32 of 128x128 (0.6), 128 of 64x64 (0.3), 256 of
+    64x32 (2 of 0.225): 64x64. M=512 N=4096: 256 of 64x128 (2 waves, 0.9), 128 of 128x128 (1 wave, 0.6): 128x128."""
+    def makespan(tile):
+        tiles = triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1])
+        return triton.cdiv(tiles, sms) * tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
+    return min(GLUON_TILES, key=makespan)
 
 
-def gluon_stages(block_n, block_k) -> int:
-    """The Gluon ring's depth for 64 x block_n tiles: the stages of 2-byte A and B tiles GLUON_RING_BYTES holds."""
-    return GLUON_RING_BYTES // ((64 * block_k + block_k * block_n) * 2)
+def gluon_stages(block_m, block_n, block_k) -> int:
+    """The Gluon ring's depth for block_m x block_n tiles: the stages of 2-byte A and B tiles GLUON_RING_BYTES
+    holds."""
+    return GLUON_RING_BYTES // ((block_m * block_k + block_k * block_n) * 2)
 
 
 def tail_cuts(M, N, big):
@@ -431,13 +467,13 @@ def _tma_ok(a, b, c) -> bool:
 
 def _gluon_runs(a, b, c, cfg) -> bool:
     """Whether gemm_gluon_kernel can take this call: Gluon present, a Hopper GPU (wgmma is sm_90's alone),
-    not the interpreter (Gluon has none), 16-bit, TMA-aligned, one warpgroup's 64 rows a tile, and it has
-    not failed to compile or launch on this device before."""
+    not the interpreter (Gluon has none), 16-bit, TMA-aligned, 64 rows a tile (one consumer warpgroup) or 128
+    (two), and it has not failed to compile or launch on this device before."""
     if gluon is None or a.device.type != "cuda" or torch.version.hip or a.device in _GLUON_FAILED:
         return False
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(a.device)[0] != 9:
         return False
-    return a.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] == 64 and _tma_ok(a, b, c)
+    return a.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] in (64, 128) and _tma_ok(a, b, c)
 
 
 def _launch_gluon(a, b, c, cfg):
@@ -447,11 +483,12 @@ def _launch_gluon(a, b, c, cfg):
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1)
-    boxes = ([BM, BK], [BK, BN], [BM, BN])
-    rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS)
+    boxes = ([64, BK], [BK, BN], [64, BN])  # A and C a consumer's 64 rows at a time
+    rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
     try:
+        regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else GLUON_LAUNCH_REGS
         kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
-                                         maxnreg=GLUON_LAUNCH_REGS)
+                                         maxnreg=regs)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[a.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -534,9 +571,12 @@ def _candidates(a, b, c):
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
         return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
-    block_n = gluon_tile_n(M, N, sms)
-    if block_n != small[0]["BLOCK_N"]:  # 64x128 tiles leave SMs idle: the narrower Gluon tile the waves pick
-        small.append({**small[0], "BLOCK_N": block_n, "num_stages": gluon_stages(block_n, small[0]["BLOCK_K"])})
+    tile = gluon_tile(M, N, sms)
+    if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
+        stages = gluon_stages(*tile, small[0]["BLOCK_K"])
+        small.append({**small[0], "BLOCK_M": tile[0], "BLOCK_N": tile[1], "num_stages": stages})
+    if tile[0] == 128:
+        small.append({**CONFIG, **TRITON_TALL_CONFIG})
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
 
