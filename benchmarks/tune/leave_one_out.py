@@ -174,7 +174,7 @@ def reached(name: str, method: str, setting: dict | None = None, starts: int | N
     if starts and starts < len(rows):
         rows = random.Random(seed).sample(rows, starts)
     budget = max(b for _, b in BARS)
-    got = {bar: 0 for bar in BARS}
+    got, pairs = {bar: 0 for bar in BARS}, []
     for i, row in enumerate(rows):
         if method == "tpe":
             propose = tpe(seed * 100_003 + i, space, allowed)
@@ -182,12 +182,14 @@ def reached(name: str, method: str, setting: dict | None = None, starts: int | N
             propose = oracle(table)
         else:
             propose = replay.strategy(method, seed * 100_003 + i, allowed=allowed)
-        trail = replay.replay(table, space, row["config"], budget, 1.0, propose)
+        trail = replay.replay(table, space, row["config"], budget, 1.0, propose, None, pairs)
         for fraction, iterations in BARS:
             # what the search keeps at the budget, by its figure in the table: a start that kept the bar's
             # configuration, then a slower one the noise made look better, does not count
             got[(fraction, iterations)] += trail[min(iterations, len(trail) - 1)]["value"] >= fraction * top
-    return {"starts": len(rows), "share": {bar: n / len(rows) for bar, n in got.items()}}
+    # the device time a decision costs (two runs a pair), over the whole budget
+    return {"starts": len(rows), "share": {bar: n / len(rows) for bar, n in got.items()},
+            "pairs": sum(pairs) / len(pairs) if pairs else 0.0}
 
 
 def no_information(name: str) -> dict:
@@ -266,8 +268,8 @@ def main() -> None:
     head = " | ".join(f"{f:.0%} within {b}" for f, b in BARS)
     lines = ["## Left out, one space at a time", "",
              f"| space left out | setting chosen on the others ({', '.join(GRID)}) | method | starts | {head} | bar "
-             f"| no-information bound ({head.replace(' | ', ' / ')}) |",
-             "|---|---|---|---|" + "---|" * len(BARS) + "---|---|"]
+             f"| no-information bound ({head.replace(' | ', ' / ')}) | pairs a decision |",
+             "|---|---|---|---|" + "---|" * len(BARS) + "---|---|---|"]
     for name in held_out:
         rivals = [scored[name, m]["share"] for m in methods if m in ("random", "tpe")]
         for m in methods:
@@ -276,7 +278,8 @@ def main() -> None:
             setting = ", ".join(str(v) for v in chosen[name].values()) if m == "model" else ""
             bound = " / ".join(f"{share:.0%}" for share in no_information(name).values()) if m == "model" else ""
             lines.append(f"| {name} | {setting} | {m} | {got['starts']} | "
-                         + " | ".join(f"{got['share'][b]:.0%}" for b in BARS) + f" | {bar} | {bound} |")
+                         + " | ".join(f"{got['share'][b]:.0%}" for b in BARS) + f" | {bar} | {bound} "
+                         f"| {got['pairs']:.2f} |")
     everywhere = choice(names)
     lines += ["", "Chosen on every space (kgit.model.search's defaults): "
               + ", ".join(f"{k} {v}" for k, v in everywhere.items()) + "."]

@@ -41,6 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_PAIRS = 12  # kgit tune's default --max-pairs
+# kgit tune's decision extends an estimate above the floor past MAX_PAIRS (kgit.model.noise.Bound);
+# --no-extend replays the decision as it was before, for the device time it costs (pairs a decision)
+EXTEND = True
 SETTINGS = ("LENGTH_SCALE", "LENGTH_SCALE_FLAT", "CURVATURE", "SIGNAL_SD", "NOISE_SD", "DESIGN_POINTS", "INTERACTION", "JUMP")  # what --set may change
 sys.path.insert(0, str(ROOT))
 from kgit.config import kernel_file  # noqa: E402
@@ -71,10 +74,11 @@ def run_of(row: dict, rng: random.Random):
 def compared(best: dict, row: dict, min_gain_pct: float, history: list[list[float]], rng: random.Random,
              max_pairs: int = MAX_PAIRS) -> noise.Comparison:
     """kgit tune's paired comparison of row against best, on simulated runs (kept above zero, ended as
-    noise within min_gain_pct); history: the log-ratios of the earlier decisions of this run, the prior
-    kgit pools (appended to)."""
+    noise within min_gain_pct, extended past max_pairs as kgit tune's are); history: the log-ratios of
+    the earlier decisions of this run, the prior kgit pools (appended to)."""
     found = paired.compare(run_of(best, rng), run_of(row, rng), noise.Prior.from_decisions(history),
-                            min_gain_pct, max_pairs, warm_best=False, keep_above_pct=TUNE_KEEP_ABOVE_PCT)
+                            min_gain_pct, max_pairs, warm_best=False, keep_above_pct=TUNE_KEEP_ABOVE_PCT,
+                            extend=EXTEND)
     if found.log_ratios:
         history.append(found.log_ratios)
     return found
@@ -98,9 +102,10 @@ def strategy(name: str, seed: int = 0, min_gain_pct: float = 1.0, allowed=None, 
 
 
 def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, min_gain_pct: float,
-           propose=None, tried: list | None = None) -> list[dict]:
+           propose=None, tried: list | None = None, pairs: list | None = None) -> list[dict]:
     """The kept best after the baseline and each iteration, as kgit tune would have recorded them.
-    tried, if given, receives the row of each configuration measured (the start, then each proposal)."""
+    tried, if given, receives the row of each configuration measured (the start, then each proposal);
+    pairs, the number of pairs each decision took (its device time: two runs a pair)."""
     propose = propose or strategy("model")
     best = table[key(start)]
     rng, history = random.Random(json.dumps(start, sort_keys=True)), []
@@ -116,6 +121,8 @@ def replay(table: dict[str, dict], space: dict, start: dict, iterations: int, mi
         if tried is not None:
             tried.append(row)
         found = compared(best, row, min_gain_pct, history, rng)
+        if pairs is not None:
+            pairs.append(len(found.log_ratios))
         kept = decide(found, None) == Status.IMPROVED
         value = found.candidate_value() or found.first.value  # what kgit records: the median of its runs
         points.append(search.Point(candidate, best["config"], kept, search.score_of(value) if row["correct"] else None))
@@ -166,6 +173,7 @@ def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, 
         rows = random.Random(seed).sample(rows, starts)
     reached, finals = {b: 0 for b in budgets}, {b: [] for b in budgets}
     found, failed = {b: 0 for b in budgets}, {b: 0 for b in budgets}
+    pairs = []  # of every decision of every start, over the largest budget
     for i, row in enumerate(rows):  # each start its own seed: one lucky draw must not count for every start
         elsewhere = []
         for run in range(earlier_runs):  # what earlier runs from other starts measured, as another clone's records
@@ -177,7 +185,7 @@ def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, 
                                        else None) for r in earlier]
         tried = []
         trail = replay(table, space, row["config"], max(budgets), min_gain_pct,
-                       strategy(name, seed * 100_003 + i, min_gain_pct, allowed, elsewhere), tried)
+                       strategy(name, seed * 100_003 + i, min_gain_pct, allowed, elsewhere), tried, pairs)
         for b in budgets:
             kept = trail[: b + 1]
             finals[b].append(kept[-1]["value"] / top)
@@ -187,7 +195,7 @@ def share_reaching(path: str, name: str, budgets: list[int], bar: float = 0.97, 
             failed[b] += sum(not r["correct"] for r in tried[: b + 1])
     return {"starts": len(rows), "reached": reached, "share": {b: reached[b] / len(rows) for b in budgets},
             "median_final": {b: statistics.median(finals[b]) for b in budgets},
-            "measured": found, "failed": failed}
+            "measured": found, "failed": failed, "pairs": sum(pairs) / len(pairs) if pairs else 0.0}
 
 
 def main() -> None:
@@ -209,7 +217,11 @@ def main() -> None:
                         help="replay without the templates' CONFIG_CONSTRAINTS")
     parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
                         help="change one of kgit.model.search's settings for this replay")
+    parser.add_argument("--no-extend", action="store_true",
+                        help="decide as before the extension past max_pairs (kgit.model.noise.Bound)")
     args = parser.parse_args()
+    global EXTEND
+    EXTEND = not args.no_extend
     for pair in args.set:
         name, value = pair.split("=", 1)
         if name not in SETTINGS:
@@ -220,8 +232,9 @@ def main() -> None:
     lines = ["| table | strategy | starts | " + " | ".join(f"reach {args.bar:.0%} within {b}" for b in args.iterations)
              + " | " + " | ".join(f"median start ends at ({b})" for b in args.iterations)
              + " | " + " | ".join(f"measured {args.bar:.0%} within {b}" for b in args.iterations)
-             + " | " + " | ".join(f"failed runs per start ({b})" for b in args.iterations) + " |",
-             "|---|---|---|" + "---|" * (4 * len(args.iterations))]
+             + " | " + " | ".join(f"failed runs per start ({b})" for b in args.iterations)
+             + f" | pairs a decision ({max(args.iterations)}) |",
+             "|---|---|---|" + "---|" * (4 * len(args.iterations) + 1)]
     for path in args.space_json:
         for name in args.strategy:
             started = time.time()
@@ -235,7 +248,7 @@ def main() -> None:
                          + " | " + " | ".join(f"{got['measured'][b]} ({got['measured'][b] / got['starts']:.0%})"
                                               for b in args.iterations)
                          + " | " + " | ".join(f"{got['failed'][b] / got['starts']:.1f}" for b in args.iterations)
-                         + " |")
+                         + f" | {got['pairs']:.2f} |")
             print(lines[-1], f"({time.time() - started:.0f} s)", flush=True)
     if args.markdown:
         Path(args.markdown).write_text("\n".join(lines) + "\n")

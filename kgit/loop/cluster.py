@@ -26,6 +26,7 @@ from kgit.git.command import Repo
 from kgit.loop import steps
 from kgit.loop.history import LoopState
 from kgit.model import decide
+from kgit.model.noise import Bound
 
 
 @dataclass
@@ -66,7 +67,8 @@ def measure(cluster: Cluster, repo: Repo, state: LoopState, sources: list[str], 
     shipped = ray.put(remotes.bundle(repo, "HEAD"))
     # the longest a worker may take: every run of a decision at its test timeout, warm-ups included, and
     # a minute to clone. Past it the worker is lost (seen on the H200: a wait with no end in ray.get).
-    bound = state.cfg.test_timeout_s * (2 * state.cfg.max_pairs + 2) + 60
+    pairs = Bound.of(state.cfg.max_pairs, decide.TUNE_EXTENDS).cap  # a tune's decision may go past max_pairs
+    bound = state.cfg.test_timeout_s * (2 * pairs + 2) + 60
     try:
         return ray.get([cluster.task.remote(shipped, head, state, source) for source in sources], timeout=bound)
     except ray.exceptions.GetTimeoutError:
@@ -81,4 +83,5 @@ def _measure_in_clone(bundle: bytes, head: str, state: LoopState, source: str):
         environment = machine.environment(state.cfg.gpu)
         best_source = read.file_at(repo, state.cfg.kernel_path, state.best[0])
         return steps.compare_with_best(repo, state, head, source, best_source, environment,
-                                       keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT), environment
+                                       keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT,
+                                       extend=decide.TUNE_EXTENDS), environment

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from kgit.model.noise import Comparison, Prior, interval, test_sd_of, verdict
+from kgit.model.noise import Bound, Comparison, Prior, interval, test_sd_of, verdict
 from kgit.model.result import TestResult, decimals_of, not_run, rounding_of
 
 Run = Callable[[bool], TestResult]  # run(timing_only)
@@ -25,12 +25,14 @@ DEVICE = "device"  # the pairs of kgit's own device time decide, not the test's 
 
 def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, max_pairs: int,
             warm_best: bool, lower_is_better: bool = False, on_pair=None, decides_on: str = "test",
-            keep_above_pct: float | None = None) -> Comparison:
+            keep_above_pct: float | None = None, extend: bool = False) -> Comparison:
     """The pairs' log-ratios are of the gain: candidate over best, or best over candidate when the
     figure falls as the kernel gets faster, of the test's figure or (decides_on DEVICE) of the device
-    time, which always falls. on_pair(pairs so far, max_pairs, the interval or None while there is none
-    yet) follows each pair. keep_above_pct: what the interval must lie above to keep, where not
-    floor_pct (noise.verdict)."""
+    time, which always falls. on_pair(pairs so far, the most it may take now, the interval or None
+    while there is none yet) follows each pair. keep_above_pct: what the interval must lie above to
+    keep, where not floor_pct (noise.verdict). extend (kgit tune's configurations): an estimate above
+    the floor still undecided at max_pairs takes more pairs, up to noise.Bound's cap, every look
+    counted (noise.Bound)."""
     first = run_candidate(False)
     found = Comparison(first=first, best=[], candidate=[], log_ratios=[], runs=1, warmups=1, decided_on=decides_on,
                        keep_above_pct=keep_above_pct)
@@ -41,7 +43,8 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
     if warm_best and not _counted(found, "best", run_best(True), seen, warmup=True):
         return found
     test_sd = test_sd_of(first.spread_pct) if decides_on != DEVICE else 0.0
-    for pair in range(max_pairs):
+    bound = Bound.of(max_pairs, extend)
+    for pair in range(bound.cap):
         sides = (("best", run_best), ("candidate", run_candidate))
         for side, run in sides if pair % 2 == 0 else reversed(sides):
             if not _counted(found, side, run(True), seen):
@@ -55,12 +58,14 @@ def compare(run_best: Run, run_candidate: Run, prior: Prior, floor_pct: float, m
             pair_rounding = sum(rounding_of(seen[side][-1].printed, decimals) for side in ("best", "candidate"))
             found.rounding = max(found.rounding, pair_rounding)
         found.log_ratios.append(-math.log(ratio) if lower else math.log(ratio))
-        found.interval = interval(found.log_ratios, prior, test_sd, looks=max_pairs, rounding=found.rounding)
+        found.interval = interval(found.log_ratios, prior, test_sd, looks=bound.looks, rounding=found.rounding)
         found.verdict = verdict(found.interval, floor_pct, keep_above_pct) if found.interval else None
         if on_pair:
-            on_pair(pair + 1, max_pairs, found.interval)
+            on_pair(pair + 1, max_pairs if pair + 1 <= max_pairs else bound.cap, found.interval)
         if found.verdict:
             return found
+        if not bound.goes_on(pair + 1, found.interval, floor_pct):
+            break
     found.verdict = "noise"  # the bound on pairs: neither better nor worse beyond the noise
     return found
 

@@ -151,7 +151,7 @@ def raise_if_interrupted(outcome: Outcome) -> None:
 def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=None,
          measured: tuple[Comparison, dict] | None = None, keep_anyway: str | None = None,
          agent_turn: dict | None = None, again: bool = False, allow_untested: bool = False,
-         keep_above_pct: float | None = None) -> Outcome:
+         keep_above_pct: float | None = None, extend: bool = False) -> Outcome:
     """Commit the edited kernel, measure it against the best pair by pair, decide, keep or revert it.
 
     measured: this exact kernel already compared with the current best elsewhere (on another GPU),
@@ -163,6 +163,8 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     allow_untested: step a change to what the test never ran (Untested otherwise); the record says so.
     keep_above_pct: what the gain's interval must lie above to keep the change, where not min_gain_pct
     (kgit tune's configurations: decide.TUNE_KEEP_ABOVE_PCT).
+    extend: an estimate above the floor still undecided at max_pairs takes more pairs (kgit tune's
+    configurations: decide.TUNE_EXTENDS; kgit.model.noise.Bound).
     """
     before = read_before_step(repo, overrides)
     state = before.state
@@ -180,7 +182,8 @@ def step(repo: Repo, action: str, tier: int | None, overrides: dict, progress=No
     comparison, environment = measured or (None, machine.environment(state.cfg.gpu))
     try:
         comparison = comparison or compare_with_best(repo, state, journal.candidate, None, before.best_text,
-                                                     environment, progress, keep_above_pct=keep_above_pct)
+                                                     environment, progress, keep_above_pct=keep_above_pct,
+                                                     extend=extend)
     except KeyboardInterrupt:
         comparison = never_measured(not_run(INTERRUPTED_BY_USER))
     untested, comparison = decide.check_run(before.change, comparison, untested, allow_untested)
@@ -369,10 +372,10 @@ def _ran(record: Record) -> bool:
 
 def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str | None, best_source: str | None,
                       environment: Environment, progress=None, gpu: str | None = None,
-                      keep_above_pct: float | None = None) -> Comparison:
+                      keep_above_pct: float | None = None, extend: bool = False) -> Comparison:
     """Measure a candidate (a commit, or HEAD with the kernel replaced by source) against the best,
     pair by pair, each in its own worktree; best_source: the best's kernel file (None where its commit
-    has none: the best's commit runs whole); keep_above_pct as step's."""
+    has none: the best's commit runs whole); keep_above_pct and extend as step's."""
     best_commit, best = state.best
     # The best's first run here fills its compile caches, unless this environment has run it already.
     warm_best = not any(same_environment(r.environment, environment)
@@ -394,7 +397,7 @@ def compare_with_best(repo: Repo, state: LoopState, candidate: str, source: str 
         return paired.compare(lambda timing_only: run("best", timing_only), run_candidate, prior,
                               state.cfg.min_gain_pct, state.cfg.max_pairs, warm_best, state.cfg.lower_is_better,
                               on_pair=progress.pair if progress else None, decides_on=figure,
-                              keep_above_pct=keep_above_pct)
+                              keep_above_pct=keep_above_pct, extend=extend)
 
 
 def reject(repo: Repo, action: str, tier: int | None, reason: str, overrides: dict,

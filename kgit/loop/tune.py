@@ -27,6 +27,8 @@ Each proposal is decided as a step is, pair by pair against the best, with one d
 when the whole interval of its gain lies above zero, not above min_gain_pct (decide.TUNE_KEEP_ABOVE_PCT:
 a configuration is no more code than the best's, so a gain its pairs resolve is worth keeping however
 small). min_gain_pct still ends a comparison early as noise, and still tells the search when to stop.
+And where its estimate lies above min_gain_pct, still undecided at max_pairs, it takes more pairs, up to
+twice max_pairs (decide.TUNE_EXTENDS, kgit.model.noise.Bound): the search never measures it again.
 
 Each proposal is recorded with the tier of the keys it changes: the tier skill that owns the technique the
 kernel's SKILL.md maps each key to (its `tunables:`), the lowest where keys of several tiers change, and
@@ -213,7 +215,7 @@ def run(repo: Repo, kernel: str, overrides: dict, progress, on_outcome,
                 # still equal an earlier iteration's, measuring it is what was asked for
                 outcome = steps.step(repo, describe_change(current, candidate, reason), tier, overrides,
                                      progress, measured[i] if i < len(measured) else None, again=True,
-                                     keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+                                     keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT, extend=decide.TUNE_EXTENDS)
             except steps.NotMeasured:  # refused (code as HEAD's, untested, a CONFIG forbidden): put back
                 (repo.root / cfg.kernel_path).write_text(before)
                 raise
@@ -238,7 +240,8 @@ def _measure_on_gpus(repo: Repo, state, sources: list[str], gpus: list[str], pro
         def on(gpu):
             environment = machine.environment(state.cfg.gpu, gpu)
             return steps.compare_with_best(repo, state, head, text, best_source, environment, gpu=gpu,
-                                           keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT), environment
+                                           keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT,
+                                           extend=decide.TUNE_EXTENDS), environment
         return on
 
     return testing.on_gpus([task(text) for text in sources], gpus[:len(sources)])

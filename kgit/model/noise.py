@@ -108,6 +108,44 @@ class Prior:
         return Prior(self.sum_squares + other.sum_squares, self.df + other.df)
 
 
+# Past the bound on pairs, a tune's decision whose estimate lies above the floor (min_gain_pct: what the
+# search judged worth a run) and whose interval still spans the level it must clear takes more pairs, up to
+# EXTENDED_PAIRS_FACTOR x max_pairs. Why 2: gemm's unresolved gains (experiments/tune/leave-one-out/, the
+# fifth pass) were 1.9-2.1%, about twice the 1% floor, at a pair sd of 0.017 (its 99.8% configuration's
+# test-reported spread, which floors the sd); a gain g is resolved with 95% power at n = ((t + 1.645) s /
+# log(1 + g))^2 pairs, 21 for g = 2% and t = 3.3 (24 looks), within 2 x 12. The configuration whose runs
+# spread 5.5% (s = 0.044) would need about 140: no cap a user's device time can pay resolves it, and 2
+# bounds what one decision may cost at twice what it cost before.
+EXTENDED_PAIRS_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How many pairs a decision may take and after which it reads its interval. Every read is a look,
+    and the whole decision's error stays at ERROR_RATE only where each look is read at ERROR_RATE / looks
+    (Bonferroni): the looks past max_pairs are counted from the decision's first pair on, so a decision
+    that may be extended reads every interval, the first included, at 1 - ERROR_RATE / cap."""
+
+    max_pairs: int
+    cap: int  # max_pairs where no extension is allowed
+
+    @property
+    def looks(self) -> int:
+        return self.cap  # one look after every pair, up to the cap
+
+    @staticmethod
+    def of(max_pairs: int, extend: bool) -> Bound:
+        return Bound(max_pairs, EXTENDED_PAIRS_FACTOR * max_pairs if extend else max_pairs)
+
+    def goes_on(self, pairs: int, found: Interval | None, floor_pct: float) -> bool:
+        """Whether an undecided comparison takes another pair: below max_pairs always; past it, up to the
+        cap, only while the estimate lies above the floor (a gain the search judged worth a run, that
+        more pairs may resolve; one under it was never worth more than the bound)."""
+        if pairs < self.max_pairs:
+            return True
+        return pairs < self.cap and found is not None and found.gain_pct > floor_pct
+
+
 @dataclass(frozen=True)
 class Interval:
     gain_pct: float  # the estimate: exp(mean log-ratio) - 1, in %

@@ -48,6 +48,8 @@ def test_each_method_is_scored_at_both_bars_on_the_same_starts(method):
     got = leave_one_out.reached("synthetic noisy 1", method, starts=4)
     assert got["starts"] == 4 and set(got["share"]) == {(0.97, 8), (0.99, 16)}
     assert all(0.0 <= share <= 1.0 for share in got["share"].values())
+    # the device time a decision costs: at least one pair, at most a tune decision's cap (noise.Bound)
+    assert 1.0 <= got["pairs"] <= 2 * leave_one_out.replay.MAX_PAIRS
 
 
 def test_a_start_counts_when_its_kept_best_reaches_the_bar_within_the_budget(monkeypatch):

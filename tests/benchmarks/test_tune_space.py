@@ -116,3 +116,33 @@ def test_a_subspace_outside_the_space_is_refused_before_anything_is_written(tmp_
         got = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert got.returncode == 1 and said in got.stderr and "Traceback" not in got.stderr, got.stderr
         assert not out.exists()
+
+
+def test_replay_decides_as_kgit_tune_does_past_max_pairs_and_counts_each_decisions_pairs():
+    # a 1.5% gain whose runs spread 6% (about 2.5% a pair): the 12 pairs rarely resolve it, and kgit
+    # tune's decision (decide.TUNE_EXTENDS) takes more pairs where its estimate lies above the 1% floor
+    import random
+
+    from kgit.model import decide
+
+    replay = _load("replay")
+    best = {"config": {"A": 1}, "correct": True, "value": 100.0, "spread_pct": 6.0, "error": None}
+    row = {"config": {"A": 2}, "correct": True, "value": 101.5, "spread_pct": 6.0, "error": None}
+    assert replay.EXTEND is decide.TUNE_EXTENDS is True
+
+    def pairs(extend):
+        replay.EXTEND = extend
+        try:
+            return [len(replay.compared(best, row, 1.0, [], random.Random(seed)).log_ratios) for seed in range(40)]
+        finally:
+            replay.EXTEND = True
+
+    extended, bounded = pairs(True), pairs(False)
+    assert max(bounded) == replay.MAX_PAIRS and max(extended) == 2 * replay.MAX_PAIRS
+    assert sum(extended) > sum(bounded)
+    # the replay counts every decision's pairs, the start's baseline none
+    space = {"A": [1, 2]}
+    table = {replay.key(r["config"]): r for r in (best, row)}
+    counted = []
+    replay.replay(table, space, {"A": 1}, iterations=4, min_gain_pct=1.0, pairs=counted)
+    assert len(counted) == 1 and 1 <= counted[0] <= 2 * replay.MAX_PAIRS

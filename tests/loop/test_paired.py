@@ -9,7 +9,7 @@ import pytest
 
 from kgit.config import KernelConfig
 from kgit.loop import paired
-from kgit.model import decide
+from kgit.model import decide, noise
 from kgit.model.record import Record, Status, to_json
 from kgit.model.noise import Prior
 from kgit.model.result import TestResult, from_output
@@ -37,16 +37,17 @@ class Machine:
 MAX_PAIRS = KernelConfig("k", "k.py", "t.py").max_pairs
 
 
-def decisions(gain_pct, noise_pct, n=200, drift=0.0, max_pairs=MAX_PAIRS, learn=True, seed=SEED, keep_above_pct=None):
+def decisions(gain_pct, noise_pct, n=200, drift=0.0, max_pairs=MAX_PAIRS, learn=True, seed=SEED, keep_above_pct=None,
+              extend=False):
     """n decisions in a row, each (if learn) with the noise known from the ones before, as a kernel's
     history gives it; returns the statuses and the mean number of test runs per decision. keep_above_pct:
-    a tune's level (decide.TUNE_KEEP_ABOVE_PCT), else the floor."""
+    a tune's level (decide.TUNE_KEEP_ABOVE_PCT), else the floor; extend: past max_pairs (noise.Bound)."""
     rng, statuses, runs, history = random.Random(seed), [], [], []
     for _ in range(n):
         machine = Machine(rng, gain_pct, noise_pct, drift)
         prior = Prior.from_decisions(history) if learn else Prior()
         found = paired.compare(machine.run("best"), machine.run("candidate"), prior, 1.0, max_pairs,
-                                warm_best=False, keep_above_pct=keep_above_pct)
+                                warm_best=False, keep_above_pct=keep_above_pct, extend=extend)
         statuses.append(decide.decide(found, None).value)
         runs.append(found.runs)
         history.append(found.log_ratios)
@@ -291,3 +292,78 @@ def test_a_test_whose_figure_changes_name_between_runs_is_not_compared():
     found = paired.compare(run, run, Prior(), 1.0, 4, warm_best=True)
     assert found.failure is not None and decide.decide(found, None).value == "FAILED"
     assert found.failure.reason.startswith("the test reported gbps in one run and tflops in another")
+
+
+def alternating(gain_pct: float, swing_pct: float):
+    """(run_best, run_candidate): the best always at 100, the candidate at gain_pct +/- swing_pct in turn,
+    pair by pair (its first run, the warm-up, at the gain): after an even number of pairs the estimate is
+    gain_pct exactly, and the pairs' spread keeps the interval as wide as swing_pct says."""
+    calls = []
+
+    def best(timing_only):
+        return TestResult(True, True, None, "gbps", 100.0, 0.0, {"gbps": 100.0}, 0.1, "")
+
+    def candidate(timing_only):
+        calls.append(timing_only)
+        swing = 0.0 if len(calls) == 1 else math.log1p(swing_pct / 100) * (1 if len(calls) % 2 == 0 else -1)
+        value = 100.0 * math.exp(math.log1p(gain_pct / 100) + swing)
+        return TestResult(True, True, None, "gbps", value, 0.0, {"gbps": value}, 0.1, "")
+
+    return best, candidate
+
+
+def tune_compare(gain_pct, swing_pct, extend=True, max_pairs=MAX_PAIRS, on_pair=None):
+    return paired.compare(*alternating(gain_pct, swing_pct), Prior(), 1.0, max_pairs, warm_best=False,
+                          keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT, extend=extend, on_pair=on_pair)
+
+
+def test_at_the_bound_an_estimate_just_above_the_floor_takes_more_pairs_and_one_just_below_does_not():
+    # at 12 pairs both estimates are exact and the 5% swing keeps both intervals across zero and the floor
+    above, below = tune_compare(1.05, 5.0), tune_compare(0.95, 5.0)
+    assert below.interval.gain_pct == pytest.approx(0.95) and below.interval.low_pct < 0 < 1 < below.interval.high_pct
+    assert (len(below.log_ratios), below.verdict) == (MAX_PAIRS, "noise")
+    assert len(above.log_ratios) > MAX_PAIRS
+    # without the extension (a hand step's decision) the estimate above the floor stops at the bound too
+    assert len(tune_compare(1.05, 5.0, extend=False).log_ratios) == MAX_PAIRS
+
+
+def test_an_extended_decision_stops_at_twice_max_pairs_and_says_noise_there():
+    # a 5% swing never resolves a 1.05% gain: the extension ends at its cap, undecided, as noise
+    found = tune_compare(1.05, 5.0)
+    assert noise.EXTENDED_PAIRS_FACTOR == 2
+    assert (len(found.log_ratios), found.verdict) == (2 * MAX_PAIRS, "noise")
+    assert decide.decide(found, None) == Status.WITHIN_NOISE
+    seen = []
+    tune_compare(1.05, 5.0, on_pair=lambda done, most, found: seen.append((done, most)))
+    # the progress line names the bound, then the cap once past it
+    assert seen[MAX_PAIRS - 1] == (MAX_PAIRS, MAX_PAIRS) and seen[MAX_PAIRS] == (MAX_PAIRS + 1, 2 * MAX_PAIRS)
+
+
+def test_an_extension_keeps_a_gain_its_first_max_pairs_left_unresolved():
+    # 1.3% +/- 1.5%: the interval still spans zero after 12 pairs, clears it at the 17th
+    found, bounded = tune_compare(1.3, 1.5), tune_compare(1.3, 1.5, extend=False)
+    assert (len(bounded.log_ratios), bounded.verdict) == (MAX_PAIRS, "noise") and bounded.interval.low_pct < 0
+    assert found.verdict == "better" and MAX_PAIRS < len(found.log_ratios) < 2 * MAX_PAIRS
+    assert decide.decide(found, None) == Status.IMPROVED
+
+
+def test_a_decision_that_may_extend_counts_every_look_it_may_take_from_its_first_pair():
+    # Bonferroni over the cap's 24 looks, not the bound's 12: each interval of an extendable decision,
+    # the first pairs' too, is read at 1 - 5%/24, so the whole decision's error stays at 5%
+    found = tune_compare(1.05, 5.0)
+    assert found.interval == noise.interval(found.log_ratios, Prior(), looks=2 * MAX_PAIRS)
+    # 1.7% +/- 1.5%: kept at the 11th pair read at 1 - 5%/12; read at 1 - 5%/24 the same 11 pairs span
+    # zero, and the decision takes two pairs more
+    bounded, counted = tune_compare(1.7, 1.5, extend=False), tune_compare(1.7, 1.5)
+    assert (bounded.verdict, len(bounded.log_ratios)) == ("better", 11)
+    assert noise.interval(bounded.log_ratios, Prior(), looks=2 * MAX_PAIRS).low_pct < 0
+    assert (counted.verdict, len(counted.log_ratios)) == ("better", 13)
+
+
+def test_an_extension_keeps_no_op_at_most_at_the_error_rate():
+    # a no-op at 2.5% noise a run: its estimate after 12 pairs lies above the 1% floor often enough that
+    # many decisions extend, and the whole decision's false keeps stay within one side of its 5%
+    statuses, runs = decisions(0.0, 2.5, n=400, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT, extend=True)
+    _, bounded_runs = decisions(0.0, 2.5, n=400, keep_above_pct=decide.TUNE_KEEP_ABOVE_PCT)
+    assert runs > bounded_runs + 0.5, (runs, bounded_runs)  # the extension ran
+    assert statuses.count("IMPROVED") <= 10, f"seed {SEED}: {statuses.count('IMPROVED')} of 400"

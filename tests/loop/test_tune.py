@@ -334,3 +334,25 @@ def test_a_proposal_whose_code_is_head_s_is_refused_and_the_kernel_put_back(ws, 
     with pytest.raises(steps.SameCode):  # HEAD's configuration, written as kgit writes it: the same code
         _tune_proposing(ws, monkeypatch, {"BLOCK": 256, "WARPS": 2})
     assert ws.git("status", "--porcelain") == "" and ws.ok("status", "--json").json()["iteration"] == 0
+
+
+def test_a_tune_s_comparison_may_take_pairs_past_max_pairs_and_a_step_s_may_not(ws, monkeypatch):
+    # the decision's rule lives in kgit.loop.paired.compare; a tune asks it to extend (decide.TUNE_EXTENDS),
+    # a hand step does not: the person can step the change again, a tune never measures it again
+    from kgit.git.command import find_repo
+    from kgit.loop import paired, steps
+    from kgit.loop.recovery import locked
+    from kgit.model import decide
+
+    asked, real = [], paired.compare
+    monkeypatch.setattr(paired, "compare", lambda *args, **kwargs: asked.append(kwargs["extend"]) or real(*args, **kwargs))
+    (ws.root / KERNEL).write_text(SMALL_GAIN)
+    ws.git("commit", "-qam", "a configuration 0.6% faster than the start")
+    ws.ok("start", "fake")
+    (ws.root / KERNEL).write_text(write_config(SMALL_GAIN, KERNEL, {"BLOCK": 512}))
+    with locked(find_repo(ws.root)):
+        steps.step(find_repo(ws.root), "BLOCK 256->512", None, {})
+    assert asked == [False]
+    _tune_proposing(ws, monkeypatch, {"BLOCK": 512})
+    assert asked == [False, True] and decide.TUNE_EXTENDS is True
+    ws.check_invariants()
