@@ -832,7 +832,8 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     stages = {(64, 128): 8, (64, 64): 12, (64, 32): 16, (128, 128): 6}
     assert gluon == [(64, 128, 8)] + ([(*tile, stages[tile])] if tile != (64, 128) else [])
     # the Triton kernel's 128x128 tile (measured at M=512 N=4096) beside the Gluon one, and only there
-    tall = [cfg for cfg in candidates if not cfg["GLUON"] and cfg["BLOCK_M"] == 128 and cfg["BLOCK_N"] == 128]
+    tall = [cfg for cfg in candidates if not cfg["GLUON"] and cfg["BLOCK_M"] == 128 and cfg["BLOCK_N"] == 128
+            and not cfg.get("STREAM_K")]
     assert tall == ([{**g.CONFIG, **g.TRITON_TALL_CONFIG}] if tile[0] == 128 else [])
     assert tall == [] or (tall[0]["USE_TMA"] and not tall[0]["PERSISTENT"] and tall[0]["num_warps"] == 8)
 
@@ -927,6 +928,75 @@ def test_gemm_tail_split_writes_every_element_of_c_once(monkeypatch, record_laun
     # the cut best_tail_split chose, the big tiles' rectangle first
     cut = g.best_tail_split(M, N, K, sms, {**g.CONFIG, **config}, [(tm, tn)])[2]
     assert tuple(views[0].shape) == cut
+
+
+@pytest.mark.parametrize("M, N, K, sms, programs", [
+    (192, 320, 256, 61, 61),  # 60 tiles of 32x32, 16 K-steps each, over 61 programs: ranges cross tile boundaries
+    (190, 312, 248, 64, 64),  # ragged edges, K not a multiple of BLOCK_K (16 K-steps, the last of 8)
+    (64, 96, 256, 13, 13),  # 6 tiles over 13 programs: 2 or 3 segments a tile
+    (64, 96, 40, 13, 12),  # 3 K-steps a tile: sqrt(3 / 2) -> 2 segments a tile, 12 programs
+    (64, 64, 48, 4, 4),  # as many programs as tiles: each range one whole tile, summed from its one partial
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_gemm_stream_k_sums_every_partial_once(monkeypatch, record_launches, M, N, K, sms, programs, dtype):
+    """STREAM_K 1: every tile's K-steps shared out over stream_programs programs: C matches the product (a
+    partial dropped, added twice or read from the wrong slot, a range cut wrong, or a tile stored before its
+    last arrival would not), a second launch too (each tile's count is zero again)."""
+    g = _template("gemm")
+    # the grid and PROGRAMS: after the 3 descriptors, the workspace (2), M, N, K, the 3 blocks and GROUP_M
+    launched = record_launches(g, "gemm_stream_k_kernel", lambda grid, args, kw: (grid, args[12]))
+    monkeypatch.setattr(g, "_num_sms", lambda device: sms)
+    a, b = torch.randn(M, K).to(dtype), torch.randn(K, N).to(dtype)
+    config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1}
+    for _ in range(2):
+        c = torch.full((M, N), float("nan"), dtype=dtype)
+        g.gemm(a, b, out=c, config=config)
+        assert compare(c.float(), a.float() @ b.float(), NORM["fp16" if dtype == torch.float16 else "fp32"]) is None
+    assert launched == [((programs, 1, 1), programs)] * 2
+    assert g.last_config == {**g.CONFIG, **config}
+    assert not g._stream_k_workspace(a.device, 32 * 32, sms)[1].any()
+
+
+def test_gemm_stream_k_with_more_tiles_than_sms_or_no_tma_runs_the_other_kernels_and_says_so(record_launches,
+                                                                                              monkeypatch):
+    g = _template("gemm")
+    launched = record_launches(g, "gemm_stream_k_kernel", lambda grid, args, kw: grid)
+    config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1}
+    monkeypatch.setattr(g, "_num_sms", lambda device: 5)
+    a, b = torch.randn(64, 48), torch.randn(48, 96)  # 6 tiles on 5 SMs: a range could meet three tiles
+    assert compare(g.gemm(a, b, config=config), a @ b, NORM["fp32"]) is None and g.last_config["STREAM_K"] == 0
+    a, b = torch.randn(40, 33), torch.randn(33, 48)  # rows of 33 fp32: not 16-byte aligned
+    assert compare(g.gemm(a, b, config=config), a @ b, NORM["fp32"]) is None and g.last_config["STREAM_K"] == 0
+    assert launched == []
+
+
+@pytest.mark.parametrize("tiles, sms, k_steps, programs", [
+    (48, 132, 64, 132),  # 384x4096x4096 in 128x256 tiles: 6 segments a tile would be 288 programs
+    (96, 132, 64, 132), (6, 13, 16, 13), (6, 13, 3, 12),
+    (10, 132, 2, 10),  # sqrt(2 / 2): one segment a tile
+])
+def test_stream_k_shares_the_tiles_over_as_many_programs_as_pay(tiles, sms, k_steps, programs):
+    assert _template("gemm").stream_programs(tiles, sms, k_steps) == programs
+
+
+# 132 SMs: the Gluon tile gluon_tile picks, and its last wave
+@pytest.mark.parametrize("M, N, offered", [
+    (384, 4096, True), (320, 4096, True), (288, 4096, True),  # 96 tiles of 128x128: 0.73 of the SMs
+    (448, 4096, False), (512, 4096, False),  # 128 tiles of 128x128: 0.97
+    (256, 4096, False), (1024, 1024, False),  # 128 of 64x128
+    (128, 4096, False), (64, 4096, False),  # 128 of 64x64, 128 of 64x32
+    (128, 14336, True),  # 112 of 128x128: 0.85
+])
+def test_gemm_autotune_offers_stream_k_where_the_gluon_tiles_leave_sms_idle(monkeypatch, M, N, offered):
+    g = _template("gemm")
+    assert g.stream_k_offered(M, N, 132) == offered
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.empty(M, 4096, dtype=torch.bfloat16), torch.empty(4096, N, dtype=torch.bfloat16)
+    stream = [cfg for cfg in g._candidates(a, b, b) if cfg.get("STREAM_K")]
+    assert stream == ([{**g.CONFIG, **e} for e in g.STREAM_K_CONFIGS] if offered else [])
+    # CONFIG's 128x256 tile, and the Triton 128x128 one: both fewer tiles than SMs, so stream-K runs
+    assert all(triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]) <= 132 for cfg in stream)
 
 
 @pytest.mark.parametrize("M, N", [(96, 152), (70, 200)])
@@ -1514,6 +1584,40 @@ for tail in [None] + t.TAIL_TILES:
 """
 
 
+_GEMM_STREAM_K_CASES = """
+from triton.compiler import ASTSource
+from triton.tools.tensor_descriptor import TensorDescriptor
+M, N, K = 384, 4096, 4096
+fn = t.gemm_stream_k_kernel
+for dtype in (torch.bfloat16, torch.float16):
+    for extra in t.STREAM_K_CONFIGS:
+        cfg = {**t.CONFIG, **extra}
+        BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+        chunk = min(t.STREAM_K_CHUNK_N, BN)
+        descs = [TensorDescriptor.from_tensor(torch.empty(rows, cols, dtype=dtype), box)
+                 for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, chunk]])]
+        work = [torch.empty(16, dtype=torch.float32), torch.zeros(16, dtype=torch.int32)]
+        programs = t.stream_programs(triton.cdiv(M, BM) * triton.cdiv(N, BN), 132, triton.cdiv(K, BK))
+        consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], PROGRAMS=programs, CHUNK_N=chunk)
+        signature, attrs = {}, {}
+        for i, (name, arg) in enumerate(zip(fn.arg_names, descs + work + [M, N, K])):
+            signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
+            if specialization == "D":
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        signature.update({name: "constexpr" for name in consts})
+        kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                                target=GPUTarget("cuda", 90, 64),
+                                options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+        cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+            cubin.write(kernel.asm["cubin"])
+            cubin.flush()
+            usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+        print(json.dumps({"case": [str(dtype), BM, BN, cfg["num_warps"], cfg["num_stages"], programs],
+                          "shared": kernel.metadata.shared, "usage": usage.stdout}))
+"""
+
+
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     path = os.path.join(ROOT, os.path.dirname(TESTS[kernel]), kernel_file(kernel))
@@ -1582,6 +1686,17 @@ def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
         if case["case"] != [128, 256, 8]:
             assert int(re.search(r"REG:(\d+) ", case["usage"]).group(1)) <= 128, case  # 64 accumulator + the rest
+
+
+def test_gemm_stream_k_kernel_compiles_for_hopper_without_spilling(tmp_path):
+    """gemm_stream_k_kernel at STREAM_K_CONFIGS' tiles, as the autotune offers them at 384x4096x4096 (132
+    programs), for sm_90 in both dtypes: no stack, no spill, within the shared memory a block."""
+    cases = _compile_for_sm90("gemm", _GEMM_STREAM_K_CASES, tmp_path)
+    assert [c["case"][1:] for c in cases] == [[128, 256, 8, 3, 132], [128, 128, 8, 4, 132]] * 2
+    for case in cases:
+        print(case["case"], case["shared"], re.search(r"REG:(\d+) ", case["usage"]).group(0))
+        assert case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):

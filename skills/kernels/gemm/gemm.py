@@ -35,6 +35,7 @@ CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle to
 """
 
 import functools
+import math
 import os
 import warnings
 
@@ -135,6 +136,23 @@ GLUON_RING_BYTES = 192 * 1024
 # (0.95-0.97x with the L2 clean at M=512 N=4096): the Gluon tile's two consumers are new to this kernel.
 TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "PERSISTENT": 0,
                       "EPILOGUE_SUBTILE": 0}
+# Stream-K where even the Gluon tile gluon_tile picks leaves SMs idle (issue 52, experiments/gemm-h100/
+# stream-k-small/): at M=384 N=K=4096 its 96 tiles of 128x128 fill 96 of 132 SMs and each SM runs a whole
+# 128x128x4096 tile (26.9 us, 0.80x cuBLAS's 21.5), which no power-of-two tile fixes: 64x128 makes 192 tiles, two
+# waves; Gluon's boxes are powers of two (128x96 would make 129). A config with STREAM_K 1 runs gemm_stream_k_kernel:
+# every tile of C a run of K-steps, one run of tiles x K-steps shared out evenly over stream_programs programs, the
+# segments of a tile summed through fp32 partials in L2. Offered beside the Gluon tile where that tile's last wave
+# fills under STREAM_K_FILL of the SMs, on CONFIG's 128x256 tile (the 5.9-6.3 TFLOP/s an SM of the big shapes) and
+# on TRITON_TALL_CONFIG's 128x128 (its partials half the size); the autotune keeps it only where it runs faster.
+# Tried before as the tail of the persistent kernel's last wave (../stream-k/, 238c7d9), where one program ran
+# both the whole tiles and the tail at 228 registers and lost 15-20% on its whole tiles; here no tile is whole.
+STREAM_K_CONFIGS = [{"STREAM_K": 1, "PERSISTENT": 0}, {**TRITON_TALL_CONFIG, "STREAM_K": 1}]
+STREAM_K_FILL = 7 / 8
+# A tile cut in c segments costs its finisher k / c K-steps of its own and c partials to read, each about
+# EXCHANGE_K_STEPS K-steps (a 128 KB fp32 partial at ~110 GB/s an SM through L2, 1.2 us, against a 0.7-us K-step):
+# least at c = sqrt(k / EXCHANGE_K_STEPS) (238c7d9's model).
+EXCHANGE_K_STEPS = 2
+STREAM_K_CHUNK_N = 128  # the finisher sums BLOCK_M x 128 strips: a whole fp32 tile and a partial beside it spill
 
 
 @triton.jit
@@ -203,6 +221,67 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
     # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
                 FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
+
+
+@triton.jit
+def _owner(step, steps, PROGRAMS: tl.constexpr):
+    # The program whose range [p * steps // PROGRAMS, (p + 1) * steps // PROGRAMS) holds K-step `step`.
+    return ((step + 1) * PROGRAMS - 1) // steps
+
+
+@triton.jit
+def gemm_stream_k_kernel(a_desc, b_desc, c_desc, partials, arrivals, M, N, K,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         PROGRAMS: tl.constexpr, CHUNK_N: tl.constexpr):
+    # Stream-K over every tile (238c7d9's tail, without the whole waves before it): the tiles as one run of
+    # K-steps (tile after tile in grouped order, k = 0.. within each) cut into PROGRAMS equal ranges, one a
+    # program. There are at least as many programs as tiles, so a range is no longer than a tile and meets at
+    # most two (of different parity). Every segment (a range's part of one tile) writes its fp32 partial to the
+    # program's slot for that tile's parity, then counts itself in the tile's arrivals; the last to arrive adds
+    # the tile's partials in range order (the same sum whoever is last: deterministic) and stores C. Nobody
+    # waits for anybody: no co-residency needed, and the interpreter, which runs programs one after the other,
+    # runs it too. `arrivals`: one count a tile, zero before the launch, zeroed again by each tile's last arrival.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    steps = (num_pid_m * num_pid_n).to(tl.int64) * k_tiles
+    pid = tl.program_id(0)
+    step = pid * steps // PROGRAMS
+    end = (pid + 1) * steps // PROGRAMS
+    tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    while step < end:
+        t = (step // k_tiles).to(tl.int32)
+        k_lo = (step % k_tiles).to(tl.int32)
+        k_hi = tl.minimum(k_tiles, k_lo + (end - step)).to(tl.int32)
+        pid_m, pid_n = _tile_coords(t, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_lo, k_hi):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        tl.store(partials + (pid * 2 + t % 2).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offs, acc)
+        tl.debug_barrier()  # every thread's share of the partial written before the count says so
+        first = _owner(t.to(tl.int64) * k_tiles, steps, PROGRAMS)
+        last = _owner((t + 1).to(tl.int64) * k_tiles - 1, steps, PROGRAMS)
+        if tl.atomic_add(arrivals + t, 1, sem="acq_rel") == last - first:
+            tl.atomic_xchg(arrivals + t, 0, sem="relaxed")  # zero again for the next launch
+            _sum_partials(c_desc, partials, pid_m * BLOCK_M, pid_n * BLOCK_N, first, last, t % 2, BLOCK_M, BLOCK_N,
+                          CHUNK_N)
+        step += k_hi - k_lo
+
+
+@triton.jit
+def _sum_partials(c_desc, partials, m0, n0, first, last, parity,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK_N: tl.constexpr):
+    # C's tile = the sum of programs first..last's partials in that order, rounded once, a BLOCK_M x CHUNK_N
+    # column strip at a time (C's descriptor clips what lies outside C). Loaded past L1 (.cg): other SMs wrote them.
+    strip = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, CHUNK_N)[None, :]
+    for n in tl.static_range(0, BLOCK_N, CHUNK_N):
+        acc = tl.zeros((BLOCK_M, CHUNK_N), dtype=tl.float32)
+        for p in range(first, last + 1):
+            slot = (p * 2 + parity).to(tl.int64) * (BLOCK_M * BLOCK_N)
+            acc += tl.load(partials + slot + n + strip, cache_modifier=".cg")
+        c_desc.store([m0, n0 + n], acc.to(c_desc.dtype))
 
 
 @triton.jit
@@ -356,6 +435,22 @@ def persistent_programs(tiles: int, sms: int) -> int:
     tiles, with 4 fewer SMs drawing on the L2 and DRAM throughout."""
     waves = triton.cdiv(tiles, sms)
     return triton.cdiv(tiles, waves)
+
+
+def stream_programs(tiles: int, sms: int, k_steps: int) -> int:
+    """How many programs share out `tiles` tiles of `k_steps` K-steps each: sqrt(k_steps / EXCHANGE_K_STEPS)
+    segments a tile, at most every SM, and never fewer programs than tiles (a range then meets at most two
+    tiles, whose partials take the program's two slots)."""
+    return max(tiles, min(sms, tiles * math.ceil(math.sqrt(k_steps / EXCHANGE_K_STEPS))))
+
+
+def stream_k_offered(M, N, sms) -> bool:
+    """Whether the autotune also times STREAM_K_CONFIGS: the Gluon tile gluon_tile picks has 128 rows (the rule
+    weighs 64-row tiles as two waves there) and fills under STREAM_K_FILL of its last wave's SMs (M=384 N=4096
+    on 132: 96 tiles of 128x128, 0.73)."""
+    tile = gluon_tile(M, N, sms)
+    last_wave = (triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]) - 1) % sms + 1
+    return tile[0] == 128 and last_wave < STREAM_K_FILL * sms
 
 
 def tile_k_step_share(tile, big) -> float:
@@ -512,6 +607,11 @@ def _launch(a, b, c, cfg):
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+    if cfg.get("STREAM_K"):
+        # TMA, and no more tiles than SMs (the programs' two partial slots); elsewhere the other kernels
+        if cfg["USE_TMA"] and _tma_ok(a, b, c) and tiles <= _num_sms(a.device) and BN % min(STREAM_K_CHUNK_N, BN) == 0:
+            return _launch_stream_k(a, b, c, cfg)
+        cfg = {**cfg, "STREAM_K": 0}
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if cfg["USE_TMA"] and _tma_ok(a, b, c):
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
@@ -526,6 +626,32 @@ def _launch(a, b, c, cfg):
                 BM, BN, BK, cfg["GROUP_M"])
         kernel = gemm_ptr_kernel[grid](a, b, c, *rest, **options)
     return kernel, grid, rest, boxes, cfg
+
+
+def _launch_stream_k(a, b, c, cfg):
+    """Launch gemm_stream_k_kernel on stream_programs programs: as _launch returns."""
+    M, K = a.shape
+    N = b.shape[1]
+    BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    sms = _num_sms(a.device)
+    programs = stream_programs(triton.cdiv(M, BM) * triton.cdiv(N, BN), sms, triton.cdiv(K, BK))
+    chunk = min(STREAM_K_CHUNK_N, BN)
+    partials, arrivals = _stream_k_workspace(a.device, BM * BN, sms)
+    grid = (programs, 1, 1)
+    boxes = ([BM, BK], [BK, BN], [BM, chunk])
+    rest = (partials, arrivals, M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, chunk)
+    kernel = gemm_stream_k_kernel[grid](*_descriptors(a, b, c, boxes), *rest, num_warps=cfg["num_warps"],
+                                        num_stages=cfg["num_stages"])
+    return kernel, grid, rest, boxes, cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _stream_k_workspace(device, tile_elements, sms):
+    """Two fp32 partial tiles a program and a count a tile (at most one program and one tile an SM), the counts
+    zeroed once: each launch leaves them zero. One a device and tile size, reused by every launch: two launches
+    on different streams at once would share it."""
+    return (torch.empty(2 * sms * tile_elements, dtype=torch.float32, device=device),
+            torch.zeros(sms, dtype=torch.int32, device=device))
 
 
 def _run(a, b, c, cfg):
@@ -577,6 +703,8 @@ def _candidates(a, b, c):
         small.append({**small[0], "BLOCK_M": tile[0], "BLOCK_N": tile[1], "num_stages": stages})
     if tile[0] == 128:
         small.append({**CONFIG, **TRITON_TALL_CONFIG})
+    if stream_k_offered(M, N, sms):
+        small += [{**CONFIG, **e} for e in STREAM_K_CONFIGS]
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
 
