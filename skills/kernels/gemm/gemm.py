@@ -22,13 +22,15 @@ How the kernel computes it (see SKILL.md for why):
     retires. The Triton kernels issue the loads and the wgmma from the same warps. Where its 64x128
     tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
     (gluon_tile: 64x64 there, 64x32 at M=64) on a deeper ring; where they take two waves (M=512, N=4096) a
-    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
+    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128. Where
+    even those leave SMs idle (M=384, N=4096: 96 tiles on 132 SMs) stream-K (STREAM_K 1): every tile's K-steps
+    in one run shared evenly over the SMs, the segments of a tile summed through fp32 partials in L2.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
-CONFIG tiles than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape and
-keeps the fastest: CONFIG is tuned for the big headline shape and would leave most SMs idle there. A larger
-output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles, and, where the wave
+CONFIG tiles than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape (the
+candidates in turns, call by call: _fastest) and keeps the fastest: CONFIG is tuned for the big headline
+shape and would leave most SMs idle there. A larger output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles, and, where the wave
 arithmetic (tail_split_pays) says its last partial wave costs more than smaller tiles would, CONFIG with
 that remainder of C cut off into a second launch of smaller tiles (TAIL_BLOCK_M x TAIL_BLOCK_N): whole
 CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle too, in a fraction of a wave.
