@@ -27,13 +27,14 @@ How the kernel computes it (see SKILL.md for why):
     in one run shared evenly over the SMs, the segments of a tile summed through fp32 partials in L2.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
-searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
-CONFIG tiles than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape (the
-candidates in turns, call by call: _fastest) and keeps the fastest: CONFIG is tuned for the big headline
-shape and would leave most SMs idle there. A larger output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same tiles, and, where the wave
-arithmetic (tail_split_pays) says its last partial wave costs more than smaller tiles would, CONFIG with
-that remainder of C cut off into a second launch of smaller tiles (TAIL_BLOCK_M x TAIL_BLOCK_N): whole
-CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle too, in a fraction of a wave.
+searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer CONFIG tiles
+than half the SMs (1024^3, a row of one) also times SMALL_OUTPUT_CONFIGS once per shape (the candidates in
+turns, call by call: _fastest) and keeps the fastest: CONFIG is tuned for the big headline shape and would
+leave most SMs idle there. A larger output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the
+same tiles, and, where the wave arithmetic (tail_split_pays) says its last partial wave costs more than
+smaller tiles would, CONFIG with that remainder of C cut off into a second launch of smaller tiles
+(TAIL_BLOCK_M x TAIL_BLOCK_N): whole CONFIG tiles in whole waves over a rectangle of C, the rest of C, a
+rectangle too, in a fraction of a wave.
 """
 
 import functools
