@@ -935,7 +935,9 @@ def test_gemm_tail_split_writes_every_element_of_c_once(monkeypatch, record_laun
     (190, 312, 248, 64, 64),  # ragged edges, K not a multiple of BLOCK_K (16 K-steps, the last of 8)
     (64, 96, 256, 13, 13),  # 6 tiles over 13 programs: 2 or 3 segments a tile
     (64, 96, 40, 13, 12),  # 3 K-steps a tile: sqrt(3 / 2) -> 2 segments a tile, 12 programs
-    (64, 64, 48, 4, 4),  # as many programs as tiles: each range one whole tile, summed from its one partial
+    (64, 64, 48, 4, 4),  # as many programs as tiles: each range one whole tile, stored as it is
+    (192, 320, 256, 7, 7),  # 60 tiles over 7 programs: ranges of 8-9 tiles, whole ones between two shared
+    (190, 312, 248, 11, 11),  # ragged, 60 tiles over 11: some ranges begin on a tile's first K-step
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_gemm_stream_k_sums_every_partial_once(monkeypatch, record_launches, M, N, K, sms, programs, dtype):
@@ -954,17 +956,30 @@ def test_gemm_stream_k_sums_every_partial_once(monkeypatch, record_launches, M, 
         assert compare(c.float(), a.float() @ b.float(), NORM["fp16" if dtype == torch.float16 else "fp32"]) is None
     assert launched == [((programs, 1, 1), programs)] * 2
     assert g.last_config == {**g.CONFIG, **config}
-    assert not g._stream_k_workspace(a.device, 32 * 32, sms)[1].any()
+    assert not g._stream_k_workspace(a.device, 32 * 32, programs, triton.cdiv(M, 32) * triton.cdiv(N, 32))[1].any()
 
 
-def test_gemm_stream_k_with_more_tiles_than_sms_or_no_tma_runs_the_other_kernels_and_says_so(record_launches,
-                                                                                              monkeypatch):
+def test_gemm_stream_k_keeps_a_ranges_first_and_last_partials_in_two_slots(monkeypatch):
+    """A range meets several tiles: its first segment's partial goes to the program's slot 0, its last one's to
+    slot 1, and tiles between them are stored whole (no partial). On a GPU the two shared tiles' finishers read
+    them at any time; the interpreter runs programs in order, so the slots are read from the workspace here.
+    60 tiles of 16 K-steps over 7 programs: ranges start at K-steps 0, 137, 274, ... (0, 9, 2, 11, 4, 13, 6 into a
+    tile) and the last ends on a tile's end: program 0's first tile and program 6's last are whole."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 7)
+    a, b = torch.randn(192, 256), torch.randn(256, 320)
+    partials, _ = g._stream_k_workspace(a.device, 32 * 32, 7, 60)
+    partials.fill_(float("nan"))
+    c = g.gemm(a, b, config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1})
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    written = torch.isfinite(partials.view(7, 2, 32 * 32)).all(dim=2)
+    assert written[:, 0].tolist() == [False] + [True] * 6 and written[:, 1].tolist() == [True] * 6 + [False]
+
+
+def test_gemm_stream_k_without_tma_runs_the_pointer_kernel_and_says_so(record_launches):
     g = _template("gemm")
     launched = record_launches(g, "gemm_stream_k_kernel", lambda grid, args, kw: grid)
     config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1}
-    monkeypatch.setattr(g, "_num_sms", lambda device: 5)
-    a, b = torch.randn(64, 48), torch.randn(48, 96)  # 6 tiles on 5 SMs: a range could meet three tiles
-    assert compare(g.gemm(a, b, config=config), a @ b, NORM["fp32"]) is None and g.last_config["STREAM_K"] == 0
     a, b = torch.randn(40, 33), torch.randn(33, 48)  # rows of 33 fp32: not 16-byte aligned
     assert compare(g.gemm(a, b, config=config), a @ b, NORM["fp32"]) is None and g.last_config["STREAM_K"] == 0
     assert launched == []
@@ -974,6 +989,7 @@ def test_gemm_stream_k_with_more_tiles_than_sms_or_no_tma_runs_the_other_kernels
     (48, 132, 64, 132),  # 384x4096x4096 in 128x256 tiles: 6 segments a tile would be 288 programs
     (96, 132, 64, 132), (6, 13, 16, 13), (6, 13, 3, 12),
     (10, 132, 2, 10),  # sqrt(2 / 2): one segment a tile
+    (288, 132, 56, 132), (60, 7, 16, 7),  # more tiles than SMs: one program an SM
 ])
 def test_stream_k_shares_the_tiles_over_as_many_programs_as_pay(tiles, sms, k_steps, programs):
     assert _template("gemm").stream_programs(tiles, sms, k_steps) == programs
@@ -986,6 +1002,9 @@ def test_stream_k_shares_the_tiles_over_as_many_programs_as_pay(tiles, sms, k_st
     (256, 4096, False), (1024, 1024, False),  # 128 of 64x128
     (128, 4096, False), (64, 4096, False),  # 128 of 64x64, 128 of 64x32
     (128, 14336, True),  # 112 of 128x128: 0.85
+    # large outputs: CONFIG's 128x256 tiles and their waves
+    (2048, 4608, True), (2048, 3584, True),  # 288 tiles in 3 waves: 0.73; 224 in 2: 0.85
+    (3000, 5000, False), (4096, 4096, False), (2048, 2048, False),  # 480 in 4: 0.91; 512 in 4, 128 in 1: 0.97
 ])
 def test_gemm_autotune_offers_stream_k_where_the_gluon_tiles_leave_sms_idle(monkeypatch, M, N, offered):
     g = _template("gemm")
@@ -994,9 +1013,9 @@ def test_gemm_autotune_offers_stream_k_where_the_gluon_tiles_leave_sms_idle(monk
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.empty(M, 4096, dtype=torch.bfloat16), torch.empty(4096, N, dtype=torch.bfloat16)
     stream = [cfg for cfg in g._candidates(a, b, b) if cfg.get("STREAM_K")]
-    assert stream == ([{**g.CONFIG, **e} for e in g.STREAM_K_CONFIGS] if offered else [])
-    # CONFIG's 128x256 tile, and the Triton 128x128 one: both fewer tiles than SMs, so stream-K runs
-    assert all(triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]) <= 132 for cfg in stream)
+    large = 2 * triton.cdiv(M, 128) * triton.cdiv(N, 256) >= 132
+    # a small output: CONFIG's 128x256 tile and the Triton 128x128 one; a large one: CONFIG's tile alone
+    assert stream == ([{**g.CONFIG, **e} for e in g.STREAM_K_CONFIGS[:1 if large else 2]] if offered else [])
 
 
 @pytest.mark.parametrize("M, N", [(96, 152), (70, 200)])

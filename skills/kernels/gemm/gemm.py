@@ -147,6 +147,9 @@ TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps"
 # segments of a tile summed through fp32 partials in L2. Offered beside the Gluon tile where that tile's last wave
 # fills under STREAM_K_FILL of the SMs, on CONFIG's 128x256 tile (the 5.9-6.3 TFLOP/s an SM of the big shapes) and
 # on TRITON_TALL_CONFIG's 128x128 (its partials half the size); the autotune keeps it only where it runs faster.
+# On a large output, CONFIG's tile where its waves fill under STREAM_K_FILL (2048x4608x3584: 288 tiles in 3 waves
+# of 132, 0.73): each program runs 122 K-steps of the 16128 where the persistent grid's run 168, the tiles inside
+# a range whole and stored as the persistent kernel stores them, about two partials exchanged a program.
 # Tried before as the tail of the persistent kernel's last wave (../stream-k/, 238c7d9), where one program ran
 # both the whole tiles and the tail at 228 registers and lost 15-20% on its whole tiles; here no tile is whole.
 STREAM_K_CONFIGS = [{"STREAM_K": 1, "PERSISTENT": 0}, {**TRITON_TALL_CONFIG, "STREAM_K": 1}]
@@ -236,20 +239,22 @@ def _owner(step, steps, PROGRAMS: tl.constexpr):
 def gemm_stream_k_kernel(a_desc, b_desc, c_desc, partials, arrivals, M, N, K,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                          PROGRAMS: tl.constexpr, CHUNK_N: tl.constexpr):
-    # Stream-K over every tile (238c7d9's tail, without the whole waves before it): the tiles as one run of
-    # K-steps (tile after tile in grouped order, k = 0.. within each) cut into PROGRAMS equal ranges, one a
-    # program. There are at least as many programs as tiles, so a range is no longer than a tile and meets at
-    # most two (of different parity). Every segment (a range's part of one tile) writes its fp32 partial to the
-    # program's slot for that tile's parity, then counts itself in the tile's arrivals; the last to arrive adds
-    # the tile's partials in range order (the same sum whoever is last: deterministic) and stores C. Nobody
-    # waits for anybody: no co-residency needed, and the interpreter, which runs programs one after the other,
-    # runs it too. `arrivals`: one count a tile, zero before the launch, zeroed again by each tile's last arrival.
+    # Stream-K over every tile: the tiles as one run of K-steps (tile after tile in grouped order, k = 0.. within
+    # each) cut into PROGRAMS equal ranges, one a program. A range's tiles between its first and last segment are
+    # whole, stored as the persistent kernel stores them; a tile shared by several ranges is summed through L2:
+    # each of its segments writes its fp32 partial to the program's slot for that segment's role (0: the range's
+    # first segment, 1: its last; a range has at most one of each), then counts itself in the tile's arrivals;
+    # the last to arrive adds the tile's partials in range order (the same sum whoever is last: deterministic)
+    # and stores C. Nobody waits for anybody: no co-residency needed, and the interpreter, which runs programs
+    # one after the other, runs it too. `arrivals`: a count a tile, zero before the launch, zeroed again by
+    # each shared tile's last arrival.
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     steps = (num_pid_m * num_pid_n).to(tl.int64) * k_tiles
     pid = tl.program_id(0)
-    step = pid * steps // PROGRAMS
+    start = pid * steps // PROGRAMS
+    step = start
     end = (pid + 1) * steps // PROGRAMS
     tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     while step < end:
@@ -262,28 +267,34 @@ def gemm_stream_k_kernel(a_desc, b_desc, c_desc, partials, arrivals, M, N, K,
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        tl.store(partials + (pid * 2 + t % 2).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offs, acc)
-        tl.debug_barrier()  # every thread's share of the partial written before the count says so
         first = _owner(t.to(tl.int64) * k_tiles, steps, PROGRAMS)
         last = _owner((t + 1).to(tl.int64) * k_tiles - 1, steps, PROGRAMS)
-        if tl.atomic_add(arrivals + t, 1, sem="acq_rel") == last - first:
-            tl.atomic_xchg(arrivals + t, 0, sem="relaxed")  # zero again for the next launch
-            _sum_partials(c_desc, partials, pid_m * BLOCK_M, pid_n * BLOCK_N, first, last, t % 2, BLOCK_M, BLOCK_N,
-                          CHUNK_N)
+        if first == last:  # the whole tile in this range
+            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, BLOCK_N != CHUNK_N)
+        else:
+            slot = pid * 2 + (step > start).to(tl.int32)
+            tl.store(partials + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offs, acc)
+            tl.debug_barrier()  # every thread's share of the partial written before the count says so
+            if tl.atomic_add(arrivals + t, 1, sem="acq_rel") == last - first:
+                tl.atomic_xchg(arrivals + t, 0, sem="relaxed")  # zero again for the next launch
+                _sum_partials(c_desc, partials, pid_m * BLOCK_M, pid_n * BLOCK_N, first, last,
+                              t.to(tl.int64) * k_tiles, steps, PROGRAMS, BLOCK_M, BLOCK_N, CHUNK_N)
         step += k_hi - k_lo
 
 
 @triton.jit
-def _sum_partials(c_desc, partials, m0, n0, first, last, parity,
+def _sum_partials(c_desc, partials, m0, n0, first, last, tile_start, steps, PROGRAMS: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK_N: tl.constexpr):
     # C's tile = the sum of programs first..last's partials in that order, rounded once, a BLOCK_M x CHUNK_N
-    # column strip at a time (C's descriptor clips what lies outside C). Loaded past L1 (.cg): other SMs wrote them.
+    # column strip at a time (C's descriptor clips what lies outside C). Program p's partial of the tile is in
+    # its slot 1 where its range began before the tile (the tile is its last segment), else in slot 0. Loaded
+    # past L1 (.cg): other SMs wrote them.
     strip = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, CHUNK_N)[None, :]
     for n in tl.static_range(0, BLOCK_N, CHUNK_N):
         acc = tl.zeros((BLOCK_M, CHUNK_N), dtype=tl.float32)
         for p in range(first, last + 1):
-            slot = (p * 2 + parity).to(tl.int64) * (BLOCK_M * BLOCK_N)
-            acc += tl.load(partials + slot + n + strip, cache_modifier=".cg")
+            slot = p * 2 + (p * steps // PROGRAMS < tile_start).to(tl.int64)
+            acc += tl.load(partials + slot * (BLOCK_M * BLOCK_N) + n + strip, cache_modifier=".cg")
         c_desc.store([m0, n0 + n], acc.to(c_desc.dtype))
 
 
@@ -441,19 +452,26 @@ def persistent_programs(tiles: int, sms: int) -> int:
 
 
 def stream_programs(tiles: int, sms: int, k_steps: int) -> int:
-    """How many programs share out `tiles` tiles of `k_steps` K-steps each: sqrt(k_steps / EXCHANGE_K_STEPS)
-    segments a tile, at most every SM, and never fewer programs than tiles (a range then meets at most two
-    tiles, whose partials take the program's two slots)."""
-    return max(tiles, min(sms, tiles * math.ceil(math.sqrt(k_steps / EXCHANGE_K_STEPS))))
+    """How many programs share out `tiles` tiles of `k_steps` K-steps each: where the tiles are fewer than the
+    SMs, sqrt(k_steps / EXCHANGE_K_STEPS) segments a tile; at most every SM."""
+    return min(sms, tiles * math.ceil(math.sqrt(k_steps / EXCHANGE_K_STEPS)))
+
+
+def wave_fill(tiles: int, sms: int) -> float:
+    """The share of its waves' SM-slots a grid of `tiles` equal tiles keeps busy."""
+    return tiles / (triton.cdiv(tiles, sms) * sms)
 
 
 def stream_k_offered(M, N, sms) -> bool:
-    """Whether the autotune also times STREAM_K_CONFIGS: the Gluon tile gluon_tile picks has 128 rows (the rule
-    weighs 64-row tiles as two waves there) and fills under STREAM_K_FILL of its last wave's SMs (M=384 N=4096
-    on 132: 96 tiles of 128x128, 0.73)."""
+    """Whether the autotune also times stream-K. A large output (at least half the SMs' worth of CONFIG tiles):
+    where CONFIG's tiles fill under STREAM_K_FILL of their waves (2048x4608x3584 on 132 SMs: 288 tiles in 3
+    waves, 0.73). A small one: where the Gluon tile gluon_tile picks has 128 rows (the rule weighs 64-row tiles
+    as two waves there) and fills under STREAM_K_FILL of the SMs (M=384 N=4096: 96 tiles of 128x128, 0.73)."""
+    big = triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"])
+    if 2 * big >= sms:
+        return wave_fill(big, sms) < STREAM_K_FILL
     tile = gluon_tile(M, N, sms)
-    last_wave = (triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]) - 1) % sms + 1
-    return tile[0] == 128 and last_wave < STREAM_K_FILL * sms
+    return tile[0] == 128 and wave_fill(triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]), sms) < STREAM_K_FILL
 
 
 def tile_k_step_share(tile, big) -> float:
@@ -611,8 +629,8 @@ def _launch(a, b, c, cfg):
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     if cfg.get("STREAM_K"):
-        # TMA, and no more tiles than SMs (the programs' two partial slots); elsewhere the other kernels
-        if cfg["USE_TMA"] and _tma_ok(a, b, c) and tiles <= _num_sms(a.device) and BN % min(STREAM_K_CHUNK_N, BN) == 0:
+        # TMA, and C's tile stored in one or two strips of the finisher's width; elsewhere the other kernels
+        if cfg["USE_TMA"] and _tma_ok(a, b, c) and BN // min(STREAM_K_CHUNK_N, BN) in (1, 2):
             return _launch_stream_k(a, b, c, cfg)
         cfg = {**cfg, "STREAM_K": 0}
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
@@ -639,7 +657,7 @@ def _launch_stream_k(a, b, c, cfg):
     sms = _num_sms(a.device)
     programs = stream_programs(triton.cdiv(M, BM) * triton.cdiv(N, BN), sms, triton.cdiv(K, BK))
     chunk = min(STREAM_K_CHUNK_N, BN)
-    partials, arrivals = _stream_k_workspace(a.device, BM * BN, sms)
+    partials, arrivals = _stream_k_workspace(a.device, BM * BN, programs, triton.cdiv(M, BM) * triton.cdiv(N, BN))
     grid = (programs, 1, 1)
     boxes = ([BM, BK], [BK, BN], [BM, chunk])
     rest = (partials, arrivals, M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, chunk)
@@ -649,12 +667,12 @@ def _launch_stream_k(a, b, c, cfg):
 
 
 @functools.lru_cache(maxsize=None)
-def _stream_k_workspace(device, tile_elements, sms):
-    """Two fp32 partial tiles a program and a count a tile (at most one program and one tile an SM), the counts
-    zeroed once: each launch leaves them zero. One a device and tile size, reused by every launch: two launches
-    on different streams at once would share it."""
-    return (torch.empty(2 * sms * tile_elements, dtype=torch.float32, device=device),
-            torch.zeros(sms, dtype=torch.int32, device=device))
+def _stream_k_workspace(device, tile_elements, programs, tiles):
+    """Two fp32 partial tiles a program and a count a tile, the counts zeroed once: each launch leaves them zero.
+    One a device, tile size, grid and tile count, reused by every launch of those: two launches on different
+    streams at once would share it."""
+    return (torch.empty(2 * programs * tile_elements, dtype=torch.float32, device=device),
+            torch.zeros(tiles, dtype=torch.int32, device=device))
 
 
 def _run(a, b, c, cfg):
@@ -698,7 +716,8 @@ def _candidates(a, b, c):
     if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= sms:
         tail = tail_split_pays(M, N, K, sms, CONFIG)
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split
+        stream = [{**CONFIG, **STREAM_K_CONFIGS[0]}] if stream_k_offered(M, N, sms) else []  # CONFIG's tile
+        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + stream
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
     if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
