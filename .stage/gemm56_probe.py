@@ -1,7 +1,7 @@
 """gemm56's probe (issue 52), one H100, from the repository root: python .stage/gemm56_probe.py (under 120 s).
 
 1. Every autotune candidate of this tree's gemm.py forced, at 384x4096x4096 (bf16, fp16), 320x4096x4096,
-   2048x4608x3584 and 3000x5000x2000 (bf16), beside torch.matmul: each output checked first (NaN-poisoned, against
+   2048x4608x3584, 2048x3584x18944 and 3000x5000x2000 (bf16), beside torch.matmul: each output checked first (NaN-poisoned, against
    the fp32 product), then kgit's median (the L2 cleared clean before each call), two rounds in opposite order,
    and the autotune's own pick in the same process (does it pick the fastest it was offered?).
 2. Five fresh autotunes at 2048x4608x3584 bf16 (the kernels compiled already: the timing's cost alone, in ms,
@@ -10,7 +10,8 @@
    streamk / segment_k in the name).
 4. 3000x5000xK for K = 1000, 2000, 4000 on CONFIG (persistent 128x256) and cuBLAS: the slope is the K-steps'
    time, the intercept what a tile costs besides them (prologue, epilogue); and 3000x5000x2048, 3000x5120x2000,
-   3000x5120x2048, 3072x5120x2048: rows that are multiples of 128 B, and whole tiles, one at a time.
+   3000x5120x2048, 3072x5120x2048: rows that are multiples of 128 B, and whole tiles, one at a time; and
+   stream-K over every tile forced at 3000x5000x2000 (not offered there).
 Everything printed is written to $OUT/gemm56_probe.txt, the rows to $OUT/gemm56_probe.jsonl.
 """
 
@@ -79,7 +80,7 @@ torch.backends.cuda.matmul.allow_tf32 = False
 
 # 1. every candidate forced, and the autotune's pick
 for M, N, K, dt in [(384, 4096, 4096, "bf16"), (384, 4096, 4096, "fp16"), (320, 4096, 4096, "bf16"),
-                    (2048, 4608, 3584, "bf16"), (3000, 5000, 2000, "bf16")]:
+                    (2048, 4608, 3584, "bf16"), (2048, 3584, 18944, "bf16"), (3000, 5000, 2000, "bf16")]:
     a, b, ref = inputs(M, N, K, dt)
     c = torch.empty(M, N, device="cuda", dtype=DT[dt])
     cands = g._candidates(a, b, c)
@@ -151,16 +152,20 @@ for M, N, K in [(3000, 5000, 1000), (3000, 5000, 2000), (3000, 5000, 4000), (300
                 (3000, 5120, 2048), (3072, 5120, 2048)]:
     a, b, ref = inputs(M, N, K, "bf16")
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    cfg = dict(g.CONFIG)
-    g.gemm(a, b, out=out, config=cfg)
-    torch.cuda.synchronize()
-    why = wrong(out, ref)
-    tout = torch.matmul(a, b)
-    t = [us(lambda: g.gemm(a, b, out=out, config=cfg)), us(lambda: torch.matmul(a, b, out=tout))]
-    t += [us(lambda: torch.matmul(a, b, out=tout)), us(lambda: g.gemm(a, b, out=out, config=cfg))]
-    t_ours, t_torch = (t[0] + t[3]) / 2, (t[1] + t[2]) / 2
-    tflops = 2 * M * N * K / t_ours / 1e6
-    say(f"{M}x{N}x{K} bf16 CONFIG {t_ours:.2f} us ({tflops:.0f} TFLOP/s) ok={why is None}, torch {t_torch:.2f} us, "
-        f"x torch {t_torch / t_ours:.3f}  rounds {t[0]:.2f}/{t[3]:.2f} torch {t[1]:.2f}/{t[2]:.2f}")
-    row(part="around-3000x5000", shape=f"{M}x{N}x{K}", config_us=t_ours, torch_us=t_torch, ok=why is None)
+    # CONFIG everywhere; stream-K over every tile (not offered there: 0.91 of the waves filled) at the issue's shape
+    for label, cfg in [("CONFIG", dict(g.CONFIG))] + ([("stream-K", {**g.CONFIG, **g.STREAM_K_CONFIGS[0]})]
+                                                      if (M, N, K) == (3000, 5000, 2000) else []):
+        out.fill_(float("nan"))
+        g.gemm(a, b, out=out, config=cfg)
+        torch.cuda.synchronize()
+        why = wrong(out, ref)
+        tout = torch.matmul(a, b)
+        t = [us(lambda: g.gemm(a, b, out=out, config=cfg)), us(lambda: torch.matmul(a, b, out=tout))]
+        t += [us(lambda: torch.matmul(a, b, out=tout)), us(lambda: g.gemm(a, b, out=out, config=cfg))]
+        t_ours, t_torch = (t[0] + t[3]) / 2, (t[1] + t[2]) / 2
+        tflops = 2 * M * N * K / t_ours / 1e6
+        say(f"{M}x{N}x{K} bf16 {label} {t_ours:.2f} us ({tflops:.0f} TFLOP/s) ok={why is None}, torch {t_torch:.2f} "
+            f"us, x torch {t_torch / t_ours:.3f}  rounds {t[0]:.2f}/{t[3]:.2f} torch {t[1]:.2f}/{t[2]:.2f}")
+        row(part="around-3000x5000", shape=f"{M}x{N}x{K}", side=label, us=t_ours, torch_us=t_torch,
+            ok=why is None)
 say(f"done in {time.time() - T0:.0f} s")
