@@ -956,7 +956,7 @@ def test_gemm_stream_k_sums_every_partial_once(monkeypatch, record_launches, M, 
         assert compare(c.float(), a.float() @ b.float(), NORM["fp16" if dtype == torch.float16 else "fp32"]) is None
     assert launched == [((programs, 1, 1), programs)] * 2
     assert g.last_config == {**g.CONFIG, **config}
-    assert not g._stream_k_workspace(a.device, 32 * 32, programs, triton.cdiv(M, 32) * triton.cdiv(N, 32))[1].any()
+    assert not g._stream_k_arrivals(a.device, triton.cdiv(M, 32) * triton.cdiv(N, 32)).any()
 
 
 def test_gemm_stream_k_keeps_a_ranges_first_and_last_partials_in_two_slots(monkeypatch):
@@ -968,7 +968,7 @@ def test_gemm_stream_k_keeps_a_ranges_first_and_last_partials_in_two_slots(monke
     g = _template("gemm")
     monkeypatch.setattr(g, "_num_sms", lambda device: 7)
     a, b = torch.randn(192, 256), torch.randn(256, 320)
-    partials, _ = g._stream_k_workspace(a.device, 32 * 32, 7, 60)
+    partials = g._stream_k_partials(a.device, 32 * 32, 7)
     partials.fill_(float("nan"))
     c = g.gemm(a, b, config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "STREAM_K": 1})
     assert compare(c, a @ b, NORM["fp32"]) is None

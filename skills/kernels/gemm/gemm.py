@@ -657,7 +657,8 @@ def _launch_stream_k(a, b, c, cfg):
     sms = _num_sms(a.device)
     programs = stream_programs(triton.cdiv(M, BM) * triton.cdiv(N, BN), sms, triton.cdiv(K, BK))
     chunk = min(STREAM_K_CHUNK_N, BN)
-    partials, arrivals = _stream_k_workspace(a.device, BM * BN, programs, triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    partials = _stream_k_partials(a.device, BM * BN, programs)
+    arrivals = _stream_k_arrivals(a.device, triton.cdiv(M, BM) * triton.cdiv(N, BN))
     grid = (programs, 1, 1)
     boxes = ([BM, BK], [BK, BN], [BM, chunk])
     rest = (partials, arrivals, M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, chunk)
@@ -667,12 +668,16 @@ def _launch_stream_k(a, b, c, cfg):
 
 
 @functools.lru_cache(maxsize=None)
-def _stream_k_workspace(device, tile_elements, programs, tiles):
-    """Two fp32 partial tiles a program and a count a tile, the counts zeroed once: each launch leaves them zero.
-    One a device, tile size, grid and tile count, reused by every launch of those: two launches on different
-    streams at once would share it."""
-    return (torch.empty(2 * programs * tile_elements, dtype=torch.float32, device=device),
-            torch.zeros(tiles, dtype=torch.int32, device=device))
+def _stream_k_partials(device, tile_elements, programs):
+    """Two fp32 partial tiles a program (17-35 MB at 132 programs of 128x128 or 128x256): one a device, tile size
+    and grid, whatever the shape. Two launches on different streams at once would share it."""
+    return torch.empty(2 * programs * tile_elements, dtype=torch.float32, device=device)
+
+
+@functools.lru_cache(maxsize=None)
+def _stream_k_arrivals(device, tiles):
+    """A count a tile, zeroed once: each launch leaves them zero."""
+    return torch.zeros(tiles, dtype=torch.int32, device=device)
 
 
 def _run(a, b, c, cfg):
