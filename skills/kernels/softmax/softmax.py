@@ -452,14 +452,65 @@ if gluon is not None:
         return pm, ps
 
     @gluon.jit
-    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
+    def _cut(start, n, VEC: gl.constexpr):
+        # Elements [start, start + n) of a tensor whose base is 16-byte aligned, cut at 16-byte boundaries
+        # (see SMEM_CUT): the body's first element a0 and its length, both multiples of VEC (a row inside
+        # one group: no body), so that cp.async copies the body as 16-byte groups.
+        a0 = gl.multiple_of((start + VEC - 1) // VEC * VEC, VEC)
+        b0 = gl.maximum((start + n) // VEC * VEC, a0)
+        return a0, gl.multiple_of((b0 - a0).to(gl.int32), VEC)
+
+    @gluon.jit
+    def _cut_edge(start, n, j, VEC: gl.constexpr):
+        # The elements _cut leaves at the row's two ends, on 2 VEC lanes j: the head [start, a0) on lanes
+        # j < VEC, the tail [a0 + body, start + n) on the others; their columns (from start) and mask.
+        a0, body = _cut(start, n, VEC)
+        end = start + n
+        at = gl.where(j < VEC, start + j, a0 + body + j - VEC)
+        return (at - start).to(gl.int32), at < gl.where(j < VEC, gl.minimum(a0, end), end)
+
+    @gluon.jit
+    def _row_body(x_ptr, r, stride_x, off_x, N, CUT: gl.constexpr, VEC: gl.constexpr):
+        # Where row r's part of columns 0, 1, ... that cp.async copies starts, and how many there are: the
+        # whole row, or (CUT) its body from its first 16-byte boundary (x_ptr 16-byte aligned, the row at
+        # element off_x + r * stride_x of it).
+        if CUT:
+            a0, body = _cut(r.to(gl.int64) * stride_x + off_x, N, VEC)
+            return x_ptr + a0, body
+        else:
+            return x_ptr + r.to(gl.int64) * stride_x, N
+
+    @gluon.jit
+    def _edge_load(x_ptr, r, stride_x, off_x, N, mine, j, VEC: gl.constexpr):
+        # Row r's head and tail elements (_cut_edge) where `mine` (the program that owns them, r a row),
+        # loaded element by element (cp.async moves 4 bytes at least); -inf elsewhere.
+        start = r.to(gl.int64) * stride_x + off_x
+        col, ok = _cut_edge(start, N, j, VEC)
+        return gl.load(x_ptr + start + col, mask=ok & mine, other=-float("inf"))
+
+    @gluon.jit
+    def _with_edge(m, s, xe):
+        # A part's (max, sum of exp(x - max)) with its row's edge elements xe (-inf where not its own)
+        xe = xe.to(gl.float32)
+        new_m = gl.maximum(m, gl.max(xe, axis=0))
+        safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # only -inf so far
+        return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
+
+    @gluon.jit
+    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
                            CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                           SPIN: gl.constexpr):
+                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
         # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
         # has read is refilled with row i+2.
+        # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
+        # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
+        # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
+        # copied, a row ahead of their use, and folded into its partial. Y_CUT: y's rows sit at the same
+        # offsets from 16-byte boundaries as x's (y_ptr 16-byte aligned too), so the body's stores are
+        # 16-byte vectors; else y's row r starts at element off_y + r * stride_y, stored element by element.
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
@@ -472,17 +523,25 @@ if gluon is not None:
         offs = part * (NCH * CHUNK) + gl.arange(0, CHUNK, layout)
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+        if CUT:
+            lanes = gl.arange(0, 2 * VEC, slot_layout)
+            mine = part == P - 1
+            e_row = _edge_load(x_ptr, team, stride_x, off_x, N, mine, lanes, VEC)
+            e_nxt = _edge_load(x_ptr, team + n_teams, stride_x, off_x, N, mine & (team + n_teams < M), lanes, VEC)
 
         for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
             r = team + h * n_teams
-            src = x_ptr + r.to(gl.int64) * stride_x
+            src, n = _row_body(x_ptr, r, stride_x, off_x, N, CUT, VEC)
             for c in gl.static_range(NCH):
                 cols = c * CHUNK + offs
-                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < N) & (r < M))
+                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < n) & (r < M))
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        m, s = _part_max_sum(buf, 0, offs, team < M, N, NCH, CHUNK, layout)
+        n = _row_body(x_ptr, team, stride_x, off_x, N, CUT, VEC)[1]
+        m, s = _part_max_sum(buf, 0, offs, team < M, n, NCH, CHUNK, layout)
+        if CUT:
+            m, s = _with_edge(m, s, e_row)
         _publish(words, team, part, 0, m, s, P)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
@@ -495,22 +554,43 @@ if gluon is not None:
                     nxt = row + n_teams
                     cp.wait_group(0)  # the next row's groups are the only ones outstanding
                     cta_barrier()
-                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, N, NCH, CHUNK, layout)
+                    n = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
+                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n, NCH, CHUNK, layout)
+                    if CUT:
+                        mn, sn = _with_edge(mn, sn, e_nxt)
                     _publish(words, team, part, it + 1, mn, sn, P)
                     pm, ps = _gather(words, team, it, slots, P, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
                     ahead = row + 2 * n_teams
-                    src = x_ptr + ahead.to(gl.int64) * stride_x
-                    y_row = y_ptr + row.to(gl.int64) * stride_y
+                    if CUT:
+                        e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
+                    src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
+                    n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
+                    if CUT:
+                        if Y_CUT:  # the same offsets from 16-byte boundaries as x's row
+                            y_row = _row_body(y_ptr, row, stride_y, off_y, N, CUT, VEC)[0]
+                        else:  # x's body starts a0 - start elements into the row: y's too
+                            start = row.to(gl.int64) * stride_x + off_x
+                            a0 = _cut(start, N, VEC)[0]
+                            y_row = y_ptr + (row.to(gl.int64) * stride_y + off_y + (a0 - start))
+                    else:
+                        y_row = y_ptr + row.to(gl.int64) * stride_y
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
                         x = buf.index(half * NCH + c).load(layout).to(gl.float32)
                         cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < N) & (ahead < M))
+                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < n_ahead) & (ahead < M))
                         cp.commit_group()
                         gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                 mask=cols < N)
+                                 mask=cols < n)
+                    if CUT:
+                        col, ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
+                        gl.store(y_ptr + (row.to(gl.int64) * stride_y + off_y) + col,
+                                 gl.exp2(e_row.to(gl.float32) * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                 mask=ok & mine)
+                        e_row = e_nxt
+                        e_nxt = e_ahead
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -674,7 +754,7 @@ def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
 
 _OCCUPANCY = {}
 _TEAM_WORDS = {}
-_TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
+_TEAM_FAILED = {}  # (device, cut) -> why the shared-memory team did not compile or launch there
 
 
 def _interpreting() -> bool:
@@ -808,9 +888,14 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
             and _launch_pipelined(x2, y2, M, N, sms, True)):
         return y
 
-    # 16-bit rows over GROUPED_ROW_MAX not in 16-element groups: the split team (see 'Rows not in ...' by SPLIT)
-    if N > GROUPED_ROW_MAX and x.element_size() == 2 and not _rows_of_16(x2, y2) and _launch_split(x2, y2, M, N, sms):
-        return y
+    # 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (that the pipelined loop did not take): the
+    # shared-memory team on their bodies cut at 16-byte boundaries (see SMEM_CUT), else the split team (see
+    # 'Rows not in ...' by SPLIT)
+    if N > GROUPED_ROW_MAX and x.element_size() == 2 and not _rows_of_16(x2, y2):
+        if _smem_team_run(x2, y2, cut=True) and _launch_smem_team(x2, y2, M, N, sms, cut=True):
+            return y
+        if _launch_split(x2, y2, M, N, sms):
+            return y
 
     if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
             and x.element_size() == y.element_size() == 2 and _rows_of_16(x2, y2)):
@@ -917,17 +1002,32 @@ def _pipelined_stages(device, row_bytes: int) -> int:
     return stages if stages >= MIN_PIPELINED_STAGES else 0
 
 
-def _smem_team_run(x2, y2) -> bool:
+def _smem_team_run(x2, y2, cut: bool = False) -> bool:
     """Whether _softmax_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
     (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
     sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
     8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
-    whose mask or stride Triton cannot prove 8-aligned fails to compile."""
+    whose mask or stride Triton cannot prove 8-aligned fails to compile. With `cut`, other 16-bit rows,
+    each cut at its 16-byte boundaries (see SMEM_CUT), where x's start is 2-byte aligned and its
+    16-byte aligned base (_aligned_base) lies in its storage."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
         return False
     if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
         return False
+    if cut:
+        return x2.data_ptr() % 2 == 0 and _aligned_base(x2) is not None
     return _rows_of_16(x2, y2)
+
+
+def _aligned_base(t):
+    """(a view of t's storage at t's start rounded down to 16 bytes, the elements from there to t's start),
+    or None where that address is not in t's storage (a tensor over memory that does not begin on 16 bytes)
+    or t's start is not a whole element past it."""
+    skew = t.data_ptr() % 16
+    if skew % t.element_size() or t.storage_offset() * t.element_size() < skew:
+        return None
+    off = skew // t.element_size()
+    return t.as_strided((1,), (1,), t.storage_offset() - off), off
 
 
 def _rows_of_16(x2, y2) -> bool:
@@ -953,30 +1053,41 @@ def _row_unit(x2, y2) -> int:
     return vec if whole and x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0 and not _rows_of_16(x2, y2) else 1
 
 
-def _launch_smem_team(x2, y2, M, N, sms) -> bool:
+def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
     """Launch _softmax_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
     not even one team of P programs fits the GPU at once, or when it failed to compile or launch on this
-    device before (_TEAM_FAILED)."""
-    if x2.device in _TEAM_FAILED:
+    device before (_TEAM_FAILED). `cut`: on each row's body cut at 16-byte boundaries (see SMEM_CUT),
+    P parts enough for the longest body, N's whole 16-byte groups."""
+    if (x2.device, cut) in _TEAM_FAILED:
         return False
     st = SMEM_TEAM
-    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
+    vec = 16 // x2.element_size()
+    P = triton.cdiv(N // vec * vec if cut else N, st["CHUNK"] * st["NCH"])
     words, exits = _team_words(x2.device, sms * 32)
-    args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
+    x_arg, y_arg, off_x, off_y, y_cut = x2, y2, 0, 0, False
+    if cut:
+        x_arg, off_x = _aligned_base(x2)
+        y_base = _aligned_base(y2) if y2.element_size() == x2.element_size() else None
+        # y's rows at x's offsets from 16-byte boundaries, row after row: the body's stores are 16-byte vectors
+        y_cut = y_base is not None and y_base[1] == off_x and (y2.stride(0) - x2.stride(0)) % vec == 0
+        if y_cut:
+            y_arg, off_y = y_base
+    args = (x_arg, y_arg, words, exits, M, N, x2.stride(0), y2.stride(0), off_x, off_y)
     consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "maxnreg": st["maxnreg"]}
+              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "maxnreg": st["maxnreg"]}
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
     try:
-        last_config["kernel"] = "_softmax_smem_team"
+        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut)
         _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
-        _TEAM_FAILED[x2.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
-        warnings.warn(f"softmax: the shared-memory team does not run with Triton {triton.__version__} here "
-                      f"({_TEAM_FAILED[x2.device]}); other kernels take its rows")
+        _TEAM_FAILED[x2.device, cut] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"softmax: the shared-memory team{' (rows cut at 16-byte boundaries)' if cut else ''} does not "
+                      f"run with Triton {triton.__version__} here ({_TEAM_FAILED[x2.device, cut]}); other kernels "
+                      f"take its rows")
         return False
     return True
 
