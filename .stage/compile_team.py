@@ -52,7 +52,7 @@ def compile_case(t, label, N, dtype, cut, y_cut, stride=None, off=0):
         elif spec == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
     src = GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 64), options={"num_warps": st["num_warps"],
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": st["num_warps"],
                                                                         "maxnreg": st["maxnreg"]})
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:

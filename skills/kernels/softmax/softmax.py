@@ -481,6 +481,22 @@ if gluon is not None:
             return x_ptr + r.to(gl.int64) * stride_x, N
 
     @gluon.jit
+    def _y_body(y_ptr, r, stride_x, stride_y, off_x, off_y, N, CUT: gl.constexpr, Y_CUT: gl.constexpr,
+                VEC: gl.constexpr):
+        # Where row r's part that _row_body gives in x goes in y: the row's start, or (CUT) its body's, as many
+        # elements into y's row r (at element off_y + r * stride_y of y_ptr) as x's body is into x's; Y_CUT: y's
+        # rows at x's offsets from 16-byte boundaries (y_ptr 16-byte aligned), so that it is y's own cut,
+        # which Triton sees as 16-byte groups.
+        if CUT:
+            if Y_CUT:
+                return _row_body(y_ptr, r, stride_y, off_y, N, CUT, VEC)[0]
+            else:
+                start = r.to(gl.int64) * stride_x + off_x
+                return y_ptr + (r.to(gl.int64) * stride_y + off_y + (_cut(start, N, VEC)[0] - start))
+        else:
+            return y_ptr + r.to(gl.int64) * stride_y
+
+    @gluon.jit
     def _edge_load(x_ptr, r, stride_x, off_x, N, mine, j, VEC: gl.constexpr):
         # Row r's head and tail elements (_cut_edge) where `mine` (the program that owns them, r a row),
         # loaded element by element (cp.async moves 4 bytes at least); -inf elsewhere.
@@ -567,15 +583,7 @@ if gluon is not None:
                         e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
                     src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
                     n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
-                    if CUT:
-                        if Y_CUT:  # the same offsets from 16-byte boundaries as x's row
-                            y_row = _row_body(y_ptr, row, stride_y, off_y, N, CUT, VEC)[0]
-                        else:  # x's body starts a0 - start elements into the row: y's too
-                            start = row.to(gl.int64) * stride_x + off_x
-                            a0 = _cut(start, N, VEC)[0]
-                            y_row = y_ptr + (row.to(gl.int64) * stride_y + off_y + (a0 - start))
-                    else:
-                        y_row = y_ptr + row.to(gl.int64) * stride_y
+                    y_row = _y_body(y_ptr, row, stride_x, stride_y, off_x, off_y, N, CUT, Y_CUT, VEC)
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
                         x = buf.index(half * NCH + c).load(layout).to(gl.float32)
@@ -892,7 +900,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
     # shared-memory team on their bodies cut at 16-byte boundaries (see SMEM_CUT), else the split team (see
     # 'Rows not in ...' by SPLIT)
     if N > GROUPED_ROW_MAX and x.element_size() == 2 and not _rows_of_16(x2, y2):
-        if _smem_team_run(x2, y2, cut=True) and _launch_smem_team(x2, y2, M, N, sms, cut=True):
+        if _smem_team_cuts(x2, y2) and _launch_smem_team(x2, y2, M, N, sms, cut=True):
             return y
         if _launch_split(x2, y2, M, N, sms):
             return y
@@ -1002,21 +1010,28 @@ def _pipelined_stages(device, row_bytes: int) -> int:
     return stages if stages >= MIN_PIPELINED_STAGES else 0
 
 
-def _smem_team_run(x2, y2, cut: bool = False) -> bool:
+def _smem_team_run(x2, y2) -> bool:
     """Whether _softmax_smem_team can take these rows: Gluon present, an NVIDIA GPU with cp.async
     (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
     sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
     8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
-    whose mask or stride Triton cannot prove 8-aligned fails to compile. With `cut`, other 16-bit rows,
-    each cut at its 16-byte boundaries (see SMEM_CUT), where x's start is 2-byte aligned and its
-    16-byte aligned base (_aligned_base) lies in its storage."""
+    whose mask or stride Triton cannot prove 8-aligned fails to compile. Other 16-bit rows: cut
+    (_smem_team_cuts)."""
+    return _smem_team_device(x2) and _rows_of_16(x2, y2)
+
+
+def _smem_team_cuts(x2, y2) -> bool:
+    """Whether _softmax_smem_team can take these 16-bit rows cut at their 16-byte boundaries (see SMEM_CUT):
+    where it runs (_smem_team_device), x's start 2-byte aligned and its start rounded down to 16 bytes
+    in its storage (_aligned_base), so that the kernel can be given a 16-byte aligned x. y: any."""
+    return _smem_team_device(x2) and x2.data_ptr() % 2 == 0 and _aligned_base(x2) is not None
+
+
+def _smem_team_device(x2) -> bool:
+    """Gluon present, 16-bit x on an NVIDIA GPU with cp.async (sm_80 and newer), not the interpreter."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
         return False
-    if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
-        return False
-    if cut:
-        return x2.data_ptr() % 2 == 0 and _aligned_base(x2) is not None
-    return _rows_of_16(x2, y2)
+    return x2.element_size() == 2 and torch.cuda.get_device_capability(x2.device)[0] >= 8
 
 
 def _aligned_base(t):
@@ -1062,16 +1077,9 @@ def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
         return False
     st = SMEM_TEAM
     vec = 16 // x2.element_size()
-    P = triton.cdiv(N // vec * vec if cut else N, st["CHUNK"] * st["NCH"])
+    P = _team_parts(N, st["CHUNK"] * st["NCH"], vec if cut else 1)
     words, exits = _team_words(x2.device, sms * 32)
-    x_arg, y_arg, off_x, off_y, y_cut = x2, y2, 0, 0, False
-    if cut:
-        x_arg, off_x = _aligned_base(x2)
-        y_base = _aligned_base(y2) if y2.element_size() == x2.element_size() else None
-        # y's rows at x's offsets from 16-byte boundaries, row after row: the body's stores are 16-byte vectors
-        y_cut = y_base is not None and y_base[1] == off_x and (y2.stride(0) - x2.stride(0)) % vec == 0
-        if y_cut:
-            y_arg, off_y = y_base
+    x_arg, off_x, y_arg, off_y, y_cut = _cut_args(x2, y2) if cut else (x2, 0, y2, 0, False)
     args = (x_arg, y_arg, words, exits, M, N, x2.stride(0), y2.stride(0), off_x, off_y)
     consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
               "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "maxnreg": st["maxnreg"]}
@@ -1090,6 +1098,27 @@ def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
                       f"take its rows")
         return False
     return True
+
+
+def _team_parts(N: int, part: int, vec: int) -> int:
+    """The shared-memory team's programs a row: parts of `part` elements enough for N's whole groups of vec
+    (vec 1: the whole row; a row cut at 16-byte boundaries has a body of at most N // vec * vec), one at
+    least (the one that holds the row's edge)."""
+    return max(1, triton.cdiv(N // vec * vec, part))
+
+
+def _cut_args(x2, y2):
+    """(x, off_x, y, off_y, Y_CUT) as _softmax_smem_team takes rows cut at 16-byte boundaries (see SMEM_CUT):
+    x at its start rounded down to 16 bytes (_aligned_base) and its start's elements past it; y likewise
+    where its rows sit at x's offsets from 16-byte boundaries, row after row (the same element size, the
+    same offset, strides a whole number of 16-byte groups apart: Y_CUT, its body's stores then 16-byte
+    vectors), else y as it is and 0."""
+    x_arg, off_x = _aligned_base(x2)
+    vec = 16 // x2.element_size()
+    y_base = _aligned_base(y2) if y2.element_size() == x2.element_size() else None
+    if y_base is not None and y_base[1] == off_x and (y2.stride(0) - x2.stride(0)) % vec == 0:
+        return x_arg, off_x, *y_base, True
+    return x_arg, off_x, y2, 0, False
 
 
 def _team_words(device, n_programs: int):
