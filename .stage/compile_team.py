@@ -46,6 +46,9 @@ def compile_case(t, label, N, dtype, cut, y_cut, stride=None, off=0):
         if name in consts:
             signature[name] = "constexpr"
             continue
+        if name in ("off_x", "off_y"):  # not specialized (do_not_specialize)
+            signature[name] = "i32"
+            continue
         signature[name], spec = native_specialize_impl(BaseBackend, values[name], False, True, True)
         if signature[name] == "constexpr":  # an integer of 1, as the launch specializes it
             consts[name] = spec

@@ -1536,6 +1536,9 @@ for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (5025
         if name in consts:
             signature[name] = "constexpr"
             continue
+        if name in ("off_x", "off_y"):  # not specialized (do_not_specialize)
+            signature[name] = "i32"
+            continue
         signature[name], s = native_specialize_impl(BaseBackend, values[name], False, True, True)
         if signature[name] == "constexpr":  # an integer 1, as a launch specializes it
             consts[name] = s
@@ -1548,8 +1551,11 @@ for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (5025
         f.write(k.asm["cubin"])
         f.flush()
         usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-    ptx = k.asm["ptx"]
-    print(json.dumps({"case": [N, str(dtype), off_x, y_cut], "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+    per_thread = dict(re.findall(r"#(\w+) = #ttg\.blocked<\{sizePerThread = \[(\d+)\]", ttgir))
+    stores = sorted({(int(n), int(per_thread[lay])) for n, lay in
+                     re.findall(r"tt\.store [^:]*: tensor<(\d+)x!tt\.ptr<\w+>, #(\w+)>", ttgir) if int(n) > 16})
+    print(json.dumps({"case": [N, str(dtype), off_x, y_cut], "stores": stores, "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
                       "stack": int(re.search(r"STACK:(\d+)", usage).group(1)), "shared": k.metadata.shared,
                       "cp16": len(re.findall(r"cp\.async\.c[ag]\.shared\.global[^\n]*, 0x10,", ptx)),
                       "cp_all": len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
@@ -1581,7 +1587,7 @@ def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path
         # (32 elements of a 4096-element chunk on 128 threads)
         assert r["cp_all"] == r["cp16"] == 8 * 4, r
         assert r["shared"] < 33 * 1024, r  # two rows' parts: six programs an SM by shared memory
-        if y_cut:
-            assert r["st_v4"] > 0 and r["st_b16"] <= 2, r  # the body in vectors, the edge element by element
-        else:
-            assert r["st_v4"] == 0 and r["st_b16"] > 16, r
+        if y_cut:  # the body in vectors (a chunk of 8 elements a thread), the edge element by element
+            assert r["st_v4"] > 0 and r["st_b16"] <= 2 and r["stores"] == [[4096, 8]], r
+        else:  # element by element, a warp's 32 consecutive ones a store, a quarter chunk at a time
+            assert r["st_v4"] == 0 and r["st_b16"] > 16 and r["stores"] == [[1024, 1]], r

@@ -512,7 +512,7 @@ if gluon is not None:
         safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # only -inf so far
         return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
 
-    @gluon.jit
+    @gluon.jit(do_not_specialize=["off_x", "off_y"])  # one compilation for every offset 0-7
     def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
                            CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
                            SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr):
@@ -537,6 +537,13 @@ if gluon is not None:
         part = pid % P
         n_teams = G // P
         offs = part * (NCH * CHUNK) + gl.arange(0, CHUNK, layout)
+        # y's rows not at x's offsets from 16-byte boundaries (CUT, not Y_CUT): stored element by element, one
+        # element a thread a store, so that a warp's store writes 64 contiguous bytes (8 elements a thread would
+        # scatter each store over 512 bytes, 2 of each 16: 8 times the L2's partial sector writes), a quarter
+        # chunk at a time (a whole chunk of single-element stores spilled 224 bytes under Triton 3.9)
+        out_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        SUB: gl.constexpr = CHUNK // 4
+        lane_offs = gl.arange(0, SUB, out_layout)  # a quarter's columns from its first: scalars do the rest
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
         if CUT:
@@ -586,12 +593,25 @@ if gluon is not None:
                     y_row = _y_body(y_ptr, row, stride_x, stride_y, off_x, off_y, N, CUT, Y_CUT, VEC)
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
-                        x = buf.index(half * NCH + c).load(layout).to(gl.float32)
-                        cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < n_ahead) & (ahead < M))
-                        cp.commit_group()
-                        gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                 mask=cols < n)
+                        if CUT and not Y_CUT:  # stored from shared memory before the refill (see out_layout)
+                            for q in gl.static_range(CHUNK // SUB):
+                                first = part * (NCH * CHUNK) + c * CHUNK + q * SUB
+                                x = buf.index(half * NCH + c).slice(q * SUB, SUB).load(out_layout).to(gl.float32)
+                                gl.store(y_row + first + lane_offs,
+                                         gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                         mask=lane_offs < n - first)
+                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            copy_to_shared(buf.index(half * NCH + c), src + cols,
+                                           mask=(cols < n_ahead) & (ahead < M))
+                            cp.commit_group()
+                        else:
+                            x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            copy_to_shared(buf.index(half * NCH + c), src + cols,
+                                           mask=(cols < n_ahead) & (ahead < M))
+                            cp.commit_group()
+                            gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                     mask=cols < n)
                     if CUT:
                         col, ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
                         gl.store(y_ptr + (row.to(gl.int64) * stride_y + off_y) + col,
