@@ -33,10 +33,15 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   shared memory (Gluon: Triton's language cannot name shared
                   memory), copied by cp.async, so that five or six programs
                   share an SM; and its partial (max, sum) travels as one
-                  64-bit word (see SMEM_TEAM).
+                  64-bit word (see SMEM_TEAM). Rows not in 16-element groups
+                  that the pipelined loop does not take, cut at their 16-byte
+                  boundaries: the body by cp.async, the few elements at the
+                  ends in registers (see SMEM_CUT).
   _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
-                  16-element groups Triton cannot prove and the pipelined loop
-                  does not take (see 'Rows not in 16-element groups' by SPLIT):
+                  16-element groups Triton cannot prove and neither the
+                  pipelined loop nor the shared-memory team takes (no Gluon,
+                  or a team that does not fit or compile; see 'Rows not in
+                  16-element groups' by SPLIT):
                   a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -160,6 +165,26 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at the others
 # (the register-cap A/B, df8b865:experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
+# SMEM_CUT: 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (vocabularies of 50257, 65537, 100277;
+# _rows_of_16 false) that the pipelined loop does not take (over WHOLE_ROW_MAX, or x and y not cut alike) go to
+# _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
+# the row's first boundary a0 to its last b0, whole groups of 8 elements that cp.async copies 16 bytes at a time
+# (a row copied from its start does not compile: cp.async moves 4 bytes at least), parts of it to the P programs
+# as their columns, P = ceil(N // 8 * 8 / (NCH * CHUNK)) (_team_parts: 65537 takes 8 parts, not 9); the under 2 x 8
+# elements left at its ends (its edge) loaded element by element by program P - 1 (the one with the least body),
+# a row ahead of its use as its chunks are, into registers, and folded into its partial (max, sum) and its write.
+# The kernel is given x at its start rounded down to 16 bytes (_aligned_base: x 2-byte aligned, that address in its
+# storage) and the offset from there, so that Triton sees each body's groups; y likewise where its rows sit at x's
+# offsets from 16-byte boundaries (Y_CUT: then its body's stores are 16-byte vectors), else stored element by
+# element (one element a thread a store: a warp's store writes 64 contiguous bytes). Compiled for sm_90 on a CPU
+# (Triton 3.6, the device's): 95-96 registers, no stack but 8 bytes at 65537 fp16, 32.8 KB of shared memory,
+# as rows of 16-element groups: five programs an SM; every copy 16 bytes.
+# Why (the split team took these rows; experiments/held-out-shapes/wide-unaligned-paths/): each split program holds
+# one chunk in fp32 registers, the register file allows about 32 KB of them in flight an SM whatever the chunk,
+# and no chunk or warp count moved it past about 70% of copy on the H100 (512x50257 bf16 59.6%, fp16 49-51%;
+# 2048x50257 bf16 68.6%; 1024x65537 fp16 69.4%), where the shared-memory team keeps up to a row ahead of each of its
+# five programs an SM in shared memory, about 2.5x the bytes (81% at 256x128256 bf16, 93% at 512x262144).
+# Predicted there 75-84% of copy; the measured figures replace this line once the device has run.
 # 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
 # Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs where two of its programs
 # fit an SM (the launcher asks the compiled kernel): the whole row in
@@ -231,8 +256,9 @@ SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 # Rows not in 16-element groups: 16-bit rows over GROUPED_ROW_MAX whose 16-element groups Triton cannot
 # prove (_rows_of_16: vocabularies such as 50257 or 30522), which the shared-memory team and the pipelined
 # loop cannot take whole (up to WHOLE_ROW_MAX, the loop takes their bodies where x and y share their 16-byte
-# boundaries: PIPELINED_BODIES), go to the split team on SPLIT's chunk and warps wherever it runs (not in the
-# interpreter), else to the streamed kernel. Such rows load element by
+# boundaries: PIPELINED_BODIES; the others, the shared-memory team on their bodies: SMEM_CUT), go where neither
+# runs (no Gluon, a team that does not fit or compile) to the split team on SPLIT's chunk and warps wherever it
+# runs (not in the interpreter), else to the streamed kernel. Such rows load element by
 # element, so neither cp.async (4 bytes at least) nor Triton's pipeline moves them: the pipelined loop then
 # holds one row in flight a program, the streamed kernel one chunk a program (and reads the row twice);
 # the team holds P chunks of each row in flight at once and reads it once. H100, one process, % of copy
