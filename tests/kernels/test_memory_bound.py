@@ -1591,3 +1591,186 @@ def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path
             assert r["st_v4"] > 0 and r["st_b16"] <= 2 and r["stores"] == [[4096, 8]], r
         else:  # element by element, a warp's 32 consecutive ones a store, a quarter chunk at a time
             assert r["st_v4"] == 0 and r["st_b16"] > 16 and r["stores"] == [[1024, 1]], r
+
+
+class _TeamOnThreads:
+    """softmax's _softmax_smem_team run from its own source on the CPU: one Python thread a program (so that a
+    team's programs wait for one another as on a GPU), Gluon's functions on torch tensors (_GluonOnTorch, and
+    shared memory, cp.async, atomics and pointers below). cp.async copies at once; every copy it is given must
+    move whole 16-byte groups (8 lanes of one group each, all in or all out), and every load and store must
+    stay inside its tensor's storage, or the launch fails."""
+
+    class Ptr:
+        def __init__(self, mem, off=0):
+            self.mem, self.off = mem, off
+
+        def __add__(self, other):
+            return _TeamOnThreads.Ptr(self.mem, self.off + other)
+
+        __radd__ = __add__
+
+        @property
+        def dtype(self):
+            import types
+            return types.SimpleNamespace(element_ty=self.mem.dtype)
+
+        def at(self, mask):
+            off = torch.as_tensor(self.off).to(torch.int64)
+            if mask is None:
+                mask = torch.ones_like(off, dtype=torch.bool)
+            off, mask = torch.broadcast_tensors(off, torch.as_tensor(mask))
+            inside = (off >= 0) & (off < self.mem.numel())
+            assert bool(inside[mask].all()), "an access outside the tensor"
+            return off.clamp(0, self.mem.numel() - 1), mask
+
+    class Smem:
+        def __init__(self, data):
+            self.data = data
+
+        def index(self, i):
+            return _TeamOnThreads.Smem(self.data[int(i)])
+
+        def slice(self, start, length, dim=0):
+            return _TeamOnThreads.Smem(self.data[start:start + length])
+
+        def load(self, layout):
+            return self.data.clone()
+
+    def __init__(self, module):
+        import threading
+        import types
+        self.m, self.lock, self.local = module, threading.Lock(), threading.local()
+        gl = _GluonOnTorch()
+        team = self
+        extra = dict(
+            program_id=lambda axis: torch.tensor(team.local.pid),
+            num_programs=lambda axis: torch.tensor(team.local.grid),
+            num_warps=lambda: 4, static_range=range, BlockedLayout=lambda *a, **k: None,
+            SwizzledSharedLayout=lambda *a, **k: None, log2=torch.log2,
+            arange=lambda lo, hi, layout=None: torch.arange(lo, hi, dtype=torch.int32),
+            full=lambda shape, value, dtype, layout=None: torch.full(shape, value, dtype=dtype),
+            zeros=lambda shape, dtype, layout=None: torch.zeros(shape, dtype=dtype),
+            min=lambda x, axis: x.min(dim=axis).values,
+            allocate_shared_memory=lambda dtype, shape, layout: _TeamOnThreads.Smem(torch.zeros(shape, dtype=dtype)),
+            load=self.load, store=self.store, atomic_xchg=self.atomic_xchg, atomic_add=self.atomic_add)
+        for name, fn in extra.items():
+            setattr(gl, name, fn)
+        cp = types.SimpleNamespace(commit_group=lambda: None, wait_group=lambda n: None)
+        self.scope = dict(module._softmax_smem_team.fn.__globals__, gl=gl, cp=cp, copy_to_shared=self.copy,
+                          cta_barrier=lambda: None, LOG2E=module.LOG2E.value, UNSTAMPED=module.UNSTAMPED.value)
+        for name in ("_part_max_sum", "_publish", "_gather", *_CUT_HELPERS, "_softmax_smem_team"):
+            fn = getattr(module, name).fn
+            self.scope[name] = types.FunctionType(fn.__code__, self.scope, name)
+
+    def load(self, ptr, mask=None, other=None, volatile=False):
+        if volatile:
+            import time
+            time.sleep(0)  # a sibling's turn
+        off, mask = ptr.at(mask)
+        got = ptr.mem[off]
+        return got if other is None else torch.where(mask, got, torch.tensor(other, dtype=got.dtype))
+
+    def store(self, ptr, value, mask=None):
+        off, mask = ptr.at(mask)
+        value = torch.broadcast_to(torch.as_tensor(value), off.shape).to(ptr.mem.dtype)
+        ptr.mem[off[mask]] = value[mask]
+
+    def atomic_xchg(self, ptr, value, mask=None, sem=None):
+        with self.lock:
+            off, mask = ptr.at(mask)
+            old = ptr.mem[off].clone()
+            self.store(ptr, value, mask)
+            return old
+
+    def atomic_add(self, ptr, value, sem=None):
+        with self.lock:
+            off, _ = ptr.at(None)
+            old = ptr.mem[off].clone()
+            ptr.mem[off] = old + value
+            return old
+
+    def copy(self, smem, ptr, mask=None):
+        off, mask = ptr.at(mask)
+        groups, ok = off.view(-1, 8), mask.view(-1, 8)  # 8 lanes of a thread: one 16-byte copy
+        assert bool((ok.all(1) | ~ok.any(1)).all()), "a copy of part of a 16-byte group"
+        whole = ((groups[:, :1] % 8 == 0) & (groups == groups[:, :1] + torch.arange(8))).all(1)
+        assert bool(whole[ok[:, 0]].all()), "a copy off a 16-byte group"
+        smem.data[:] = torch.where(mask, ptr.mem[off], torch.zeros((), dtype=ptr.mem.dtype))
+
+    def __getitem__(self, grid):
+        import threading
+
+        def flat(t):  # the tensor's storage from its start on, as the pointer the kernel gets
+            return t.as_strided((t.untyped_storage().nbytes() // t.element_size() - t.storage_offset(),), (1,),
+                                t.storage_offset())
+
+        def launch(*args, num_warps=None, maxnreg=None, **kw):
+            args = [_TeamOnThreads.Ptr(flat(a)) if isinstance(a, torch.Tensor) else a for a in args]
+            kw["SPIN"] = min(kw["SPIN"], 20000)  # a sibling that failed: the others give up in a second
+            failures = []
+
+            def program(pid):
+                self.local.pid, self.local.grid = pid, grid[0]
+                try:
+                    self.scope["_softmax_smem_team"](*args, **kw)
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    failures.append(e)
+
+            orig_to = torch.Tensor.to
+
+            def to(t, *a, bitcast=False, **k):  # Gluon's bitcast, as a view
+                return t.view(a[0]) if bitcast else orig_to(t, *a, **k)
+            torch.Tensor.to = to
+            try:
+                threads = [threading.Thread(target=program, args=(pid,)) for pid in range(grid[0])]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            finally:
+                torch.Tensor.to = orig_to
+            if failures:
+                raise failures[0]
+        return launch
+
+
+@pytest.mark.parametrize("case, dtype, N, M", [
+    ("contiguous", torch.bfloat16, 601, 20),  # over WHOLE_ROW_MAX (scaled down): 2 teams of 5, 10 rows each
+    ("contiguous", torch.float16, 641, 9),  # 5 parts; an odd number of rows a team
+    ("x one element past a 16-byte boundary", torch.float16, 603, 20),
+    ("both one element past", torch.bfloat16, 605, 13),
+    ("y with its own stride", torch.bfloat16, 300, 21),  # up to WHOLE_ROW_MAX, y not cut as x: P = 3, 4 teams
+    ("fp32 out", torch.float16, 777, 8),
+    ("contiguous", torch.bfloat16, 640, 11),  # rows of 16-element groups: the team whole, as before
+])
+def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch, case, dtype, N, M):
+    # Every output element against float64, the rows' extremes at their heads, bodies and tails; launched by the
+    # real launcher (4 "SMs" x 3 programs, parts of 2 x 64), the words left unstamped for the next launch.
+    m, _, _ = _scaled_down_team_template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
+    monkeypatch.setattr(m, "_softmax_smem_team", _TeamOnThreads(m))
+    x, y = _cut_case(case, dtype, N, M)
+    xf = x.float()
+    for r in range(M):  # the max at the row's first, second, last, next-to-last element, or alone
+        at = [0, 1, N - 1, N - 2, N // 2][r % 5]
+        xf[r, at] = xf[r].max() + 1.0
+        if r % 7 == 6:
+            xf[r, :] = -float("inf")
+            xf[r, [0, N - 1][r % 2]] = 2.0
+    x.copy_(xf.to(dtype))
+    warnings.simplefilter("error")  # a team that failed would warn and fall back
+    for _ in range(2):
+        out = m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
+        assert m.last_config["kernel"] == "_softmax_smem_team"
+        assert m.last_config.get("CUT", False) == (N % 16 != 0)
+        ref = m.softmax_ref(x)
+        rtol = {torch.bfloat16: 1e-2, torch.float16: 4e-3}[out.dtype] if out.dtype != torch.float32 else 1e-3
+        torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=1e-7)
+        words, exits = m._team_words(x.device, 4 * 32)
+        assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()
+        if y is not None:
+            y.fill_(float("nan"))
