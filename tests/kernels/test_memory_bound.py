@@ -1545,7 +1545,8 @@ for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (5025
         elif s == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
     k = triton.compile(GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": st["num_warps"], "maxnreg": st["maxnreg"]})
+                       target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": st["num_warps"], "maxnreg": st["maxnreg"]})
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(k.asm["cubin"])
@@ -1555,7 +1556,8 @@ for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (5025
     per_thread = dict(re.findall(r"#(\w+) = #ttg\.blocked<\{sizePerThread = \[(\d+)\]", ttgir))
     stores = sorted({(int(n), int(per_thread[lay])) for n, lay in
                      re.findall(r"tt\.store [^:]*: tensor<(\d+)x!tt\.ptr<\w+>, #(\w+)>", ttgir) if int(n) > 16})
-    print(json.dumps({"case": [N, str(dtype), off_x, y_cut], "stores": stores, "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+    print(json.dumps({"case": [N, str(dtype), off_x, y_cut], "stores": stores,
+                      "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
                       "stack": int(re.search(r"STACK:(\d+)", usage).group(1)), "shared": k.metadata.shared,
                       "cp16": len(re.findall(r"cp\.async\.c[ag]\.shared\.global[^\n]*, 0x10,", ptx)),
                       "cp_all": len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
