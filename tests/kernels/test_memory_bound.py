@@ -1242,7 +1242,7 @@ def test_rmsnorm_whole_rows_take_the_offset_width_the_shape_needs(monkeypatch, r
 # softmax's shared-memory team on 16-bit rows not in 16-element groups, cut at 16-byte boundaries (SMEM_CUT).
 # Gluon has no interpreter: its helpers' own source runs here on torch tensors (_cut_on_torch), the dispatch
 # is checked with the launch recorded, and the kernel is compiled for sm_90; the device script
-# (.stage/softmax_cut_check.py) checks every output element on a GPU.
+# (5be4e92:.stage/softmax_cut_check.py) checks every output element on a GPU.
 
 class _GluonOnTorch:
     """The gl functions softmax's cut helpers call, on torch tensors. Pointers are indices into `memory` (a
