@@ -151,10 +151,22 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr):
+def _store_tile(c_desc, acc, m0, n0, M, N, stride_cm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                SUBTILE: tl.constexpr, C_PTR: tl.constexpr):
     # SUBTILE: store the tile as two BLOCK_N/2 halves: the epilogue's shared-memory staging buffer
     # halves, which is what lets a 128x256 persistent kernel keep 4 pipeline stages.
-    if SUBTILE:
+    # C_PTR (a power of two, the elements C's row stride and N are multiples of): c_desc is C's pointer, and the
+    # tile is stored with masked st.global, C_PTR elements (up to 16 bytes) a vector, not a TMA store (C_PTR_NOTE).
+    if C_PTR:
+        # stride_cm comes in vectors and N is rounded to them again, so that the compiler knows both for multiples
+        # of C_PTR (tl.multiple_of on the scalars left scalar 2-byte stores, sm_90, Triton 3.9)
+        stride_cm = stride_cm * C_PTR
+        N = tl.cdiv(N, C_PTR) * C_PTR
+        offs_m = m0 + tl.arange(0, BLOCK_M)
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        ptrs = c_desc + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
+        tl.store(ptrs, acc.to(c_desc.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    elif SUBTILE:
         halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
         left, right = tl.split(halves)
         c_desc.store([m0, n0], left.to(c_desc.dtype))
@@ -167,7 +179,8 @@ def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, stride_cm,
+                C_PTR: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -181,7 +194,8 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
                 b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
                 acc = tl.dot(a, b, acc)
-            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
+                        EPILOGUE_SUBTILE, C_PTR)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -189,20 +203,22 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
+                    EPILOGUE_SUBTILE, C_PTR)
 
 
 @triton.jit
 def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
+                    stride_cm, C_PTR: tl.constexpr):
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
     # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
-                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
+                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE, stride_cm, C_PTR)
 
 
 @triton.jit
@@ -455,14 +471,53 @@ def _part(a, b, c, rows, cols):
     return a[rows[0]:rows[1]], b[:, cols[0]:cols[1]], c[rows[0]:rows[1], cols[0]:cols[1]]
 
 
+def _tma_rows_ok(t) -> bool:
+    # a TMA descriptor needs unit inner stride, a 16-byte aligned base and row stride
+    return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
 def _tma_ok(a, b, c) -> bool:
-    # TMA needs Hopper+ on NVIDIA, unit inner stride, 16-byte aligned base and row strides.
-    if not _device_facts(a.device)[1]:
-        return False
-    for t in (a, b, c):
-        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
-            return False
-    return True
+    # TMA needs Hopper+ on NVIDIA and descriptors for A, B and C; for A and B alone where c is None (C stored
+    # through its pointer, C_PTR).
+    return _device_facts(a.device)[1] and all(_tma_rows_ok(t) for t in ((a, b) if c is None else (a, b, c)))
+
+
+def padded_rows(b):
+    """B copied into a buffer whose rows are whole 128-byte lines (B_PAD), as a view of B's shape: its TMA box rows
+    then start on a line. The columns past N are never read (TMA reads past the descriptor's shape as zeros)."""
+    K, N = b.shape
+    per_line = 128 // b.element_size()
+    view = torch.empty((K, triton.cdiv(N, per_line) * per_line), dtype=b.dtype, device=b.device)[:, :N]
+    view.copy_(b)
+    return view
+
+
+def c_vector(c) -> int:
+    """C_PTR's vector: the most elements, up to 16 bytes, that C's row stride and width are multiples of (each
+    row's start, and the mask, then stay whole across a vector); 0 where C's columns are not unit-strided."""
+    if c.stride(1) != 1:
+        return 0
+    v = 16 // c.element_size()
+    while v > 1 and (c.stride(0) % v or c.shape[1] % v):
+        v //= 2
+    return v
+
+
+def row_alignment_configs(a, b, c):
+    """What the autotune times beside CONFIG where B's or C's rows are not whole 128-byte lines (ALIGN_NOTE): C
+    stored through its pointer (C_PTR) where C's are not, B copied to whole lines first (B_PAD) where B's are not,
+    and both where both are not. Where B's or C's rows are not even 16-byte multiples (no TMA descriptor: CONFIG
+    runs the pointer kernel) only the config that makes them TMA's, both where both. Nothing where A is not
+    TMA's, or the device has no TMA."""
+    if not (_device_facts(a.device)[1] and _tma_rows_ok(a)):
+        return []
+    b_bytes, c_bytes = (t.stride(0) * t.element_size() for t in (b, c))
+    b_pad = b.stride(1) != 1 or b_bytes % 16 != 0 or b.data_ptr() % 16 != 0
+    c_ptr = c.stride(1) == 1 and (c_bytes % 16 != 0 or c.data_ptr() % 16 != 0)
+    if b_pad or c_ptr:
+        return [{"B_PAD": int(b_pad), "C_PTR": int(c_ptr)}] if c.stride(1) == 1 else []
+    options = ([{"C_PTR": 1}] if c_bytes % 128 else []) + ([{"B_PAD": 1}] if b_bytes % 128 else [])
+    return options + ([{"B_PAD": 1, "C_PTR": 1}] if len(options) == 2 else [])
 
 
 def _gluon_runs(a, b, c, cfg) -> bool:
@@ -513,12 +568,14 @@ def _launch(a, b, c, cfg):
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    if cfg["USE_TMA"] and _tma_ok(a, b, c):
+    c_ptr = c_vector(c) if cfg.get("C_PTR") else 0
+    if cfg["USE_TMA"] and _tma_ok(a, b, None if c_ptr else c):
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
-        boxes = ([BM, BK], [BK, BN], [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
+        # C's box None: C goes to the kernel as its pointer (C_PTR)
+        boxes = ([BM, BK], [BK, BN], None if c_ptr else [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
         rest = (M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
-                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"])
+                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"], c.stride(0) // max(c_ptr, 1), c_ptr)
         kernel = gemm_tma_kernel[grid](*_descriptors(a, b, c, boxes), *rest, **options)
     else:
         grid, boxes = (tiles, 1, 1), None
@@ -533,10 +590,12 @@ def _run(a, b, c, cfg):
     compiled kernel, grid, arguments after the tensors, boxes, whether Gluon's descriptors) and the config it
     ran, as the first part's launch reports it."""
     M, K = a.shape
+    pad = bool(cfg.get("B_PAD"))
+    b = padded_rows(b) if pad else b
     launches, ran = [], None
     for rows, cols, part_cfg in _parts(M, b.shape[1], K, _num_sms(a.device), cfg):
         kernel, grid, rest, boxes, part_ran = _launch(*_part(a, b, c, rows, cols), part_cfg)
-        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"]))
+        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"], pad))
         ran = ran or part_ran
     return launches, ran
 
@@ -544,8 +603,8 @@ def _run(a, b, c, cfg):
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
     """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
     shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
-    if not gluon_layouts:
-        return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
+    if not gluon_layouts:  # a box of None: the tensor itself (C_PTR's C)
+        return tuple(t if box is None else TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
     return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
                  for t, box in zip((a, b, c), boxes))
 
@@ -569,7 +628,8 @@ def _candidates(a, b, c):
     if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= sms:
         tail = tail_split_pays(M, N, K, sms, CONFIG)
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split
+        aligned = [{**CONFIG, **e} for e in row_alignment_configs(a, b, c)]
+        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
     if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
@@ -684,8 +744,10 @@ def _l2_clear():
 
 
 def _replay(launches, a, b, c):
-    """Launch a planned call's compiled kernels again on these tensors' views (as _run made them)."""
-    for rows, cols, kernel, grid, rest, boxes, gluon_layouts in launches:
+    """Launch a planned call's compiled kernels again on these tensors' views (as _run made them), B copied to
+    128-byte rows first where they were (B_PAD)."""
+    b = padded_rows(b) if launches[0][7] else b
+    for rows, cols, kernel, grid, rest, boxes, gluon_layouts, _ in launches:
         views = _part(a, b, c, rows, cols)
         kernel[grid](*(_descriptors(*views, boxes, gluon_layouts) if boxes else views), *rest)
 
