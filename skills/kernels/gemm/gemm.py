@@ -32,6 +32,8 @@ output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same til
 arithmetic (tail_split_pays) says its last partial wave costs more than smaller tiles would, CONFIG with
 that remainder of C cut off into a second launch of smaller tiles (TAIL_BLOCK_M x TAIL_BLOCK_N): whole
 CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle too, in a fraction of a wave.
+Where B's or C's rows are not whole 128-byte lines (N=5000 in 16 bits) it also times CONFIG with C stored through
+its pointer (C_PTR) and with B copied to lined rows first (B_PAD): ALIGN_NOTE.
 """
 
 import functools
@@ -111,7 +113,24 @@ TAIL_GAP_K_STEPS = 6
 # The autotune times a split only where it is predicted to save this share of the kernel: below, the
 # prediction is within the model's error and the autotune's noise.
 TAIL_MIN_GAIN = 0.05
-SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
+# ALIGN_NOTE (issue 52, experiments/gemm-h100/misaligned-n/): rows that are not whole 128-byte lines. On the H100
+# CONFIG read 0.78 of cuBLAS at 3000x5000x2000 and 0.95 at 3000x5120x2000 (the same 480 tiles): B's and C's rows of
+# 10000 B start 16 * (r mod 8) bytes into a line. TMA moves boxes 128 bytes wide (the 128-byte swizzle), so each box
+# row of B (and of C's store) touches 5 sectors on 2 lines instead of 4 on 1: +25% of the sectors, 2x the requests.
+# At 128x256 a K-step loads 48 KB in ~0.7 us on each of 132 SMs, ~9 TB/s out of the L2: near what it serves, where
+# 25% more sectors on B (2/3 of the bytes) is up to ~17% of the loop. C's store is 64 KB a tile against the tile's
+# 1.5 MB of loads (4%), but each of its 128-byte rows writes two half sectors, which the L2 merges with the
+# neighbour tile's (or reads from DRAM to fill). The K sweep (3000x5000xK) fits ~0.80 us a K-step (0.71 aligned) and
+# ~20 us besides them: both sides are suspects, and the probe (.stage/gemm57_probe.py) times each alone on views
+# whose rows are lined. What the autotune can time (row_alignment_configs):
+#   C_PTR: C stored with st.global from registers (16-byte vectors), each thread's row segment as it lies, no TMA
+#          box split into 128-byte rows; where C's rows are not even 16-byte multiples (N=4100, bf16) the only way
+#          CONFIG's TMA kernel runs at all (else the pointer kernel).
+#   B_PAD: B copied into rows of whole lines before the kernel, every call (~2 x K*N*2 bytes at copy speed: 20 MB
+#          at 3000x5000x2000, ~14 us against a ~95 us kernel: it pays only if B's misalignment costs more; at
+#          4096x4100x4096 it is what lets B's loads be TMA's).
+# A's rows (4000 B at K=2000) cost under 4% (3000x5000x2048 read 0.80 against 0.78): not padded.
+SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 6, "PERSISTENT": 0, "USE_TMA": 0},
@@ -156,7 +175,7 @@ def _store_tile(c_desc, acc, m0, n0, M, N, stride_cm, BLOCK_M: tl.constexpr, BLO
     # SUBTILE: store the tile as two BLOCK_N/2 halves: the epilogue's shared-memory staging buffer
     # halves, which is what lets a 128x256 persistent kernel keep 4 pipeline stages.
     # C_PTR (a power of two, the elements C's row stride and N are multiples of): c_desc is C's pointer, and the
-    # tile is stored with masked st.global, C_PTR elements (up to 16 bytes) a vector, not a TMA store (C_PTR_NOTE).
+    # tile is stored with masked st.global, C_PTR elements (up to 16 bytes) a vector, not a TMA store (ALIGN_NOTE).
     if C_PTR:
         # stride_cm comes in vectors and N is rounded to them again, so that the compiler knows both for multiples
         # of C_PTR (tl.multiple_of on the scalars left scalar 2-byte stores, sm_90, Triton 3.9)
