@@ -7,6 +7,7 @@ checked first (NaN-poisoned, against the fp32 product), then kgit's median (the 
 two rounds in opposite order:
   config      CONFIG forced on the contiguous tensors (what main runs there, bar the autotune)
   c_ptr       CONFIG with C_PTR (C stored with st.global)
+  b_ptr       CONFIG with B_PTR (B loaded with cp.async), b_ptr+c_ptr both
   b_pad       CONFIG with B_PAD (B copied to 128-byte rows in the call: the copy is timed)
   b_pad+c_ptr both
   view:B      CONFIG with B already in a buffer of 128-byte rows (a view of the same shape): the kernel alone
@@ -47,7 +48,7 @@ g = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(g)
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 KEYS = ("BLOCK_M", "BLOCK_N", "num_stages", "GROUP_M", "PERSISTENT", "GLUON", "USE_TMA", "TAIL_BLOCK_M",
-        "TAIL_BLOCK_N", "EPILOGUE_SUBTILE", "C_PTR", "B_PAD")
+        "TAIL_BLOCK_N", "EPILOGUE_SUBTILE", "C_PTR", "B_PTR", "B_PAD")
 
 
 def name(cfg):
@@ -75,7 +76,8 @@ def us(fn):
 
 say(f"gemm57 probe on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {g.triton.__version__}")
 torch.backends.cuda.matmul.allow_tf32 = False
-FORCED = {"config": {}, "c_ptr": {"C_PTR": 1}, "b_pad": {"B_PAD": 1}, "b_pad+c_ptr": {"B_PAD": 1, "C_PTR": 1}}
+FORCED = {"config": {}, "c_ptr": {"C_PTR": 1}, "b_ptr": {"B_PTR": 1}, "b_ptr+c_ptr": {"B_PTR": 1, "C_PTR": 1},
+          "b_pad": {"B_PAD": 1}, "b_pad+c_ptr": {"B_PAD": 1, "C_PTR": 1}}
 for M, N, K, dt in [(3000, 5000, 2000, "bf16"), (3000, 5000, 2000, "fp16"), (2048, 5000, 4096, "bf16"),
                     (4096, 4100, 4096, "bf16"), (3000, 5120, 2000, "bf16")]:
     torch.manual_seed(0)
@@ -98,8 +100,8 @@ for M, N, K, dt in [(3000, 5000, 2000, "bf16"), (3000, 5000, 2000, "fp16"), (204
         except Exception as e:
             why = f"{type(e).__name__}: {str(e).splitlines()[-1] if str(e) else ''}"
         ran = dict(g.last_config)
-        names[k] = name(ran) + ("" if g._tma_ok(x, g.padded_rows(y) if ran.get("B_PAD") else y,
-                                                None if ran.get("C_PTR") else out) else " (pointer kernel)")
+        b_seen = None if ran.get("B_PTR") else g.padded_rows(y) if ran.get("B_PAD") else y
+        names[k] = name(ran) + ("" if g._tma_ok(x, b_seen, None if ran.get("C_PTR") else out) else " (pointer kernel)")
         if why:
             say(f"  {M}x{N}x{K} {dt} {k} {names[k]}: WRONG/FAILED {why}")
             continue
