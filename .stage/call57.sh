@@ -8,10 +8,10 @@ set -o pipefail
 OUT=${OUT:-/tmp/gemm57-out}; mkdir -p "$OUT"; export OUT
 git show main:skills/kernels/gemm/gemm.py > /tmp/gemm_main.py || exit 1
 start=$(date +%s)
-HELD_OUT_DEADLINE=$((start + 80)) python benchmarks/held_out_bench.py gemm /tmp/gemm_main.py --shapes \
+HELD_OUT_DEADLINE=$((start + 90)) python benchmarks/held_out_bench.py gemm /tmp/gemm_main.py --shapes \
   3000x5000x2000:bf16 3000x5000x2000:fp16 2048x5000x4096:bf16 4096x4100x4096:bf16 3000x5120x2000:bf16 \
   4096x4096x4096:bf16 384x4096x4096:bf16 --json "$OUT/gemm.jsonl" 2>&1 | tee "$OUT/gemm.txt"
 echo "held_out_bench: exit $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/gemm.txt"
-timeout 120 python .stage/gemm57_probe.py 2>&1 | tail -n 300 > "$OUT/gemm57_probe.log"
+timeout 100 python .stage/gemm57_probe.py 2>&1 | tail -n 300 > "$OUT/gemm57_probe.log"
 echo "probe: exit $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/gemm57_probe.log"
 tail -n 80 "$OUT/gemm57_probe.log"
