@@ -1026,9 +1026,14 @@ def test_gemm_autotune_offers_b_and_c_through_pointers_where_rows_are_not_whole_
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     a, b, c = (torch.empty(r, k, dtype=dtype) for r, k in ((M, K), (K, N), (M, N)))
     assert g.row_alignment_configs(a, b, c) == offered
-    candidates = g._candidates(a, b, c)  # after CONFIG, its neighbour and any tail split
-    assert [cfg for cfg in candidates if {"C_PTR", "B_PTR", "B_PAD"} & set(cfg)] == [{**g.CONFIG, **e} for e in offered]
-    assert candidates[len(candidates) - len(offered):] == [{**g.CONFIG, **e} for e in offered]
+    # after CONFIG, its neighbour and any tail split: each on CONFIG's tiles, then each on the split's
+    tail = g.tail_split_pays(M, N, K, 132, g.CONFIG)
+    split = [{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
+    expected = [{**base, **e} for base in [g.CONFIG] + split for e in offered]
+    candidates = g._candidates(a, b, c)
+    assert [cfg for cfg in candidates if {"C_PTR", "B_PTR", "B_PAD"} & set(cfg)] == expected
+    assert candidates[len(candidates) - len(expected):] == expected
+    assert bool(split) == ((M, N, K) in [(4096, 4100, 4096), (2048, 5000, 4096)])  # their last wave: a split
     monkeypatch.setattr(g, "_device_facts", lambda device: (132, False))  # no TMA here: nothing
     assert g.row_alignment_configs(a, b, c) == []
 
@@ -1076,6 +1081,9 @@ def test_gemm_c_ptr_vector_is_what_the_row_stride_and_width_share_up_to_16_bytes
     (70, 101, 36, {"B_PTR": 1, "C_PTR": 1}),  # no TMA for B or C without them; K ragged: B's rows masked
     (96, 100, 40, {"B_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
     (70, 100, 40, {"B_PTR": 1, "C_PTR": 1, "PERSISTENT": 0}),
+    # 404-byte rows and a split, as 4096x4100x4096 is offered: the split's views, B copied once for both launches
+    (96, 101, 40, {"B_PAD": 1, "C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
+    (96, 101, 40, {"B_PTR": 1, "C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
 ])
 def test_gemm_c_ptr_and_b_pad_run_the_tma_kernel_and_write_every_element(monkeypatch, record_launches, M, N, K,
                                                                          config):

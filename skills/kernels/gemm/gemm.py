@@ -676,7 +676,8 @@ def _candidates(a, b, c):
     if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= sms:
         tail = tail_split_pays(M, N, K, sms, CONFIG)
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
-        aligned = [{**CONFIG, **e} for e in row_alignment_configs(a, b, c)]
+        # rows off 128-byte lines: the ways around them on CONFIG's tiles, and on the split's where it has one
+        aligned = [{**base, **e} for base in [CONFIG] + split for e in row_alignment_configs(a, b, c)]
         return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
