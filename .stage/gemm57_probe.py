@@ -10,6 +10,7 @@ two rounds in opposite order:
   b_ptr       CONFIG with B_PTR (B loaded with cp.async), b_ptr+c_ptr both
   b_pad       CONFIG with B_PAD (B copied to 128-byte rows in the call: the copy is timed)
   b_pad+c_ptr both
+  split+...   where tail_split_pays offers a split: it, alone and with c_ptr, b_ptr+c_ptr, b_pad+c_ptr
   view:B      CONFIG with B already in a buffer of 128-byte rows (a view of the same shape): the kernel alone
   view:C      CONFIG writing C into a buffer of 128-byte rows
   view:BC     both; view:ABC also A (where K's rows are not whole lines either): every row on a line
@@ -87,7 +88,12 @@ for M, N, K, dt in [(3000, 5000, 2000, "bf16"), (3000, 5000, 2000, "fp16"), (204
     a_l, b_l = lined(a), lined(b)
     c_l = lined(torch.empty(M, N, device="cuda", dtype=DT[dt]))
     calls, names = {}, {}
-    cases = [(k, a, b, None, cfg) for k, cfg in FORCED.items()]
+    forced = dict(FORCED)
+    tail = g.tail_split_pays(M, N, K, g._num_sms(a.device), g.CONFIG)
+    if tail:  # the split the autotune offers there, alone and with the ways around the rows
+        for k in ("config", "c_ptr", "b_ptr+c_ptr", "b_pad+c_ptr"):
+            forced["split+" + k] = {**FORCED[k], "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}
+    cases = [(k, a, b, None, cfg) for k, cfg in forced.items()]
     cases += [("view:B", a, b_l, None, {}), ("view:C", a, b, c_l, {}), ("view:BC", a, b_l, c_l, {})]
     if (K * a.element_size()) % 128:
         cases.append(("view:ABC", a_l, b_l, c_l, {}))
@@ -125,7 +131,7 @@ for M, N, K, dt in [(3000, 5000, 2000, "bf16"), (3000, 5000, 2000, "fp16"), (204
     say(f"{M}x{N}x{K} {dt}: torch {t_torch:.2f} us; autotune pick {name(pick)} ok={pick_ok is None}")
     for k in calls:
         mean = sum(times[k]) / 2
-        say(f"  {k:12s} {mean:8.2f} us  x torch {t_torch / mean:.3f}  rounds {times[k][0]:.2f}/{times[k][1]:.2f}"
+        say(f"  {k:18s} {mean:8.2f} us  x torch {t_torch / mean:.3f}  rounds {times[k][0]:.2f}/{times[k][1]:.2f}"
             f"  {names[k]}")
         ROWS.write(json.dumps(dict(shape=f"{M}x{N}x{K}", dtype=dt, side=k, us=mean, rounds=times[k],
                                    config=names[k], x_torch=t_torch / mean)) + "\n")
