@@ -1009,19 +1009,19 @@ def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatc
 
 
 @pytest.mark.parametrize("M, N, K, dtype, offered", [
-    # B's and C's rows 10000 bytes: 16-byte multiples, not whole 128-byte lines: each through its pointer, and both
-    (3000, 5000, 2000, torch.bfloat16, [{"C_PTR": 1}, {"B_PTR": 1}, {"B_PTR": 1, "C_PTR": 1}]),
-    (2048, 5000, 4096, torch.float16, [{"C_PTR": 1}, {"B_PTR": 1}, {"B_PTR": 1, "C_PTR": 1}]),
-    (4096, 1000, 4096, torch.float32, [{"C_PTR": 1}, {"B_PTR": 1}, {"B_PTR": 1, "C_PTR": 1}]),  # 4000 B rows
-    # rows of 8200 bytes: no TMA descriptor for B or C (CONFIG runs the pointer kernel): the configs that let the
-    # TMA kernel run, C through its pointer and B copied or through its pointer
-    (4096, 4100, 4096, torch.bfloat16, [{"B_PAD": 1, "C_PTR": 1}, {"B_PTR": 1, "C_PTR": 1}]),
+    # B's and C's rows 10000 bytes: 16-byte multiples, not whole 128-byte lines: C through its pointer (B's TMA loads
+    # stay: a copy of B every call costs more than they lose)
+    (3000, 5000, 2000, torch.bfloat16, [{"C_PTR": 1}]),
+    (2048, 5000, 4096, torch.float16, [{"C_PTR": 1}]),
+    (4096, 1000, 4096, torch.float32, [{"C_PTR": 1}]),  # 4000 B rows
+    # rows of 8200 bytes: no TMA descriptor for B or C (CONFIG runs the pointer kernel): the one config that lets
+    # the TMA kernel run, B copied to lined rows and C through its pointer (on the split's tiles too, below)
+    (4096, 4100, 4096, torch.bfloat16, [{"B_PAD": 1, "C_PTR": 1}]),
     (3000, 5120, 2000, torch.bfloat16, []),  # every B and C row whole lines (A's 4000 B cost nothing measured)
     (4096, 4096, 4096, torch.float16, []),
     (3000, 5000, 2001, torch.bfloat16, []),  # A's rows not 16-byte multiples: no TMA for A, nothing to time
 ])
-def test_gemm_autotune_offers_b_and_c_through_pointers_where_rows_are_not_whole_lines(monkeypatch, M, N, K, dtype,
-                                                                                    offered):
+def test_gemm_autotune_offers_c_ptr_and_b_pad_where_rows_are_not_whole_lines(monkeypatch, M, N, K, dtype, offered):
     g = _template("gemm")
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     a, b, c = (torch.empty(r, k, dtype=dtype) for r, k in ((M, K), (K, N), (M, N)))
@@ -1031,25 +1031,32 @@ def test_gemm_autotune_offers_b_and_c_through_pointers_where_rows_are_not_whole_
     split = [{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
     expected = [{**base, **e} for base in [g.CONFIG] + split for e in offered]
     candidates = g._candidates(a, b, c)
-    assert [cfg for cfg in candidates if {"C_PTR", "B_PTR", "B_PAD"} & set(cfg)] == expected
+    assert [cfg for cfg in candidates if {"C_PTR", "B_PAD"} & set(cfg)] == expected
     assert candidates[len(candidates) - len(expected):] == expected
     assert bool(split) == ((M, N, K) in [(4096, 4100, 4096), (2048, 5000, 4096)])  # their last wave: a split
+    if N == 4100:  # what the autotune picked on the H100 (250 us against the pointer kernel's 757) is timed
+        assert {**split[0], "B_PAD": 1, "C_PTR": 1} in candidates and {**g.CONFIG, "B_PAD": 1, "C_PTR": 1} in candidates
     monkeypatch.setattr(g, "_device_facts", lambda device: (132, False))  # no TMA here: nothing
     assert g.row_alignment_configs(a, b, c) == []
 
 
 def test_gemm_row_alignment_configs_follow_the_strides_not_the_shapes():
-    """A C view of aligned rows needs no C_PTR though N is ragged; a B view of ragged rows needs B_PAD though N is a
-    multiple of 64; a C whose columns are strided cannot be stored by C_PTR, so nothing is offered for it."""
+    """A C view of aligned rows needs no C_PTR though N is ragged; B's rows off lines but 16-byte multiples are left
+    to TMA; a B view of rows that are not 16-byte multiples needs B_PAD though N is a multiple of 64; a C whose
+    columns are strided cannot be stored by C_PTR, so nothing is offered for it."""
     g = _template("gemm")
     a = torch.empty(256, 512, dtype=torch.float16)
     b_lined = torch.empty(512, 5056, dtype=torch.float16)[:, :5000]
     c_lined = torch.empty(256, 5056, dtype=torch.float16)[:, :5000]
     assert g.row_alignment_configs(a, b_lined, c_lined) == []
-    assert g.row_alignment_configs(a, torch.empty(512, 5000, dtype=torch.float16), c_lined) == [{"B_PTR": 1}]
+    assert g.row_alignment_configs(a, torch.empty(512, 5000, dtype=torch.float16), c_lined) == []
     assert g.row_alignment_configs(a, b_lined, torch.empty(256, 5000, dtype=torch.float16)) == [{"C_PTR": 1}]
-    b_ragged = torch.empty(512, 5000, dtype=torch.float16)[:, :4096]
-    assert g.row_alignment_configs(a, b_ragged, c_lined[:, :4096]) == [{"B_PTR": 1}]
+    b_off_lines = torch.empty(512, 5000, dtype=torch.float16)[:, :4096]
+    assert g.row_alignment_configs(a, b_off_lines, c_lined[:, :4096]) == []
+    b_ragged = torch.empty(512, 4100, dtype=torch.float16)[:, :4096]  # 8200-byte rows: no descriptor
+    assert g.row_alignment_configs(a, b_ragged, c_lined[:, :4096]) == [{"B_PAD": 1}]
+    assert g.row_alignment_configs(a, b_ragged, torch.empty(256, 4100, dtype=torch.float16)[:, :4096]) == [
+        {"B_PAD": 1, "C_PTR": 1}]
     c_strided = torch.empty(5000, 256, dtype=torch.float16).t()[:, :4100]  # column stride 256
     assert g.row_alignment_configs(a, torch.empty(512, 4100, dtype=torch.float16), c_strided) == []
     # B transposed (column stride 512): no TMA descriptor and no vectors along its rows: only the copy
@@ -1076,21 +1083,15 @@ def test_gemm_c_ptr_vector_is_what_the_row_stride_and_width_share_up_to_16_bytes
     (70, 101, 32, {"B_PAD": 1, "C_PTR": 1}),  # 404 B: no TMA for B or C without them
     (96, 100, 40, {"C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),  # both launches of a split store by pointer
     (70, 100, 40, {"C_PTR": 1, "B_PAD": 1, "PERSISTENT": 0}),
-    (70, 100, 40, {"B_PTR": 1}),
-    (70, 100, 40, {"B_PTR": 1, "C_PTR": 1}),
-    (70, 101, 36, {"B_PTR": 1, "C_PTR": 1}),  # no TMA for B or C without them; K ragged: B's rows masked
-    (96, 100, 40, {"B_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
-    (70, 100, 40, {"B_PTR": 1, "C_PTR": 1, "PERSISTENT": 0}),
+    (70, 101, 36, {"B_PAD": 1, "C_PTR": 1}),  # K ragged: B's copy's rows past K read as zeros
     # 404-byte rows and a split, as 4096x4100x4096 is offered: the split's views, B copied once for both launches
     (96, 101, 40, {"B_PAD": 1, "C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
-    (96, 101, 40, {"B_PTR": 1, "C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
 ])
 def test_gemm_c_ptr_and_b_pad_run_the_tma_kernel_and_write_every_element(monkeypatch, record_launches, M, N, K,
                                                                          config):
     """C_PTR: the TMA kernel gets C itself (its pointer) and C's row stride in vectors, and writes all of C (NaN
-    first) right, its ragged last tile-row and tile-column masked; B_PTR: B itself and its row stride in vectors,
-    B's rows past K and columns past N read as zeros; B_PAD: B's descriptor is over a copy whose rows are whole
-    128-byte lines, of B's shape."""
+    first) right, its ragged last tile-row and tile-column masked; B_PAD: B's descriptor is over a copy whose rows
+    are whole 128-byte lines, of B's shape."""
     g = _template("gemm")
     monkeypatch.setattr(g, "_num_sms", lambda device: 3)
     launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: args)
@@ -1100,22 +1101,16 @@ def test_gemm_c_ptr_and_b_pad_run_the_tma_kernel_and_write_every_element(monkeyp
     g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, **config})
     assert compare(c, a @ b, NORM["fp32"]) is None
     assert pointer == [] and len(launched) == (2 if config.get("TAIL_BLOCK_M") else 1)
-    for args in launched:  # ..., C's row stride in vectors, C_PTR's vector, B's row stride in vectors, B_PTR's
+    for args in launched:  # ..., C's row stride in vectors, C_PTR's vector
         if config.get("C_PTR"):  # C (a view of it, in a split) itself
             vector = g.row_vector(c)
             assert isinstance(args[2], torch.Tensor) and args[2].stride() == c.stride()
-            assert args[-3] == vector and args[-4] == c.stride(0) // vector
+            assert args[-1] == vector and args[-2] == c.stride(0) // vector
         else:
-            assert args[-3] == 0 and tuple(args[2].strides) == (N, 1)
-        if config.get("B_PTR"):
-            vector = g.row_vector(b)
-            assert isinstance(args[1], torch.Tensor) and args[1].stride() == b.stride()
-            assert args[-1] == vector and args[-2] == b.stride(0) // vector
-        else:
-            assert args[-1] == 0
-            b_rows = args[1].strides[0]
-            assert (b_rows * 4) % 128 == 0 if config.get("B_PAD") else b_rows == N
-            assert list(args[1].shape)[0] == K
+            assert args[-1] == 0 and tuple(args[2].strides) == (N, 1)
+        b_rows = args[1].strides[0]  # B always by its descriptor
+        assert (b_rows * 4) % 128 == 0 if config.get("B_PAD") else b_rows == N
+        assert list(args[1].shape)[0] == K
     assert g.last_config == {**g.CONFIG, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, **config}
 
 
@@ -1627,9 +1622,9 @@ for tail in [None] + t.TAIL_TILES:
     descs = [TensorDescriptor.from_tensor(torch.empty(rows, cols, dtype=torch.bfloat16), box)
              for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=128, PERSISTENT=1,
-                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], C_PTR=0, B_PTR=0)
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], C_PTR=0)
     signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K] + [None] * 9 + [N, None, N])):
+    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K] + [None] * 9 + [N])):
         if name in consts:
             continue
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
@@ -1647,9 +1642,9 @@ for tail in [None] + t.TAIL_TILES:
     print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage.stdout}))
 """
 
-# B_PTR / C_PTR: CONFIG's persistent kernel loading B / storing C through its pointer, as the launcher passes them
-# (the tensor, its row stride in vectors); descriptors on lined copies otherwise. The line also names the PTX's global
-# stores and its cp.async copies (16 bytes: .cg, 8: .ca).
+# C_PTR: CONFIG's persistent kernel storing C through its pointer, as the launcher passes it (the tensor, its row
+# stride in vectors); A and B by descriptors on lined copies (B_PAD's, at N=4100). The line also names the PTX's
+# global stores.
 _GEMM_POINTER_CASES = """
 import re
 from triton.compiler import ASTSource
@@ -1657,18 +1652,15 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 fn = t.gemm_tma_kernel
 cfg = t.CONFIG
 BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
-for M, N, K, dtype, b_ptr, c_ptr in [(3000, 5000, 2000, torch.bfloat16, 0, 1),
-                                     (2048, 5000, 4096, torch.float16, 1, 0),
-                                     (3000, 5000, 2000, torch.bfloat16, 1, 1),
-                                     (4096, 4100, 4096, torch.bfloat16, 1, 1)]:
+for M, N, K, dtype in [(3000, 5000, 2000, torch.bfloat16), (2048, 5000, 4096, torch.float16),
+                       (4096, 4100, 4096, torch.bfloat16)]:
     b, c = torch.empty(K, N, dtype=dtype), torch.empty(M, N, dtype=dtype)
-    b_vec, c_vec = t.row_vector(b) * b_ptr, t.row_vector(c) * c_ptr
+    c_vec = t.row_vector(c)
     a_desc = TensorDescriptor.from_tensor(t.padded_rows(torch.empty(M, K, dtype=dtype)), [BM, BK])
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=120, PERSISTENT=1,
-                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=0, C_PTR=c_vec, B_PTR=b_vec)
-    args = dict(a_desc=a_desc, b_desc=b if b_ptr else TensorDescriptor.from_tensor(t.padded_rows(b), [BK, BN]),
-                c_desc=c if c_ptr else TensorDescriptor.from_tensor(t.padded_rows(c), [BM, BN]), M=M, N=N, K=K,
-                stride_cm=c.stride(0) // max(c_vec, 1), stride_bk=b.stride(0) // max(b_vec, 1))
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=0, C_PTR=c_vec)
+    args = dict(a_desc=a_desc, b_desc=TensorDescriptor.from_tensor(t.padded_rows(b), [BK, BN]), c_desc=c, M=M, N=N,
+                K=K, stride_cm=c.stride(0) // c_vec)
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
@@ -1687,9 +1679,8 @@ for M, N, K, dtype, b_ptr, c_ptr in [(3000, 5000, 2000, torch.bfloat16, 0, 1),
         usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
     ptx = kernel.asm["ptx"]
     stores = sorted(set(re.findall(r"st\\.global[.\\w]*", ptx)))
-    copies = sorted(set(re.findall(r"cp\\.async\\.c[ag]\\.shared\\.global", ptx)))
-    print(json.dumps({"case": [M, N, K, str(dtype).split(".")[-1], b_vec, c_vec], "shared": kernel.metadata.shared,
-                      "usage": usage.stdout, "stores": stores, "copies": copies}))
+    print(json.dumps({"case": [M, N, K, str(dtype).split(".")[-1], c_vec], "shared": kernel.metadata.shared,
+                      "usage": usage.stdout, "stores": stores}))
 """
 
 def _compile_for_sm90(kernel, cases, tmp_path):
@@ -1762,22 +1753,20 @@ def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
             assert int(re.search(r"REG:(\d+) ", case["usage"]).group(1)) <= 128, case  # 64 accumulator + the rest
 
 
-def test_gemm_b_ptr_and_c_ptr_compile_for_hopper_to_whole_vectors_without_spilling(tmp_path):
+def test_gemm_c_ptr_compiles_for_hopper_to_whole_vectors_without_spilling(tmp_path):
     """C_PTR at rows of 10000 bytes (N=5000) stores 16 bytes a thread (st.global.v4.b32: the row stride and the
-    mask known for multiples of 8 elements), at 8200 bytes (N=4100) 8 (v2.b32); B_PTR copies 16 bytes a cp.async
-    (.cg) there, 8 (.ca) at N=4100; no stack, no spill, within the shared memory a block. Given as plain scalars the
-    compiler left 2-byte stores (st.global.b16), 8x the store instructions. On this CPU's Triton 3.9: 169-200
-    registers, 180,248 B of shared memory with C_PTR, 213,016 B without."""
+    mask known for multiples of 8 elements), at 8200 bytes (N=4100, with B_PAD's lined B) 8 (v2.b32); no stack, no
+    spill, within the shared memory a block. Given as plain scalars the compiler left 2-byte stores
+    (st.global.b16), 8x the store instructions. On this CPU's Triton 3.9: 178-200 registers, 180,248 B of shared
+    memory."""
     cases = _compile_for_sm90("gemm", _GEMM_POINTER_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [[3000, 5000, 2000, "bfloat16", 0, 8], [2048, 5000, 4096, "float16", 8, 0],
-                                          [3000, 5000, 2000, "bfloat16", 8, 8], [4096, 4100, 4096, "bfloat16", 4, 4]]
-    expected = [([], ["st.global.v4.b32"]), (["cp.async.cg.shared.global"], []),
-                (["cp.async.cg.shared.global"], ["st.global.v4.b32"]),
-                (["cp.async.ca.shared.global"], ["st.global.v2.b32"])]
-    for case, (copies, stores) in zip(cases, expected):
-        assert case["stores"] == stores and case["copies"] == copies, case
+    assert [c["case"] for c in cases] == [[3000, 5000, 2000, "bfloat16", 8], [2048, 5000, 4096, "float16", 8],
+                                          [4096, 4100, 4096, "bfloat16", 4]]
+    for case, stores in zip(cases, [["st.global.v4.b32"], ["st.global.v4.b32"], ["st.global.v2.b32"]]):
+        assert case["stores"] == stores, case
         assert case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     """The fused-MoE template's Gluon GEMM, both uses (gate/up with the SwiGLU epilogue, down in two

@@ -32,8 +32,10 @@ output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same til
 arithmetic (tail_split_pays) says its last partial wave costs more than smaller tiles would, CONFIG with
 that remainder of C cut off into a second launch of smaller tiles (TAIL_BLOCK_M x TAIL_BLOCK_N): whole
 CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle too, in a fraction of a wave.
-Where B's or C's rows are not whole 128-byte lines (N=5000 in 16 bits) it also times CONFIG with C stored through
-its pointer (C_PTR) and with B copied to lined rows first (B_PAD): ALIGN_NOTE.
+Where C's rows are not whole 128-byte lines (N=5000 in 16 bits) it also times CONFIG with C stored through its
+pointer (C_PTR); where B's rows are not even 16-byte multiples (N=4100: no TMA descriptor, CONFIG would run the
+pointer kernel) CONFIG with B copied to lined rows first (B_PAD), and C_PTR where C has no descriptor either;
+each on the tail split's tiles too where one is timed: ALIGN_NOTE.
 """
 
 import functools
@@ -114,25 +116,24 @@ TAIL_GAP_K_STEPS = 6
 # prediction is within the model's error and the autotune's noise.
 TAIL_MIN_GAIN = 0.05
 # ALIGN_NOTE (issue 52, experiments/gemm-h100/misaligned-n/): rows that are not whole 128-byte lines. On the H100
-# CONFIG read 0.78 of cuBLAS at 3000x5000x2000 and 0.95 at 3000x5120x2000 (the same 480 tiles): B's and C's rows of
-# 10000 B start 16 * (r mod 8) bytes into a line. TMA moves boxes 128 bytes wide (the 128-byte swizzle), so each box
-# row of B (and of C's store) touches 5 sectors on 2 lines instead of 4 on 1: +25% of the sectors, 2x the requests.
-# At 128x256 a K-step loads 48 KB in ~0.7 us on each of 132 SMs, ~9 TB/s out of the L2: near what it serves, where
-# 25% more sectors on B (2/3 of the bytes) is up to ~17% of the loop. C's store is 64 KB a tile against the tile's
-# 1.5 MB of loads (4%), but each of its 128-byte rows writes two half sectors, which the L2 merges with the
-# neighbour tile's (or reads from DRAM to fill). The K sweep (3000x5000xK) fits ~0.80 us a K-step (0.71 aligned) and
-# ~20 us besides them: both sides are suspects, and the probe (.stage/gemm57_probe.py) times each alone on views
-# whose rows are lined. What the autotune can time (row_alignment_configs):
-#   C_PTR: C stored with st.global from registers (16-byte vectors), each thread's row segment as it lies, no TMA
-#          box split into 128-byte rows; where C's rows are not even 16-byte multiples (N=4100, bf16) the only way
-#          CONFIG's TMA kernel runs at all (else the pointer kernel).
-#   B_PTR: B loaded with 16-byte cp.async vectors (pipelined like the descriptor's loads) where they lie: a 512-byte
-#          row of the 64x256 tile touches 17 sectors where TMA's four 128-byte box rows touch 20 (+6% against +25%).
-#   B_PAD: B copied into rows of whole lines before the kernel, every call (~2 x K*N*2 bytes at copy speed: 20 MB
-#          at 3000x5000x2000, ~14 us against a ~95 us kernel, more than B's share can cost: not offered there; at
-#          4096x4100x4096, rows of 8200 B, it is one of the two ways, with B_PTR, that B's loads can be the TMA
-#          kernel's at all).
-# A's rows (4000 B at K=2000) cost under 4% (3000x5000x2048 read 0.80 against 0.78): not padded.
+# CONFIG read 0.78 of cuBLAS at 3000x5000x2000 and 0.96 at 3000x5120x2000 (the same 480 tiles): B's and C's rows of
+# 10000 B start 16 * (r mod 8) bytes into a line, and TMA moves boxes in 128-byte rows (the 128-byte swizzle), so
+# each box row touches 5 sectors on 2 lines instead of 4 on 1. Measured on views whose rows are lined (one H100,
+# gemm57): B lined alone 0.98, C lined alone 0.80, both 1.01: **B's TMA loads pay the whole loss, C's stores ~2%**.
+# What the autotune can time (row_alignment_configs):
+#   C_PTR: C stored with st.global from registers (16-byte vectors where C's row stride and N allow), each thread's
+#          row segment as it lies, not a TMA store. Where C has a descriptor and its rows are off lines it read 1.9%
+#          faster at 3000x5000x2000 (bf16 and fp16, the probe and held_out_bench alike; as fast as C lined) and
+#          the same at 2048x5000x4096. Where C's rows are not even 16-byte multiples (N=4100 in 16 bits: 8200 B) C
+#          has no TMA descriptor, and C_PTR is the only way CONFIG's TMA kernel runs at all (else the pointer one).
+#   B_PAD: B copied into rows of whole lines before the kernel, every call (26 us for 20 MB at 3000x5000x2000, more
+#          than the ~25 us its loads lose there: not offered where B has a descriptor). Where B's rows are not
+#          16-byte multiples (no descriptor: N=4100) it is how B's loads become TMA's: with C_PTR, and a tail
+#          split, 4096x4100x4096 ran 250 us against the pointer kernel's 757 (cuBLAS 509, an sm80 align2 kernel).
+# Loading B with 16-byte cp.async vectors instead of TMA (B_PTR, gemm57) read 0.47-0.63 of cuBLAS at every shape
+# tried, and 474-516 us at 4096x4100x4096: removed. What is left: B's misaligned loads at N=5000 (22%), for which
+# a lined copy of B kept across calls (keyed by B's storage and tensor._version) is the next step, not built.
+# A's rows (4000 B at K=2000) cost under 1% (view:ABC against view:BC): not padded.
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
@@ -198,27 +199,11 @@ def _store_tile(c_desc, acc, m0, n0, M, N, stride_cm, BLOCK_M: tl.constexpr, BLO
 
 
 @triton.jit
-def _load_b(b_desc, k0, n0, K, N, stride_bk, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, B_PTR: tl.constexpr):
-    # B_PTR (a power of two, as C_PTR for B): b_desc is B's pointer, and the tile is loaded with masked vector loads
-    # (cp.async, pipelined as the descriptor's loads are), each thread's 16 bytes where they lie, not a TMA box split
-    # into 128-byte rows (ALIGN_NOTE); the stride in vectors, N rounded to them, as C_PTR's.
-    if B_PTR:
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        n_end = tl.cdiv(N, B_PTR) * B_PTR
-        ptrs = b_desc + offs_k[:, None].to(tl.int64) * (stride_bk * B_PTR) + offs_n[None, :]
-        b = tl.load(ptrs, mask=(offs_k[:, None] < K) & (offs_n[None, :] < n_end), other=0.0)
-    else:
-        b = b_desc.load([k0, n0])
-    return b
-
-
-@triton.jit
 def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
                 FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, stride_cm,
-                C_PTR: tl.constexpr, stride_bk, B_PTR: tl.constexpr):
+                C_PTR: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -230,7 +215,7 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for ki in range(k_tiles):
                 a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-                b = _load_b(b_desc, ki * BLOCK_K, pid_n * BLOCK_N, K, N, stride_bk, BLOCK_K, BLOCK_N, B_PTR)
+                b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
                 acc = tl.dot(a, b, acc)
             _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
                         EPILOGUE_SUBTILE, C_PTR)
@@ -239,7 +224,7 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = _load_b(b_desc, ki * BLOCK_K, pid_n * BLOCK_N, K, N, stride_bk, BLOCK_K, BLOCK_N, B_PTR)
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
         _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
                     EPILOGUE_SUBTILE, C_PTR)
@@ -250,13 +235,13 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
                     FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
-                    stride_cm, C_PTR: tl.constexpr, stride_bk, B_PTR: tl.constexpr):
+                    stride_cm, C_PTR: tl.constexpr):
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
     # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
-                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE, stride_cm, C_PTR, stride_bk, B_PTR)
+                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE, stride_cm, C_PTR)
 
 
 @triton.jit
@@ -515,8 +500,8 @@ def _tma_rows_ok(t) -> bool:
 
 
 def _tma_ok(a, b, c) -> bool:
-    # TMA needs Hopper+ on NVIDIA and descriptors for A, B and C; not for B or C where it is None (loaded or
-    # stored through its pointer, B_PTR, C_PTR).
+    # TMA needs Hopper+ on NVIDIA and descriptors for A, B and C; not for C where it is None (stored through its
+    # pointer, C_PTR).
     return _device_facts(a.device)[1] and all(_tma_rows_ok(t) for t in (a, b, c) if t is not None)
 
 
@@ -531,7 +516,7 @@ def padded_rows(b):
 
 
 def row_vector(t) -> int:
-    """B_PTR's and C_PTR's vector: the most elements, up to 16 bytes, that the matrix's row stride and width are
+    """C_PTR's vector: the most elements, up to 16 bytes, that the matrix's row stride and width are
     multiples of (each row's start, and the mask, then stay whole across a vector); 0 where its columns are not
     unit-strided."""
     if t.stride(1) != 1:
@@ -543,26 +528,20 @@ def row_vector(t) -> int:
 
 
 def row_alignment_configs(a, b, c):
-    """What the autotune times beside CONFIG where B's or C's rows are not whole 128-byte lines (ALIGN_NOTE): C
-    stored through its pointer (C_PTR) where C's are not, B loaded through its pointer (B_PTR) where B's are not,
-    and both where both are not. Where B's or C's rows are not even 16-byte multiples (no TMA descriptor: CONFIG
-    runs the pointer kernel) the configs that let the TMA kernel run: C_PTR for C; for B, B_PTR or B copied to
-    lined rows first (B_PAD). Nothing where A has no TMA descriptor, C's columns are strided, or the device has
-    no TMA."""
-    if not (_device_facts(a.device)[1] and _tma_rows_ok(a)):
+    """What the autotune times beside CONFIG where B's or C's rows are not whole 128-byte lines (ALIGN_NOTE).
+    Where B has no TMA descriptor (its rows not 16-byte multiples, or its columns strided: CONFIG runs the
+    pointer kernel): B copied to lined rows first (B_PAD), with C stored through its pointer (C_PTR) where C has
+    no descriptor either (N=4100 in 16 bits: both). Where B has one: C_PTR where C has none, or where C's rows
+    are off 128-byte lines (measured ~2% faster there). B's misaligned TMA loads are left as they are (a copy
+    every call costs more than they lose). Nothing where A has no TMA descriptor, C's columns are strided, or
+    the device has no TMA."""
+    if not (_device_facts(a.device)[1] and _tma_rows_ok(a)) or c.stride(1) != 1:
         return []
-    b_bytes, c_bytes = (t.stride(0) * t.element_size() for t in (b, c))
-    b_pad = b.stride(1) != 1 or b_bytes % 16 != 0 or b.data_ptr() % 16 != 0
-    c_ptr = c.stride(1) == 1 and (c_bytes % 16 != 0 or c.data_ptr() % 16 != 0)
-    if c.stride(1) != 1:
-        return []
-    if b_pad or c_ptr:
-        c_part = {"C_PTR": 1} if c_ptr else {}
-        if not b_pad:
-            return [c_part]
-        return [{"B_PAD": 1, **c_part}] + ([{"B_PTR": 1, **c_part}] if b.stride(1) == 1 else [])
-    options = ([{"C_PTR": 1}] if c_bytes % 128 else []) + ([{"B_PTR": 1}] if b_bytes % 128 else [])
-    return options + ([{"B_PTR": 1, "C_PTR": 1}] if len(options) == 2 else [])
+    c_bytes = c.stride(0) * c.element_size()
+    c_ptr = c_bytes % 16 != 0 or c.data_ptr() % 16 != 0  # no descriptor for C
+    if not _tma_rows_ok(b):
+        return [{"B_PAD": 1, **({"C_PTR": 1} if c_ptr else {})}]
+    return [{"C_PTR": 1}] if c_ptr or c_bytes % 128 else []
 
 
 def _gluon_runs(a, b, c, cfg) -> bool:
@@ -614,16 +593,13 @@ def _launch(a, b, c, cfg):
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     c_ptr = row_vector(c) if cfg.get("C_PTR") else 0
-    b_ptr = row_vector(b) if cfg.get("B_PTR") else 0
-    if cfg["USE_TMA"] and _tma_ok(a, None if b_ptr else b, None if c_ptr else c):
+    if cfg["USE_TMA"] and _tma_ok(a, b, None if c_ptr else c):
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
-        # a box of None: the tensor goes to the kernel as its pointer (B_PTR, C_PTR)
-        boxes = ([BM, BK], None if b_ptr else [BK, BN],
-                 None if c_ptr else [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
+        # a box of None: C goes to the kernel as its pointer (C_PTR)
+        boxes = ([BM, BK], [BK, BN], None if c_ptr else [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
         rest = (M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
-                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"], c.stride(0) // max(c_ptr, 1), c_ptr,
-                b.stride(0) // max(b_ptr, 1), b_ptr)
+                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"], c.stride(0) // max(c_ptr, 1), c_ptr)
         kernel = gemm_tma_kernel[grid](*_descriptors(a, b, c, boxes), *rest, **options)
     else:
         grid, boxes = (tiles, 1, 1), None
