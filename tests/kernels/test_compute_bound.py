@@ -1008,6 +1008,133 @@ def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatc
     assert split == ([{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else [])
 
 
+@pytest.mark.parametrize("M, N, K, dtype, offered", [
+    # B's and C's rows 10000 bytes: 16-byte multiples, not whole 128-byte lines: C through its pointer (B's TMA loads
+    # stay: a copy of B every call costs more than they lose)
+    (3000, 5000, 2000, torch.bfloat16, [{"C_PTR": 1}]),
+    (2048, 5000, 4096, torch.float16, [{"C_PTR": 1}]),
+    (4096, 1000, 4096, torch.float32, [{"C_PTR": 1}]),  # 4000 B rows
+    # rows of 8200 bytes: no TMA descriptor for B or C (CONFIG runs the pointer kernel): the one config that lets
+    # the TMA kernel run, B copied to lined rows and C through its pointer (on the split's tiles too, below)
+    (4096, 4100, 4096, torch.bfloat16, [{"B_PAD": 1, "C_PTR": 1}]),
+    (3000, 5120, 2000, torch.bfloat16, []),  # every B and C row whole lines (A's 4000 B cost nothing measured)
+    (4096, 4096, 4096, torch.float16, []),
+    (3000, 5000, 2001, torch.bfloat16, []),  # A's rows not 16-byte multiples: no TMA for A, nothing to time
+])
+def test_gemm_autotune_offers_c_ptr_and_b_pad_where_rows_are_not_whole_lines(monkeypatch, M, N, K, dtype, offered):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    a, b, c = (torch.empty(r, k, dtype=dtype) for r, k in ((M, K), (K, N), (M, N)))
+    assert g.row_alignment_configs(a, b, c) == offered
+    # after CONFIG, its neighbour and any tail split: each on CONFIG's tiles, then each on the split's
+    tail = g.tail_split_pays(M, N, K, 132, g.CONFIG)
+    split = [{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
+    expected = [{**base, **e} for base in [g.CONFIG] + split for e in offered]
+    candidates = g._candidates(a, b, c)
+    assert [cfg for cfg in candidates if {"C_PTR", "B_PAD"} & set(cfg)] == expected
+    assert candidates[len(candidates) - len(expected):] == expected
+    assert bool(split) == ((M, N, K) in [(4096, 4100, 4096), (2048, 5000, 4096)])  # their last wave: a split
+    if N == 4100:  # what the autotune picked on the H100 (250 us against the pointer kernel's 757) is timed
+        assert {**split[0], "B_PAD": 1, "C_PTR": 1} in candidates and {**g.CONFIG, "B_PAD": 1, "C_PTR": 1} in candidates
+    monkeypatch.setattr(g, "_device_facts", lambda device: (132, False))  # no TMA here: nothing
+    assert g.row_alignment_configs(a, b, c) == []
+
+
+def test_gemm_row_alignment_configs_follow_the_strides_not_the_shapes():
+    """A C view of aligned rows needs no C_PTR though N is ragged; B's rows off lines but 16-byte multiples are left
+    to TMA; a B view of rows that are not 16-byte multiples needs B_PAD though N is a multiple of 64; a C whose
+    columns are strided cannot be stored by C_PTR, so nothing is offered for it."""
+    g = _template("gemm")
+    a = torch.empty(256, 512, dtype=torch.float16)
+    b_lined = torch.empty(512, 5056, dtype=torch.float16)[:, :5000]
+    c_lined = torch.empty(256, 5056, dtype=torch.float16)[:, :5000]
+    assert g.row_alignment_configs(a, b_lined, c_lined) == []
+    assert g.row_alignment_configs(a, torch.empty(512, 5000, dtype=torch.float16), c_lined) == []
+    assert g.row_alignment_configs(a, b_lined, torch.empty(256, 5000, dtype=torch.float16)) == [{"C_PTR": 1}]
+    b_off_lines = torch.empty(512, 5000, dtype=torch.float16)[:, :4096]
+    assert g.row_alignment_configs(a, b_off_lines, c_lined[:, :4096]) == []
+    b_ragged = torch.empty(512, 4100, dtype=torch.float16)[:, :4096]  # 8200-byte rows: no descriptor
+    assert g.row_alignment_configs(a, b_ragged, c_lined[:, :4096]) == [{"B_PAD": 1}]
+    assert g.row_alignment_configs(a, b_ragged, torch.empty(256, 4100, dtype=torch.float16)[:, :4096]) == [
+        {"B_PAD": 1, "C_PTR": 1}]
+    c_strided = torch.empty(5000, 256, dtype=torch.float16).t()[:, :4100]  # column stride 256
+    assert g.row_alignment_configs(a, torch.empty(512, 4100, dtype=torch.float16), c_strided) == []
+    # B transposed (column stride 512): no TMA descriptor and no vectors along its rows: only the copy
+    b_t = torch.empty(4096, 512, dtype=torch.float16).t()
+    assert g.row_alignment_configs(a, b_t, c_lined[:, :4096]) == [{"B_PAD": 1}]
+
+
+@pytest.mark.parametrize("N, dtype, vector", [(5000, torch.bfloat16, 8), (4100, torch.float16, 4),
+                                             (4098, torch.bfloat16, 2), (4097, torch.float16, 1),
+                                             (1000, torch.float32, 4), (1001, torch.float32, 1),
+                                             (4096, torch.bfloat16, 8)])
+def test_gemm_c_ptr_vector_is_what_the_row_stride_and_width_share_up_to_16_bytes(N, dtype, vector):
+    g = _template("gemm")
+    c = torch.empty(3, N, dtype=dtype)
+    assert g.row_vector(c) == vector
+    assert g.row_vector(torch.empty(3, N + 64, dtype=dtype)[:, :N]) == g.row_vector(torch.empty(3, N, dtype=dtype))
+    assert g.row_vector(torch.empty(8, 3, dtype=dtype).t()) == 0  # columns not unit-strided: no C_PTR
+
+
+@pytest.mark.parametrize("M, N, K, config", [
+    (70, 100, 40, {"C_PTR": 1}),  # fp32 rows of 400 B: 16-byte multiples, not 128
+    (70, 100, 40, {"B_PAD": 1}),
+    (70, 100, 40, {"B_PAD": 1, "C_PTR": 1}),
+    (70, 101, 32, {"B_PAD": 1, "C_PTR": 1}),  # 404 B: no TMA for B or C without them
+    (96, 100, 40, {"C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),  # both launches of a split store by pointer
+    (70, 100, 40, {"C_PTR": 1, "B_PAD": 1, "PERSISTENT": 0}),
+    (70, 101, 36, {"B_PAD": 1, "C_PTR": 1}),  # K ragged: B's copy's rows past K read as zeros
+    # 404-byte rows and a split, as 4096x4100x4096 is offered: the split's views, B copied once for both launches
+    (96, 101, 40, {"B_PAD": 1, "C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
+])
+def test_gemm_c_ptr_and_b_pad_run_the_tma_kernel_and_write_every_element(monkeypatch, record_launches, M, N, K,
+                                                                         config):
+    """C_PTR: the TMA kernel gets C itself (its pointer) and C's row stride in vectors, and writes all of C (NaN
+    first) right, its ragged last tile-row and tile-column masked; B_PAD: B's descriptor is over a copy whose rows
+    are whole 128-byte lines, of B's shape."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 3)
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: args)
+    pointer = record_launches(g, "gemm_ptr_kernel", lambda grid, args, kw: args)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    c = torch.full((M, N), float("nan"))
+    g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, **config})
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert pointer == [] and len(launched) == (2 if config.get("TAIL_BLOCK_M") else 1)
+    for args in launched:  # ..., C's row stride in vectors, C_PTR's vector
+        if config.get("C_PTR"):  # C (a view of it, in a split) itself
+            vector = g.row_vector(c)
+            assert isinstance(args[2], torch.Tensor) and args[2].stride() == c.stride()
+            assert args[-1] == vector and args[-2] == c.stride(0) // vector
+        else:
+            assert args[-1] == 0 and tuple(args[2].strides) == (N, 1)
+        b_rows = args[1].strides[0]  # B always by its descriptor
+        assert (b_rows * 4) % 128 == 0 if config.get("B_PAD") else b_rows == N
+        assert list(args[1].shape)[0] == K
+    assert g.last_config == {**g.CONFIG, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, **config}
+
+
+def test_gemm_b_pad_copies_b_again_on_every_planned_call(monkeypatch):
+    """A planned call (_replay) copies B to whole lines again: a B whose values changed since the plan was made is
+    multiplied as it is now, not as it was when the plan copied it."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 3)
+    a, b = torch.randn(70, 40), torch.randn(40, 100)
+    c = torch.full((70, 100), float("nan"))
+    launches, _ = g._run(a, b, c, {**g.CONFIG, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "B_PAD": 1, "C_PTR": 1})
+    assert [launch[7] for launch in launches] == [True]
+    # the interpreter returns no compiled kernel: replay the jitted one, as a GPU's plan replays its binary
+    launches = [(*launch[:2], g.gemm_tma_kernel, *launch[3:]) for launch in launches]
+    copies = []
+    real = g.padded_rows
+    monkeypatch.setattr(g, "padded_rows", lambda t: copies.append(t) or real(t))
+    b2 = torch.randn(40, 100)
+    c2 = torch.full((70, 100), float("nan"))
+    g._replay(launches, a, b2, c2)
+    assert len(copies) == 1 and copies[0] is b2
+    assert compare(c2, a @ b2, NORM["fp32"]) is None
+
+
 @pytest.mark.parametrize("block_m, block_n, stages, programs", [(64, 128, 8, 6), (64, 64, 12, 12), (64, 32, 16, 24),
                                                                  (128, 128, 6, 4)])
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches, block_m, block_n, stages,
@@ -1495,9 +1622,11 @@ for tail in [None] + t.TAIL_TILES:
     descs = [TensorDescriptor.from_tensor(torch.empty(rows, cols, dtype=torch.bfloat16), box)
              for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=128, PERSISTENT=1,
-                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"])
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], C_PTR=0)
     signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K])):
+    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K] + [None] * 9 + [N])):
+        if name in consts:
+            continue
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
         if specialization == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
@@ -1513,6 +1642,46 @@ for tail in [None] + t.TAIL_TILES:
     print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage.stdout}))
 """
 
+# C_PTR: CONFIG's persistent kernel storing C through its pointer, as the launcher passes it (the tensor, its row
+# stride in vectors); A and B by descriptors on lined copies (B_PAD's, at N=4100). The line also names the PTX's
+# global stores.
+_GEMM_POINTER_CASES = """
+import re
+from triton.compiler import ASTSource
+from triton.tools.tensor_descriptor import TensorDescriptor
+fn = t.gemm_tma_kernel
+cfg = t.CONFIG
+BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+for M, N, K, dtype in [(3000, 5000, 2000, torch.bfloat16), (2048, 5000, 4096, torch.float16),
+                       (4096, 4100, 4096, torch.bfloat16)]:
+    b, c = torch.empty(K, N, dtype=dtype), torch.empty(M, N, dtype=dtype)
+    c_vec = t.row_vector(c)
+    a_desc = TensorDescriptor.from_tensor(t.padded_rows(torch.empty(M, K, dtype=dtype)), [BM, BK])
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=120, PERSISTENT=1,
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=0, C_PTR=c_vec)
+    args = dict(a_desc=a_desc, b_desc=TensorDescriptor.from_tensor(t.padded_rows(b), [BK, BN]), c_desc=c, M=M, N=N,
+                K=K, stride_cm=c.stride(0) // c_vec)
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            continue
+        signature[name], specialization = native_specialize_impl(BaseBackend, args[name], False, True, True)
+        if specialization == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 64),
+                            options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    ptx = kernel.asm["ptx"]
+    stores = sorted(set(re.findall(r"st\\.global[.\\w]*", ptx)))
+    print(json.dumps({"case": [M, N, K, str(dtype).split(".")[-1], c_vec], "shared": kernel.metadata.shared,
+                      "usage": usage.stdout, "stores": stores}))
+"""
 
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -1582,6 +1751,21 @@ def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
         if case["case"] != [128, 256, 8]:
             assert int(re.search(r"REG:(\d+) ", case["usage"]).group(1)) <= 128, case  # 64 accumulator + the rest
+
+
+def test_gemm_c_ptr_compiles_for_hopper_to_whole_vectors_without_spilling(tmp_path):
+    """C_PTR at rows of 10000 bytes (N=5000) stores 16 bytes a thread (st.global.v4.b32: the row stride and the
+    mask known for multiples of 8 elements), at 8200 bytes (N=4100, with B_PAD's lined B) 8 (v2.b32); no stack, no
+    spill, within the shared memory a block. Given as plain scalars the compiler left 2-byte stores
+    (st.global.b16), 8x the store instructions. On this CPU's Triton 3.9: 178-200 registers, 180,248 B of shared
+    memory."""
+    cases = _compile_for_sm90("gemm", _GEMM_POINTER_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [[3000, 5000, 2000, "bfloat16", 8], [2048, 5000, 4096, "float16", 8],
+                                          [4096, 4100, 4096, "bfloat16", 4]]
+    for case, stores in zip(cases, [["st.global.v4.b32"], ["st.global.v4.b32"], ["st.global.v2.b32"]]):
+        assert case["stores"] == stores, case
+        assert case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
 
 
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
