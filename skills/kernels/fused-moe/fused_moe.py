@@ -43,6 +43,11 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+try:  # griddepcontrol (programmatic dependent launch) from Triton 3.3
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
+
 try:  # Gluon is experimental: absent from older Tritons, renamed between releases
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -78,6 +83,12 @@ GATHER_BLOCK_D = 128
 SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
 ROUTE_TILE = 256  # logits a program (one warp) of moe_route_kernel: route_block_t
 ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
+# On the Gluon path (Hopper) the gather, both GEMMs and the sum are launched as programmatic dependents (PDL:
+# each may start before the kernel before it ends, and waits for it in the kernel, griddepcontrol.wait): a
+# GEMM's programs fill their rings with weights under the previous kernel's tail, and no kernel's launch
+# leaves the GPU idle between two (issue 52: the weight stream stopped ~7 us a layer between the kernels at
+# 512 tokens on 64 experts). False launches them as before (an A/B switch).
+PDL_LAUNCH = gdc_wait is not None
 
 
 @triton.jit
@@ -175,7 +186,8 @@ def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_p
 
 @triton.jit
 def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, stride_x,
-                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PAD_ZEROS: tl.constexpr):
+                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PAD_ZEROS: tl.constexpr,
+                      PDL: tl.constexpr = 0):
     # x_sorted[r] = x[pair_r // TOP_K] for the pairs' rows of the blocks in use; padding rows zeros if
     # PAD_ZEROS, else left as they are (the Gluon GEMMs): a GEMM row depends on its own row of A only, and no
     # padding row of h or y is read as a pair's (the down kernels store, moe_sum_kernel reads, pairs' rows
@@ -183,6 +195,12 @@ def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, 
     # 1.6 MB of it needed. The Triton GEMMs keep the zeros: they run in the interpreter, where SwiGLU's exp
     # of whatever a padding row holds may overflow, and numpy says so.
     # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b
+    # PDL (the Gluon path: a programmatic dependent launch after moe_align_kernel): wait for the alignment's
+    # outputs, then let the gate/up GEMM launch: its programs fill their rings with w13 (the first tile's
+    # boxes) while this kernel copies, and read x_sorted only after their own wait for its completion.
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     pid_m = tl.program_id(0)
     if tl.load(block_expert_ptr + pid_m) < 0:
         return
@@ -285,12 +303,16 @@ def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
 
 @triton.jit
 def moe_sum_kernel(y_ptr, out_ptr, sorted_row_ptr, topk_w_ptr, HD, stride_out, TOP_K: tl.constexpr,
-                   K_PAD: tl.constexpr, BLOCK_D: tl.constexpr, SORTED: tl.constexpr):
+                   K_PAD: tl.constexpr, BLOCK_D: tl.constexpr, SORTED: tl.constexpr, PDL: tl.constexpr = 0):
     # out[t] = sum_j y[t * TOP_K + j], a token's k expert outputs (already weighted), added in fp32. A
     # token's k rows are adjacent in y, so every load is contiguous: torch.sum over the k axis of y's
     # (T, k, HD) view took 72 us at the Mixtral shape for 96 MB of traffic (25 us at the copy rate).
     # SORTED (the Gluon path): y is the down GEMM's output in expert-sorted order, unweighted, so
     # out[t] = sum_j w[pair] * y[sorted_row[pair]], pair = t * TOP_K + j.
+    # PDL (after the Gluon down GEMM, launched as a programmatic dependent): wait for it to complete (y written)
+    # before anything is read or written
+    if PDL:
+        gdc_wait()
     t = tl.program_id(0)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     j = tl.arange(0, K_PAD)
@@ -329,31 +351,63 @@ if gluon is not None:
         return first + local % group_m, local // group_m, e
 
     @gluon.jit
+    def _grid_dependency_wait():
+        # griddepcontrol.wait: returns once the kernel launched before this one on the stream has completed and
+        # its writes are visible (at once where the launch was not a programmatic dependent one)
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _grid_dependency_launch_dependents():
+        # griddepcontrol.launch_dependents: the next kernel on the stream, launched as a programmatic dependent,
+        # may start once every program of this one has said so or exited (its programs still take an SM only
+        # where one has room: beside a GEMM program's ~220 KB of shared memory, none)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+    @gluon.jit
     def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                          PDL: gl.constexpr):
         # The producer warp: for each tile of this program, each k-step's A tiles of 64 rows (one a consumer)
         # and the expert's weight box into the next stage of the ring once both consumers have released it.
         # It never waits for an epilogue: it runs on into the next tile while the consumers store this one.
+        # PDL (a programmatic dependent launch): this program may start while the kernel before it (the gather,
+        # or the gate/up GEMM) still runs. Its first tile's weight boxes, one a stage, are loaded at once: they
+        # depend on no earlier kernel of the layer but the routing's (block_expert, expert_start: written by
+        # moe_align_kernel, which had completed before the kernel before this one let it launch). A (x_sorted,
+        # h: the kernel before's output) is loaded only after the grid dependency wait, so the ring fills
+        # from DRAM under the previous kernel's tail, where the weight stream would otherwise stop.
         M_HALF: gl.constexpr = a_desc.block_type.shape[0]
         W_BOX0: gl.constexpr = w_desc.block_type.shape[0]
         W_BOX1: gl.constexpr = w_desc.block_type.shape[1]
         BLOCK_K: gl.constexpr = w_desc.block_type.shape[2]
         # every byte the stage's copies complete; a box that sticks out still counts whole (zeros outside)
         STAGE_BYTES: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + w_desc.block_type.nbytes
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        early = k_tiles * 0  # k-steps of the first tile whose weights went ahead of the wait
+        if PDL:
+            pid_m, pid_n, e = _gluon_tile(gl.program_id(0), block_expert_ptr, expert_start_ptr, n_tiles)
+            if e >= 0:
+                early = gl.minimum(k_tiles, NUM_STAGES)
+                for ki in range(early):  # lap 0 of stages 0 .. early - 1: free, no wait
+                    mbarrier.expect(ready.index(ki), STAGE_BYTES)
+                    tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(ki), w_smem.index(ki))
+            _grid_dependency_wait()
         it = 0  # k-steps issued over all tiles: the ring position, as the consumers count it
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
-                for ki in range(gl.cdiv(K, BLOCK_K)):
+                for ki in range(k_tiles):
                     s = it % NUM_STAGES
-                    # a fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait for
-                    # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
-                    mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
-                    mbarrier.expect(ready.index(s), STAGE_BYTES)
+                    if it >= early:
+                        # a fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait for
+                        # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
+                        mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
+                        mbarrier.expect(ready.index(s), STAGE_BYTES)
+                        tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     for c in gl.static_range(CONSUMERS):
                         tma_load(a_desc, [(CONSUMERS * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
                                  a_smem.index(CONSUMERS * s + c))
-                    tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
 
     @gluon.jit
@@ -414,14 +468,15 @@ if gluon is not None:
     @gluon.jit
     def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, block_expert_ptr, expert_start_ptr, num_m_blocks, n_tiles, K,
                               NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
-                              LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                              LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PDL: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
         # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and CONSUMERS warpgroups
         # of 64 rows each (row blocks of 64 * CONSUMERS: 2 where rows are many, 1 where each expert has few
         # and the layer streams its weights). SWIGLU: the gate/up GEMM (A x_sorted, W w13's (E * 2, I, HD)
         # view in [2, BLOCK_N, BLOCK_K] boxes at [2e, n, k], C h in [64, BLOCK_N] boxes); else the down GEMM
         # (A h, W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
-        # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K].
+        # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K]. PDL: launched as a programmatic dependent of
+        # the kernel before it (the loader says what that changes), and lets the next kernel launch at once.
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -432,6 +487,11 @@ if gluon is not None:
         for i in gl.static_range(NUM_STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=CONSUMERS)
+        if PDL:
+            # the next kernel (the down GEMM, or moe_sum_kernel) may launch now: its programs take the SMs this
+            # kernel's programs leave (a GEMM's cannot sit beside one of these) and fill their rings there,
+            # or wait beside them (moe_sum_kernel's, which need no shared memory) until this kernel completes
+            _grid_dependency_launch_dependents()
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
         if CONSUMERS == 2:
             gl.warp_specialize([
@@ -440,14 +500,14 @@ if gluon is not None:
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
                                        expert_start_ptr, num_m_blocks, n_tiles, K, 1, NUM_STAGES, SWIGLU, CONSUMERS)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS)),
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
                                        expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS)),
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [1], [LOADER_REGS])
 
 
@@ -537,10 +597,11 @@ def _gluon_runs(x, w13, w2, cfg) -> bool:
             and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
 
 
-def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg):
+def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg, pdl=False):
     """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
     expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
-    device, when the kernel does not compile or launch."""
+    device, when the kernel does not compile or launch. pdl: each GEMM launched as a programmatic dependent of
+    the kernel before it (the gather launched with PDL, then the gate/up GEMM)."""
     E, I2, HD = w13.shape
     I = I2 // 2
     bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
@@ -560,7 +621,8 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks,
             moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), block_expert, expert_start,
                                         num_m_blocks, n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu,
                                         CONSUMERS=cfg["BLOCK_M"] // 64, LOADER_REGS=GLUON_LOADER_REGS,
-                                        CONSUMER_REGS=GLUON_CONSUMER_REGS, num_warps=4)
+                                        CONSUMER_REGS=GLUON_CONSUMER_REGS, PDL=int(pdl), num_warps=4,
+                                        **_pdl_launch(pdl))
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -580,16 +642,41 @@ def streaming_config(tokens, experts, top_k, hidden, inter, sms):
     consumer warpgroup of the Gluon GEMM, not 128 on two: at r rows an expert the padding computed falls
     from 128 * ceil(r / 128) - r rows to 64 * ceil(r / 64) - r (DeepSeek-V2-Lite decode, r = 6: 122 -> 58;
     Mixtral at 512 tokens, r = 128 +- 11: half the experts take a second block of 128, or of 64), compute that
-    competes with the weight stream once r nears 128. Every ring gets the most stages that fit (5 or 8
-    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N tile is
-    _n_tile_by_rounds's, on the row blocks expected in use: a tile is a fixed share of the weights, and a last
-    round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
-    blocks = expected_row_blocks(tokens, experts, top_k, 64)
+    competes with the weight stream once r nears 128. Where most experts would fill two blocks of 64 and one
+    of 128 (streaming_consumers), 128-row blocks on two consumers instead. Every ring gets the most stages that
+    fit (5 or 8 where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N
+    tile is _n_tile_by_rounds's, on the row blocks expected in use: a tile is a fixed share of the weights, and
+    a last round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
+    consumers = streaming_consumers(tokens, experts, top_k)
+    block_m = 64 * consumers
+    blocks = expected_row_blocks(tokens, experts, top_k, block_m)
     up_n = _n_tile_by_rounds((128, 64), inter, blocks, sms)
     down_n = _n_tile_by_rounds((256, 128), hidden, blocks, sms)
-    return {"BLOCK_M": 64, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
-            "num_stages": _stages_that_fit(64 + 2 * up_n, up_n, 64),
-            "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
+    return {"BLOCK_M": block_m, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
+            "num_stages": _stages_that_fit(block_m + 2 * up_n, up_n, 64, consumers),
+            "DOWN_num_stages": _stages_that_fit(block_m + down_n, down_n // 2, 64, consumers)}
+
+
+# streaming_consumers' bounds: 64-row blocks at least this many times the 128-row ones (a quarter of the
+# experts or more would read their weight tiles twice), and the 128-row ones at most this many an expert
+# (almost none takes a second: no expert computes more than 128 rows, under half of Hopper's ridge)
+SHARED_TILE_BLOCKS = 1.25
+ONE_BLOCK_AN_EXPERT = 1.05
+
+
+def streaming_consumers(tokens, experts, top_k):
+    """1 or 2: the consumer warpgroups (64 rows each) of the streaming layout's row blocks. Two 64-row blocks of
+    one expert each read the expert's weight tiles from L2 into their own SM: at 1024 tokens on 64 experts, top
+    6 (96 +- 9 rows an expert: 128 blocks of 64, two an expert) the gate/up GEMM moved ~1.76 GB from L2 into
+    shared memory for 0.74 GB of w13 (its 64-row x 128-wide tiles: 0.25 MB of x_sorted and 1 MB of weights
+    each), ~6 TB/s over its ~290 us, where the 64-expert shapes of one block an expert moved ~4. One 128-row
+    block on two consumers reads each tile once for both halves: 1.41 GB (64-wide tiles) or 1.06 (128-wide),
+    the same rows computed (128 an expert either way). Where an expert's rows fit one 64-row block (512 tokens:
+    48 +- 7), or many experts take a second 128-row one (Mixtral at 512 tokens, 128 +- 10 rows an expert:
+    1536 rows computed against 1267 on 64-row blocks, compute near the weight stream's time), one consumer."""
+    blocks_64 = expected_row_blocks(tokens, experts, top_k, 64)
+    blocks_128 = expected_row_blocks(tokens, experts, top_k, 128)
+    return 2 if blocks_64 >= SHARED_TILE_BLOCKS * blocks_128 and blocks_128 <= ONE_BLOCK_AN_EXPERT * experts else 1
 
 
 @functools.lru_cache(maxsize=None)  # fused_moe asks on every call; a sum of up to T terms
@@ -631,11 +718,23 @@ def _n_tile_by_rounds(widths, columns, blocks, sms):
     return min((width for width in widths if fills[width] >= best - ROUND_FILL_SLACK), key=lambda w: (tiles[w], w))
 
 
-def _stages_that_fit(rows_a_stage, store_cols, block_k):
-    """The Gluon GEMM's ring depth, 8 at most, for one consumer: stages of rows_a_stage rows (A's 64 and the
-    weight box's) of block_k 16-bit elements, beside the consumer's [64, store_cols] store buffer and 1 KB
-    for the barriers, within a block's shared memory."""
-    return min(8, (SHARED_MEMORY - 1024 - 64 * store_cols * 2) // (rows_a_stage * block_k * 2))
+def _stages_that_fit(rows_a_stage, store_cols, block_k, consumers=1):
+    """The Gluon GEMM's ring depth, 8 at most: stages of rows_a_stage rows (A's 64 a consumer and the weight
+    box's) of block_k 16-bit elements, beside each consumer's [64, store_cols] store buffer and 1 KB for the
+    barriers, within a block's shared memory."""
+    return min(8, (SHARED_MEMORY - 1024 - consumers * 64 * store_cols * 2) // (rows_a_stage * block_k * 2))
+
+
+def _pdl_flag(pdl) -> int:
+    """A Triton kernel's PDL constexpr: its griddepcontrol instructions are inline PTX, which Triton's interpreter
+    cannot run (there the Gluon GEMMs are the tests' torch contract, and the programs run one after another)."""
+    return int(pdl and os.environ.get("TRITON_INTERPRET", "") in ("", "0"))
+
+
+def _pdl_launch(pdl):
+    """The launch option of a programmatic dependent launch, where asked: absent otherwise (AMD's backend has no
+    such option, and Triton refuses an option it does not know)."""
+    return {"launch_pdl": True} if pdl else {}
 
 
 def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
@@ -650,20 +749,24 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
     gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
-    def gather(pad_zeros):
+    # the Gluon path's kernels after the alignment as programmatic dependents, each of the one before (PDL_LAUNCH)
+    pdl = bool(gluon and PDL_LAUNCH)
+
+    def gather(pad_zeros, pdl):
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, num_warps=4)
+            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, PDL=_pdl_flag(pdl), num_warps=4, **_pdl_launch(pdl))
 
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
-        gather(pad_zeros=not gluon)
+        gather(pad_zeros=not gluon, pdl=pdl)
     y = None
     if gluon:
-        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg)
+        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg, pdl=pdl)
     if y is None:
+        pdl = False
         if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
-            gather(pad_zeros=True)
+            gather(pad_zeros=True, pdl=False)
         cfg = {**cfg, "GLUON": 0}
         y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
         if tma:
@@ -683,9 +786,10 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
             num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     moe_sum_kernel[(T, triton.cdiv(HD, SUM_BLOCK_D))](y, out, sorted_row, weights, HD, out.stride(0), TOP_K=top_k,
                                                       K_PAD=triton.next_power_of_2(top_k), BLOCK_D=SUM_BLOCK_D,
-                                                      SORTED=cfg["GLUON"], num_warps=4)
+                                                      SORTED=cfg["GLUON"], PDL=_pdl_flag(pdl), num_warps=4,
+                                                      **_pdl_launch(pdl))
     last_config.clear()
-    last_config.update(cfg, USE_TMA=tma)
+    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl))
     return out
 
 
@@ -763,7 +867,9 @@ def rule_configs(x, w13, w2, top_k):
     if not _gluon_runs(x, w13, w2, streaming):
         return [dict(CONFIG)]
     other_n = 192 - streaming["BLOCK_N"]  # 128 <-> 64
-    return [streaming, {**streaming, "BLOCK_N": other_n, "num_stages": _stages_that_fit(64 + 2 * other_n, other_n, 64)}]
+    block_m = streaming["BLOCK_M"]
+    return [streaming, {**streaming, "BLOCK_N": other_n,
+                        "num_stages": _stages_that_fit(block_m + 2 * other_n, other_n, 64, block_m // 64)}]
 
 
 def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):
