@@ -287,9 +287,11 @@ class _GluonGemmByTorch:
         self.launches = []
 
     def __getitem__(self, grid):
-        def launch(a_desc, w_desc, c_desc, block_expert, expert_start, num_m_blocks, n_tiles, K, **options):
+        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks,
+                   n_tiles, K, **options):
             self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
             a, w, c = a_desc.base, w_desc.base, c_desc.base
+            assert c_rows_desc.base is c and c_rows_desc.block_shape == [8, c_desc.block_shape[1]]
             bm = 64 * options["CONSUMERS"]
             assert int(expert_start[-1]) == int((block_expert >= 0).sum())
             for b in range(num_m_blocks):
@@ -299,9 +301,12 @@ class _GluonGemmByTorch:
                 rows = a[b * bm:(b + 1) * bm].float()
                 if options["SWIGLU"]:
                     gate, up = rows @ w[2 * e].float().T, rows @ w[2 * e + 1].float().T
-                    c[b * bm:(b + 1) * bm] = (torch.nn.functional.silu(gate) * up).to(c.dtype)
+                    result = (torch.nn.functional.silu(gate) * up).to(c.dtype)
                 else:
-                    c[b * bm:(b + 1) * bm] = (rows @ w[e].float().T).to(c.dtype)
+                    result = (rows @ w[e].float().T).to(c.dtype)
+                # PAIRS_ONLY: the rows that hold a pair alone (the kernel may round them up to 8)
+                stored = sorted_ids[b * bm:(b + 1) * bm] < n_pairs if options["PAIRS_ONLY"] else slice(None)
+                c[b * bm:(b + 1) * bm][stored] = result[stored]
         return launch
 
 
@@ -336,7 +341,7 @@ def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monk
     out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["GLUON"] == 1
-    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, num_warps=4,
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1, num_warps=4,
                 launch_pdl=True)
     # (the host's bound on the row blocks, ceil(T*k / 128) + E = 8) x 2 column tiles = 16 tiles on 5 SMs
     assert gemms.launches == [
@@ -360,7 +365,7 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
     out = m.fused_moe(x, w13, w2, logits, top_k)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["BLOCK_M"] == 64 and m.last_config["GLUON"] == 1
-    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, num_warps=4,
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1, num_warps=4,
                 launch_pdl=True)
     # 8 blocks (ceil(160 / 64) + 5) x 1 column tile of 128 gate/up and 1 of 128 down (8 tiles < 4 an SM)
     assert gemms.launches == [
@@ -515,6 +520,33 @@ def test_moe_gluon_path_launches_gather_gemms_and_sum_as_programmatic_dependents
     launched.clear()
     m.fused_moe(x, w13, w2, logits, 2, config={**config, "GLUON": 0, "BLOCK_M": 16, "DOWN_BLOCK_N": 32})
     assert launched == [("moe_gather_kernel", None, 0), ("moe_sum_kernel", None, 0)] and m.last_config["PDL"] == 0
+
+
+def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherwise(monkeypatch):
+    """PAIRS_ONLY (the default) hands the Gluon GEMMs PAIRS_ONLY 1 and sorted_ids with the sentinel n_pairs: the
+    contract in torch then writes only the pairs' rows of h and y, left NaN elsewhere, and the layer still equals
+    the reference (nothing reads a padding row as a pair's); PAIRS_ONLY False: 0, whole blocks."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    real_empty = torch.empty
+
+    class NanEmpty:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def empty(self, *args, **kw):
+            t = real_empty(*args, **kw)
+            return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(m, "torch", NanEmpty())
+    x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
+    reference = m.reference(x, w13, w2, logits, 2)
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    for pairs_only in (True, False):
+        monkeypatch.setattr(m, "PAIRS_ONLY", pairs_only)
+        gemms.launches.clear()
+        out = m.fused_moe(x, w13, w2, logits, 2, config=config)
+        assert compare(out.float(), reference, NORM["fp16"]) is None
+        assert [o["PAIRS_ONLY"] for *_, o in gemms.launches] == [int(pairs_only)] * 2
 
 
 def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monkeypatch):
@@ -1426,7 +1458,7 @@ _MOE_CASES = """
 # Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD, on CONFIG's two
 # consumers and on streaming_config's one (Mixtral at 512 tokens: down 128 wide; DeepSeek-V2-Lite at 512 tokens:
 # gate/up 64 wide on 8 stages, down 256) or two (DeepSeek-V2-Lite at 1024 tokens: 128-row blocks, gate/up 64 wide
-# on 6 stages, down 256 on 4); PDL 0 (Mixtral on CONFIG) and 1 (the layer's launches)
+# on 6 stages, down 256 on 4); PDL and PAIRS_ONLY 0 (Mixtral on CONFIG) and 1 (the layer's launches)
 def ptx_facts(ptx):
     # where the grid dependency instructions sit among the loader's copies: the weights' boxes are 3-D
     # (w13's (E * 2, I, HD) view, w2's (E, HD, I)), A's 2-D
@@ -1436,7 +1468,8 @@ def ptx_facts(ptx):
     return {"launch_dependents": ptx.count("griddepcontrol.launch_dependents"), "waits": ptx.count("griddepcontrol.wait"),
             "wait_at": first("griddepcontrol[.]wait"),
             "first_w_load": first(r"cp[.]async[.]bulk[.]tensor[.]3d[.]shared::(cluster|cta)[.]global"),
-            "first_a_load": first(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global")}
+            "first_a_load": first(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global"),
+            "stores": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]global[.]shared::cta", ptx))}
 
 
 for dtype, (E, HD, I), rows, cfg, pdl in [
@@ -1452,15 +1485,17 @@ for dtype, (E, HD, I), rows, cfg, pdl in [
     w13, w2 = torch.empty(E * 2, I, HD, dtype=torch_dtype), torch.empty(E, HD, I, dtype=torch_dtype)
     block_expert = torch.empty(rows // cfg["BLOCK_M"], dtype=torch.int32)
     expert_start = torch.empty(E + 1, dtype=torch.int32)
+    sorted_ids = torch.empty(rows, dtype=torch.int32)
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
-        descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype)]
+        descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype),
+                 desc(c, [8, c_box[1]], gl_dtype)]
         consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
-                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl)
+                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pdl)
         compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1], pdl], t.moe_gemm_gluon_kernel,
-                           descs + [block_expert, expert_start, rows // cfg["BLOCK_M"], 7, K], consts,
-                           {"num_warps": 4}, ptx_facts)
+                           descs + [block_expert, expert_start, sorted_ids, 1000, rows // cfg["BLOCK_M"], 7, K],
+                           consts, {"num_warps": 4}, ptx_facts)
 """
 
 # moe_gather_kernel and moe_sum_kernel (Triton) as the Gluon path launches them, PDL 0 and 1
@@ -1599,7 +1634,8 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     no spill, within the H100 / H200's shared memory. On the H200's Triton 3.6 (two consumers): 168
     registers at launch, 240 a consumer and 24 the loader after setmaxnreg (the same with PDL, on this CPU's
     Triton 3.6 and 3.9). PDL 1: one launch_dependents, and the loader's one grid dependency wait after its
-    first weight box is issued and before any box of A (the kernel before's output); PDL 0: neither."""
+    first weight box is issued and before any box of A (the kernel before's output); PDL 0: neither.
+    PAIRS_ONLY: the epilogue's store of a 64-row half, whole, or in 8-row boxes up to the rows that hold pairs."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -1619,6 +1655,9 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         assert (case["launch_dependents"], case["waits"]) == ((1, 1) if pdl else (0, 0)), case
         if pdl:
             assert 0 <= case["first_w_load"] < case["wait_at"] < case["first_a_load"], case
+        # each consumer's code stores a tile in one TMA store (two halves: the down GEMM); PAIRS_ONLY adds one of 8
+        # rows for each 8 of the 64
+        assert case["stores"] == consumers * (1 if swiglu else 2) * (9 if pdl else 1), case
 
 
 def test_moe_gather_and_sum_wait_for_the_kernel_before_them_under_pdl(tmp_path):

@@ -89,6 +89,10 @@ ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
 # leaves the GPU idle between two (issue 52: the weight stream stopped ~7 us a layer between the kernels at
 # 512 tokens on 64 experts). False launches them as before (an A/B switch).
 PDL_LAUNCH = gdc_wait is not None
+# The Gluon GEMMs store only the rows of h and y that hold a (token, expert) pair, not each expert's padding
+# rows (moe_gemm_gluon_kernel's PAIRS_ONLY): at 64 tokens on 64 experts, top 6, 384 of 4096 rows; at 1024
+# tokens (128-row blocks) 6144 of 8192. False stores whole blocks, as before (an A/B switch).
+PAIRS_ONLY = True
 
 
 @triton.jit
@@ -411,14 +415,35 @@ if gluon is not None:
                     it += 1
 
     @gluon.jit
-    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
-                            num_m_blocks, n_tiles, K, C: gl.constexpr, NUM_STAGES: gl.constexpr,
-                            SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr):
+    def _store_rows(c_desc, c_rows_desc, c_buf, row, col, n_rows, PAIRS_ONLY: gl.constexpr):
+        # c_buf to C at [row, col]: every row, or (PAIRS_ONLY) the first n_rows, rounded up to a box of
+        # c_rows_desc's (8 rows; same shared layout: its swizzle repeats every 8 rows), where n_rows < 64
+        M_HALF: gl.constexpr = c_buf.shape[0]
+        ROWS: gl.constexpr = c_rows_desc.block_type.shape[0]
+        if PAIRS_ONLY:
+            if n_rows == M_HALF:
+                tma_store(c_desc, [row, col], c_buf)
+            else:
+                for r in gl.static_range(0, M_HALF, ROWS):
+                    if r < n_rows:
+                        tma_store(c_rows_desc, [row + r, col], c_buf.slice(r, ROWS))
+        else:
+            tma_store(c_desc, [row, col], c_buf)
+
+    @gluon.jit
+    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                            expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, C: gl.constexpr,
+                            NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
+                            PAIRS_ONLY: gl.constexpr):
         # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
         # wgmma group in flight (groups retire in order, so once at most one is outstanding the previous
         # k-step's stage is read and goes back to the loader). The weight box [W_BOX0, W_BOX1, BLOCK_K]
         # (K contiguous) is W_ROWS rows of W as one K-major B operand: for gate/up the tile's gate rows then
         # its up rows, one m64n256k16 where two m64n128k16 would each read A again.
+        # PAIRS_ONLY: only the rows that hold a pair are stored (each expert's run is padded at its end, so
+        # they are a prefix of the 64): no padding row of h or y is read as a pair's (the down GEMM's rows are
+        # independent; moe_sum_kernel reads pairs' rows alone), and at 64 experts, 64-row blocks of 6-96 rows
+        # an expert, padding was 25-90% of the h and y rows written.
         M_HALF: gl.constexpr = a_smem.shape[1]
         BLOCK_K: gl.constexpr = a_smem.shape[2]
         W_ROWS: gl.constexpr = w_smem.shape[1] * w_smem.shape[2]
@@ -431,6 +456,11 @@ if gluon is not None:
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
+                row = (CONSUMERS * pid_m + C) * M_HALF
+                n_rows = 0
+                if PAIRS_ONLY:  # loaded here, read after the mainloop: its latency hides under the MMAs
+                    offs = gl.arange(0, M_HALF, layout=gl.BlockedLayout([1], [32], [4], [0]))
+                    n_rows = gl.sum((gl.load(sorted_ids_ptr + row + offs) < n_pairs).to(gl.int32), axis=0)
                 acc = gl.zeros([M_HALF, W_ROWS], gl.float32, acc_layout)
                 for ki in range(k_tiles):
                     s = it % NUM_STAGES
@@ -448,7 +478,6 @@ if gluon is not None:
                 # The epilogue through c_buf and a TMA store, which is left in flight under the next tile's
                 # mainloop: wait for the previous store to finish reading c_buf before writing it again, and
                 # fence the generic-proxy writes before the async proxy (TMA) reads them.
-                row = (CONSUMERS * pid_m + C) * M_HALF
                 halves = acc.reshape([M_HALF, 2, OUT_N]).permute((0, 2, 1)).split()
                 if SWIGLU:
                     g = halves[0]
@@ -456,19 +485,20 @@ if gluon is not None:
                     tma.store_wait(0)
                     c_buf.store(h.to(c_desc.dtype))
                     fence_async_shared()
-                    tma_store(c_desc, [row, pid_n * OUT_N], c_buf)
+                    _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * OUT_N, n_rows, PAIRS_ONLY)
                 else:
                     for i in gl.static_range(2):
                         tma.store_wait(0)
                         c_buf.store(halves[i].to(c_desc.dtype))
                         fence_async_shared()
-                        tma_store(c_desc, [row, pid_n * W_ROWS + i * OUT_N], c_buf)
+                        _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * W_ROWS + i * OUT_N, n_rows, PAIRS_ONLY)
         tma.store_wait(0)  # the last store, before the program's shared memory goes away
 
     @gluon.jit
-    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, block_expert_ptr, expert_start_ptr, num_m_blocks, n_tiles, K,
-                              NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
-                              LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PDL: gl.constexpr):
+    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, sorted_ids_ptr,
+                              n_pairs, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
+                              CONSUMERS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                              PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
         # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and CONSUMERS warpgroups
         # of 64 rows each (row blocks of 64 * CONSUMERS: 2 where rows are many, 1 where each expert has few
@@ -477,6 +507,8 @@ if gluon is not None:
         # (A h, W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
         # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K]. PDL: launched as a programmatic dependent of
         # the kernel before it (the loader says what that changes), and lets the next kernel launch at once.
+        # PAIRS_ONLY: C's rows that hold no pair (sorted_ids: the sentinel n_pairs) are not stored; c_rows_desc is
+        # C's descriptor in 8-row boxes, for the part of a 64-row half that holds pairs.
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -495,17 +527,20 @@ if gluon is not None:
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
         if CONSUMERS == 2:
             gl.warp_specialize([
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
-                                       expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
-                                       expert_start_ptr, num_m_blocks, n_tiles, K, 1, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                                       expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, 0,
+                                       NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                                       expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, 1,
+                                       NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
                                      num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
-                                       expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                                       expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, 0,
+                                       NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
                                      num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [1], [LOADER_REGS])
@@ -597,11 +632,12 @@ def _gluon_runs(x, w13, w2, cfg) -> bool:
             and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
 
 
-def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg, pdl=False):
+def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks, cfg, pdl=False):
     """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
     expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
     device, when the kernel does not compile or launch. pdl: each GEMM launched as a programmatic dependent of
-    the kernel before it (the gather launched with PDL, then the gate/up GEMM)."""
+    the kernel before it (the gather launched with PDL, then the gate/up GEMM). With PAIRS_ONLY, the rows of h
+    and y_sorted that hold no pair (sorted_ids's sentinel n_pairs) are left as they were."""
     E, I2, HD = w13.shape
     I = I2 // 2
     bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
@@ -618,11 +654,11 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks,
     try:
         for a, w, w_box, c, c_box, n_tiles, K, stages, swiglu in gemms:
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
-            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), block_expert, expert_start,
-                                        num_m_blocks, n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu,
-                                        CONSUMERS=cfg["BLOCK_M"] // 64, LOADER_REGS=GLUON_LOADER_REGS,
-                                        CONSUMER_REGS=GLUON_CONSUMER_REGS, PDL=int(pdl), num_warps=4,
-                                        **_pdl_launch(pdl))
+            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), desc(c, [8, c_box[1]]),
+                                        block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks, n_tiles, K,
+                                        NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=cfg["BLOCK_M"] // 64,
+                                        LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
+                                        PDL=int(pdl), PAIRS_ONLY=int(PAIRS_ONLY), num_warps=4, **_pdl_launch(pdl))
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -762,7 +798,8 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
         gather(pad_zeros=not gluon, pdl=pdl)
     y = None
     if gluon:
-        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg, pdl=pdl)
+        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks, cfg,
+                         pdl=pdl)
     if y is None:
         pdl = False
         if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
