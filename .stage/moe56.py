@@ -97,7 +97,8 @@ def variants(shape):
         two_128 = {**new_rule, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": new._stages_that_fit(384, 128, 64, 2),
                    "DOWN_BLOCK_N": 256, "DOWN_num_stages": new._stages_that_fit(384, 128, 64, 2)}
         rows += [("one-cons", new, main_rule, on), ("2c-128w", new, two_128, on)]
-    rows += [("no-pdl", new, new_rule, {**on, "PDL_LAUNCH": False}), ("no-pairs", new, new_rule, {**on, "PAIRS_ONLY": False})]
+    rows += [("no-pdl", new, new_rule, {**on, "PDL_LAUNCH": False}),
+             ("no-pairs", new, new_rule, {**on, "PAIRS_ONLY": False})]
     return rows
 
 
@@ -183,7 +184,8 @@ for shape, dt in SHAPES:
         per, span = profile(run, clear) if time.time() - T0 < BUDGET_S + 5 else ({}, 0.0)
         us = sum(times[name]) / 2
         cells = "  ".join(f"{per.get(key, 0):6.1f}" for key in ("gate/up", "down", "gather", "sum", "route", "align"))
-        say(f"  {name:9s} {times[name][0]:8.1f} / {times[name][1]:8.1f}  {100 * floor_us / us:6.1f} | {span:7.1f} | {cells}")
+        say(f"  {name:9s} {times[name][0]:8.1f} / {times[name][1]:8.1f}  {100 * floor_us / us:6.1f} | {span:7.1f} | "
+            f"{cells}")
         JSONL.write(json.dumps({"shape": [T, E, k, HD, I], "dtype": dt, "variant": name, "rounds_us": times[name],
                                 "pct_floor": 100 * floor_us / us, "span_us": span, "kernels_us": per}) + "\n")
         JSONL.flush()

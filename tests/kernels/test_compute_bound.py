@@ -401,7 +401,8 @@ def test_moe_streaming_config_takes_each_n_tile_by_the_rounds_of_the_blocks_in_u
     assert m.streaming_config(80, 5, 2, 64, 96, 3)["DOWN_BLOCK_N"] == 128
     for cfg in picks.values():
         up, down, bm = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_M"]
-        for stages, rows, cols in [(cfg["num_stages"], bm + 2 * up, up), (cfg["DOWN_num_stages"], bm + down, down // 2)]:
+        rings = [(cfg["num_stages"], bm + 2 * up, up), (cfg["DOWN_num_stages"], bm + down, down // 2)]
+        for stages, rows, cols in rings:
             ring = lambda n: n * rows * 64 * 2 + bm * cols * 2 + 1024  # each consumer's [64, cols] store buffer
             assert ring(stages) <= m.SHARED_MEMORY and (stages == 8 or ring(stages + 1) > m.SHARED_MEMORY)
 
@@ -1465,8 +1466,8 @@ def ptx_facts(ptx):
     # (global to shared: shared::cluster in Triton 3.6's PTX, shared::cta in 3.9's; the stores read shared::cta)
     import re
     first = lambda pattern: min([m.start() for m in re.finditer(pattern, ptx)], default=-1)
-    return {"launch_dependents": ptx.count("griddepcontrol.launch_dependents"), "waits": ptx.count("griddepcontrol.wait"),
-            "wait_at": first("griddepcontrol[.]wait"),
+    return {"launch_dependents": ptx.count("griddepcontrol.launch_dependents"),
+            "waits": ptx.count("griddepcontrol.wait"), "wait_at": first("griddepcontrol[.]wait"),
             "first_w_load": first(r"cp[.]async[.]bulk[.]tensor[.]3d[.]shared::(cluster|cta)[.]global"),
             "first_a_load": first(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global"),
             "stores": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]global[.]shared::cta", ptx))}
