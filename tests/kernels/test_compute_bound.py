@@ -264,8 +264,9 @@ def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run
     assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
     real = m.route_and_align
 
-    def reversed_runs(router_logits, k, block_m):
-        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = real(router_logits, k, block_m)
+    def reversed_runs(router_logits, k, block_m, **kw):
+        routed = real(router_logits, k, block_m, **kw)
+        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = routed
         counts = torch.bincount(m.route(router_logits, k)[1].flatten(), minlength=E)
         for e in range(E):
             row = int(expert_start[e]) * block_m
@@ -483,9 +484,9 @@ def test_moe_streaming_layout_takes_128_row_blocks_on_two_consumers_where_expert
     assert bool((rows > 64).any()) and bool((rows <= 128).all())  # the shape does what it says
 
 
-def test_moe_gluon_path_launches_gather_gemms_and_sum_as_programmatic_dependents(monkeypatch):
-    """On the Gluon path the gather, both GEMMs and the sum are launched with launch_pdl (each may start before
-    the kernel before it ends; the kernels wait for it: the compile tests above), PDL 1 for the GEMMs (the
+def test_moe_gluon_path_launches_its_kernels_as_programmatic_dependents(monkeypatch):
+    """On the Gluon path route, align, gather, both GEMMs and the sum are launched with launch_pdl (each may start
+    before the kernel before it ends; the kernels wait for it: the compile tests), PDL 1 for the GEMMs (the
     Triton kernels' PDL is 0 in the interpreter, which cannot run griddepcontrol); the Triton GEMMs' path and
     PDL_LAUNCH False launch everything as before, with no launch_pdl option at all (AMD's backend has none)."""
     m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
@@ -501,8 +502,8 @@ def test_moe_gluon_path_launches_gather_gemms_and_sum_as_programmatic_dependents
                 return self.kernel[grid](*args, **kw)
             return launch
 
-    monkeypatch.setattr(m, "moe_gather_kernel", Recording(m.moe_gather_kernel))
-    monkeypatch.setattr(m, "moe_sum_kernel", Recording(m.moe_sum_kernel))
+    for kernel in ("moe_route_kernel", "moe_align_kernel", "moe_gather_kernel", "moe_sum_kernel"):
+        monkeypatch.setattr(m, kernel, Recording(getattr(m, kernel)))
     x, w13, w2, logits = _moe_inputs(80, 5, 64, 96)
     config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
     reference = m.reference(x, w13, w2, logits, 2)
@@ -512,15 +513,16 @@ def test_moe_gluon_path_launches_gather_gemms_and_sum_as_programmatic_dependents
         gemms.launches.clear()
         out = m.fused_moe(x, w13, w2, logits, 2, config=config)
         assert compare(out.float(), reference, NORM["fp16"]) is None
-        assert launched == [("moe_gather_kernel", True if pdl_launch else None, 0),
-                            ("moe_sum_kernel", True if pdl_launch else None, 0)]
+        assert launched == [(name, True if pdl_launch else None, 0) for name in
+                            ("moe_route_kernel", "moe_align_kernel", "moe_gather_kernel", "moe_sum_kernel")]
         assert [(o["PDL"], o.get("launch_pdl")) for *_, o in gemms.launches] == [(int(pdl_launch), True if pdl_launch
                                                                                    else None)] * 2
         assert m.last_config["PDL"] == int(pdl_launch)
     monkeypatch.setattr(m, "PDL_LAUNCH", True)
     launched.clear()
     m.fused_moe(x, w13, w2, logits, 2, config={**config, "GLUON": 0, "BLOCK_M": 16, "DOWN_BLOCK_N": 32})
-    assert launched == [("moe_gather_kernel", None, 0), ("moe_sum_kernel", None, 0)] and m.last_config["PDL"] == 0
+    assert launched == [(name, None, 0) for name in ("moe_route_kernel", "moe_align_kernel", "moe_gather_kernel",
+                                                     "moe_sum_kernel")] and m.last_config["PDL"] == 0
 
 
 def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherwise(monkeypatch):
@@ -1507,7 +1509,11 @@ for name, fn, args, consts in [
         ("gather", t.moe_gather_kernel, [x, x, rows, rows, 3072, 2048, 2048], dict(TOP_K=6, BLOCK_M=64, BLOCK_D=128,
                                                                                    PAD_ZEROS=0)),
         ("sum", t.moe_sum_kernel, [x, x, rows, torch.empty(4096), 2048, 2048], dict(TOP_K=6, K_PAD=8, BLOCK_D=1024,
-                                                                                    SORTED=1))]:
+                                                                                    SORTED=1)),
+        ("route", t.moe_route_kernel, [torch.empty(512, 64), rows, rows, torch.empty(3072), rows, 512],
+         dict(E=64, TOP_K=6, E_PAD=64, BLOCK_T=4)),
+        ("align", t.moe_align_kernel, [rows, rows, rows, rows, rows, rows, rows, 3072, 64, 112],
+         dict(E_PAD=64, BLOCK_M=64, BLOCK_P=1024, BLOCK_B=32))]:
     for pdl in (0, 1):
         signature, attrs = {}, {}
         for i, (arg_name, arg) in enumerate(zip(fn.arg_names, args)):
@@ -1661,14 +1667,15 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         assert case["stores"] == consumers * (1 if swiglu else 2) * (9 if pdl else 1), case
 
 
-def test_moe_gather_and_sum_wait_for_the_kernel_before_them_under_pdl(tmp_path):
-    """PDL 1 (the Gluon path's launches), compiled for sm_90: moe_gather_kernel waits for the alignment before
-    its first load, then lets the gate/up GEMM launch; moe_sum_kernel waits for the down GEMM before its first
-    load and launches nothing early. PDL 0: no grid dependency instruction."""
+def test_moe_small_kernels_wait_for_the_kernel_before_them_under_pdl(tmp_path):
+    """PDL 1 (the Gluon path's launches), compiled for sm_90: moe_route_kernel, moe_align_kernel and
+    moe_gather_kernel wait for the kernel before them before their first load, then let the next launch (it
+    waits for them); moe_sum_kernel waits for the down GEMM before its first load and launches nothing early.
+    PDL 0: no grid dependency instruction."""
     cases = {tuple(c["case"]): c for c in _compile_for_sm90("fused-moe", _MOE_SMALL_CASES, tmp_path)}
-    assert sorted(cases) == [("gather", 0), ("gather", 1), ("sum", 0), ("sum", 1)]
+    assert sorted(cases) == [(name, pdl) for name in ("align", "gather", "route", "sum") for pdl in (0, 1)]
     for (name, pdl), case in cases.items():
-        assert (case["waits"], case["launch_dependents"]) == ((1, int(name == "gather")) if pdl else (0, 0)), case
+        assert (case["waits"], case["launch_dependents"]) == ((1, int(name != "sum")) if pdl else (0, 0)), case
         if pdl:
             assert 0 <= case["wait_at"] < case["first_load"], case
 

@@ -83,11 +83,11 @@ GATHER_BLOCK_D = 128
 SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
 ROUTE_TILE = 256  # logits a program (one warp) of moe_route_kernel: route_block_t
 ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
-# On the Gluon path (Hopper) the gather, both GEMMs and the sum are launched as programmatic dependents (PDL:
-# each may start before the kernel before it ends, and waits for it in the kernel, griddepcontrol.wait): a
-# GEMM's programs fill their rings with weights under the previous kernel's tail, and no kernel's launch
-# leaves the GPU idle between two (issue 52: the weight stream stopped ~7 us a layer between the kernels at
-# 512 tokens on 64 experts). False launches them as before (an A/B switch).
+# On the Gluon path (Hopper) the route, align, gather, both GEMMs and the sum are launched as programmatic
+# dependents (PDL: each may start before the kernel before it ends, and waits for it in the kernel,
+# griddepcontrol.wait): a GEMM's programs fill their rings with weights under the previous kernel's tail, and
+# no kernel's launch leaves the GPU idle between two (issue 52: do_bench read 6.6 us more than the profiler's
+# kernels at 512 tokens on 64 experts). False launches them as before (an A/B switch).
 PDL_LAUNCH = gdc_wait is not None
 # The Gluon GEMMs store only the rows of h and y that hold a (token, expert) pair, not each expert's padding
 # rows (moe_gemm_gluon_kernel's PAIRS_ONLY): at 64 tokens on 64 experts, top 6, 384 of 4096 rows; at 1024
@@ -107,7 +107,7 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, E: tl.constexpr,
-                     TOP_K: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr):
+                     TOP_K: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr, PDL: tl.constexpr = 0):
     # Routing for BLOCK_T tokens on one warp: top-k of the logits (softmax is monotonic, so the top-k of the
     # logits is the top-k of the probabilities), weights = softmax over the k kept logits (equal to softmax,
     # then renormalize), and each pair's rank among all pairs of its expert.
@@ -120,6 +120,11 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, 
     # within an expert's run is the order the atomics land, which varies run to run; the layer's output
     # does not (a GEMM row depends on its own token and expert only, not on its position in the run, and
     # moe_sum_kernel adds a token's k rows in slot order), so it stays bitwise reproducible.
+    # PDL (the Gluon path, launched as a programmatic dependent of the counters' memset or the logits' copy):
+    # wait for it before anything is read, then let moe_align_kernel launch (it waits for this kernel).
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     offs_t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     tmask = offs_t < T
@@ -155,11 +160,15 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, 
 @triton.jit
 def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_ptr, block_expert_ptr,
                      expert_start_ptr, n_pairs, E, num_m_blocks, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_P: tl.constexpr, BLOCK_B: tl.constexpr):
+                     BLOCK_P: tl.constexpr, BLOCK_B: tl.constexpr, PDL: tl.constexpr = 0):
     # Each program places BLOCK_P pairs: slot = start of the expert's padded run + the pair's rank
     # (sorted_row[pair] = slot, the inverse map), and names the owner of its share of the row blocks.
     # Program 0 also writes the padding sentinels and expert_start (E + 1 entries: each expert's first row
     # block, then the blocks in use). Writes never overlap, so no ordering between programs is needed.
+    # PDL: wait for moe_route_kernel, then let the gather launch (it waits for this kernel).
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     ecols = tl.arange(0, E_PAD)
     total = tl.load(counts_ptr + ecols, mask=ecols < E, other=0)
@@ -564,7 +573,7 @@ def route_block_t(experts):
     return max(1, ROUTE_TILE // triton.next_power_of_2(experts))
 
 
-def route_and_align(router_logits, top_k, block_m):
+def route_and_align(router_logits, top_k, block_m, pdl=False):
     """A memset and two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
@@ -573,7 +582,8 @@ def route_and_align(router_logits, top_k, block_m):
     block, -1 past the end; expert_start (E + 1,) int32: each expert's first row block, then the number
     of blocks in use. num_m_blocks is an upper bound known on the host (sum_e ceil(c_e / BM) <=
     ceil(T*k / BM) + E), so nothing is read back. Within an expert's run the pairs come in an order that
-    may change from run to run (moe_route_kernel says why the layer's output does not)."""
+    may change from run to run (moe_route_kernel says why the layer's output does not). pdl: both kernels
+    launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches)."""
     T, E = router_logits.shape
     assert 1 <= top_k <= E, f"top_k must be in 1..{E} (the experts), got {top_k}"
     dev = router_logits.device
@@ -591,10 +601,12 @@ def route_and_align(router_logits, top_k, block_m):
     expert_start = torch.empty(E + 1, dtype=torch.int32, device=dev)
     logits = router_logits.float().contiguous()
     moe_route_kernel[(triton.cdiv(T, block_t),)](logits, ids, rank, weights, counts, T, E, TOP_K=top_k,
-                                                E_PAD=e_pad, BLOCK_T=block_t, num_warps=1)
+                                                E_PAD=e_pad, BLOCK_T=block_t, PDL=_pdl_flag(pdl), num_warps=1,
+                                                **_pdl_launch(pdl))
     moe_align_kernel[(triton.cdiv(n_pairs, ALIGN_BLOCK_P),)](
         ids, rank, counts, sorted_ids, sorted_row, block_expert, expert_start, n_pairs, E, num_m_blocks,
-        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), num_warps=8)
+        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), PDL=_pdl_flag(pdl),
+        num_warps=8, **_pdl_launch(pdl))
     return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
 
 
@@ -779,14 +791,17 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     I = I2 // 2
     block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     dbn = cfg["DOWN_BLOCK_N"]
-    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = route_and_align(
-        router_logits, top_k, block_m)
     n_pairs = T * top_k
+    num_m_blocks = triton.cdiv(n_pairs, block_m) + E  # route_and_align's bound on the row blocks
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
     gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
-    # the Gluon path's kernels after the alignment as programmatic dependents, each of the one before (PDL_LAUNCH)
+    # the Gluon path's kernels as programmatic dependents, each of the one before (PDL_LAUNCH): all but the
+    # counters' memset (and the logits' copy to fp32, where they come in 16-bit), which start after the caller's
+    # kernels as any launch does
     pdl = bool(gluon and PDL_LAUNCH)
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = route_and_align(
+        router_logits, top_k, block_m, pdl=pdl)
 
     def gather(pad_zeros, pdl):
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
