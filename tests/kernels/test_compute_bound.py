@@ -137,7 +137,7 @@ def _route_and_align_checked(m, logits, top_k, block_m):
     use) and block_expert agrees with it, -1 past the end. Returns the routing's weights and layout."""
     T, E = logits.shape
     routed = m.route_and_align(logits, top_k, block_m)
-    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = routed
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = routed
     ref_w, ref_ids = m.route(logits, top_k)
     assert torch.allclose(weights, ref_w.flatten(), atol=1e-6)
     assert torch.equal(sorted_ids[sorted_row.long()], torch.arange(T * top_k, dtype=torch.int32))
@@ -149,6 +149,7 @@ def _route_and_align_checked(m, logits, top_k, block_m):
         assert torch.equal(run[:len(pairs)].sort().values, pairs), f"expert {e}'s run"
         assert torch.all(run[len(pairs):] == T * top_k), f"expert {e}'s padding"
         assert int(expert_start[e]) * block_m == row and torch.all(block_expert[row // block_m:(row + padded) // block_m] == e)
+        assert int(expert_rows[e]) == len(pairs), f"expert {e}'s count"
         row += padded
     assert int(expert_start[E]) * block_m == row and torch.all(block_expert[row // block_m:] == -1)
     assert num_m_blocks == triton.cdiv(T * top_k, block_m) + E == len(block_expert)
@@ -177,7 +178,7 @@ def test_moe_route_and_align_breaks_logit_ties_toward_the_lowest_expert():
     order on ties is its own, so this is checked directly)."""
     m = _template("fused-moe")
     T, E, top_k = 5, 16, 4
-    weights, sorted_ids, _, block_expert, expert_start, _ = m.route_and_align(torch.zeros(T, E), top_k, 16)
+    weights, sorted_ids, _, block_expert, expert_start, _, _ = m.route_and_align(torch.zeros(T, E), top_k, 16)
     assert torch.equal(expert_start, torch.tensor([0, 1, 2, 3] + [4] * (E - 3), dtype=torch.int32))
     assert torch.equal(block_expert[:5], torch.tensor([0, 1, 2, 3, -1], dtype=torch.int32))
     for e in range(top_k):  # expert e's run: pair t*k + e of each token t
@@ -210,7 +211,7 @@ def test_moe_gather_copies_the_pairs_rows_and_zeros_padding_rows_only_if_asked(p
     m = _template("fused-moe")
     T, E, top_k, HD = 40, 6, 2, 200
     x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
-    _, sorted_ids, _, block_expert, expert_start, num_m_blocks = m.route_and_align(logits, top_k, 16)
+    _, sorted_ids, _, block_expert, expert_start, num_m_blocks, _ = m.route_and_align(logits, top_k, 16)
     x_sorted = torch.full((num_m_blocks * 16, HD), float("nan"), dtype=torch.half)
     m.moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, m.GATHER_BLOCK_D))](
         x, x_sorted, sorted_ids, block_expert, T * top_k, HD, x.stride(0), TOP_K=top_k, BLOCK_M=16,
@@ -266,14 +267,14 @@ def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run
 
     def reversed_runs(router_logits, k, block_m, **kw):
         routed = real(router_logits, k, block_m, **kw)
-        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = routed
+        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = routed
         counts = torch.bincount(m.route(router_logits, k)[1].flatten(), minlength=E)
         for e in range(E):
             row = int(expert_start[e]) * block_m
             sorted_ids[row:row + int(counts[e])] = sorted_ids[row:row + int(counts[e])].flip(0)
         placed = torch.nonzero(sorted_ids[:int(expert_start[E]) * block_m] < T * k).flatten()
         sorted_row[sorted_ids[placed].long()] = placed.int()
-        return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
+        return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows
 
     monkeypatch.setattr(m, "route_and_align", reversed_runs)
     assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
@@ -288,7 +289,7 @@ class _GluonGemmByTorch:
         self.launches = []
 
     def __getitem__(self, grid):
-        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks,
+        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, expert_rows, num_m_blocks,
                    n_tiles, K, **options):
             self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
             a, w, c = a_desc.base, w_desc.base, c_desc.base
@@ -305,8 +306,10 @@ class _GluonGemmByTorch:
                     result = (torch.nn.functional.silu(gate) * up).to(c.dtype)
                 else:
                     result = (rows @ w[e].float().T).to(c.dtype)
-                # PAIRS_ONLY: the rows that hold a pair alone (the kernel may round them up to 8)
-                stored = sorted_ids[b * bm:(b + 1) * bm] < n_pairs if options["PAIRS_ONLY"] else slice(None)
+                # PAIRS_ONLY: the rows that hold a pair alone (the kernel may round them up to 8): the first
+                # expert_rows[e] of the expert's run, which starts at row block expert_start[e]
+                local = torch.arange(bm) + (b - int(expert_start[e])) * bm
+                stored = local < int(expert_rows[e]) if options["PAIRS_ONLY"] else slice(None)
                 c[b * bm:(b + 1) * bm][stored] = result[stored]
         return launch
 
@@ -373,7 +376,7 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
         ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
         ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, **regs)),
     ]
-    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64)
+    _, _, _, block_expert, _, _, _ = m.route_and_align(logits, top_k, 64)
     rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
     assert torch.equal(torch.bincount(block_expert[block_expert >= 0].long(), minlength=E), (rows + 63) // 64)
 
@@ -550,6 +553,40 @@ def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherw
         out = m.fused_moe(x, w13, w2, logits, 2, config=config)
         assert compare(out.float(), reference, NORM["fp16"]) is None
         assert [o["PAIRS_ONLY"] for *_, o in gemms.launches] == [int(pairs_only)] * 2
+
+
+def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch):
+    """PDL_LAUNCH and PAIRS_ONLY None (the defaults): the Gluon path launches its kernels as programmatic
+    dependents, and stores the pairs' rows of h and y alone, where the layer streams its weights (T*k <= 128 E:
+    pdl_pays, pairs_only_pays, which read the shape alone, so fp16 and bf16 take the same path), and does neither
+    one token past that (there the tensor cores set the time). Forced True / False override each rule on either
+    side, one switch apart from the other; the layer equals the reference every time."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    assert m.PDL_LAUNCH is None and m.PAIRS_ONLY is None
+    # 64 experts, top 6: 128 rows an expert up to 1365 tokens; Mixtral (8, top 2) up to 512; OLMoE's 8192 tokens
+    # (64, top 8) are 1024 rows an expert
+    shapes = [(64, 64, 6), (1024, 64, 6), (1365, 64, 6), (1366, 64, 6), (4096, 64, 6), (512, 8, 2), (513, 8, 2),
+              (2048, 8, 2), (8192, 64, 8)]
+    expected = [True, True, True, False, False, True, False, False, False]
+    assert [m.pdl_pays(*shape) for shape in shapes] == expected
+    assert [m.pairs_only_pays(*shape) for shape in shapes] == expected
+    E, top_k, HD, I = 4, 2, 64, 96
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    for T, streams in ((256, True), (257, False)):  # 512 pairs on 4 experts: 128 rows an expert, then 128.5
+        x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+        reference = m.reference(x, w13, w2, logits, top_k)
+        for forced_pdl, forced_pairs in ((None, None), (not streams, None), (None, not streams),
+                                         (not streams, not streams)):
+            monkeypatch.setattr(m, "PDL_LAUNCH", forced_pdl)
+            monkeypatch.setattr(m, "PAIRS_ONLY", forced_pairs)
+            gemms.launches.clear()
+            out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+            assert compare(out.float(), reference, NORM["fp16"]) is None
+            pdl = streams if forced_pdl is None else forced_pdl
+            pairs = streams if forced_pairs is None else forced_pairs
+            assert [(o["PDL"], o.get("launch_pdl"), o["PAIRS_ONLY"]) for *_, o in gemms.launches] == [
+                (int(pdl), True if pdl else None, int(pairs))] * 2, (T, forced_pdl, forced_pairs)
+            assert (m.last_config["PDL"], m.last_config["PAIRS_ONLY"]) == (int(pdl), int(pairs))
 
 
 def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monkeypatch):
@@ -1573,7 +1610,8 @@ def ptx_facts(ptx):
             "waits": ptx.count("griddepcontrol.wait"), "wait_at": first("griddepcontrol[.]wait"),
             "first_w_load": first(r"cp[.]async[.]bulk[.]tensor[.]3d[.]shared::(cluster|cta)[.]global"),
             "first_a_load": first(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global"),
-            "stores": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]global[.]shared::cta", ptx))}
+            "stores": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]global[.]shared::cta", ptx)),
+            "butterflies": ptx.count("shfl.sync.bfly")}
 
 
 for dtype, (E, HD, I), rows, cfg, pdl in [
@@ -1589,7 +1627,7 @@ for dtype, (E, HD, I), rows, cfg, pdl in [
     w13, w2 = torch.empty(E * 2, I, HD, dtype=torch_dtype), torch.empty(E, HD, I, dtype=torch_dtype)
     block_expert = torch.empty(rows // cfg["BLOCK_M"], dtype=torch.int32)
     expert_start = torch.empty(E + 1, dtype=torch.int32)
-    sorted_ids = torch.empty(rows, dtype=torch.int32)
+    expert_rows = torch.empty(E, dtype=torch.int32)
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
@@ -1598,7 +1636,7 @@ for dtype, (E, HD, I), rows, cfg, pdl in [
         consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
                       CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pdl)
         compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1], pdl], t.moe_gemm_gluon_kernel,
-                           descs + [block_expert, expert_start, sorted_ids, 1000, rows // cfg["BLOCK_M"], 7, K],
+                           descs + [block_expert, expert_start, expert_rows, rows // cfg["BLOCK_M"], 7, K],
                            consts, {"num_warps": 4}, ptx_facts)
 """
 
@@ -1743,7 +1781,8 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     registers at launch, 240 a consumer and 24 the loader after setmaxnreg (the same with PDL, on this CPU's
     Triton 3.6 and 3.9). PDL 1: one launch_dependents, and the loader's one grid dependency wait after its
     first weight box is issued and before any box of A (the kernel before's output); PDL 0: neither.
-    PAIRS_ONLY: the epilogue's store of a 64-row half, whole, or in 8-row boxes up to the rows that hold pairs."""
+    PAIRS_ONLY: the epilogue's store of a 64-row half, whole, or in 8-row boxes up to the rows that hold pairs,
+    counted from the expert's pairs (expert_rows) with no cross-lane reduction."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -1766,6 +1805,9 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         # each consumer's code stores a tile in one TMA store (two halves: the down GEMM); PAIRS_ONLY adds one of 8
         # rows for each 8 of the 64
         assert case["stores"] == consumers * (1 if swiglu else 2) * (9 if pdl else 1), case
+        # PAIRS_ONLY's rows of a half come from the expert's count by arithmetic: no cross-lane sum (moe56 summed
+        # the half's sorted_ids below the sentinel, a butterfly and two barriers before each tile's mainloop)
+        assert case["butterflies"] == 0, case
 
 
 def test_moe_small_kernels_wait_for_the_kernel_before_them_under_pdl(tmp_path):

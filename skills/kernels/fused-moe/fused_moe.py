@@ -87,12 +87,14 @@ ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
 # dependents (PDL: each may start before the kernel before it ends, and waits for it in the kernel,
 # griddepcontrol.wait): a GEMM's programs fill their rings with weights under the previous kernel's tail, and
 # no kernel's launch leaves the GPU idle between two (issue 52: do_bench read 6.6 us more than the profiler's
-# kernels at 512 tokens on 64 experts). False launches them as before (an A/B switch).
-PDL_LAUNCH = gdc_wait is not None
+# kernels at 512 tokens on 64 experts). Where: pdl_pays (the layer streams its weights). None: that rule;
+# True / False: forced (an A/B switch; True needs Triton's griddepcontrol, from 3.3).
+PDL_LAUNCH = None
 # The Gluon GEMMs store only the rows of h and y that hold a (token, expert) pair, not each expert's padding
 # rows (moe_gemm_gluon_kernel's PAIRS_ONLY): at 64 tokens on 64 experts, top 6, 384 of 4096 rows; at 1024
-# tokens (128-row blocks) 6144 of 8192. False stores whole blocks, as before (an A/B switch).
-PAIRS_ONLY = True
+# tokens (128-row blocks) 6144 of 8192. Where: pairs_only_pays (the layer streams its weights). None: that
+# rule; True / False: forced (an A/B switch: False stores whole blocks, as before).
+PAIRS_ONLY = None
 
 
 @triton.jit
@@ -417,20 +419,23 @@ if gluon is not None:
                         # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
                         mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
                         mbarrier.expect(ready.index(s), STAGE_BYTES)
-                        tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
+                    # A's boxes, then the weights' (main's order: PDL 0 issues what main issued, in its order)
                     for c in gl.static_range(CONSUMERS):
                         tma_load(a_desc, [(CONSUMERS * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
                                  a_smem.index(CONSUMERS * s + c))
+                    if it >= early:
+                        tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
 
     @gluon.jit
     def _store_rows(c_desc, c_rows_desc, c_buf, row, col, n_rows, PAIRS_ONLY: gl.constexpr):
-        # c_buf to C at [row, col]: every row, or (PAIRS_ONLY) the first n_rows, rounded up to a box of
-        # c_rows_desc's (8 rows; same shared layout: its swizzle repeats every 8 rows), where n_rows < 64
+        # c_buf to C at [row, col]: every row, or (PAIRS_ONLY) the first n_rows (the half's pairs: 64 or more
+        # for a full half, 0 or fewer for one of padding alone), rounded up to a box of c_rows_desc's (8 rows;
+        # same shared layout: its swizzle repeats every 8 rows)
         M_HALF: gl.constexpr = c_buf.shape[0]
         ROWS: gl.constexpr = c_rows_desc.block_type.shape[0]
         if PAIRS_ONLY:
-            if n_rows == M_HALF:
+            if n_rows >= M_HALF:
                 tma_store(c_desc, [row, col], c_buf)
             else:
                 for r in gl.static_range(0, M_HALF, ROWS):
@@ -441,7 +446,7 @@ if gluon is not None:
 
     @gluon.jit
     def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
-                            expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, C: gl.constexpr,
+                            expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, C: gl.constexpr,
                             NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
                             PAIRS_ONLY: gl.constexpr):
         # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
@@ -452,7 +457,12 @@ if gluon is not None:
         # PAIRS_ONLY: only the rows that hold a pair are stored (each expert's run is padded at its end, so
         # they are a prefix of the 64): no padding row of h or y is read as a pair's (the down GEMM's rows are
         # independent; moe_sum_kernel reads pairs' rows alone), and at 64 experts, 64-row blocks of 6-96 rows
-        # an expert, padding was 25-90% of the h and y rows written.
+        # an expert, padding was 25-90% of the h and y rows written. The half's pairs come from the expert's
+        # count (expert_rows, the routing's counters) less the rows of its run before the half: two scalar
+        # loads that depend on e alone, as _gluon_tile's expert_start loads do, so they add no step to the
+        # chain of dependent loads before the mainloop, and n_rows is read only by the epilogue. (Branch
+        # moe56 counted the half's sorted_ids below the sentinel instead: a third dependent load, on pid_m,
+        # and a cross-warp sum, two barriers, before every tile's first wgmma.)
         M_HALF: gl.constexpr = a_smem.shape[1]
         BLOCK_K: gl.constexpr = a_smem.shape[2]
         W_ROWS: gl.constexpr = w_smem.shape[1] * w_smem.shape[2]
@@ -466,10 +476,9 @@ if gluon is not None:
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
                 row = (CONSUMERS * pid_m + C) * M_HALF
-                n_rows = 0
+                n_rows = M_HALF
                 if PAIRS_ONLY:  # loaded here, read after the mainloop: its latency hides under the MMAs
-                    offs = gl.arange(0, M_HALF, layout=gl.BlockedLayout([1], [32], [4], [0]))
-                    n_rows = gl.sum((gl.load(sorted_ids_ptr + row + offs) < n_pairs).to(gl.int32), axis=0)
+                    n_rows = gl.load(expert_rows_ptr + e) - (row - gl.load(expert_start_ptr + e) * (CONSUMERS * M_HALF))
                 acc = gl.zeros([M_HALF, W_ROWS], gl.float32, acc_layout)
                 for ki in range(k_tiles):
                     s = it % NUM_STAGES
@@ -504,8 +513,8 @@ if gluon is not None:
         tma.store_wait(0)  # the last store, before the program's shared memory goes away
 
     @gluon.jit
-    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, sorted_ids_ptr,
-                              n_pairs, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
+    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
+                              num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
                               CONSUMERS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                               PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
@@ -516,8 +525,8 @@ if gluon is not None:
         # (A h, W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
         # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K]. PDL: launched as a programmatic dependent of
         # the kernel before it (the loader says what that changes), and lets the next kernel launch at once.
-        # PAIRS_ONLY: C's rows that hold no pair (sorted_ids: the sentinel n_pairs) are not stored; c_rows_desc is
-        # C's descriptor in 8-row boxes, for the part of a 64-row half that holds pairs.
+        # PAIRS_ONLY: C's rows that hold no pair (past expert_rows[e], the expert's pairs, in its run) are not
+        # stored; c_rows_desc is C's descriptor in 8-row boxes, for the part of a 64-row half that holds pairs.
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -537,10 +546,10 @@ if gluon is not None:
         if CONSUMERS == 2:
             gl.warp_specialize([
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
-                                       expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, 0,
+                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
-                                       expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, 1,
+                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 1,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
                                      num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
@@ -548,7 +557,7 @@ if gluon is not None:
         else:
             gl.warp_specialize([
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
-                                       expert_start_ptr, sorted_ids_ptr, n_pairs, num_m_blocks, n_tiles, K, 0,
+                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
                                      num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
@@ -581,8 +590,9 @@ def route_and_align(router_logits, top_k, block_m, pdl=False):
     inverse, each pair's row in that order; block_expert (num_m_blocks,) int32: the expert of each row
     block, -1 past the end; expert_start (E + 1,) int32: each expert's first row block, then the number
     of blocks in use. num_m_blocks is an upper bound known on the host (sum_e ceil(c_e / BM) <=
-    ceil(T*k / BM) + E), so nothing is read back. Within an expert's run the pairs come in an order that
-    may change from run to run (moe_route_kernel says why the layer's output does not). pdl: both kernels
+    ceil(T*k / BM) + E), so nothing is read back; expert_rows (E,) int32: each expert's pairs (the route's
+    counters; its run's first expert_rows[e] rows hold them). Within an expert's run the pairs come in an order
+    that may change from run to run (moe_route_kernel says why the layer's output does not). pdl: both kernels
     launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches)."""
     T, E = router_logits.shape
     assert 1 <= top_k <= E, f"top_k must be in 1..{E} (the experts), got {top_k}"
@@ -607,7 +617,7 @@ def route_and_align(router_logits, top_k, block_m, pdl=False):
         ids, rank, counts, sorted_ids, sorted_row, block_expert, expert_start, n_pairs, E, num_m_blocks,
         E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), PDL=_pdl_flag(pdl),
         num_warps=8, **_pdl_launch(pdl))
-    return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
+    return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, counts
 
 
 @functools.lru_cache(maxsize=None)
@@ -644,12 +654,13 @@ def _gluon_runs(x, w13, w2, cfg) -> bool:
             and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
 
 
-def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks, cfg, pdl=False):
+def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=False,
+                 pairs_only=False):
     """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
     expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
     device, when the kernel does not compile or launch. pdl: each GEMM launched as a programmatic dependent of
-    the kernel before it (the gather launched with PDL, then the gate/up GEMM). With PAIRS_ONLY, the rows of h
-    and y_sorted that hold no pair (sorted_ids's sentinel n_pairs) are left as they were."""
+    the kernel before it (the gather launched with PDL, then the gate/up GEMM). pairs_only: the rows of h and
+    y_sorted that hold no pair (past expert_rows[e] in expert e's run) are left as they were."""
     E, I2, HD = w13.shape
     I = I2 // 2
     bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
@@ -667,10 +678,10 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, sorted_ids, n
         for a, w, w_box, c, c_box, n_tiles, K, stages, swiglu in gemms:
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
             moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), desc(c, [8, c_box[1]]),
-                                        block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks, n_tiles, K,
+                                        block_expert, expert_start, expert_rows, num_m_blocks, n_tiles, K,
                                         NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=cfg["BLOCK_M"] // 64,
                                         LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
-                                        PDL=int(pdl), PAIRS_ONLY=int(PAIRS_ONLY), num_warps=4, **_pdl_launch(pdl))
+                                        PDL=int(pdl), PAIRS_ONLY=int(pairs_only), num_warps=4, **_pdl_launch(pdl))
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -683,6 +694,25 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, sorted_ids, n
 def streams_weights(tokens, experts, top_k) -> bool:
     """Whether the layer is bound by its weight read: STREAM_MAX_ROWS rows an expert or fewer, on average."""
     return tokens * top_k <= STREAM_MAX_ROWS * experts
+
+
+def pdl_pays(tokens, experts, top_k) -> bool:
+    """Whether the Gluon path's kernels go as programmatic dependents (PDL_LAUNCH None): where the layer streams
+    its weights. What PDL saves is DRAM time: at each kernel boundary the weight stream stops while the next
+    GEMM's programs start and fill their rings (and the gaps between launches, 6.6 us at 512 tokens on 64
+    experts), a fixed ~12-15 us a layer (measured at 64 experts, top 6: 3-4% of ~420 us). Where the tensor cores
+    set the layer's time (T*k > 128 E: 4096 tokens on 64 experts, ~800 us; Mixtral's 2048 tokens) there is no
+    stream to keep busy: under 2% to win, and moe56's PDL launches there were never measured apart from a 11%
+    loss (4096 tokens on 64 experts, same tiles; see the README's moe57 section). The dtype plays no part."""
+    return streams_weights(tokens, experts, top_k)
+
+
+def pairs_only_pays(tokens, experts, top_k) -> bool:
+    """Whether the Gluon GEMMs store only the pairs' rows of h and y (PAIRS_ONLY None): where the layer streams
+    its weights, every byte written shares the DRAM with the weight read (the padding rows skipped: 25.7 MB at
+    64 tokens on 64 experts, top 6, 4% of the layer measured). Where the tensor cores set the time, the epilogue's
+    stores run under the next tile's MMAs and skipping rows saves nothing. The dtype plays no part."""
+    return streams_weights(tokens, experts, top_k)
 
 
 def streaming_config(tokens, experts, top_k, hidden, inter, sms):
@@ -796,11 +826,12 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
     gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
-    # the Gluon path's kernels as programmatic dependents, each of the one before (PDL_LAUNCH): all but the
-    # counters' memset (and the logits' copy to fp32, where they come in 16-bit), which start after the caller's
-    # kernels as any launch does
-    pdl = bool(gluon and PDL_LAUNCH)
-    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = route_and_align(
+    # the Gluon path's kernels as programmatic dependents, each of the one before (pdl_pays, or PDL_LAUNCH forced):
+    # all but the counters' memset (and the logits' copy to fp32, where they come in 16-bit), which start after
+    # the caller's kernels as any launch does
+    pdl = bool(gluon and gdc_wait is not None and (pdl_pays(T, E, top_k) if PDL_LAUNCH is None else PDL_LAUNCH))
+    pairs_only = bool(gluon and (pairs_only_pays(T, E, top_k) if PAIRS_ONLY is None else PAIRS_ONLY))
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = route_and_align(
         router_logits, top_k, block_m, pdl=pdl)
 
     def gather(pad_zeros, pdl):
@@ -813,10 +844,10 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
         gather(pad_zeros=not gluon, pdl=pdl)
     y = None
     if gluon:
-        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, sorted_ids, n_pairs, num_m_blocks, cfg,
-                         pdl=pdl)
+        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=pdl,
+                         pairs_only=pairs_only)
     if y is None:
-        pdl = False
+        pdl = pairs_only = False
         if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
             gather(pad_zeros=True, pdl=False)
         cfg = {**cfg, "GLUON": 0}
@@ -841,7 +872,7 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
                                                       SORTED=cfg["GLUON"], PDL=_pdl_flag(pdl), num_warps=4,
                                                       **_pdl_launch(pdl))
     last_config.clear()
-    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl))
+    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl), PAIRS_ONLY=int(pairs_only))
     return out
 
 
