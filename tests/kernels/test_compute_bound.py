@@ -567,9 +567,15 @@ def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch)
     # (64, top 8) are 1024 rows an expert
     shapes = [(64, 64, 6), (1024, 64, 6), (1365, 64, 6), (1366, 64, 6), (4096, 64, 6), (512, 8, 2), (513, 8, 2),
               (2048, 8, 2), (8192, 64, 8)]
-    expected = [True, True, True, False, False, True, False, False, False]
-    assert [m.pdl_pays(*shape) for shape in shapes] == expected
-    assert [m.pairs_only_pays(*shape) for shape in shapes] == expected
+    assert [m.pairs_only_pays(*shape) for shape in shapes] == [True, True, True, False, False, True, False, False, False]
+    # PDL where each expert's rows also fit one block of the layout: 1100 tokens on 64 experts fill one 128-row
+    # block on two consumers, 1200 spill into second blocks; Mixtral at 512 tokens (128 rows an expert on 64-row
+    # blocks, where PDL was measured 28% slower) does not, at 256 (one 128-row block on two consumers) does
+    shapes += [(1100, 64, 6), (1200, 64, 6), (256, 8, 2), (64, 8, 2)]
+    rows = [64 * m.streaming_consumers(*shape) for shape in shapes]  # the streaming layout's blocks
+    assert [m.pdl_pays(*shape, block_m) for shape, block_m in zip(shapes, rows)] == [
+        True, True, False, False, False, False, False, False, False, True, False, True, True]
+    assert m.pdl_pays(512, 64, 6, 64) and not m.pdl_pays(512, 8, 2, 64) and m.pdl_pays(512, 8, 2, 256)
     E, top_k, HD, I = 4, 2, 64, 96
     config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
     for T, streams in ((256, True), (257, False)):  # 512 pairs on 4 experts: 128 rows an expert, then 128.5
@@ -582,7 +588,7 @@ def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch)
             gemms.launches.clear()
             out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
             assert compare(out.float(), reference, NORM["fp16"]) is None
-            pdl = streams if forced_pdl is None else forced_pdl
+            pdl = m.pdl_pays(T, E, top_k, config["BLOCK_M"]) if forced_pdl is None else forced_pdl
             pairs = streams if forced_pairs is None else forced_pairs
             assert [(o["PDL"], o.get("launch_pdl"), o["PAIRS_ONLY"]) for *_, o in gemms.launches] == [
                 (int(pdl), True if pdl else None, int(pairs))] * 2, (T, forced_pdl, forced_pairs)

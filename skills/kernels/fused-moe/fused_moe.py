@@ -87,7 +87,8 @@ ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
 # dependents (PDL: each may start before the kernel before it ends, and waits for it in the kernel,
 # griddepcontrol.wait): a GEMM's programs fill their rings with weights under the previous kernel's tail, and
 # no kernel's launch leaves the GPU idle between two (issue 52: do_bench read 6.6 us more than the profiler's
-# kernels at 512 tokens on 64 experts). Where: pdl_pays (the layer streams its weights). None: that rule;
+# kernels at 512 tokens on 64 experts). Where: pdl_pays (the layer streams its weights, an expert's rows in one
+# row block). None: that rule;
 # True / False: forced (an A/B switch; True needs Triton's griddepcontrol, from 3.3).
 PDL_LAUNCH = None
 # The Gluon GEMMs store only the rows of h and y that hold a (token, expert) pair, not each expert's padding
@@ -696,15 +697,19 @@ def streams_weights(tokens, experts, top_k) -> bool:
     return tokens * top_k <= STREAM_MAX_ROWS * experts
 
 
-def pdl_pays(tokens, experts, top_k) -> bool:
+def pdl_pays(tokens, experts, top_k, block_m) -> bool:
     """Whether the Gluon path's kernels go as programmatic dependents (PDL_LAUNCH None): where the layer streams
-    its weights. What PDL saves is DRAM time: at each kernel boundary the weight stream stops while the next
-    GEMM's programs start and fill their rings (and the gaps between launches, 6.6 us at 512 tokens on 64
-    experts), a fixed ~12-15 us a layer (measured at 64 experts, top 6: 3-4% of ~420 us). Where the tensor cores
-    set the layer's time (T*k > 128 E: 4096 tokens on 64 experts, ~800 us; Mixtral's 2048 tokens) there is no
-    stream to keep busy: under 2% to win, and moe56's PDL launches there were never measured apart from a 11%
-    loss (4096 tokens on 64 experts, same tiles; see the README's moe57 section). The dtype plays no part."""
-    return streams_weights(tokens, experts, top_k)
+    its weights and each expert's rows fit one row block of block_m rows (the launch's: 64 on one consumer, 128
+    on two, streaming_consumers). What PDL saves is DRAM time: at each kernel boundary the weight stream stops while
+    the next GEMM's programs start and fill their rings (and the gaps between launches, 6.6 us at 512 tokens on
+    64 experts), a fixed ~12-15 us a layer. Measured on an H100 (experiments/held-out-shapes/moe-memory-bound/,
+    moe57): it gained 3-4% where every expert takes one block (64-512 tokens on 64 experts, top 6) and 3.3% at
+    1024 tokens on two consumers, and lost where experts span several blocks: Mixtral at 512 tokens (128 rows
+    an expert on 64-row blocks) 1036 -> 1442 us, 4096 tokens on 64 experts 11% on the same tiles. Why it loses
+    there is not known (the sum kernel's span grew 5 -> 107 us at Mixtral): the rule keeps PDL where it was
+    measured to pay. The dtype plays no part."""
+    return (streams_weights(tokens, experts, top_k)
+            and expected_row_blocks(tokens, experts, top_k, block_m) <= ONE_BLOCK_AN_EXPERT * experts)
 
 
 def pairs_only_pays(tokens, experts, top_k) -> bool:
@@ -829,7 +834,8 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     # the Gluon path's kernels as programmatic dependents, each of the one before (pdl_pays, or PDL_LAUNCH forced):
     # all but the counters' memset (and the logits' copy to fp32, where they come in 16-bit), which start after
     # the caller's kernels as any launch does
-    pdl = bool(gluon and gdc_wait is not None and (pdl_pays(T, E, top_k) if PDL_LAUNCH is None else PDL_LAUNCH))
+    pdl = bool(gluon and gdc_wait is not None
+               and (pdl_pays(T, E, top_k, block_m) if PDL_LAUNCH is None else PDL_LAUNCH))
     pairs_only = bool(gluon and (pairs_only_pays(T, E, top_k) if PAIRS_ONLY is None else PAIRS_ONLY))
     weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = route_and_align(
         router_logits, top_k, block_m, pdl=pdl)
