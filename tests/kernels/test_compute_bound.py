@@ -224,11 +224,8 @@ def test_moe_gather_copies_the_pairs_rows_and_zeros_padding_rows_only_if_asked(p
     assert int((~real).sum()) > 0 and bool((padding == 0).all() if pad_zeros else padding.isnan().all())
 
 
-def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch):
-    """x_sorted, h and y come from torch.empty: filled with NaN before use, the layer on the Gluon contract
-    (x_sorted's padding rows left unwritten) still equals the reference (padding rows computed, never read)."""
-    m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
-    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+def _nan_filled_empties(monkeypatch, module):
+    """The module's torch.empty fills floating tensors with NaN: a row it leaves unwritten and then reads shows."""
     real_empty = torch.empty
 
     class NanEmpty:
@@ -239,7 +236,15 @@ def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch):
             t = real_empty(*args, **kw)
             return t.fill_(float("nan")) if t.is_floating_point() else t
 
-    monkeypatch.setattr(m, "torch", NanEmpty())
+    monkeypatch.setattr(module, "torch", NanEmpty())
+
+
+def test_moe_layer_ignores_what_x_sorteds_padding_rows_hold(monkeypatch):
+    """x_sorted, h and y come from torch.empty: filled with NaN before use, the layer on the Gluon contract
+    (x_sorted's padding rows left unwritten) still equals the reference (padding rows computed, never read)."""
+    m, _ = _moe_gluon_in_torch(monkeypatch, sms=3)
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    _nan_filled_empties(monkeypatch, m)
     x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
     out = m.fused_moe(x, w13, w2, logits, 2, config=config)
     assert compare(out.float(), m.reference(x, w13, w2, logits, 2), NORM["fp16"]) is None
@@ -533,17 +538,7 @@ def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherw
     contract in torch then writes only the pairs' rows of h and y, left NaN elsewhere, and the layer still equals
     the reference (nothing reads a padding row as a pair's); PAIRS_ONLY False: 0, whole blocks."""
     m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
-    real_empty = torch.empty
-
-    class NanEmpty:
-        def __getattr__(self, name):
-            return getattr(torch, name)
-
-        def empty(self, *args, **kw):
-            t = real_empty(*args, **kw)
-            return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(m, "torch", NanEmpty())
+    _nan_filled_empties(monkeypatch, m)
     x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
     reference = m.reference(x, w13, w2, logits, 2)
     config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
