@@ -194,6 +194,11 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
       each one's (max(x + y, 0) <= max(x, 0) + max(y, 0)), so a pair ranked above that sum is ranked
       there by the uncertainty of two keys in one run, not by anything the scores say of the pair
       (on softmax (old), pairs of sd 0.2-0.27 outranked the flip of PERSISTENT at the best, sd 0.12);
+      and that test, once it applies, is what says the pair interacts: such a pair (or the coupled one)
+      moves though its means add less than each key alone, the shape of a second peak past a dip that the
+      model does not rule out (layernorm's 8192 x 4 warps from 4096 x 8, past 8192 x 8 and 4096 x 4
+      measured lower; experiments/tune/leave-one-out/, seventh pass); before it applies, the pair's mean
+      must beat its two single moves' added by INTERACTION;
     - more keys at once when the model expects JUMP times the expected improvement of the step of one or
       two keys it would take otherwise; so too one key moved past its next value where the prior mean is
       flat along it (no dome, or a flag, which the dome never bends): there a farther value outranks the
