@@ -1076,8 +1076,8 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_lau
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, record_launches, causal):
     """GLUON 2: a grid of at most SMs programs, each given its row of the schedule (its tile count,
-    its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says (a third does not fit
-    beside O's staging tiles)."""
+    its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says: 4 at head dim 64, 2 at 128
+    (a third does not fit beside two Q tiles a consumer and O's staging tiles)."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -1098,8 +1098,14 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     # head's pair on a program of its own ends there too, on 3 programs: the pairs
     programs, rows = ((3, [[2, 0, 1, 0], [2, 2, 3, 0], [2, 4, 5, 0]]) if causal else
                       (4, [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]]))
-    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 2,
+    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 4,
                          causal, False, q.shape)]
+    assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 4
+    launched.clear()
+    q, k, v = (torch.randn(1, 3, 256, 128).half() for _ in range(3))
+    fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
+    assert [(blocks, buffers) for _, blocks, _, _, _, buffers, *_ in launched] == [
+        ([[64, 128], [128, 128], [128, 128], [64, 128]], 2)]
     assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
     launched.clear()
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
@@ -1109,7 +1115,7 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     # a ragged S: the query blocks that cover it (here as at 256: 2 a head), masked (RAGGED)
     q, k, v = (torch.randn(1, 3, 200, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
-    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 2,
+    assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 4,
                          causal, True, q.shape)]
     assert fa.last_config["GLUON"] == 2
 
@@ -1312,9 +1318,10 @@ _ATTENTION_CASES = """
 B, H, S = 1, 2, 1024
 for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
                                          ("ws ragged", "bf16", False, 128, 2), ("ws ragged", "fp16", True, 64, 2),
-                                         ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 2),
+                                         ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 4),
+                                         ("persist", "fp16", True, 64, 4),
                                          ("persist ragged", "bf16", True, 128, 2),
-                                         ("persist ragged", "fp16", False, 64, 2),
+                                         ("persist ragged", "fp16", False, 64, 4),
                                          ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
     torch_dtype, gl_dtype = GL[dtype]
     descs = [desc(torch.empty(B * H * S, D, dtype=torch_dtype), [rows, D], gl_dtype) for rows in (64, 128, 128, 64)]
@@ -1432,12 +1439,19 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     cases = _compile_for_sm90("flash-attention", _ATTENTION_CASES, tmp_path)
     assert [c["case"] for c in cases] == [["ws", "bf16", False, 128, 2], ["ws", "fp16", True, 64, 3],
                                           ["ws ragged", "bf16", False, 128, 2], ["ws ragged", "fp16", True, 64, 2],
-                                          ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 2],
+                                          ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 4],
+                                          ["persist", "fp16", True, 64, 4],
                                           ["persist ragged", "bf16", True, 128, 2],
-                                          ["persist ragged", "fp16", False, 64, 2],
+                                          ["persist ragged", "fp16", False, 64, 4],
                                           ["ws3", "bf16", False, 64, 2], ["ws3", "fp16", True, 64, 2]]
     for case in cases:
         assert case["shared"] <= 232448, case  # the H100 / H200's shared memory a block
+        which, _, _, D, buffers = case["case"]
+        if which.startswith("persist"):
+            # the launcher's stages (PERSISTENT_BUFFERS) and two Q tiles a consumer (_persist_q_loader's ring)
+            # beside O's staging tiles: 229.8 KB at D 128
+            assert buffers == fa.PERSISTENT_BUFFERS[D]
+            assert case["shared"] >= (2 * buffers * 128 + 4 * 64 + 2 * 64) * D * 2, case
         stack = int(re.search(r"STACK:(\d+) ", case["usage"]).group(1))
         # no spill; but Triton 3.9's compile of the causal three-consumer kernel keeps 72 bytes on the
         # stack, where the H200's 3.6 keeps none (the kernel runs at 160 registers a consumer thread)
