@@ -510,12 +510,16 @@ if gluon is not None:
         # The producer of K and V over all of this program's tiles: one stream of blocks whose counter g runs
         # on across tiles (the consumers count alike). Q has a loader of its own (_persist_q_loader).
         g = 0
+        t = _persist_tile_id(sched, sched_w, 0)
         for w in range(_persist_waves(sched, sched_w)):
-            start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, w), S, BLOCK_M, BLOCK_N, CAUSAL)
+            # the next tile's id read a tile ahead, so that its latency does not hold back the next tile's K_0
+            t_next = _persist_tile_id(sched, sched_w, w + 1)
+            start_m, row0, n_blocks = _persist_tile(t, S, BLOCK_M, BLOCK_N, CAUSAL)
             for j in range(n_blocks):
                 _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
                 _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
             g += n_blocks
+            t = t_next
 
     @gluon.jit
     def _persist_q_slot(w, C: gl.constexpr):
