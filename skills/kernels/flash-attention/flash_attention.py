@@ -34,7 +34,8 @@ second wgmma. The two consumers run independently, so one's exponentials hide un
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
 exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
 persistent grid (one program an SM walking the tiles persist_schedule dealt it, each tile's first block
-under the last one's tail; causal tiles few, a head's heaviest and lightest paired on one program), which
+under the last one's tail, its Q loaded a tile ahead by a partition of its own; causal tiles few, a head's
+heaviest and lightest paired on one program), which
 pays where tiles are short (S 1024-2048) and causal, and not at long
 non-causal ones; _attn_fwd_ws3
 is FlashAttention-3's head-dim-64 tile, 192 query rows on three consumers, which pays at long S. AUTOTUNE
