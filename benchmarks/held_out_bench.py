@@ -47,6 +47,7 @@ TINY = os.environ.get("HELD_OUT_TINY", "") not in ("", "0")
 DEADLINE = float(os.environ.get("HELD_OUT_DEADLINE", "inf"))
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # allclose tolerances (rtol, atol) by the output's dtype: one rounding of the result, plus fp32 sums
+PATH_CHARS = 120  # of a compute-bound row's path (its config, every key) in the table's line
 TOL = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (2e-2, 1e-3), torch.float16: (4e-3, 1e-4)}
 
 
@@ -208,8 +209,9 @@ def measure_compute(old_spec, new_spec, shape, where):
             row[f"{name}_error"] = why
         # what each side ran (its autotune's pick): "path" the new one's, "old_path" the old one's
         launched = dict(spec.launched()) if spec.launched else {}
+        # whole in the row (the JSON); the table's line shows its first PATH_CHARS
         row["path" if name == "new" else "old_path"] = (launched.get("kernel")
-                                                        or ", ".join(f"{k} {v}" for k, v in launched.items())[:120])
+                                                        or ", ".join(f"{k} {v}" for k, v in launched.items()))
         if name == "new":
             outputs = outs
     try:
@@ -257,7 +259,7 @@ def compute_table(kernel, half, rows, copy):
         ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in ("old", "new", "torch"))
         print(f"{r['shape']:>26s} {r['dtype']:5s} {us['old']} {us['new']} {us['torch']} {tflops} {pct} "
               f"{ratio(r, 'old', 'new')} {ratio(r, 'torch', 'new')} "
-              + " ".join(ratio(r, o, "new", 12) for o in others) + f"  {ok:9s}  {r['path']}")
+              + " ".join(ratio(r, o, "new", 12) for o in others) + f"  {ok:9s}  {r['path'][:PATH_CHARS]}")
         for n in ("old", "new", "torch"):
             if f"{n}_error" in r:
                 print(f"{'':>26s} {n}: {r[n + '_error']}")

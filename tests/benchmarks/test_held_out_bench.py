@@ -88,3 +88,16 @@ def test_a_synthetic_attention_shape_reads_its_fifth_size_as_causal():
     assert causal == (4, 16, 1024, 128, True) and causal[4] is True  # SDPA's is_causal takes a bool only
     assert held_out_bench.synthetic("flash-attention", "64x12x512x64x0:bf16").dims[4] is False
     assert held_out_bench.synthetic("gemm", "512x4096x1:fp16").dims == (512, 4096, 1)
+
+
+def test_a_compute_bound_rows_path_is_whole_in_the_json_and_cut_in_the_table(tmp_path):
+    """gemm's path is its config, every key (past 120 characters): the JSON keeps all of it, so that a pick's
+    TAIL_BLOCK_N or GLUON can be read back; the table's line shows its first PATH_CHARS."""
+    import held_out_bench
+    kernel_file = os.path.join(ROOT, "skills", "kernels", "gemm", "gemm.py")
+    proc, rows = run_bench(tmp_path, "gemm", kernel_file, "--shapes", "100x200x300:bf16")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = rows
+    assert len(row["path"]) > held_out_bench.PATH_CHARS and row["path"] == row["old_path"]
+    assert row["path"].startswith("BLOCK_M ") and ", AUTOTUNE " in row["path"]  # CONFIG's last key
+    assert row["path"][:held_out_bench.PATH_CHARS] in proc.stdout and row["path"] not in proc.stdout
