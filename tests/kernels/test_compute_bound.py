@@ -1221,6 +1221,26 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     assert fa.last_config["GLUON"] == 2
 
 
+def test_persistent_gluon_launch_takes_its_q_tiles_a_consumer_from_persistent_q_slots(monkeypatch, record_launches):
+    """Q_SLOTS, the persistent kernel's Q tiles a consumer: PERSISTENT_Q_SLOTS (2; 1 is the device's switch to
+    main's one-slot protocol on the Q loader of its own)."""
+    fa = _template("flash-attention")
+    if fa.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = record_launches(fa, "_attn_fwd_persist", lambda grid, args, kw: kw["Q_SLOTS"], launch=False)
+
+    class Properties:
+        multi_processor_count = 4
+
+    monkeypatch.setattr(fa, "_gluon_runs", lambda q: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
+    q, k, v = (torch.randn(1, 2, 256, 64).half() for _ in range(3))
+    fa.flash_attention(q, k, v, causal=True, config={"GLUON": 2})
+    monkeypatch.setattr(fa, "PERSISTENT_Q_SLOTS", 1)
+    fa.flash_attention(q, k, v, causal=True, config={"GLUON": 2})
+    assert launched == [2, 1]
+
+
 @pytest.mark.parametrize("gluon, kernel", [(3, "_attn_fwd_ws3")])
 def test_a_ragged_S_runs_the_masked_gluon_kernel_whatever_gluon_asks(monkeypatch, record_launches, gluon, kernel):
     """The three-consumer kernel's tiles would cross into the next head unmasked: at a ragged S GLUON 3 runs
@@ -1420,7 +1440,7 @@ B, H, S = 1, 2, 1024
 for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "fp16", True, 64, 3),
                                          ("ws ragged", "bf16", False, 128, 2), ("ws ragged", "fp16", True, 64, 2),
                                          ("persist", "bf16", True, 128, 2), ("persist", "fp16", False, 64, 4),
-                                         ("persist", "fp16", True, 64, 4),
+                                         ("persist", "fp16", True, 64, 4), ("persist 1-slot", "bf16", True, 128, 2),
                                          ("persist ragged", "bf16", True, 128, 2),
                                          ("persist ragged", "fp16", False, 64, 4),
                                          ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
@@ -1433,9 +1453,12 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
     fn, scalars = {"ws": (t._attn_fwd_ws, [out, S, 0.1]), "ws ragged": (t._attn_fwd_ws, [out, S - 24, 0.1]),
                    "persist": (t._attn_fwd_persist, [out, S, sched, 34, 0.1]),
                    "persist ragged": (t._attn_fwd_persist, [out, S - 24, sched, 34, 0.1]),
+                   "persist 1-slot": (t._attn_fwd_persist, [out, S, sched, 34, 0.1]),
                    "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
     if fn is not t._attn_fwd_ws3:
         consts["RAGGED"] = which.endswith("ragged")
+    if fn is t._attn_fwd_persist:
+        consts["Q_SLOTS"] = 1 if which == "persist 1-slot" else t.PERSISTENT_Q_SLOTS
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
     compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})
@@ -1541,7 +1564,7 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     assert [c["case"] for c in cases] == [["ws", "bf16", False, 128, 2], ["ws", "fp16", True, 64, 3],
                                           ["ws ragged", "bf16", False, 128, 2], ["ws ragged", "fp16", True, 64, 2],
                                           ["persist", "bf16", True, 128, 2], ["persist", "fp16", False, 64, 4],
-                                          ["persist", "fp16", True, 64, 4],
+                                          ["persist", "fp16", True, 64, 4], ["persist 1-slot", "bf16", True, 128, 2],
                                           ["persist ragged", "bf16", True, 128, 2],
                                           ["persist ragged", "fp16", False, 64, 4],
                                           ["ws3", "bf16", False, 64, 2], ["ws3", "fp16", True, 64, 2]]
@@ -1552,7 +1575,8 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
             # the launcher's stages (PERSISTENT_BUFFERS) and two Q tiles a consumer (_persist_q_loader's ring)
             # beside O's staging tiles: 229.8 KB at D 128
             assert buffers == fa.PERSISTENT_BUFFERS[D]
-            assert case["shared"] >= (2 * buffers * 128 + 4 * 64 + 2 * 64) * D * 2, case
+            q_tiles = 2 if which == "persist 1-slot" else 2 * fa.PERSISTENT_Q_SLOTS
+            assert case["shared"] >= (2 * buffers * 128 + q_tiles * 64 + 2 * 64) * D * 2, case
         stack = int(re.search(r"STACK:(\d+) ", case["usage"]).group(1))
         # no spill; but Triton 3.9's compile of the causal three-consumer kernel keeps 72 bytes on the
         # stack, where the H200's 3.6 keeps none (the kernel runs at 160 registers a consumer thread)

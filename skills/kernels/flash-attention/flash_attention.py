@@ -214,6 +214,12 @@ WS_CONSUMER_REGS = 240
 # runs a K or V block every ~0.7 us (the exponentials' pace), under a DRAM read's latency at short S, where
 # the loader two blocks ahead left each block of a tile's first pass waiting for its copy
 PERSISTENT_BUFFERS = {64: 4, 128: 2}
+# the persistent kernel's Q tiles a consumer (_persist_q_slot): 2, each tile's Q loading a tile ahead; 1 is main's
+# protocol (each tile's Q once the tile before handed its slot back) on the Q loader of its own, a switch for
+# the device to tell the second slot from the third partition (issue 52: GLUON 2 wrong at causal shapes on the
+# H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
+# every tile, slot and phase in agreement)
+PERSISTENT_Q_SLOTS = 2
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
@@ -523,15 +529,15 @@ if gluon is not None:
             t = t_next
 
     @gluon.jit
-    def _persist_q_slot(w, C: gl.constexpr):
-        # Tile w's Q for consumer C: its index in the Q tiles and their barriers (two tiles a consumer, tile w in
-        # the (w % 2)-th), and the parity of that slot's use by tile w (each slot's barriers complete once every
-        # two tiles)
-        return (w % 2) * 2 + C, (w // 2) & 1
+    def _persist_q_slot(w, C: gl.constexpr, Q_SLOTS: gl.constexpr):
+        # Tile w's Q for consumer C: its index in the Q tiles and their barriers (Q_SLOTS tiles a consumer, tile w
+        # in the (w % Q_SLOTS)-th), and the parity of that slot's use by tile w (each slot's barriers complete
+        # once every Q_SLOTS tiles)
+        return (w % Q_SLOTS) * 2 + C, (w // Q_SLOTS) & 1
 
     @gluon.jit
     def _persist_q_loader(q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M: gl.constexpr,
-                          BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+                          BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, Q_SLOTS: gl.constexpr):
         # Each tile's Q, a tile per consumer, into that tile's slot once the slot's tile before (w - 2) handed it
         # back (after its last S): a tile ahead of its first S. Q came from the K/V loader before, after the
         # tile before's last S (one slot a consumer), and a program's every tile turn waited for Q from DRAM,
@@ -539,8 +545,8 @@ if gluon is not None:
         for w in range(_persist_waves(sched, sched_w)):
             start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, w), S, BLOCK_M, BLOCK_N, CAUSAL)
             for c in gl.static_range(2):
-                i, lap = _persist_q_slot(w, c)
-                # tile w - 2's release completes the slot's phase lap - 1: parity lap ^ 1 (passes on a fresh
+                i, lap = _persist_q_slot(w, c, Q_SLOTS)
+                # tile w - Q_SLOTS's release completes the slot's phase lap - 1: parity lap ^ 1 (passes on a fresh
                 # barrier for tiles 0 and 1)
                 mbarrier.wait(q_empty.index(i), lap ^ 1)
                 mbarrier.expect(q_ready.index(i), q_desc.block_type.nbytes)
@@ -551,7 +557,7 @@ if gluon is not None:
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr):
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; key block j of a tile is ring
         # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last; without
         # causal, a ragged S's last block is masked at S (KEY_LIMIT), and a head's last query block is
@@ -571,7 +577,7 @@ if gluon is not None:
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = start_m * BLOCK_M + C * M
-        qi, lap = _persist_q_slot(0, C)  # this tile's Q slot (_persist_q_loader)
+        qi, lap = _persist_q_slot(0, C, Q_SLOTS)  # this tile's Q slot (_persist_q_loader)
         q = q_smem.index(qi)
         mbarrier.wait(q_ready.index(qi), lap)
         if KEY_LIMIT:  # block 0 is the last where S < BLOCK_N
@@ -609,7 +615,7 @@ if gluon is not None:
             if w + 1 < n_waves:
                 start_m, row0, n_blocks = _persist_tile(t_next, S, BLOCK_M, BLOCK_N, CAUSAL)
                 q_row = start_m * BLOCK_M + C * M
-                qi, lap = _persist_q_slot(w + 1, C)
+                qi, lap = _persist_q_slot(w + 1, C, Q_SLOTS)
                 q = q_smem.index(qi)
                 mbarrier.wait(q_ready.index(qi), lap)
                 if KEY_LIMIT:
@@ -639,33 +645,35 @@ if gluon is not None:
     @gluon.jit
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                          RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          Q_SLOTS: gl.constexpr = 2):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
         # the consumer's arrive), and O leaves through a staging tile of its own (2 x 16 KB at D 128: 229.8 KB
         # of the 227 KiB with 2 K/V stages; at D 64, 4 K/V stages take 176 KB).
         dtype: gl.constexpr = q_desc.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [4] + q_desc.block_type.shape, q_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS] + q_desc.block_type.shape, q_desc.layout)
         o_smem = gl.allocate_shared_memory(dtype, [2] + o_desc.block_type.shape, o_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-        q_ready = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
-        q_empty = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(4):
+        q_ready = gl.allocate_shared_memory(gl.int64, [2 * Q_SLOTS, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [2 * Q_SLOTS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2 * Q_SLOTS):
             mbarrier.init(q_ready.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=1)
         k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
             (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
                                BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
-            (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL)),
+            (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
+                                 Q_SLOTS)),
         ], [4, 1, 1], [CONSUMER_REGS, LOADER_REGS, LOADER_REGS])
 
 
@@ -931,7 +939,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
         elif cfg["GLUON"] == 2:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
-                                                 NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged, **consts)
+                                                 NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
