@@ -1,6 +1,8 @@
 """Issue 52, flash-attention at causal S 512-768 (branch fa56): GLUON 2 forced, main's file against this branch's
 (each tile's Q loaded a tile ahead by a loader of its own, two Q tiles a consumer; four K/V stages at head dim 64),
-and this branch's with two stages at head dim 64 (the Q loader alone), beside the default SDPA.
+and this branch's with two stages at head dim 64 (the Q loader alone), and with one Q tile a consumer (branch fa57:
+PERSISTENT_Q_SLOTS = 1, main's Q protocol on the Q loader of its own; issue 52's causal fault's bisection), beside
+the default SDPA.
 
     python .stage/fa56_paths.py OLD_FILE      (OLD_FILE: main's flash_attention.py; writes $OUT/fa56_paths.txt,
                                                .jsonl where OUT is set; FA56_BUDGET_S, default 75, skips the rest)
@@ -60,10 +62,25 @@ def two_stage_d64(fn):
     return run
 
 
+def one_q_slot(fn):
+    """fn run with the branch's persistent kernel on one Q tile a consumer (PERSISTENT_Q_SLOTS = 1: main's Q protocol,
+    each tile's Q once the tile before handed the slot back, on the Q loader of its own): right where two slots are
+    wrong puts issue 52's fault in the second slot, wrong too puts it in the third partition."""
+    def run():
+        keep = NEW.PERSISTENT_Q_SLOTS
+        NEW.PERSISTENT_Q_SLOTS = 1
+        try:
+            return fn()
+        finally:
+            NEW.PERSISTENT_Q_SLOTS = keep
+    return run
+
+
 def paths(q, k, v, o, causal, D):
     g2 = {"GLUON": 2}
     out = {"old G2": (OLD, lambda: OLD.flash_attention(q, k, v, causal=causal, out=o, config=g2)),
-           "new G2": (NEW, lambda: NEW.flash_attention(q, k, v, causal=causal, out=o, config=g2))}
+           "new G2": (NEW, lambda: NEW.flash_attention(q, k, v, causal=causal, out=o, config=g2)),
+           "new G2 1-slot": (NEW, one_q_slot(lambda: NEW.flash_attention(q, k, v, causal=causal, out=o, config=g2)))}
     if D == 64:
         out["new G2 2-stage"] = (NEW, two_stage_d64(lambda: NEW.flash_attention(q, k, v, causal=causal, out=o,
                                                                                   config=g2)))
@@ -130,7 +147,7 @@ def main():
         f"{__import__('triton').__version__}; old {sys.argv[1]}")
     all_ok = True
     for shape in EXTRA_CHECKS:
-        all_ok &= check(*shape, which=("new G2",))
+        all_ok &= check(*shape, which=("new G2", "new G2 1-slot"))
     for shape in TIMED:
         all_ok &= check(*shape)
     say(f"checks {'all passed' if all_ok else 'FAILED: nothing timed'} ({time.time() - T0:.0f} s)")
