@@ -137,7 +137,7 @@ def _route_and_align_checked(m, logits, top_k, block_m):
     use) and block_expert agrees with it, -1 past the end. Returns the routing's weights and layout."""
     T, E = logits.shape
     routed = m.route_and_align(logits, top_k, block_m)
-    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = routed
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = routed
     ref_w, ref_ids = m.route(logits, top_k)
     assert torch.allclose(weights, ref_w.flatten(), atol=1e-6)
     assert torch.equal(sorted_ids[sorted_row.long()], torch.arange(T * top_k, dtype=torch.int32))
@@ -149,6 +149,7 @@ def _route_and_align_checked(m, logits, top_k, block_m):
         assert torch.equal(run[:len(pairs)].sort().values, pairs), f"expert {e}'s run"
         assert torch.all(run[len(pairs):] == T * top_k), f"expert {e}'s padding"
         assert int(expert_start[e]) * block_m == row and torch.all(block_expert[row // block_m:(row + padded) // block_m] == e)
+        assert int(expert_rows[e]) == len(pairs), f"expert {e}'s count"
         row += padded
     assert int(expert_start[E]) * block_m == row and torch.all(block_expert[row // block_m:] == -1)
     assert num_m_blocks == triton.cdiv(T * top_k, block_m) + E == len(block_expert)
@@ -177,7 +178,7 @@ def test_moe_route_and_align_breaks_logit_ties_toward_the_lowest_expert():
     order on ties is its own, so this is checked directly)."""
     m = _template("fused-moe")
     T, E, top_k = 5, 16, 4
-    weights, sorted_ids, _, block_expert, expert_start, _ = m.route_and_align(torch.zeros(T, E), top_k, 16)
+    weights, sorted_ids, _, block_expert, expert_start, _, _ = m.route_and_align(torch.zeros(T, E), top_k, 16)
     assert torch.equal(expert_start, torch.tensor([0, 1, 2, 3] + [4] * (E - 3), dtype=torch.int32))
     assert torch.equal(block_expert[:5], torch.tensor([0, 1, 2, 3, -1], dtype=torch.int32))
     for e in range(top_k):  # expert e's run: pair t*k + e of each token t
@@ -210,7 +211,7 @@ def test_moe_gather_copies_the_pairs_rows_and_zeros_padding_rows_only_if_asked(p
     m = _template("fused-moe")
     T, E, top_k, HD = 40, 6, 2, 200
     x, logits = torch.randn(T, HD).half(), torch.randn(T, E)
-    _, sorted_ids, _, block_expert, expert_start, num_m_blocks = m.route_and_align(logits, top_k, 16)
+    _, sorted_ids, _, block_expert, expert_start, num_m_blocks, _ = m.route_and_align(logits, top_k, 16)
     x_sorted = torch.full((num_m_blocks * 16, HD), float("nan"), dtype=torch.half)
     m.moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, m.GATHER_BLOCK_D))](
         x, x_sorted, sorted_ids, block_expert, T * top_k, HD, x.stride(0), TOP_K=top_k, BLOCK_M=16,
@@ -264,15 +265,16 @@ def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run
     assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
     real = m.route_and_align
 
-    def reversed_runs(router_logits, k, block_m):
-        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = real(router_logits, k, block_m)
+    def reversed_runs(router_logits, k, block_m, **kw):
+        routed = real(router_logits, k, block_m, **kw)
+        weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = routed
         counts = torch.bincount(m.route(router_logits, k)[1].flatten(), minlength=E)
         for e in range(E):
             row = int(expert_start[e]) * block_m
             sorted_ids[row:row + int(counts[e])] = sorted_ids[row:row + int(counts[e])].flip(0)
         placed = torch.nonzero(sorted_ids[:int(expert_start[E]) * block_m] < T * k).flatten()
         sorted_row[sorted_ids[placed].long()] = placed.int()
-        return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
+        return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows
 
     monkeypatch.setattr(m, "route_and_align", reversed_runs)
     assert torch.equal(m.fused_moe(x, w13, w2, logits, top_k, config=config, use_tma=use_tma), first)
@@ -287,9 +289,11 @@ class _GluonGemmByTorch:
         self.launches = []
 
     def __getitem__(self, grid):
-        def launch(a_desc, w_desc, c_desc, block_expert, expert_start, num_m_blocks, n_tiles, K, **options):
+        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, expert_rows, num_m_blocks,
+                   n_tiles, K, **options):
             self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
             a, w, c = a_desc.base, w_desc.base, c_desc.base
+            assert c_rows_desc.base is c and c_rows_desc.block_shape == [8, c_desc.block_shape[1]]
             bm = 64 * options["CONSUMERS"]
             assert int(expert_start[-1]) == int((block_expert >= 0).sum())
             for b in range(num_m_blocks):
@@ -299,9 +303,14 @@ class _GluonGemmByTorch:
                 rows = a[b * bm:(b + 1) * bm].float()
                 if options["SWIGLU"]:
                     gate, up = rows @ w[2 * e].float().T, rows @ w[2 * e + 1].float().T
-                    c[b * bm:(b + 1) * bm] = (torch.nn.functional.silu(gate) * up).to(c.dtype)
+                    result = (torch.nn.functional.silu(gate) * up).to(c.dtype)
                 else:
-                    c[b * bm:(b + 1) * bm] = (rows @ w[e].float().T).to(c.dtype)
+                    result = (rows @ w[e].float().T).to(c.dtype)
+                # PAIRS_ONLY: the rows that hold a pair alone (the kernel may round them up to 8): the first
+                # expert_rows[e] of the expert's run, which starts at row block expert_start[e]
+                local = torch.arange(bm) + (b - int(expert_start[e])) * bm
+                stored = local < int(expert_rows[e]) if options["PAIRS_ONLY"] else slice(None)
+                c[b * bm:(b + 1) * bm][stored] = result[stored]
         return launch
 
 
@@ -336,7 +345,8 @@ def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monk
     out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["GLUON"] == 1
-    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, num_warps=4)
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1, num_warps=4,
+                launch_pdl=True)
     # (the host's bound on the row blocks, ceil(T*k / 128) + E = 8) x 2 column tiles = 16 tiles on 5 SMs
     assert gemms.launches == [
         ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, CONSUMERS=2, **regs)),
@@ -359,13 +369,14 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
     out = m.fused_moe(x, w13, w2, logits, top_k)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["BLOCK_M"] == 64 and m.last_config["GLUON"] == 1
-    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, num_warps=4)
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1, num_warps=4,
+                launch_pdl=True)
     # 8 blocks (ceil(160 / 64) + 5) x 1 column tile of 128 gate/up and 1 of 128 down (8 tiles < 4 an SM)
     assert gemms.launches == [
         ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
         ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, **regs)),
     ]
-    _, _, _, block_expert, _, _ = m.route_and_align(logits, top_k, 64)
+    _, _, _, block_expert, _, _, _ = m.route_and_align(logits, top_k, 64)
     rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
     assert torch.equal(torch.bincount(block_expert[block_expert >= 0].long(), minlength=E), (rows + 63) // 64)
 
@@ -383,17 +394,20 @@ def test_moe_streaming_config_takes_each_n_tile_by_the_rounds_of_the_blocks_in_u
     assert m.streams_weights(64, 64, 6) and m.streams_weights(512, 8, 2) and not m.streams_weights(513, 8, 2)
     picks = {shape: m.streaming_config(*shape, 132) for shape in [
         (512, 64, 6, 2048, 1408),   # 64.5 blocks: gate/up 710 tiles of 128 fill 6 rounds to 0.90, 1419 of 64 11 to 0.98
-        (1024, 64, 6, 2048, 1408),  # 128 blocks: 1408 tiles of 128 fill 11 rounds to 0.97, as 64 does: 128
+        (1024, 64, 6, 2048, 1408),  # two 64-row blocks an expert: 64 of 128 rows on two consumers; gate/up 704
+                                    # tiles of 128 fill 6 rounds to 0.89, 1408 of 64 11 rounds to 0.97
         (512, 8, 2, 4096, 14336),   # 19.8 blocks: down 317 of 256 fill 3 rounds to 0.80, 634 of 128 5 to 0.96
         (64, 8, 2, 4096, 14336),    # 8 blocks: down 128 of 256 fill 1 round to 0.97, 256 of 128 2 rounds to 0.97
     ]}
-    assert [(c["BLOCK_N"], c["DOWN_BLOCK_N"]) for c in picks.values()] == [(64, 256), (128, 256), (128, 128), (128, 256)]
+    assert [(c["BLOCK_M"], c["BLOCK_N"], c["DOWN_BLOCK_N"]) for c in picks.values()] == [
+        (64, 64, 256), (128, 64, 256), (64, 128, 128), (64, 128, 256)]
     # where a wider tile adds no tile fewer (64 hidden columns), the narrower: a wider one only pads
     assert m.streaming_config(80, 5, 2, 64, 96, 3)["DOWN_BLOCK_N"] == 128
     for cfg in picks.values():
-        up, down = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"]
-        for stages, rows, cols in [(cfg["num_stages"], 64 + 2 * up, up), (cfg["DOWN_num_stages"], 64 + down, down // 2)]:
-            ring = lambda n: n * rows * 64 * 2 + 64 * cols * 2 + 1024
+        up, down, bm = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_M"]
+        rings = [(cfg["num_stages"], bm + 2 * up, up), (cfg["DOWN_num_stages"], bm + down, down // 2)]
+        for stages, rows, cols in rings:
+            ring = lambda n: n * rows * 64 * 2 + bm * cols * 2 + 1024  # each consumer's [64, cols] store buffer
             assert ring(stages) <= m.SHARED_MEMORY and (stages == 8 or ring(stages + 1) > m.SHARED_MEMORY)
 
 
@@ -449,6 +463,136 @@ def test_moe_streaming_layout_takes_64_wide_gate_up_tiles_where_they_fill_the_ro
     gemms.launches.clear()
     m.fused_moe(x, w13, w2, logits, top_k)
     assert gemms.launches[0][1][1] == [2, 128, 64]
+
+
+def test_moe_streaming_layout_takes_128_row_blocks_on_two_consumers_where_experts_fill_two_of_64(monkeypatch):
+    """Where most experts' rows fill two 64-row blocks and one of 128 (1024 tokens on 64 experts, top 6: 96 +- 9
+    rows), the streaming layout's blocks are 128 rows on two consumers, each weight tile read once for both
+    halves; one block an expert (512 tokens: 48 +- 7) or many experts past 128 rows (Mixtral at 512 tokens:
+    128 +- 10) keep 64 rows on one. In the layer (180 tokens on 5 experts, top 2: 72 +- 8 rows an expert), the
+    GEMMs run CONSUMERS 2 on the deepest rings that fit two consumers (6 stages of 128 + 128 rows for gate/up 64
+    wide and for down 128 wide), and the layer equals the reference."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=4)
+    assert [m.streaming_consumers(*shape) for shape in [(1024, 64, 6), (768, 64, 6), (512, 64, 6), (64, 64, 6),
+                                                        (512, 8, 2), (64, 8, 2), (180, 5, 2)]] == [2, 2, 1, 1, 1, 1, 2]
+    T, E, top_k, HD, I = 180, 5, 2, 64, 192
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+    out = m.fused_moe(x, w13, w2, logits, top_k)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
+    assert m.last_config["BLOCK_M"] == 128
+    # 5 blocks of 128 x 3 gate/up tiles of 64 fill 4 SMs' rounds to 0.94 (128 wide: 10 tiles, 0.83)
+    assert [(boxes[1], o["CONSUMERS"], o["NUM_STAGES"]) for _, boxes, _, _, o in gemms.launches] == [
+        ([2, 64, 64], 2, 6), ([1, 128, 64], 2, 6)]
+    rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
+    assert bool((rows > 64).any()) and bool((rows <= 128).all())  # the shape does what it says
+
+
+def test_moe_gluon_path_launches_its_kernels_as_programmatic_dependents(monkeypatch):
+    """On the Gluon path route, align, gather, both GEMMs and the sum are launched with launch_pdl (each may start
+    before the kernel before it ends; the kernels wait for it: the compile tests), PDL 1 for the GEMMs (the
+    Triton kernels' PDL is 0 in the interpreter, which cannot run griddepcontrol); the Triton GEMMs' path and
+    PDL_LAUNCH False launch everything as before, with no launch_pdl option at all (AMD's backend has none)."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    launched = []
+
+    class Recording:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                launched.append((self.kernel.fn.__name__, kw.get("launch_pdl"), kw["PDL"]))
+                return self.kernel[grid](*args, **kw)
+            return launch
+
+    for kernel in ("moe_route_kernel", "moe_align_kernel", "moe_gather_kernel", "moe_sum_kernel"):
+        monkeypatch.setattr(m, kernel, Recording(getattr(m, kernel)))
+    x, w13, w2, logits = _moe_inputs(80, 5, 64, 96)
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    reference = m.reference(x, w13, w2, logits, 2)
+    for pdl_launch in (True, False):
+        monkeypatch.setattr(m, "PDL_LAUNCH", pdl_launch)
+        launched.clear()
+        gemms.launches.clear()
+        out = m.fused_moe(x, w13, w2, logits, 2, config=config)
+        assert compare(out.float(), reference, NORM["fp16"]) is None
+        assert launched == [(name, True if pdl_launch else None, 0) for name in
+                            ("moe_route_kernel", "moe_align_kernel", "moe_gather_kernel", "moe_sum_kernel")]
+        assert [(o["PDL"], o.get("launch_pdl")) for *_, o in gemms.launches] == [(int(pdl_launch), True if pdl_launch
+                                                                                   else None)] * 2
+        assert m.last_config["PDL"] == int(pdl_launch)
+    monkeypatch.setattr(m, "PDL_LAUNCH", True)
+    launched.clear()
+    m.fused_moe(x, w13, w2, logits, 2, config={**config, "GLUON": 0, "BLOCK_M": 16, "DOWN_BLOCK_N": 32})
+    assert launched == [(name, None, 0) for name in ("moe_route_kernel", "moe_align_kernel", "moe_gather_kernel",
+                                                     "moe_sum_kernel")] and m.last_config["PDL"] == 0
+
+
+def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherwise(monkeypatch):
+    """PAIRS_ONLY (the default) hands the Gluon GEMMs PAIRS_ONLY 1 and sorted_ids with the sentinel n_pairs: the
+    contract in torch then writes only the pairs' rows of h and y, left NaN elsewhere, and the layer still equals
+    the reference (nothing reads a padding row as a pair's); PAIRS_ONLY False: 0, whole blocks."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    real_empty = torch.empty
+
+    class NanEmpty:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def empty(self, *args, **kw):
+            t = real_empty(*args, **kw)
+            return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(m, "torch", NanEmpty())
+    x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
+    reference = m.reference(x, w13, w2, logits, 2)
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    for pairs_only in (True, False):
+        monkeypatch.setattr(m, "PAIRS_ONLY", pairs_only)
+        gemms.launches.clear()
+        out = m.fused_moe(x, w13, w2, logits, 2, config=config)
+        assert compare(out.float(), reference, NORM["fp16"]) is None
+        assert [o["PAIRS_ONLY"] for *_, o in gemms.launches] == [int(pairs_only)] * 2
+
+
+def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch):
+    """PDL_LAUNCH and PAIRS_ONLY None (the defaults): the Gluon path launches its kernels as programmatic
+    dependents, and stores the pairs' rows of h and y alone, where the layer streams its weights (T*k <= 128 E:
+    pdl_pays, pairs_only_pays, which read the shape alone, so fp16 and bf16 take the same path), and does neither
+    one token past that (there the tensor cores set the time). Forced True / False override each rule on either
+    side, one switch apart from the other; the layer equals the reference every time."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    assert m.PDL_LAUNCH is None and m.PAIRS_ONLY is None
+    # 64 experts, top 6: 128 rows an expert up to 1365 tokens; Mixtral (8, top 2) up to 512; OLMoE's 8192 tokens
+    # (64, top 8) are 1024 rows an expert
+    shapes = [(64, 64, 6), (1024, 64, 6), (1365, 64, 6), (1366, 64, 6), (4096, 64, 6), (512, 8, 2), (513, 8, 2),
+              (2048, 8, 2), (8192, 64, 8)]
+    assert [m.pairs_only_pays(*shape) for shape in shapes] == [True, True, True, False, False, True, False, False, False]
+    # PDL where each expert's rows also fit one block of the layout: 1100 tokens on 64 experts fill one 128-row
+    # block on two consumers, 1200 spill into second blocks; Mixtral at 512 tokens (128 rows an expert on 64-row
+    # blocks, where PDL was measured 28% slower) does not, at 256 (one 128-row block on two consumers) does
+    shapes += [(1100, 64, 6), (1200, 64, 6), (256, 8, 2), (64, 8, 2)]
+    rows = [64 * m.streaming_consumers(*shape) for shape in shapes]  # the streaming layout's blocks
+    assert [m.pdl_pays(*shape, block_m) for shape, block_m in zip(shapes, rows)] == [
+        True, True, False, False, False, False, False, False, False, True, False, True, True]
+    assert m.pdl_pays(512, 64, 6, 64) and not m.pdl_pays(512, 8, 2, 64) and m.pdl_pays(512, 8, 2, 256)
+    E, top_k, HD, I = 4, 2, 64, 96
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    for T, streams in ((256, True), (257, False)):  # 512 pairs on 4 experts: 128 rows an expert, then 128.5
+        x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+        reference = m.reference(x, w13, w2, logits, top_k)
+        for forced_pdl, forced_pairs in ((None, None), (not streams, None), (None, not streams),
+                                         (not streams, not streams)):
+            monkeypatch.setattr(m, "PDL_LAUNCH", forced_pdl)
+            monkeypatch.setattr(m, "PAIRS_ONLY", forced_pairs)
+            gemms.launches.clear()
+            out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+            assert compare(out.float(), reference, NORM["fp16"]) is None
+            pdl = m.pdl_pays(T, E, top_k, config["BLOCK_M"]) if forced_pdl is None else forced_pdl
+            pairs = streams if forced_pairs is None else forced_pairs
+            assert [(o["PDL"], o.get("launch_pdl"), o["PAIRS_ONLY"]) for *_, o in gemms.launches] == [
+                (int(pdl), True if pdl else None, int(pairs))] * 2, (T, forced_pdl, forced_pairs)
+            assert (m.last_config["PDL"], m.last_config["PAIRS_ONLY"]) == (int(pdl), int(pairs))
 
 
 def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monkeypatch):
@@ -1008,6 +1152,133 @@ def test_gemm_autotune_times_a_tail_split_where_the_waves_say_it_pays(monkeypatc
     assert split == ([{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else [])
 
 
+@pytest.mark.parametrize("M, N, K, dtype, offered", [
+    # B's and C's rows 10000 bytes: 16-byte multiples, not whole 128-byte lines: C through its pointer (B's TMA loads
+    # stay: a copy of B every call costs more than they lose)
+    (3000, 5000, 2000, torch.bfloat16, [{"C_PTR": 1}]),
+    (2048, 5000, 4096, torch.float16, [{"C_PTR": 1}]),
+    (4096, 1000, 4096, torch.float32, [{"C_PTR": 1}]),  # 4000 B rows
+    # rows of 8200 bytes: no TMA descriptor for B or C (CONFIG runs the pointer kernel): the one config that lets
+    # the TMA kernel run, B copied to lined rows and C through its pointer (on the split's tiles too, below)
+    (4096, 4100, 4096, torch.bfloat16, [{"B_PAD": 1, "C_PTR": 1}]),
+    (3000, 5120, 2000, torch.bfloat16, []),  # every B and C row whole lines (A's 4000 B cost nothing measured)
+    (4096, 4096, 4096, torch.float16, []),
+    (3000, 5000, 2001, torch.bfloat16, []),  # A's rows not 16-byte multiples: no TMA for A, nothing to time
+])
+def test_gemm_autotune_offers_c_ptr_and_b_pad_where_rows_are_not_whole_lines(monkeypatch, M, N, K, dtype, offered):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    a, b, c = (torch.empty(r, k, dtype=dtype) for r, k in ((M, K), (K, N), (M, N)))
+    assert g.row_alignment_configs(a, b, c) == offered
+    # after CONFIG, its neighbour and any tail split: each on CONFIG's tiles, then each on the split's
+    tail = g.tail_split_pays(M, N, K, 132, g.CONFIG)
+    split = [{**g.CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
+    expected = [{**base, **e} for base in [g.CONFIG] + split for e in offered]
+    candidates = g._candidates(a, b, c)
+    assert [cfg for cfg in candidates if {"C_PTR", "B_PAD"} & set(cfg)] == expected
+    assert candidates[len(candidates) - len(expected):] == expected
+    assert bool(split) == ((M, N, K) in [(4096, 4100, 4096), (2048, 5000, 4096)])  # their last wave: a split
+    if N == 4100:  # what the autotune picked on the H100 (250 us against the pointer kernel's 757) is timed
+        assert {**split[0], "B_PAD": 1, "C_PTR": 1} in candidates and {**g.CONFIG, "B_PAD": 1, "C_PTR": 1} in candidates
+    monkeypatch.setattr(g, "_device_facts", lambda device: (132, False))  # no TMA here: nothing
+    assert g.row_alignment_configs(a, b, c) == []
+
+
+def test_gemm_row_alignment_configs_follow_the_strides_not_the_shapes():
+    """A C view of aligned rows needs no C_PTR though N is ragged; B's rows off lines but 16-byte multiples are left
+    to TMA; a B view of rows that are not 16-byte multiples needs B_PAD though N is a multiple of 64; a C whose
+    columns are strided cannot be stored by C_PTR, so nothing is offered for it."""
+    g = _template("gemm")
+    a = torch.empty(256, 512, dtype=torch.float16)
+    b_lined = torch.empty(512, 5056, dtype=torch.float16)[:, :5000]
+    c_lined = torch.empty(256, 5056, dtype=torch.float16)[:, :5000]
+    assert g.row_alignment_configs(a, b_lined, c_lined) == []
+    assert g.row_alignment_configs(a, torch.empty(512, 5000, dtype=torch.float16), c_lined) == []
+    assert g.row_alignment_configs(a, b_lined, torch.empty(256, 5000, dtype=torch.float16)) == [{"C_PTR": 1}]
+    b_off_lines = torch.empty(512, 5000, dtype=torch.float16)[:, :4096]
+    assert g.row_alignment_configs(a, b_off_lines, c_lined[:, :4096]) == []
+    b_ragged = torch.empty(512, 4100, dtype=torch.float16)[:, :4096]  # 8200-byte rows: no descriptor
+    assert g.row_alignment_configs(a, b_ragged, c_lined[:, :4096]) == [{"B_PAD": 1}]
+    assert g.row_alignment_configs(a, b_ragged, torch.empty(256, 4100, dtype=torch.float16)[:, :4096]) == [
+        {"B_PAD": 1, "C_PTR": 1}]
+    c_strided = torch.empty(5000, 256, dtype=torch.float16).t()[:, :4100]  # column stride 256
+    assert g.row_alignment_configs(a, torch.empty(512, 4100, dtype=torch.float16), c_strided) == []
+    # B transposed (column stride 512): no TMA descriptor and no vectors along its rows: only the copy
+    b_t = torch.empty(4096, 512, dtype=torch.float16).t()
+    assert g.row_alignment_configs(a, b_t, c_lined[:, :4096]) == [{"B_PAD": 1}]
+
+
+@pytest.mark.parametrize("N, dtype, vector", [(5000, torch.bfloat16, 8), (4100, torch.float16, 4),
+                                             (4098, torch.bfloat16, 2), (4097, torch.float16, 1),
+                                             (1000, torch.float32, 4), (1001, torch.float32, 1),
+                                             (4096, torch.bfloat16, 8)])
+def test_gemm_c_ptr_vector_is_what_the_row_stride_and_width_share_up_to_16_bytes(N, dtype, vector):
+    g = _template("gemm")
+    c = torch.empty(3, N, dtype=dtype)
+    assert g.row_vector(c) == vector
+    assert g.row_vector(torch.empty(3, N + 64, dtype=dtype)[:, :N]) == g.row_vector(torch.empty(3, N, dtype=dtype))
+    assert g.row_vector(torch.empty(8, 3, dtype=dtype).t()) == 0  # columns not unit-strided: no C_PTR
+
+
+@pytest.mark.parametrize("M, N, K, config", [
+    (70, 100, 40, {"C_PTR": 1}),  # fp32 rows of 400 B: 16-byte multiples, not 128
+    (70, 100, 40, {"B_PAD": 1}),
+    (70, 100, 40, {"B_PAD": 1, "C_PTR": 1}),
+    (70, 101, 32, {"B_PAD": 1, "C_PTR": 1}),  # 404 B: no TMA for B or C without them
+    (96, 100, 40, {"C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),  # both launches of a split store by pointer
+    (70, 100, 40, {"C_PTR": 1, "B_PAD": 1, "PERSISTENT": 0}),
+    (70, 101, 36, {"B_PAD": 1, "C_PTR": 1}),  # K ragged: B's copy's rows past K read as zeros
+    # 404-byte rows and a split, as 4096x4100x4096 is offered: the split's views, B copied once for both launches
+    (96, 101, 40, {"B_PAD": 1, "C_PTR": 1, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}),
+])
+def test_gemm_c_ptr_and_b_pad_run_the_tma_kernel_and_write_every_element(monkeypatch, record_launches, M, N, K,
+                                                                         config):
+    """C_PTR: the TMA kernel gets C itself (its pointer) and C's row stride in vectors, and writes all of C (NaN
+    first) right, its ragged last tile-row and tile-column masked; B_PAD: B's descriptor is over a copy whose rows
+    are whole 128-byte lines, of B's shape."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 3)
+    launched = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: args)
+    pointer = record_launches(g, "gemm_ptr_kernel", lambda grid, args, kw: args)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    c = torch.full((M, N), float("nan"))
+    g.gemm(a, b, out=c, config={"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, **config})
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert pointer == [] and len(launched) == (2 if config.get("TAIL_BLOCK_M") else 1)
+    for args in launched:  # ..., C's row stride in vectors, C_PTR's vector
+        if config.get("C_PTR"):  # C (a view of it, in a split) itself
+            vector = g.row_vector(c)
+            assert isinstance(args[2], torch.Tensor) and args[2].stride() == c.stride()
+            assert args[-1] == vector and args[-2] == c.stride(0) // vector
+        else:
+            assert args[-1] == 0 and tuple(args[2].strides) == (N, 1)
+        b_rows = args[1].strides[0]  # B always by its descriptor
+        assert (b_rows * 4) % 128 == 0 if config.get("B_PAD") else b_rows == N
+        assert list(args[1].shape)[0] == K
+    assert g.last_config == {**g.CONFIG, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, **config}
+
+
+def test_gemm_b_pad_copies_b_again_on_every_planned_call(monkeypatch):
+    """A planned call (_replay) copies B to whole lines again: a B whose values changed since the plan was made is
+    multiplied as it is now, not as it was when the plan copied it."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 3)
+    a, b = torch.randn(70, 40), torch.randn(40, 100)
+    c = torch.full((70, 100), float("nan"))
+    launches, _ = g._run(a, b, c, {**g.CONFIG, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "B_PAD": 1, "C_PTR": 1})
+    assert [launch[7] for launch in launches] == [True]
+    # the interpreter returns no compiled kernel: replay the jitted one, as a GPU's plan replays its binary
+    launches = [(*launch[:2], g.gemm_tma_kernel, *launch[3:]) for launch in launches]
+    copies = []
+    real = g.padded_rows
+    monkeypatch.setattr(g, "padded_rows", lambda t: copies.append(t) or real(t))
+    b2 = torch.randn(40, 100)
+    c2 = torch.full((70, 100), float("nan"))
+    g._replay(launches, a, b2, c2)
+    assert len(copies) == 1 and copies[0] is b2
+    assert compare(c2, a @ b2, NORM["fp32"]) is None
+
+
 @pytest.mark.parametrize("block_m, block_n, stages, programs", [(64, 128, 8, 6), (64, 64, 12, 12), (64, 32, 16, 24),
                                                                  (128, 128, 6, 4)])
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches, block_m, block_n, stages,
@@ -1418,7 +1689,7 @@ def desc(tensor, block, gl_dtype):
                              t.gl.NVMMASharedLayout.get_default_for(block, gl_dtype))
 
 
-def compile_and_report(case, fn, args, consts, options):
+def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
     signature, attrs = {}, {}
     for i, (name, arg) in enumerate(zip(fn.arg_names, args)):
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
@@ -1432,7 +1703,8 @@ def compile_and_report(case, fn, args, consts, options):
         cubin.write(kernel.asm["cubin"])
         cubin.flush()
         usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
-    print(json.dumps({"case": case, "shared": kernel.metadata.shared, "usage": usage.stdout}))
+    facts = ptx_facts(kernel.asm["ptx"]) if ptx_facts else {}
+    print(json.dumps({"case": case, "shared": kernel.metadata.shared, "usage": usage.stdout, **facts}))
 """
 
 _ATTENTION_CASES = """
@@ -1489,27 +1761,73 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
 _MOE_CASES = """
 # Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD, on CONFIG's two
 # consumers and on streaming_config's one (Mixtral at 512 tokens: down 128 wide; DeepSeek-V2-Lite at 512 tokens:
-# gate/up 64 wide on 8 stages, down 256)
-for dtype, (E, HD, I), rows, cfg in [
-        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}),
-        ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}),
-        ("bf16", (8, 4096, 14336), 24 * 64, {**t.CONFIG, **t.streaming_config(512, 8, 2, 4096, 14336, 132)}),
-        ("fp16", (64, 2048, 1408), 112 * 64, {**t.CONFIG, **t.streaming_config(512, 64, 6, 2048, 1408, 132)})]:
+# gate/up 64 wide on 8 stages, down 256) or two (DeepSeek-V2-Lite at 1024 tokens: 128-row blocks, gate/up 64 wide
+# on 6 stages, down 256 on 4); PDL and PAIRS_ONLY 0 (Mixtral on CONFIG) and 1 (the layer's launches)
+def ptx_facts(ptx):
+    # where the grid dependency instructions sit among the loader's copies: the weights' boxes are 3-D
+    # (w13's (E * 2, I, HD) view, w2's (E, HD, I)), A's 2-D
+    # (global to shared: shared::cluster in Triton 3.6's PTX, shared::cta in 3.9's; the stores read shared::cta)
+    import re
+    first = lambda pattern: min([m.start() for m in re.finditer(pattern, ptx)], default=-1)
+    return {"launch_dependents": ptx.count("griddepcontrol.launch_dependents"),
+            "waits": ptx.count("griddepcontrol.wait"), "wait_at": first("griddepcontrol[.]wait"),
+            "first_w_load": first(r"cp[.]async[.]bulk[.]tensor[.]3d[.]shared::(cluster|cta)[.]global"),
+            "first_a_load": first(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global"),
+            "stores": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]global[.]shared::cta", ptx)),
+            "butterflies": ptx.count("shfl.sync.bfly")}
+
+
+for dtype, (E, HD, I), rows, cfg, pdl in [
+        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}, 0),
+        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}, 1),
+        ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}, 1),
+        ("bf16", (8, 4096, 14336), 24 * 64, {**t.CONFIG, **t.streaming_config(512, 8, 2, 4096, 14336, 132)}, 1),
+        ("fp16", (64, 2048, 1408), 112 * 64, {**t.CONFIG, **t.streaming_config(512, 64, 6, 2048, 1408, 132)}, 1),
+        ("bf16", (64, 2048, 1408), 80 * 128, {**t.CONFIG, **t.streaming_config(1024, 64, 6, 2048, 1408, 132)}, 1)]:
     torch_dtype, gl_dtype = GL[dtype]
     bn, dbn, bk, consumers = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"], cfg["BLOCK_M"] // 64
     x_sorted, h, y = (torch.empty(rows, cols, dtype=torch_dtype) for cols in (HD, I, HD))
     w13, w2 = torch.empty(E * 2, I, HD, dtype=torch_dtype), torch.empty(E, HD, I, dtype=torch_dtype)
     block_expert = torch.empty(rows // cfg["BLOCK_M"], dtype=torch.int32)
     expert_start = torch.empty(E + 1, dtype=torch.int32)
+    expert_rows = torch.empty(E, dtype=torch.int32)
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
-        descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype)]
+        descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype),
+                 desc(c, [8, c_box[1]], gl_dtype)]
         consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
-                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
-        compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1]], t.moe_gemm_gluon_kernel,
-                           descs + [block_expert, expert_start, rows // cfg["BLOCK_M"], 7, K], consts,
-                           {"num_warps": 4})
+                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pdl)
+        compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1], pdl], t.moe_gemm_gluon_kernel,
+                           descs + [block_expert, expert_start, expert_rows, rows // cfg["BLOCK_M"], 7, K],
+                           consts, {"num_warps": 4}, ptx_facts)
+"""
+
+# moe_gather_kernel and moe_sum_kernel (Triton) as the Gluon path launches them, PDL 0 and 1
+_MOE_SMALL_CASES = """
+from triton.compiler import ASTSource
+x, rows = torch.empty(512, 2048, dtype=torch.bfloat16), torch.empty(4096, dtype=torch.int32)
+for name, fn, args, consts in [
+        ("gather", t.moe_gather_kernel, [x, x, rows, rows, 3072, 2048, 2048], dict(TOP_K=6, BLOCK_M=64, BLOCK_D=128,
+                                                                                   PAD_ZEROS=0)),
+        ("sum", t.moe_sum_kernel, [x, x, rows, torch.empty(4096), 2048, 2048], dict(TOP_K=6, K_PAD=8, BLOCK_D=1024,
+                                                                                    SORTED=1)),
+        ("route", t.moe_route_kernel, [torch.empty(512, 64), rows, rows, torch.empty(3072), rows, 512],
+         dict(E=64, TOP_K=6, E_PAD=64, BLOCK_T=4)),
+        ("align", t.moe_align_kernel, [rows, rows, rows, rows, rows, rows, rows, 3072, 64, 112],
+         dict(E_PAD=64, BLOCK_M=64, BLOCK_P=1024, BLOCK_B=32))]:
+    for pdl in (0, 1):
+        signature, attrs = {}, {}
+        for i, (arg_name, arg) in enumerate(zip(fn.arg_names, args)):
+            signature[arg_name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
+            if specialization == "D":
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        signature.update({k: "constexpr" for k in [*consts, "PDL"]})
+        ptx = triton.compile(ASTSource(fn=fn, signature=signature, constexprs={**consts, "PDL": pdl}, attrs=attrs),
+                             target=GPUTarget("cuda", 90, 64), options={"num_warps": 4}).asm["ptx"]
+        print(json.dumps({"case": [name, pdl], "waits": ptx.count("griddepcontrol.wait"),
+                          "launch_dependents": ptx.count("griddepcontrol.launch_dependents"),
+                          "wait_at": ptx.find("griddepcontrol.wait"), "first_load": ptx.find("ld.global")}))
 """
 
 
@@ -1525,9 +1843,11 @@ for tail in [None] + t.TAIL_TILES:
     descs = [TensorDescriptor.from_tensor(torch.empty(rows, cols, dtype=torch.bfloat16), box)
              for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=128, PERSISTENT=1,
-                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"])
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], C_PTR=0)
     signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K])):
+    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K] + [None] * 9 + [N])):
+        if name in consts:
+            continue
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
         if specialization == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
@@ -1543,6 +1863,46 @@ for tail in [None] + t.TAIL_TILES:
     print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage.stdout}))
 """
 
+# C_PTR: CONFIG's persistent kernel storing C through its pointer, as the launcher passes it (the tensor, its row
+# stride in vectors); A and B by descriptors on lined copies (B_PAD's, at N=4100). The line also names the PTX's
+# global stores.
+_GEMM_POINTER_CASES = """
+import re
+from triton.compiler import ASTSource
+from triton.tools.tensor_descriptor import TensorDescriptor
+fn = t.gemm_tma_kernel
+cfg = t.CONFIG
+BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+for M, N, K, dtype in [(3000, 5000, 2000, torch.bfloat16), (2048, 5000, 4096, torch.float16),
+                       (4096, 4100, 4096, torch.bfloat16)]:
+    b, c = torch.empty(K, N, dtype=dtype), torch.empty(M, N, dtype=dtype)
+    c_vec = t.row_vector(c)
+    a_desc = TensorDescriptor.from_tensor(t.padded_rows(torch.empty(M, K, dtype=dtype)), [BM, BK])
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=120, PERSISTENT=1,
+                  FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=0, C_PTR=c_vec)
+    args = dict(a_desc=a_desc, b_desc=TensorDescriptor.from_tensor(t.padded_rows(b), [BK, BN]), c_desc=c, M=M, N=N,
+                K=K, stride_cm=c.stride(0) // c_vec)
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            continue
+        signature[name], specialization = native_specialize_impl(BaseBackend, args[name], False, True, True)
+        if specialization == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 64),
+                            options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    ptx = kernel.asm["ptx"]
+    stores = sorted(set(re.findall(r"st\\.global[.\\w]*", ptx)))
+    print(json.dumps({"case": [M, N, K, str(dtype).split(".")[-1], c_vec], "shared": kernel.metadata.shared,
+                      "usage": usage.stdout, "stores": stores}))
+"""
 
 def _compile_for_sm90(kernel, cases, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -1622,28 +1982,73 @@ def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
             assert int(re.search(r"REG:(\d+) ", case["usage"]).group(1)) <= 128, case  # 64 accumulator + the rest
 
 
+def test_gemm_c_ptr_compiles_for_hopper_to_whole_vectors_without_spilling(tmp_path):
+    """C_PTR at rows of 10000 bytes (N=5000) stores 16 bytes a thread (st.global.v4.b32: the row stride and the
+    mask known for multiples of 8 elements), at 8200 bytes (N=4100, with B_PAD's lined B) 8 (v2.b32); no stack, no
+    spill, within the shared memory a block. Given as plain scalars the compiler left 2-byte stores
+    (st.global.b16), 8x the store instructions. On this CPU's Triton 3.9: 178-200 registers, 180,248 B of shared
+    memory."""
+    cases = _compile_for_sm90("gemm", _GEMM_POINTER_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [[3000, 5000, 2000, "bfloat16", 8], [2048, 5000, 4096, "float16", 8],
+                                          [4096, 4100, 4096, "bfloat16", 4]]
+    for case, stores in zip(cases, [["st.global.v4.b32"], ["st.global.v4.b32"], ["st.global.v2.b32"]]):
+        assert case["stores"] == stores, case
+        assert case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+
+
 def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     """The fused-MoE template's Gluon GEMM, both uses (gate/up with the SwiGLU epilogue, down in two
     halves), at Mixtral's shape and a ragged one on two consumers (CONFIG: 4 stages of 128x64 A and 256x64
     W plus two 64x128 C buffers, 224 KB + barriers), and on the one consumer of streaming_config (5 stages
     of 64x64 A and 256x64 W plus one 64x128 C buffer, 216 KB; 128-row boxes, gate/up 64 wide or down 128: 8
     stages of 64x64 and 128x64 plus a 64x64 C buffer, 200 KB) at Mixtral's and DeepSeek-V2-Lite's shapes
-    at 512 tokens, for sm_90: no stack,
+    at 512 tokens, and its two (1024 tokens: gate/up 6 stages of 128x64 A and 128x64 W plus two 64x64 C
+    buffers, 208 KB; down 4 of 128x64 and 256x64 plus two 64x128, 224 KB), for sm_90: no stack,
     no spill, within the H100 / H200's shared memory. On the H200's Triton 3.6 (two consumers): 168
-    registers at launch, 240 a consumer and 24 the loader after setmaxnreg."""
+    registers at launch, 240 a consumer and 24 the loader after setmaxnreg (the same with PDL, on this CPU's
+    Triton 3.6 and 3.9). PDL 1: one launch_dependents, and the loader's one grid dependency wait after its
+    first weight box is issued and before any box of A (the kernel before's output); PDL 0: neither.
+    PAIRS_ONLY: the epilogue's store of a 64-row half, whole, or in 8-row boxes up to the rows that hold pairs,
+    counted from the expert's pairs (expert_rows) with no cross-lane reduction."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("fused-moe", _MOE_CASES, tmp_path)
-    assert [c["case"] for c in cases] == [["bf16", 4096, 14336, 1, 2, 4, 256], ["bf16", 4096, 14336, 0, 2, 4, 256],
-                                          ["fp16", 200, 360, 1, 2, 4, 256], ["fp16", 200, 360, 0, 2, 4, 256],
-                                          ["bf16", 4096, 14336, 1, 1, 5, 256], ["bf16", 4096, 14336, 0, 1, 8, 128],
-                                          ["fp16", 2048, 1408, 1, 1, 8, 128], ["fp16", 2048, 1408, 0, 1, 5, 256]]
+    assert [c["case"] for c in cases] == [
+        ["bf16", 4096, 14336, 1, 2, 4, 256, 0], ["bf16", 4096, 14336, 0, 2, 4, 256, 0],
+        ["bf16", 4096, 14336, 1, 2, 4, 256, 1], ["bf16", 4096, 14336, 0, 2, 4, 256, 1],
+        ["fp16", 200, 360, 1, 2, 4, 256, 1], ["fp16", 200, 360, 0, 2, 4, 256, 1],
+        ["bf16", 4096, 14336, 1, 1, 5, 256, 1], ["bf16", 4096, 14336, 0, 1, 8, 128, 1],
+        ["fp16", 2048, 1408, 1, 1, 8, 128, 1], ["fp16", 2048, 1408, 0, 1, 5, 256, 1],
+        ["bf16", 2048, 1408, 1, 2, 6, 128, 1], ["bf16", 2048, 1408, 0, 2, 4, 256, 1]]
     for case in cases:
-        _, _, _, swiglu, consumers, stages, w_rows = case["case"]
+        _, _, _, swiglu, consumers, stages, w_rows, pdl = case["case"]
         ring = stages * (consumers * 64 * 64 + w_rows * 64) * 2 + consumers * 64 * (w_rows // 2) * 2
         assert ring <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+        assert (case["launch_dependents"], case["waits"]) == ((1, 1) if pdl else (0, 0)), case
+        if pdl:
+            assert 0 <= case["first_w_load"] < case["wait_at"] < case["first_a_load"], case
+        # each consumer's code stores a tile in one TMA store (two halves: the down GEMM); PAIRS_ONLY adds one of 8
+        # rows for each 8 of the 64
+        assert case["stores"] == consumers * (1 if swiglu else 2) * (9 if pdl else 1), case
+        # PAIRS_ONLY's rows of a half come from the expert's count by arithmetic: no cross-lane sum (moe56 summed
+        # the half's sorted_ids below the sentinel, a butterfly and two barriers before each tile's mainloop)
+        assert case["butterflies"] == 0, case
+
+
+def test_moe_small_kernels_wait_for_the_kernel_before_them_under_pdl(tmp_path):
+    """PDL 1 (the Gluon path's launches), compiled for sm_90: moe_route_kernel, moe_align_kernel and
+    moe_gather_kernel wait for the kernel before them before their first load, then let the next launch (it
+    waits for them); moe_sum_kernel waits for the down GEMM before its first load and launches nothing early.
+    PDL 0: no grid dependency instruction."""
+    cases = {tuple(c["case"]): c for c in _compile_for_sm90("fused-moe", _MOE_SMALL_CASES, tmp_path)}
+    assert sorted(cases) == [(name, pdl) for name in ("align", "gather", "route", "sum") for pdl in (0, 1)]
+    for (name, pdl), case in cases.items():
+        assert (case["waits"], case["launch_dependents"]) == ((1, int(name != "sum")) if pdl else (0, 0)), case
+        if pdl:
+            assert 0 <= case["wait_at"] < case["first_load"], case
 
 
 def test_attention_small_key_blocks():

@@ -1236,3 +1236,543 @@ def test_rmsnorm_whole_rows_take_the_offset_width_the_shape_needs(monkeypatch, r
     m.rmsnorm(x, w, out=y, config={"BLOCK_SIZE": 64})
     assert launched == [wide] and sizes == [(6, 500, 512)]  # the larger stride decides
     torch.testing.assert_close(y.double(), m.rmsnorm_ref(x, w).double(), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# softmax's shared-memory team on 16-bit rows not in 16-element groups, cut at 16-byte boundaries (SMEM_CUT).
+# Gluon has no interpreter: its helpers' own source runs here on torch tensors (_cut_on_torch), the dispatch
+# is checked with the launch recorded, and the kernel is compiled for sm_90; the device script
+# (5be4e92:.stage/softmax_cut_check.py) checks every output element on a GPU.
+
+class _GluonOnTorch:
+    """The gl functions softmax's cut helpers call, on torch tensors. Pointers are indices into `memory` (a
+    flat fp32 tensor). multiple_of asserts what it promises Triton: a false hint would miscompile silently."""
+    int32, int64, float32 = torch.int32, torch.int64, torch.float32
+
+    def __init__(self, memory=None):
+        self.memory = memory
+
+    @staticmethod
+    def multiple_of(x, v):
+        assert bool((torch.as_tensor(x) % v == 0).all()), (x, v)
+        return x
+
+    @staticmethod
+    def maximum(a, b):
+        return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
+
+    @staticmethod
+    def minimum(a, b):
+        return torch.minimum(torch.as_tensor(a), torch.as_tensor(b))
+
+    @staticmethod
+    def where(c, a, b):
+        return torch.where(c, torch.as_tensor(a), torch.as_tensor(b))
+
+    @staticmethod
+    def max(x, axis):
+        return x.max(dim=axis).values
+
+    @staticmethod
+    def sum(x, axis):
+        return x.sum(dim=axis)
+
+    exp2 = staticmethod(torch.exp2)
+
+    def load(self, at, mask, other):
+        got = self.memory[at.clamp(0, self.memory.numel() - 1)]
+        return torch.where(mask, got, torch.tensor(other, dtype=got.dtype))
+
+
+_CUT_HELPERS = ("_cut", "_cut_edge", "_row_body", "_y_body", "_edge_load", "_with_edge")
+
+
+def _cut_on_torch(m, memory=None):
+    """softmax's Gluon cut helpers as Python functions of their own source, calling _GluonOnTorch."""
+    import types
+    scope = dict(m._cut.fn.__globals__, gl=_GluonOnTorch(memory), LOG2E=m.LOG2E.value)
+    for name in _CUT_HELPERS:
+        fn = getattr(m, name).fn
+        scope[name] = types.FunctionType(fn.__code__, scope, name)
+    return types.SimpleNamespace(**{name: scope[name] for name in _CUT_HELPERS})
+
+
+CUT_CHUNK, CUT_NCH, CUT_VEC = 16, 2, 8  # the team scaled down: parts of 32 elements
+
+
+@pytest.mark.parametrize("N", [1, 5, 7, 8, 9, 15, 16, 17, 23, 31, 33, 64, 65, 100, 131, 300])
+def test_softmax_cut_takes_each_element_of_a_row_once_at_every_offset(N):
+    # Rows at element off + r * stride of a 16-byte aligned base: eight strides N .. N + 7 and eight offsets,
+    # so every row start's offset 0-7 from a 16-byte boundary, with lengths around multiples of 8 and rows
+    # inside one group. The P parts' chunks of the body (from its first 16-byte boundary, whole 8-element
+    # groups) and program P - 1's edge must hold each element of [start, start + N) exactly once; the body
+    # starts on a boundary (multiple_of asserts it), and y's part of each row is as far into y's row as
+    # x's body is into x's, wherever y's rows start (Y_CUT: y's own cut, on a 16-byte boundary too).
+    m = _template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    g = _cut_on_torch(m)
+    part = CUT_CHUNK * CUT_NCH
+    P = m._team_parts(N, part, CUT_VEC)
+    lanes = torch.arange(2 * CUT_VEC)
+    for stride in range(N, N + 8):
+        for off in range(8):
+            for r in map(torch.tensor, range(8)):
+                start = int(r) * stride + off
+                a0, body = g._row_body(0, r, stride, off, N, True, CUT_VEC)
+                assert int(a0) % CUT_VEC == 0 and int(body) % CUT_VEC == 0 and int(body) <= P * part
+                held = [int(a0) + k for p in range(P) for c in range(CUT_NCH)
+                        for k in range(p * part + c * CUT_CHUNK, p * part + (c + 1) * CUT_CHUNK) if k < int(body)]
+                col, ok = g._cut_edge(torch.tensor(start), N, lanes, CUT_VEC)
+                assert int(ok.sum()) <= 2 * (CUT_VEC - 1)
+                held += (start + col[ok]).tolist()
+                assert sorted(held) == list(range(start, start + N)), (N, stride, off, int(r))
+                for stride_y, off_y in [(stride, off), (stride + 8, off), (stride + 3, off), (stride, (off + 5) % 8),
+                                        (N + 1000, 0)]:
+                    y_cut = off_y == off and (stride_y - stride) % CUT_VEC == 0
+                    y0 = g._y_body(0, r, stride, stride_y, off, off_y, N, True, y_cut, CUT_VEC)
+                    assert int(y0) - (int(r) * stride_y + off_y) == int(a0) - start
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("N, off, stride", [(301, 0, 301), (301, 3, 305), (300, 7, 300), (37, 1, 37), (9, 5, 12),
+                                            (7, 2, 7)])
+def test_softmax_cut_rows_fold_their_edge_into_the_last_part(dtype, N, off, stride):
+    # Each part's (max, sum) of its body, program P - 1's with the row's edge folded in (_edge_load,
+    # _with_edge: their own source), combined and written as the kernel does; rows whose max is in the head,
+    # in the tail, whose one finite element is the last or the first, and a row of -inf but one in the body.
+    m = _template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    M = 9
+    x = torch.randn(M, N) * 3
+    x[0, 0] = 30.0  # max at the first element (a head where the row starts off a boundary)
+    x[1, -1] = 30.0  # at the last (a tail)
+    x[2, :] = -float("inf")
+    x[2, -1] = 1.0  # the one finite element last
+    x[3, :] = -float("inf")
+    x[3, 0] = -2.0  # ... first
+    x[4, :] = -float("inf")
+    x[4, N // 2] = 0.5  # ... in the body
+    x = x.to(dtype)
+    memory = torch.full((off + M * stride + 16,), float("nan"))
+    for r in range(M):
+        memory[off + r * stride: off + r * stride + N] = x[r].float()
+    g = _cut_on_torch(m, memory)
+    part = CUT_CHUNK * CUT_NCH
+    P = m._team_parts(N, part, CUT_VEC)
+    lanes = torch.arange(2 * CUT_VEC)
+    y = torch.full_like(memory, float("nan"))
+    for r in map(torch.tensor, range(M)):
+        a0, body = g._row_body(0, r, stride, off, N, True, CUT_VEC)
+        partials, values = [], []
+        for p in range(P):
+            k = p * part + torch.arange(part)
+            xb = torch.where(k < body, memory[(a0 + k).clamp(max=memory.numel() - 1)], -float("inf"))
+            mp = xb.max()
+            safe = 0.0 if mp == -float("inf") else mp
+            mp, sp = g._with_edge(mp, torch.exp2((xb - safe) * m.LOG2E.value).sum(),
+                                  g._edge_load(0, r, stride, off, N, torch.tensor(p == P - 1), lanes, CUT_VEC))
+            partials.append((mp, sp))
+            values.append((k, xb))
+        pm, ps = torch.stack([p[0] for p in partials]), torch.stack([p[1] for p in partials])
+        gm = pm.max()
+        shift = gm * m.LOG2E.value + torch.log2((ps * torch.exp2((pm - gm) * m.LOG2E.value)).sum())
+        for k, xb in values:
+            ok = k < body
+            y[(a0 + k)[ok]] = torch.exp2(xb * m.LOG2E.value - shift)[ok]
+        col, ok = g._cut_edge(r * stride + off, N, lanes, CUT_VEC)
+        e = g._edge_load(0, r, stride, off, N, torch.tensor(True), lanes, CUT_VEC)
+        y[(r * stride + off + col)[ok]] = torch.exp2(e * m.LOG2E.value - shift)[ok]
+    out = torch.stack([y[off + r * stride: off + r * stride + N] for r in range(M)])
+    torch.testing.assert_close(out.double(), m.softmax_ref(x), rtol=1e-5, atol=1e-7)
+
+
+def _cut_case(case, dtype, N, M=20):
+    """x and an output y (None: softmax's own) for a dispatch case of the team on cut rows."""
+    if "x one element past" in case or "both" in case:
+        x = (torch.randn(M, N + 1) * 3).to(dtype)[:, 1:]  # stride N + 1, one element past a 16-byte boundary
+    else:
+        x = (torch.randn(M, N) * 3).to(dtype)
+    if "both" in case:  # y's rows at x's offsets: one element past, a stride 8 elements longer
+        return x, torch.full((M, N + 9), float("nan"), dtype=dtype)[:, 1:N + 1]
+    if "own stride" in case:
+        return x, torch.full((M, N + 3), float("nan"), dtype=dtype)[:, :N]
+    if "fp32 out" in case:
+        return x, torch.full((M, N), float("nan"))
+    return x, None
+
+
+@pytest.mark.parametrize("case, dtype, N, launch", [
+    # (grid, P, CUT, Y_CUT, off_x, off_y) of the team's launch; softmax's bounds scaled down (GROUPED_ROW_MAX 128,
+    # WHOLE_ROW_MAX 512), parts of 2 x 64 elements, 4 SMs x 3 programs = 12 at once
+    ("contiguous", torch.bfloat16, 600, ((10,), 5, True, True, 0, 0)),  # over WHOLE_ROW_MAX: 2 teams of 5
+    ("contiguous", torch.float16, 601, ((10,), 5, True, True, 0, 0)),
+    ("contiguous", torch.bfloat16, 641, ((10,), 5, True, True, 0, 0)),  # a body of 640 at most: 5 parts, not 6
+    ("x one element past a 16-byte boundary", torch.float16, 601, ((10,), 5, True, False, 1, 0)),
+    ("both one element past", torch.bfloat16, 601, ((10,), 5, True, True, 1, 1)),
+    ("y with its own stride", torch.bfloat16, 601, ((10,), 5, True, False, 0, 0)),
+    ("fp32 out", torch.bfloat16, 601, ((10,), 5, True, False, 0, 0)),
+    ("y with its own stride", torch.float16, 300, ((12,), 3, True, False, 0, 0)),  # the loop cannot cut: the team
+    ("contiguous", torch.bfloat16, 300, None),  # up to WHOLE_ROW_MAX, x and y cut alike: the pipelined loop
+    ("contiguous", torch.bfloat16, 640, ((10,), 5, False, False, 0, 0)),  # rows of 16-element groups: whole
+    ("contiguous", torch.float32, 601, None),  # fp32: the split team (or the streamed kernel)
+    ("contiguous", torch.bfloat16, 1700, None),  # P = 14 does not fit 12: the split team or the streamed kernel
+])
+def test_softmax_16bit_rows_not_in_16_element_groups_go_to_the_team_cut(monkeypatch, record_launches, case, dtype,
+                                                                       N, launch):
+    m, call, ref = _scaled_down_team_template("softmax")
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)  # as on an H100 with Gluon
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
+    monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
+    x, y = _cut_case(case, dtype, N)
+    launched = record_launches(m, "_softmax_smem_team", lambda grid, args, kw: (
+        (grid, kw["P"], kw["CUT"], kw["Y_CUT"], args[8], args[9]),
+        # the kernel's x (and y where Y_CUT) start on 16 bytes, off_x (off_y) elements before the rows' first
+        args[0].data_ptr() == x.data_ptr() - args[8] * x.element_size() and args[0].data_ptr() % 16 == 0,
+        args[1].data_ptr()), launch=False)
+    out = m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
+    # y's start rounded down to 16 bytes where Y_CUT, else y as it is
+    y_at = out.data_ptr() - (launch[5] * out.element_size() if launch else 0)
+    assert launched == ([(launch, True, y_at)] if launch else [])
+    if launch:
+        assert m.last_config["kernel"] == "_softmax_smem_team" and m.last_config["CUT"] == launch[2]
+    else:
+        torch.testing.assert_close(out.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+
+
+def test_softmax_team_on_cut_rows_that_does_not_compile_falls_back_once_and_leaves_whole_rows_to_the_team(
+        monkeypatch, uncompilable):
+    # The cut rows' compilation failing (a Gluon API moved) sends them to the split team (the streamed kernel
+    # in the interpreter), with one warning; rows of 16-element groups still try the team, a compilation of
+    # their own.
+    m, call, ref = _scaled_down_team_template("softmax")
+    monkeypatch.setattr(m, "_softmax_smem_team", uncompilable)
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    x = (torch.randn(20, 601) * 3).to(torch.bfloat16)
+    with pytest.warns(UserWarning, match=r"rows cut at 16-byte boundaries\) does not run"):
+        y = m.softmax(x, config={"BLOCK_SIZE": 64})
+    torch.testing.assert_close(y.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        m.softmax(x, config={"BLOCK_SIZE": 64})
+    assert len(uncompilable.attempts) == 1
+    with pytest.warns(UserWarning, match="team does not run"):  # the whole rows' compilation: tried in its turn
+        m.softmax((torch.randn(20, 640)).to(torch.bfloat16), config={"BLOCK_SIZE": 64})
+    assert len(uncompilable.attempts) == 2
+
+
+def test_softmax_team_cuts_16bit_rows_from_a_16_byte_aligned_x_in_its_storage(monkeypatch):
+    m = _template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+
+    class At:  # what _smem_team_cuts and _aligned_base read of a tensor
+        def __init__(self, ptr=1 << 20, storage_offset=0, elem=2, device="cuda"):
+            self._ptr, self._so, self._elem, self.device = ptr, storage_offset, elem, torch.device(device)
+
+        def data_ptr(self):
+            return self._ptr
+
+        def element_size(self):
+            return self._elem
+
+        def storage_offset(self):
+            return self._so
+
+        def as_strided(self, size, stride, offset):
+            return At(self._ptr - (self._so - offset) * self._elem, offset, self._elem)
+
+    monkeypatch.setattr(m, "_interpreting", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", None)
+    base = 1 << 20
+    assert m._smem_team_cuts(At(), At())
+    for skew in range(0, 16, 2):  # every 16-bit offset from a 16-byte boundary, the storage starting on one
+        x = At(base + 1024 + skew, 512 + skew // 2)
+        view, off = m._aligned_base(x)
+        assert m._smem_team_cuts(x, At()) and off == skew // 2 and view.data_ptr() == base + 1024
+    assert not m._smem_team_cuts(At(base + 6, 2), At())  # the storage starts 2 bytes past 16: base outside it
+    assert m._smem_team_cuts(At(base + 6, 3), At())
+    assert not m._smem_team_cuts(At(base + 7, 7, elem=1), At())  # not 16-bit
+    assert not m._smem_team_cuts(At(elem=4), At())  # fp32: the split team
+    assert not m._smem_team_cuts(At(device="cpu"), At())
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert not m._smem_team_cuts(At(), At())  # AMD: no cp.async
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert not m._smem_team_cuts(At(), At())  # before Ampere: no cp.async
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(m, "gluon", None)
+    assert not m._smem_team_cuts(At(), At())  # no Gluon: the split team
+
+
+# Compiles softmax's _softmax_smem_team for sm_90 as its launcher launches it on cut rows (argv[1]: the
+# template; a line a case: registers, stack, and the PTX's cp.async copies and stores by width). Run in a process
+# of its own, without the interpreter.
+_COMPILE_SOFTMAX_TEAM_FOR_SM90 = r"""
+import importlib.util, json, os, re, subprocess, sys, tempfile
+import torch, triton
+from triton.backends.compiler import BaseBackend, GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.runtime.jit import native_specialize_impl
+
+spec = importlib.util.spec_from_file_location("template", sys.argv[1])
+t = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(t)
+fn, st = t._softmax_smem_team, t.SMEM_TEAM
+for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (50257, torch.float16, 3, 0, False),
+                                      (100277, torch.bfloat16, 5, 5, True)]:
+    P = t._team_parts(N, st["CHUNK"] * st["NCH"], 8)
+    x = torch.empty(4, N, dtype=dtype)
+    values = dict(x_ptr=x, y_ptr=torch.empty_like(x), words=torch.empty(64, dtype=torch.int64),
+                  exits=torch.empty(64, dtype=torch.int32), M=512, N=N, stride_x=N, stride_y=N, off_x=off_x,
+                  off_y=off_y)
+    consts = dict(CHUNK=st["CHUNK"], NCH=st["NCH"], P=P, P_POW2=triton.next_power_of_2(P), SPIN=t.MAX_SPIN,
+                  CUT=True, Y_CUT=y_cut, VEC=8)
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            signature[name] = "constexpr"
+            continue
+        if name in ("off_x", "off_y"):  # not specialized (do_not_specialize)
+            signature[name] = "i32"
+            continue
+        signature[name], s = native_specialize_impl(BaseBackend, values[name], False, True, True)
+        if signature[name] == "constexpr":  # an integer 1, as a launch specializes it
+            consts[name] = s
+        elif s == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    k = triton.compile(GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": st["num_warps"], "maxnreg": st["maxnreg"]})
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+    per_thread = dict(re.findall(r"#(\w+) = #ttg\.blocked<\{sizePerThread = \[(\d+)\]", ttgir))
+    stores = sorted({(int(n), int(per_thread[lay])) for n, lay in
+                     re.findall(r"tt\.store [^:]*: tensor<(\d+)x!tt\.ptr<\w+>, #(\w+)>", ttgir) if int(n) > 16})
+    print(json.dumps({"case": [N, str(dtype), off_x, y_cut], "stores": stores,
+                      "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+                      "stack": int(re.search(r"STACK:(\d+)", usage).group(1)), "shared": k.metadata.shared,
+                      "cp16": len(re.findall(r"cp\.async\.c[ag]\.shared\.global[^\n]*, 0x10,", ptx)),
+                      "cp_all": len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
+                      "st_v4": len(re.findall(r"st\.global[^\n]*\.v4", ptx)),
+                      "st_b16": len(re.findall(r"st\.global(\.[a-z0-9]+)*\.b16 ", ptx))}))
+"""
+
+
+def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path):
+    """Gluon has no interpreter: compile the team for sm_90 on cut rows here (no GPU needed). Every cp.async
+    copies 16 bytes (the cut's point: an unaligned row's copies of 2 bytes do not compile), the stores are
+    16-byte vectors where y shares x's cut and single elements where not, and the program stays within its
+    96 registers without a stack: five programs an SM, as on rows of 16-element groups (Triton 3.9: 85-88
+    registers; the device's 3.6: 95-96, 8 bytes of stack at 65537 fp16)."""
+    m = _template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    path = os.path.join(ROOT, "skills", "kernels", "softmax", "softmax.py")
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_SOFTMAX_TEAM_FOR_SM90, path], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3
+    for r in rows:
+        y_cut = r["case"][3]
+        assert r["regs"] <= m.SMEM_TEAM["maxnreg"] and r["stack"] == 0, r
+        # 8 copy sites (NCH chunks of two rows in the start, of two halves in the loop), each 4 copies a thread
+        # (32 elements of a 4096-element chunk on 128 threads)
+        assert r["cp_all"] == r["cp16"] == 8 * 4, r
+        assert r["shared"] < 33 * 1024, r  # two rows' parts: six programs an SM by shared memory
+        if y_cut:  # the body in vectors (a chunk of 8 elements a thread), the edge element by element
+            assert r["st_v4"] > 0 and r["st_b16"] <= 2 and r["stores"] == [[4096, 8]], r
+        else:  # element by element, a warp's 32 consecutive ones a store, a quarter chunk at a time
+            assert r["st_v4"] == 0 and r["st_b16"] > 16 and r["stores"] == [[1024, 1]], r
+
+
+class _TeamOnThreads:
+    """softmax's _softmax_smem_team run from its own source on the CPU: one Python thread a program (so that a
+    team's programs wait for one another as on a GPU), Gluon's functions on torch tensors (_GluonOnTorch, and
+    shared memory, cp.async, atomics and pointers below). cp.async copies at once; every copy it is given must
+    move whole 16-byte groups (8 lanes of one group each, all in or all out), and every load and store must
+    stay inside its tensor's storage, or the launch fails."""
+
+    class Ptr:
+        def __init__(self, mem, off=0):
+            self.mem, self.off = mem, off
+
+        def __add__(self, other):
+            return _TeamOnThreads.Ptr(self.mem, self.off + other)
+
+        __radd__ = __add__
+
+        @property
+        def dtype(self):
+            import types
+            return types.SimpleNamespace(element_ty=self.mem.dtype)
+
+        def at(self, mask):
+            off = torch.as_tensor(self.off).to(torch.int64)
+            if mask is None:
+                mask = torch.ones_like(off, dtype=torch.bool)
+            off, mask = torch.broadcast_tensors(off, torch.as_tensor(mask))
+            inside = (off >= 0) & (off < self.mem.numel())
+            assert bool(inside[mask].all()), "an access outside the tensor"
+            return off.clamp(0, self.mem.numel() - 1), mask
+
+    class Smem:
+        def __init__(self, data):
+            self.data = data
+
+        def index(self, i):
+            return _TeamOnThreads.Smem(self.data[int(i)])
+
+        def slice(self, start, length, dim=0):
+            return _TeamOnThreads.Smem(self.data[start:start + length])
+
+        def load(self, layout):
+            return self.data.clone()
+
+    def __init__(self, module):
+        import threading
+        import types
+        self.m, self.lock, self.local = module, threading.Lock(), threading.local()
+        gl = _GluonOnTorch()
+        team = self
+        extra = dict(
+            program_id=lambda axis: torch.tensor(team.local.pid),
+            num_programs=lambda axis: torch.tensor(team.local.grid),
+            num_warps=lambda: 4, static_range=range, BlockedLayout=lambda *a, **k: None,
+            SwizzledSharedLayout=lambda *a, **k: None, log2=torch.log2,
+            arange=lambda lo, hi, layout=None: torch.arange(lo, hi, dtype=torch.int32),
+            full=lambda shape, value, dtype, layout=None: torch.full(shape, value, dtype=dtype),
+            zeros=lambda shape, dtype, layout=None: torch.zeros(shape, dtype=dtype),
+            min=lambda x, axis: x.min(dim=axis).values,
+            allocate_shared_memory=lambda dtype, shape, layout: _TeamOnThreads.Smem(torch.zeros(shape, dtype=dtype)),
+            load=self.load, store=self.store, atomic_xchg=self.atomic_xchg, atomic_add=self.atomic_add)
+        for name, fn in extra.items():
+            setattr(gl, name, fn)
+        cp = types.SimpleNamespace(commit_group=lambda: None, wait_group=lambda n: None)
+        self.scope = dict(module._softmax_smem_team.fn.__globals__, gl=gl, cp=cp, copy_to_shared=self.copy,
+                          cta_barrier=lambda: None, LOG2E=module.LOG2E.value, UNSTAMPED=module.UNSTAMPED.value)
+        for name in ("_part_max_sum", "_publish", "_gather", *_CUT_HELPERS, "_softmax_smem_team"):
+            fn = getattr(module, name).fn
+            self.scope[name] = types.FunctionType(fn.__code__, self.scope, name)
+
+    def load(self, ptr, mask=None, other=None, volatile=False):
+        if volatile:
+            import time
+            time.sleep(0)  # a sibling's turn
+        off, mask = ptr.at(mask)
+        got = ptr.mem[off]
+        return got if other is None else torch.where(mask, got, torch.tensor(other, dtype=got.dtype))
+
+    def store(self, ptr, value, mask=None):
+        off, mask = ptr.at(mask)
+        value = torch.broadcast_to(torch.as_tensor(value), off.shape).to(ptr.mem.dtype)
+        ptr.mem[off[mask]] = value[mask]
+
+    def atomic_xchg(self, ptr, value, mask=None, sem=None):
+        with self.lock:
+            off, mask = ptr.at(mask)
+            old = ptr.mem[off].clone()
+            self.store(ptr, value, mask)
+            return old
+
+    def atomic_add(self, ptr, value, sem=None):
+        with self.lock:
+            off, _ = ptr.at(None)
+            old = ptr.mem[off].clone()
+            ptr.mem[off] = old + value
+            return old
+
+    def copy(self, smem, ptr, mask=None):
+        off, mask = ptr.at(mask)
+        groups, ok = off.view(-1, 8), mask.view(-1, 8)  # 8 lanes of a thread: one 16-byte copy
+        assert bool((ok.all(1) | ~ok.any(1)).all()), "a copy of part of a 16-byte group"
+        whole = ((groups[:, :1] % 8 == 0) & (groups == groups[:, :1] + torch.arange(8))).all(1)
+        assert bool(whole[ok[:, 0]].all()), "a copy off a 16-byte group"
+        smem.data[:] = torch.where(mask, ptr.mem[off], torch.zeros((), dtype=ptr.mem.dtype))
+
+    def __getitem__(self, grid):
+        import threading
+
+        def flat(t):  # the tensor's storage from its start on, as the pointer the kernel gets
+            return t.as_strided((t.untyped_storage().nbytes() // t.element_size() - t.storage_offset(),), (1,),
+                                t.storage_offset())
+
+        def launch(*args, num_warps=None, maxnreg=None, **kw):
+            args = [_TeamOnThreads.Ptr(flat(a)) if isinstance(a, torch.Tensor) else a for a in args]
+            kw["SPIN"] = min(kw["SPIN"], 20000)  # a sibling that failed: the others give up in a second
+            failures = []
+
+            def program(pid):
+                self.local.pid, self.local.grid = pid, grid[0]
+                try:
+                    self.scope["_softmax_smem_team"](*args, **kw)
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    failures.append(e)
+
+            orig_to = torch.Tensor.to
+
+            def to(t, *a, bitcast=False, **k):  # Gluon's bitcast, as a view
+                return t.view(a[0]) if bitcast else orig_to(t, *a, **k)
+            torch.Tensor.to = to
+            try:
+                threads = [threading.Thread(target=program, args=(pid,)) for pid in range(grid[0])]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            finally:
+                torch.Tensor.to = orig_to
+            if failures:
+                raise failures[0]
+        return launch
+
+
+@pytest.mark.parametrize("case, dtype, N, M", [
+    ("contiguous", torch.bfloat16, 601, 20),  # over WHOLE_ROW_MAX (scaled down): 2 teams of 5, 10 rows each
+    ("contiguous", torch.float16, 641, 9),  # 5 parts; an odd number of rows a team
+    ("x one element past a 16-byte boundary", torch.float16, 603, 20),
+    ("both one element past", torch.bfloat16, 605, 13),
+    ("y with its own stride", torch.bfloat16, 300, 21),  # up to WHOLE_ROW_MAX, y not cut as x: P = 3, 4 teams
+    ("fp32 out", torch.float16, 777, 8),
+    ("contiguous", torch.bfloat16, 640, 11),  # rows of 16-element groups: the team whole, as before
+])
+def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch, case, dtype, N, M):
+    # Every output element against float64, the rows' extremes at their heads, bodies and tails; launched by the
+    # real launcher (4 "SMs" x 3 programs, parts of 2 x 64), the words left unstamped for the next launch.
+    m, _, _ = _scaled_down_team_template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
+    monkeypatch.setattr(m, "_softmax_smem_team", _TeamOnThreads(m))
+    x, y = _cut_case(case, dtype, N, M)
+    xf = x.float()
+    for r in range(M):  # the max at the row's first, second, last, next-to-last element, or alone
+        at = [0, 1, N - 1, N - 2, N // 2][r % 5]
+        xf[r, at] = xf[r].max() + 1.0
+        if r % 7 == 6:
+            xf[r, :] = -float("inf")
+            xf[r, [0, N - 1][r % 2]] = 2.0
+    x.copy_(xf.to(dtype))
+    warnings.simplefilter("error")  # a team that failed would warn and fall back
+    for _ in range(2):
+        out = m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
+        assert m.last_config["kernel"] == "_softmax_smem_team"
+        assert m.last_config.get("CUT", False) == (N % 16 != 0)
+        ref = m.softmax_ref(x)
+        rtol = {torch.bfloat16: 1e-2, torch.float16: 4e-3}[out.dtype] if out.dtype != torch.float32 else 1e-3
+        torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=1e-7)
+        words, exits = m._team_words(x.device, 4 * 32)
+        assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()
+        if y is not None:
+            y.fill_(float("nan"))

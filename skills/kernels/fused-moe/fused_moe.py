@@ -43,6 +43,11 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+try:  # griddepcontrol (programmatic dependent launch) from Triton 3.3
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
+
 try:  # Gluon is experimental: absent from older Tritons, renamed between releases
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -78,6 +83,19 @@ GATHER_BLOCK_D = 128
 SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
 ROUTE_TILE = 256  # logits a program (one warp) of moe_route_kernel: route_block_t
 ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
+# On the Gluon path (Hopper) the route, align, gather, both GEMMs and the sum are launched as programmatic
+# dependents (PDL: each may start before the kernel before it ends, and waits for it in the kernel,
+# griddepcontrol.wait): a GEMM's programs fill their rings with weights under the previous kernel's tail, and
+# no kernel's launch leaves the GPU idle between two (issue 52: do_bench read 6.6 us more than the profiler's
+# kernels at 512 tokens on 64 experts). Where: pdl_pays (the layer streams its weights, an expert's rows in one
+# row block). None: that rule;
+# True / False: forced (an A/B switch; True needs Triton's griddepcontrol, from 3.3).
+PDL_LAUNCH = None
+# The Gluon GEMMs store only the rows of h and y that hold a (token, expert) pair, not each expert's padding
+# rows (moe_gemm_gluon_kernel's PAIRS_ONLY): at 64 tokens on 64 experts, top 6, 384 of 4096 rows; at 1024
+# tokens (128-row blocks) 6144 of 8192. Where: pairs_only_pays (the layer streams its weights). None: that
+# rule; True / False: forced (an A/B switch: False stores whole blocks, as before).
+PAIRS_ONLY = None
 
 
 @triton.jit
@@ -92,7 +110,7 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, E: tl.constexpr,
-                     TOP_K: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr):
+                     TOP_K: tl.constexpr, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr, PDL: tl.constexpr = 0):
     # Routing for BLOCK_T tokens on one warp: top-k of the logits (softmax is monotonic, so the top-k of the
     # logits is the top-k of the probabilities), weights = softmax over the k kept logits (equal to softmax,
     # then renormalize), and each pair's rank among all pairs of its expert.
@@ -105,6 +123,11 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, 
     # within an expert's run is the order the atomics land, which varies run to run; the layer's output
     # does not (a GEMM row depends on its own token and expert only, not on its position in the run, and
     # moe_sum_kernel adds a token's k rows in slot order), so it stays bitwise reproducible.
+    # PDL (the Gluon path, launched as a programmatic dependent of the counters' memset or the logits' copy):
+    # wait for it before anything is read, then let moe_align_kernel launch (it waits for this kernel).
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     offs_t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     tmask = offs_t < T
@@ -140,11 +163,15 @@ def moe_route_kernel(logits_ptr, ids_ptr, rank_ptr, weights_ptr, counts_ptr, T, 
 @triton.jit
 def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_ptr, block_expert_ptr,
                      expert_start_ptr, n_pairs, E, num_m_blocks, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_P: tl.constexpr, BLOCK_B: tl.constexpr):
+                     BLOCK_P: tl.constexpr, BLOCK_B: tl.constexpr, PDL: tl.constexpr = 0):
     # Each program places BLOCK_P pairs: slot = start of the expert's padded run + the pair's rank
     # (sorted_row[pair] = slot, the inverse map), and names the owner of its share of the row blocks.
     # Program 0 also writes the padding sentinels and expert_start (E + 1 entries: each expert's first row
     # block, then the blocks in use). Writes never overlap, so no ordering between programs is needed.
+    # PDL: wait for moe_route_kernel, then let the gather launch (it waits for this kernel).
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     ecols = tl.arange(0, E_PAD)
     total = tl.load(counts_ptr + ecols, mask=ecols < E, other=0)
@@ -175,7 +202,8 @@ def moe_align_kernel(ids_ptr, rank_ptr, counts_ptr, sorted_ids_ptr, sorted_row_p
 
 @triton.jit
 def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, HD, stride_x,
-                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PAD_ZEROS: tl.constexpr):
+                      TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PAD_ZEROS: tl.constexpr,
+                      PDL: tl.constexpr = 0):
     # x_sorted[r] = x[pair_r // TOP_K] for the pairs' rows of the blocks in use; padding rows zeros if
     # PAD_ZEROS, else left as they are (the Gluon GEMMs): a GEMM row depends on its own row of A only, and no
     # padding row of h or y is read as a pair's (the down kernels store, moe_sum_kernel reads, pairs' rows
@@ -183,6 +211,12 @@ def moe_gather_kernel(x_ptr, xs_ptr, sorted_ids_ptr, block_expert_ptr, n_pairs, 
     # 1.6 MB of it needed. The Triton GEMMs keep the zeros: they run in the interpreter, where SwiGLU's exp
     # of whatever a padding row holds may overflow, and numpy says so.
     # program (b, d) copies columns [d * BLOCK_D, (d + 1) * BLOCK_D) of row block b
+    # PDL (the Gluon path: a programmatic dependent launch after moe_align_kernel): wait for the alignment's
+    # outputs, then let the gate/up GEMM launch: its programs fill their rings with w13 (the first tile's
+    # boxes) while this kernel copies, and read x_sorted only after their own wait for its completion.
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     pid_m = tl.program_id(0)
     if tl.load(block_expert_ptr + pid_m) < 0:
         return
@@ -285,12 +319,16 @@ def moe_down_kernel(h_src, w_src, y_ptr, sorted_ids_ptr, block_expert_ptr, topk_
 
 @triton.jit
 def moe_sum_kernel(y_ptr, out_ptr, sorted_row_ptr, topk_w_ptr, HD, stride_out, TOP_K: tl.constexpr,
-                   K_PAD: tl.constexpr, BLOCK_D: tl.constexpr, SORTED: tl.constexpr):
+                   K_PAD: tl.constexpr, BLOCK_D: tl.constexpr, SORTED: tl.constexpr, PDL: tl.constexpr = 0):
     # out[t] = sum_j y[t * TOP_K + j], a token's k expert outputs (already weighted), added in fp32. A
     # token's k rows are adjacent in y, so every load is contiguous: torch.sum over the k axis of y's
     # (T, k, HD) view took 72 us at the Mixtral shape for 96 MB of traffic (25 us at the copy rate).
     # SORTED (the Gluon path): y is the down GEMM's output in expert-sorted order, unweighted, so
     # out[t] = sum_j w[pair] * y[sorted_row[pair]], pair = t * TOP_K + j.
+    # PDL (after the Gluon down GEMM, launched as a programmatic dependent): wait for it to complete (y written)
+    # before anything is read or written
+    if PDL:
+        gdc_wait()
     t = tl.program_id(0)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     j = tl.arange(0, K_PAD)
@@ -329,42 +367,103 @@ if gluon is not None:
         return first + local % group_m, local // group_m, e
 
     @gluon.jit
+    def _grid_dependency_wait():
+        # griddepcontrol.wait: returns once the kernel launched before this one on the stream has completed and
+        # its writes are visible (at once where the launch was not a programmatic dependent one)
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _grid_dependency_launch_dependents():
+        # griddepcontrol.launch_dependents: the next kernel on the stream, launched as a programmatic dependent,
+        # may start once every program of this one has said so or exited (its programs still take an SM only
+        # where one has room: beside a GEMM program's ~220 KB of shared memory, none)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+    @gluon.jit
     def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                          PDL: gl.constexpr):
         # The producer warp: for each tile of this program, each k-step's A tiles of 64 rows (one a consumer)
         # and the expert's weight box into the next stage of the ring once both consumers have released it.
         # It never waits for an epilogue: it runs on into the next tile while the consumers store this one.
+        # PDL (a programmatic dependent launch): this program may start while the kernel before it (the gather,
+        # or the gate/up GEMM) still runs. Its first tile's weight boxes, one a stage, are loaded at once: they
+        # depend on no earlier kernel of the layer but the routing's (block_expert, expert_start: written by
+        # moe_align_kernel, which had completed before the kernel before this one let it launch). A (x_sorted,
+        # h: the kernel before's output) is loaded only after the grid dependency wait, so the ring fills
+        # from DRAM under the previous kernel's tail, where the weight stream would otherwise stop.
         M_HALF: gl.constexpr = a_desc.block_type.shape[0]
         W_BOX0: gl.constexpr = w_desc.block_type.shape[0]
         W_BOX1: gl.constexpr = w_desc.block_type.shape[1]
         BLOCK_K: gl.constexpr = w_desc.block_type.shape[2]
         # every byte the stage's copies complete; a box that sticks out still counts whole (zeros outside)
         STAGE_BYTES: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + w_desc.block_type.nbytes
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        early = k_tiles * 0  # k-steps of the first tile whose weights went ahead of the wait
+        if PDL:
+            pid_m, pid_n, e = _gluon_tile(gl.program_id(0), block_expert_ptr, expert_start_ptr, n_tiles)
+            if e >= 0:
+                early = gl.minimum(k_tiles, NUM_STAGES)
+                for ki in range(early):  # lap 0 of stages 0 .. early - 1: free, no wait
+                    mbarrier.expect(ready.index(ki), STAGE_BYTES)
+                    tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(ki), w_smem.index(ki))
+            _grid_dependency_wait()
         it = 0  # k-steps issued over all tiles: the ring position, as the consumers count it
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
-                for ki in range(gl.cdiv(K, BLOCK_K)):
+                for ki in range(k_tiles):
                     s = it % NUM_STAGES
-                    # a fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait for
-                    # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
-                    mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
-                    mbarrier.expect(ready.index(s), STAGE_BYTES)
+                    if it >= early:
+                        # a fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait for
+                        # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
+                        mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
+                        mbarrier.expect(ready.index(s), STAGE_BYTES)
+                    # A's boxes, then the weights' (main's order: PDL 0 issues what main issued, in its order)
                     for c in gl.static_range(CONSUMERS):
                         tma_load(a_desc, [(CONSUMERS * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
                                  a_smem.index(CONSUMERS * s + c))
-                    tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
+                    if it >= early:
+                        tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
 
     @gluon.jit
-    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr, expert_start_ptr,
-                            num_m_blocks, n_tiles, K, C: gl.constexpr, NUM_STAGES: gl.constexpr,
-                            SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr):
+    def _store_rows(c_desc, c_rows_desc, c_buf, row, col, n_rows, PAIRS_ONLY: gl.constexpr):
+        # c_buf to C at [row, col]: every row, or (PAIRS_ONLY) the first n_rows (the half's pairs: 64 or more
+        # for a full half, 0 or fewer for one of padding alone), rounded up to a box of c_rows_desc's (8 rows;
+        # same shared layout: its swizzle repeats every 8 rows)
+        M_HALF: gl.constexpr = c_buf.shape[0]
+        ROWS: gl.constexpr = c_rows_desc.block_type.shape[0]
+        if PAIRS_ONLY:
+            if n_rows >= M_HALF:
+                tma_store(c_desc, [row, col], c_buf)
+            else:
+                for r in gl.static_range(0, M_HALF, ROWS):
+                    if r < n_rows:
+                        tma_store(c_rows_desc, [row + r, col], c_buf.slice(r, ROWS))
+        else:
+            tma_store(c_desc, [row, col], c_buf)
+
+    @gluon.jit
+    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                            expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, C: gl.constexpr,
+                            NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
+                            PAIRS_ONLY: gl.constexpr):
         # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
         # wgmma group in flight (groups retire in order, so once at most one is outstanding the previous
         # k-step's stage is read and goes back to the loader). The weight box [W_BOX0, W_BOX1, BLOCK_K]
         # (K contiguous) is W_ROWS rows of W as one K-major B operand: for gate/up the tile's gate rows then
         # its up rows, one m64n256k16 where two m64n128k16 would each read A again.
+        # PAIRS_ONLY: only the rows that hold a pair are stored (each expert's run is padded at its end, so
+        # they are a prefix of the 64): no padding row of h or y is read as a pair's (the down GEMM's rows are
+        # independent; moe_sum_kernel reads pairs' rows alone), and at 64 experts, 64-row blocks of 6-96 rows
+        # an expert, padding was 25-90% of the h and y rows written. The half's pairs come from the expert's
+        # count (expert_rows, the routing's counters) less the rows of its run before the half: two scalar
+        # loads that depend on e alone, as _gluon_tile's expert_start loads do, so they add no step to the
+        # chain of dependent loads before the mainloop, and n_rows is read only by the epilogue. (Branch
+        # moe56 counted the half's sorted_ids below the sentinel instead: a third dependent load, on pid_m,
+        # and a cross-warp sum, two barriers, before every tile's first wgmma.)
         M_HALF: gl.constexpr = a_smem.shape[1]
         BLOCK_K: gl.constexpr = a_smem.shape[2]
         W_ROWS: gl.constexpr = w_smem.shape[1] * w_smem.shape[2]
@@ -377,6 +476,10 @@ if gluon is not None:
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
+                row = (CONSUMERS * pid_m + C) * M_HALF
+                n_rows = M_HALF
+                if PAIRS_ONLY:  # loaded here, read after the mainloop: its latency hides under the MMAs
+                    n_rows = gl.load(expert_rows_ptr + e) - (row - gl.load(expert_start_ptr + e) * (CONSUMERS * M_HALF))
                 acc = gl.zeros([M_HALF, W_ROWS], gl.float32, acc_layout)
                 for ki in range(k_tiles):
                     s = it % NUM_STAGES
@@ -394,7 +497,6 @@ if gluon is not None:
                 # The epilogue through c_buf and a TMA store, which is left in flight under the next tile's
                 # mainloop: wait for the previous store to finish reading c_buf before writing it again, and
                 # fence the generic-proxy writes before the async proxy (TMA) reads them.
-                row = (CONSUMERS * pid_m + C) * M_HALF
                 halves = acc.reshape([M_HALF, 2, OUT_N]).permute((0, 2, 1)).split()
                 if SWIGLU:
                     g = halves[0]
@@ -402,26 +504,30 @@ if gluon is not None:
                     tma.store_wait(0)
                     c_buf.store(h.to(c_desc.dtype))
                     fence_async_shared()
-                    tma_store(c_desc, [row, pid_n * OUT_N], c_buf)
+                    _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * OUT_N, n_rows, PAIRS_ONLY)
                 else:
                     for i in gl.static_range(2):
                         tma.store_wait(0)
                         c_buf.store(halves[i].to(c_desc.dtype))
                         fence_async_shared()
-                        tma_store(c_desc, [row, pid_n * W_ROWS + i * OUT_N], c_buf)
+                        _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * W_ROWS + i * OUT_N, n_rows, PAIRS_ONLY)
         tma.store_wait(0)  # the last store, before the program's shared memory goes away
 
     @gluon.jit
-    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, block_expert_ptr, expert_start_ptr, num_m_blocks, n_tiles, K,
-                              NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
-                              LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
+                              num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
+                              CONSUMERS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                              PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
         # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and CONSUMERS warpgroups
         # of 64 rows each (row blocks of 64 * CONSUMERS: 2 where rows are many, 1 where each expert has few
         # and the layer streams its weights). SWIGLU: the gate/up GEMM (A x_sorted, W w13's (E * 2, I, HD)
         # view in [2, BLOCK_N, BLOCK_K] boxes at [2e, n, k], C h in [64, BLOCK_N] boxes); else the down GEMM
         # (A h, W w2 (E, HD, I) in [1, DOWN_BLOCK_N, BLOCK_K] boxes at [e, n, k], C y_sorted in [64,
-        # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K].
+        # DOWN_BLOCK_N / 2] boxes). A's boxes are [64, BLOCK_K]. PDL: launched as a programmatic dependent of
+        # the kernel before it (the loader says what that changes), and lets the next kernel launch at once.
+        # PAIRS_ONLY: C's rows that hold no pair (past expert_rows[e], the expert's pairs, in its run) are not
+        # stored; c_rows_desc is C's descriptor in 8-row boxes, for the part of a 64-row half that holds pairs.
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -432,22 +538,30 @@ if gluon is not None:
         for i in gl.static_range(NUM_STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=CONSUMERS)
+        if PDL:
+            # the next kernel (the down GEMM, or moe_sum_kernel) may launch now: its programs take the SMs this
+            # kernel's programs leave (a GEMM's cannot sit beside one of these) and fill their rings there,
+            # or wait beside them (moe_sum_kernel's, which need no shared memory) until this kernel completes
+            _grid_dependency_launch_dependents()
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
         if CONSUMERS == 2:
             gl.warp_specialize([
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
-                                       expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
-                                       expert_start_ptr, num_m_blocks, n_tiles, K, 1, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
+                                       NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 1,
+                                       NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS)),
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, block_expert_ptr,
-                                       expert_start_ptr, num_m_blocks, n_tiles, K, 0, NUM_STAGES, SWIGLU, CONSUMERS)),
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
+                                       NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS)),
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [1], [LOADER_REGS])
 
 
@@ -469,7 +583,7 @@ def route_block_t(experts):
     return max(1, ROUTE_TILE // triton.next_power_of_2(experts))
 
 
-def route_and_align(router_logits, top_k, block_m):
+def route_and_align(router_logits, top_k, block_m, pdl=False):
     """A memset and two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
@@ -477,8 +591,10 @@ def route_and_align(router_logits, top_k, block_m):
     inverse, each pair's row in that order; block_expert (num_m_blocks,) int32: the expert of each row
     block, -1 past the end; expert_start (E + 1,) int32: each expert's first row block, then the number
     of blocks in use. num_m_blocks is an upper bound known on the host (sum_e ceil(c_e / BM) <=
-    ceil(T*k / BM) + E), so nothing is read back. Within an expert's run the pairs come in an order that
-    may change from run to run (moe_route_kernel says why the layer's output does not)."""
+    ceil(T*k / BM) + E), so nothing is read back; expert_rows (E,) int32: each expert's pairs (the route's
+    counters; its run's first expert_rows[e] rows hold them). Within an expert's run the pairs come in an order
+    that may change from run to run (moe_route_kernel says why the layer's output does not). pdl: both kernels
+    launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches)."""
     T, E = router_logits.shape
     assert 1 <= top_k <= E, f"top_k must be in 1..{E} (the experts), got {top_k}"
     dev = router_logits.device
@@ -496,11 +612,13 @@ def route_and_align(router_logits, top_k, block_m):
     expert_start = torch.empty(E + 1, dtype=torch.int32, device=dev)
     logits = router_logits.float().contiguous()
     moe_route_kernel[(triton.cdiv(T, block_t),)](logits, ids, rank, weights, counts, T, E, TOP_K=top_k,
-                                                E_PAD=e_pad, BLOCK_T=block_t, num_warps=1)
+                                                E_PAD=e_pad, BLOCK_T=block_t, PDL=_pdl_flag(pdl), num_warps=1,
+                                                **_pdl_launch(pdl))
     moe_align_kernel[(triton.cdiv(n_pairs, ALIGN_BLOCK_P),)](
         ids, rank, counts, sorted_ids, sorted_row, block_expert, expert_start, n_pairs, E, num_m_blocks,
-        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), num_warps=8)
-    return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks
+        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), PDL=_pdl_flag(pdl),
+        num_warps=8, **_pdl_launch(pdl))
+    return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, counts
 
 
 @functools.lru_cache(maxsize=None)
@@ -537,10 +655,13 @@ def _gluon_runs(x, w13, w2, cfg) -> bool:
             and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
 
 
-def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg):
+def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=False,
+                 pairs_only=False):
     """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
     expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
-    device, when the kernel does not compile or launch."""
+    device, when the kernel does not compile or launch. pdl: each GEMM launched as a programmatic dependent of
+    the kernel before it (the gather launched with PDL, then the gate/up GEMM). pairs_only: the rows of h and
+    y_sorted that hold no pair (past expert_rows[e] in expert e's run) are left as they were."""
     E, I2, HD = w13.shape
     I = I2 // 2
     bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
@@ -557,10 +678,11 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks,
     try:
         for a, w, w_box, c, c_box, n_tiles, K, stages, swiglu in gemms:
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
-            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), block_expert, expert_start,
-                                        num_m_blocks, n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu,
-                                        CONSUMERS=cfg["BLOCK_M"] // 64, LOADER_REGS=GLUON_LOADER_REGS,
-                                        CONSUMER_REGS=GLUON_CONSUMER_REGS, num_warps=4)
+            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), desc(c, [8, c_box[1]]),
+                                        block_expert, expert_start, expert_rows, num_m_blocks, n_tiles, K,
+                                        NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=cfg["BLOCK_M"] // 64,
+                                        LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
+                                        PDL=int(pdl), PAIRS_ONLY=int(pairs_only), num_warps=4, **_pdl_launch(pdl))
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -575,21 +697,69 @@ def streams_weights(tokens, experts, top_k) -> bool:
     return tokens * top_k <= STREAM_MAX_ROWS * experts
 
 
+def pdl_pays(tokens, experts, top_k, block_m) -> bool:
+    """Whether the Gluon path's kernels go as programmatic dependents (PDL_LAUNCH None): where the layer streams
+    its weights and each expert's rows fit one row block of block_m rows (the launch's: 64 on one consumer, 128
+    on two, streaming_consumers). What PDL saves is DRAM time: at each kernel boundary the weight stream stops while
+    the next GEMM's programs start and fill their rings (and the gaps between launches, 6.6 us at 512 tokens on
+    64 experts), a fixed ~12-15 us a layer. Measured on an H100 (experiments/held-out-shapes/moe-memory-bound/,
+    moe57): it gained 3-4% where every expert takes one block (64-512 tokens on 64 experts, top 6) and 3.3% at
+    1024 tokens on two consumers, and lost where experts span several blocks: Mixtral at 512 tokens (128 rows
+    an expert on 64-row blocks) 1036 -> 1442 us, 4096 tokens on 64 experts 11% on the same tiles. Why it loses
+    there is not known (the sum kernel's span grew 5 -> 107 us at Mixtral): the rule keeps PDL where it was
+    measured to pay. The dtype plays no part."""
+    return (streams_weights(tokens, experts, top_k)
+            and expected_row_blocks(tokens, experts, top_k, block_m) <= ONE_BLOCK_AN_EXPERT * experts)
+
+
+def pairs_only_pays(tokens, experts, top_k) -> bool:
+    """Whether the Gluon GEMMs store only the pairs' rows of h and y (PAIRS_ONLY None): where the layer streams
+    its weights, every byte written shares the DRAM with the weight read (the padding rows skipped: 25.7 MB at
+    64 tokens on 64 experts, top 6, 4% of the layer measured). Where the tensor cores set the time, the epilogue's
+    stores run under the next tile's MMAs and skipping rows saves nothing. The dtype plays no part."""
+    return streams_weights(tokens, experts, top_k)
+
+
 def streaming_config(tokens, experts, top_k, hidden, inter, sms):
     """CONFIG's overrides where the layer streams its weights. Each expert's rows go to 64-row blocks on one
     consumer warpgroup of the Gluon GEMM, not 128 on two: at r rows an expert the padding computed falls
     from 128 * ceil(r / 128) - r rows to 64 * ceil(r / 64) - r (DeepSeek-V2-Lite decode, r = 6: 122 -> 58;
     Mixtral at 512 tokens, r = 128 +- 11: half the experts take a second block of 128, or of 64), compute that
-    competes with the weight stream once r nears 128. Every ring gets the most stages that fit (5 or 8
-    where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N tile is
-    _n_tile_by_rounds's, on the row blocks expected in use: a tile is a fixed share of the weights, and a last
-    round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
-    blocks = expected_row_blocks(tokens, experts, top_k, 64)
+    competes with the weight stream once r nears 128. Where most experts would fill two blocks of 64 and one
+    of 128 (streaming_consumers), 128-row blocks on two consumers instead. Every ring gets the most stages that
+    fit (5 or 8 where CONFIG has 4): bytes in flight, not tensor cores, decide a weight stream. Each GEMM's N
+    tile is _n_tile_by_rounds's, on the row blocks expected in use: a tile is a fixed share of the weights, and
+    a last round of the persistent grid run by a few SMs leaves the others' share of the bandwidth idle."""
+    consumers = streaming_consumers(tokens, experts, top_k)
+    block_m = 64 * consumers
+    blocks = expected_row_blocks(tokens, experts, top_k, block_m)
     up_n = _n_tile_by_rounds((128, 64), inter, blocks, sms)
     down_n = _n_tile_by_rounds((256, 128), hidden, blocks, sms)
-    return {"BLOCK_M": 64, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
-            "num_stages": _stages_that_fit(64 + 2 * up_n, up_n, 64),
-            "DOWN_num_stages": _stages_that_fit(64 + down_n, down_n // 2, 64)}
+    return {"BLOCK_M": block_m, "BLOCK_N": up_n, "BLOCK_K": 64, "GLUON": 1, "DOWN_BLOCK_N": down_n,
+            "num_stages": _stages_that_fit(block_m + 2 * up_n, up_n, 64, consumers),
+            "DOWN_num_stages": _stages_that_fit(block_m + down_n, down_n // 2, 64, consumers)}
+
+
+# streaming_consumers' bounds: 64-row blocks at least this many times the 128-row ones (a quarter of the
+# experts or more would read their weight tiles twice), and the 128-row ones at most this many an expert
+# (almost none takes a second: no expert computes more than 128 rows, under half of Hopper's ridge)
+SHARED_TILE_BLOCKS = 1.25
+ONE_BLOCK_AN_EXPERT = 1.05
+
+
+def streaming_consumers(tokens, experts, top_k):
+    """1 or 2: the consumer warpgroups (64 rows each) of the streaming layout's row blocks. Two 64-row blocks of
+    one expert each read the expert's weight tiles from L2 into their own SM: at 1024 tokens on 64 experts, top
+    6 (96 +- 9 rows an expert: 128 blocks of 64, two an expert) the gate/up GEMM moved ~1.76 GB from L2 into
+    shared memory for 0.74 GB of w13 (its 64-row x 128-wide tiles: 0.25 MB of x_sorted and 1 MB of weights
+    each), ~6 TB/s over its ~290 us, where the 64-expert shapes of one block an expert moved ~4. One 128-row
+    block on two consumers reads each tile once for both halves: 1.41 GB (64-wide tiles) or 1.06 (128-wide),
+    the same rows computed (128 an expert either way). Where an expert's rows fit one 64-row block (512 tokens:
+    48 +- 7), or many experts take a second 128-row one (Mixtral at 512 tokens, 128 +- 10 rows an expert:
+    1536 rows computed against 1267 on 64-row blocks, compute near the weight stream's time), one consumer."""
+    blocks_64 = expected_row_blocks(tokens, experts, top_k, 64)
+    blocks_128 = expected_row_blocks(tokens, experts, top_k, 128)
+    return 2 if blocks_64 >= SHARED_TILE_BLOCKS * blocks_128 and blocks_128 <= ONE_BLOCK_AN_EXPERT * experts else 1
 
 
 @functools.lru_cache(maxsize=None)  # fused_moe asks on every call; a sum of up to T terms
@@ -631,11 +801,23 @@ def _n_tile_by_rounds(widths, columns, blocks, sms):
     return min((width for width in widths if fills[width] >= best - ROUND_FILL_SLACK), key=lambda w: (tiles[w], w))
 
 
-def _stages_that_fit(rows_a_stage, store_cols, block_k):
-    """The Gluon GEMM's ring depth, 8 at most, for one consumer: stages of rows_a_stage rows (A's 64 and the
-    weight box's) of block_k 16-bit elements, beside the consumer's [64, store_cols] store buffer and 1 KB
-    for the barriers, within a block's shared memory."""
-    return min(8, (SHARED_MEMORY - 1024 - 64 * store_cols * 2) // (rows_a_stage * block_k * 2))
+def _stages_that_fit(rows_a_stage, store_cols, block_k, consumers=1):
+    """The Gluon GEMM's ring depth, 8 at most: stages of rows_a_stage rows (A's 64 a consumer and the weight
+    box's) of block_k 16-bit elements, beside each consumer's [64, store_cols] store buffer and 1 KB for the
+    barriers, within a block's shared memory."""
+    return min(8, (SHARED_MEMORY - 1024 - consumers * 64 * store_cols * 2) // (rows_a_stage * block_k * 2))
+
+
+def _pdl_flag(pdl) -> int:
+    """A Triton kernel's PDL constexpr: its griddepcontrol instructions are inline PTX, which Triton's interpreter
+    cannot run (there the Gluon GEMMs are the tests' torch contract, and the programs run one after another)."""
+    return int(pdl and os.environ.get("TRITON_INTERPRET", "") in ("", "0"))
+
+
+def _pdl_launch(pdl):
+    """The launch option of a programmatic dependent launch, where asked: absent otherwise (AMD's backend has no
+    such option, and Triton refuses an option it does not know)."""
+    return {"launch_pdl": True} if pdl else {}
 
 
 def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
@@ -644,26 +826,36 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     I = I2 // 2
     block_m, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     dbn = cfg["DOWN_BLOCK_N"]
-    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks = route_and_align(
-        router_logits, top_k, block_m)
     n_pairs = T * top_k
+    num_m_blocks = triton.cdiv(n_pairs, block_m) + E  # route_and_align's bound on the row blocks
     h = torch.empty((num_m_blocks * block_m, I), device=x.device, dtype=x.dtype)
     tma = _tma_ok(w13, w2, h) if use_tma is None else use_tma
     gluon = cfg["GLUON"] and tma and _gluon_runs(x, w13, w2, cfg)
-    def gather(pad_zeros):
+    # the Gluon path's kernels as programmatic dependents, each of the one before (pdl_pays, or PDL_LAUNCH forced):
+    # all but the counters' memset (and the logits' copy to fp32, where they come in 16-bit), which start after
+    # the caller's kernels as any launch does
+    pdl = bool(gluon and gdc_wait is not None
+               and (pdl_pays(T, E, top_k, block_m) if PDL_LAUNCH is None else PDL_LAUNCH))
+    pairs_only = bool(gluon and (pairs_only_pays(T, E, top_k) if PAIRS_ONLY is None else PAIRS_ONLY))
+    weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = route_and_align(
+        router_logits, top_k, block_m, pdl=pdl)
+
+    def gather(pad_zeros, pdl):
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, num_warps=4)
+            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, PDL=_pdl_flag(pdl), num_warps=4, **_pdl_launch(pdl))
 
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
-        gather(pad_zeros=not gluon)
+        gather(pad_zeros=not gluon, pdl=pdl)
     y = None
     if gluon:
-        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, num_m_blocks, cfg)
+        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=pdl,
+                         pairs_only=pairs_only)
     if y is None:
+        pdl = pairs_only = False
         if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
-            gather(pad_zeros=True)
+            gather(pad_zeros=True, pdl=False)
         cfg = {**cfg, "GLUON": 0}
         y = torch.empty((n_pairs, HD), device=x.device, dtype=x.dtype)
         if tma:
@@ -683,9 +875,10 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
             num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     moe_sum_kernel[(T, triton.cdiv(HD, SUM_BLOCK_D))](y, out, sorted_row, weights, HD, out.stride(0), TOP_K=top_k,
                                                       K_PAD=triton.next_power_of_2(top_k), BLOCK_D=SUM_BLOCK_D,
-                                                      SORTED=cfg["GLUON"], num_warps=4)
+                                                      SORTED=cfg["GLUON"], PDL=_pdl_flag(pdl), num_warps=4,
+                                                      **_pdl_launch(pdl))
     last_config.clear()
-    last_config.update(cfg, USE_TMA=tma)
+    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl), PAIRS_ONLY=int(pairs_only))
     return out
 
 
@@ -763,7 +956,9 @@ def rule_configs(x, w13, w2, top_k):
     if not _gluon_runs(x, w13, w2, streaming):
         return [dict(CONFIG)]
     other_n = 192 - streaming["BLOCK_N"]  # 128 <-> 64
-    return [streaming, {**streaming, "BLOCK_N": other_n, "num_stages": _stages_that_fit(64 + 2 * other_n, other_n, 64)}]
+    block_m = streaming["BLOCK_M"]
+    return [streaming, {**streaming, "BLOCK_N": other_n,
+                        "num_stages": _stages_that_fit(block_m + 2 * other_n, other_n, 64, block_m // 64)}]
 
 
 def fused_moe(x, w13, w2, router_logits, top_k, out=None, config=None, use_tma=None):

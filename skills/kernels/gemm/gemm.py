@@ -32,6 +32,10 @@ output times CONFIG against LARGE_OUTPUT_CONFIGS, its neighbours on the same til
 arithmetic (tail_split_pays) says its last partial wave costs more than smaller tiles would, CONFIG with
 that remainder of C cut off into a second launch of smaller tiles (TAIL_BLOCK_M x TAIL_BLOCK_N): whole
 CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle too, in a fraction of a wave.
+Where C's rows are not whole 128-byte lines (N=5000 in 16 bits) it also times CONFIG with C stored through its
+pointer (C_PTR); where B's rows are not even 16-byte multiples (N=4100: no TMA descriptor, CONFIG would run the
+pointer kernel) CONFIG with B copied to lined rows first (B_PAD), and C_PTR where C has no descriptor either;
+each on the tail split's tiles too where one is timed: ALIGN_NOTE.
 """
 
 import functools
@@ -111,6 +115,25 @@ TAIL_GAP_K_STEPS = 6
 # The autotune times a split only where it is predicted to save this share of the kernel: below, the
 # prediction is within the model's error and the autotune's noise.
 TAIL_MIN_GAIN = 0.05
+# ALIGN_NOTE (issue 52, experiments/gemm-h100/misaligned-n/): rows that are not whole 128-byte lines. On the H100
+# CONFIG read 0.78 of cuBLAS at 3000x5000x2000 and 0.96 at 3000x5120x2000 (the same 480 tiles): B's and C's rows of
+# 10000 B start 16 * (r mod 8) bytes into a line, and TMA moves boxes in 128-byte rows (the 128-byte swizzle), so
+# each box row touches 5 sectors on 2 lines instead of 4 on 1. Measured on views whose rows are lined (one H100,
+# gemm57): B lined alone 0.98, C lined alone 0.80, both 1.01: **B's TMA loads pay the whole loss, C's stores ~2%**.
+# What the autotune can time (row_alignment_configs):
+#   C_PTR: C stored with st.global from registers (16-byte vectors where C's row stride and N allow), each thread's
+#          row segment as it lies, not a TMA store. Where C has a descriptor and its rows are off lines it read 1.9%
+#          faster at 3000x5000x2000 (bf16 and fp16, the probe and held_out_bench alike; as fast as C lined) and
+#          the same at 2048x5000x4096. Where C's rows are not even 16-byte multiples (N=4100 in 16 bits: 8200 B) C
+#          has no TMA descriptor, and C_PTR is the only way CONFIG's TMA kernel runs at all (else the pointer one).
+#   B_PAD: B copied into rows of whole lines before the kernel, every call (26 us for 20 MB at 3000x5000x2000, more
+#          than the ~25 us its loads lose there: not offered where B has a descriptor). Where B's rows are not
+#          16-byte multiples (no descriptor: N=4100) it is how B's loads become TMA's: with C_PTR, and a tail
+#          split, 4096x4100x4096 ran 250 us against the pointer kernel's 757 (cuBLAS 509, an sm80 align2 kernel).
+# Loading B with 16-byte cp.async vectors instead of TMA (B_PTR, gemm57) read 0.47-0.63 of cuBLAS at every shape
+# tried, and 474-516 us at 4096x4100x4096: removed. What is left: B's misaligned loads at N=5000 (22%), for which
+# a lined copy of B kept across calls (keyed by B's storage and tensor._version) is the next step, not built.
+# A's rows (4000 B at K=2000) cost under 1% (view:ABC against view:BC): not padded.
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
@@ -151,10 +174,22 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr):
+def _store_tile(c_desc, acc, m0, n0, M, N, stride_cm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                SUBTILE: tl.constexpr, C_PTR: tl.constexpr):
     # SUBTILE: store the tile as two BLOCK_N/2 halves: the epilogue's shared-memory staging buffer
     # halves, which is what lets a 128x256 persistent kernel keep 4 pipeline stages.
-    if SUBTILE:
+    # C_PTR (a power of two, the elements C's row stride and N are multiples of): c_desc is C's pointer, and the
+    # tile is stored with masked st.global, C_PTR elements (up to 16 bytes) a vector, not a TMA store (ALIGN_NOTE).
+    if C_PTR:
+        # stride_cm comes in vectors and N is rounded to them again, so that the compiler knows both for multiples
+        # of C_PTR (tl.multiple_of on the scalars left scalar 2-byte stores, sm_90, Triton 3.9)
+        stride_cm = stride_cm * C_PTR
+        N = tl.cdiv(N, C_PTR) * C_PTR
+        offs_m = m0 + tl.arange(0, BLOCK_M)
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        ptrs = c_desc + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
+        tl.store(ptrs, acc.to(c_desc.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    elif SUBTILE:
         halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
         left, right = tl.split(halves)
         c_desc.store([m0, n0], left.to(c_desc.dtype))
@@ -167,7 +202,8 @@ def _store_tile(c_desc, acc, m0, n0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+                FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, stride_cm,
+                C_PTR: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -181,7 +217,8 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
                 a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
                 b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
                 acc = tl.dot(a, b, acc)
-            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+            _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
+                        EPILOGUE_SUBTILE, C_PTR)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -189,20 +226,22 @@ def _gemm_tiles(a_desc, b_desc, c_desc, M, N, K,
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
+                    EPILOGUE_SUBTILE, C_PTR)
 
 
 @triton.jit
 def gemm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+                    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
+                    stride_cm, C_PTR: tl.constexpr):
     # The TMA descriptors (shape and strides of each whole matrix, the box one load or store moves) are
     # made on the host and passed as kernel parameters. Made in the kernel instead (tl.make_tensor_descriptor)
     # each program pays for writing and fencing its own, and on the H200 that path ran 0.92x the host
     # one at 2048^3 (the size sweeps, df8b865:experiments/gemm-sizes-h200/).
     _gemm_tiles(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, PERSISTENT,
-                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE)
+                FLATTEN, WARP_SPECIALIZE, EPILOGUE_SUBTILE, stride_cm, C_PTR)
 
 
 @triton.jit
@@ -455,14 +494,54 @@ def _part(a, b, c, rows, cols):
     return a[rows[0]:rows[1]], b[:, cols[0]:cols[1]], c[rows[0]:rows[1], cols[0]:cols[1]]
 
 
+def _tma_rows_ok(t) -> bool:
+    # a TMA descriptor needs unit inner stride, a 16-byte aligned base and row stride
+    return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
 def _tma_ok(a, b, c) -> bool:
-    # TMA needs Hopper+ on NVIDIA, unit inner stride, 16-byte aligned base and row strides.
-    if not _device_facts(a.device)[1]:
-        return False
-    for t in (a, b, c):
-        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
-            return False
-    return True
+    # TMA needs Hopper+ on NVIDIA and descriptors for A, B and C; not for C where it is None (stored through its
+    # pointer, C_PTR).
+    return _device_facts(a.device)[1] and all(_tma_rows_ok(t) for t in (a, b, c) if t is not None)
+
+
+def padded_rows(b):
+    """B copied into a buffer whose rows are whole 128-byte lines (B_PAD), as a view of B's shape: its TMA box rows
+    then start on a line. The columns past N are never read (TMA reads past the descriptor's shape as zeros)."""
+    K, N = b.shape
+    per_line = 128 // b.element_size()
+    view = torch.empty((K, triton.cdiv(N, per_line) * per_line), dtype=b.dtype, device=b.device)[:, :N]
+    view.copy_(b)
+    return view
+
+
+def row_vector(t) -> int:
+    """C_PTR's vector: the most elements, up to 16 bytes, that the matrix's row stride and width are
+    multiples of (each row's start, and the mask, then stay whole across a vector); 0 where its columns are not
+    unit-strided."""
+    if t.stride(1) != 1:
+        return 0
+    v = 16 // t.element_size()
+    while v > 1 and (t.stride(0) % v or t.shape[1] % v):
+        v //= 2
+    return v
+
+
+def row_alignment_configs(a, b, c):
+    """What the autotune times beside CONFIG where B's or C's rows are not whole 128-byte lines (ALIGN_NOTE).
+    Where B has no TMA descriptor (its rows not 16-byte multiples, or its columns strided: CONFIG runs the
+    pointer kernel): B copied to lined rows first (B_PAD), with C stored through its pointer (C_PTR) where C has
+    no descriptor either (N=4100 in 16 bits: both). Where B has one: C_PTR where C has none, or where C's rows
+    are off 128-byte lines (measured ~2% faster there). B's misaligned TMA loads are left as they are (a copy
+    every call costs more than they lose). Nothing where A has no TMA descriptor, C's columns are strided, or
+    the device has no TMA."""
+    if not (_device_facts(a.device)[1] and _tma_rows_ok(a)) or c.stride(1) != 1:
+        return []
+    c_bytes = c.stride(0) * c.element_size()
+    c_ptr = c_bytes % 16 != 0 or c.data_ptr() % 16 != 0  # no descriptor for C
+    if not _tma_rows_ok(b):
+        return [{"B_PAD": 1, **({"C_PTR": 1} if c_ptr else {})}]
+    return [{"C_PTR": 1}] if c_ptr or c_bytes % 128 else []
 
 
 def _gluon_runs(a, b, c, cfg) -> bool:
@@ -513,12 +592,14 @@ def _launch(a, b, c, cfg):
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    if cfg["USE_TMA"] and _tma_ok(a, b, c):
+    c_ptr = row_vector(c) if cfg.get("C_PTR") else 0
+    if cfg["USE_TMA"] and _tma_ok(a, b, None if c_ptr else c):
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
-        boxes = ([BM, BK], [BK, BN], [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
+        # a box of None: C goes to the kernel as its pointer (C_PTR)
+        boxes = ([BM, BK], [BK, BN], None if c_ptr else [BM, BN // 2 if cfg["EPILOGUE_SUBTILE"] else BN])
         rest = (M, N, K, BM, BN, BK, cfg["GROUP_M"], programs, cfg["PERSISTENT"], cfg["FLATTEN"],
-                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"])
+                cfg["WARP_SPECIALIZE"], cfg["EPILOGUE_SUBTILE"], c.stride(0) // max(c_ptr, 1), c_ptr)
         kernel = gemm_tma_kernel[grid](*_descriptors(a, b, c, boxes), *rest, **options)
     else:
         grid, boxes = (tiles, 1, 1), None
@@ -533,10 +614,12 @@ def _run(a, b, c, cfg):
     compiled kernel, grid, arguments after the tensors, boxes, whether Gluon's descriptors) and the config it
     ran, as the first part's launch reports it."""
     M, K = a.shape
+    pad = bool(cfg.get("B_PAD"))
+    b = padded_rows(b) if pad else b
     launches, ran = [], None
     for rows, cols, part_cfg in _parts(M, b.shape[1], K, _num_sms(a.device), cfg):
         kernel, grid, rest, boxes, part_ran = _launch(*_part(a, b, c, rows, cols), part_cfg)
-        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"]))
+        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"], pad))
         ran = ran or part_ran
     return launches, ran
 
@@ -544,8 +627,8 @@ def _run(a, b, c, cfg):
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
     """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
     shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
-    if not gluon_layouts:
-        return tuple(TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
+    if not gluon_layouts:  # a box of None: the tensor itself (C_PTR's C)
+        return tuple(t if box is None else TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
     return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
                  for t, box in zip((a, b, c), boxes))
 
@@ -569,7 +652,9 @@ def _candidates(a, b, c):
     if 2 * triton.cdiv(M, CONFIG["BLOCK_M"]) * triton.cdiv(N, CONFIG["BLOCK_N"]) >= sms:
         tail = tail_split_pays(M, N, K, sms, CONFIG)
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split
+        # rows off 128-byte lines: the ways around them on CONFIG's tiles, and on the split's where it has one
+        aligned = [{**base, **e} for base in [CONFIG] + split for e in row_alignment_configs(a, b, c)]
+        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
     if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
@@ -684,8 +769,10 @@ def _l2_clear():
 
 
 def _replay(launches, a, b, c):
-    """Launch a planned call's compiled kernels again on these tensors' views (as _run made them)."""
-    for rows, cols, kernel, grid, rest, boxes, gluon_layouts in launches:
+    """Launch a planned call's compiled kernels again on these tensors' views (as _run made them), B copied to
+    128-byte rows first where they were (B_PAD)."""
+    b = padded_rows(b) if launches[0][7] else b
+    for rows, cols, kernel, grid, rest, boxes, gluon_layouts, _ in launches:
         views = _part(a, b, c, rows, cols)
         kernel[grid](*(_descriptors(*views, boxes, gluon_layouts) if boxes else views), *rest)
 

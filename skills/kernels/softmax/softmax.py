@@ -33,10 +33,15 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   shared memory (Gluon: Triton's language cannot name shared
                   memory), copied by cp.async, so that five or six programs
                   share an SM; and its partial (max, sum) travels as one
-                  64-bit word (see SMEM_TEAM).
+                  64-bit word (see SMEM_TEAM). Rows not in 16-element groups
+                  that the pipelined loop does not take, cut at their 16-byte
+                  boundaries: the body by cp.async, the few elements at the
+                  ends in registers (see SMEM_CUT).
   _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
-                  16-element groups Triton cannot prove and the pipelined loop
-                  does not take (see 'Rows not in 16-element groups' by SPLIT):
+                  16-element groups Triton cannot prove and neither the
+                  pipelined loop nor the shared-memory team takes (no Gluon,
+                  or a team that does not fit or compile; see 'Rows not in
+                  16-element groups' by SPLIT):
                   a row is split over P = ceil(N / SPLIT's BLOCK_N)
                   programs that are resident at the same time ("a team"). Each
                   keeps its chunk in registers, publishes its partial (max,
@@ -160,6 +165,26 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at the others
 # (the register-cap A/B, df8b865:experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
+# SMEM_CUT: 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (vocabularies of 50257, 65537, 100277;
+# _rows_of_16 false) that the pipelined loop does not take (over WHOLE_ROW_MAX, or x and y not cut alike) go to
+# _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
+# the row's first boundary a0 to its last b0, whole groups of 8 elements that cp.async copies 16 bytes at a time
+# (a row copied from its start does not compile: cp.async moves 4 bytes at least), parts of it to the P programs
+# as their columns, P = ceil(N // 8 * 8 / (NCH * CHUNK)) (_team_parts: 65537 takes 8 parts, not 9); the under 2 x 8
+# elements left at its ends (its edge) loaded element by element by program P - 1 (the one with the least body),
+# a row ahead of its use as its chunks are, into registers, and folded into its partial (max, sum) and its write.
+# The kernel is given x at its start rounded down to 16 bytes (_aligned_base: x 2-byte aligned, that address in its
+# storage) and the offset from there, so that Triton sees each body's groups; y likewise where its rows sit at x's
+# offsets from 16-byte boundaries (Y_CUT: then its body's stores are 16-byte vectors), else stored element by
+# element (one element a thread a store: a warp's store writes 64 contiguous bytes). Compiled for sm_90 on a CPU
+# (Triton 3.6, the device's): 95-96 registers, no stack but 8 bytes at 65537 fp16, 32.8 KB of shared memory,
+# as rows of 16-element groups: five programs an SM; every copy 16 bytes.
+# Why (the split team took these rows; experiments/held-out-shapes/wide-unaligned-paths/): each split program holds
+# one chunk in fp32 registers, the register file allows about 32 KB of them in flight an SM whatever the chunk,
+# and no chunk or warp count moved it past about 70% of copy on the H100 (512x50257 bf16 59.6%, fp16 49-51%;
+# 2048x50257 bf16 68.6%; 1024x65537 fp16 69.4%), where the shared-memory team keeps up to a row ahead of each of its
+# five programs an SM in shared memory, about 2.5x the bytes (81% at 256x128256 bf16, 93% at 512x262144).
+# Predicted there 75-84% of copy; the measured figures replace this line once the device has run.
 # 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
 # Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs where two of its programs
 # fit an SM (the launcher asks the compiled kernel): the whole row in
@@ -231,8 +256,9 @@ SPLIT = {"BLOCK_N": 4096, "num_warps": 8, "maxnreg": 64}
 # Rows not in 16-element groups: 16-bit rows over GROUPED_ROW_MAX whose 16-element groups Triton cannot
 # prove (_rows_of_16: vocabularies such as 50257 or 30522), which the shared-memory team and the pipelined
 # loop cannot take whole (up to WHOLE_ROW_MAX, the loop takes their bodies where x and y share their 16-byte
-# boundaries: PIPELINED_BODIES), go to the split team on SPLIT's chunk and warps wherever it runs (not in the
-# interpreter), else to the streamed kernel. Such rows load element by
+# boundaries: PIPELINED_BODIES; the others, the shared-memory team on their bodies: SMEM_CUT), go where neither
+# runs (no Gluon, a team that does not fit or compile) to the split team on SPLIT's chunk and warps wherever it
+# runs (not in the interpreter), else to the streamed kernel. Such rows load element by
 # element, so neither cp.async (4 bytes at least) nor Triton's pipeline moves them: the pipelined loop then
 # holds one row in flight a program, the streamed kernel one chunk a program (and reads the row twice);
 # the team holds P chunks of each row in flight at once and reads it once. H100, one process, % of copy
@@ -452,14 +478,81 @@ if gluon is not None:
         return pm, ps
 
     @gluon.jit
-    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y,
+    def _cut(start, n, VEC: gl.constexpr):
+        # Elements [start, start + n) of a tensor whose base is 16-byte aligned, cut at 16-byte boundaries
+        # (see SMEM_CUT): the body's first element a0 and its length, both multiples of VEC (a row inside
+        # one group: no body), so that cp.async copies the body as 16-byte groups.
+        a0 = gl.multiple_of((start + VEC - 1) // VEC * VEC, VEC)
+        b0 = gl.maximum((start + n) // VEC * VEC, a0)
+        return a0, gl.multiple_of((b0 - a0).to(gl.int32), VEC)
+
+    @gluon.jit
+    def _cut_edge(start, n, j, VEC: gl.constexpr):
+        # The elements _cut leaves at the row's two ends, on 2 VEC lanes j: the head [start, a0) on lanes
+        # j < VEC, the tail [a0 + body, start + n) on the others; their columns (from start) and mask.
+        a0, body = _cut(start, n, VEC)
+        end = start + n
+        at = gl.where(j < VEC, start + j, a0 + body + j - VEC)
+        return (at - start).to(gl.int32), at < gl.where(j < VEC, gl.minimum(a0, end), end)
+
+    @gluon.jit
+    def _row_body(x_ptr, r, stride_x, off_x, N, CUT: gl.constexpr, VEC: gl.constexpr):
+        # Where row r's part of columns 0, 1, ... that cp.async copies starts, and how many there are: the
+        # whole row, or (CUT) its body from its first 16-byte boundary (x_ptr 16-byte aligned, the row at
+        # element off_x + r * stride_x of it).
+        if CUT:
+            a0, body = _cut(r.to(gl.int64) * stride_x + off_x, N, VEC)
+            return x_ptr + a0, body
+        else:
+            return x_ptr + r.to(gl.int64) * stride_x, N
+
+    @gluon.jit
+    def _y_body(y_ptr, r, stride_x, stride_y, off_x, off_y, N, CUT: gl.constexpr, Y_CUT: gl.constexpr,
+                VEC: gl.constexpr):
+        # Where row r's part that _row_body gives in x goes in y: the row's start, or (CUT) its body's, as many
+        # elements into y's row r (at element off_y + r * stride_y of y_ptr) as x's body is into x's; Y_CUT: y's
+        # rows at x's offsets from 16-byte boundaries (y_ptr 16-byte aligned), so that it is y's own cut,
+        # which Triton sees as 16-byte groups.
+        if CUT:
+            if Y_CUT:
+                return _row_body(y_ptr, r, stride_y, off_y, N, CUT, VEC)[0]
+            else:
+                start = r.to(gl.int64) * stride_x + off_x
+                return y_ptr + (r.to(gl.int64) * stride_y + off_y + (_cut(start, N, VEC)[0] - start))
+        else:
+            return y_ptr + r.to(gl.int64) * stride_y
+
+    @gluon.jit
+    def _edge_load(x_ptr, r, stride_x, off_x, N, mine, j, VEC: gl.constexpr):
+        # Row r's head and tail elements (_cut_edge) where `mine` (the program that owns them, r a row),
+        # loaded element by element (cp.async moves 4 bytes at least); -inf elsewhere.
+        start = r.to(gl.int64) * stride_x + off_x
+        col, ok = _cut_edge(start, N, j, VEC)
+        return gl.load(x_ptr + start + col, mask=ok & mine, other=-float("inf"))
+
+    @gluon.jit
+    def _with_edge(m, s, xe):
+        # A part's (max, sum of exp(x - max)) with its row's edge elements xe (-inf where not its own)
+        xe = xe.to(gl.float32)
+        new_m = gl.maximum(m, gl.max(xe, axis=0))
+        safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # only -inf so far
+        return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
+
+    @gluon.jit(do_not_specialize=["off_x", "off_y"])  # one compilation for every offset 0-7
+    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
                            CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                           SPIN: gl.constexpr):
+                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
         # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
         # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
         # has read is refilled with row i+2.
+        # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
+        # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
+        # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
+        # copied, a row ahead of their use, and folded into its partial. Y_CUT: y's rows sit at the same
+        # offsets from 16-byte boundaries as x's (y_ptr 16-byte aligned too), so the body's stores are
+        # 16-byte vectors; else y's row r starts at element off_y + r * stride_y, stored element by element.
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
         buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
@@ -470,19 +563,34 @@ if gluon is not None:
         part = pid % P
         n_teams = G // P
         offs = part * (NCH * CHUNK) + gl.arange(0, CHUNK, layout)
+        # y's rows not at x's offsets from 16-byte boundaries (CUT, not Y_CUT): stored element by element, one
+        # element a thread a store, so that a warp's store writes 64 contiguous bytes (8 elements a thread would
+        # scatter each store over 512 bytes, 2 of each 16: 8 times the L2's partial sector writes), a quarter
+        # chunk at a time (a whole chunk of single-element stores spilled 224 bytes under Triton 3.9)
+        out_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        SUB: gl.constexpr = CHUNK // 4
+        lane_offs = gl.arange(0, SUB, out_layout)  # a quarter's columns from its first: scalars do the rest
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+        if CUT:
+            lanes = gl.arange(0, 2 * VEC, slot_layout)
+            mine = part == P - 1
+            e_row = _edge_load(x_ptr, team, stride_x, off_x, N, mine, lanes, VEC)
+            e_nxt = _edge_load(x_ptr, team + n_teams, stride_x, off_x, N, mine & (team + n_teams < M), lanes, VEC)
 
         for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
             r = team + h * n_teams
-            src = x_ptr + r.to(gl.int64) * stride_x
+            src, n = _row_body(x_ptr, r, stride_x, off_x, N, CUT, VEC)
             for c in gl.static_range(NCH):
                 cols = c * CHUNK + offs
-                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < N) & (r < M))
+                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < n) & (r < M))
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        m, s = _part_max_sum(buf, 0, offs, team < M, N, NCH, CHUNK, layout)
+        n = _row_body(x_ptr, team, stride_x, off_x, N, CUT, VEC)[1]
+        m, s = _part_max_sum(buf, 0, offs, team < M, n, NCH, CHUNK, layout)
+        if CUT:
+            m, s = _with_edge(m, s, e_row)
         _publish(words, team, part, 0, m, s, P)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
@@ -495,22 +603,48 @@ if gluon is not None:
                     nxt = row + n_teams
                     cp.wait_group(0)  # the next row's groups are the only ones outstanding
                     cta_barrier()
-                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, N, NCH, CHUNK, layout)
+                    n = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
+                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n, NCH, CHUNK, layout)
+                    if CUT:
+                        mn, sn = _with_edge(mn, sn, e_nxt)
                     _publish(words, team, part, it + 1, mn, sn, P)
                     pm, ps = _gather(words, team, it, slots, P, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
                     ahead = row + 2 * n_teams
-                    src = x_ptr + ahead.to(gl.int64) * stride_x
-                    y_row = y_ptr + row.to(gl.int64) * stride_y
+                    if CUT:
+                        e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
+                    src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
+                    n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
+                    y_row = _y_body(y_ptr, row, stride_x, stride_y, off_x, off_y, N, CUT, Y_CUT, VEC)
                     for c in gl.static_range(NCH):
                         cols = c * CHUNK + offs
-                        x = buf.index(half * NCH + c).load(layout).to(gl.float32)
-                        cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                        copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < N) & (ahead < M))
-                        cp.commit_group()
-                        gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                 mask=cols < N)
+                        if CUT and not Y_CUT:  # stored from shared memory before the refill (see out_layout)
+                            for q in gl.static_range(CHUNK // SUB):
+                                first = part * (NCH * CHUNK) + c * CHUNK + q * SUB
+                                x = buf.index(half * NCH + c).slice(q * SUB, SUB).load(out_layout).to(gl.float32)
+                                gl.store(y_row + first + lane_offs,
+                                         gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                         mask=lane_offs < n - first)
+                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            copy_to_shared(buf.index(half * NCH + c), src + cols,
+                                           mask=(cols < n_ahead) & (ahead < M))
+                            cp.commit_group()
+                        else:
+                            x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            copy_to_shared(buf.index(half * NCH + c), src + cols,
+                                           mask=(cols < n_ahead) & (ahead < M))
+                            cp.commit_group()
+                            gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                     mask=cols < n)
+                    if CUT:
+                        col, ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
+                        gl.store(y_ptr + (row.to(gl.int64) * stride_y + off_y) + col,
+                                 gl.exp2(e_row.to(gl.float32) * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                                 mask=ok & mine)
+                        e_row = e_nxt
+                        e_nxt = e_ahead
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -674,7 +808,7 @@ def _softmax_streamed(x_ptr, y_ptr, N, stride_x, stride_y,
 
 _OCCUPANCY = {}
 _TEAM_WORDS = {}
-_TEAM_FAILED = {}  # device -> why the shared-memory team did not compile or launch there
+_TEAM_FAILED = {}  # (device, cut) -> why the shared-memory team did not compile or launch there
 
 
 def _interpreting() -> bool:
@@ -808,9 +942,14 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, config: dict | Non
             and _launch_pipelined(x2, y2, M, N, sms, True)):
         return y
 
-    # 16-bit rows over GROUPED_ROW_MAX not in 16-element groups: the split team (see 'Rows not in ...' by SPLIT)
-    if N > GROUPED_ROW_MAX and x.element_size() == 2 and not _rows_of_16(x2, y2) and _launch_split(x2, y2, M, N, sms):
-        return y
+    # 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (that the pipelined loop did not take): the
+    # shared-memory team on their bodies cut at 16-byte boundaries (see SMEM_CUT), else the split team (see
+    # 'Rows not in ...' by SPLIT)
+    if N > GROUPED_ROW_MAX and x.element_size() == 2 and not _rows_of_16(x2, y2):
+        if _smem_team_cuts(x2, y2) and _launch_smem_team(x2, y2, M, N, sms, cut=True):
+            return y
+        if _launch_split(x2, y2, M, N, sms):
+            return y
 
     if (GROUPED_ROW_MAX < N <= WHOLE_ROW_MAX and N == triton.next_power_of_2(N)
             and x.element_size() == y.element_size() == 2 and _rows_of_16(x2, y2)):
@@ -922,12 +1061,34 @@ def _smem_team_run(x2, y2) -> bool:
     (sm_80 and newer), not the interpreter, 16-bit rows whose length, row stride and start Triton
     sees as multiples of 16 elements (it specializes arguments on 16), so that its copies can move
     8-element groups (16 bytes): cp.async moves 4 bytes at least, and a row of 16-bit elements
-    whose mask or stride Triton cannot prove 8-aligned fails to compile."""
+    whose mask or stride Triton cannot prove 8-aligned fails to compile. Other 16-bit rows: cut
+    (_smem_team_cuts)."""
+    return _smem_team_device(x2) and _rows_of_16(x2, y2)
+
+
+def _smem_team_cuts(x2, y2) -> bool:
+    """Whether _softmax_smem_team can take these 16-bit rows cut at their 16-byte boundaries (see SMEM_CUT):
+    where it runs (_smem_team_device), x's start 2-byte aligned and its start rounded down to 16 bytes
+    in its storage (_aligned_base), so that the kernel can be given a 16-byte aligned x. y: any."""
+    return _smem_team_device(x2) and x2.data_ptr() % 2 == 0 and _aligned_base(x2) is not None
+
+
+def _smem_team_device(x2) -> bool:
+    """Gluon present, 16-bit x on an NVIDIA GPU with cp.async (sm_80 and newer), not the interpreter."""
     if gluon is None or x2.device.type != "cuda" or torch.version.hip or _interpreting():
         return False
-    if x2.element_size() != 2 or torch.cuda.get_device_capability(x2.device)[0] < 8:
-        return False
-    return _rows_of_16(x2, y2)
+    return x2.element_size() == 2 and torch.cuda.get_device_capability(x2.device)[0] >= 8
+
+
+def _aligned_base(t):
+    """(a view of t's storage at t's start rounded down to 16 bytes, the elements from there to t's start),
+    or None where that address is not in t's storage (a tensor over memory that does not begin on 16 bytes)
+    or t's start is not a whole element past it."""
+    skew = t.data_ptr() % 16
+    if skew % t.element_size() or t.storage_offset() * t.element_size() < skew:
+        return None
+    off = skew // t.element_size()
+    return t.as_strided((1,), (1,), t.storage_offset() - off), off
 
 
 def _rows_of_16(x2, y2) -> bool:
@@ -953,32 +1114,57 @@ def _row_unit(x2, y2) -> int:
     return vec if whole and x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0 and not _rows_of_16(x2, y2) else 1
 
 
-def _launch_smem_team(x2, y2, M, N, sms) -> bool:
+def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
     """Launch _softmax_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
     not even one team of P programs fits the GPU at once, or when it failed to compile or launch on this
-    device before (_TEAM_FAILED)."""
-    if x2.device in _TEAM_FAILED:
+    device before (_TEAM_FAILED). `cut`: on each row's body cut at 16-byte boundaries (see SMEM_CUT),
+    P parts enough for the longest body, N's whole 16-byte groups."""
+    if (x2.device, cut) in _TEAM_FAILED:
         return False
     st = SMEM_TEAM
-    P = triton.cdiv(N, st["CHUNK"] * st["NCH"])
+    vec = 16 // x2.element_size()
+    P = _team_parts(N, st["CHUNK"] * st["NCH"], vec if cut else 1)
     words, exits = _team_words(x2.device, sms * 32)
-    args = (x2, y2, words, exits, M, N, x2.stride(0), y2.stride(0))
+    x_arg, off_x, y_arg, off_y, y_cut = _cut_args(x2, y2) if cut else (x2, 0, y2, 0, False)
+    args = (x_arg, y_arg, words, exits, M, N, x2.stride(0), y2.stride(0), off_x, off_y)
     consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "maxnreg": st["maxnreg"]}
+              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "maxnreg": st["maxnreg"]}
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
     try:
-        last_config["kernel"] = "_softmax_smem_team"
+        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut)
         _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
-        _TEAM_FAILED[x2.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
-        warnings.warn(f"softmax: the shared-memory team does not run with Triton {triton.__version__} here "
-                      f"({_TEAM_FAILED[x2.device]}); other kernels take its rows")
+        _TEAM_FAILED[x2.device, cut] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"softmax: the shared-memory team{' (rows cut at 16-byte boundaries)' if cut else ''} does not "
+                      f"run with Triton {triton.__version__} here ({_TEAM_FAILED[x2.device, cut]}); other kernels "
+                      f"take its rows")
         return False
     return True
+
+
+def _team_parts(N: int, part: int, vec: int) -> int:
+    """The shared-memory team's programs a row: parts of `part` elements enough for N's whole groups of vec
+    (vec 1: the whole row; a row cut at 16-byte boundaries has a body of at most N // vec * vec), one at
+    least (the one that holds the row's edge)."""
+    return max(1, triton.cdiv(N // vec * vec, part))
+
+
+def _cut_args(x2, y2):
+    """(x, off_x, y, off_y, Y_CUT) as _softmax_smem_team takes rows cut at 16-byte boundaries (see SMEM_CUT):
+    x at its start rounded down to 16 bytes (_aligned_base) and its start's elements past it; y likewise
+    where its rows sit at x's offsets from 16-byte boundaries, row after row (the same element size, the
+    same offset, strides a whole number of 16-byte groups apart: Y_CUT, its body's stores then 16-byte
+    vectors), else y as it is and 0."""
+    x_arg, off_x = _aligned_base(x2)
+    vec = 16 // x2.element_size()
+    y_base = _aligned_base(y2) if y2.element_size() == x2.element_size() else None
+    if y_base is not None and y_base[1] == off_x and (y2.stride(0) - x2.stride(0)) % vec == 0:
+        return x_arg, off_x, *y_base, True
+    return x_arg, off_x, y2, 0, False
 
 
 def _team_words(device, n_programs: int):

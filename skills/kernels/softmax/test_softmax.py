@@ -30,10 +30,12 @@ SPEC = harness.Spec(
         # edge sizes, non-powers of two, the rows-in-registers path; the 16-bit shared-memory team with a
         # ragged last part (20000, 40000), many rows per team (both halves of shared memory, the four
         # buffers of partials) and one (2 x 131072); 16-bit rows not in 8-element groups (20001: the
-        # whole row; 40001: streamed); the fp32 split team with one row per team and with many
+        # pipelined loop on its body; 40001, 65537: the shared-memory team on rows cut at 16-byte
+        # boundaries, one row a team and 3-4, rows starting at every offset from 16 bytes); the fp32
+        # split team with one row per team and with many
         check_shapes=[(1, 1), (3, 1023), (5, 1537), (7, 4097), (64, 1024), (33, 16384),
-                      (1000, 32768), (7, 20000), (5, 20001), (5, 40001), (300, 131072), (2, 131072),
-                      (3, 262144)],
+                      (1000, 32768), (7, 20000), (5, 20001), (5, 40001), (300, 65537), (300, 131072),
+                      (2, 131072), (3, 262144)],
         extreme_shapes=[(16, 1537), (3, 24576), (4, 40000), (2, 262144)],
         # 2**27 elements each: >= 512 MB of traffic in bf16
         time_shapes=[(131072, 1024), (32768, 4096), (8192, 16384), (4096, 32768),
