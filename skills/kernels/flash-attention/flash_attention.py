@@ -592,23 +592,25 @@ if gluon is not None:
             # the next tile's id read now, its latency under this tile's blocks
             t_next = _persist_tile_id(sched, sched_w, w + 1)
             acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
-            for j in range(1, n_blocks - 1):
-                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                               v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
-                                               BLOCK_N, NUM_BUFFERS, False)
-            # the last block apart: Q's slot goes back right after its S (the tile after next's Q loads into
-            # it), with no arrive in every step of the loop
-            if n_blocks > 1:
+            # Blocks 1 to n_blocks - 1 in one loop, one S site: Q's slot goes back after the last block's S (the
+            # tile after next's Q loads into it: a predicated arrive, as the next tile's block 0 does), and the
+            # causal mask (or a ragged S's key limit) goes into every block's S, keeping all keys but on the
+            # diagonal (or the last block). Not a loop over the middle blocks with the last block after it:
+            # Triton 3.6's ptxas wrote the descriptors of Q's k-steps 1.. there only in that loop's preheader, which
+            # a 2-block tile (causal's) skips, and the last block read them stale: another slot's Q or garbage at
+            # every causal shape with two Q slots (fa57; tests/kernels/sass_defs.py). A branch in the loop between
+            # the two kept 8 bytes on the stack at head dim 128 causal.
+            for j in range(1, n_blocks):
                 if KEY_LIMIT:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                   v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
-                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                                   q_empty.index(qi), key_limit=S - (n_blocks - 1) * BLOCK_N)
+                                                   v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
+                                                   M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
+                                                   j == n_blocks - 1, key_limit=S - j * BLOCK_N)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                   v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
-                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                                   q_empty.index(qi), MASK_INIT=CAUSAL)
+                                                   v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
+                                                   M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
+                                                   j == n_blocks - 1, MASK_INIT=CAUSAL)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
