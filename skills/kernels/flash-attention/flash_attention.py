@@ -34,7 +34,8 @@ second wgmma. The two consumers run independently, so one's exponentials hide un
 matrix products too. The Triton kernel above runs one warpgroup pair that loads, multiplies and
 exponentiates in turn (see SKILL.md for the figures). _attn_fwd_persist runs the same partitions on a
 persistent grid (one program an SM walking the tiles persist_schedule dealt it, each tile's first block
-under the last one's tail; causal tiles few, a head's heaviest and lightest paired on one program), which
+under the last one's tail, its Q loaded a tile ahead by a partition of its own; causal tiles few, a head's
+heaviest and lightest paired on one program), which
 pays where tiles are short (S 1024-2048) and causal, and not at long
 non-causal ones; _attn_fwd_ws3
 is FlashAttention-3's head-dim-64 tile, 192 query rows on three consumers, which pays at long S. AUTOTUNE
@@ -88,7 +89,8 @@ CONFIG_CONSTRAINTS = ["AUTOTUNE == 1 or BLOCK_M % BLOCK_N == 0", "AUTOTUNE == 1 
 # / 618 (SDPA 530 / 562 / 579). The same kernel without the intra-warpgroup overlap read 534-563
 # non-causal, with one 8-warp consumer (both warpgroups in step) 488-521.
 # GLUON: 2 runs the same partitions persistently (_attn_fwd_persist: one program an SM walking its tiles,
-# the next tile's Q and first K/V loading under this one's tail; always PERSISTENT_BUFFERS stages). It
+# each tile's Q loading a tile ahead by a loader of its own, its first K/V under the last tile's tail; always
+# PERSISTENT_BUFFERS[D] stages). It
 # wins where tiles are short and loses at long ones, so AUTOTUNE times both. On the H200
 # (its A/B, df8b865:experiments/sweep-h200-session14/call5-attention-head-major/), bf16, against GLUON 1 in the
 # same run:
@@ -207,8 +209,17 @@ WS_BLOCK_N = 128  # keys a step
 # consumers hold a 64 x D accumulator and a 64 x 128 score tile
 WS_LOADER_REGS = 24
 WS_CONSUMER_REGS = 240
-# the persistent kernel's K/V stages: a third and O's staging tiles do not fit in shared memory at D 128
-PERSISTENT_BUFFERS = 2
+# the persistent kernel's K/V stages a head dim: at D 128 a third does not fit beside two Q tiles a consumer
+# and O's staging tiles (229.8 KB with two); at D 64 (16 KB a block) four do, 176 KB, and a program there
+# runs a K or V block every ~0.7 us (the exponentials' pace), under a DRAM read's latency at short S, where
+# the loader two blocks ahead left each block of a tile's first pass waiting for its copy
+PERSISTENT_BUFFERS = {64: 4, 128: 2}
+# the persistent kernel's Q tiles a consumer (_persist_q_slot): 2, each tile's Q loading a tile ahead; 1 is main's
+# protocol (each tile's Q once the tile before handed its slot back) on the Q loader of its own, a switch for
+# the device to tell the second slot from the third partition (issue 52: GLUON 2 wrong at causal shapes on the
+# H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
+# every tile, slot and phase in agreement)
+PERSISTENT_Q_SLOTS = 2
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
@@ -501,40 +512,52 @@ if gluon is not None:
         tma_load(desc, [row, 0], ready.index(buf), smem.index(buf))
 
     @gluon.jit
-    def _persist_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                        v_ready, v_empty, S, sched, sched_w, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                        NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
-        # The producer over all of this program's tiles: one stream of K/V blocks whose counter g runs on
-        # across tiles (the consumers count alike), and each tile's Q, a tile per consumer.
+    def _persist_loader(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
+                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+        # The producer of K and V over all of this program's tiles: one stream of blocks whose counter g runs
+        # on across tiles (the consumers count alike). Q has a loader of its own (_persist_q_loader).
         g = 0
         t = _persist_tile_id(sched, sched_w, 0)
         for w in range(_persist_waves(sched, sched_w)):
-            # the next tile's id read a tile ahead, as the consumers read it, so that its latency does not
-            # hold back the next tile's first K
+            # the next tile's id read a tile ahead, so that its latency does not hold back the next tile's K_0
             t_next = _persist_tile_id(sched, sched_w, w + 1)
             start_m, row0, n_blocks = _persist_tile(t, S, BLOCK_M, BLOCK_N, CAUSAL)
-            # K_0 first: its stage was freed a step before Q's (by the previous tile's next-to-last S)
-            _ring_load(k_desc, k_smem, k_ready, k_empty, g, row0, NUM_BUFFERS)
-            for c in gl.static_range(2):
-                # Q of tile w once consumer c handed back tile w - 1's: q_empty[c] completes phase w - 1
-                # then, parity (w & 1) ^ 1 (tile 0 passes on the fresh barrier); q_ready[c] completes
-                # phase w when this copy lands
-                mbarrier.wait(q_empty.index(c), (w & 1) ^ 1)
-                mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
-                tma_load(q_desc, [row0 + start_m * BLOCK_M + c * (BLOCK_M // 2), 0], q_ready.index(c),
-                         q_smem.index(c))
-            _ring_load(v_desc, v_smem, v_ready, v_empty, g, row0, NUM_BUFFERS)
-            for j in range(1, n_blocks):
+            for j in range(n_blocks):
                 _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
                 _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
             g += n_blocks
             t = t_next
 
     @gluon.jit
+    def _persist_q_slot(w, C: gl.constexpr, Q_SLOTS: gl.constexpr):
+        # Tile w's Q for consumer C: its index in the Q tiles and their barriers (Q_SLOTS tiles a consumer, tile w
+        # in the (w % Q_SLOTS)-th), and the parity of that slot's use by tile w (each slot's barriers complete
+        # once every Q_SLOTS tiles)
+        return (w % Q_SLOTS) * 2 + C, (w // Q_SLOTS) & 1
+
+    @gluon.jit
+    def _persist_q_loader(q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, Q_SLOTS: gl.constexpr):
+        # Each tile's Q, a tile per consumer, into that tile's slot once the slot's tile before (w - 2) handed it
+        # back (after its last S): a tile ahead of its first S. Q came from the K/V loader before, after the
+        # tile before's last S (one slot a consumer), and a program's every tile turn waited for Q from DRAM,
+        # with only the last block's softmax under it: at S 512 a program runs 4-8 tiles of 1-4 blocks.
+        for w in range(_persist_waves(sched, sched_w)):
+            start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, w), S, BLOCK_M, BLOCK_N, CAUSAL)
+            for c in gl.static_range(2):
+                i, lap = _persist_q_slot(w, c, Q_SLOTS)
+                # tile w - Q_SLOTS's release completes the slot's phase lap - 1: parity lap ^ 1 (passes on a fresh
+                # barrier for tiles 0 and 1)
+                mbarrier.wait(q_empty.index(i), lap ^ 1)
+                mbarrier.expect(q_ready.index(i), q_desc.block_type.nbytes)
+                tma_load(q_desc, [row0 + start_m * BLOCK_M + c * (BLOCK_M // 2), 0], q_ready.index(i),
+                         q_smem.index(i))
+
+    @gluon.jit
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr):
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; key block j of a tile is ring
         # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last; without
         # causal, a ragged S's last block is masked at S (KEY_LIMIT), and a head's last query block is
@@ -547,7 +570,6 @@ if gluon is not None:
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        q = q_smem.index(C)
         o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
         KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
@@ -555,52 +577,58 @@ if gluon is not None:
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = start_m * BLOCK_M + C * M
-        mbarrier.wait(q_ready.index(C), 0)
+        qi, lap = _persist_q_slot(0, C, Q_SLOTS)  # this tile's Q slot (_persist_q_loader)
+        q = q_smem.index(qi)
+        mbarrier.wait(q_ready.index(qi), lap)
         if KEY_LIMIT:  # block 0 is the last where S < BLOCK_N
             m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
-                                            BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1, key_limit=S)
+                                            BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1, key_limit=S)
         else:
             m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
-                                            BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                            BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
                                             MASK_INIT=CAUSAL)
         g = 0
         for w in range(n_waves):
             # the next tile's id read now, its latency under this tile's blocks
             t_next = _persist_tile_id(sched, sched_w, w + 1)
             acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
-            for j in range(1, n_blocks - 1):
-                acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                               v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout, M,
-                                               BLOCK_N, NUM_BUFFERS, False)
-            # the last block apart: Q goes back right after its S, so the next tile's Q loads under this
-            # block's softmax and P V, with no arrive in every step of the loop
-            if n_blocks > 1:
+            # Blocks 1 to n_blocks - 1 in one loop, one S site: Q's slot goes back after the last block's S (the
+            # tile after next's Q loads into it: a predicated arrive, as the next tile's block 0 does), and the
+            # causal mask (or a ragged S's key limit) goes into every block's S, keeping all keys but on the
+            # diagonal (or the last block). Not a loop over the middle blocks with the last block after it:
+            # Triton 3.6's ptxas wrote the descriptors of Q's k-steps 1.. there only in that loop's preheader, which
+            # a 2-block tile (causal's) skips, and the last block read them stale: another slot's Q or garbage at
+            # every causal shape with two Q slots (fa57; tests/kernels/sass_defs.py). A branch in the loop between
+            # the two kept 8 bytes on the stack at head dim 128 causal.
+            for j in range(1, n_blocks):
                 if KEY_LIMIT:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                   v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
-                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                                   q_empty.index(C), key_limit=S - (n_blocks - 1) * BLOCK_N)
+                                                   v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
+                                                   M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
+                                                   j == n_blocks - 1, key_limit=S - j * BLOCK_N)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                   v_empty, n_blocks - 1, g + n_blocks - 1, q_row, qk_scale, s_layout,
-                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                                   q_empty.index(C), MASK_INIT=CAUSAL)
+                                                   v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
+                                                   M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
+                                                   j == n_blocks - 1, MASK_INIT=CAUSAL)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
             if w + 1 < n_waves:
                 start_m, row0, n_blocks = _persist_tile(t_next, S, BLOCK_M, BLOCK_N, CAUSAL)
                 q_row = start_m * BLOCK_M + C * M
-                mbarrier.wait(q_ready.index(C), (w + 1) & 1)
+                qi, lap = _persist_q_slot(w + 1, C, Q_SLOTS)
+                q = q_smem.index(qi)
+                mbarrier.wait(q_ready.index(qi), lap)
                 if KEY_LIMIT:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
-                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
                                                    NEW_TILE=True, key_limit=S)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
-                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(C), n_blocks == 1,
+                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
                                                    MASK_INIT=CAUSAL, NEW_TILE=True)
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
@@ -608,7 +636,7 @@ if gluon is not None:
             if RAGGED and o_q_row + M > S:
                 _store_rows_before(o_ptr, out, o_row0, o_q_row, S, o_layout)
             else:
-                # O through this consumer's own staging tile (Q's tile holds the next tile's Q by now), once
+                # O through this consumer's own staging tile (Q's tiles hold the next two tiles' Q by now), once
                 # the previous tile's store from it has been read out (store_wait, then the partition's barrier)
                 tma.store_wait(0)
                 o_tile.store(out)
@@ -619,32 +647,36 @@ if gluon is not None:
     @gluon.jit
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                          RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          Q_SLOTS: gl.constexpr = 2):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
-        # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer's Q tile has a
-        # ready/empty barrier pair (counts 1: the loader's expect and bytes; the consumer's arrive), and
-        # O leaves through a staging tile of its own (2 x 16 KB at D 128: 197 KB with 2 K/V stages).
+        # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
+        # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
+        # the consumer's arrive), and O leaves through a staging tile of its own (2 x 16 KB at D 128: 229.8 KB
+        # of the 227 KiB with 2 K/V stages; at D 64, 4 K/V stages take 176 KB).
         dtype: gl.constexpr = q_desc.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS] + q_desc.block_type.shape, q_desc.layout)
         o_smem = gl.allocate_shared_memory(dtype, [2] + o_desc.block_type.shape, o_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-        q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        for c in gl.static_range(2):
-            mbarrier.init(q_ready.index(c), count=1)
-            mbarrier.init(q_empty.index(c), count=1)
+        q_ready = gl.allocate_shared_memory(gl.int64, [2 * Q_SLOTS, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [2 * Q_SLOTS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2 * Q_SLOTS):
+            mbarrier.init(q_ready.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=1)
         k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED)),
-            (_persist_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                               v_ready, v_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
-        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+            (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
+                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+            (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
+                                 Q_SLOTS)),
+        ], [4, 1, 1], [CONSUMER_REGS, LOADER_REGS, LOADER_REGS])
 
 
     # Head dim 64: FlashAttention-3's tile for it, 192 query rows on three consumer warpgroups of 64 rows
@@ -909,7 +941,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
         elif cfg["GLUON"] == 2:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
-                                                 NUM_BUFFERS=PERSISTENT_BUFFERS, RAGGED=ragged, **consts)
+                                                 NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
@@ -954,7 +987,7 @@ def _launch(q, k, v, o, causal, cfg):
         last_config.clear()
         last_config.update(cfg, USE_TMA=True)
         if cfg["GLUON"] == 2:
-            last_config["NUM_BUFFERS"] = PERSISTENT_BUFFERS
+            last_config["NUM_BUFFERS"] = PERSISTENT_BUFFERS[q.shape[-1]]
         if cfg["GLUON"] == 3:
             last_config.update(BLOCK_M=WS3_BLOCK_M, NUM_BUFFERS=2)
         return o

@@ -1,0 +1,433 @@
+"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist): the kernel's own
+partition functions (their Python bodies, GluonJITFunction.fn) run in threads, one a partition, over mocks of
+Gluon's language: shared memory, mbarriers with their phases and transaction bytes, TMA copies that land on an
+engine of their own in a random order after random delays, and asynchronous wgmma whose operands are read when
+issued and retired by warpgroup_mma_wait. Gluon has no interpreter (TRITON_INTERPRET does not run it), so this
+is how the partitions' agreement on tiles, Q slots, K/V stages and barrier phases is tested without a GPU.
+
+What it checks, beyond the output against torch's attention:
+- every mbarrier wait returns only once the phase it names has completed, on the hardware's one parity bit
+  (a waiter two phases behind passes, as on the GPU; a waiter whose phase was never armed hangs: a deadlock
+  is reported, not waited out);
+- no mbarrier is arrived on more than its count in a phase;
+- no TMA copy lands in a shared-memory tile that an issued, not yet retired wgmma reads (a Q slot or K/V stage
+  handed back too early);
+- every tile of shared memory a wgmma reads was written (a never-loaded slot holds NaN, as garbage would).
+Only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
+arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
+import random
+import threading
+import time
+import types
+
+import torch
+
+DEADLOCK_S = 0.5  # every partition waiting this long with no copy in flight: a hang
+
+
+class EmulatorError(AssertionError):
+    pass
+
+
+class _Shared:
+    """One program's shared state: the condition every blocking wait sleeps on, the TMA engine's queue, the
+    errors seen."""
+
+    def __init__(self, rng):
+        self.cond = threading.Condition()
+        self.rng = rng
+        self.tma_queue = []
+        self.errors = []
+        self.stop = False
+        self.in_flight_reads = {}  # id(tile) -> number of issued, unretired wgmma reading it
+        self.blocked = 0  # partitions in an mbarrier wait
+        self.alive = 0  # partitions not yet returned
+        self.engine_busy = False  # a copy taken off the queue and not landed yet
+
+    def error(self, message):
+        with self.cond:
+            self.errors.append(message)
+            self.cond.notify_all()
+
+
+class Barrier:
+    def __init__(self, shared, name):
+        self.shared, self.name = shared, name
+        self.count = None
+        self.pending = None
+        self.tx = 0
+        self.completed = 0  # phases completed
+
+    def _maybe_complete(self):
+        if self.pending == 0 and self.tx == 0:
+            self.completed += 1
+            self.pending = self.count
+            self.shared.cond.notify_all()
+
+    def arrive(self, n=1):
+        with self.shared.cond:
+            if self.count is None:
+                self.shared.errors.append(f"{self.name}: arrive before init")
+                return
+            self.pending -= n
+            if self.pending < 0:
+                self.shared.errors.append(f"{self.name}: more arrivals than its count {self.count} in phase "
+                                          f"{self.completed}")
+                self.pending = 0
+            self._maybe_complete()
+
+    def complete_tx(self, nbytes):
+        with self.shared.cond:
+            self.tx -= nbytes
+            self._maybe_complete()
+
+
+class Tile:
+    """A shared-memory tile: data (NaN until written), a version bumped by every write."""
+
+    def __init__(self, shared, name, shape, dtype):
+        self.shared, self.name = shared, name
+        self.data = torch.full(shape, float("nan"), dtype=dtype)
+        self.version = 0
+        self.dtype = dtype
+        self.shape = list(shape)
+
+    def store(self, value):
+        self.write(value)
+
+    def write(self, value):
+        with self.shared.cond:
+            if self.shared.in_flight_reads.get(id(self), 0):
+                self.shared.errors.append(f"{self.name} written while a wgmma issued before reads it")
+            self.data = value.to(self.dtype).clone()
+            self.version += 1
+
+    def permute(self, order):
+        assert tuple(order) == (1, 0)
+        return _Transposed(self)
+
+
+class _Transposed:
+    def __init__(self, tile):
+        self.tile = tile
+
+
+class Array:
+    """gl.allocate_shared_memory's result: tiles (or barriers) along the first dimension."""
+
+    def __init__(self, shared, name, shape, dtype, barriers):
+        self.name = name
+        self.dtype = dtype
+        if barriers:
+            self.items = [Barrier(shared, f"{name}[{i}]") for i in range(shape[0])] if len(shape) == 2 else None
+            self.single = Barrier(shared, name) if len(shape) == 1 else None
+        else:
+            self.items = [Tile(shared, f"{name}[{i}]", shape[1:], dtype) for i in range(shape[0])]
+
+    def index(self, i):
+        return self.items[int(i)]
+
+
+class Descriptor:
+    """A TMA descriptor over a 2-D tensor in boxes of block rows x D (rows past the tensor read as zeros)."""
+
+    def __init__(self, tensor, block):
+        self.tensor = tensor
+        self.block = list(block)
+        self.dtype = tensor.dtype
+        self.layout = None
+        self.block_type = types.SimpleNamespace(shape=list(block), nbytes=block[0] * block[1] * tensor.element_size())
+
+
+class _Ptr:
+    def __init__(self, table, offset=0):
+        self.table, self.offset = table, offset
+
+    def __add__(self, n):
+        return _Ptr(self.table, self.offset + int(n))
+
+    __radd__ = __add__
+
+
+class _Pending:
+    """An issued wgmma: its result, computed from the operands as issued, and the tiles it reads."""
+
+    def __init__(self, value, tiles):
+        self.value, self.tiles = value, tiles
+
+
+def _resolve(x):
+    return x.value if isinstance(x, _Pending) else x
+
+
+class Emulator:
+    def __init__(self, module, seed=0, max_delay_s=2e-4, overrides=None):
+        """overrides: {name: function} replacing the kernel's helpers of those names (a test's deliberate fault);
+        a function given takes the emulator's namespace as its globals, so it calls the others as the kernel does."""
+        self.module = module
+        self.rng = random.Random(seed)
+        self.max_delay_s = max_delay_s
+        self.local = threading.local()
+        self.ns = self._namespace()
+        for name, fn in (overrides or {}).items():
+            self.ns[name] = types.FunctionType(fn.__code__, self.ns, name, fn.__defaults__, fn.__closure__)
+
+    # ---------------------------------------------------------------------------------------------- mocks
+    def _namespace(self):
+        ns = dict(vars(self.module))
+        emu = self
+
+        class Layout:
+            def __init__(self, *args, **kwargs):
+                pass
+
+        def program_id(axis):
+            assert axis == 0
+            return emu.program
+
+        def load(ptr):
+            return int(ptr.table.reshape(-1)[ptr.offset])
+
+        def cdiv(a, b):
+            return -(-a // b)
+
+        def maximum(a, b):
+            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
+            return max(a, b)
+
+        def allocate_shared_memory(dtype, shape, layout):
+            if isinstance(dtype, str):  # gl.int64: mbarriers
+                return emu._barriers(shape)
+            emu.arrays.append("smem")
+            return Array(emu.shared, f"smem{len(emu.arrays)}", shape, emu.dtype, False)
+
+        def static_assert(cond, msg=""):
+            assert cond, msg
+
+        def warp_specialize(partitions, worker_warps, worker_regs):
+            emu._run_partitions(partitions)
+
+        gl = types.SimpleNamespace(
+            constexpr=object, int64="int64", int32="int32", float32=torch.float32,
+            program_id=program_id, load=load, cdiv=cdiv, maximum=maximum,
+            zeros=lambda shape, dtype, layout=None: torch.zeros(shape, dtype=torch.float32),
+            full=lambda shape, value, dtype, layout=None: torch.full(shape, value, dtype=torch.float32),
+            arange=lambda start, end, layout=None: torch.arange(start, end),
+            expand_dims=lambda x, axis: x.unsqueeze(axis),
+            where=lambda c, a, b: torch.where(c, a, b),
+            max=lambda x, axis: x.amax(axis), sum=lambda x, axis: x.sum(axis),
+            exp2=torch.exp2, convert_layout=lambda x, layout: x,
+            static_assert=static_assert,
+            static_range=range, allocate_shared_memory=allocate_shared_memory, warp_specialize=warp_specialize,
+            NVMMADistributedLayout=Layout, DotOperandLayout=Layout, SliceLayout=Layout,
+        )
+
+        def init(bar, count):
+            bar.count, bar.pending, bar.tx, bar.completed = count, count, 0, 0
+
+        def expect(bar, nbytes, pred=True):
+            if pred:
+                with emu.shared.cond:
+                    bar.tx += nbytes
+                bar.arrive()
+
+        def wait(bar, phase, pred=True, deps=None):
+            if not pred:
+                return
+            emu._jitter()
+            sh = emu.shared
+            with sh.cond:
+                sh.blocked += 1
+                stuck_since = None
+                try:
+                    while (bar.completed & 1) == (int(phase) & 1):  # the phase of parity `phase` not complete yet
+                        if sh.errors:
+                            raise EmulatorError("stopped")
+                        idle = sh.blocked == sh.alive and not sh.tma_queue and not sh.engine_busy
+                        stuck_since = (stuck_since or time.time()) if idle else None
+                        if stuck_since is not None and time.time() - stuck_since > DEADLOCK_S:
+                            sh.errors.append(f"deadlock: wait on {bar.name} for parity {int(phase) & 1} "
+                                             f"({bar.completed} phases completed)")
+                            sh.cond.notify_all()
+                            raise EmulatorError("deadlock")
+                        sh.cond.wait(0.02)
+                finally:
+                    sh.blocked -= 1
+
+        def arrive(bar, count=1, pred=True):
+            emu._jitter()
+            if pred:
+                bar.arrive(count)
+
+        mbarrier = types.SimpleNamespace(MBarrierLayout=Layout, init=init, expect=expect, wait=wait, arrive=arrive)
+
+        def tma_load(desc, coord, bar, tile, pred=True):
+            if not pred:
+                return
+            row, col = int(coord[0]), int(coord[1])
+            rows = desc.block[0]
+            src = desc.tensor
+            value = torch.zeros(rows, desc.block[1], dtype=src.dtype)
+            end = min(row + rows, src.shape[0])
+            if end > row:
+                value[:end - row] = src[row:end, col:col + desc.block[1]]
+            with emu.shared.cond:
+                emu.shared.tma_queue.append((tile, value, bar, desc.block_type.nbytes))
+                emu.shared.cond.notify_all()
+
+        def tma_store(desc, coord, tile):
+            row = int(coord[0])
+            end = min(row + tile.data.shape[0], desc.tensor.shape[0])
+            desc.tensor[row:end] = tile.data[:end - row].to(desc.tensor.dtype)
+
+        tma = types.SimpleNamespace(store_wait=lambda n: None)
+
+        def warpgroup_mma(a, b, acc, use_acc=True, is_async=True):
+            emu._jitter()
+            tiles = []
+            if isinstance(a, Tile):
+                tiles.append(a)
+                a_val = a.data
+            else:
+                a_val = _resolve(a)
+            if isinstance(b, _Transposed):
+                tiles.append(b.tile)
+                b_val = b.tile.data.t()
+            else:
+                tiles.append(b)
+                b_val = b.data
+            for t in tiles:
+                if torch.isnan(t.data).all():
+                    emu.shared.error(f"a wgmma read {t.name}, never written")
+            acc_val = _resolve(acc)
+            value = a_val.float() @ b_val.float() + (acc_val if use_acc else 0)
+            with emu.shared.cond:
+                for t in tiles:
+                    emu.shared.in_flight_reads[id(t)] = emu.shared.in_flight_reads.get(id(t), 0) + 1
+            pending = _Pending(value, tiles)
+            emu._issued().append(pending)
+            return pending
+
+        def warpgroup_mma_wait(num_outstanding=0, deps=()):
+            issued = emu._issued()
+            retire = issued[:max(0, len(issued) - num_outstanding)]
+            del issued[:len(retire)]
+            with emu.shared.cond:
+                for p in retire:
+                    for t in p.tiles:
+                        emu.shared.in_flight_reads[id(t)] -= 1
+            for d in deps:
+                if isinstance(d, _Pending) and d not in retire and d in issued:
+                    raise EmulatorError("warpgroup_mma_wait returned a wgmma still in flight")
+            values = tuple(_resolve(d) for d in deps)
+            return values[0] if len(values) == 1 else values
+
+        def store_rows_before(o_ptr, out, row0, q_row, S, o_layout):
+            rows = q_row + torch.arange(out.shape[0])
+            keep = rows < S
+            o_ptr[(row0 + rows[keep]).long()] = out[keep].to(o_ptr.dtype)
+
+        ns.update(gl=gl, mbarrier=mbarrier, tma=tma, tma_load=tma_load, tma_store=tma_store,
+                  warpgroup_mma=warpgroup_mma, warpgroup_mma_wait=warpgroup_mma_wait,
+                  fence_async_shared=lambda: None)
+        for name, value in vars(self.module).items():
+            fn = getattr(value, "fn", None)
+            if isinstance(fn, types.FunctionType) and hasattr(value, "arg_names"):  # a (Gluon) JIT function
+                ns[name] = types.FunctionType(fn.__code__, ns, name, fn.__defaults__, fn.__closure__)
+        ns["_store_rows_before"] = store_rows_before
+        return ns
+
+    def _barriers(self, shape):
+        name = f"bar{len(self.arrays)}"
+        self.arrays.append(name)
+        if len(shape) == 1:
+            return Barrier(self.shared, name)
+        return Array(self.shared, name, shape, None, True)
+
+    def _issued(self):
+        if not hasattr(self.local, "issued"):
+            self.local.issued = []
+        return self.local.issued
+
+    def _jitter(self):
+        with self.shared.cond:
+            r = self.rng.random()
+        if r < 0.3:
+            time.sleep(self.rng.random() * self.max_delay_s)
+
+    # ---------------------------------------------------------------------------------------------- engine
+    def _tma_engine(self):
+        while True:
+            with self.shared.cond:
+                while not self.shared.tma_queue and not self.shared.stop:
+                    self.shared.cond.wait(0.05)
+                if self.shared.stop and not self.shared.tma_queue:
+                    return
+                op = self.shared.tma_queue.pop(self.rng.randrange(len(self.shared.tma_queue)))
+                self.shared.engine_busy = True
+            time.sleep(self.rng.random() * self.max_delay_s)
+            tile, value, bar, nbytes = op
+            tile.write(value)
+            bar.complete_tx(nbytes)
+            with self.shared.cond:
+                self.shared.engine_busy = False
+                self.shared.cond.notify_all()
+
+    def _run_partitions(self, partitions):
+        failures = []
+
+        def run(fn, args):
+            try:
+                self.ns[fn.__name__](*args)
+            except EmulatorError:
+                pass
+            except Exception as e:  # a bug in the emulated code: report it
+                self.shared.error(f"{fn.__name__}: {type(e).__name__}: {e}")
+                failures.append(e)
+            finally:
+                with self.shared.cond:
+                    self.shared.alive -= 1
+                    self.shared.cond.notify_all()
+
+        self.shared.alive = len(partitions)
+
+        threads = [threading.Thread(target=run, args=(fn, args), daemon=True) for fn, args in partitions]
+        engine = threading.Thread(target=self._tma_engine, daemon=True)
+        engine.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with self.shared.cond:
+            self.shared.stop = True
+            self.shared.cond.notify_all()
+        engine.join()
+
+    # ---------------------------------------------------------------------------------------------- driver
+    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
+        """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
+        on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's
+        PERSISTENT_Q_SLOTS by default); raises EmulatorError on a protocol fault."""
+        m = self.module
+        q_slots = m.PERSISTENT_Q_SLOTS if q_slots is None else q_slots
+        B, H, S, D = q.shape
+        BM = m.WS_BLOCK_M
+        n_m = -(-S // BM)
+        dealt = m.persist_schedule(n_m, B * H, sms, causal)
+        width = 2 + max(len(row) for row in dealt)
+        table = torch.tensor([[len(row), *row] + [0] * (width - 1 - len(row)) for row in dealt], dtype=torch.int32)
+        self.dtype = q.dtype
+        o = torch.full_like(q, float("nan"))
+        views = [t.reshape(B * H * S, D) for t in (q, k, v, o)]
+        descs = [Descriptor(t, [rows, D]) for t, rows in zip(views, (BM // 2, m.WS_BLOCK_N, m.WS_BLOCK_N, BM // 2))]
+        for program in range(len(dealt)):
+            self.program = program
+            self.shared = _Shared(self.rng)
+            self.arrays = []
+            self.ns["_attn_fwd_persist"](*descs, views[3], S, _Ptr(table), width, m.LOG2E / D ** 0.5,
+                                         BM, m.WS_BLOCK_N, num_buffers, causal, S % BM != 0,
+                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots)
+            if self.shared.errors:
+                raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
+        return o
