@@ -1670,6 +1670,7 @@ _COMPILE_FOR_SM90 = """
 import importlib.util, json, os, subprocess, sys, tempfile
 import torch, triton
 from triton.backends.compiler import BaseBackend, GPUTarget
+from triton.compiler import ASTSource
 from triton.experimental.gluon._runtime import GluonASTSource
 from triton.runtime.jit import native_specialize_impl
 
@@ -1683,6 +1684,27 @@ GL = {"bf16": (torch.bfloat16, t.gl.bfloat16), "fp16": (torch.float16, t.gl.floa
 def desc(tensor, block, gl_dtype):
     return t.GluonDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block,
                              t.gl.NVMMASharedLayout.get_default_for(block, gl_dtype))
+
+
+def compile_triton(fn, args, consts, options):
+    # a @triton.jit kernel compiled for sm_90 (args: each argument that is not a constexpr, by name): the
+    # compiled kernel and cuobjdump's resource usage
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            continue
+        signature[name], specialization = native_specialize_impl(BaseBackend, args[name], False, True, True)
+        if specialization == "D":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    signature.update({name: "constexpr" for name in consts})
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 64), options=options)
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    return kernel, usage.stdout
 
 
 def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
@@ -1806,7 +1828,6 @@ for dtype, (E, HD, I), rows, cfg, pdl in [
 
 # moe_gather_kernel and moe_sum_kernel (Triton) as the Gluon path launches them, PDL 0 and 1
 _MOE_SMALL_CASES = """
-from triton.compiler import ASTSource
 x, rows = torch.empty(512, 2048, dtype=torch.bfloat16), torch.empty(4096, dtype=torch.int32)
 for name, fn, args, consts in [
         ("gather", t.moe_gather_kernel, [x, x, rows, rows, 3072, 2048, 2048], dict(TOP_K=6, BLOCK_M=64, BLOCK_D=128,
@@ -1833,7 +1854,6 @@ for name, fn, args, consts in [
 
 
 _GEMM_TAIL_CASES = """
-from triton.compiler import ASTSource
 from triton.tools.tensor_descriptor import TensorDescriptor
 M, N, K = 2048, 4608, 3584
 fn = t.gemm_tma_kernel
@@ -1845,23 +1865,9 @@ for tail in [None] + t.TAIL_TILES:
              for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[BM, BK], [BK, BN], [BM, BN]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=cfg["GROUP_M"], NUM_PROGRAMS=128, PERSISTENT=1,
                   FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=cfg["EPILOGUE_SUBTILE"], C_PTR=0)
-    signature, attrs = {}, {}
-    for i, (name, arg) in enumerate(zip(fn.arg_names, descs + [M, N, K] + [None] * 9 + [N])):
-        if name in consts:
-            continue
-        signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
-        if specialization == "D":
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    signature.update({name: "constexpr" for name in consts})
-    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
-                            target=GPUTarget("cuda", 90, 64),
-                            options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
-    print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage.stdout}))
+    args = dict(zip(fn.arg_names, descs + [M, N, K] + [None] * 9 + [N]))
+    kernel, usage = compile_triton(fn, args, consts, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    print(json.dumps({"case": [BM, BN, cfg["num_warps"]], "shared": kernel.metadata.shared, "usage": usage}))
 """
 
 # C_PTR: CONFIG's persistent kernel storing C through its pointer, as the launcher passes it (the tensor, its row
@@ -1869,7 +1875,6 @@ for tail in [None] + t.TAIL_TILES:
 # global stores.
 _GEMM_POINTER_CASES = """
 import re
-from triton.compiler import ASTSource
 from triton.tools.tensor_descriptor import TensorDescriptor
 fn = t.gemm_tma_kernel
 cfg = t.CONFIG
@@ -1883,26 +1888,11 @@ for M, N, K, dtype in [(3000, 5000, 2000, torch.bfloat16), (2048, 5000, 4096, to
                   FLATTEN=cfg["FLATTEN"], WARP_SPECIALIZE=0, EPILOGUE_SUBTILE=0, C_PTR=c_vec)
     args = dict(a_desc=a_desc, b_desc=TensorDescriptor.from_tensor(t.padded_rows(b), [BK, BN]), c_desc=c, M=M, N=N,
                 K=K, stride_cm=c.stride(0) // c_vec)
-    signature, attrs = {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in consts:
-            continue
-        signature[name], specialization = native_specialize_impl(BaseBackend, args[name], False, True, True)
-        if specialization == "D":
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    signature.update({name: "constexpr" for name in consts})
-    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
-                            target=GPUTarget("cuda", 90, 64),
-                            options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
+    kernel, usage = compile_triton(fn, args, consts, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
     ptx = kernel.asm["ptx"]
     stores = sorted(set(re.findall(r"st\\.global[.\\w]*", ptx)))
     print(json.dumps({"case": [M, N, K, str(dtype).split(".")[-1], c_vec], "shared": kernel.metadata.shared,
-                      "usage": usage.stdout, "stores": stores}))
+                      "usage": usage, "stores": stores}))
 """
 
 def _compile_for_sm90(kernel, cases, tmp_path):
