@@ -184,7 +184,8 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # and no chunk or warp count moved it past about 70% of copy on the H100 (512x50257 bf16 59.6%, fp16 49-51%;
 # 2048x50257 bf16 68.6%; 1024x65537 fp16 69.4%), where the shared-memory team keeps up to a row ahead of each of its
 # five programs an SM in shared memory, about 2.5x the bytes (81% at 256x128256 bf16, 93% at 512x262144).
-# Predicted there 75-84% of copy; the measured figures replace this line once the device has run.
+# Measured on the H100 (the A/B there): 512x50257 bf16 63.0 -> 78.1% of copy, fp16 62.5 -> 79.1%, 2048x50257 bf16
+# 69.2 -> 89.5%, 1024x65537 fp16 70.6 -> 87.1%, 512x100277 bf16 71.5 -> 85.7%; y not cut like x 67-80%.
 # 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
 # Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs where two of its programs
 # fit an SM (the launcher asks the compiled kernel): the whole row in
@@ -1068,9 +1069,9 @@ def _smem_team_run(x2, y2) -> bool:
 
 def _smem_team_cuts(x2, y2) -> bool:
     """Whether _softmax_smem_team can take these 16-bit rows cut at their 16-byte boundaries (see SMEM_CUT):
-    where it runs (_smem_team_device), x's start 2-byte aligned and its start rounded down to 16 bytes
-    in its storage (_aligned_base), so that the kernel can be given a 16-byte aligned x. y: any."""
-    return _smem_team_device(x2) and x2.data_ptr() % 2 == 0 and _aligned_base(x2) is not None
+    where it runs (_smem_team_device), x's start a whole element past 16 bytes and that address in its storage
+    (_base_offset), so that the kernel can be given a 16-byte aligned x. y: any."""
+    return _smem_team_device(x2) and _base_offset(x2) is not None
 
 
 def _smem_team_device(x2) -> bool:
@@ -1080,15 +1081,20 @@ def _smem_team_device(x2) -> bool:
     return x2.element_size() == 2 and torch.cuda.get_device_capability(x2.device)[0] >= 8
 
 
-def _aligned_base(t):
-    """(a view of t's storage at t's start rounded down to 16 bytes, the elements from there to t's start),
-    or None where that address is not in t's storage (a tensor over memory that does not begin on 16 bytes)
-    or t's start is not a whole element past it."""
+def _base_offset(t):
+    """The elements from t's start rounded down to 16 bytes to its start, or None where that address is not in
+    t's storage (a tensor over memory that does not begin on 16 bytes) or t's start is not a whole element
+    past it."""
     skew = t.data_ptr() % 16
     if skew % t.element_size() or t.storage_offset() * t.element_size() < skew:
         return None
-    off = skew // t.element_size()
-    return t.as_strided((1,), (1,), t.storage_offset() - off), off
+    return skew // t.element_size()
+
+
+def _aligned_base(t):
+    """(a view of t's storage at t's start rounded down to 16 bytes, _base_offset), or None (see there)."""
+    off = _base_offset(t)
+    return None if off is None else (t.as_strided((1,), (1,), t.storage_offset() - off), off)
 
 
 def _rows_of_16(x2, y2) -> bool:
