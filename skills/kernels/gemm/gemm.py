@@ -714,8 +714,8 @@ def _fastest(prepare, candidates, clock=None):
     close = [i for i, ms in enumerate(first) if ms <= (1 + RETIME_WITHIN) * min(first)][::-1]
     if len(close) == 1:
         return runnable[close[0]][0]
-    again = [_median(t) for t in _times_each([runnable[i][1] for i in close], clear, clock, calls=2 * CALLS)]
-    return runnable[close[again.index(min(again))]][0]
+    retimed = [_median(t) for t in _times_each([runnable[i][1] for i in close], clear, clock, calls=2 * CALLS)]
+    return runnable[close[retimed.index(min(retimed))]][0]
 
 
 class _CudaClock:
