@@ -35,9 +35,10 @@ def _inputs(B, H, S, D=16):
     return [torch.randn(B, H, S, D) for _ in range(3)]
 
 
-def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None):
+def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None, diagonal_first=None):
     q, k, v = _inputs(B, H, S)
-    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots)
+    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots,
+                                                                 diagonal_first=diagonal_first)
     return out, fa.reference(q, k, v, causal)
 
 
@@ -67,6 +68,31 @@ def test_one_q_tile_a_consumer_agrees_too(fa, B, H, S, causal, sms):
     out, ref = _run(fa, B, H, S, causal, 4, sms, q_slots=1)
     assert not torch.isnan(out).any()
     assert (out - ref).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("buffers", [2, 4])
+@pytest.mark.parametrize("B, H, S, causal, sms", [s for s in SHAPES if s[3]])
+def test_diagonal_blocks_first_agree_too(fa, B, H, S, causal, sms, buffers):
+    """PERSISTENT_DIAGONAL_FIRST (issue 52, fa59): each causal tile's diagonal block first, the K/V loader streaming
+    its key blocks in the consumers' order (start_m, 0, 1, ..), the mask in the tile's first S alone."""
+    out, ref = _run(fa, B, H, S, causal, buffers, sms, diagonal_first=True)
+    assert not torch.isnan(out).any()
+    assert (out - ref).abs().max().item() < 1e-4
+
+
+def test_diagonal_first_fails_with_the_loader_in_key_order(fa):
+    """The check has teeth: consumers that run each causal tile's diagonal block first, on a K/V loader that streams
+    the key blocks 0, 1, .. (main's order), mask and weigh the wrong keys."""
+    emulator = Emulator(fa)
+    as_written = emulator.ns["_persist_loader"]
+
+    def _persist_loader(*args):  # the partition's name: the emulator runs partitions by it
+        return as_written(*args[:-1], False)  # DIAGONAL_FIRST, its last argument, off
+
+    emulator.ns["_persist_loader"] = _persist_loader
+    q, k, v = _inputs(1, 8, 512)
+    out = emulator.attention(q, k, v, True, 4, sms=4, diagonal_first=True)
+    assert torch.isnan(out).any() or (out - fa.reference(q, k, v, True)).abs().max().item() > 1e-2
 
 
 def test_the_emulation_walks_several_interleavings(fa):

@@ -220,6 +220,17 @@ PERSISTENT_BUFFERS = {64: 4, 128: 2}
 # H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
 # every tile, slot and phase in agreement)
 PERSISTENT_Q_SLOTS = 2
+# the persistent kernel's causal tiles run their diagonal block (the one masked block) first, a switch for the device
+# (issue 52, branch fa59). False, main's order since d7a045c (fa57's way around Triton 3.6's stale Q address: a
+# tile's blocks 1.. in one loop with one S site): key blocks 0, 1, .., start_m, the causal mask in every block's S
+# initial value, a compare and a select a score: 129 of the loop's 553 instructions a block at head dim 64, 130 of
+# 594 at 128 (sm_90 SASS, Triton 3.6), where before only a tile's first and last blocks built it; 16x12x1024x64
+# causal fp16 went 1.005 -> 0.982x the default SDPA on the H100 with that change (and the Q a tile ahead). True:
+# key blocks start_m, 0, 1, .., start_m - 1 (the K/V loader's order too), the mask in the tile's first S alone (which
+# runs under the tile before's last P V anyway), the loop over the rest without it: 422 and 462 instructions a
+# block. Not kept: the mask under a branch on the loop's last block, which the compile turned into selects on every
+# block (611 and 651 instructions).
+PERSISTENT_DIAGONAL_FIRST = False
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
@@ -270,7 +281,8 @@ if gluon is not None:
         # block's index for one tile a program; the persistent kernel's runs on across its tiles). The
         # transposed view of K's [BLOCK_N, D] stage is wgmma's [D, BLOCK_N] operand without moving data.
         # diag (q_row - the block's first key): the causal mask as S's initial value instead, 0 where key
-        # column c <= diag + row r and -inf above, which costs no registers after the wgmma.
+        # column c <= diag + row r and -inf above, which costs no registers after the wgmma (but a compare and
+        # a select a score: 129 of the 553 instructions of the persistent kernel's block at head dim 64, sm_90).
         # key_limit (S - the block's first key): the same for a ragged S's last block, key column c < key_limit.
         buf = g % NUM_BUFFERS
         init = gl.zeros([M, BLOCK_N], gl.float32, s_layout)
@@ -311,7 +323,8 @@ if gluon is not None:
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
         # kernel): Q's tile goes back once S_j, its last use, is done (if q_done). The causal mask goes on
         # the scores (MASK) or into S's initial value (MASK_INIT, _ws_qk's diag).
-        # NEW_TILE (persistent): S_j is the next tile's key block 0 (q, q_row and j = 0 its own), run under
+        # NEW_TILE (persistent): S_j is the next tile's first key block (q, q_row and j its own: block 0, or its
+        # diagonal block, which the persistent kernel may run first), run under
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
         # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk).
         kbuf = g % NUM_BUFFERS
@@ -341,13 +354,14 @@ if gluon is not None:
     def _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout: gl.constexpr,
                         p_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                         CAUSAL: gl.constexpr, q_empty=None, q_done=False, MASK_INIT: gl.constexpr = False,
-                        key_limit=None):
-        # A tile's key block 0 alone (ring counter g): (m, l, P_0) to start the overlapped steps. Causal
+                        key_limit=None, j=0):
+        # A tile's first key block j alone (ring counter g): (m, l, P) to start the overlapped steps. Block 0
+        # unless the persistent kernel runs the diagonal block first (j its index). Causal
         # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score): on the
-        # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes
-        # back here when q_done (a tile of this one block).
+        # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes back
+        # here when q_done (a tile of this one block).
         if MASK_INIT:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row)
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
         else:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
         s = warpgroup_mma_wait(0, deps=(s, ))
@@ -356,7 +370,7 @@ if gluon is not None:
             mbarrier.arrive(q_empty, pred=q_done)
         m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
-        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, 0, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
+        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
         return m_i, l_i, gl.convert_layout(p.to(k_smem.dtype), p_layout)
 
     @gluon.jit
@@ -513,9 +527,11 @@ if gluon is not None:
 
     @gluon.jit
     def _persist_loader(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
+                        DIAGONAL_FIRST: gl.constexpr = False):
         # The producer of K and V over all of this program's tiles: one stream of blocks whose counter g runs
-        # on across tiles (the consumers count alike). Q has a loader of its own (_persist_q_loader).
+        # on across tiles (the consumers count alike), each tile's key blocks in the order its consumers run them
+        # (DIAGONAL_FIRST: PERSISTENT_DIAGONAL_FIRST's). Q has a loader of its own (_persist_q_loader).
         g = 0
         t = _persist_tile_id(sched, sched_w, 0)
         for w in range(_persist_waves(sched, sched_w)):
@@ -523,8 +539,11 @@ if gluon is not None:
             t_next = _persist_tile_id(sched, sched_w, w + 1)
             start_m, row0, n_blocks = _persist_tile(t, S, BLOCK_M, BLOCK_N, CAUSAL)
             for j in range(n_blocks):
-                _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
-                _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)
+                key_block = j
+                if CAUSAL and DIAGONAL_FIRST:  # the diagonal block (start_m = n_blocks - 1), then 0, 1, ..
+                    key_block = (j + start_m) % n_blocks
+                _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)
+                _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)
             g += n_blocks
             t = t_next
 
@@ -557,9 +576,10 @@ if gluon is not None:
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
-        # Consumer C of _ws_consumer over all of this program's tiles; key block j of a tile is ring
-        # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one masked block is its last; without
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr, DIAGONAL_FIRST: gl.constexpr = False):
+        # Consumer C of _ws_consumer over all of this program's tiles; a tile's j-th block is ring
+        # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one block on the diagonal is its last key
+        # block, which its consumers run last or, with DIAGONAL_FIRST, first (PERSISTENT_DIAGONAL_FIRST); without
         # causal, a ragged S's last block is masked at S (KEY_LIMIT), and a head's last query block is
         # stored by masked pointers (as in _ws_consumer).
         gl.static_assert(BLOCK_M == BLOCK_N)
@@ -573,7 +593,8 @@ if gluon is not None:
         o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
         KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
-        # Tile 0's key block 0 runs alone; every later tile's runs under the last P V of the tile before it
+        FIRST: gl.constexpr = CAUSAL and DIAGONAL_FIRST  # a causal tile's first block is its diagonal one
+        # Tile 0's first key block runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = start_m * BLOCK_M + C * M
@@ -586,7 +607,7 @@ if gluon is not None:
         else:
             m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
                                             BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
-                                            MASK_INIT=CAUSAL)
+                                            MASK_INIT=CAUSAL, j=start_m if FIRST else 0)
         g = 0
         for w in range(n_waves):
             # the next tile's id read now, its latency under this tile's blocks
@@ -595,11 +616,12 @@ if gluon is not None:
             # Blocks 1 to n_blocks - 1 in one loop, one S site: Q's slot goes back after the last block's S (the
             # tile after next's Q loads into it: a predicated arrive, as the next tile's block 0 does), and the
             # causal mask (or a ragged S's key limit) goes into every block's S, keeping all keys but on the
-            # diagonal (or the last block). Not a loop over the middle blocks with the last block after it:
-            # Triton 3.6's ptxas wrote the descriptors of Q's k-steps 1.. there only in that loop's preheader, which
-            # a 2-block tile (causal's) skips, and the last block read them stale: another slot's Q or garbage at
-            # every causal shape with two Q slots (fa57; tests/kernels/sass_defs.py). A branch in the loop between
-            # the two kept 8 bytes on the stack at head dim 128 causal.
+            # diagonal (or the last block); with FIRST into none (the tile's first block was its diagonal). Not a
+            # loop over the middle blocks with the last block after it: Triton 3.6's ptxas wrote the descriptors of
+            # Q's k-steps 1.. there only in that loop's preheader, which a 2-block tile (causal's) skips, and the
+            # last block read them stale: another slot's Q or garbage at every causal shape with two Q slots (fa57;
+            # tests/kernels/sass_defs.py). A branch in the loop between the two kept 8 bytes on the stack at head
+            # dim 128 causal.
             for j in range(1, n_blocks):
                 if KEY_LIMIT:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
@@ -610,7 +632,7 @@ if gluon is not None:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
                                                    M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
-                                                   j == n_blocks - 1, MASK_INIT=CAUSAL)
+                                                   j == n_blocks - 1, MASK_INIT=CAUSAL and not FIRST)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
@@ -627,9 +649,9 @@ if gluon is not None:
                                                    NEW_TILE=True, key_limit=S)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                   v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
-                                                   BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
-                                                   MASK_INIT=CAUSAL, NEW_TILE=True)
+                                                   v_empty, start_m if FIRST else 0, g, q_row, qk_scale, s_layout,
+                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
+                                                   q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True)
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
             out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
@@ -648,7 +670,7 @@ if gluon is not None:
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          Q_SLOTS: gl.constexpr = 2):
+                          Q_SLOTS: gl.constexpr = 2, DIAGONAL_FIRST: gl.constexpr = False):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
@@ -668,12 +690,12 @@ if gluon is not None:
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, DIAGONAL_FIRST)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, DIAGONAL_FIRST)),
             (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, DIAGONAL_FIRST)),
             (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
                                  Q_SLOTS)),
         ], [4, 1, 1], [CONSUMER_REGS, LOADER_REGS, LOADER_REGS])
@@ -942,7 +964,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
-                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, DIAGONAL_FIRST=PERSISTENT_DIAGONAL_FIRST,
+                                                 **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
