@@ -616,7 +616,8 @@ if gluon is not None:
             # Blocks 1 to n_blocks - 1 in one loop, one S site: Q's slot goes back after the last block's S (the
             # tile after next's Q loads into it: a predicated arrive, as the next tile's block 0 does), and the
             # causal mask (or a ragged S's key limit) goes into every block's S, keeping all keys but on the
-            # diagonal (or the last block); with FIRST into none (the tile's first block was its diagonal). Not a
+            # diagonal (or the last block); with FIRST into none (the tile's first block was its diagonal, and the
+            # j-th is key block j - 1: only a mask would read j). Not a
             # loop over the middle blocks with the last block after it: Triton 3.6's ptxas wrote the descriptors of
             # Q's k-steps 1.. there only in that loop's preheader, which a 2-block tile (causal's) skips, and the
             # last block read them stale: another slot's Q or garbage at every causal shape with two Q slots (fa57;
