@@ -22,7 +22,9 @@ How the kernel computes it (see SKILL.md for why):
     retires. The Triton kernels issue the loads and the wgmma from the same warps. Where its 64x128
     tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
     (gluon_tile: 64x64 there, 64x32 at M=64) on a deeper ring; where they take two waves (M=512, N=4096) a
-    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
+    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128; where
+    128x128 tiles leave SMs idle too (M=320-384, N=4096: 96 tiles) a tile of 80 or 96 rows by 128 columns,
+    computed as C's transpose, as cuBLAS does there (gemm_gluon_swap_kernel, SWAP_NOTE).
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
@@ -149,13 +151,31 @@ SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, small
 # programs, one wave, 32 KB a 2-MFLOP K-step) read 0.88-0.91x, 0.95-0.97x with the L2 clean. The 128-row Gluon
 # tile runs two consumer warpgroups on one B stage. gluon_tile picks the tile from the waves; the autotune
 # times it beside the 64x128 candidate (SMALL_OUTPUT_CONFIGS[0]).
-GLUON_TILES = [(128, 128), (64, 128), (64, 64), (64, 32)]  # largest first: a tie keeps the tile that reads less
+# SWAP_NOTE, 80 and 96 rows (issue 52, gemm59, experiments/gemm-h100/swap-tile/): at M=320-384 N=K=4096 the 128x128
+# tile is 96 programs on 132 SMs and read 0.82-0.83x cuBLAS on the H100. cuBLAS runs nvjet_sm90_tst_128x96_64x7_1x2
+# at 384 and ..._128x80_64x8_1x2 at 320, tiles named in its column-major view, C^T = B^T A^T: 128 of our columns by
+# 96 (80) of our rows, 384 = 4 x 96 and 320 = 4 x 80 rows, 4 x 32 = 128 programs in one wave. Gluon takes no shape
+# that is not a power of two, in registers, shared memory or a descriptor's box (Triton 3.9: "shape must have
+# power-of-2 ... dimensions"), so gemm_gluon_swap_kernel computes C^T too, its rows wgmma's N in two pieces (64 +
+# 16 or 64 + 32) on two accumulators. What a tile's K-step costs an SM, by its shared-memory traffic (128 B a clock:
+# wgmma's operand reads and TMA's writes) against the tensor core's time, a k16 step: 128x256 reads 20 KB and
+# takes 12 KB in, 250 clocks (256 of tensor time); 128x128 12 + 8 KB, 160 (128); 64x128 6 + 6 KB, 96 (64). They
+# ran 6.1, 4.9 and 3.7 TFLOP/s an SM (../wave-fill/, ../small-m-host/), 85, 85 and 77% of that bound. The 96-row
+# swapped tile with B^T in registers, read once for both pieces: 10 + 7 KB, 136 clocks (cuBLAS's one n96 wgmma
+# the same), 0.85 of a 128x128 tile's K-step for 0.75 of its work; with each wgmma reading B^T from shared memory,
+# 14 + 7 KB, 168 clocks: slower than the 128x128 tile it replaces. 80 rows: 9 + 6.5 KB, 124 clocks.
+# (The wave-fill experiment's two-accumulator Triton tile, 128 x (128 + 64), read 0.64x there: compiled for sm_90 it
+# waits for every wgmma before the next, WARPGROUP.DEPBAR 0 after each; the swapped kernel issues a k-step's 8 at
+# once.)
+GLUON_TILES = [(128, 128), (96, 128), (80, 128), (64, 128), (64, 64), (64, 32)]  # a tie keeps the earlier
 # The Gluon ring's stages: as many as fit this many bytes of A and B tiles, the bytes in flight a program keeps
 # to hide DRAM's latency. 8 stages at 64x128x64 (SMALL_OUTPUT_CONFIGS[0]), 12 at 64x64 (the 1.01-1.02x
 # reading), 16 at 64x32, 6 at 128x128; with C's tile and the barriers under the 227 KB a block.
 GLUON_RING_BYTES = 192 * 1024
 # Where gluon_tile picks 128 rows, the autotune also times the Triton TMA kernel on the same tile, as measured
-# (0.95-0.97x with the L2 clean at M=512 N=4096): the Gluon tile's two consumers are new to this kernel.
+# (0.95-0.97x with the L2 clean at M=512 N=4096): the Gluon tile's two consumers are new to this kernel. Where it
+# picks a swapped tile (80 or 96 rows), the autotune also times the tile it would pick of whole 64-row consumers,
+# the one it timed before them (128x128 at M=257-384, N=4096), and so the Triton one.
 TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "PERSISTENT": 0,
                       "EPILOGUE_SUBTILE": 0}
 
@@ -364,6 +384,102 @@ if gluon is not None:
                                  CONSUMERS)),
             ], [1], [LOADER_REGS])
 
+    @gluon.jit
+    def _gluon_swap_loader(a_desc, b_desc, a_top, a_rest, b_smem, ready, empty, off_m, off_n, K,
+                           BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
+                           CONSUMERS: gl.constexpr):
+        # As _gluon_loader, for gemm_gluon_swap_kernel's tile of 64 + REST rows: A's rows in boxes of REST rows
+        # (64 // REST of them into the top piece, one into the rest piece), B's columns in one [BLOCK_K, 64] box a
+        # consumer.
+        REST: gl.constexpr = BLOCK_M - 64
+        for ki in range(gl.cdiv(K, BLOCK_K)):
+            s = ki % NUM_STAGES
+            mbarrier.wait(empty.index(s), ((ki // NUM_STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), (BLOCK_M // REST) * a_desc.block_type.nbytes
+                            + CONSUMERS * b_desc.block_type.nbytes)
+            for r in gl.static_range(64 // REST):
+                tma_load(a_desc, [off_m + r * REST, ki * BLOCK_K], ready.index(s), a_top.index(s).slice(r * REST, REST))
+            tma_load(a_desc, [off_m + 64, ki * BLOCK_K], ready.index(s), a_rest.index(s))
+            for c in gl.static_range(CONSUMERS):
+                tma_load(b_desc, [ki * BLOCK_K, off_n + c * 64], ready.index(s), b_smem.index(CONSUMERS * s + c))
+
+    @gluon.jit
+    def _gluon_swap_consumer(a_top, a_rest, b_smem, c_top, c_rest, ready, empty, c_desc, off_m, off_n, K,
+                             C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
+                             NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+        # Consumer C (one warpgroup): columns [C * 64, C * 64 + 64) of the tile, all its rows, as C's transpose:
+        # wgmma's M is B's 64 columns, its N the tile's rows, cut into the top 64 and the REST below (two
+        # accumulators). B^T is wgmma's A operand, read once a k-step from the [BLOCK_K, 64] box (N-major, ldmatrix
+        # .trans) into registers and given to both wgmmas; A^T, K-major from A's boxes, is each one's B operand.
+        # From shared memory instead, each wgmma would read B^T again: 7 KB a k16 step against 5
+        # (SWAP_NOTE). The k-step's two groups retire together (wait 0) before the next k-step's ldmatrix
+        # overwrites B^T's registers: with one group left in flight across it (wait 2), ptxas serializes every
+        # wgmma (C7515, Triton 3.9 sm_90). The other consumer's wgmmas keep the tensor cores busy meanwhile.
+        REST: gl.constexpr = BLOCK_M - 64
+        top_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, 64, 16])
+        rest_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                              instr_shape=[16, REST, 16])
+        # wgmma's A operand in registers is laid out by M and K alone: one layout serves both accumulators
+        b_t_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=top_layout, k_width=2)
+        acc_top = gl.zeros([64, 64], gl.float32, top_layout)
+        acc_rest = gl.zeros([64, REST], gl.float32, rest_layout)
+        for ki in range(gl.cdiv(K, BLOCK_K)):
+            s = ki % NUM_STAGES
+            mbarrier.wait(ready.index(s), (ki // NUM_STAGES) & 1)
+            b_t = b_smem.index(CONSUMERS * s + C).permute((1, 0)).load(b_t_layout)
+            acc_top = warpgroup_mma(b_t, a_top.index(s).permute((1, 0)), acc_top, is_async=True)
+            acc_rest = warpgroup_mma(b_t, a_rest.index(s).permute((1, 0)), acc_rest, is_async=True)
+            acc_top, acc_rest, b_t = warpgroup_mma_wait(0, deps=(acc_top, acc_rest, b_t))
+            mbarrier.arrive(empty.index(s))
+        # C's rows x this consumer's 64 columns: each accumulator written transposed into its staging tile
+        # (stmatrix .trans), which goes out in boxes of REST rows (TMA clips rows and columns past C's edge)
+        top = c_top.index(C)
+        rest = c_rest.index(C)
+        top.permute((1, 0)).store(acc_top.to(c_desc.dtype))
+        rest.permute((1, 0)).store(acc_rest.to(c_desc.dtype))
+        fence_async_shared()
+        for r in gl.static_range(64 // REST):
+            tma_store(c_desc, [off_m + r * REST, off_n + C * 64], top.slice(r * REST, REST))
+        tma_store(c_desc, [off_m + 64, off_n + C * 64], rest)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def gemm_gluon_swap_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                               BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr,
+                               CONSUMER_REGS: gl.constexpr):
+        # gemm_gluon_kernel's structure on a tile of BLOCK_M = 64 + REST rows (REST 16 or 32: 80 or 96), which
+        # wgmma's M (64 a warpgroup) cannot take and Gluon's shapes (powers of two) cannot hold whole: the tile is
+        # computed as C's transpose, C^T = B^T A^T, as cuBLAS does (its 128x96 tile is 128 of B's columns by 96
+        # of A's rows). Each consumer takes 64 of the BLOCK_N columns; the rows are wgmma's N, cut into a 64-row
+        # and a REST-row piece (two accumulators, two A rings). Descriptors: a in [REST, BLOCK_K] boxes, b in
+        # [BLOCK_K, 64], c in [REST, 64].
+        CONSUMERS: gl.constexpr = BLOCK_N // 64
+        gl.static_assert(CONSUMERS == 2, "two consumers of 64 columns")
+        REST: gl.constexpr = BLOCK_M - 64
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        off_m = (gl.program_id(0) % num_pid_m) * BLOCK_M
+        off_n = (gl.program_id(0) // num_pid_m) * BLOCK_N
+        dtype: gl.constexpr = a_desc.dtype
+        a_top = gl.allocate_shared_memory(dtype, [NUM_STAGES, 64, BLOCK_K], a_desc.layout)
+        a_rest = gl.allocate_shared_memory(dtype, [NUM_STAGES, REST, BLOCK_K], a_desc.layout)
+        b_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
+        c_top = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, 64], c_desc.layout)
+        c_rest = gl.allocate_shared_memory(dtype, [CONSUMERS, REST, 64], c_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=CONSUMERS)
+        gl.warp_specialize([
+            (_gluon_swap_consumer, (a_top, a_rest, b_smem, c_top, c_rest, ready, empty, c_desc, off_m, off_n, K, 0,
+                                    BLOCK_M, BLOCK_K, NUM_STAGES, CONSUMERS)),
+            (_gluon_swap_consumer, (a_top, a_rest, b_smem, c_top, c_rest, ready, empty, c_desc, off_m, off_n, K, 1,
+                                    BLOCK_M, BLOCK_K, NUM_STAGES, CONSUMERS)),
+            (_gluon_swap_loader, (a_desc, b_desc, a_top, a_rest, b_smem, ready, empty, off_m, off_n, K, BLOCK_M,
+                                  BLOCK_K, NUM_STAGES, CONSUMERS)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
 
 # --------------------------------------------------------------------------------------------------
 # launcher
@@ -405,15 +521,23 @@ def tile_k_step_share(tile, big) -> float:
     return max(flops, LOAD_BOUND_SHARE * loads)
 
 
-def gluon_tile(M, N, sms):
-    """The Gluon tile (BLOCK_M, BLOCK_N) of GLUON_TILES whose waves finish first, each wave weighed by the tile's
-    K-step time against CONFIG's tile (tile_k_step_share, measured against 128x256), the larger on a tie. On 132
+def gluon_tile(M, N, sms, tiles=GLUON_TILES):
+    """The Gluon tile (BLOCK_M, BLOCK_N) of `tiles` whose waves finish first, each wave weighed by the tile's
+    K-step time against CONFIG's tile (tile_k_step_share, measured against 128x256), the earlier on a tie. On 132
     SMs: M=128 N=4096: 64 tiles of 64x128 (1 wave of 0.45), 32 of 128x128 (0.6), 128 of 64x64 (0.3), 256 of
-    64x32 (2 of 0.225): 64x64. M=512 N=4096: 256 of 64x128 (2 waves, 0.9), 128 of 128x128 (1 wave, 0.6): 128x128."""
+    64x32 (2 of 0.225): 64x64. M=512 N=4096: 256 of 64x128 (2 waves, 0.9), 128 of 128x128 (1 wave, 0.6), 192 of
+    96x128 (2 of 0.525): 128x128. M=384: 128 of 96x128 (0.525), 96 of 128x128 (0.6): 96x128; M=320: 128 of
+    80x128 (0.4875); M=256: 128 of 64x128 (0.45)."""
     def makespan(tile):
-        tiles = triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1])
-        return triton.cdiv(tiles, sms) * tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
-    return min(GLUON_TILES, key=makespan)
+        count = triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1])
+        return triton.cdiv(count, sms) * tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
+    return min(tiles, key=makespan)
+
+
+def gluon_consumers(block_m, block_n) -> int:
+    """The Gluon kernel's consumer warpgroups on a block_m x block_n tile: one a 64 rows (gemm_gluon_kernel), or,
+    rows not a multiple of 64 (gemm_gluon_swap_kernel), one a 64 columns."""
+    return block_n // 64 if block_m % 64 else block_m // 64
 
 
 def gluon_stages(block_m, block_n, block_k) -> int:
@@ -545,14 +669,16 @@ def row_alignment_configs(a, b, c):
 
 
 def _gluon_runs(a, b, c, cfg) -> bool:
-    """Whether gemm_gluon_kernel can take this call: Gluon present, a Hopper GPU (wgmma is sm_90's alone),
+    """Whether the Gluon kernels can take this call: Gluon present, a Hopper GPU (wgmma is sm_90's alone),
     not the interpreter (Gluon has none), 16-bit, TMA-aligned, 64 rows a tile (one consumer warpgroup) or 128
-    (two), and it has not failed to compile or launch on this device before."""
+    (two), or 80 or 96 rows by 128 columns (gemm_gluon_swap_kernel), and they have not failed to compile or launch
+    on this device before."""
     if gluon is None or a.device.type != "cuda" or torch.version.hip or a.device in _GLUON_FAILED:
         return False
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(a.device)[0] != 9:
         return False
-    return a.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] in (64, 128) and _tma_ok(a, b, c)
+    rows = cfg["BLOCK_M"] in (64, 128) or (cfg["BLOCK_M"] in (80, 96) and cfg["BLOCK_N"] == 128)
+    return a.dtype in (torch.float16, torch.bfloat16) and rows and _tma_ok(a, b, c)
 
 
 def _launch_gluon(a, b, c, cfg):
@@ -562,12 +688,14 @@ def _launch_gluon(a, b, c, cfg):
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1)
-    boxes = ([64, BK], [BK, BN], [64, BN])  # A and C a consumer's 64 rows at a time
+    if BM % 64:  # 64 + REST rows, C^T computed: A and C in boxes of REST rows, B in a consumer's 64 columns
+        kernel_fn, boxes = gemm_gluon_swap_kernel, ([BM - 64, BK], [BK, 64], [BM - 64, 64])
+    else:  # A and C a consumer's 64 rows at a time
+        kernel_fn, boxes = gemm_gluon_kernel, ([64, BK], [BK, BN], [64, BN])
     rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
     try:
-        regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else GLUON_LAUNCH_REGS
-        kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
-                                         maxnreg=regs)
+        regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if gluon_consumers(BM, BN) == 2 else GLUON_LAUNCH_REGS
+        kernel = kernel_fn[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4, maxnreg=regs)
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[a.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -656,11 +784,13 @@ def _candidates(a, b, c):
         aligned = [{**base, **e} for base in [CONFIG] + split for e in row_alignment_configs(a, b, c)]
         return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
-    tile = gluon_tile(M, N, sms)
-    if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
-        stages = gluon_stages(*tile, small[0]["BLOCK_K"])
-        small.append({**small[0], "BLOCK_M": tile[0], "BLOCK_N": tile[1], "num_stages": stages})
-    if tile[0] == 128:
+    # the rule's tile, and, where that is a swapped one, the tile of whole 64-row consumers it picked before them
+    picks = dict.fromkeys([gluon_tile(M, N, sms), gluon_tile(M, N, sms, [t for t in GLUON_TILES if t[0] % 64 == 0])])
+    for tile in picks:
+        if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
+            stages = gluon_stages(*tile, small[0]["BLOCK_K"])
+            small.append({**small[0], "BLOCK_M": tile[0], "BLOCK_N": tile[1], "num_stages": stages})
+    if (128, 128) in picks:
         small.append({**CONFIG, **TRITON_TALL_CONFIG})
     return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
 
