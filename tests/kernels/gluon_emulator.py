@@ -1,19 +1,22 @@
-"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist): the kernel's own
+"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist), and of the gemm
+template's Gluon kernels (gemm_gluon_kernel, gemm_gluon_swap_kernel: Emulator.gemm): the kernel's own
 partition functions (their Python bodies, GluonJITFunction.fn) run in threads, one a partition, over mocks of
 Gluon's language: shared memory, mbarriers with their phases and transaction bytes, TMA copies that land on an
 engine of their own in a random order after random delays, and asynchronous wgmma whose operands are read when
 issued and retired by warpgroup_mma_wait. Gluon has no interpreter (TRITON_INTERPRET does not run it), so this
 is how the partitions' agreement on tiles, Q slots, K/V stages and barrier phases is tested without a GPU.
 
-What it checks, beyond the output against torch's attention:
+What it checks, beyond the output against torch's (attention, or the product):
 - every mbarrier wait returns only once the phase it names has completed, on the hardware's one parity bit
   (a waiter two phases behind passes, as on the GPU; a waiter whose phase was never armed hangs: a deadlock
   is reported, not waited out);
 - no mbarrier is arrived on more than its count in a phase;
 - no TMA copy lands in a shared-memory tile that an issued, not yet retired wgmma reads (a Q slot or K/V stage
   handed back too early);
-- every tile of shared memory a wgmma reads was written (a never-loaded slot holds NaN, as garbage would).
-Only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
+- every tile of shared memory a wgmma (or a load into registers) reads was written (a never-loaded slot holds
+  NaN, as garbage would);
+- every TMA box is the shape of the tile (or rows of one) it lands in or is stored from.
+Of the attention template only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
 arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
 import random
 import threading
@@ -106,10 +109,40 @@ class Tile:
         assert tuple(order) == (1, 0)
         return _Transposed(self)
 
+    def slice(self, start, length):
+        return _Rows(self, int(start), int(length))
+
+
+class _Rows:
+    """rows [start, start + length) of a tile (memdesc slice along its first dimension): a copy lands in its rows, a
+    read sees them; the tile's checks (a wgmma still reading it) apply to the whole tile."""
+
+    def __init__(self, tile, start, length):
+        self.tile, self.start, self.length = tile, start, length
+        self.name = f"{tile.name}[{start}:{start + length}]"
+
+    @property
+    def data(self):
+        return self.tile.data[self.start:self.start + self.length]
+
+    def write(self, value):
+        data = self.tile.data.clone()
+        data[self.start:self.start + self.length] = value.to(self.tile.dtype)
+        self.tile.write(data)
+
 
 class _Transposed:
     def __init__(self, tile):
         self.tile = tile
+
+    def load(self, layout):
+        """A register tensor read from the transposed view (ldmatrix .trans): a snapshot, as the copy is synchronous."""
+        if torch.isnan(self.tile.data).all():
+            self.tile.shared.error(f"a load read {self.tile.name}, never written")
+        return self.tile.data.t().float().clone()
+
+    def store(self, value):
+        self.tile.write(value.t())
 
 
 class Array:
@@ -266,20 +299,25 @@ class Emulator:
             if not pred:
                 return
             row, col = int(coord[0]), int(coord[1])
-            rows = desc.block[0]
+            rows, cols = desc.block
             src = desc.tensor
-            value = torch.zeros(rows, desc.block[1], dtype=src.dtype)
-            end = min(row + rows, src.shape[0])
-            if end > row:
-                value[:end - row] = src[row:end, col:col + desc.block[1]]
+            value = torch.zeros(rows, cols, dtype=src.dtype)  # outside the tensor: zeros
+            end, col_end = min(row + rows, src.shape[0]), min(col + cols, src.shape[1])
+            if end > row and col_end > col:
+                value[:end - row, :col_end - col] = src[row:end, col:col_end]
+            if list(tile.data.shape) != [rows, cols]:
+                emu.shared.error(f"a [{rows}, {cols}] box copied into {tile.name}, {list(tile.data.shape)}")
             with emu.shared.cond:
                 emu.shared.tma_queue.append((tile, value, bar, desc.block_type.nbytes))
                 emu.shared.cond.notify_all()
 
         def tma_store(desc, coord, tile):
-            row = int(coord[0])
-            end = min(row + tile.data.shape[0], desc.tensor.shape[0])
-            desc.tensor[row:end] = tile.data[:end - row].to(desc.tensor.dtype)
+            row, col = int(coord[0]), int(coord[1])
+            assert list(tile.data.shape) == desc.block, (tile.name, list(tile.data.shape), desc.block)
+            end = min(row + tile.data.shape[0], desc.tensor.shape[0])  # clipped at the tensor's edges
+            col_end = min(col + tile.data.shape[1], desc.tensor.shape[1])
+            if end > row and col_end > col:
+                desc.tensor[row:end, col:col_end] = tile.data[:end - row, :col_end - col].to(desc.tensor.dtype)
 
         tma = types.SimpleNamespace(store_wait=lambda n: None)
 
@@ -312,15 +350,16 @@ class Emulator:
         def warpgroup_mma_wait(num_outstanding=0, deps=()):
             issued = emu._issued()
             retire = issued[:max(0, len(issued) - num_outstanding)]
+            if retire:
+                emu._jitter()  # the wgmmas take their time: a copy into a stage handed back early may land first
             del issued[:len(retire)]
             with emu.shared.cond:
                 for p in retire:
                     for t in p.tiles:
                         emu.shared.in_flight_reads[id(t)] -= 1
-            for d in deps:
-                if isinstance(d, _Pending) and d not in retire and d in issued:
-                    raise EmulatorError("warpgroup_mma_wait returned a wgmma still in flight")
-            values = tuple(_resolve(d) for d in deps)
+            # a dep still in flight comes back as what it is, a token (the next wgmma on it chains in order; read
+            # as a value, it fails the partition)
+            values = tuple(d if isinstance(d, _Pending) and d in issued else _resolve(d) for d in deps)
             return values[0] if len(values) == 1 else values
 
         def store_rows_before(o_ptr, out, row0, q_row, S, o_layout):
@@ -431,3 +470,23 @@ class Emulator:
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o
+
+    def gemm(self, a, b, block_m, block_n, stages, block_k=64):
+        """C = a @ b by the gemm template's Gluon kernel for block_m x block_n tiles (gluon_kernel: the kernel and its
+        descriptors' boxes), in C's dtype, its programs run one after another; C starts as NaN, so an element no
+        program stores stays NaN. Raises EmulatorError on a protocol fault."""
+        m = self.module
+        kernel, boxes = m.gluon_kernel(block_m, block_n, block_k)
+        (M, K), N = a.shape, b.shape[1]
+        self.dtype = a.dtype
+        c = torch.full((M, N), float("nan"), dtype=a.dtype)
+        descs = [Descriptor(t, box) for t, box in zip((a, b, c), boxes)]
+        for program in range(-(-M // block_m) * -(-N // block_n)):
+            self.program = program
+            self.shared = _Shared(self.rng)
+            self.arrays = []
+            self.ns[kernel.fn.__name__](*descs, M, N, K, block_m, block_n, block_k, stages, m.GLUON_LOADER_REGS,
+                                        m.GLUON_CONSUMER_REGS)
+            if self.shared.errors:
+                raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
+        return c

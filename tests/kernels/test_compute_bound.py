@@ -914,6 +914,10 @@ def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_or_128_row_t
     assert g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128})  # two consumer warpgroups of 64 rows
     for block_m in (32, 192, 256):  # one or two consumers' 64 rows, nothing else
         assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": block_m})
+    for block_m in (80, 96):  # C^T by gemm_gluon_swap_kernel: two consumers of 64 columns, 128 wide alone
+        assert g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": block_m})
+        assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": block_m, "BLOCK_N": 64})
+    assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 112})  # 64 + 48: no power of two below
     assert not g._gluon_runs(*[_Matrix(torch.float32)] * 3, cfg)
     assert not g._gluon_runs(_Matrix(device="cpu"), m, m, cfg)
     assert not g._gluon_runs(m, _Matrix(row_stride=1001), m, cfg)  # rows not 16-byte aligned: no TMA
@@ -946,18 +950,25 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour
     assert g._candidates(big, big, big) == [g.CONFIG, neighbour]
 
 
-# each wave weighed by tile_k_step_share against 128x256: 64x128 0.45, 128x128 0.6, 64x64 0.3, 64x32 0.225
-@pytest.mark.parametrize("M, N, tile", [
-    (128, 4096, (64, 64)),  # 64 tiles of 64x128 on 132 SMs (1 wave, 0.45); 128 of 64x64 (0.3); 256 of 64x32 (0.45)
-    (64, 4096, (64, 32)),  # 32 of 64x128; 128 of 64x32 (0.225) fill the SMs
-    (64, 14336, (64, 128)),  # 112 tiles of 64x128; 224 of 64x64 are two waves (0.6), 112 of 128x128 one (0.6)
-    (256, 4096, (64, 128)), (1024, 1024, (64, 128)),  # 128 tiles of 64x128: one wave already
-    (512, 4096, (128, 128)),  # 256 of 64x128 are two waves (0.9); 128 of 128x128 one (0.6); 512 of 64x64 (1.2)
-    (384, 4096, (128, 128)),  # 192 of 64x128 (0.9), 96 of 128x128 (0.6)
-    (100, 4096, (64, 64)),  # a ragged M: two tile-rows, as M=128
-    (64, 100, (64, 32)),  # one tile of 64x128 or two of 64x64 or four of 64x32: one wave each, the narrowest first
+# each wave weighed by tile_k_step_share against 128x256: 64x128 0.45, 128x128 0.6, 64x64 0.3, 64x32 0.225, and the
+# swapped tiles (SWAP_NOTE) 96x128 0.525, 80x128 0.4875; `whole`: the pick of 64-row consumers alone (main's, before
+# the swapped tiles), timed beside a swapped pick
+@pytest.mark.parametrize("M, N, tile, whole", [
+    (128, 4096, (64, 64), None),  # 64 tiles of 64x128 on 132 SMs (1 wave, 0.45); 128 of 64x64 (0.3); 256 of 64x32
+    (64, 4096, (64, 32), None),  # 32 of 64x128; 128 of 64x32 (0.225) fill the SMs
+    (64, 14336, (64, 128), None),  # 112 tiles of 64x128; 224 of 64x64 are two waves (0.6), 112 of 128x128 one (0.6)
+    (256, 4096, (64, 128), None), (1024, 1024, (64, 128), None),  # 128 tiles of 64x128: one wave already
+    (257, 4096, (80, 128), (128, 128)),  # 160 of 64x128 (0.9), 128 of 80x128 (0.4875), 96 of 128x128 (0.6)
+    (320, 4096, (80, 128), (128, 128)),  # cuBLAS's 128x80 (its view): 4 x 80 rows
+    (321, 4096, (96, 128), (128, 128)),  # 160 of 80x128 (two waves), 128 of 96x128 (0.525)
+    (384, 4096, (96, 128), (128, 128)),  # cuBLAS's 128x96: 4 x 96 rows; 192 of 64x128 (0.9), 96 of 128x128 (0.6)
+    (385, 4096, (128, 128), None),  # 160 of 96x128 (two waves, 1.05), 128 of 128x128 (0.6)
+    (512, 4096, (128, 128), None),  # 256 of 64x128 are two waves (0.9); 128 of 128x128 one (0.6); 512 of 64x64 (1.2)
+    (640, 2048, (80, 128), (128, 128)),  # 80 of 128x128, 112 of 96x128, 128 of 80x128
+    (100, 4096, (64, 64), None),  # a ragged M: two tile-rows, as M=128
+    (64, 100, (64, 32), None),  # one tile of 64x128 or two of 64x64 or four of 64x32: one wave each, the narrowest first
 ])
-def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
+def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile, whole):
     g = _template("gemm")
     assert g.gluon_tile(M, N, 132) == tile
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
@@ -968,11 +979,12 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     candidates = g._candidates(a, b, b)
     gluon = [(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_stages"]) for cfg in candidates if cfg["GLUON"]]
     # the ring's 192 KB: the measured 8 at 64x128 and 12 at 64x64
-    stages = {(64, 128): 8, (64, 64): 12, (64, 32): 16, (128, 128): 6}
-    assert gluon == [(64, 128, 8)] + ([(*tile, stages[tile])] if tile != (64, 128) else [])
+    stages = {(64, 128): 8, (64, 64): 12, (64, 32): 16, (128, 128): 6, (96, 128): 6, (80, 128): 7}
+    picks = [t for t in (tile, whole) if t not in (None, (64, 128))]
+    assert gluon == [(64, 128, 8)] + [(*t, stages[t]) for t in picks]
     # the Triton kernel's 128x128 tile (measured at M=512 N=4096) beside the Gluon one, and only there
     tall = [cfg for cfg in candidates if not cfg["GLUON"] and cfg["BLOCK_M"] == 128 and cfg["BLOCK_N"] == 128]
-    assert tall == ([{**g.CONFIG, **g.TRITON_TALL_CONFIG}] if tile[0] == 128 else [])
+    assert tall == ([{**g.CONFIG, **g.TRITON_TALL_CONFIG}] if (128, 128) in picks else [])
     assert tall == [] or (tall[0]["USE_TMA"] and not tall[0]["PERSISTENT"] and tall[0]["num_warps"] == 8)
 
 
@@ -1297,6 +1309,31 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_la
     c = g.gemm(a.float(), b.float(), config={**config, "GLUON": 0})
     assert launched == [] and g.last_config["GLUON"] == 0  # a Triton kernel, here in the interpreter
     assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
+
+
+@pytest.mark.parametrize("block_m, stages, programs", [(96, 6, 4), (80, 7, 4)])
+def test_gemm_swapped_gluon_tiles_launch_the_swap_kernel_in_boxes_of_their_rest_rows(monkeypatch, record_launches,
+                                                                                    block_m, stages, programs):
+    """A tile of 64 + REST rows (SWAP_NOTE) launches gemm_gluon_swap_kernel, one program a tile as the other tiles do,
+    A and C in boxes of REST rows and B in a consumer's 64 columns, on two consumers' registers."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    what = lambda grid, args, options: (grid, [d.block_shape for d in args[:3]], args[3:], options)
+    swapped = record_launches(g, "gemm_gluon_swap_kernel", what, launch=False)
+    whole = record_launches(g, "gemm_gluon_kernel", what, launch=False)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
+    config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": stages}
+    g.gemm(a, b, config=config)
+    rest = block_m - 64
+    # 130 / block_m = 2 tile-rows x 2 tile-columns
+    assert whole == [] and swapped == [((programs, 1, 1), [[rest, 64], [64, 64], [rest, 64]],
+                                        (130, 256, 72, block_m, 128, 64, stages, 24, 240),
+                                        {"num_warps": 4, "maxnreg": 168})]
+    assert g.last_config == {**g.CONFIG, **config}
+    assert g.gluon_consumers(block_m, 128) == 2 and g.gluon_consumers(128, 128) == 2
+    assert g.gluon_consumers(64, 128) == 1 and g.gluon_consumers(64, 32) == 1
 
 
 def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, uncompilable):
@@ -1707,7 +1744,7 @@ def compile_triton(fn, args, consts, options):
     return kernel, usage.stdout
 
 
-def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
+def compile_and_report(case, fn, args, consts, options, ptx_facts=None, sass_facts=None):
     signature, attrs = {}, {}
     for i, (name, arg) in enumerate(zip(fn.arg_names, args)):
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
@@ -1722,7 +1759,7 @@ def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
         cubin.flush()
         usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
         sass = subprocess.run([cuobjdump, "-sass", cubin.name], capture_output=True, text=True, check=True).stdout
-    facts = ptx_facts(kernel.asm["ptx"]) if ptx_facts else {}
+    facts = {**(ptx_facts(kernel.asm["ptx"]) if ptx_facts else {}), **(sass_facts(sass) if sass_facts else {})}
     # wgmma descriptors a register carried from a block that does not dominate the wgmma (sass_defs: fa57's fault)
     from sass_defs import descriptor_reads_not_dominated
     stale = [hex(address) for address, _, _ in descriptor_reads_not_dominated(sass)]
@@ -1761,24 +1798,31 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
 
 _GEMM_CASES = """
 # SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, the narrower ones gluon_tile picks at M=128 N=4096 and at two ragged
-# shapes (boxes sticking out of M and N), and the 128x128 two-consumer tile it picks at M=512 N=4096 and at a
-# ragged M of 3 tile-rows
+# shapes (boxes sticking out of M and N), the 128x128 two-consumer tile it picks at M=512 N=4096 and at a ragged M
+# of 4 tile-rows, and the swapped tiles (C^T) it picks at M=384 and 320 N=4096 and at ragged M and N. The line also
+# counts the SASS's wgmma and its waits on them (one wait each: ptxas serialized them).
+def sass_facts(sass):
+    return {"hgmma": sass.count("HGMMA."), "hgmma_waits": sass.count("WARPGROUP.DEPBAR")}
+
+
 for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000)), ("bf16", (128, 4096, 4096)),
                          ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000)), ("fp16", (512, 4096, 4096)),
-                         ("bf16", (300, 4096, 1000))]:
+                         ("bf16", (400, 4096, 1000)), ("bf16", (384, 4096, 4096)), ("fp16", (320, 4096, 4096)),
+                         ("fp16", (350, 4000, 1000)), ("bf16", (300, 4000, 1000))]:
     torch_dtype, gl_dtype = GL[dtype]
     cfg = {**t.CONFIG, **t.SMALL_OUTPUT_CONFIGS[0]}
     if M < 1000:
         BM, BN = t.gluon_tile(M, N, 132)
         cfg.update(BLOCK_M=BM, BLOCK_N=BN, num_stages=t.gluon_stages(BM, BN, cfg["BLOCK_K"]))
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    kernel, boxes = t.gluon_kernel(BM, BN, BK)
     descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype)
-             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[64, BK], [BK, BN], [64, BN]])]
+             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], boxes)]
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS,
                   CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
-    regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else t.GLUON_LAUNCH_REGS
-    compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
-                       {"num_warps": 4, "maxnreg": regs})
+    regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if t.gluon_consumers(BM, BN) == 2 else t.GLUON_LAUNCH_REGS
+    compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], kernel, descs + [M, N, K], consts,
+                       {"num_warps": 4, "maxnreg": regs}, sass_facts=sass_facts)
 """
 
 _MOE_CASES = """
@@ -1946,7 +1990,9 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     64x64 + 64x64: 200 KB; 16 of 64x64 + 64x32: 196 KB). On the H200's Triton 3.6: 128 registers at launch, 24
     for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
     three tiles. The 128x128 tile on two consumers (6 stages of 2 x 64x64 + 64x128 and C's two 64x128 tiles: 224
-    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6."""
+    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The swapped tiles (gemm_gluon_swap_kernel, two
+    consumers): 196,888 B at 96x128 on 6 stages, 207,152 B at 80x128 on 7, 168 registers at launch, no stack, a
+    k-step's 8 wgmma issued together and waited on once, on Triton 3.9 and 3.6."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -1956,12 +2002,22 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
                                           ["bf16", 128, 4096, 4096, 64, 64, 12], ["fp16", 60, 3000, 1000, 64, 32, 16],
                                           ["bf16", 100, 3000, 1000, 64, 64, 12],
                                           ["fp16", 512, 4096, 4096, 128, 128, 6],
-                                          ["bf16", 300, 4096, 1000, 128, 128, 6]]
+                                          ["bf16", 400, 4096, 1000, 128, 128, 6],
+                                          ["bf16", 384, 4096, 4096, 96, 128, 6], ["fp16", 320, 4096, 4096, 80, 128, 7],
+                                          ["fp16", 350, 4000, 1000, 96, 128, 6], ["bf16", 300, 4000, 1000, 80, 128, 7]]
     for case in cases:
         block_m, block_n, stages = case["case"][4:]
         ring_and_c = stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2
         assert ring_and_c <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+        assert case["stale_descriptors"] == [], case
+        consumers = g.gluon_consumers(block_m, block_n)
+        # every consumer's K-loop issues a k-step's wgmma (4 of 64 deep, twice that for the swapped tiles' two
+        # pieces) and waits once; a wait after each (ptxas's serialization, C7515, which register-operand wgmma
+        # left in flight across the next k-step's ldmatrix brings) would be one a wgmma
+        pieces = 2 if block_m % 64 else 1
+        assert case["hgmma"] >= consumers * pieces * 4, case
+        assert case["hgmma_waits"] <= 2 * consumers, case
 
 
 def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):

@@ -681,6 +681,16 @@ def _gluon_runs(a, b, c, cfg) -> bool:
     return a.dtype in (torch.float16, torch.bfloat16) and rows and _tma_ok(a, b, c)
 
 
+def gluon_kernel(block_m, block_n, block_k):
+    """The Gluon kernel for a block_m x block_n tile and the boxes of its A, B and C descriptors: gemm_gluon_kernel
+    takes A and C a consumer's 64 rows at a time, B whole; gemm_gluon_swap_kernel (64 + REST rows, C^T computed) A
+    and C in boxes of REST rows, B a consumer's 64 columns."""
+    if block_m % 64:
+        rest = block_m - 64
+        return gemm_gluon_swap_kernel, ([rest, block_k], [block_k, 64], [rest, 64])
+    return gemm_gluon_kernel, ([64, block_k], [block_k, block_n], [64, block_n])
+
+
 def _launch_gluon(a, b, c, cfg):
     """Launch gemm_gluon_kernel: as _launch returns, or None (and a warning, once a device) when it does not
     compile or launch."""
@@ -688,10 +698,7 @@ def _launch_gluon(a, b, c, cfg):
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1)
-    if BM % 64:  # 64 + REST rows, C^T computed: A and C in boxes of REST rows, B in a consumer's 64 columns
-        kernel_fn, boxes = gemm_gluon_swap_kernel, ([BM - 64, BK], [BK, 64], [BM - 64, 64])
-    else:  # A and C a consumer's 64 rows at a time
-        kernel_fn, boxes = gemm_gluon_kernel, ([64, BK], [BK, BN], [64, BN])
+    kernel_fn, boxes = gluon_kernel(BM, BN, BK)
     rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
     try:
         regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if gluon_consumers(BM, BN) == 2 else GLUON_LAUNCH_REGS
