@@ -1825,6 +1825,24 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
                        {"num_warps": 4, "maxnreg": regs}, sass_facts=sass_facts)
 """
 
+# gemm_gluon_swap_kernel gives one register tensor (B^T), laid out with the top accumulator (instr N 64) as parent,
+# to both its wgmmas (N 64 and N REST): the line prints the linear layout of wgmma's A operand for each parent
+_GEMM_OPERAND_CASES = """
+gl = t.gl
+
+
+@t.gluon.jit
+def show(out, N: gl.constexpr):
+    parent: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, N, 16])
+    gl.static_print("LAYOUT", N, gl.to_linear_layout(gl.DotOperandLayout(operand_index=0, parent=parent, k_width=2),
+                                                     [64, 64]))
+
+
+for n in (64, 32, 16):
+    triton.compile(GluonASTSource(fn=show, signature={"out": "*fp32", "N": "constexpr"}, constexprs={"N": n},
+                                  attrs={}), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+"""
+
 _MOE_CASES = """
 # Mixtral's shape (HD 4096, I 14336) and a ragged one whose boxes stick out of I and HD, on CONFIG's two
 # consumers and on streaming_config's one (Mixtral at 512 tokens: down 128 wide; DeepSeek-V2-Lite at 512 tokens:
@@ -2018,6 +2036,24 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         pieces = 2 if block_m % 64 else 1
         assert case["hgmma"] >= consumers * pieces * 4, case
         assert case["hgmma_waits"] <= 2 * consumers, case
+
+
+def test_gemm_swap_kernels_register_operand_is_laid_out_alike_for_both_pieces(tmp_path):
+    """wgmma's A operand in registers is placed by M and K alone: the same linear layout whatever the accumulator's N
+    (64, 32, 16), so the swap consumer's one B^T tensor serves its top and rest wgmmas (Triton 3.9 and 3.6)."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["KGIT_TESTS_KERNELS"] = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(ROOT, os.path.dirname(TESTS["gemm"]), kernel_file("gemm"))
+    script = tmp_path / "operand_layouts.py"  # a @gluon.jit function must come from a file
+    script.write_text(_COMPILE_FOR_SM90 + _GEMM_OPERAND_CASES)
+    proc = subprocess.run([sys.executable, str(script), path], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    layouts = [line.split(" ", 2)[2] for line in proc.stdout.splitlines() if line.startswith("LAYOUT")]
+    assert len(layouts) == 3 and len(set(layouts)) == 1, layouts
 
 
 def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
