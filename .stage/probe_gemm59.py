@@ -170,8 +170,9 @@ def write_main():
 
 
 def run_dry():
-    """No GPU: both modules load, the branch's candidates at each shape on 132 SMs (Gluon taken as running), and the
-    forced tiles compiled for sm_90 (registers, shared memory, spills, the wgmma's waits) as the launcher builds them."""
+    """No GPU: both modules load, the branch's candidates at each shape on 132 SMs (Gluon taken as running), and
+    the forced tiles compiled for sm_90 (registers, shared memory, spills, the wgmma's waits) as the launcher builds
+    them."""
     import triton
     from triton.backends.compiler import BaseBackend, GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource

@@ -16,8 +16,8 @@ What it checks, beyond the output against torch's (attention, or the product):
 - every tile of shared memory a wgmma (or a load into registers) reads was written (a never-loaded slot holds
   NaN, as garbage would);
 - every TMA box is the shape of the tile (or rows of one) it lands in or is stored from.
-Of the attention template only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
-arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
+Of the attention template only the persistent kernel's partitions and the helpers they call run here;
+`_store_rows_before` (pointer arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
 import random
 import threading
 import time

@@ -966,7 +966,7 @@ def test_gemm_autotune_offers_the_gluon_kernel_for_small_outputs_and_a_neighbour
     (512, 4096, (128, 128), None),  # 256 of 64x128 are two waves (0.9); 128 of 128x128 one (0.6); 512 of 64x64 (1.2)
     (640, 2048, (80, 128), (128, 128)),  # 80 of 128x128, 112 of 96x128, 128 of 80x128
     (100, 4096, (64, 64), None),  # a ragged M: two tile-rows, as M=128
-    (64, 100, (64, 32), None),  # one tile of 64x128 or two of 64x64 or four of 64x32: one wave each, the narrowest first
+    (64, 100, (64, 32), None),  # one tile of 64x128, two of 64x64, four of 64x32: one wave each, the narrowest first
 ])
 def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile, whole):
     g = _template("gemm")

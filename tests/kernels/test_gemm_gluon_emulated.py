@@ -76,7 +76,8 @@ def _loader_rest_one_box_high(a_desc, b_desc, a_top, a_rest, b_smem, ready, empt
                      a_top.index(s).slice(r * REST, REST))
         tma_load(a_desc, [off_m + 64 - REST, ki * BLOCK_K], ready.index(s), a_rest.index(s))  # noqa: F821
         for c in range(CONSUMERS):
-            tma_load(b_desc, [ki * BLOCK_K, off_n + c * 64], ready.index(s), b_smem.index(CONSUMERS * s + c))  # noqa: F821
+            tma_load(b_desc, [ki * BLOCK_K, off_n + c * 64], ready.index(s),  # noqa: F821
+                     b_smem.index(CONSUMERS * s + c))
 
 
 def test_the_emulated_swap_kernel_catches_an_early_release(g):
