@@ -2047,6 +2047,7 @@ def test_gemm_swap_kernels_register_operand_is_laid_out_alike_for_both_pieces(tm
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["KGIT_TESTS_KERNELS"] = os.path.dirname(os.path.abspath(__file__))
     path = os.path.join(ROOT, os.path.dirname(TESTS["gemm"]), kernel_file("gemm"))
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")  # a cached compile would skip the front end's prints
     script = tmp_path / "operand_layouts.py"  # a @gluon.jit function must come from a file
     script.write_text(_COMPILE_FOR_SM90 + _GEMM_OPERAND_CASES)
     proc = subprocess.run([sys.executable, str(script), path], env=env, cwd=tmp_path, capture_output=True, text=True,

@@ -160,14 +160,15 @@ SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, small
 # 16 or 64 + 32) on two accumulators. What a tile's K-step costs an SM, by its shared-memory traffic (128 B a clock:
 # wgmma's operand reads and TMA's writes) against the tensor core's time, a k16 step: 128x256 reads 20 KB and
 # takes 12 KB in, 250 clocks (256 of tensor time); 128x128 12 + 8 KB, 160 (128); 64x128 6 + 6 KB, 96 (64). They
-# ran 6.1, 4.9 and 3.7 TFLOP/s an SM (../wave-fill/, ../small-m-host/), 85, 85 and 77% of that bound. The 96-row
-# swapped tile with B^T in registers, read once for both pieces: 10 + 7 KB, 136 clocks (cuBLAS's one n96 wgmma
-# the same), 0.85 of a 128x128 tile's K-step for 0.75 of its work; with each wgmma reading B^T from shared memory,
-# 14 + 7 KB, 168 clocks: slower than the 128x128 tile it replaces. 80 rows: 9 + 6.5 KB, 124 clocks.
-# (The wave-fill experiment's two-accumulator Triton tile, 128 x (128 + 64), read 0.64x there: compiled for sm_90 it
-# waits for every wgmma before the next, WARPGROUP.DEPBAR 0 after each; the swapped kernel issues a k-step's 8 at
-# once.)
-GLUON_TILES = [(128, 128), (96, 128), (80, 128), (64, 128), (64, 64), (64, 32)]  # a tie keeps the earlier
+# ran 6.1, 4.9 and 3.7 TFLOP/s an SM (experiments/gemm-h100/stream-k-small/'s rates), 85, 85 and 77% of that bound
+# at 1.755 GHz. The 96-row swapped tile with B^T in registers, read once for both pieces: 10 + 7 KB, 136 clocks
+# (cuBLAS's one n96 wgmma the same), 0.85 of a 128x128 tile's K-step for 0.75 of its work; with each wgmma reading
+# B^T from shared memory, 14 + 7 KB, 168 clocks: slower than the 128x128 tile it replaces. 80 rows: 9 + 6.5 KB, 124
+# clocks. (The wave-fill experiment's two-accumulator Triton tile, 128 x (128 + 64), read 0.64x there: compiled for
+# sm_90 it waits for every wgmma before the next, WARPGROUP.DEPBAR 0 after each; the swapped kernel issues a
+# k-step's 8 at once.) Not yet measured on a device.
+GLUON_TILES = [(128, 128), (96, 128), (80, 128), (64, 128), (64, 64), (64, 32)]  # largest first: a tie keeps the
+# tile that reads less
 # The Gluon ring's stages: as many as fit this many bytes of A and B tiles, the bytes in flight a program keeps
 # to hide DRAM's latency. 8 stages at 64x128x64 (SMALL_OUTPUT_CONFIGS[0]), 12 at 64x64 (the 1.01-1.02x
 # reading), 16 at 64x32, 6 at 128x128; with C's tile and the barriers under the 227 KB a block.
@@ -692,8 +693,8 @@ def gluon_kernel(block_m, block_n, block_k):
 
 
 def _launch_gluon(a, b, c, cfg):
-    """Launch gemm_gluon_kernel: as _launch returns, or None (and a warning, once a device) when it does not
-    compile or launch."""
+    """Launch the Gluon kernel of cfg's tile (gluon_kernel): as _launch returns, or None (and a warning, once a
+    device) when it does not compile or launch."""
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
