@@ -53,7 +53,7 @@ def load(path, name):
 def main_source():
     """main's gemm.py at MAIN_COMMIT: from this tree's git, else from the working directory's or a folder above."""
     here = os.path.abspath(os.getcwd())
-    for folder in [TREE, here] + [os.path.dirname(here.rstrip("/") + "/" + "../" * i) for i in range(1, 4)]:
+    for folder in [TREE, here] + [os.path.normpath(os.path.join(here, *[".."] * i)) for i in range(1, 4)]:
         proc = subprocess.run(["git", "-C", folder, "show", f"{MAIN_COMMIT}:{GEMM_PATH}"], capture_output=True,
                               text=True)
         if proc.returncode == 0:
@@ -99,7 +99,7 @@ def write(rows):
     print("\n".join(lines))
 
 
-def sides_for(main, new, M, N, K, dtype, forced):
+def sides_for(main, new, forced):
     """(name, call(a, b, c), pick) of each side, the autotuned ones tuned twice first."""
     def autotuned(module):
         def call(a, b, c):
@@ -128,8 +128,8 @@ def run_gpu():
         torch.manual_seed(M + N + K)
         a, b = torch.randn(M, K, device="cuda", dtype=dtype), torch.randn(K, N, device="cuda", dtype=dtype)
         c = torch.empty(M, N, device="cuda", dtype=dtype)
-        ref = a.float() @ b.float()
-        sides, results = sides_for(main, new, M, N, K, dtype, forced), {}
+        ref = new.reference(a, b)  # fp32, TF32 off
+        sides, results = sides_for(main, new, forced), {}
         for name, call, module in sides:
             picks = []
             for _ in range(2 if name in ("main", "new") else 1):  # tuned twice, the second pick kept
@@ -191,7 +191,7 @@ def run_dry():
         a, b = torch.empty(M, K, dtype=dtype), torch.empty(K, N, dtype=dtype)
         picks = {name: [pick({**m.CONFIG, **cfg}) for cfg in m._candidates(a, b, b)[1:] if cfg.get("GLUON")]
                  for name, m in (("main", main), ("new", new))}
-        for name, _, _ in sides_for(main, new, M, N, K, dtype, forced):
+        for name, _, _ in sides_for(main, new, forced):
             note = "candidates' Gluon tiles: " + ", ".join(picks[name]) if name in picks else ""
             if name in FORCED:
                 cfg = FORCED[name]
