@@ -349,7 +349,8 @@ def test_long_fp32_rows_take_the_split_teams_chunk_and_warps(monkeypatch, record
 
 # Each template's bounds scaled down (the attributes set), and how to call it and its reference.
 SMEM_TEAM_TEMPLATES = {
-    "softmax": ({"GROUPED_ROW_MAX": 128, "WHOLE_ROW_MAX": 512},
+    # softmax: three slots where the scaled-down GPU's 3 programs an SM fit (THREE_SLOTS_PROGRAMS)
+    "softmax": ({"GROUPED_ROW_MAX": 128, "WHOLE_ROW_MAX": 512, "THREE_SLOTS_PROGRAMS": 3},
                 lambda m, x, w, b, cfg: m.softmax(x, config=cfg), lambda m, x, w, b: m.softmax_ref(x)),
     "rmsnorm": ({"WHOLE_ROW_MAX": 512},
                 lambda m, x, w, b, cfg: m.rmsnorm(x, w, config=cfg), lambda m, x, w, b: m.rmsnorm_ref(x, w)),
@@ -372,10 +373,10 @@ def _scaled_down_team_template(name):
 
 @pytest.mark.parametrize("name, dtype, N, launch", [
     # (grid, P) of the shared-memory team's launch: parts of 2 x 64 elements, 4 SMs in the interpreter
-    # x 3 programs an SM = 12 programs at once
+    # x 3 programs an SM = 12 programs at once; softmax's parts dealt over them (TEAM_PARTS)
     ("softmax", torch.bfloat16, 300, ((12,), 3)),  # over GROUPED_ROW_MAX: 4 teams of 3
-    ("softmax", torch.float16, 129, ((12,), 2)),  # one element over
-    ("softmax", torch.bfloat16, 1000, ((8,), 8)),  # over WHOLE_ROW_MAX too: one team of 8
+    ("softmax", torch.float16, 129, ((12,), 3)),  # one element over: 3 parts of 48 (5 rows) over 2 of 72 (4 rows)
+    ("softmax", torch.bfloat16, 1000, ((12,), 12)),  # over WHOLE_ROW_MAX too: one team, of 12 parts of 88, not 8
     ("softmax", torch.bfloat16, 128, None),  # up to GROUPED_ROW_MAX: the whole row, grouped
     ("rmsnorm", torch.bfloat16, 600, ((10,), 5)),  # over WHOLE_ROW_MAX: 2 teams of 5
     ("rmsnorm", torch.float16, 513, ((10,), 5)),  # one element over
@@ -396,7 +397,7 @@ def test_16bit_long_rows_go_to_the_shared_memory_team(monkeypatch, name, dtype, 
         def __getitem__(self, grid):
             def record(*args, **kw):
                 assert (kw["CHUNK"], kw["NCH"], kw["num_warps"]) == (64, 2, 4)
-                assert kw.get("maxnreg") == (96 if name == "softmax" else None)  # softmax's cap, launched
+                assert kw.get("maxnreg") == (m.SMEM_TEAM["maxnreg"] if name == "softmax" else None)  # softmax's cap
                 launched.append((grid, kw["P"]))
             return record
 
@@ -1284,7 +1285,7 @@ class _GluonOnTorch:
         return torch.where(mask, got, torch.tensor(other, dtype=got.dtype))
 
 
-_CUT_HELPERS = ("_cut", "_cut_edge", "_row_body", "_y_body", "_edge_load", "_with_edge")
+_CUT_HELPERS = ("_cut", "_cut_edge", "_row_body", "_y_body", "_edge_load", "_with_edge", "_part_cols")
 
 
 def _cut_on_torch(m, memory=None):
@@ -1297,7 +1298,25 @@ def _cut_on_torch(m, memory=None):
     return types.SimpleNamespace(**{name: scope[name] for name in _CUT_HELPERS})
 
 
-CUT_CHUNK, CUT_NCH, CUT_VEC = 16, 2, 8  # the team scaled down: parts of 32 elements
+CUT_CHUNK, CUT_NCH, CUT_VEC = 16, 2, 8  # the team scaled down: parts of at most 32 elements
+
+
+def _cut_parts(m, N, M=8, slots=None):
+    """(P, PART) of the team scaled down to chunks of CUT_CHUNK, as the launcher shapes it for rows cut at 16-byte
+    boundaries (a body of at most N's whole groups), and each part's columns from the body's first: program p's
+    chunks, masked as the kernel masks them (_part_cols, its own source), for a body of `body` elements."""
+    m.SMEM_TEAM = {**m.SMEM_TEAM, "CHUNK": CUT_CHUNK, "NCH": CUT_NCH}
+    P, part = m._team_shape(M, N // CUT_VEC * CUT_VEC, CUT_VEC, slots)
+    g = _cut_on_torch(m)
+    lane = torch.arange(CUT_CHUNK)
+
+    def columns(p, body):
+        held = []
+        for c in range(CUT_NCH):
+            cols, ok = g._part_cols(p * part + lane, lane, c, body, CUT_CHUNK, part)
+            held += cols[ok].tolist()
+        return held
+    return P, part, columns
 
 
 @pytest.mark.parametrize("N", [1, 5, 7, 8, 9, 15, 16, 17, 23, 31, 33, 64, 65, 100, 131, 300])
@@ -1312,26 +1331,26 @@ def test_softmax_cut_takes_each_element_of_a_row_once_at_every_offset(N):
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     g = _cut_on_torch(m)
-    part = CUT_CHUNK * CUT_NCH
-    P = m._team_parts(N, part, CUT_VEC)
     lanes = torch.arange(2 * CUT_VEC)
-    for stride in range(N, N + 8):
-        for off in range(8):
-            for r in map(torch.tensor, range(8)):
-                start = int(r) * stride + off
-                a0, body = g._row_body(0, r, stride, off, N, True, CUT_VEC)
-                assert int(a0) % CUT_VEC == 0 and int(body) % CUT_VEC == 0 and int(body) <= P * part
-                held = [int(a0) + k for p in range(P) for c in range(CUT_NCH)
-                        for k in range(p * part + c * CUT_CHUNK, p * part + (c + 1) * CUT_CHUNK) if k < int(body)]
-                col, ok = g._cut_edge(torch.tensor(start), N, lanes, CUT_VEC)
-                assert int(ok.sum()) <= 2 * (CUT_VEC - 1)
-                held += (start + col[ok]).tolist()
-                assert sorted(held) == list(range(start, start + N)), (N, stride, off, int(r))
-                for stride_y, off_y in [(stride, off), (stride + 8, off), (stride + 3, off), (stride, (off + 5) % 8),
-                                        (N + 1000, 0)]:
-                    y_cut = off_y == off and (stride_y - stride) % CUT_VEC == 0
-                    y0 = g._y_body(0, r, stride, stride_y, off, off_y, N, True, y_cut, CUT_VEC)
-                    assert int(y0) - (int(r) * stride_y + off_y) == int(a0) - start
+    for slots in (None, 12):  # the fewest parts, and the parts dealt over 12 programs
+        P, part, columns = _cut_parts(m, N, slots=slots)
+        assert part % CUT_VEC == 0 and part <= CUT_CHUNK * CUT_NCH and P * part >= N // CUT_VEC * CUT_VEC
+        for stride in range(N, N + 8):
+            for off in range(8):
+                for r in map(torch.tensor, range(8)):
+                    start = int(r) * stride + off
+                    a0, body = g._row_body(0, r, stride, off, N, True, CUT_VEC)
+                    assert int(a0) % CUT_VEC == 0 and int(body) % CUT_VEC == 0 and int(body) <= P * part
+                    held = [int(a0) + k for p in range(P) for k in columns(p, body)]
+                    col, ok = g._cut_edge(torch.tensor(start), N, lanes, CUT_VEC)
+                    assert int(ok.sum()) <= 2 * (CUT_VEC - 1)
+                    held += (start + col[ok]).tolist()
+                    assert sorted(held) == list(range(start, start + N)), (N, stride, off, int(r))
+                    for stride_y, off_y in [(stride, off), (stride + 8, off), (stride + 3, off),
+                                            (stride, (off + 5) % 8), (N + 1000, 0)]:
+                        y_cut = off_y == off and (stride_y - stride) % CUT_VEC == 0
+                        y0 = g._y_body(0, r, stride, stride_y, off, off_y, N, True, y_cut, CUT_VEC)
+                        assert int(y0) - (int(r) * stride_y + off_y) == int(a0) - start
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -1358,29 +1377,27 @@ def test_softmax_cut_rows_fold_their_edge_into_the_last_part(dtype, N, off, stri
     memory = torch.full((off + M * stride + 16,), float("nan"))
     for r in range(M):
         memory[off + r * stride: off + r * stride + N] = x[r].float()
+    P, _, columns = _cut_parts(m, N)
     g = _cut_on_torch(m, memory)
-    part = CUT_CHUNK * CUT_NCH
-    P = m._team_parts(N, part, CUT_VEC)
     lanes = torch.arange(2 * CUT_VEC)
     y = torch.full_like(memory, float("nan"))
     for r in map(torch.tensor, range(M)):
         a0, body = g._row_body(0, r, stride, off, N, True, CUT_VEC)
         partials, values = [], []
         for p in range(P):
-            k = p * part + torch.arange(part)
-            xb = torch.where(k < body, memory[(a0 + k).clamp(max=memory.numel() - 1)], -float("inf"))
+            k = torch.tensor(columns(p, body), dtype=torch.long)  # its columns from a0, each under body
+            xb = torch.cat([memory[a0 + k], torch.tensor([-float("inf")])])  # -inf: a part of no body
             mp = xb.max()
             safe = 0.0 if mp == -float("inf") else mp
             mp, sp = g._with_edge(mp, torch.exp2((xb - safe) * m.LOG2E.value).sum(),
                                   g._edge_load(0, r, stride, off, N, torch.tensor(p == P - 1), lanes, CUT_VEC))
             partials.append((mp, sp))
-            values.append((k, xb))
+            values.append((k, xb[:-1]))
         pm, ps = torch.stack([p[0] for p in partials]), torch.stack([p[1] for p in partials])
         gm = pm.max()
         shift = gm * m.LOG2E.value + torch.log2((ps * torch.exp2((pm - gm) * m.LOG2E.value)).sum())
         for k, xb in values:
-            ok = k < body
-            y[(a0 + k)[ok]] = torch.exp2(xb * m.LOG2E.value - shift)[ok]
+            y[a0 + k] = torch.exp2(xb * m.LOG2E.value - shift)
         col, ok = g._cut_edge(r * stride + off, N, lanes, CUT_VEC)
         e = g._edge_load(0, r, stride, off, N, torch.tensor(True), lanes, CUT_VEC)
         y[(r * stride + off + col)[ok]] = torch.exp2(e * m.LOG2E.value - shift)[ok]
@@ -1406,16 +1423,17 @@ def _cut_case(case, dtype, N, M=20):
 @pytest.mark.parametrize("case, dtype, N, launch", [
     # (grid, P, CUT, Y_CUT, off_x, off_y) of the team's launch; softmax's bounds scaled down (GROUPED_ROW_MAX 128,
     # WHOLE_ROW_MAX 512), parts of 2 x 64 elements, 4 SMs x 3 programs = 12 at once
-    ("contiguous", torch.bfloat16, 600, ((10,), 5, True, True, 0, 0)),  # over WHOLE_ROW_MAX: 2 teams of 5
-    ("contiguous", torch.float16, 601, ((10,), 5, True, True, 0, 0)),
-    ("contiguous", torch.bfloat16, 641, ((10,), 5, True, True, 0, 0)),  # a body of 640 at most: 5 parts, not 6
-    ("x one element past a 16-byte boundary", torch.float16, 601, ((10,), 5, True, False, 1, 0)),
-    ("both one element past", torch.bfloat16, 601, ((10,), 5, True, True, 1, 1)),
-    ("y with its own stride", torch.bfloat16, 601, ((10,), 5, True, False, 0, 0)),
-    ("fp32 out", torch.bfloat16, 601, ((10,), 5, True, False, 0, 0)),
+    # over WHOLE_ROW_MAX: the fewest parts, 5, make 2 teams of 10 rows; 6 parts (of 104) make 2 teams too: 6
+    ("contiguous", torch.bfloat16, 600, ((12,), 6, True, True, 0, 0)),
+    ("contiguous", torch.float16, 601, ((12,), 6, True, True, 0, 0)),
+    ("contiguous", torch.bfloat16, 641, ((12,), 6, True, True, 0, 0)),  # a body of 640 at most: 5 parts, not 6, fit
+    ("x one element past a 16-byte boundary", torch.float16, 601, ((12,), 6, True, False, 1, 0)),
+    ("both one element past", torch.bfloat16, 601, ((12,), 6, True, True, 1, 1)),
+    ("y with its own stride", torch.bfloat16, 601, ((12,), 6, True, False, 0, 0)),
+    ("fp32 out", torch.bfloat16, 601, ((12,), 6, True, False, 0, 0)),
     ("y with its own stride", torch.float16, 300, ((12,), 3, True, False, 0, 0)),  # the loop cannot cut: the team
     ("contiguous", torch.bfloat16, 300, None),  # up to WHOLE_ROW_MAX, x and y cut alike: the pipelined loop
-    ("contiguous", torch.bfloat16, 640, ((10,), 5, False, False, 0, 0)),  # rows of 16-element groups: whole
+    ("contiguous", torch.bfloat16, 640, ((12,), 6, False, False, 0, 0)),  # rows of 16-element groups: whole
     ("contiguous", torch.float32, 601, None),  # fp32: the split team (or the streamed kernel)
     ("contiguous", torch.bfloat16, 1700, None),  # P = 14 does not fit 12: the split team or the streamed kernel
 ])
@@ -1439,6 +1457,61 @@ def test_softmax_16bit_rows_not_in_16_element_groups_go_to_the_team_cut(monkeypa
         assert m.last_config["kernel"] == "_softmax_smem_team" and m.last_config["CUT"] == launch[2]
     else:
         torch.testing.assert_close(out.double(), m.softmax_ref(x), rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("M, body, slots, shape", [
+    # (P, PART) at H100 scale: 4096-element chunks, two a part; 132 SMs x 5 (two slots) or 4 (three) programs
+    (512, 50256, 660, (7, 7184)),  # 7 parts of one length (main: 6 of 8192 and one of 1104); 6 rows a team either way
+    (512, 50256, 528, (7, 7184)),  # three slots: 75 teams, 7 rows
+    (512, 151936, 660, (20, 7600)),  # 33 teams of 20 take 16 rows each, as 34 teams of 19 (of 8000) do
+    (512, 100272, 660, (14, 7168)),  # 47 teams, 11 rows, as 50 teams of 13 (of 7720)
+    (1024, 65536, 660, (8, 8192)),  # whole chunks: main's parts
+    (7, 50256, 660, (14, 3592)),  # fewer rows than teams: one row a team, on twice the parts
+    (512, 50256, None, (7, 7184)),  # not dealt: the fewest parts
+])
+def test_softmax_team_parts_are_of_one_length_and_dealt_over_the_programs_at_once(M, body, slots, shape):
+    m = _template("softmax")
+    assert m._team_shape(M, body, 8, slots) == shape
+
+
+def test_softmax_team_parts_cover_the_body_and_deal_no_busier_a_program_than_the_fewest(monkeypatch):
+    # Every P the rule picks: parts of a multiple of 8 elements (each starts on 16 bytes), at most NCH chunks, that
+    # cover the body; its busiest program (ceil(M / teams) rows of PART plus the overhead) never busier than the
+    # fewest parts'; and EVEN_PARTS off gives the team as first built: whole chunks, the last one short.
+    m = _template("softmax")
+    cap = m.SMEM_TEAM["CHUNK"] * m.SMEM_TEAM["NCH"]
+
+    def busiest(P, part, M, slots):
+        return -(-M // min(M, slots // P)) * (part + m.TEAM_ROW_OVERHEAD * cap)
+    for M in (1, 7, 100, 512, 1000, 4096):
+        for body in (8, 8192, 8200, 32000, 50256, 65536, 100272, 262144):
+            for slots in (132 * 4, 132 * 5, 1000):
+                least = -(-body // cap)
+                if slots // least < 1:
+                    continue
+                P, part = m._team_shape(M, body, 8, slots)
+                assert part % 8 == 0 and part <= cap and P * part >= body and least <= P <= 2 * least
+                assert busiest(P, part, M, slots) <= busiest(*m._team_shape(M, body, 8, None), M, slots)
+    monkeypatch.setitem(m.SMEM_TEAM, "EVEN_PARTS", 0)
+    assert m._team_shape(512, 50256, 8, 660) == (7, cap)
+
+
+@pytest.mark.parametrize("three_slots_fit, launch", [(4, (3, 128)), (3, (2, 96))])
+def test_softmax_team_keeps_two_slots_where_three_leave_too_few_programs(monkeypatch, record_launches,
+                                                                        three_slots_fit, launch):
+    # (SLOTS, maxnreg) launched: three slots where the compiled kernel fits THREE_SLOTS_PROGRAMS programs an SM (an
+    # H100's or H200's shared memory: four), else two and their cap (an A100's holds three)
+    m = _template("softmax")
+    monkeypatch.setattr(m, "GROUPED_ROW_MAX", 128)
+    monkeypatch.setattr(m, "WHOLE_ROW_MAX", 512)
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda kernel, args, consts, *rest: (
+        three_slots_fit if consts.get("SLOTS") == 3 else 5))
+    launched = record_launches(m, "_softmax_smem_team", lambda grid, args, kw: (kw["SLOTS"], kw["maxnreg"]),
+                               launch=False)
+    for dtype in (torch.bfloat16, torch.float16):  # fp16 on bf16's launch
+        m.softmax((torch.randn(20, 601) * 3).to(dtype), config={"BLOCK_SIZE": 64})
+    assert launched == [launch, launch]
 
 
 def test_softmax_team_on_cut_rows_that_does_not_compile_falls_back_once_and_leaves_whole_rows_to_the_team(
@@ -1524,13 +1597,14 @@ spec.loader.exec_module(t)
 fn, st = t._softmax_smem_team, t.SMEM_TEAM
 for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (50257, torch.float16, 3, 0, False),
                                       (100277, torch.bfloat16, 5, 5, True)]:
-    P = t._team_parts(N, st["CHUNK"] * st["NCH"], 8)
+    P, part = t._team_shape(512, N // 8 * 8, 8, None)
     x = torch.empty(4, N, dtype=dtype)
     values = dict(x_ptr=x, y_ptr=torch.empty_like(x), words=torch.empty(64, dtype=torch.int64),
                   exits=torch.empty(64, dtype=torch.int32), M=512, N=N, stride_x=N, stride_y=N, off_x=off_x,
                   off_y=off_y)
-    consts = dict(CHUNK=st["CHUNK"], NCH=st["NCH"], P=P, P_POW2=triton.next_power_of_2(P), SPIN=t.MAX_SPIN,
-                  CUT=True, Y_CUT=y_cut, VEC=8)
+    consts = dict(CHUNK=st["CHUNK"], NCH=st["NCH"], PART=part, SLOTS=st["SLOTS"], P=P,
+                  P_POW2=triton.next_power_of_2(P), SPIN=t.MAX_SPIN, CUT=True, Y_CUT=y_cut, VEC=8,
+                  EARLY_WORDS=bool(st["EARLY_WORDS"]))
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
@@ -1570,8 +1644,8 @@ def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path
     """Gluon has no interpreter: compile the team for sm_90 on cut rows here (no GPU needed). Every cp.async
     copies 16 bytes (the cut's point: an unaligned row's copies of 2 bytes do not compile), the stores are
     16-byte vectors where y shares x's cut and single elements where not, and the program stays within its
-    96 registers without a stack: five programs an SM, as on rows of 16-element groups (Triton 3.9: 85-88
-    registers; the device's 3.6: 95-96, 8 bytes of stack at 65537 fp16)."""
+    96 registers without a stack (Triton 3.9; the device's 3.6 is read by .stage/team_compile_sm90.py), its
+    shared memory SLOTS rows' parts: four programs an SM on three slots, six on two."""
     m = _template("softmax")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -1582,15 +1656,17 @@ def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 3
+    st = m.SMEM_TEAM
     for r in rows:
         y_cut = r["case"][3]
-        assert r["regs"] <= m.SMEM_TEAM["maxnreg"] and r["stack"] == 0, r
-        # 8 copy sites (NCH chunks of two rows in the start, of two halves in the loop), each 4 copies a thread
-        # (32 elements of a 4096-element chunk on 128 threads)
-        assert r["cp_all"] == r["cp16"] == 8 * 4, r
-        assert r["shared"] < 33 * 1024, r  # two rows' parts: six programs an SM by shared memory
-        if y_cut:  # the body in vectors (a chunk of 8 elements a thread), the edge element by element
-            assert r["st_v4"] > 0 and r["st_b16"] <= 2 and r["stores"] == [[4096, 8]], r
+        assert r["regs"] <= st["maxnreg"] and r["stack"] == 0, r
+        # 2 x SLOTS x NCH copy sites (NCH chunks of SLOTS rows in the start, of SLOTS slots in the loop), each 4
+        # copies a thread (32 elements of a 4096-element chunk on 128 threads)
+        assert r["cp_all"] == r["cp16"] == 2 * st["SLOTS"] * st["NCH"] * 4, r
+        smem = st["SLOTS"] * st["NCH"] * st["CHUNK"] * 2  # SLOTS rows' parts
+        assert smem <= r["shared"] < smem + 1024, r
+        if y_cut:  # the body in vectors (a chunk of 8 elements a thread), the edge element by element (a site a slot)
+            assert r["st_v4"] > 0 and r["st_b16"] <= st["SLOTS"] and r["stores"] == [[4096, 8]], r
         else:  # element by element, a warp's 32 consecutive ones a store, a quarter chunk at a time
             assert r["st_v4"] == 0 and r["st_b16"] > 16 and r["stores"] == [[1024, 1]], r
 
@@ -1598,7 +1674,8 @@ def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path
 class _TeamOnThreads:
     """softmax's _softmax_smem_team run from its own source on the CPU: one Python thread a program (so that a
     team's programs wait for one another as on a GPU), Gluon's functions on torch tensors (_GluonOnTorch, and
-    shared memory, cp.async, atomics and pointers below). cp.async copies at once; every copy it is given must
+    shared memory, cp.async, atomics and pointers below). cp.async copies land when a wait_group retires their
+    group (so a wait that retires too little leaves an older row in shared memory); every copy it is given must
     move whole 16-byte groups (8 lanes of one group each, all in or all out), and every load and store must
     stay inside its tensor's storage, or the launch fails."""
 
@@ -1657,10 +1734,10 @@ class _TeamOnThreads:
             load=self.load, store=self.store, atomic_xchg=self.atomic_xchg, atomic_add=self.atomic_add)
         for name, fn in extra.items():
             setattr(gl, name, fn)
-        cp = types.SimpleNamespace(commit_group=lambda: None, wait_group=lambda n: None)
+        cp = types.SimpleNamespace(commit_group=self.commit_group, wait_group=self.wait_group)
         self.scope = dict(module._softmax_smem_team.fn.__globals__, gl=gl, cp=cp, copy_to_shared=self.copy,
                           cta_barrier=lambda: None, LOG2E=module.LOG2E.value, UNSTAMPED=module.UNSTAMPED.value)
-        for name in ("_part_max_sum", "_publish", "_gather", *_CUT_HELPERS, "_softmax_smem_team"):
+        for name in ("_part_max_sum", "_publish", "_words_of", "_gather", *_CUT_HELPERS, "_softmax_smem_team"):
             fn = getattr(module, name).fn
             self.scope[name] = types.FunctionType(fn.__code__, self.scope, name)
 
@@ -1697,7 +1774,18 @@ class _TeamOnThreads:
         assert bool((ok.all(1) | ~ok.any(1)).all()), "a copy of part of a 16-byte group"
         whole = ((groups[:, :1] % 8 == 0) & (groups == groups[:, :1] + torch.arange(8))).all(1)
         assert bool(whole[ok[:, 0]].all()), "a copy off a 16-byte group"
-        smem.data[:] = torch.where(mask, ptr.mem[off], torch.zeros((), dtype=ptr.mem.dtype))
+        self.local.copying.append((smem, ptr.mem, off, mask))
+
+    def commit_group(self):
+        self.local.groups.append(self.local.copying)
+        self.local.copying = []
+
+    def wait_group(self, n):
+        # cp.async lands a group's copies only when a wait retires it: a wait that leaves too many groups
+        # outstanding leaves a chunk of an older row in shared memory (masked lanes land as zeros)
+        while len(self.local.groups) > n:
+            for smem, mem, off, mask in self.local.groups.pop(0):
+                smem.data[:] = torch.where(mask, mem[off], torch.zeros((), dtype=mem.dtype))
 
     def __getitem__(self, grid):
         import threading
@@ -1713,6 +1801,7 @@ class _TeamOnThreads:
 
             def program(pid):
                 self.local.pid, self.local.grid = pid, grid[0]
+                self.local.copying, self.local.groups = [], []  # cp.async: uncommitted copies, committed groups
                 try:
                     self.scope["_softmax_smem_team"](*args, **kw)
                 except BaseException as e:  # noqa: BLE001 - reported below
@@ -1745,12 +1834,19 @@ class _TeamOnThreads:
     ("fp32 out", torch.float16, 777, 8),
     ("contiguous", torch.bfloat16, 640, 11),  # rows of 16-element groups: the team whole, as before
 ])
-def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch, case, dtype, N, M):
+@pytest.mark.parametrize("variant", [  # SMEM_TEAM's switches: the device probe's variants (.stage/probe_sm58.py)
+    {"EVEN_PARTS": 0, "DEAL_ROWS": 0, "SLOTS": 2, "EARLY_WORDS": 0},  # the team as first built
+    {"EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 2, "EARLY_WORDS": 0},  # parts of one length, dealt
+    {"EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 3, "EARLY_WORDS": 0},  # two rows in flight behind the one written
+    {"EVEN_PARTS": 1, "DEAL_ROWS": 0, "SLOTS": 3, "EARLY_WORDS": 1},  # the siblings' words read early
+], ids=["first", "even", "3-slots", "3-slots-words"])
+def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch, case, dtype, N, M, variant):
     # Every output element against float64, the rows' extremes at their heads, bodies and tails; launched by the
     # real launcher (4 "SMs" x 3 programs, parts of 2 x 64), the words left unstamped for the next launch.
     m, _, _ = _scaled_down_team_template("softmax")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
+    m.SMEM_TEAM = {**m.SMEM_TEAM, **variant}
     monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
     monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
@@ -1767,7 +1863,7 @@ def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch
     warnings.simplefilter("error")  # a team that failed would warn and fall back
     for _ in range(2):
         out = m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
-        assert m.last_config["kernel"] == "_softmax_smem_team"
+        assert m.last_config["kernel"] == "_softmax_smem_team" and m.last_config["SLOTS"] == variant["SLOTS"]
         assert m.last_config.get("CUT", False) == (N % 16 != 0)
         ref = m.softmax_ref(x)
         rtol = {torch.bfloat16: 1e-2, torch.float16: 4e-3}[out.dtype] if out.dtype != torch.float32 else 1e-3

@@ -164,7 +164,11 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # the gather of 32 words), four programs an SM, 79.5% of copy; capped at 96, five an SM and 85.7%, with the
 # rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at the others
 # (the register-cap A/B, df8b865:experiments/sweep-h200-session12/team-registers/).
-SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
+# That was on two slots (TEAM_SLOTS); on three, 128: four programs an SM by shared memory, and no more registers
+# than four allow (Triton 3.9 spilled 48 bytes at 96 on rows whose y is not cut like x).
+# EVEN_PARTS and DEAL_ROWS: see TEAM_PARTS; SLOTS: TEAM_SLOTS; EARLY_WORDS: TEAM_WORDS.
+SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 128,
+             "EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 3, "EARLY_WORDS": 1}
 # SMEM_CUT: 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (vocabularies of 50257, 65537, 100277;
 # _rows_of_16 false) that the pipelined loop does not take (over WHOLE_ROW_MAX, or x and y not cut alike) go to
 # _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
@@ -186,6 +190,35 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # five programs an SM in shared memory, about 2.5x the bytes (81% at 256x128256 bf16, 93% at 512x262144).
 # Measured on the H100 (the A/B there): 512x50257 bf16 63.0 -> 78.1% of copy, fp16 62.5 -> 79.1%, 2048x50257 bf16
 # 69.2 -> 89.5%, 1024x65537 fp16 70.6 -> 87.1%, 512x100277 bf16 71.5 -> 85.7%; y not cut like x 67-80%.
+# TEAM_PARTS (issue 52; experiments/held-out-shapes/few-rows-team/): why 512 rows of a vocabulary read under
+# 85%. A team's programs run in step (each waits for its siblings' partials), so a launch lasts as long as its
+# busiest SM takes. Every H100 figure of the team above fits, within 3 us, the longer of: its busiest SM's bytes
+# at 23.3 GB/s (a 3.04 TB/s copy's share an SM), and the launch's bytes at 2.71 TB/s. 512x50257: P = 7 parts of
+# 8192, the 7th holding 1104 elements; 660 programs (5 an SM), 94 teams, 5.45 rows a team, so 42 teams take 6;
+# an SM of 5 full parts of such teams moves 5 x 6 x 32 KB = 960 KB (the mean SM 780): 41.2 us, measured 43.3;
+# 2048x50257 3520 KB, 151.1 us (151.1); 256x128256 (16 parts, 7 rows) 1120 KB, 48.1 us (48.2); 1024x65537 (8
+# full parts) the bytes' 99.0 us (101.2). Two roundings multiply there: 5 full parts an SM where the mean holds
+# 4.38, and 6 rows a team where the mean is 5.45.
+# EVEN_PARTS: the P parts of one length PART, the fewest multiple of 8 elements that covers the body, at most
+# NCH chunks (masked past it): 7 parts of 7184 at 50257, 13 of 7728 at 100277, 19 of 8000 at 151936; parts of
+# whole chunks where they fit exactly (65536 and longer powers of two: main's code). DEAL_ROWS: of the fewest
+# parts up to twice as many, the P whose busiest program holds the fewest elements, ceil(M / teams) rows of PART
+# plus TEAM_ROW_OVERHEAD of a full part each (a row's exchange, barriers and wait, a guess the device run's
+# forced parts check), on the programs an SM the fewest parts compile to: 512x151936 takes 20 parts of 7600
+# (33 teams, 16 rows) over 19 of 8000 (34 teams, 16 rows), 512x50257 keeps 7.
+TEAM_ROW_OVERHEAD = 0.25
+# TEAM_SLOTS: with two slots a program copies row k+2 while it writes row k and waits for it at the top of the
+# next iteration, so a copy's whole latency stands in each program's chain of waits, as in the pipelined loop
+# on two stages (64-68% of copy at 4096x32768 on the H200, 89% on three: PIPELINED_ROWS): five programs an SM
+# hid it. SLOTS 3 keeps two rows in flight behind the one it writes, at 48 KB of shared memory a program: four
+# programs an SM (the compiled kernel's count decides; DEAL_ROWS deals rows over them). Where three slots leave
+# fewer than THREE_SLOTS_PROGRAMS programs an SM (164 KB of shared memory, an A100's, holds three), the team keeps
+# two slots and their cap (TWO_SLOTS).
+THREE_SLOTS_PROGRAMS = 4
+TWO_SLOTS = {"SLOTS": 2, "maxnreg": 96}
+# TEAM_WORDS: EARLY_WORDS reads the siblings' words of row k before the program waits for row k+1's copies and
+# reduces them, so their round trip through the L2 (about 1 us under load) overlaps that work instead of
+# following it; a stale read is read again, as before.
 # 16-bit rows of a power of two over GROUPED_ROW_MAX, up to WHOLE_ROW_MAX (32768), whose start and stride
 # Triton sees as multiples of 16 elements (_rows_of_16), go to _softmax_row_pairs where two of its programs
 # fit an SM (the launcher asks the compiled kernel): the whole row in
@@ -436,14 +469,25 @@ def _softmax_row_pairs(x_ptr, y_ptr, stride_x, stride_y, zero, BLOCK_N: tl.const
 
 if gluon is not None:
     @gluon.jit
-    def _part_max_sum(buf, first: gl.constexpr, offs, ok_row, N, NCH: gl.constexpr, CHUNK: gl.constexpr,
-                      layout: gl.constexpr):
+    def _part_cols(offs, lane, c: gl.constexpr, n, CHUNK: gl.constexpr, PART: gl.constexpr):
+        # Chunk c's columns of a program's part (offs: its first chunk's, lane: their places in a chunk) and
+        # which of them it holds: under n (the row's length, or its body's), and inside the part where the part
+        # (PART elements) is shorter than its chunks (see TEAM_PARTS)
+        cols = c * CHUNK + offs
+        ok = cols < n
+        if (c + 1) * CHUNK > PART:
+            ok = ok & (lane < PART - c * CHUNK)
+        return cols, ok
+
+    @gluon.jit
+    def _part_max_sum(buf, first: gl.constexpr, offs, lane, ok_row, N, NCH: gl.constexpr, CHUNK: gl.constexpr,
+                      PART: gl.constexpr, layout: gl.constexpr):
         # (max, sum of exp(x - max)) of the part held in buf's chunks first .. first + NCH - 1
         m = gl.max(gl.full([CHUNK], -float("inf"), gl.float32, layout), axis=0)
         s = gl.sum(gl.zeros([CHUNK], gl.float32, layout), axis=0)
         for c in gl.static_range(NCH):
-            cols = c * CHUNK + offs
-            x = gl.where((cols < N) & ok_row, buf.index(first + c).load(layout).to(gl.float32), -float("inf"))
+            ok = _part_cols(offs, lane, c, N, CHUNK, PART)[1]
+            x = gl.where(ok & ok_row, buf.index(first + c).load(layout).to(gl.float32), -float("inf"))
             new_m = gl.maximum(m, gl.max(x, axis=0))
             safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # chunks of only -inf so far
             s = s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((x - safe) * LOG2E), axis=0)
@@ -461,18 +505,22 @@ if gluon is not None:
         gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
-        # Every sibling's (max, sum) of the row of iteration `it`, once all words carry its stamp.
+    def _words_of(words, team, it, slots, P: gl.constexpr):
+        # The team's P words of the row of iteration `it` as they are now. Volatile loads, not atomic reads: an
+        # aligned 64-bit load is single-copy atomic too, and a word polled by every sibling is no longer an
+        # atomic target serialized in its L2 slice (layernorm 512x262144: +2-3 points of copy;
+        # df8b865:experiments/sweep-h200-session18/call4-team-gather/).
+        return gl.load(words + (team * 4 + it % 4) * P + slots, mask=slots < P, other=0, volatile=True)
+
+    @gluon.jit
+    def _gather(words, team, it, slots, w, P: gl.constexpr, SPIN: gl.constexpr):
+        # Every sibling's (max, sum) of the row of iteration `it`: from w, its words as read (_words_of), read
+        # again until all carry its stamp.
         ok = slots < P
-        at = words + (team * 4 + it % 4) * P + slots
-        # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
-        # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
-        # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
-        w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
         while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
-            w = gl.load(at, mask=ok, other=0, volatile=True)
+            w = _words_of(words, team, it, slots, P)
             spins += 1
         pm = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
         ps = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
@@ -541,29 +589,33 @@ if gluon is not None:
 
     @gluon.jit(do_not_specialize=["off_x", "off_y"])  # one compilation for every offset 0-7
     def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
-                           CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr):
-        # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
-        # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
-        # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
-        # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
-        # has read is refilled with row i+2.
+                           CHUNK: gl.constexpr, NCH: gl.constexpr, PART: gl.constexpr, SLOTS: gl.constexpr,
+                           P: gl.constexpr, P_POW2: gl.constexpr, SPIN: gl.constexpr, CUT: gl.constexpr,
+                           Y_CUT: gl.constexpr, VEC: gl.constexpr, EARLY_WORDS: gl.constexpr):
+        # Program `part` of team `team` owns columns [part * PART, (part + 1) * PART) of rows team,
+        # team + n_teams, ... (PART at most NCH chunks of CHUNK: see TEAM_PARTS). Shared memory holds that part
+        # of SLOTS rows (slot k % SLOTS holds the team's k-th row, NCH chunks, one cp.async commit group a
+        # chunk). As in _softmax_split, row k+1's partial goes out before the wait for row k's siblings; while
+        # it writes row k, each chunk it has read is refilled with row k + SLOTS, so SLOTS - 1 rows are in
+        # flight or landed behind the one it writes (see TEAM_SLOTS). EARLY_WORDS: the siblings' words of row k
+        # are read before this program waits for row k+1's copies and reduces them, not after (see TEAM_WORDS).
         # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
         # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
-        # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
-        # copied, a row ahead of their use, and folded into its partial. Y_CUT: y's rows sit at the same
-        # offsets from 16-byte boundaries as x's (y_ptr 16-byte aligned too), so the body's stores are
-        # 16-byte vectors; else y's row r starts at element off_y + r * stride_y, stored element by element.
+        # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its body's chunks are
+        # copied, and folded into its partial. Y_CUT: y's rows sit at the same offsets from 16-byte boundaries
+        # as x's (y_ptr 16-byte aligned too), so the body's stores are 16-byte vectors; else y's row r starts
+        # at element off_y + r * stride_y, stored element by element.
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
+        buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [SLOTS * NCH, CHUNK],
                                         gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
         pid = gl.program_id(0)
         G = gl.num_programs(0)
         team = pid // P
         part = pid % P
         n_teams = G // P
-        offs = part * (NCH * CHUNK) + gl.arange(0, CHUNK, layout)
+        lane = gl.arange(0, CHUNK, layout)
+        offs = part * PART + lane
         # y's rows not at x's offsets from 16-byte boundaries (CUT, not Y_CUT): stored element by element, one
         # element a thread a store, so that a warp's store writes 64 contiguous bytes (8 elements a thread would
         # scatter each store over 512 bytes, 2 of each 16: 8 times the L2's partial sector writes), a quarter
@@ -573,79 +625,91 @@ if gluon is not None:
         lane_offs = gl.arange(0, SUB, out_layout)  # a quarter's columns from its first: scalars do the rest
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
-        if CUT:
+        if CUT:  # the edges of the rows in flight or landed, loaded with their bodies' copies
             lanes = gl.arange(0, 2 * VEC, slot_layout)
             mine = part == P - 1
             e_row = _edge_load(x_ptr, team, stride_x, off_x, N, mine, lanes, VEC)
             e_nxt = _edge_load(x_ptr, team + n_teams, stride_x, off_x, N, mine & (team + n_teams < M), lanes, VEC)
+            if SLOTS == 3:
+                r2 = team + 2 * n_teams
+                e_2 = _edge_load(x_ptr, r2, stride_x, off_x, N, mine & (r2 < M), lanes, VEC)
 
-        for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
+        for h in gl.static_range(SLOTS):  # rows team, team + n_teams, ... (no more teams than rows)
             r = team + h * n_teams
             src, n = _row_body(x_ptr, r, stride_x, off_x, N, CUT, VEC)
             for c in gl.static_range(NCH):
-                cols = c * CHUNK + offs
-                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=(cols < n) & (r < M))
+                cols, ok = _part_cols(offs, lane, c, n, CHUNK, PART)
+                copy_to_shared(buf.index(h * NCH + c), src + cols, mask=ok & (r < M))
                 cp.commit_group()
-        cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
+        cp.wait_group((SLOTS - 1) * NCH)  # the first row's groups (the next rows' may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
         n = _row_body(x_ptr, team, stride_x, off_x, N, CUT, VEC)[1]
-        m, s = _part_max_sum(buf, 0, offs, team < M, n, NCH, CHUNK, layout)
+        m, s = _part_max_sum(buf, 0, offs, lane, team < M, n, NCH, CHUNK, PART, layout)
         if CUT:
             m, s = _with_edge(m, s, e_row)
         _publish(words, team, part, 0, m, s, P)
 
-        # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
+        # SLOTS rows an iteration, so that each slot of buf is named by a constant (Triton 3.6 does not
         # compile a runtime index here)
         it = 0
-        for pair in range(team, M, 2 * n_teams):
-            for half in gl.static_range(2):
-                row = pair + half * n_teams
+        for first_row in range(team, M, SLOTS * n_teams):
+            for slot in gl.static_range(SLOTS):
+                row = first_row + slot * n_teams
                 if row < M:
+                    if EARLY_WORDS:  # in flight while this program waits for its copies and reduces them
+                        w = _words_of(words, team, it, slots, P)
                     nxt = row + n_teams
-                    cp.wait_group(0)  # the next row's groups are the only ones outstanding
+                    cp.wait_group((SLOTS - 2) * NCH)  # the next row's groups (the later rows' may be in flight)
                     cta_barrier()
                     n = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
-                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n, NCH, CHUNK, layout)
+                    mn, sn = _part_max_sum(buf, ((slot + 1) % SLOTS) * NCH, offs, lane, nxt < M, n, NCH, CHUNK,
+                                           PART, layout)
                     if CUT:
                         mn, sn = _with_edge(mn, sn, e_nxt)
                     _publish(words, team, part, it + 1, mn, sn, P)
-                    pm, ps = _gather(words, team, it, slots, P, SPIN)
+                    if not EARLY_WORDS:
+                        w = _words_of(words, team, it, slots, P)
+                    pm, ps = _gather(words, team, it, slots, w, P, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
-                    ahead = row + 2 * n_teams
+                    ahead = row + SLOTS * n_teams  # this slot's next row
                     if CUT:
                         e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
                     src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
                     n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
                     y_row = _y_body(y_ptr, row, stride_x, stride_y, off_x, off_y, N, CUT, Y_CUT, VEC)
                     for c in gl.static_range(NCH):
-                        cols = c * CHUNK + offs
+                        cols, ok = _part_cols(offs, lane, c, n, CHUNK, PART)
+                        ok_ahead = _part_cols(offs, lane, c, n_ahead, CHUNK, PART)[1] & (ahead < M)
                         if CUT and not Y_CUT:  # stored from shared memory before the refill (see out_layout)
                             for q in gl.static_range(CHUNK // SUB):
-                                first = part * (NCH * CHUNK) + c * CHUNK + q * SUB
-                                x = buf.index(half * NCH + c).slice(q * SUB, SUB).load(out_layout).to(gl.float32)
+                                first = part * PART + c * CHUNK + q * SUB
+                                out_ok = lane_offs < n - first
+                                if c * CHUNK + (q + 1) * SUB > PART:  # past the part's end (see TEAM_PARTS)
+                                    out_ok = out_ok & (lane_offs < PART - c * CHUNK - q * SUB)
+                                x = buf.index(slot * NCH + c).slice(q * SUB, SUB).load(out_layout).to(gl.float32)
                                 gl.store(y_row + first + lane_offs,
-                                         gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                         mask=lane_offs < n - first)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                            copy_to_shared(buf.index(half * NCH + c), src + cols,
-                                           mask=(cols < n_ahead) & (ahead < M))
+                                         gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=out_ok)
+                            cta_barrier()  # every warp has read chunk c: refill it with row `ahead`
+                            copy_to_shared(buf.index(slot * NCH + c), src + cols, mask=ok_ahead)
                             cp.commit_group()
                         else:
-                            x = buf.index(half * NCH + c).load(layout).to(gl.float32)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                            copy_to_shared(buf.index(half * NCH + c), src + cols,
-                                           mask=(cols < n_ahead) & (ahead < M))
+                            x = buf.index(slot * NCH + c).load(layout).to(gl.float32)
+                            cta_barrier()  # every warp has read chunk c: refill it with row `ahead`
+                            copy_to_shared(buf.index(slot * NCH + c), src + cols, mask=ok_ahead)
                             cp.commit_group()
-                            gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                     mask=cols < n)
+                            gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=ok)
                     if CUT:
-                        col, ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
+                        col, edge_ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
                         gl.store(y_ptr + (row.to(gl.int64) * stride_y + off_y) + col,
                                  gl.exp2(e_row.to(gl.float32) * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                 mask=ok & mine)
+                                 mask=edge_ok & mine)
                         e_row = e_nxt
-                        e_nxt = e_ahead
+                        if SLOTS == 3:
+                            e_nxt = e_2
+                            e_2 = e_ahead
+                        else:
+                            e_nxt = e_ahead
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -1121,27 +1185,40 @@ def _row_unit(x2, y2) -> int:
 
 
 def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
-    """Launch _softmax_smem_team with as many programs an SM as fit (up to SMEM_TEAM's); False when
-    not even one team of P programs fits the GPU at once, or when it failed to compile or launch on this
-    device before (_TEAM_FAILED). `cut`: on each row's body cut at 16-byte boundaries (see SMEM_CUT),
-    P parts enough for the longest body, N's whole 16-byte groups."""
+    """Launch _softmax_smem_team with as many programs an SM as fit (up to SMEM_TEAM's), P parts a row of PART
+    elements each (_team_shape); False when not even one team of P programs fits the GPU at once, or when it
+    failed to compile or launch on this device before (_TEAM_FAILED). `cut`: on each row's body cut at 16-byte
+    boundaries (see SMEM_CUT), parts enough for the longest body, N's whole 16-byte groups."""
     if (x2.device, cut) in _TEAM_FAILED:
         return False
-    st = SMEM_TEAM
+    st = dict(SMEM_TEAM)
     vec = 16 // x2.element_size()
-    P = _team_parts(N, st["CHUNK"] * st["NCH"], vec if cut else 1)
     words, exits = _team_words(x2.device, sms * 32)
     x_arg, off_x, y_arg, off_y, y_cut = _cut_args(x2, y2) if cut else (x2, 0, y2, 0, False)
     args = (x_arg, y_arg, words, exits, M, N, x2.stride(0), y2.stride(0), off_x, off_y)
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "maxnreg": st["maxnreg"]}
-    occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
-    teams = min(M, (sms * occ) // P)
+
+    def consts(shape):
+        P, part = shape
+        return {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "PART": part, "SLOTS": st["SLOTS"], "P": P,
+                "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN, "CUT": cut, "Y_CUT": y_cut, "VEC": vec,
+                "EARLY_WORDS": bool(st["EARLY_WORDS"]), "maxnreg": st["maxnreg"]}
+
+    def programs_per_sm(shape):
+        return min(st["PROGRAMS_PER_SM"],
+                   _programs_per_sm(_softmax_smem_team, args, consts(shape), st["num_warps"], 1, x2.device))
+    body = N // vec * vec if cut else N  # the longest body a row has
+    shape = _team_shape(M, body, vec, None)
+    if st["SLOTS"] > 2 and programs_per_sm(shape) < THREE_SLOTS_PROGRAMS:  # see TEAM_SLOTS
+        st.update(TWO_SLOTS)
+    if st["DEAL_ROWS"]:  # the programs an SM of the fewest parts, as parts hardly move them (see TEAM_PARTS)
+        shape = _team_shape(M, body, vec, sms * programs_per_sm(shape))
+    P, part = shape
+    teams = min(M, (sms * programs_per_sm(shape)) // P)
     if teams < 1:
         return False
     try:
-        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut)
-        _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
+        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut, P=P, PART=part, SLOTS=st["SLOTS"])
+        _softmax_smem_team[(teams * P,)](*args, **consts(shape), num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _TEAM_FAILED[x2.device, cut] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -1152,11 +1229,26 @@ def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
     return True
 
 
-def _team_parts(N: int, part: int, vec: int) -> int:
-    """The shared-memory team's programs a row: parts of `part` elements enough for N's whole groups of vec
-    (vec 1: the whole row; a row cut at 16-byte boundaries has a body of at most N // vec * vec), one at
-    least (the one that holds the row's edge)."""
-    return max(1, triton.cdiv(N // vec * vec, part))
+def _team_shape(M: int, body: int, vec: int, slots) -> tuple[int, int]:
+    """(P, PART): the shared-memory team's programs a row and the elements each holds of it, for rows whose body
+    (the columns its parts copy) is at most `body` long (see TEAM_PARTS). PART at most SMEM_TEAM's NCH chunks, a
+    multiple of vec (each part starts on 16 bytes). slots None: the fewest parts; else, of the fewest up to twice
+    as many, the P whose busiest program holds the fewest elements of rows, each row's counted with
+    TEAM_ROW_OVERHEAD, on `slots` programs at once (ties: fewer parts). EVEN_PARTS off: parts of whole chunks, the
+    last one short (as the team was first built)."""
+    cap = SMEM_TEAM["CHUNK"] * SMEM_TEAM["NCH"]
+    least = max(1, triton.cdiv(body, cap))
+    if not SMEM_TEAM["EVEN_PARTS"]:
+        return least, cap
+
+    def part(P):
+        return triton.cdiv(triton.cdiv(body, P), vec) * vec
+
+    def busiest(P):
+        teams = min(M, slots // P)
+        return (triton.cdiv(M, teams) * (part(P) + TEAM_ROW_OVERHEAD * cap), P) if teams else (float("inf"), P)
+    P = least if slots is None else min(range(least, 2 * least + 1), key=busiest)
+    return P, part(P)
 
 
 def _cut_args(x2, y2):
