@@ -34,12 +34,12 @@ TINY = os.environ.get("PROBE_TINY", "") not in ("", "0")
 T0 = time.time()
 DEADLINE = T0 + float(os.environ.get("PROBE_SECONDS", "215"))
 # The switches of SMEM_TEAM each variant sets (the rest as this tree ships them); see TEAM_PARTS, TEAM_SLOTS,
-# TEAM_WORDS in skills/kernels/softmax/softmax.py. "even" is main's team on parts of one length, dealt; "3 slots"
-# adds a third row in flight a program (four programs an SM: registers capped at 128, which four allow);
-# "3 slots + words" reads the siblings' words early (this tree's default).
+# TEAM_WORDS in skills/kernels/softmax/softmax.py. "even": main's team (two slots, five programs an SM) on parts of
+# one length, dealt; "even + words": the siblings' words read early too; "3 slots + words" (this tree's default):
+# a third row in flight a program, four programs an SM, registers capped at 128 (which four allow).
 VARIANTS = {
     "even": {"EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 2, "EARLY_WORDS": 0, "maxnreg": 96},
-    "3 slots": {"EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 3, "EARLY_WORDS": 0, "maxnreg": 128},
+    "even + words": {"EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 2, "EARLY_WORDS": 1, "maxnreg": 96},
     "3 slots + words": {"EVEN_PARTS": 1, "DEAL_ROWS": 1, "SLOTS": 3, "EARLY_WORDS": 1, "maxnreg": 128},
 }
 B, H, F = torch.bfloat16, torch.float16, torch.float32
@@ -79,13 +79,16 @@ def load(path, name):
 
 
 def with_team(switches, fn):
-    """fn run with this tree's SMEM_TEAM under `switches`, then as shipped."""
+    """fn run with this tree's SMEM_TEAM under `switches`, then as shipped. A team that failed to compile is
+    forgotten after each call (its warning printed, its path the kernel that took its rows instead), so that
+    the next variant tries its own."""
     def run():
         new.SMEM_TEAM = {**SHIPPED, **switches}
         try:
             return fn()
         finally:
             new.SMEM_TEAM = SHIPPED
+            new._TEAM_FAILED.clear()
     return run
 
 

@@ -64,7 +64,8 @@ def compile_team(mod, st, N, dtype, off_x, y_cut):
         elif s == "D":
             attrs[(i,)] = [["tt.divisibility", 16]]
     k = triton.compile(GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": st["num_warps"], "maxnreg": st["maxnreg"]})
+                       target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": st["num_warps"], "maxnreg": st["maxnreg"]})
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(k.asm["cubin"])

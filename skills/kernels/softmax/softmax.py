@@ -174,8 +174,8 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
 # the row's first boundary a0 to its last b0, whole groups of 8 elements that cp.async copies 16 bytes at a time
 # (a row copied from its start does not compile: cp.async moves 4 bytes at least), parts of it to the P programs
-# as their columns, P = ceil(N // 8 * 8 / (NCH * CHUNK)) (_team_parts: 65537 takes 8 parts, not 9); the under 2 x 8
-# elements left at its ends (its edge) loaded element by element by program P - 1 (the one with the least body),
+# as their columns, at least P = ceil(N // 8 * 8 / (NCH * CHUNK)) (_team_shape: 65537 takes 8 parts, not 9); the
+# under 2 x 8 elements left at its ends (its edge) loaded element by element by program P - 1 (the last part),
 # a row ahead of its use as its chunks are, into registers, and folded into its partial (max, sum) and its write.
 # The kernel is given x at its start rounded down to 16 bytes (_aligned_base: x 2-byte aligned, that address in its
 # storage) and the offset from there, so that Triton sees each body's groups; y likewise where its rows sit at x's
