@@ -32,7 +32,7 @@ from probe_sm58 import VARIANTS  # noqa: E402  the device probe's switches
 
 CASES = [  # (N, dtype, off_x, Y_CUT): cut rows, y cut like x or not; rows of 16 (CUT off)
     (50257, torch.bfloat16, 0, True), (50257, torch.float16, 3, False), (100277, torch.bfloat16, 0, True),
-    (151936, torch.bfloat16, 0, None), (128256, torch.float16, 0, None)]
+    (151936, torch.bfloat16, 0, None), (128256, torch.float16, 0, None), (262144, torch.bfloat16, 0, None)]
 
 
 def compile_team(mod, st, N, dtype, off_x, y_cut):

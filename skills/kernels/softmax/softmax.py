@@ -191,16 +191,17 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # Measured on the H100 (the A/B there): 512x50257 bf16 63.0 -> 78.1% of copy, fp16 62.5 -> 79.1%, 2048x50257 bf16
 # 69.2 -> 89.5%, 1024x65537 fp16 70.6 -> 87.1%, 512x100277 bf16 71.5 -> 85.7%; y not cut like x 67-80%.
 # TEAM_PARTS (issue 52; experiments/held-out-shapes/few-rows-team/): why 512 rows of a vocabulary read under
-# 85%. A team's programs run in step (each waits for its siblings' partials), so a launch lasts as long as its
-# busiest SM takes. Every H100 figure of the team above fits, within 3 us, the longer of: its busiest SM's bytes
-# at 23.3 GB/s (a 3.04 TB/s copy's share an SM), and the launch's bytes at 2.71 TB/s. 512x50257: P = 7 parts of
-# 8192, the 7th holding 1104 elements; 660 programs (5 an SM), 94 teams, 5.45 rows a team, so 42 teams take 6;
-# an SM of 5 full parts of such teams moves 5 x 6 x 32 KB = 960 KB (the mean SM 780): 41.2 us, measured 43.3;
-# 2048x50257 3520 KB, 151.1 us (151.1); 256x128256 (16 parts, 7 rows) 1120 KB, 48.1 us (48.2); 1024x65537 (8
-# full parts) the bytes' 99.0 us (101.2). Two roundings multiply there: 5 full parts an SM where the mean holds
-# 4.38, and 6 rows a team where the mean is 5.45.
+# 85%. A team's programs run in step (each waits for its siblings' partials), so a launch lasts about as long as
+# its busiest SM takes: the longer of that SM's bytes at 23.5 GB/s (a 3044 GB/s copy's share an SM is 23.1) and
+# the launch's bytes at 2.71 TB/s (what the team sustains where every SM is equally busy), plus 1.5 us of ramp at
+# 512-1024 rows, gives every H100 figure of the team above within 2.2 us (.stage/predict_sm58.py). 512x50257:
+# P = 7 parts of 8192, the 7th holding 1104 elements; 660 programs (5 an SM), 94 teams, 5.45 rows a team, so 42
+# teams take 6; an SM of 5 full parts of such teams moves 5 x 6 x 32 KB = 983 KB where the mean SM moves 780:
+# 43.3 us, measured 43.3; 2048x50257 3604 KB, 153.4 us (151.1); 256x128256 (16 parts, 7 rows) 1147 KB, 50.3 us
+# (48.2); 1024x65537 (8 full parts) the bytes' bound, 100.6 us (101.2). Two roundings multiply at 512x50257: 5
+# full parts an SM where the mean holds 4.38, and 6 rows a team where the mean is 5.45.
 # EVEN_PARTS: the P parts of one length PART, the fewest multiple of 8 elements that covers the body, at most
-# NCH chunks (masked past it): 7 parts of 7184 at 50257, 13 of 7728 at 100277, 19 of 8000 at 151936; parts of
+# NCH chunks (masked past it): 7 parts of 7184 at 50257, 13 of 7720 at 100277, 19 of 8000 at 151936; parts of
 # whole chunks where they fit exactly (65536 and longer powers of two: main's code). DEAL_ROWS: of the fewest
 # parts up to twice as many, the P whose busiest program holds the fewest elements, ceil(M / teams) rows of PART
 # plus TEAM_ROW_OVERHEAD of a full part each (a row's exchange, barriers and wait, a guess the device run's
