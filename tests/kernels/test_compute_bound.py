@@ -4,10 +4,12 @@ own checks are tested in tests/harness/."""
 
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
 import sys
+import types
 import warnings
 
 import pytest
@@ -288,16 +290,18 @@ def test_moe_output_is_bitwise_the_same_whatever_the_order_within_an_experts_run
 class _GluonGemmByTorch:
     """moe_gemm_gluon_kernel's contract, in torch (Gluon kernels run on a GPU only): for every row block b
     in use, of expert e = block_expert[b], its 64 * CONSUMERS rows of A times the expert's weight rows into
-    C; SWIGLU writes silu(gate) * up. Records each launch's grid, boxes and scalars."""
+    C; SWIGLU writes silu(gate) * up. A_PAIRS_ONLY: A's rows that hold no pair are not read (NaN here, as
+    whatever the loader puts there may be). Records each launch's grid, boxes and scalars."""
 
     def __init__(self):
         self.launches = []
 
     def __getitem__(self, grid):
-        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, expert_rows, num_m_blocks,
-                   n_tiles, K, **options):
+        def launch(a_desc, a_rows_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, expert_rows,
+                   num_m_blocks, n_tiles, K, **options):
             self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
             a, w, c = a_desc.base, w_desc.base, c_desc.base
+            assert a_rows_desc.base is a and a_rows_desc.block_shape == [8, a_desc.block_shape[1]]
             assert c_rows_desc.base is c and c_rows_desc.block_shape == [8, c_desc.block_shape[1]]
             bm = 64 * options["CONSUMERS"]
             assert int(expert_start[-1]) == int((block_expert >= 0).sum())
@@ -305,16 +309,18 @@ class _GluonGemmByTorch:
                 e = int(block_expert[b])
                 if e < 0:
                     continue
+                # the rows that hold a pair: the first expert_rows[e] of the expert's run, which starts at row
+                # block expert_start[e] (PAIRS_ONLY's stores may round them up to 8)
+                pairs = torch.arange(bm) + (b - int(expert_start[e])) * bm < int(expert_rows[e])
                 rows = a[b * bm:(b + 1) * bm].float()
+                if options["A_PAIRS_ONLY"]:
+                    rows[~pairs] = float("nan")
                 if options["SWIGLU"]:
                     gate, up = rows @ w[2 * e].float().T, rows @ w[2 * e + 1].float().T
                     result = (torch.nn.functional.silu(gate) * up).to(c.dtype)
                 else:
                     result = (rows @ w[e].float().T).to(c.dtype)
-                # PAIRS_ONLY: the rows that hold a pair alone (the kernel may round them up to 8): the first
-                # expert_rows[e] of the expert's run, which starts at row block expert_start[e]
-                local = torch.arange(bm) + (b - int(expert_start[e])) * bm
-                stored = local < int(expert_rows[e]) if options["PAIRS_ONLY"] else slice(None)
+                stored = pairs if options["PAIRS_ONLY"] else slice(None)
                 c[b * bm:(b + 1) * bm][stored] = result[stored]
         return launch
 
@@ -350,8 +356,8 @@ def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monk
     out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["GLUON"] == 1
-    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1, num_warps=4,
-                launch_pdl=True)
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1,
+                A_PAIRS_ONLY=1, num_warps=4, launch_pdl=True)
     # (the host's bound on the row blocks, ceil(T*k / 128) + E = 8) x 2 column tiles = 16 tiles on 5 SMs
     assert gemms.launches == [
         ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, CONSUMERS=2, **regs)),
@@ -374,8 +380,8 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
     out = m.fused_moe(x, w13, w2, logits, top_k)
     assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
     assert m.last_config["BLOCK_M"] == 64 and m.last_config["GLUON"] == 1
-    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1, num_warps=4,
-                launch_pdl=True)
+    regs = dict(LOADER_REGS=m.GLUON_LOADER_REGS, CONSUMER_REGS=m.GLUON_CONSUMER_REGS, PDL=1, PAIRS_ONLY=1,
+                A_PAIRS_ONLY=1, num_warps=4, launch_pdl=True)
     # 8 blocks (ceil(160 / 64) + 5) x 1 column tile of 128 gate/up and 1 of 128 down (8 tiles < 4 an SM)
     assert gemms.launches == [
         ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
@@ -588,6 +594,126 @@ def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch)
             assert [(o["PDL"], o.get("launch_pdl"), o["PAIRS_ONLY"]) for *_, o in gemms.launches] == [
                 (int(pdl), True if pdl else None, int(pairs))] * 2, (T, forced_pdl, forced_pairs)
             assert (m.last_config["PDL"], m.last_config["PAIRS_ONLY"]) == (int(pdl), int(pairs))
+
+
+class _LoaderRun:
+    """moe_gemm_gluon_kernel's loader partition (_moe_gluon_loader's Python body: Gluon has no interpreter) as one
+    program runs it, its Gluon calls replaced by records: an mbarrier expect opens a phase of its stage, and each
+    TMA copy adds its box's bytes to the phase open on its barrier and says which row of A lands in each row of
+    the phase's A tiles. No consumer runs: a wait for a free stage passes at once, so each phase is one k-step of
+    a tile, in order. tile(tile_id) is the kernel's _gluon_tile on the same tables."""
+
+    def __init__(self, m, a_rows, k_box, w_box, consumers, stages, tables, n_tiles, K, pdl, a_pairs_only, program,
+                 programs):
+        self.phases = []  # dicts: stage, expected bytes, bytes copied, weight box coordinates, A rows landed
+        nbytes = lambda box: math.prod(box) * 2
+        desc = lambda box: types.SimpleNamespace(block_type=types.SimpleNamespace(shape=box, nbytes=nbytes(box)))
+        a_desc, a_rows_desc, w_desc = desc([64, k_box]), desc([8, k_box]), desc(w_box)
+        self.stage_bytes = consumers * nbytes([64, k_box]) + nbytes(w_box)
+        open_phase = {}  # stage -> its phase open now
+
+        def expect(bar, expected):
+            open_phase[bar] = {"stage": bar, "expected": expected, "copied": 0, "w": [], "a": {}}
+            self.phases.append(open_phase[bar])
+
+        def tma_load(d, coord, bar, dest):
+            phase = open_phase[bar]
+            phase["copied"] += d.block_type.nbytes
+            if d is w_desc:
+                phase["w"].append(tuple(int(c) for c in coord))
+                return
+            (tile, first), row, col = dest, int(coord[0]), int(coord[1])
+            rows = d.block_type.shape[0]
+            assert 0 <= row and row + rows <= a_rows and col % k_box == 0, (row, col)  # every box inside A
+            for r in range(rows):  # (consumer's tile, its row) <- (row of A, column)
+                phase["a"][(tile, first + r)] = (row + r, col)
+
+        class Tile(tuple):  # (smem index, first row) of a 64-row A tile, or of 8 rows of it
+            shape = [64, k_box]
+
+            def slice(self, start, rows):
+                return Tile((self[0], self[1] + start))
+
+        class Ptr:
+            def __init__(self, table, offset=0):
+                self.table, self.offset = table, offset
+
+            def __add__(self, n):
+                return Ptr(self.table, self.offset + int(n))
+
+        gl = types.SimpleNamespace(program_id=lambda axis: program, num_programs=lambda axis: programs,
+                                   cdiv=lambda x, y: -(-x // y), minimum=min, maximum=max,
+                                   load=lambda p: int(p.table[p.offset]), static_range=range)
+        ns = dict(vars(m), gl=gl, tma_load=tma_load, _grid_dependency_wait=lambda: None,
+                  mbarrier=types.SimpleNamespace(expect=expect, wait=lambda bar, phase: None))
+        for name in ("_moe_gluon_loader", "_gluon_tile", "_load_rows"):
+            fn = getattr(m, name).fn
+            ns[name] = types.FunctionType(fn.__code__, ns, name, fn.__defaults__, fn.__closure__)
+        block_expert, expert_start, expert_rows = (Ptr(t) for t in tables)
+        self.tile = lambda tile_id: ns["_gluon_tile"](tile_id, block_expert, expert_start, n_tiles)
+        index = types.SimpleNamespace(index=lambda i: i)
+        ns["_moe_gluon_loader"](a_desc, a_rows_desc, w_desc, types.SimpleNamespace(index=lambda i: Tile((i, 0))), index,
+                                index, index, block_expert, expert_start, expert_rows, len(tables[0]), n_tiles, K,
+                                stages, consumers, pdl, a_pairs_only)
+
+
+@pytest.mark.parametrize("consumers", [1, 2])
+@pytest.mark.parametrize("pdl", [0, 1])
+@pytest.mark.parametrize("a_pairs_only", [0, 1])
+def test_moe_gluon_loader_brings_every_pairs_row_of_a_and_the_bytes_each_stage_expects(consumers, pdl, a_pairs_only):
+    """The Gluon GEMM's loader, run in Python on each program of a persistent grid: every tile of the blocks in use
+    is one program's, once; each of its k-steps gets one phase of a stage whose expected bytes are the bytes copied
+    into it (short, the GPU hangs; over, the next phase is corrupted), the expert's weight box at [2e, column, k],
+    and in each row of each consumer's A tile that holds a pair, that row of A at the k-step's columns.
+    A_PAIRS_ONLY: any other row of the tile gets its own row only within an 8-row box that holds a pair, else one
+    of the block's first 8 rows (loaded at the same k-step: L2), so the rows of A read are the pairs' rounded up to
+    8 a half; without it, each row its own. Routings: an expert with no pair (no block), one with nearly all
+    (blocks of full halves), halves partly filled, and on two consumers second halves of padding alone (3, 1, 70
+    rows); PDL: the first tile's weight boxes go before the wait, counted in the same phases."""
+    m = _template("fused-moe")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    E, bm, k_box, K, n_tiles, stages, programs = 5, 64 * consumers, 32, 96, 2, 2, 3
+    counts = [0, 200, 3, 70, 1] if consumers == 2 else [0, 200, 3, 64, 65]
+    blocks = [-(-c // bm) for c in counts]
+    tables = (torch.tensor(sum(([e] * b for e, b in enumerate(blocks)), []) + [-1, -1], dtype=torch.int32),
+              torch.tensor([sum(blocks[:e]) for e in range(E + 1)], dtype=torch.int32),
+              torch.tensor(counts, dtype=torch.int32))
+    a_rows = len(tables[0]) * bm
+    visited, a_read = [], set()
+    for program in range(programs):
+        run = _LoaderRun(m, a_rows, k_box, [2, 16, k_box], consumers, stages, tables, n_tiles, K, pdl, a_pairs_only,
+                         program, programs)
+        phases = iter(run.phases)
+        for tile_id in range(program, len(tables[0]) * n_tiles, programs):
+            b, n, e = (int(v) for v in run.tile(tile_id))
+            if e < 0:
+                continue
+            visited.append((b, n))
+            pairs = counts[e] - (b - int(tables[1][e])) * bm  # the block's rows that hold a pair
+            for ki in range(K // k_box):
+                phase = next(phases)
+                assert phase["expected"] == run.stage_bytes == phase["copied"], (tile_id, ki)
+                assert phase["w"] == [(2 * e, n * 16, ki * k_box)]
+                for c in range(consumers):
+                    for r in range(64):
+                        row, col = phase["a"][(consumers * phase["stage"] + c, r)]
+                        a_read.add(row)
+                        own = b * bm + c * 64 + r
+                        assert col == ki * k_box
+                        if c * 64 + r < pairs or not a_pairs_only:
+                            assert row == own, (tile_id, ki, c, r)
+                        else:  # its own row in a box with a pair, or one of the block's first 8
+                            assert row == own and (c * 64 + r) // 8 * 8 < pairs or b * bm <= row < b * bm + 8, row
+        assert next(phases, None) is None
+    in_use = [b for b in range(len(tables[0])) if tables[0][b] >= 0]
+    assert sorted(visited) == [(b, n) for b in in_use for n in range(n_tiles)]
+    if a_pairs_only:  # the pairs' rows, each half's rounded up to 8, and never a row of a block not in use
+        rounded = {b * bm + c * 64 + r for b in in_use for c in range(consumers) for r in range(64)
+                   if r // 8 * 8 < counts[int(tables[0][b])] - (b - int(tables[1][int(tables[0][b])])) * bm - c * 64}
+        assert a_read == rounded
+    else:
+        assert a_read == {b * bm + r for b in in_use for r in range(bm)}
 
 
 def test_moe_gluon_runs_on_hopper_16bit_64_or_128_row_blocks_one_wgmma_wide(monkeypatch):
@@ -1797,16 +1923,17 @@ def ptx_facts(ptx):
             "first_w_load": first(r"cp[.]async[.]bulk[.]tensor[.]3d[.]shared::(cluster|cta)[.]global"),
             "first_a_load": first(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global"),
             "stores": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]global[.]shared::cta", ptx)),
+            "a_loads": len(re.findall(r"cp[.]async[.]bulk[.]tensor[.]2d[.]shared::(cluster|cta)[.]global", ptx)),
             "butterflies": ptx.count("shfl.sync.bfly")}
 
 
-for dtype, (E, HD, I), rows, cfg, pdl in [
-        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}, 0),
-        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}, 1),
-        ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}, 1),
-        ("bf16", (8, 4096, 14336), 24 * 64, {**t.CONFIG, **t.streaming_config(512, 8, 2, 4096, 14336, 132)}, 1),
-        ("fp16", (64, 2048, 1408), 112 * 64, {**t.CONFIG, **t.streaming_config(512, 64, 6, 2048, 1408, 132)}, 1),
-        ("bf16", (64, 2048, 1408), 80 * 128, {**t.CONFIG, **t.streaming_config(1024, 64, 6, 2048, 1408, 132)}, 1)]:
+for dtype, (E, HD, I), rows, cfg, pdl, pairs in [
+        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}, 0, 0),
+        ("bf16", (8, 4096, 14336), 72 * 128, {**t.CONFIG, "GLUON": 1}, 1, 1),
+        ("fp16", (4, 200, 360), 6 * 128, {**t.CONFIG, "GLUON": 1}, 1, 1),
+        ("bf16", (8, 4096, 14336), 24 * 64, {**t.CONFIG, **t.streaming_config(512, 8, 2, 4096, 14336, 132)}, 0, 1),
+        ("fp16", (64, 2048, 1408), 112 * 64, {**t.CONFIG, **t.streaming_config(512, 64, 6, 2048, 1408, 132)}, 1, 1),
+        ("bf16", (64, 2048, 1408), 80 * 128, {**t.CONFIG, **t.streaming_config(1024, 64, 6, 2048, 1408, 132)}, 1, 1)]:
     torch_dtype, gl_dtype = GL[dtype]
     bn, dbn, bk, consumers = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"], cfg["BLOCK_M"] // 64
     x_sorted, h, y = (torch.empty(rows, cols, dtype=torch_dtype) for cols in (HD, I, HD))
@@ -1817,11 +1944,12 @@ for dtype, (E, HD, I), rows, cfg, pdl in [
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
-        descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype),
-                 desc(c, [8, c_box[1]], gl_dtype)]
+        descs = [desc(a, [64, bk], gl_dtype), desc(a, [8, bk], gl_dtype), desc(w, w_box, gl_dtype),
+                 desc(c, c_box, gl_dtype), desc(c, [8, c_box[1]], gl_dtype)]
         consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
-                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pdl)
-        compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1], pdl], t.moe_gemm_gluon_kernel,
+                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pairs, A_PAIRS_ONLY=pairs)
+        compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1], pdl, pairs],
+                           t.moe_gemm_gluon_kernel,
                            descs + [block_expert, expert_start, expert_rows, rows // cfg["BLOCK_M"], 7, K],
                            consts, {"num_warps": 4}, ptx_facts)
 """
@@ -2006,20 +2134,22 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     Triton 3.6 and 3.9). PDL 1: one launch_dependents, and the loader's one grid dependency wait after its
     first weight box is issued and before any box of A (the kernel before's output); PDL 0: neither.
     PAIRS_ONLY: the epilogue's store of a 64-row half, whole, or in 8-row boxes up to the rows that hold pairs,
-    counted from the expert's pairs (expert_rows) with no cross-lane reduction."""
+    counted from the expert's pairs (expert_rows) with no cross-lane reduction. A_PAIRS_ONLY (with PAIRS_ONLY
+    here, as the rule gives both): the loader's A of a half, one box or 8-row boxes; the loader's 32 registers
+    hold its row arithmetic (at 24, 16 bytes of stack: Triton 3.9)."""
     m = _template("fused-moe")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cases = _compile_for_sm90("fused-moe", _MOE_CASES, tmp_path)
     assert [c["case"] for c in cases] == [
-        ["bf16", 4096, 14336, 1, 2, 4, 256, 0], ["bf16", 4096, 14336, 0, 2, 4, 256, 0],
-        ["bf16", 4096, 14336, 1, 2, 4, 256, 1], ["bf16", 4096, 14336, 0, 2, 4, 256, 1],
-        ["fp16", 200, 360, 1, 2, 4, 256, 1], ["fp16", 200, 360, 0, 2, 4, 256, 1],
-        ["bf16", 4096, 14336, 1, 1, 5, 256, 1], ["bf16", 4096, 14336, 0, 1, 8, 128, 1],
-        ["fp16", 2048, 1408, 1, 1, 8, 128, 1], ["fp16", 2048, 1408, 0, 1, 5, 256, 1],
-        ["bf16", 2048, 1408, 1, 2, 6, 128, 1], ["bf16", 2048, 1408, 0, 2, 4, 256, 1]]
+        ["bf16", 4096, 14336, 1, 2, 4, 256, 0, 0], ["bf16", 4096, 14336, 0, 2, 4, 256, 0, 0],
+        ["bf16", 4096, 14336, 1, 2, 4, 256, 1, 1], ["bf16", 4096, 14336, 0, 2, 4, 256, 1, 1],
+        ["fp16", 200, 360, 1, 2, 4, 256, 1, 1], ["fp16", 200, 360, 0, 2, 4, 256, 1, 1],
+        ["bf16", 4096, 14336, 1, 1, 5, 256, 0, 1], ["bf16", 4096, 14336, 0, 1, 8, 128, 0, 1],
+        ["fp16", 2048, 1408, 1, 1, 8, 128, 1, 1], ["fp16", 2048, 1408, 0, 1, 5, 256, 1, 1],
+        ["bf16", 2048, 1408, 1, 2, 6, 128, 1, 1], ["bf16", 2048, 1408, 0, 2, 4, 256, 1, 1]]
     for case in cases:
-        _, _, _, swiglu, consumers, stages, w_rows, pdl = case["case"]
+        _, _, _, swiglu, consumers, stages, w_rows, pdl, pairs = case["case"]
         ring = stages * (consumers * 64 * 64 + w_rows * 64) * 2 + consumers * 64 * (w_rows // 2) * 2
         assert ring <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
@@ -2028,7 +2158,9 @@ def test_moe_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
             assert 0 <= case["first_w_load"] < case["wait_at"] < case["first_a_load"], case
         # each consumer's code stores a tile in one TMA store (two halves: the down GEMM); PAIRS_ONLY adds one of 8
         # rows for each 8 of the 64
-        assert case["stores"] == consumers * (1 if swiglu else 2) * (9 if pdl else 1), case
+        assert case["stores"] == consumers * (1 if swiglu else 2) * (9 if pairs else 1), case
+        # A: one box a consumer; A_PAIRS_ONLY adds the 8-row boxes of a half's pairs and of its other rows
+        assert case["a_loads"] == consumers if not pairs else case["a_loads"] >= consumers * 16, case
         # PAIRS_ONLY's rows of a half come from the expert's count by arithmetic: no cross-lane sum (moe56 summed
         # the half's sorted_ids below the sentinel, a butterfly and two barriers before each tile's mainloop)
         assert case["butterflies"] == 0, case

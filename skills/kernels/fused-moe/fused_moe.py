@@ -83,6 +83,7 @@ GATHER_BLOCK_D = 128
 SUM_BLOCK_D = 1024  # hidden columns a program of moe_sum_kernel adds
 ROUTE_TILE = 256  # logits a program (one warp) of moe_route_kernel: route_block_t
 ALIGN_BLOCK_P = 1024  # pairs a program (8 warps) of moe_align_kernel places
+PREFETCH_BLOCK_R = 512  # weight rows a program (4 warps) of moe_prefetch_kernel asks the L2 for
 # On the Gluon path (Hopper) the route, align, gather, both GEMMs and the sum are launched as programmatic
 # dependents (PDL: each may start before the kernel before it ends, and waits for it in the kernel,
 # griddepcontrol.wait): a GEMM's programs fill their rings with weights under the previous kernel's tail, and
@@ -96,6 +97,17 @@ PDL_LAUNCH = None
 # tokens (128-row blocks) 6144 of 8192. Where: pairs_only_pays (the layer streams its weights). None: that
 # rule; True / False: forced (an A/B switch: False stores whole blocks, as before).
 PAIRS_ONLY = None
+# The Gluon GEMMs read from memory only the rows of A (x_sorted, h) that hold a pair (moe_gemm_gluon_kernel's
+# A_PAIRS_ONLY, _load_rows): the padding rows, never written where PAIRS_ONLY holds, were read from DRAM all the
+# same, 14.2 MB of the GEMMs' reads at 1024 tokens on 64 experts, 25.7 MB at 64. Where: pairs_only_pays. None:
+# that rule; True / False: forced (an A/B switch: False reads whole blocks, as before).
+A_PAIRS_ONLY = None
+# Where the Gluon path streams the weights, the counters' memset becomes moe_prefetch_kernel, which also asks the
+# L2 for PREFETCH_BYTES of the weights that the gate/up GEMM's first tiles read first (weight_prefetch_plan), in
+# the DRAM's idle time while the routing runs (~9 us at 64 experts). None: that rule; True / False: forced (an
+# A/B switch: False keeps the memset).
+WEIGHT_PREFETCH = None
+PREFETCH_BYTES = 24 << 20  # ~8 us at the H100's ~3 TB/s copy rate: the routing's ~9 us, less the prefetch's own
 
 
 @triton.jit
@@ -106,6 +118,33 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     first_m = group * GROUP_M
     group_m = min(num_pid_m - first_m, GROUP_M)
     return first_m + (tile_id % in_group) % group_m, (tile_id % in_group) // group_m
+
+
+@triton.jit
+def moe_prefetch_kernel(counts_ptr, w_ptr, E, n_rows, I, HD, n_tiles, row_bytes, BLOCK_N: tl.constexpr,
+                        BLOCK_R: tl.constexpr, E_PAD: tl.constexpr, PREFETCH: tl.constexpr):
+    # Zeroes the route's per-expert counters (the memset it replaces: one launch either way) and, PREFETCH, asks
+    # the L2 for the start of the weight rows that the gate/up GEMM's first tiles read, while the routing runs and
+    # nothing reads the DRAM: memset, route and align took 9.1 us at 512 tokens on 64 experts (profile-h100.txt),
+    # ~27 MB at the copy rate, and the weight stream starts only after them. The rows: n_rows // (2 * BLOCK_N)
+    # (expert, column tile) pairs in the order the persistent gate/up grid's first tiles take them (expert-major,
+    # columns in order, as _gluon_tile walks them: each expert's blocks assumed few), each the tile's BLOCK_N gate
+    # rows and BLOCK_N up rows of w13's (E * 2 * I, HD) view, the first row_bytes of each (its first k-steps).
+    # cp.async.bulk.prefetch.L2 does not wait for the copy: the program ends while the L2 fills. A row that the
+    # routing then gives no first tile costs one DRAM read; the layer's output never depends on the prefetch.
+    pid = tl.program_id(0)
+    if pid == 0:
+        ecols = tl.arange(0, E_PAD)
+        tl.store(counts_ptr + ecols, tl.zeros([E_PAD], dtype=tl.int32), mask=ecols < E)
+    if PREFETCH:
+        i = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+        pair = i // (2 * BLOCK_N)
+        col = (pair % n_tiles) * BLOCK_N + i % BLOCK_N
+        row = (2 * (pair // n_tiles) + (i // BLOCK_N) % 2) * I + col
+        row = tl.where((i < n_rows) & (col < I), row, 0)  # past the plan or past I: row 0 again (an L2 hit)
+        tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0;", "=r,l,r",
+                                  [w_ptr + row.to(tl.int64) * HD, row_bytes + tl.zeros_like(row)], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 @triton.jit
@@ -344,10 +383,12 @@ def moe_sum_kernel(y_ptr, out_ptr, sorted_row_ptr, topk_w_ptr, HD, stride_out, T
     tl.store(out_ptr + t.to(tl.int64) * stride_out + offs_d, total.to(out_ptr.dtype.element_ty), mask=offs_d < HD)
 
 
-# The Gluon GEMMs' register budgets (setmaxnreg): the loader only issues copies and waits on barriers (24,
-# the minimum); each consumer warpgroup asks for the 240 that leaves of 64K, room beside its 64x256 fp32
-# accumulator (128 a thread) for the SwiGLU epilogue.
-GLUON_LOADER_REGS = 24
+# The Gluon GEMMs' register budgets (setmaxnreg): the loader only issues copies and waits on barriers (32: at
+# 24, the minimum, A_PAIRS_ONLY's row arithmetic spilled 16 bytes to the stack, compiled for sm_90 with Triton
+# 3.9); each consumer warpgroup asks for 240, room beside its 64x256 fp32 accumulator (128 a thread) for the
+# SwiGLU epilogue. Two consumers and the loader: 128 x 256 (the kernel's own warps) + 128 x 240 + 32 x 32 of
+# the SM's 64K registers.
+GLUON_LOADER_REGS = 32
 GLUON_CONSUMER_REGS = 240
 
 if gluon is not None:
@@ -381,9 +422,9 @@ if gluon is not None:
                                   pack=1)
 
     @gluon.jit
-    def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                          PDL: gl.constexpr):
+    def _moe_gluon_loader(a_desc, a_rows_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr,
+                          expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr,
+                          CONSUMERS: gl.constexpr, PDL: gl.constexpr, A_PAIRS_ONLY: gl.constexpr):
         # The producer warp: for each tile of this program, each k-step's A tiles of 64 rows (one a consumer)
         # and the expert's weight box into the next stage of the ring once both consumers have released it.
         # It never waits for an epilogue: it runs on into the next tile while the consumers store this one.
@@ -393,6 +434,7 @@ if gluon is not None:
         # moe_align_kernel, which had completed before the kernel before this one let it launch). A (x_sorted,
         # h: the kernel before's output) is loaded only after the grid dependency wait, so the ring fills
         # from DRAM under the previous kernel's tail, where the weight stream would otherwise stop.
+        # A_PAIRS_ONLY: of each tile's rows of A, only those that hold a pair come from memory (_load_rows).
         M_HALF: gl.constexpr = a_desc.block_type.shape[0]
         W_BOX0: gl.constexpr = w_desc.block_type.shape[0]
         W_BOX1: gl.constexpr = w_desc.block_type.shape[1]
@@ -413,6 +455,11 @@ if gluon is not None:
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
+                first_row = CONSUMERS * pid_m * M_HALF
+                pairs = CONSUMERS * M_HALF  # the block's rows that hold a pair (A_PAIRS_ONLY reads the count)
+                if A_PAIRS_ONLY:  # the expert's pairs less its run's rows before this block (as the consumers count)
+                    run_start = gl.load(expert_start_ptr + e) * (CONSUMERS * M_HALF)
+                    pairs = gl.load(expert_rows_ptr + e) - (first_row - run_start)
                 for ki in range(k_tiles):
                     s = it % NUM_STAGES
                     if it >= early:
@@ -422,11 +469,37 @@ if gluon is not None:
                         mbarrier.expect(ready.index(s), STAGE_BYTES)
                     # A's boxes, then the weights' (main's order: PDL 0 issues what main issued, in its order)
                     for c in gl.static_range(CONSUMERS):
-                        tma_load(a_desc, [(CONSUMERS * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
-                                 a_smem.index(CONSUMERS * s + c))
+                        _load_rows(a_desc, a_rows_desc, first_row, c * M_HALF, pairs - c * M_HALF, ki * BLOCK_K,
+                                   ready.index(s), a_smem.index(CONSUMERS * s + c), A_PAIRS_ONLY)
                     if it >= early:
                         tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
+
+    @gluon.jit
+    def _load_rows(a_desc, a_rows_desc, first_row, offset, n_rows, col, bar, a_buf, A_PAIRS_ONLY: gl.constexpr):
+        # Rows [first_row + offset, + M_HALF) of A (a consumer's half of the row block at first_row), columns
+        # [col, col + BLOCK_K), into a_buf: one box, or (A_PAIRS_ONLY, a half with fewer than M_HALF pairs: n_rows,
+        # 0 or fewer for one of padding alone) the 8-row boxes of a_rows_desc (same shared layout: its swizzle
+        # repeats every 8 rows) that hold its pairs. A padding row of A is never read as a pair's (the GEMM's rows
+        # are independent, and no padding row of C is stored or read), so each box that would hold padding alone
+        # copies the block's first 8 rows instead: the stage's bytes stay whole, and they come from L2 (this
+        # program loads those rows at the same k-step), where the padding came from DRAM. At 1024 tokens on 64
+        # experts (96 +- 9 rows an expert on 128-row blocks) 2048 of 8192 rows of x_sorted and of h are padding,
+        # 14.2 MB of the two GEMMs' DRAM reads; at 64 tokens (6 rows an expert on 64-row blocks) 3712 of 4096,
+        # 25.7 MB. The stores skip the same rows (PAIRS_ONLY), so those rows are never written.
+        M_HALF: gl.constexpr = a_buf.shape[0]
+        ROWS: gl.constexpr = a_rows_desc.block_type.shape[0]
+        if A_PAIRS_ONLY:
+            if n_rows >= M_HALF:
+                tma_load(a_desc, [first_row + offset, col], bar, a_buf)
+            else:
+                for r in gl.static_range(0, M_HALF, ROWS):
+                    if r < n_rows:
+                        tma_load(a_rows_desc, [first_row + offset + r, col], bar, a_buf.slice(r, ROWS))
+                    else:
+                        tma_load(a_rows_desc, [first_row, col], bar, a_buf.slice(r, ROWS))
+        else:
+            tma_load(a_desc, [first_row + offset, col], bar, a_buf)
 
     @gluon.jit
     def _store_rows(c_desc, c_rows_desc, c_buf, row, col, n_rows, PAIRS_ONLY: gl.constexpr):
@@ -514,10 +587,10 @@ if gluon is not None:
         tma.store_wait(0)  # the last store, before the program's shared memory goes away
 
     @gluon.jit
-    def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
-                              num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
+    def moe_gemm_gluon_kernel(a_desc, a_rows_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr,
+                              expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
                               CONSUMERS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                              PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr):
+                              PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr, A_PAIRS_ONLY: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
         # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and CONSUMERS warpgroups
         # of 64 rows each (row blocks of 64 * CONSUMERS: 2 where rows are many, 1 where each expert has few
@@ -528,6 +601,8 @@ if gluon is not None:
         # the kernel before it (the loader says what that changes), and lets the next kernel launch at once.
         # PAIRS_ONLY: C's rows that hold no pair (past expert_rows[e], the expert's pairs, in its run) are not
         # stored; c_rows_desc is C's descriptor in 8-row boxes, for the part of a 64-row half that holds pairs.
+        # A_PAIRS_ONLY: A's rows that hold no pair are not read from memory (the loader's _load_rows), through
+        # a_rows_desc, A's descriptor in 8-row boxes.
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -552,16 +627,18 @@ if gluon is not None:
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 1,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
-                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
+                (_moe_gluon_loader, (a_desc, a_rows_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr,
+                                     expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS,
+                                     PDL, A_PAIRS_ONLY)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
-                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
+                (_moe_gluon_loader, (a_desc, a_rows_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr,
+                                     expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS,
+                                     PDL, A_PAIRS_ONLY)),
             ], [1], [LOADER_REGS])
 
 
@@ -583,7 +660,7 @@ def route_block_t(experts):
     return max(1, ROUTE_TILE // triton.next_power_of_2(experts))
 
 
-def route_and_align(router_logits, top_k, block_m, pdl=False):
+def route_and_align(router_logits, top_k, block_m, pdl=False, prefetch=None):
     """A memset and two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
@@ -594,7 +671,9 @@ def route_and_align(router_logits, top_k, block_m, pdl=False):
     ceil(T*k / BM) + E), so nothing is read back; expert_rows (E,) int32: each expert's pairs (the route's
     counters; its run's first expert_rows[e] rows hold them). Within an expert's run the pairs come in an order
     that may change from run to run (moe_route_kernel says why the layer's output does not). pdl: both kernels
-    launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches)."""
+    launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches).
+    prefetch: None, or (w13, pairs, block_n, row_bytes), weight_prefetch_plan's: moe_prefetch_kernel takes the
+    memset's place and asks the L2 for those weight rows while the routing runs."""
     T, E = router_logits.shape
     assert 1 <= top_k <= E, f"top_k must be in 1..{E} (the experts), got {top_k}"
     dev = router_logits.device
@@ -605,18 +684,27 @@ def route_and_align(router_logits, top_k, block_m, pdl=False):
     ids = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     rank = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     weights = torch.empty(n_pairs, dtype=torch.float32, device=dev)
-    counts = torch.zeros(E, dtype=torch.int32, device=dev)
+    if prefetch is None:
+        counts = torch.zeros(E, dtype=torch.int32, device=dev)
+    else:
+        w13, pairs, block_n, row_bytes = prefetch
+        _, I2, HD = w13.shape
+        counts = torch.empty(E, dtype=torch.int32, device=dev)
+        n_rows = pairs * 2 * block_n
+        moe_prefetch_kernel[(triton.cdiv(n_rows, PREFETCH_BLOCK_R),)](
+            counts, w13, E, n_rows, I2 // 2, HD, triton.cdiv(I2 // 2, block_n), row_bytes, BLOCK_N=block_n,
+            BLOCK_R=PREFETCH_BLOCK_R, E_PAD=e_pad, PREFETCH=_ptx_flag(True), num_warps=4)
     sorted_ids = torch.empty(num_m_blocks * block_m, dtype=torch.int32, device=dev)
     sorted_row = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
     expert_start = torch.empty(E + 1, dtype=torch.int32, device=dev)
     logits = router_logits.float().contiguous()
     moe_route_kernel[(triton.cdiv(T, block_t),)](logits, ids, rank, weights, counts, T, E, TOP_K=top_k,
-                                                E_PAD=e_pad, BLOCK_T=block_t, PDL=_pdl_flag(pdl), num_warps=1,
+                                                E_PAD=e_pad, BLOCK_T=block_t, PDL=_ptx_flag(pdl), num_warps=1,
                                                 **_pdl_launch(pdl))
     moe_align_kernel[(triton.cdiv(n_pairs, ALIGN_BLOCK_P),)](
         ids, rank, counts, sorted_ids, sorted_row, block_expert, expert_start, n_pairs, E, num_m_blocks,
-        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), PDL=_pdl_flag(pdl),
+        E_PAD=e_pad, BLOCK_M=block_m, BLOCK_P=ALIGN_BLOCK_P, BLOCK_B=max(1, 2048 // e_pad), PDL=_ptx_flag(pdl),
         num_warps=8, **_pdl_launch(pdl))
     return weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, counts
 
@@ -656,12 +744,13 @@ def _gluon_runs(x, w13, w2, cfg) -> bool:
 
 
 def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=False,
-                 pairs_only=False):
+                 pairs_only=False, a_pairs_only=False):
     """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
     expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
     device, when the kernel does not compile or launch. pdl: each GEMM launched as a programmatic dependent of
     the kernel before it (the gather launched with PDL, then the gate/up GEMM). pairs_only: the rows of h and
-    y_sorted that hold no pair (past expert_rows[e] in expert e's run) are left as they were."""
+    y_sorted that hold no pair (past expert_rows[e] in expert e's run) are left as they were. a_pairs_only: the
+    rows of x_sorted and h that hold no pair are not read from memory."""
     E, I2, HD = w13.shape
     I = I2 // 2
     bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
@@ -678,11 +767,12 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, 
     try:
         for a, w, w_box, c, c_box, n_tiles, K, stages, swiglu in gemms:
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
-            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), desc(c, [8, c_box[1]]),
-                                        block_expert, expert_start, expert_rows, num_m_blocks, n_tiles, K,
-                                        NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=cfg["BLOCK_M"] // 64,
+            moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(a, [8, bk]), desc(w, w_box), desc(c, c_box),
+                                        desc(c, [8, c_box[1]]), block_expert, expert_start, expert_rows, num_m_blocks,
+                                        n_tiles, K, NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=cfg["BLOCK_M"] // 64,
                                         LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
-                                        PDL=int(pdl), PAIRS_ONLY=int(pairs_only), num_warps=4, **_pdl_launch(pdl))
+                                        PDL=int(pdl), PAIRS_ONLY=int(pairs_only), A_PAIRS_ONLY=int(a_pairs_only),
+                                        num_warps=4, **_pdl_launch(pdl))
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -713,11 +803,30 @@ def pdl_pays(tokens, experts, top_k, block_m) -> bool:
 
 
 def pairs_only_pays(tokens, experts, top_k) -> bool:
-    """Whether the Gluon GEMMs store only the pairs' rows of h and y (PAIRS_ONLY None): where the layer streams
-    its weights, every byte written shares the DRAM with the weight read (the padding rows skipped: 25.7 MB at
-    64 tokens on 64 experts, top 6, 4% of the layer measured). Where the tensor cores set the time, the epilogue's
-    stores run under the next tile's MMAs and skipping rows saves nothing. The dtype plays no part."""
+    """Whether the Gluon GEMMs store only the pairs' rows of h and y (PAIRS_ONLY None), and read only the pairs'
+    rows of x_sorted and h (A_PAIRS_ONLY None): where the layer streams its weights, every byte written or read
+    beside them shares the DRAM with the weight read (the padding rows' stores skipped: 25.7 MB at 64 tokens on 64
+    experts, top 6, 4% of the layer measured). Where the tensor cores set the time, the epilogue's stores run under
+    the next tile's MMAs, the loads under the MMAs of the stages before, and skipping rows saves nothing. The
+    dtype plays no part."""
     return streams_weights(tokens, experts, top_k)
+
+
+def weight_prefetch_plan(tokens, experts, top_k, hidden, inter, cfg, sms, element_size):
+    """(pairs, row_bytes) for moe_prefetch_kernel: the (expert, column tile) pairs of w13 that the persistent
+    gate/up grid's first tiles read (min(sms, tiles in use) tiles; an expert's g row blocks take g tiles of each
+    column, g the expected blocks an expert), and of each of their 2 * BLOCK_N weight rows the first row_bytes:
+    PREFETCH_BYTES over the rows, in whole k-steps of BLOCK_K (one at least, the row at most). 1024 tokens on 64
+    experts, top 6 (64 blocks of 128, gate/up 64 wide): 132 pairs (experts 0-5, 22 tiles each), 16 KB a k-step
+    each, 11 k-steps (22.7 MB); the first 6 are the gate/up ring's first laps, which PDL loads under the gather."""
+    block_n, block_k = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    n_tiles = triton.cdiv(inter, block_n)
+    blocks = expected_row_blocks(tokens, experts, top_k, cfg["BLOCK_M"])
+    first_tiles = min(sms, math.ceil(blocks * n_tiles))
+    pairs = min(experts * n_tiles, math.ceil(first_tiles * experts / blocks))
+    step_bytes = pairs * 2 * block_n * block_k * element_size
+    steps = max(1, min(triton.cdiv(hidden, block_k), PREFETCH_BYTES // step_bytes))
+    return pairs, min(steps * block_k, hidden) * element_size
 
 
 def streaming_config(tokens, experts, top_k, hidden, inter, sms):
@@ -808,10 +917,11 @@ def _stages_that_fit(rows_a_stage, store_cols, block_k, consumers=1):
     return min(8, (SHARED_MEMORY - 1024 - consumers * 64 * store_cols * 2) // (rows_a_stage * block_k * 2))
 
 
-def _pdl_flag(pdl) -> int:
-    """A Triton kernel's PDL constexpr: its griddepcontrol instructions are inline PTX, which Triton's interpreter
-    cannot run (there the Gluon GEMMs are the tests' torch contract, and the programs run one after another)."""
-    return int(pdl and os.environ.get("TRITON_INTERPRET", "") in ("", "0"))
+def _ptx_flag(on) -> int:
+    """A Triton kernel's constexpr for the inline PTX it runs where asked (PDL's griddepcontrol instructions, the
+    weights' L2 prefetch): Triton's interpreter cannot run inline PTX (there the Gluon GEMMs are the tests' torch
+    contract, and the programs run one after another)."""
+    return int(bool(on) and os.environ.get("TRITON_INTERPRET", "") in ("", "0"))
 
 
 def _pdl_launch(pdl):
@@ -837,13 +947,18 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     pdl = bool(gluon and gdc_wait is not None
                and (pdl_pays(T, E, top_k, block_m) if PDL_LAUNCH is None else PDL_LAUNCH))
     pairs_only = bool(gluon and (pairs_only_pays(T, E, top_k) if PAIRS_ONLY is None else PAIRS_ONLY))
+    a_pairs_only = bool(gluon and (pairs_only_pays(T, E, top_k) if A_PAIRS_ONLY is None else A_PAIRS_ONLY))
+    prefetch = None  # the counters' memset, or moe_prefetch_kernel's (w13, pairs, BLOCK_N, row_bytes)
+    if gluon and (streams_weights(T, E, top_k) if WEIGHT_PREFETCH is None else WEIGHT_PREFETCH):
+        pairs, row_bytes = weight_prefetch_plan(T, E, top_k, HD, I, cfg, _num_sms(x.device), x.element_size())
+        prefetch = (w13, pairs, bn, row_bytes)
     weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = route_and_align(
-        router_logits, top_k, block_m, pdl=pdl)
+        router_logits, top_k, block_m, pdl=pdl, prefetch=prefetch)
 
     def gather(pad_zeros, pdl):
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
             x, x_sorted, sorted_ids, block_expert, n_pairs, HD, x.stride(0), TOP_K=top_k, BLOCK_M=block_m,
-            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, PDL=_pdl_flag(pdl), num_warps=4, **_pdl_launch(pdl))
+            BLOCK_D=GATHER_BLOCK_D, PAD_ZEROS=pad_zeros, PDL=_ptx_flag(pdl), num_warps=4, **_pdl_launch(pdl))
 
     if tma:
         x_sorted = torch.empty((num_m_blocks * block_m, HD), device=x.device, dtype=x.dtype)
@@ -851,9 +966,9 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     y = None
     if gluon:
         y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=pdl,
-                         pairs_only=pairs_only)
+                         pairs_only=pairs_only, a_pairs_only=a_pairs_only)
     if y is None:
-        pdl = pairs_only = False
+        pdl = pairs_only = a_pairs_only = False
         if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
             gather(pad_zeros=True, pdl=False)
         cfg = {**cfg, "GLUON": 0}
@@ -875,10 +990,11 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
             num_warps=cfg["num_warps"], num_stages=cfg["DOWN_num_stages"])
     moe_sum_kernel[(T, triton.cdiv(HD, SUM_BLOCK_D))](y, out, sorted_row, weights, HD, out.stride(0), TOP_K=top_k,
                                                       K_PAD=triton.next_power_of_2(top_k), BLOCK_D=SUM_BLOCK_D,
-                                                      SORTED=cfg["GLUON"], PDL=_pdl_flag(pdl), num_warps=4,
+                                                      SORTED=cfg["GLUON"], PDL=_ptx_flag(pdl), num_warps=4,
                                                       **_pdl_launch(pdl))
     last_config.clear()
-    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl), PAIRS_ONLY=int(pairs_only))
+    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl), PAIRS_ONLY=int(pairs_only), A_PAIRS_ONLY=int(a_pairs_only),
+                       PREFETCH=prefetch[1] * 2 * bn * prefetch[3] if prefetch else 0)
     return out
 
 
