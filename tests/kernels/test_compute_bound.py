@@ -556,6 +556,168 @@ def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherw
         assert [o["PAIRS_ONLY"] for *_, o in gemms.launches] == [int(pairs_only)] * 2
 
 
+def test_moe_gluon_gemms_read_the_rows_of_a_that_hold_pairs_alone_unless_told_otherwise(monkeypatch):
+    """A_PAIRS_ONLY None (the rule, pairs_only_pays: where the layer streams its weights) hands the Gluon GEMMs
+    A_PAIRS_ONLY 1: the contract in torch then computes every row of A that holds no pair from NaN, and with x_sorted,
+    h and y NaN where unwritten the layer still equals the reference (no padding row of A reaches a pair's output);
+    one token past the streaming bound, 0; forced True / False, either side."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    _nan_filled_empties(monkeypatch, m)
+    E, top_k, HD, I = 4, 2, 64, 96
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    assert m.A_PAIRS_ONLY is None
+    for T, streams in ((256, True), (257, False)):
+        x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+        reference = m.reference(x, w13, w2, logits, top_k)
+        for forced in (None, True, False):
+            monkeypatch.setattr(m, "A_PAIRS_ONLY", forced)
+            gemms.launches.clear()
+            out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+            assert compare(out.float(), reference, NORM["fp16"]) is None
+            a_pairs = streams if forced is None else forced
+            assert [o["A_PAIRS_ONLY"] for *_, o in gemms.launches] == [int(a_pairs)] * 2, (T, forced)
+            assert m.last_config["A_PAIRS_ONLY"] == int(a_pairs)
+
+
+@pytest.mark.parametrize("block_m", [64, 128])
+@pytest.mark.parametrize("routing", ["two experts empty", "one expert takes every token", "every expert every token"])
+def test_moe_layer_on_the_gluon_path_where_experts_get_no_token_or_every_token(monkeypatch, block_m, routing):
+    """The routings at the edges, on the Gluon path (its GEMMs' contract in torch, A's padding rows NaN, x_sorted, h
+    and y NaN where unwritten, the rules' PDL, pairs-only stores and loads and the weights' prefetch): experts that
+    get no pair (no row block), one expert that takes every token (top 1: its rows fill many blocks, the others
+    none), every expert every token (top_k = E). The layer equals the reference on one and two consumers."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    _nan_filled_empties(monkeypatch, m)
+    T, E, HD, I = 150, 6, 64, 96
+    x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+    top_k = {"two experts empty": 2, "one expert takes every token": 1, "every expert every token": E}[routing]
+    if routing == "two experts empty":
+        logits[:, [1, 4]] = -100.0
+    if routing == "one expert takes every token":
+        logits[:, 3] = 100.0
+    config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+    assert compare(out.float(), m.reference(x, w13, w2, logits, top_k), NORM["fp16"]) is None
+    streams = m.streams_weights(T, E, top_k)
+    assert m.last_config["A_PAIRS_ONLY"] == m.last_config["PAIRS_ONLY"] == int(streams)
+    assert (m.last_config["PREFETCH"] > 0) == streams
+    rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)
+    if routing == "two experts empty":
+        assert rows[1] == rows[4] == 0
+    if routing == "one expert takes every token":
+        assert rows[3] == T and triton.cdiv(T, block_m) > 1
+
+
+def test_moe_weight_prefetch_plan_takes_the_first_tiles_of_the_gate_up_grid():
+    """weight_prefetch_plan: the (expert, column tile) pairs of the persistent gate/up grid's first tiles (one a
+    program, min(SMs, tiles in use)), an expert's expected row blocks taking that many tiles of each column, and
+    PREFETCH_BYTES over their 2 * BLOCK_N weight rows in whole k-steps."""
+    m = _template("fused-moe")
+    plans = {}
+    for shape in [(1024, 64, 6, 2048, 1408), (512, 64, 6, 2048, 1408), (512, 8, 2, 4096, 14336)]:
+        cfg = {**m.CONFIG, **m.streaming_config(*shape, 132)}
+        plans[shape] = m.weight_prefetch_plan(*shape[:3], shape[3], shape[4], cfg, 132, 2)
+    # 64 blocks of 128 rows, gate/up 64 wide: 22 tiles an expert, 132 programs on experts 0-5; 16 KB a k-step of
+    # a pair's 128 rows: 11 k-steps of 64 in 24 MB (1408 bytes a row, 22.7 MB in all)
+    assert plans[(1024, 64, 6, 2048, 1408)] == (132, 11 * 64 * 2)
+    # Mixtral at 512 tokens: 19.8 blocks of 64 on 8 experts, ~2.5 an expert, so 132 tiles are ~54 columns of 128
+    assert plans[(512, 8, 2, 4096, 14336)] == (54, 14 * 64 * 2)
+    pairs, row_bytes = plans[(512, 64, 6, 2048, 1408)]
+    assert pairs * 2 * 64 * row_bytes <= m.PREFETCH_BYTES < pairs * 2 * 64 * (row_bytes + 128)
+    tiny = m.weight_prefetch_plan(80, 5, 2, 64, 96, {**m.CONFIG, "BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32}, 4, 2)
+    assert tiny == (4, 64 * 2)  # 4 programs' first tiles; the budget past the rows: the whole row, no more
+
+
+def test_moe_prefetch_kernel_zeroes_the_counters_and_asks_the_l2_for_the_first_tiles_weight_rows(monkeypatch):
+    """moe_prefetch_kernel in the interpreter, its PTX (cp.async.bulk.prefetch.L2) recorded instead of run: the
+    route's counters are zeroed (it takes the memset's place), and the weight rows asked for are exactly those of
+    the plan's (expert, column tile) pairs, the first tiles of the gate/up grid as _gluon_tile walks them (one block
+    an expert: tile t is expert t // n_tiles, column t % n_tiles), gate rows then up rows of w13's (E * 2 * I, HD)
+    view, row_bytes of each from its start; rows past I in a ragged last column tile are not asked for (row 0
+    again)."""
+    m = _template("fused-moe")
+    E, I, HD, block_n, n_tiles = 5, 80, 64, 32, 3  # the last column tile: columns 64-79 of its 32
+    w13 = torch.randn(E, 2 * I, HD).half()
+    asked = []
+
+    def record(asm, constraints, args, dtype, is_pure, pack):
+        assert asm.startswith("cp.async.bulk.prefetch.L2.global [$1], $2;") and constraints == "=r,l,r"
+        asked.extend(zip(args[0].handle.data.tolist(), args[1].handle.data.tolist()))
+        return args[1]
+
+    monkeypatch.setattr(triton.language, "inline_asm_elementwise", record)
+    for pairs in (4, 7):  # a program's rows ends inside a pair's
+        asked.clear()
+        counts = torch.full((E,), 7, dtype=torch.int32)
+        n_rows = pairs * 2 * block_n
+        m.moe_prefetch_kernel[(triton.cdiv(n_rows, 128),)](counts, w13, E, n_rows, I, HD, n_tiles, 256,
+                                                          BLOCK_N=block_n, BLOCK_R=128, E_PAD=8, PREFETCH=1)
+        assert torch.equal(counts, torch.zeros(E, dtype=torch.int32))
+        assert {size for _, size in asked} == {256}
+        rows = {(address - w13.data_ptr()) // (HD * 2) for address, _ in asked}
+        expected = {(2 * (t // n_tiles) + half) * I + (t % n_tiles) * block_n + r
+                    for t in range(pairs) for half in (0, 1) for r in range(block_n) if (t % n_tiles) * block_n + r < I}
+        assert rows == expected, sorted(rows ^ expected)
+    counts.fill_(7)
+    asked.clear()
+    m.moe_prefetch_kernel[(1,)](counts, w13, E, 64, I, HD, n_tiles, 256, BLOCK_N=block_n, BLOCK_R=128, E_PAD=8,
+                                PREFETCH=0)
+    assert not asked and torch.equal(counts, torch.zeros(E, dtype=torch.int32))
+
+
+def test_moe_weight_prefetch_takes_the_memsets_place_where_the_layer_streams_its_weights(monkeypatch):
+    """WEIGHT_PREFETCH None (the rule): on the Gluon path where the layer streams its weights, route_and_align's
+    counters come from moe_prefetch_kernel with the plan's rows (weight_prefetch_plan, on the launch's SMs), not
+    from a memset (the counters' torch.empty holds garbage here: unzeroed, the routing and the layer go wrong), and
+    the route kernel follows it; one token past the bound, or forced False, the memset; forced True, the kernel.
+    PREFETCH=0 in the interpreter (no inline PTX); the layer equals the reference every time."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    real_empty = torch.empty
+
+    class PoisonedEmpty:  # int32 tensors from torch.empty hold 7 in every element
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def empty(self, *args, **kw):
+            t = real_empty(*args, **kw)
+            return t.fill_(7) if t.dtype == torch.int32 else t
+
+    monkeypatch.setattr(m, "torch", PoisonedEmpty())
+    launched = []
+
+    class Recording:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                launched.append((self.kernel.fn.__name__, grid, args[3:8], kw.get("BLOCK_N"), kw.get("PREFETCH")))
+                return self.kernel[grid](*args, **kw)
+            return launch
+
+    for kernel in ("moe_prefetch_kernel", "moe_route_kernel"):
+        monkeypatch.setattr(m, kernel, Recording(getattr(m, kernel)))
+    E, top_k, HD, I = 4, 2, 64, 96
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 32, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+    for T, streams in ((256, True), (257, False)):
+        x, w13, w2, logits = _moe_inputs(T, E, HD, I)
+        reference = m.reference(x, w13, w2, logits, top_k)
+        for forced in (None, True, False):
+            monkeypatch.setattr(m, "WEIGHT_PREFETCH", forced)
+            launched.clear()
+            out = m.fused_moe(x, w13, w2, logits, top_k, config=config)
+            assert compare(out.float(), reference, NORM["fp16"]) is None, (T, forced)
+            prefetch = streams if forced is None else forced
+            names = [name for name, *_ in launched]
+            assert names == (["moe_prefetch_kernel"] if prefetch else []) + ["moe_route_kernel"], (T, forced)
+            if prefetch:
+                pairs, row_bytes = m.weight_prefetch_plan(T, E, top_k, HD, I, {**m.CONFIG, **config}, 3, 2)
+                _, grid, args, block_n, flag = launched[0]
+                assert args == (pairs * 2 * 32, I, HD, triton.cdiv(I, 32), row_bytes) and block_n == 32
+                assert grid == (triton.cdiv(pairs * 2 * 32, m.PREFETCH_BLOCK_R),) and flag == 0
+            assert m.last_config["PREFETCH"] == (pairs * 2 * 32 * row_bytes if prefetch else 0)
+
+
 def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch):
     """PDL_LAUNCH and PAIRS_ONLY None (the defaults): the Gluon path launches its kernels as programmatic
     dependents, and stores the pairs' rows of h and y alone, where the layer streams its weights (T*k <= 128 E:

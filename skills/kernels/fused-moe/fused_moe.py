@@ -137,14 +137,21 @@ def moe_prefetch_kernel(counts_ptr, w_ptr, E, n_rows, I, HD, n_tiles, row_bytes,
         ecols = tl.arange(0, E_PAD)
         tl.store(counts_ptr + ecols, tl.zeros([E_PAD], dtype=tl.int32), mask=ecols < E)
     if PREFETCH:
-        i = pid * BLOCK_R + tl.arange(0, BLOCK_R)
-        pair = i // (2 * BLOCK_N)
-        col = (pair % n_tiles) * BLOCK_N + i % BLOCK_N
-        row = (2 * (pair // n_tiles) + (i // BLOCK_N) % 2) * I + col
-        row = tl.where((i < n_rows) & (col < I), row, 0)  # past the plan or past I: row 0 again (an L2 hit)
+        row = _prefetch_rows(pid * BLOCK_R + tl.arange(0, BLOCK_R), n_rows, I, n_tiles, BLOCK_N)
         tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0;", "=r,l,r",
                                   [w_ptr + row.to(tl.int64) * HD, row_bytes + tl.zeros_like(row)], dtype=tl.int32,
                                   is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_rows(i, n_rows, I, n_tiles, BLOCK_N: tl.constexpr):
+    # moe_prefetch_kernel's i-th weight row, a row of w13's (E * 2 * I, HD) view: of pair i // (2 * BLOCK_N)
+    # (expert pair // n_tiles, column tile pair % n_tiles), its gate rows, then its up rows (I further on).
+    # Past the plan's n_rows, or past I in a last column tile: row 0 again (an L2 hit).
+    pair = i // (2 * BLOCK_N)
+    col = (pair % n_tiles) * BLOCK_N + i % BLOCK_N
+    row = (2 * (pair // n_tiles) + (i // BLOCK_N) % 2) * I + col
+    return tl.where((i < n_rows) & (col < I), row, 0)
 
 
 @triton.jit
