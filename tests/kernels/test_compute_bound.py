@@ -646,7 +646,9 @@ def test_moe_prefetch_kernel_zeroes_the_counters_and_asks_the_l2_for_the_first_t
         return args[1]
 
     monkeypatch.setattr(triton.language, "inline_asm_elementwise", record)
-    for pairs in (4, 7):  # a program's rows ends inside a pair's
+    # 3: the last pair's rows past I would be the next expert's, outside the plan; 15: every pair, the last past
+    # w13's end; 7: a program's rows end inside a pair's
+    for pairs in (3, 7, 15):
         asked.clear()
         counts = torch.full((E,), 7, dtype=torch.int32)
         n_rows = pairs * 2 * block_n
@@ -655,6 +657,7 @@ def test_moe_prefetch_kernel_zeroes_the_counters_and_asks_the_l2_for_the_first_t
         assert torch.equal(counts, torch.zeros(E, dtype=torch.int32))
         assert {size for _, size in asked} == {256}
         rows = {(address - w13.data_ptr()) // (HD * 2) for address, _ in asked}
+        assert all(0 <= row < E * 2 * I for row in rows)
         expected = {(2 * (t // n_tiles) + half) * I + (t % n_tiles) * block_n + r
                     for t in range(pairs) for half in (0, 1) for r in range(block_n) if (t % n_tiles) * block_n + r < I}
         assert rows == expected, sorted(rows ^ expected)
