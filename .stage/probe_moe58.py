@@ -255,6 +255,11 @@ def run_shape(old, new, dims, dtype_name, copy, rows, extras, lines, records):
             "A_PAIRS_ONLY", "PREFETCH")})
         if why is None:
             outs[name] = out
+            # neither switch changes a pair's arithmetic (A's pairs rows are each its own; the prefetch moves no
+            # value), so every row should equal main's output bit for bit (the layer's output does not depend on
+            # the routing's order within a run: test_moe_output_is_bitwise_the_same_whatever_the_order...)
+            if "main" in outs:
+                results[name]["bitwise_main"] = bool(torch.equal(out, outs["main"]))
 
             def call(module=module, switches=switches, cfg=cfg, out=out, prefetch=side if name == "new side" else None):
                 if prefetch:
@@ -298,6 +303,8 @@ def run_shape(old, new, dims, dtype_name, copy, rows, extras, lines, records):
                      f"{lc.get('PDL')}, {lc.get('PAIRS_ONLY')}, {lc.get('A_PAIRS_ONLY')}, {lc.get('PREFETCH')} | {prof}")
         if not r["ok"]:
             lines.append(f"  {'':10s} WRONG: {r['why']}")
+        elif r.get("bitwise_main") is False:
+            lines.append(f"  {'':10s} within tolerance, but not bit for bit main's output")
         records.append(r)
     records.append({"shape": "x".join(map(str, dims)), "dtype": dtype_name, "floor_us": floor_us, "bytes": nbytes,
                     "copy_gbps": copy, "streams": streams, "config": config})
