@@ -99,7 +99,7 @@ PDL_LAUNCH = None
 PAIRS_ONLY = None
 # The Gluon GEMMs read from memory only the rows of A (x_sorted, h) that hold a pair (moe_gemm_gluon_kernel's
 # A_PAIRS_ONLY, _load_rows): the padding rows, never written where PAIRS_ONLY holds, were read from DRAM all the
-# same, 14.2 MB of the GEMMs' reads at 1024 tokens on 64 experts, 25.7 MB at 64. Where: pairs_only_pays. None:
+# same, 14.2 MB of the GEMMs' reads at 1024 tokens on 64 experts, 25.6 MB at 64. Where: pairs_only_pays. None:
 # that rule; True / False: forced (an A/B switch: False reads whole blocks, as before).
 A_PAIRS_ONLY = None
 # Where the Gluon path streams the weights, the counters' memset becomes moe_prefetch_kernel, which also asks the
@@ -493,7 +493,7 @@ if gluon is not None:
         # program loads those rows at the same k-step), where the padding came from DRAM. At 1024 tokens on 64
         # experts (96 +- 9 rows an expert on 128-row blocks) 2048 of 8192 rows of x_sorted and of h are padding,
         # 14.2 MB of the two GEMMs' DRAM reads; at 64 tokens (6 rows an expert on 64-row blocks) 3712 of 4096,
-        # 25.7 MB. The stores skip the same rows (PAIRS_ONLY), so those rows are never written.
+        # 25.6 MB. The stores skip the same rows (PAIRS_ONLY), so those rows are never written.
         M_HALF: gl.constexpr = a_buf.shape[0]
         ROWS: gl.constexpr = a_rows_desc.block_type.shape[0]
         if A_PAIRS_ONLY:
