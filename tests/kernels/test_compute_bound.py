@@ -1402,6 +1402,27 @@ def test_gemm_b_keep_drops_bs_entry_and_copy_when_b_is_freed():
     assert g._KEPT_B == {} and copy() is None
 
 
+def test_gemm_b_keep_copies_a_b_that_requires_grad_as_data_and_never_while_a_cuda_graph_is_captured(monkeypatch):
+    """A weight's copy is not a step of its autograd graph. Under CUDA graph capture nothing is kept (the graph would
+    keep reading the copy's address after the copy is dropped): on a CPU, a B that says it is on the GPU."""
+    g = _template("gemm")
+    weight = torch.randn(40, 100, requires_grad=True)
+    for _ in range(2):
+        copy = g.kept_lined_b(weight)
+    assert copy is not weight and not copy.requires_grad and copy.grad_fn is None
+
+    class OnTheGpu(_Matrix):
+        is_cuda = True
+
+        def is_inference(self):
+            return False
+
+    b = OnTheGpu(torch.float16, row_stride=5000)  # 10000-byte rows
+    for capturing in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda capturing=capturing: capturing)
+        assert g.lined_b_keepable(b) == (not capturing)
+
+
 def test_gemm_b_keep_drops_the_least_recently_used_copies_past_the_budget(monkeypatch):
     """Room for two lined copies of 40 x 128 fp32 (20480 bytes each): keeping a third drops the copy of the B used
     least recently, and a B larger than the whole budget is never copied."""
