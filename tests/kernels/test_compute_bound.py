@@ -2,6 +2,7 @@
 shapes: each test file runs as kgit runs it (a subprocess printing the contract JSON); the harness's
 own checks are tested in tests/harness/."""
 
+import gc
 import importlib.util
 import json
 import os
@@ -9,6 +10,7 @@ import re
 import subprocess
 import sys
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -1261,7 +1263,7 @@ def test_gemm_b_pad_copies_b_again_on_every_planned_call(monkeypatch):
     a, b = torch.randn(70, 40), torch.randn(40, 100)
     c = torch.full((70, 100), float("nan"))
     launches, _ = g._run(a, b, c, {**g.CONFIG, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "B_PAD": 1, "C_PTR": 1})
-    assert [launch[7] for launch in launches] == [True]
+    assert [launch[7] for launch in launches] == ["pad"]
     # the interpreter returns no compiled kernel: replay the jitted one, as a GPU's plan replays its binary
     launches = [(*launch[:2], g.gemm_tma_kernel, *launch[3:]) for launch in launches]
     copies = []
@@ -1272,6 +1274,284 @@ def test_gemm_b_pad_copies_b_again_on_every_planned_call(monkeypatch):
     g._replay(launches, a, b2, c2)
     assert len(copies) == 1 and copies[0] is b2
     assert compare(c2, a @ b2, NORM["fp32"]) is None
+
+
+# B_KEEP in the interpreter: fp32 B of 100 columns, rows of 400 bytes (16-byte multiples, not whole 128-byte lines:
+# a TMA descriptor, rows off lines); its lined copy's rows hold 128 elements
+KEEP = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 16, "B_KEEP": 1}
+
+
+def _keeping(monkeypatch, record_launches):
+    """The gemm template on 3 SMs, with B's descriptor's row stride recorded at each TMA kernel launch and
+    padded_rows's copies counted."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 3)
+    b_rows = record_launches(g, "gemm_tma_kernel", lambda grid, args, kw: args[1].strides[0])
+    copies = []
+    real = g.padded_rows
+    monkeypatch.setattr(g, "padded_rows", lambda t: copies.append(t) or real(t))
+    return g, b_rows, copies
+
+
+def _planned(g, a, b, c, config):
+    """A planned call's launches as _run makes them on a call's first pass (the JIT): the interpreter returns no
+    compiled kernel, so the jitted one (the recorder, where a test put one) stands in for the binary a GPU's plan
+    replays."""
+    launches, _ = g._run(a, b, c, {**g.CONFIG, **config})
+    return [(*launch[:2], g.gemm_tma_kernel, *launch[3:]) for launch in launches]
+
+
+def _replayed(g, launches, a, b):
+    """C from a planned call, NaN first."""
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"))
+    g._replay(launches, a, b, c)
+    return c
+
+
+def test_gemm_b_keep_reads_b_first_then_its_lined_copy_made_once_while_b_is_unchanged(monkeypatch, record_launches):
+    """The first call runs on B itself and notes its version; the second, finding B unchanged, copies it to lined rows
+    and reads the copy; the third reads the same copy. Each C right."""
+    g, b_rows, copies = _keeping(monkeypatch, record_launches)
+    a, b = torch.randn(70, 40), torch.randn(40, 100)
+    c = torch.full((70, 100), float("nan"))
+    launches = _planned(g, a, b, c, KEEP)
+    assert compare(c, a @ b, NORM["fp32"]) is None
+    assert [launch[7] for launch in launches] == ["keep"] and b_rows == [100] and copies == []
+    for _ in range(2):
+        assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None
+    assert b_rows == [100, 128, 128] and len(copies) == 1 and copies[0] is b
+    assert g._KEPT_B[id(b)].copy.stride() == (128, 1)
+    # gemm itself (on a CPU every call goes through _run): the same B, already kept, is read from its copy
+    g.gemm(a, b, out=c, config=KEEP)
+    assert b_rows[-1] == 128 and len(copies) == 1 and compare(c, a @ b, NORM["fp32"]) is None
+
+
+def test_gemm_b_keep_reads_b_itself_after_an_in_place_change_then_keeps_it_again(monkeypatch, record_launches):
+    g, b_rows, copies = _keeping(monkeypatch, record_launches)
+    a, b = torch.randn(70, 40), torch.randn(40, 100)
+    launches = _planned(g, a, b, torch.empty(70, 100), KEEP)
+    _replayed(g, launches, a, b)  # kept
+    b.add_(1)
+    assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None
+    assert b_rows == [100, 128, 100] and g._KEPT_B[id(b)].copy is None  # the stale copy dropped
+    assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None  # unchanged since: copied again
+    assert b_rows[-1] == 128 and len(copies) == 2
+    # a write torch's version counter does not see (through .data, as a raw-pointer kernel's) leaves the copy stale
+    # until the writer says so: the remedy the code's comment gives
+    b.data.mul_(-1)
+    torch.autograd.graph.increment_version(b)
+    assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None and b_rows[-1] == 100
+
+
+def test_gemm_b_keep_sees_an_in_place_change_through_another_view_of_bs_storage(monkeypatch, record_launches):
+    """B a view (100 of 120 columns: 480-byte rows); written through the base and through another view, both bump the
+    version counter its views share."""
+    g, b_rows, copies = _keeping(monkeypatch, record_launches)
+    w = torch.randn(40, 120)
+    a, b = torch.randn(70, 40), w[:, :100]
+    launches = _planned(g, a, b, torch.empty(70, 100), KEEP)
+    for write in (lambda: w[5:, 50:].mul_(-2), lambda: w.view(-1)[:300].add_(3)):
+        _replayed(g, launches, a, b)  # kept (copied again after the first write)
+        assert b_rows[-1] == 128
+        write()
+        assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None and b_rows[-1] == 120
+    assert len(copies) == 2
+
+
+def test_gemm_b_keep_reads_b_itself_once_b_points_at_other_memory(monkeypatch, record_launches):
+    """b.data = ... gives B other memory without a version bump: its data_ptr differs from the kept one's."""
+    g, b_rows, _ = _keeping(monkeypatch, record_launches)
+    a, b = torch.randn(70, 40), torch.randn(40, 100)
+    launches = _planned(g, a, b, torch.empty(70, 100), KEEP)
+    _replayed(g, launches, a, b)
+    version = b._version
+    b.data = torch.randn(40, 100)
+    assert b._version == version
+    assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None and b_rows == [100, 128, 100]
+
+
+def test_gemm_b_keep_never_keeps_inference_tensors_or_with_keeping_off(monkeypatch, record_launches):
+    """An inference tensor has no version counter (reading _version raises): B itself on every call, nothing noted.
+    KEEP_LINED_B False: the same for any B."""
+    g, b_rows, copies = _keeping(monkeypatch, record_launches)
+    a = torch.randn(70, 40)
+    with torch.inference_mode():
+        inference_b = torch.randn(40, 100)
+    with pytest.raises(RuntimeError, match="version counter"):
+        inference_b._version
+    c = torch.empty(70, 100)
+    launches = _planned(g, a, inference_b, c, KEEP)
+    for _ in range(2):
+        assert compare(_replayed(g, launches, a, inference_b), a @ inference_b, NORM["fp32"]) is None
+    b = torch.randn(40, 100)
+    monkeypatch.setattr(g, "KEEP_LINED_B", False)
+    launches = _planned(g, a, b, c, KEEP)
+    for _ in range(2):
+        assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None
+    assert b_rows == [100] * 6 and copies == [] and g._KEPT_B == {}
+
+
+def test_gemm_b_keep_drops_bs_entry_and_copy_when_b_is_freed():
+    g = _template("gemm")
+    b = torch.randn(40, 100)
+    for _ in range(2):
+        g.kept_lined_b(b)
+    copy = weakref.ref(g._KEPT_B[id(b)].copy)
+    del b
+    gc.collect()
+    assert g._KEPT_B == {} and copy() is None
+
+
+def test_gemm_b_keep_copies_a_b_that_requires_grad_as_data_and_never_while_a_cuda_graph_is_captured(monkeypatch):
+    """A weight's copy is not a step of its autograd graph. Under CUDA graph capture nothing is kept (the graph would
+    keep reading the copy's address after the copy is dropped): on a CPU, a B that says it is on the GPU."""
+    g = _template("gemm")
+    weight = torch.randn(40, 100, requires_grad=True)
+    for _ in range(2):
+        copy = g.kept_lined_b(weight)
+    assert copy is not weight and not copy.requires_grad and copy.grad_fn is None
+
+    class OnTheGpu(_Matrix):
+        is_cuda = True
+
+        def is_inference(self):
+            return False
+
+    b = OnTheGpu(torch.float16, row_stride=5000)  # 10000-byte rows
+    for capturing in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda capturing=capturing: capturing)
+        assert g.lined_b_keepable(b) == (not capturing)
+
+
+def test_gemm_b_keep_drops_the_least_recently_used_copies_past_the_budget(monkeypatch):
+    """Room for two lined copies of 40 x 128 fp32 (20480 bytes each): keeping a third drops the copy of the B used
+    least recently, and a B larger than the whole budget is never copied."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "KEPT_B_BYTES", 2 * 40 * 128 * 4)
+    b1, b2, b3 = (torch.randn(40, 100) for _ in range(3))
+
+    def keep(b):  # two calls: noted, then copied
+        return [g.kept_lined_b(b) is not b for _ in range(2)]
+
+    def kept():
+        return [b for b in (b1, b2, b3) if id(b) in g._KEPT_B and g._KEPT_B[id(b)].copy is not None]
+
+    assert keep(b1) == [False, True] and keep(b2) == [False, True]
+    g.kept_lined_b(b1)  # b1 used last: b2 is now the least recently used
+    assert keep(b3) == [False, True] and kept() == [b1, b3]
+    assert g.kept_lined_b(b2) is not b2 and kept() == [b2, b3]  # unchanged: copied again, b1 dropped
+    held = sum(g._KEPT_B[id(b)].copy.untyped_storage().nbytes() for b in kept())
+    assert held == g.KEPT_B_BYTES
+    big = torch.randn(81, 100)  # 81 x 128 x 4 bytes: more than the whole budget
+    assert keep(big) == [False, False] and kept() == [b2, b3]
+    assert compare(g.kept_lined_b(b3), b3, NORM["fp32"]) is None  # a copy holds B's values
+
+
+def test_gemm_b_keep_only_where_b_is_read_by_descriptor_and_off_lines(monkeypatch, record_launches):
+    """Not on the pointer kernel (its arguments keep the strides it was planned with), nor on rows already lined (a
+    view whose rows are whole lines is read as it is)."""
+    g, b_rows, copies = _keeping(monkeypatch, record_launches)
+    a, b = torch.randn(70, 40), torch.randn(40, 100)
+    c = torch.full((70, 100), float("nan"))
+    launches, _ = g._run(a, b, c, {**g.CONFIG, **KEEP, "USE_TMA": 0})
+    assert [launch[7] for launch in launches] == [""] and b_rows == [] and g._KEPT_B == {}
+    lined = torch.randn(40, 128)[:, :100]
+    launches = _planned(g, a, lined, c, KEEP)
+    for _ in range(2):
+        _replayed(g, launches, a, lined)
+    assert b_rows == [128] * 3 and copies == [] and g._KEPT_B == {}
+    # a tail split: every part reads the kept copy's columns, and C is right
+    split = {**KEEP, "TAIL_BLOCK_M": 16, "TAIL_BLOCK_N": 32}
+    a, b = torch.randn(96, 40), torch.randn(40, 100)
+    launches = _planned(g, a, b, torch.empty(96, 100), split)
+    assert len(launches) == 2 and [launch[7] for launch in launches] == ["keep"] * 2
+    for _ in range(2):
+        assert compare(_replayed(g, launches, a, b), a @ b, NORM["fp32"]) is None
+    assert b_rows[-6:] == [100, 100, 128, 128, 128, 128]
+
+
+def test_gemm_b_keep_hands_the_gluon_kernel_the_copy_too(monkeypatch, record_launches):
+    """The Gluon kernel reads B by descriptor as well: its launches get B's descriptor, then the copy's."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = record_launches(g, "gemm_gluon_kernel", lambda grid, args, kw: list(args[1].strides), launch=False)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.randn(130, 72).half(), torch.randn(72, 200).half()  # 400-byte rows; 256 elements a lined row
+    config = {"GLUON": 1, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 8, "B_KEEP": 1}
+    for _ in range(3):
+        g.gemm(a, b, config=config)
+    assert launched == [[200, 1], [256, 1], [256, 1]]
+
+
+def test_gemm_b_keep_descriptors_of_b_and_its_copy_specialize_alike():
+    """Why a plan made on B replays on its copy and back: a descriptor's strides are not part of what Triton
+    specializes a kernel on (Triton's descriptors and Gluon's alike), only its dtype, box and layout."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+    g = _template("gemm")
+    b = torch.randn(64, 5000).to(torch.bfloat16)
+    copy = g.padded_rows(b)
+    assert copy.stride() == (5056, 1)
+    box = [64, 256]
+    made = [g._descriptors(t, t, t, [box] * 3) for t in (b, copy)]
+    if g.gluon is not None:
+        made += [g._descriptors(t, t, t, [box] * 3, gluon_layouts=True) for t in (b, copy)]
+    kinds = [native_specialize_impl(BaseBackend, descriptors[1], False, True, True) for descriptors in made]
+    assert kinds[0] == kinds[1] and kinds[-2] == kinds[-1]
+    assert [list(descriptors[1].strides) for descriptors in made[:2]] == [[5000, 1], [5056, 1]]
+
+
+def test_gemm_autotune_times_its_pick_against_the_pick_on_bs_lined_copy_made_once(monkeypatch):
+    """Where B's rows are off lines: the candidates first, then the pick against itself with B_KEEP, whose timed calls
+    read a lined copy made once, when prepared. Not where B's rows are lined, B is an inference tensor, keeping is
+    off, or the pick runs the pointer kernel; kept only where it is faster."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    lined_share = [0.8]  # a launch's time on B's rows lined, as a share of its time on B's rows off lines
+    gpu = _FakeGpu(lambda name, launched: {"CONFIG": 1.0, "other": 0.9, "pointer": 0.5}[name.split()[0]] * (
+        lined_share[0] if name.endswith("lined") else 1.0))
+    # fp32 rows of 32 elements are whole lines
+    name = lambda cfg, b: ("pointer" if not cfg["USE_TMA"] else "other" if cfg["GROUP_M"] == 4 else "CONFIG") + (
+        " lined" if b.stride(0) % 32 == 0 else "")
+    candidates = [dict(g.CONFIG), {**g.CONFIG, "GROUP_M": 4}]
+    run_on = []
+
+    def run(a, b, c, cfg):
+        run_on.append((name(cfg, b), cfg.get("B_KEEP", 0)))
+        gpu.launch(name(cfg, b))
+        return [("launch of", name(cfg, b))], cfg
+
+    copies = []
+    real = g.padded_rows
+    monkeypatch.setattr(g, "padded_rows", lambda t: copies.append(t) or real(t))
+    monkeypatch.setattr(g, "_candidates", lambda a, b, c: candidates)
+    monkeypatch.setattr(g, "_run", run)
+    monkeypatch.setattr(g, "_replay", lambda launches, a, b, c: gpu.launch(launches[0][1]))
+    monkeypatch.setattr(g, "_l2_clear", lambda: gpu.clear)
+    monkeypatch.setattr(g, "_CudaClock", gpu)
+
+    def tune(b):
+        monkeypatch.setattr(g, "_TUNED", {})
+        copies.clear(), run_on.clear()
+        return g._autotune(torch.empty(64, 40), b, torch.empty(64, b.shape[1]))
+
+    b = torch.empty(40, 100)  # 400-byte rows
+    assert tune(b) == {**candidates[1], "B_KEEP": 1}
+    assert run_on == [("CONFIG", 0), ("other", 0), ("other", 0), ("other lined", 1)] and copies == [b]
+    assert gpu.launched.count("other lined") == 1 + 5 + g.CALLS  # timed on the copy, which was made once
+    with torch.inference_mode():
+        inference_b = torch.empty(40, 100)
+    for not_kept in (torch.empty(40, 128), torch.empty(40, 160)[:, :100], inference_b):
+        assert tune(not_kept) == candidates[1] and copies == [] and len(run_on) == 2  # the candidates alone
+    monkeypatch.setattr(g, "KEEP_LINED_B", False)
+    assert tune(b) == candidates[1] and copies == [] and len(run_on) == 2
+    monkeypatch.setattr(g, "KEEP_LINED_B", True)
+    candidates[1]["USE_TMA"] = 0  # the pick runs the pointer kernel: nothing to keep for
+    assert tune(b) == candidates[1] and copies == [] and len(run_on) == 2
+    candidates[1]["USE_TMA"] = 1
+    lined_share[0] = 1.05
+    assert tune(b) == candidates[1] and copies == [b]  # timed, and slower on the copy: not kept
 
 
 @pytest.mark.parametrize("block_m, block_n, stages, programs", [(64, 128, 8, 6), (64, 64, 12, 12), (64, 32, 16, 24),

@@ -35,12 +35,17 @@ CONFIG tiles in whole waves over a rectangle of C, the rest of C, a rectangle to
 Where C's rows are not whole 128-byte lines (N=5000 in 16 bits) it also times CONFIG with C stored through its
 pointer (C_PTR); where B's rows are not even 16-byte multiples (N=4100: no TMA descriptor, CONFIG would run the
 pointer kernel) CONFIG with B copied to lined rows first (B_PAD), and C_PTR where C has no descriptor either;
-each on the tail split's tiles too where one is timed: ALIGN_NOTE.
+each on the tail split's tiles too where one is timed: ALIGN_NOTE. Where B has a descriptor but its rows are off lines
+(N=5000), it then times its pick against the same kernel reading a lined copy of B (B_KEEP), which a call uses once
+it is kept: copied on the second call that finds B unchanged and kept while B stays so (kept_lined_b).
 """
 
+import collections
+import dataclasses
 import functools
 import os
 import warnings
+import weakref
 
 import torch
 import triton
@@ -130,10 +135,28 @@ TAIL_MIN_GAIN = 0.05
 #          than the ~25 us its loads lose there: not offered where B has a descriptor). Where B's rows are not
 #          16-byte multiples (no descriptor: N=4100) it is how B's loads become TMA's: with C_PTR, and a tail
 #          split, 4096x4100x4096 ran 250 us against the pointer kernel's 757 (cuBLAS 509, an sm80 align2 kernel).
+#   B_KEEP: where B has a descriptor and its rows are off lines (N=5000), a lined copy of B kept across calls while B
+#          is unchanged (kept_lined_b), so that B's loss (0.78 -> 0.98 with B lined at 3000x5000x2000; 0.72 -> 0.88
+#          at 2048x5000x4096) costs one copy, not one a call as B_PAD would. Not a candidate of its own: the
+#          autotune times its pick on B against the same pick on a lined copy (_autotune). The kernels are the same
+#          compiled ones: a descriptor's strides are launch arguments, not part of what Triton specializes on (the
+#          Triton and the Gluon descriptors alike, Triton 3.9), so a call whose B is not kept runs the pick on B.
 # Loading B with 16-byte cp.async vectors instead of TMA (B_PTR, gemm57) read 0.47-0.63 of cuBLAS at every shape
-# tried, and 474-516 us at 4096x4100x4096: removed. What is left: B's misaligned loads at N=5000 (22%), for which
-# a lined copy of B kept across calls (keyed by B's storage and tensor._version) is the next step, not built.
-# A's rows (4000 B at K=2000) cost under 1% (view:ABC against view:BC): not padded.
+# tried, and 474-516 us at 4096x4100x4096: removed. A's rows (4000 B at K=2000) cost under 1% (view:ABC against
+# view:BC): not padded.
+# B_KEEP's copies (kept_lined_b). The first call that sees a B notes its version; the next call that finds B
+# unchanged copies it, and later calls use the copy while B's data_ptr, shape, strides, dtype, device and version
+# (tensor._version: one counter for every view of B's storage, bumped by every in-place op through torch) stay as
+# they were. A B changed between calls (a weight in training) is never copied, and a changed B is never read from
+# its copy. HAZARD: a write that bypasses torch's version counter (through `.data`, or by a kernel given B's
+# pointer: a Triton or CUDA kernel, a library's raw-pointer op) leaves the copy stale, and C is then computed from
+# B's old values. After such a write call torch.autograd.graph.increment_version(b), or set KEEP_LINED_B to False.
+# Inference tensors (made under torch.inference_mode) have no version counter: never kept.
+KEEP_LINED_B = True
+# All the kept copies together; past it the least recently used are dropped. 4 GiB: 5% of an H100's 80 GB, the
+# copies of 200 B's of 3000x5000x2000 (20 MB each): a program that sizes its tensors to the GPU's memory loses no
+# more than that to them.
+KEPT_B_BYTES = 4 << 30
 SMALL_OUTPUT_CONFIGS = [  # AUTOTUNE=1, fewer CONFIG tiles than SMs: more, smaller programs
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 8, "PERSISTENT": 0, "GLUON": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "PERSISTENT": 0, "USE_TMA": 0},
@@ -371,6 +394,7 @@ if gluon is not None:
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
 _GLUON_FAILED = {}  # device -> why the Gluon kernel did not compile or launch there
 _PLANS = {}  # a call's shapes, strides, dtypes, alignment and config -> its launches and the config they ran
+_KEPT_B = collections.OrderedDict()  # id(B) -> _KeptB (B_KEEP), least recently used first
 last_config = {}  # the config of the latest launch (the benchmark reports it)
 
 
@@ -505,14 +529,99 @@ def _tma_ok(a, b, c) -> bool:
     return _device_facts(a.device)[1] and all(_tma_rows_ok(t) for t in (a, b, c) if t is not None)
 
 
-def padded_rows(b):
-    """B copied into a buffer whose rows are whole 128-byte lines (B_PAD), as a view of B's shape: its TMA box rows
-    then start on a line. The columns past N are never read (TMA reads past the descriptor's shape as zeros)."""
-    K, N = b.shape
+def _tma_launch(a, b, c, cfg) -> bool:
+    """Whether _launch runs cfg on a kernel that reads A and B by TMA descriptors (the TMA kernel, or the Gluon one
+    where it runs), not the pointer kernel."""
+    c_ptr = row_vector(c) if cfg.get("C_PTR") else 0
+    return bool(cfg["USE_TMA"]) and _tma_ok(a, b, None if c_ptr else c)
+
+
+def lined_width(b) -> int:
+    """The elements a row of B's lined copy holds: N rounded up to whole 128-byte lines."""
     per_line = 128 // b.element_size()
-    view = torch.empty((K, triton.cdiv(N, per_line) * per_line), dtype=b.dtype, device=b.device)[:, :N]
+    return triton.cdiv(b.shape[1], per_line) * per_line
+
+
+def padded_rows(b):
+    """B copied into a buffer whose rows are whole 128-byte lines (B_PAD, B_KEEP), as a view of B's shape: its TMA
+    box rows then start on a line. The columns past N are never read (TMA reads past the descriptor's shape as
+    zeros)."""
+    view = torch.empty((b.shape[0], lined_width(b)), dtype=b.dtype, device=b.device)[:, :b.shape[1]]
     view.copy_(b)
     return view
+
+
+@dataclasses.dataclass
+class _KeptB:
+    """What _KEPT_B holds for one B: a weak reference to it, what it was when last seen (data_ptr, shape, strides,
+    dtype, device; version) and its lined copy (None until B is found unchanged on a second call, and once dropped)."""
+    ref: weakref.ref
+    signature: tuple
+    version: int
+    copy: torch.Tensor | None = None
+
+
+def lined_b_keepable(b) -> bool:
+    """Whether B_KEEP keeps a lined copy of b: keeping is on (KEEP_LINED_B), b has a TMA descriptor whose rows are not
+    whole 128-byte lines, b has a version counter (not an inference tensor), and no CUDA graph is being captured (the
+    graph would hold the copy's address after the copy is dropped)."""
+    return (KEEP_LINED_B and _tma_rows_ok(b) and (b.stride(0) * b.element_size()) % 128 != 0 and not b.is_inference()
+            and not (b.is_cuda and torch.cuda.is_current_stream_capturing()))
+
+
+def kept_lined_b(b):
+    """B as B_KEEP's kernels read it: its kept lined copy, or B itself. A B seen for the first time, or changed since
+    the call before, runs as it is and its version is noted; found unchanged on the next call it is copied
+    (padded_rows) and the copy kept, and used while B stays unchanged (ALIGN_NOTE: the version counter, and the
+    writes it does not see). Keyed by the tensor object (id, and a weak reference that drops the entry, copy and
+    all, with B), not by value: tensors compare elementwise."""
+    if not lined_b_keepable(b):
+        return b
+    key, signature, version = id(b), (b.data_ptr(), b.shape, b.stride(), b.dtype, b.device), b._version
+    kept = _KEPT_B.get(key)
+    if kept is None or kept.ref() is not b or kept.signature != signature:
+        # first seen (or a new tensor at a freed one's id, or B pointed at other memory by set_): noted, not copied
+        _KEPT_B[key] = _KeptB(weakref.ref(b, functools.partial(_forget_kept_b, key)), signature, version)
+        return b
+    _KEPT_B.move_to_end(key)
+    if kept.version != version:  # written in place since the call before: its copy is stale
+        kept.version, kept.copy = version, None
+        return b
+    if kept.copy is None:
+        kept.copy = _lined_copy_within_budget(b)
+    return b if kept.copy is None else kept.copy
+
+
+def _forget_kept_b(key, ref):
+    # B was freed: its entry goes, and its copy with it, unless the id already holds a newer tensor's entry
+    kept = _KEPT_B.get(key)
+    if kept is not None and kept.ref is ref:
+        del _KEPT_B[key]
+
+
+def _lined_copy_within_budget(b):
+    """B's lined copy (padded_rows) to keep, made once the least recently used kept copies are dropped that leave it
+    no room under KEPT_B_BYTES; None where it alone would not fit."""
+    need = b.shape[0] * lined_width(b) * b.element_size()
+    if need > KEPT_B_BYTES:
+        return None
+    held = sum(kept.copy.untyped_storage().nbytes() for kept in _KEPT_B.values() if kept.copy is not None)
+    for kept in _KEPT_B.values():  # least recently used first; B's own entry, last, has no copy yet
+        if held + need <= KEPT_B_BYTES:
+            break
+        if kept.copy is not None:
+            held -= kept.copy.untyped_storage().nbytes()
+            kept.copy = None
+    with torch.no_grad():  # a B that requires grad: its copy is data, not a step of its graph
+        return padded_rows(b)
+
+
+def _b_as_read(b, rows):
+    """B as a planned call's kernels read it: rows "pad" (B_PAD) a lined copy made now, "keep" (B_KEEP) the kept
+    lined copy or B itself (kept_lined_b), "" B itself."""
+    if rows == "pad":
+        return padded_rows(b)
+    return kept_lined_b(b) if rows == "keep" else b
 
 
 def row_vector(t) -> int:
@@ -593,7 +702,7 @@ def _launch(a, b, c, cfg):
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     options = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     c_ptr = row_vector(c) if cfg.get("C_PTR") else 0
-    if cfg["USE_TMA"] and _tma_ok(a, b, None if c_ptr else c):
+    if _tma_launch(a, b, c, cfg):
         programs = persistent_programs(tiles, _num_sms(a.device)) if cfg["PERSISTENT"] else tiles
         grid = (programs, 1, 1)
         # a box of None: C goes to the kernel as its pointer (C_PTR)
@@ -611,15 +720,21 @@ def _launch(a, b, c, cfg):
 
 def _run(a, b, c, cfg):
     """Launch a config's parts (_parts); returns each launch as a planned call repeats it (rows, columns,
-    compiled kernel, grid, arguments after the tensors, boxes, whether Gluon's descriptors) and the config it
-    ran, as the first part's launch reports it."""
+    compiled kernel, grid, arguments after the tensors, boxes, whether Gluon's descriptors, how B is read:
+    _b_as_read) and the config it ran, as the first part's launch reports it."""
     M, K = a.shape
-    pad = bool(cfg.get("B_PAD"))
-    b = padded_rows(b) if pad else b
+    parts = _parts(M, b.shape[1], K, _num_sms(a.device), cfg)
+    # B_KEEP only where every part reads B by descriptor: a planned call's B may be B or its copy, whose strides
+    # reach the kernels in the descriptors made at each launch, where the pointer kernel's arguments keep those of
+    # the B it was planned with
+    keep = cfg.get("B_KEEP") and all(_tma_launch(*_part(a, b, c, rows, cols), part_cfg)
+                                     for rows, cols, part_cfg in parts)
+    b_rows = "pad" if cfg.get("B_PAD") else "keep" if keep else ""
+    b = _b_as_read(b, b_rows)
     launches, ran = [], None
-    for rows, cols, part_cfg in _parts(M, b.shape[1], K, _num_sms(a.device), cfg):
+    for rows, cols, part_cfg in parts:
         kernel, grid, rest, boxes, part_ran = _launch(*_part(a, b, c, rows, cols), part_cfg)
-        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"], pad))
+        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"], b_rows))
         ran = ran or part_ran
     return launches, ran
 
@@ -668,13 +783,22 @@ def _candidates(a, b, c):
 def _autotune(a, b, c):
     """Time the candidates once per shape (in turns, medians, L2 cleared) and remember the fastest that compiles.
     Each is timed as a planned call repeats it (_replay): the JIT's binding of the arguments, 20-40 us of host
-    time a launch and two launches for a tail split, is paid once, by the first call, not by every timed one."""
+    time a launch and two launches for a tail split, is paid once, by the first call, not by every timed one.
+    Where B's rows are off lines and B can be kept (lined_b_keepable), the pick is then timed against itself
+    reading a lined copy of B (B_KEEP): the same compiled kernels, so a call whose B is not kept runs the pick as
+    it was picked, on B."""
     key = (tuple(a.shape), b.shape[1], a.dtype)
     if key not in _TUNED:
         def prepare(cfg):
-            launches, _ = _run(a, b, c, cfg)
-            return lambda: _replay(launches, a, b, c)
-        _TUNED[key] = _fastest(prepare, _candidates(a, b, c))
+            # B_KEEP's timed calls read B's lined copy, made here once and not timed, as a kept call finds it made
+            # (on rows already lined, B_KEEP has nothing more to do)
+            b_read = padded_rows(b) if cfg.get("B_KEEP") else b
+            launches, _ = _run(a, b_read, c, cfg)
+            return lambda: _replay(launches, a, b_read, c)
+        pick = _fastest(prepare, _candidates(a, b, c))
+        if lined_b_keepable(b) and _tma_launch(a, b, c, pick):
+            pick = _fastest(prepare, [pick, {**pick, "B_KEEP": 1}])
+        _TUNED[key] = pick
     return _TUNED[key]
 
 
@@ -769,9 +893,9 @@ def _l2_clear():
 
 
 def _replay(launches, a, b, c):
-    """Launch a planned call's compiled kernels again on these tensors' views (as _run made them), B copied to
-    128-byte rows first where they were (B_PAD)."""
-    b = padded_rows(b) if launches[0][7] else b
+    """Launch a planned call's compiled kernels again on these tensors' views (as _run made them), B read as they
+    read it (_b_as_read: copied to 128-byte rows first for B_PAD, its kept copy where there is one for B_KEEP)."""
+    b = _b_as_read(b, launches[0][7])
     for rows, cols, kernel, grid, rest, boxes, gluon_layouts, _ in launches:
         views = _part(a, b, c, rows, cols)
         kernel[grid](*(_descriptors(*views, boxes, gluon_layouts) if boxes else views), *rest)
