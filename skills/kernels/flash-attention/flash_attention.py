@@ -220,8 +220,8 @@ PERSISTENT_BUFFERS = {64: 4, 128: 2}
 # H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
 # every tile, slot and phase in agreement)
 PERSISTENT_Q_SLOTS = 2
-# the persistent kernel's causal tiles run their diagonal block (the one masked block) first, a switch for the device
-# (issue 52, branch fa59). False, main's order since d7a045c (fa57's way around Triton 3.6's stale Q address: a
+# the persistent kernel's causal tiles run their diagonal block (the one masked block) first (issue 52, branch fa59).
+# False: the order since d7a045c (fa57's way around Triton 3.6's stale Q address: a
 # tile's blocks 1.. in one loop with one S site): key blocks 0, 1, .., start_m, the causal mask in every block's S
 # initial value, a compare and a select a score: 129 of the loop's 553 instructions a block at head dim 64, 130 of
 # 594 at 128 (sm_90 SASS, Triton 3.6), where before only a tile's first and last blocks built it; 16x12x1024x64
@@ -229,8 +229,11 @@ PERSISTENT_Q_SLOTS = 2
 # key blocks start_m, 0, 1, .., start_m - 1 (the K/V loader's order too), the mask in the tile's first S alone (which
 # runs under the tile before's last P V anyway), the loop over the rest without it: 422 and 462 instructions a
 # block. Not kept: the mask under a branch on the loop's last block, which the compile turned into selects on every
-# block (611 and 651 instructions).
-PERSISTENT_DIAGONAL_FIRST = False
+# block (611 and 651 instructions). Measured on the H100 (experiments/held-out-shapes/attention-ragged/fa59-h100.txt,
+# GLUON 2 forced both ways, every output right): first/main 1.109 at 16x12x1024x64 causal fp16 (0.99 -> 1.10x SDPA),
+# 1.075 at 8x16x512x64, 1.116 at 16x16x768x64, 1.137 at 4x16x4096x64, 1.07-1.08 at S 3000-4096 D128, 1.008 at S 512
+# D128 (still 0.965-0.971x SDPA), 1.004 without causal (the same kernel).
+PERSISTENT_DIAGONAL_FIRST = True
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
