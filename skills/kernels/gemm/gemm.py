@@ -141,6 +141,9 @@ TAIL_MIN_GAIN = 0.05
 #          autotune times its pick on B against the same pick on a lined copy (_autotune). The kernels are the same
 #          compiled ones: a descriptor's strides are launch arguments, not part of what Triton specializes on (the
 #          Triton and the Gluon descriptors alike, Triton 3.9), so a call whose B is not kept runs the pick on B.
+#          On the H100 (Triton 3.6; experiments/gemm-h100/kept-lined-b/): 3000x5000x2000 0.78 -> 1.00x cuBLAS,
+#          4096x5000x4096 0.77 -> 1.01, 2048x5000x4096 0.71 -> 0.88 (its lined view's figure too); a B changed
+#          before every call 0.99-1.01 of before; every output right, B written in place between calls too.
 # Loading B with 16-byte cp.async vectors instead of TMA (B_PTR, gemm57) read 0.47-0.63 of cuBLAS at every shape
 # tried, and 474-516 us at 4096x4100x4096: removed. A's rows (4000 B at K=2000) cost under 1% (view:ABC against
 # view:BC): not padded.
