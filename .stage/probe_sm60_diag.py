@@ -483,15 +483,20 @@ def main():
         src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
         good = {}
-        for name, fn in calls.items():  # every output right first (NaN-poisoned, twice: the words come back)
+        for name, fn in list(calls.items()):  # every output right first (NaN-poisoned, twice: the words come back)
             worst = 0.0
-            for _ in range(2):
-                y.fill_(float("nan"))
-                got = fn()
-                got = y if got is None or name == "shipped" else got
-                torch.cuda.synchronize()
-                err = (got.double() - ref).abs() / (1e-2 * ref.abs() + 2e-38)
-                worst = max(worst, float(torch.nan_to_num(err, nan=float("inf")).max()))
+            try:
+                for _ in range(2):
+                    y.fill_(float("nan"))
+                    got = fn()
+                    got = y if got is None or name == "shipped" else got
+                    torch.cuda.synchronize()
+                    err = (got.double() - ref).abs() / (1e-2 * ref.abs() + 2e-38)
+                    worst = max(worst, float(torch.nan_to_num(err, nan=float("inf")).max()))
+            except Exception as e:  # the copy failing to compile must not hide the shipped figures
+                say(f"{M}x{N} {name}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}")
+                worst = float("inf")
+                del calls[name]
             good[name] = worst <= 1
             if not good[name]:
                 wrong.append(f"{M}x{N} {name}")
@@ -509,10 +514,11 @@ def main():
             f"rows a team {f['rows_min']}-{f['rows_max']}")
         say("    " + "  ".join(f"{n} {us[n]:.2f}us {100 * nbytes / (us[n] * 1e3) / copy_gbps:.1f}% "
                                f"(rounds {' / '.join(f'{v:.2f}' for v in times[n])})" for n in calls)
-            + f"  stamped/unstamped {us['copy stamped'] / us['copy']:.3f}"
+            + (f"  stamped/unstamped {us['copy stamped'] / us['copy']:.3f}" if "copy stamped" in us and "copy" in us
+               else "")
             + ("" if all(good.values()) else f"  WRONG: {[n for n, g in good.items() if not g]}"))
         if not good["copy stamped"]:
-            continue
+            continue  # nothing stamped to analyse
         runs = []
         for _ in range(3):
             clear()
