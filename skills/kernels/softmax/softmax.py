@@ -539,6 +539,53 @@ if gluon is not None:
         safe = gl.where(new_m == -float("inf"), 0.0, new_m)  # only -inf so far
         return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
 
+    @gluon.jit
+    def _shift(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
+        # log2(e) * the row's max + log2 of its sum, from the siblings' partials of the row of iteration `it`:
+        # y = exp2(x * log2(e) - shift)
+        pm, ps = _gather(words, team, it, slots, P, SPIN)
+        gm = gl.max(pm, axis=0)
+        return gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
+
+    @gluon.jit
+    def _write_row(x_ptr, y_ptr, buf, half: gl.constexpr, row, M, N, stride_x, stride_y, off_x, off_y, shift,
+                   e_row, mine, lanes, offs, lane_offs, part, n_teams,
+                   CHUNK: gl.constexpr, NCH: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr,
+                   VEC: gl.constexpr, layout: gl.constexpr, out_layout: gl.constexpr):
+        # Row `row`'s part of y from buf's half `half`, each chunk refilled with row + 2 * n_teams once every warp
+        # has read it (one commit group a chunk); with its edge (CUT, program P - 1). Returns the edge of the row
+        # it refills with (loaded now, a row ahead of its use as its chunks are).
+        SUB: gl.constexpr = CHUNK // 4
+        ahead = row + 2 * n_teams
+        e_ahead = e_row
+        if CUT:
+            e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
+        src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
+        n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
+        y_row = _y_body(y_ptr, row, stride_x, stride_y, off_x, off_y, N, CUT, Y_CUT, VEC)
+        for c in gl.static_range(NCH):
+            cols = c * CHUNK + offs
+            if CUT and not Y_CUT:  # stored from shared memory before the refill (see out_layout)
+                for q in gl.static_range(CHUNK // SUB):
+                    first = part * (NCH * CHUNK) + c * CHUNK + q * SUB
+                    x = buf.index(half * NCH + c).slice(q * SUB, SUB).load(out_layout).to(gl.float32)
+                    gl.store(y_row + first + lane_offs, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
+                             mask=lane_offs < n - first)
+                cta_barrier()  # every warp has read chunk c: refill it
+                copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < n_ahead) & (ahead < M))
+                cp.commit_group()
+            else:
+                x = buf.index(half * NCH + c).load(layout).to(gl.float32)
+                cta_barrier()  # every warp has read chunk c: refill it
+                copy_to_shared(buf.index(half * NCH + c), src + cols, mask=(cols < n_ahead) & (ahead < M))
+                cp.commit_group()
+                gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=cols < n)
+        if CUT:
+            col, ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
+            gl.store(y_ptr + (row.to(gl.int64) * stride_y + off_y) + col,
+                     gl.exp2(e_row.to(gl.float32) * LOG2E - shift).to(y_ptr.dtype.element_ty), mask=ok & mine)
+        return e_ahead
+
     @gluon.jit(do_not_specialize=["off_x", "off_y"])  # one compilation for every offset 0-7
     def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
                            CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
@@ -547,7 +594,7 @@ if gluon is not None:
         # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
         # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
         # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
-        # has read is refilled with row i+2.
+        # has read is refilled with row i+2. The first row is the exception (see ROW0_FIRST).
         # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
         # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
         # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
@@ -569,13 +616,14 @@ if gluon is not None:
         # scatter each store over 512 bytes, 2 of each 16: 8 times the L2's partial sector writes), a quarter
         # chunk at a time (a whole chunk of single-element stores spilled 224 bytes under Triton 3.9)
         out_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-        SUB: gl.constexpr = CHUNK // 4
-        lane_offs = gl.arange(0, SUB, out_layout)  # a quarter's columns from its first: scalars do the rest
+        lane_offs = gl.arange(0, CHUNK // 4, out_layout)  # a quarter's columns from its first: scalars do the rest
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+        lanes = gl.arange(0, 2 * VEC, slot_layout)
+        mine = part == P - 1
+        e_row = gl.full([2 * VEC], -float("inf"), x_ptr.dtype.element_ty, slot_layout)  # no edge (not CUT)
+        e_nxt = e_row
         if CUT:
-            lanes = gl.arange(0, 2 * VEC, slot_layout)
-            mine = part == P - 1
             e_row = _edge_load(x_ptr, team, stride_x, off_x, N, mine, lanes, VEC)
             e_nxt = _edge_load(x_ptr, team + n_teams, stride_x, off_x, N, mine & (team + n_teams < M), lanes, VEC)
 
@@ -593,59 +641,47 @@ if gluon is not None:
         if CUT:
             m, s = _with_edge(m, s, e_row)
         _publish(words, team, part, 0, m, s, P)
+        # ROW0_FIRST: the first row is written (and its chunks refilled with the third) before the second is
+        # reduced, so that the refill's reads start while the launch's first reads are still landing
+        shift = _shift(words, team, 0, slots, P, SPIN)
+        e_ahead = _write_row(x_ptr, y_ptr, buf, 0, team, M, N, stride_x, stride_y, off_x, off_y, shift, e_row, mine,
+                             lanes, offs, lane_offs, part, n_teams, CHUNK, NCH, CUT, Y_CUT, VEC, layout, out_layout)
+        e_row = e_nxt
+        e_nxt = e_ahead
+        if team + n_teams < M:
+            cp.wait_group(NCH)  # the second row's groups (the third's may still be in flight)
+            cta_barrier()
+            n = _row_body(x_ptr, team + n_teams, stride_x, off_x, N, CUT, VEC)[1]
+            m, s = _part_max_sum(buf, NCH, offs, team + n_teams < M, n, NCH, CHUNK, layout)
+            if CUT:
+                m, s = _with_edge(m, s, e_row)
+            _publish(words, team, part, 1, m, s, P)
 
-        # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
-        # compile a runtime index here)
-        it = 0
-        for pair in range(team, M, 2 * n_teams):
-            for half in gl.static_range(2):
-                row = pair + half * n_teams
+        # two rows an iteration, from the second (buf's half 1), so that each half of buf is named by a constant
+        # (Triton 3.6 does not compile a runtime index here)
+        it = 1
+        for pair in range(team + n_teams, M, 2 * n_teams):
+            for k in gl.static_range(2):
+                half = 1 - k
+                row = pair + k * n_teams
                 if row < M:
                     nxt = row + n_teams
-                    cp.wait_group(0)  # the next row's groups are the only ones outstanding
-                    cta_barrier()
-                    n = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
-                    mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n, NCH, CHUNK, layout)
-                    if CUT:
-                        mn, sn = _with_edge(mn, sn, e_nxt)
-                    _publish(words, team, part, it + 1, mn, sn, P)
-                    pm, ps = _gather(words, team, it, slots, P, SPIN)
-                    gm = gl.max(pm, axis=0)
-                    shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
-                    ahead = row + 2 * n_teams
-                    if CUT:
-                        e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
-                    src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
-                    n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
-                    y_row = _y_body(y_ptr, row, stride_x, stride_y, off_x, off_y, N, CUT, Y_CUT, VEC)
-                    for c in gl.static_range(NCH):
-                        cols = c * CHUNK + offs
-                        if CUT and not Y_CUT:  # stored from shared memory before the refill (see out_layout)
-                            for q in gl.static_range(CHUNK // SUB):
-                                first = part * (NCH * CHUNK) + c * CHUNK + q * SUB
-                                x = buf.index(half * NCH + c).slice(q * SUB, SUB).load(out_layout).to(gl.float32)
-                                gl.store(y_row + first + lane_offs,
-                                         gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                         mask=lane_offs < n - first)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                            copy_to_shared(buf.index(half * NCH + c), src + cols,
-                                           mask=(cols < n_ahead) & (ahead < M))
-                            cp.commit_group()
-                        else:
-                            x = buf.index(half * NCH + c).load(layout).to(gl.float32)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
-                            copy_to_shared(buf.index(half * NCH + c), src + cols,
-                                           mask=(cols < n_ahead) & (ahead < M))
-                            cp.commit_group()
-                            gl.store(y_row + cols, gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                     mask=cols < n)
-                    if CUT:
-                        col, ok = _cut_edge(row.to(gl.int64) * stride_x + off_x, N, lanes, VEC)
-                        gl.store(y_ptr + (row.to(gl.int64) * stride_y + off_y) + col,
-                                 gl.exp2(e_row.to(gl.float32) * LOG2E - shift).to(y_ptr.dtype.element_ty),
-                                 mask=ok & mine)
-                        e_row = e_nxt
-                        e_nxt = e_ahead
+                    # no partial of a row past the last: its reduce (an exp an element) would sit between this
+                    # program's last partials and its last writes, in the launch's tail
+                    if nxt < M:
+                        cp.wait_group(0)  # the next row's groups are the only ones outstanding
+                        cta_barrier()
+                        n_nxt = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
+                        mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n_nxt, NCH, CHUNK, layout)
+                        if CUT:
+                            mn, sn = _with_edge(mn, sn, e_nxt)
+                        _publish(words, team, part, it + 1, mn, sn, P)
+                    shift = _shift(words, team, it, slots, P, SPIN)
+                    e_ahead = _write_row(x_ptr, y_ptr, buf, half, row, M, N, stride_x, stride_y, off_x, off_y, shift,
+                                         e_row, mine, lanes, offs, lane_offs, part, n_teams, CHUNK, NCH, CUT, Y_CUT,
+                                         VEC, layout, out_layout)
+                    e_row = e_nxt
+                    e_nxt = e_ahead
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
