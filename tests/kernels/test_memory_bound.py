@@ -1598,9 +1598,11 @@ def test_softmax_team_on_cut_rows_compiles_for_hopper_to_16_byte_copies(tmp_path
 class _TeamOnThreads:
     """softmax's _softmax_smem_team run from its own source on the CPU: one Python thread a program (so that a
     team's programs wait for one another as on a GPU), Gluon's functions on torch tensors (_GluonOnTorch, and
-    shared memory, cp.async, atomics and pointers below). cp.async copies at once; every copy it is given must
-    move whole 16-byte groups (8 lanes of one group each, all in or all out), and every load and store must
-    stay inside its tensor's storage, or the launch fails."""
+    shared memory, cp.async, atomics and pointers below). Every copy it is given must move whole 16-byte groups
+    (8 lanes of one group each, all in or all out), and every load and store must stay inside its tensor's
+    storage, or the launch fails. A copy fills its shared memory with NaN when issued (lanes it masks off stay
+    NaN: the kernel must not use them) and lands only when cp.wait_group retires its commit group, so a chunk
+    read before its copies were waited for, or refilled before its last read, shows in the output."""
 
     class Ptr:
         def __init__(self, mem, off=0):
@@ -1653,16 +1655,17 @@ class _TeamOnThreads:
             full=lambda shape, value, dtype, layout=None: torch.full(shape, value, dtype=dtype),
             zeros=lambda shape, dtype, layout=None: torch.zeros(shape, dtype=dtype),
             min=lambda x, axis: x.min(dim=axis).values,
-            allocate_shared_memory=lambda dtype, shape, layout: _TeamOnThreads.Smem(torch.zeros(shape, dtype=dtype)),
+            allocate_shared_memory=lambda dtype, shape, layout: _TeamOnThreads.Smem(
+                torch.full(shape, float("nan"), dtype=dtype)),
             load=self.load, store=self.store, atomic_xchg=self.atomic_xchg, atomic_add=self.atomic_add)
         for name, fn in extra.items():
             setattr(gl, name, fn)
-        cp = types.SimpleNamespace(commit_group=lambda: None, wait_group=lambda n: None)
+        cp = types.SimpleNamespace(commit_group=self.commit_group, wait_group=self.wait_group)
         self.scope = dict(module._softmax_smem_team.fn.__globals__, gl=gl, cp=cp, copy_to_shared=self.copy,
                           cta_barrier=lambda: None, LOG2E=module.LOG2E.value, UNSTAMPED=module.UNSTAMPED.value)
-        for name in ("_part_max_sum", "_publish", "_gather", *_CUT_HELPERS, "_softmax_smem_team"):
-            fn = getattr(module, name).fn
-            self.scope[name] = types.FunctionType(fn.__code__, self.scope, name)
+        for name, value in vars(module).items():  # every Gluon function, from its own source
+            if type(value).__name__.startswith("Gluon"):
+                self.scope[name] = types.FunctionType(value.fn.__code__, self.scope, name)
 
     def load(self, ptr, mask=None, other=None, volatile=False):
         if volatile:
@@ -1697,7 +1700,18 @@ class _TeamOnThreads:
         assert bool((ok.all(1) | ~ok.any(1)).all()), "a copy of part of a 16-byte group"
         whole = ((groups[:, :1] % 8 == 0) & (groups == groups[:, :1] + torch.arange(8))).all(1)
         assert bool(whole[ok[:, 0]].all()), "a copy off a 16-byte group"
-        smem.data[:] = torch.where(mask, ptr.mem[off], torch.zeros((), dtype=ptr.mem.dtype))
+        self.local.copies.append((smem.data, torch.where(mask, ptr.mem[off], torch.tensor(float("nan"),
+                                                                                            dtype=ptr.mem.dtype))))
+        smem.data[:] = float("nan")  # in flight
+
+    def commit_group(self):
+        self.local.groups.append(self.local.copies)
+        self.local.copies = []
+
+    def wait_group(self, n):
+        while len(self.local.groups) > n:
+            for data, value in self.local.groups.pop(0):
+                data[:] = value
 
     def __getitem__(self, grid):
         import threading
@@ -1713,6 +1727,7 @@ class _TeamOnThreads:
 
             def program(pid):
                 self.local.pid, self.local.grid = pid, grid[0]
+                self.local.copies, self.local.groups = [], []  # cp.async: the open group, the committed ones
                 try:
                     self.scope["_softmax_smem_team"](*args, **kw)
                 except BaseException as e:  # noqa: BLE001 - reported below
@@ -1776,3 +1791,30 @@ def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch
         assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()
         if y is not None:
             y.fill_(float("nan"))
+
+
+@pytest.mark.parametrize("fault", ["copies read before they land", "the second row's copies not waited for"])
+def test_softmax_team_on_threads_fails_on_a_copy_read_in_flight(monkeypatch, fault):
+    # The check above has teeth: a team that reads a chunk whose copies it has not waited for comes out wrong
+    # (here NaN, as in flight), whether it never waits or waits for all but the second row's (sm60's first row
+    # written first: its refill is the newest group then, the second row's the one before).
+    m, _, _ = _scaled_down_team_template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    team = _TeamOnThreads(m)
+    wait_group = team.scope["cp"].wait_group
+
+    def faulty(n):
+        team.local.waits = getattr(team.local, "waits", 0) + 1  # this program's (a thread a program a launch)
+        if fault == "the second row's copies not waited for" and team.local.waits == 2:
+            n += m.SMEM_TEAM["NCH"]  # its second wait: the one before the second row's reduce
+        if fault != "copies read before they land":
+            wait_group(n)
+    team.scope["cp"].wait_group = faulty
+    monkeypatch.setattr(m, "_softmax_smem_team", team)
+    x = (torch.randn(20, 601) * 3).to(torch.bfloat16)
+    out = m.softmax(x, config={"BLOCK_SIZE": 64})
+    assert m.last_config["kernel"] == "_softmax_smem_team"
+    assert torch.isnan(out).any()

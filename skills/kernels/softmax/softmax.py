@@ -540,6 +540,16 @@ if gluon is not None:
         return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
 
     @gluon.jit
+    def _reduce_row(x_ptr, buf, half: gl.constexpr, r, M, N, stride_x, off_x, e_r, offs, NCH: gl.constexpr,
+                    CHUNK: gl.constexpr, CUT: gl.constexpr, VEC: gl.constexpr, layout: gl.constexpr):
+        # this program's (max, sum of exp(x - max)) of row r, held in buf's half `half`, with its edge e_r (CUT)
+        n = _row_body(x_ptr, r, stride_x, off_x, N, CUT, VEC)[1]
+        m, s = _part_max_sum(buf, half * NCH, offs, r < M, n, NCH, CHUNK, layout)
+        if CUT:
+            m, s = _with_edge(m, s, e_r)
+        return m, s
+
+    @gluon.jit
     def _shift(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
         # log2(e) * the row's max + log2 of its sum, from the siblings' partials of the row of iteration `it`:
         # y = exp2(x * log2(e) - shift)
@@ -636,50 +646,40 @@ if gluon is not None:
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        n = _row_body(x_ptr, team, stride_x, off_x, N, CUT, VEC)[1]
-        m, s = _part_max_sum(buf, 0, offs, team < M, n, NCH, CHUNK, layout)
-        if CUT:
-            m, s = _with_edge(m, s, e_row)
+        m, s = _reduce_row(x_ptr, buf, 0, team, M, N, stride_x, off_x, e_row, offs, NCH, CHUNK, CUT, VEC, layout)
         _publish(words, team, part, 0, m, s, P)
-        # ROW0_FIRST: the first row is written (and its chunks refilled with the third) before the second is
-        # reduced, so that the refill's reads start while the launch's first reads are still landing
-        shift = _shift(words, team, 0, slots, P, SPIN)
-        e_ahead = _write_row(x_ptr, y_ptr, buf, 0, team, M, N, stride_x, stride_y, off_x, off_y, shift, e_row, mine,
-                             lanes, offs, lane_offs, part, n_teams, CHUNK, NCH, CUT, Y_CUT, VEC, layout, out_layout)
-        e_row = e_nxt
-        e_nxt = e_ahead
-        if team + n_teams < M:
-            cp.wait_group(NCH)  # the second row's groups (the third's may still be in flight)
-            cta_barrier()
-            n = _row_body(x_ptr, team + n_teams, stride_x, off_x, N, CUT, VEC)[1]
-            m, s = _part_max_sum(buf, NCH, offs, team + n_teams < M, n, NCH, CHUNK, layout)
-            if CUT:
-                m, s = _with_edge(m, s, e_row)
-            _publish(words, team, part, 1, m, s, P)
-
-        # two rows an iteration, from the second (buf's half 1), so that each half of buf is named by a constant
-        # (Triton 3.6 does not compile a runtime index here)
-        it = 1
-        for pair in range(team + n_teams, M, 2 * n_teams):
-            for k in gl.static_range(2):
-                half = 1 - k
-                row = pair + k * n_teams
+        # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not compile a
+        # runtime index here)
+        it = 0
+        for pair in range(team, M, 2 * n_teams):
+            for half in gl.static_range(2):
+                row = pair + half * n_teams
                 if row < M:
                     nxt = row + n_teams
-                    # no partial of a row past the last: its reduce (an exp an element) would sit between this
-                    # program's last partials and its last writes, in the launch's tail
-                    if nxt < M:
-                        cp.wait_group(0)  # the next row's groups are the only ones outstanding
-                        cta_barrier()
-                        n_nxt = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
-                        mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n_nxt, NCH, CHUNK, layout)
-                        if CUT:
-                            mn, sn = _with_edge(mn, sn, e_nxt)
-                        _publish(words, team, part, it + 1, mn, sn, P)
+                    if it > 0:  # (the second row's partial goes out after the first row's writes: ROW0_FIRST)
+                        # no partial of a row past the last: its reduce (an exp an element) would sit between this
+                        # program's last partials and its last writes, in the launch's tail
+                        if nxt < M:
+                            cp.wait_group(0)  # the next row's groups are the only ones outstanding
+                            cta_barrier()
+                            mn, sn = _reduce_row(x_ptr, buf, 1 - half, nxt, M, N, stride_x, off_x, e_nxt, offs,
+                                                 NCH, CHUNK, CUT, VEC, layout)
+                            _publish(words, team, part, it + 1, mn, sn, P)
                     shift = _shift(words, team, it, slots, P, SPIN)
                     e_ahead = _write_row(x_ptr, y_ptr, buf, half, row, M, N, stride_x, stride_y, off_x, off_y, shift,
                                          e_row, mine, lanes, offs, lane_offs, part, n_teams, CHUNK, NCH, CUT, Y_CUT,
                                          VEC, layout, out_layout)
+                    if half == 0:
+                        # ROW0_FIRST: the first row is written (its chunks refilled with the third row) before the
+                        # second is reduced, so that the refill's reads start while the launch's first reads are
+                        # still landing, not a reduce later
+                        if it == 0:
+                            if nxt < M:
+                                cp.wait_group(NCH)  # the second row's groups (the third's may still be in flight)
+                                cta_barrier()
+                                mn, sn = _reduce_row(x_ptr, buf, 1, nxt, M, N, stride_x, off_x, e_nxt, offs,
+                                                     NCH, CHUNK, CUT, VEC, layout)
+                                _publish(words, team, part, 1, mn, sn, P)
                     e_row = e_nxt
                     e_nxt = e_ahead
                     it += 1
