@@ -405,14 +405,12 @@ class Emulator:
         engine.join()
 
     # ---------------------------------------------------------------------------------------------- driver
-    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None, diagonal_first=None):
+    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
         """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
-        on the schedule the launcher would give it with `sms` SMs, q_slots Q tiles a consumer and causal tiles'
-        diagonal blocks first or last (the launcher's PERSISTENT_Q_SLOTS and PERSISTENT_DIAGONAL_FIRST by
-        default); raises EmulatorError on a protocol fault."""
+        on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's
+        PERSISTENT_Q_SLOTS by default); raises EmulatorError on a protocol fault."""
         m = self.module
         q_slots = m.PERSISTENT_Q_SLOTS if q_slots is None else q_slots
-        diagonal_first = m.PERSISTENT_DIAGONAL_FIRST if diagonal_first is None else diagonal_first
         B, H, S, D = q.shape
         BM = m.WS_BLOCK_M
         n_m = -(-S // BM)
@@ -429,7 +427,7 @@ class Emulator:
             self.arrays = []
             self.ns["_attn_fwd_persist"](*descs, views[3], S, _Ptr(table), width, m.LOG2E / D ** 0.5,
                                          BM, m.WS_BLOCK_N, num_buffers, causal, S % BM != 0,
-                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots, diagonal_first)
+                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots)
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o
