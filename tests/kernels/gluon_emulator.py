@@ -106,6 +106,27 @@ class Tile:
         assert tuple(order) == (1, 0)
         return _Transposed(self)
 
+    def slice(self, start, length, dim=0):
+        assert dim == 0
+        return _Rows(self, int(start), int(length))
+
+
+class _Rows:
+    """Tile.slice's view: rows [start, start + length) of a tile, which a wgmma reads (its reads in flight count
+    on the whole tile, so a copy landing in it is caught as for the tile)."""
+
+    def __init__(self, tile, start, length):
+        self.tile, self.start, self.length = tile, start, length
+        self.name = f"{tile.name}[{start}:{start + length}]"
+
+    @property
+    def data(self):
+        return self.tile.data[self.start:self.start + self.length]
+
+    def permute(self, order):
+        assert tuple(order) == (1, 0)
+        return _Transposed(self)
+
 
 class _Transposed:
     def __init__(self, tile):
@@ -218,6 +239,8 @@ class Emulator:
             where=lambda c, a, b: torch.where(c, a, b),
             max=lambda x, axis: x.amax(axis), sum=lambda x, axis: x.sum(axis),
             exp2=torch.exp2, convert_layout=lambda x, layout: x,
+            join=lambda a, b: torch.stack((a, b), dim=-1), permute=lambda x, order: x.permute(order),
+            reshape=lambda x, shape: x.reshape(shape), zeros_like=torch.zeros_like,
             static_assert=static_assert,
             static_range=range, allocate_shared_memory=allocate_shared_memory, warp_specialize=warp_specialize,
             NVMMADistributedLayout=Layout, DotOperandLayout=Layout, SliceLayout=Layout,
@@ -300,6 +323,7 @@ class Emulator:
             for t in tiles:
                 if torch.isnan(t.data).all():
                     emu.shared.error(f"a wgmma read {t.name}, never written")
+            tiles = [t.tile if isinstance(t, _Rows) else t for t in tiles]
             acc_val = _resolve(acc)
             value = a_val.float() @ b_val.float() + (acc_val if use_acc else 0)
             with emu.shared.cond:

@@ -69,6 +69,29 @@ def test_one_q_tile_a_consumer_agrees_too(fa, B, H, S, causal, sms):
     assert (out - ref).abs().max().item() < 1e-4
 
 
+def test_consumer_0_scores_its_diagonal_block_over_its_first_keys_alone(fa):
+    """Issue 52 (fa60): in a causal tile's diagonal block, consumer 0's rows (the tile's first 64) see no key past the
+    block's first 64, so its S there is a 64 x 64 wgmma on the first 64 rows of K's stage (_diag_half_qk), its P
+    padded with zeros for the other keys (_diag_half_softmax). Those rows right at every tile, and consumer 0 took
+    that path once a tile, tile 0's first block and every later tile's (under the tile before's last P V) alike."""
+    emulator = Emulator(fa)
+    as_written = emulator.ns["_diag_half_qk"]
+    scored = []
+
+    def _diag_half_qk(*args):
+        s = as_written(*args)
+        scored.append(tuple(s.value.shape))
+        return s
+
+    emulator.ns["_diag_half_qk"] = _diag_half_qk
+    B, H, S = 1, 8, 512
+    q, k, v = _inputs(B, H, S)
+    out = emulator.attention(q, k, v, True, 2, sms=4)
+    consumer_0_rows = torch.arange(S) % fa.WS_BLOCK_M < fa.WS_BLOCK_M // 2
+    assert (out - fa.reference(q, k, v, True))[:, :, consumer_0_rows].abs().max().item() < 1e-4
+    assert scored == [(64, 64)] * (B * H * S // fa.WS_BLOCK_M)
+
+
 def test_the_emulation_walks_several_interleavings(fa):
     """The same shape under other seeds (other copy orders and delays) agrees too."""
     for seed in (1, 2, 3):

@@ -303,10 +303,45 @@ if gluon is not None:
         return p, alpha, m_new, l_i * alpha + gl.sum(p, axis=1)
 
     @gluon.jit
+    def _diag_half_qk(q, k_smem, k_ready, g, M: gl.constexpr, NUM_BUFFERS: gl.constexpr):
+        # Consumer 0's S in a causal tile's diagonal block (persistent kernel, ring counter g): its rows, the
+        # tile's first M, see no key past their own, all among the block's first M; so Q K^T over those keys
+        # alone, an N = M wgmma on the first M rows of K's stage, the causal mask its initial value: half of this
+        # consumer's S there, whose other half the mask would throw away (issue 52, branch fa60). Its P V still
+        # runs over the whole block (_diag_half_softmax pads P): a narrower P would give the P each block hands
+        # to the next (through the block loop and, from a tile of one block, the next tile) two shapes.
+        h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, M, 16])
+        rows = gl.arange(0, M, layout=gl.SliceLayout(1, h_layout))
+        cols = gl.arange(0, M, layout=gl.SliceLayout(0, h_layout))
+        keep = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)
+        init = gl.where(keep, gl.zeros([M, M], gl.float32, h_layout),
+                        gl.full([M, M], float("-inf"), gl.float32, h_layout))
+        buf = g % NUM_BUFFERS
+        mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
+        return warpgroup_mma(q, k_smem.index(buf).slice(0, M).permute((1, 0)), init, use_acc=True, is_async=True)
+
+    @gluon.jit
+    def _diag_half_softmax(s, qk_scale, s_layout: gl.constexpr, p_layout: gl.constexpr, dtype: gl.constexpr):
+        # _diag_half_qk's scores: the tile's first softmax step (running max and sum from nothing), returned in
+        # the full block's layouts, P padded with zeros for the masked keys M.. (the P V wgmma takes the block)
+        M: gl.constexpr = s.shape[0]
+        m_i = gl.max(s, axis=1) * qk_scale
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_i, 1))
+        l_i = gl.sum(p, axis=1)
+        p = p.to(dtype)
+        # [P | 0] along the keys (Gluon has no concatenation): a thread's columns of the N = M layout and of the
+        # zeros are its columns of the N = 2M one, so this stays in registers (sm_90: 32 PRMT, no shared memory)
+        wide = gl.reshape(gl.permute(gl.join(p, gl.zeros_like(p)), (0, 2, 1)), [M, 2 * M])
+        rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+        return gl.convert_layout(m_i, rows), gl.convert_layout(l_i, rows), gl.convert_layout(wide, p_layout)
+
+    @gluon.jit
     def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
-                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None):
+                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None,
+                  HALF: gl.constexpr = False):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
@@ -315,10 +350,13 @@ if gluon is not None:
         # NEW_TILE (persistent): S_j is the next tile's first key block (q, q_row and j its own: block 0, or a
         # causal tile's diagonal block, which the persistent kernel runs first), run under
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
-        # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk).
+        # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk). HALF (with NEW_TILE):
+        # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk).
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
-        if MASK_INIT:
+        if HALF:
+            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
+        elif MASK_INIT:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
         else:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
@@ -328,11 +366,14 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(kbuf))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
-        if NEW_TILE:
-            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
-        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
-        p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
+        if HALF:
+            m_i, l_i, p16_next = _diag_half_softmax(s, qk_scale, s_layout, p_layout, v_smem.dtype)
+        else:
+            if NEW_TILE:
+                m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+                l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
+            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
+            p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
         acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
         mbarrier.arrive(v_empty.index(vbuf))
         if not NEW_TILE:
@@ -343,13 +384,15 @@ if gluon is not None:
     def _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout: gl.constexpr,
                         p_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                         CAUSAL: gl.constexpr, q_empty=None, q_done=False, MASK_INIT: gl.constexpr = False,
-                        key_limit=None, j=0):
+                        key_limit=None, j=0, HALF: gl.constexpr = False):
         # A tile's first key block j alone (ring counter g): (m, l, P) to start the overlapped steps. Block 0,
         # or a causal tile's diagonal block in the persistent kernel (j its index). Causal
         # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score): on the
         # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes back
-        # here when q_done (a tile of this one block).
-        if MASK_INIT:
+        # here when q_done (a tile of this one block). HALF: consumer 0's diagonal block (_diag_half_qk).
+        if HALF:
+            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
+        elif MASK_INIT:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
         else:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
@@ -357,10 +400,14 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
-        m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-        l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
-        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
-        return m_i, l_i, gl.convert_layout(p.to(k_smem.dtype), p_layout)
+        if HALF:
+            m_i, l_i, p16 = _diag_half_softmax(s, qk_scale, s_layout, p_layout, k_smem.dtype)
+        else:
+            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
+            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
+            p16 = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+        return m_i, l_i, p16
 
     @gluon.jit
     def _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g, NUM_BUFFERS: gl.constexpr):
@@ -586,6 +633,7 @@ if gluon is not None:
         o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
         KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
+        HALF: gl.constexpr = CAUSAL and C == 0  # consumer 0's diagonal block over its first M keys (_diag_half_qk)
         # Tile 0's first key block runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
@@ -599,7 +647,7 @@ if gluon is not None:
         else:
             m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
                                             BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
-                                            MASK_INIT=CAUSAL, j=start_m if CAUSAL else 0)
+                                            MASK_INIT=CAUSAL, j=start_m if CAUSAL else 0, HALF=HALF)
         g = 0
         for w in range(n_waves):
             # the next tile's id read now, its latency under this tile's blocks
@@ -643,7 +691,8 @@ if gluon is not None:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, start_m if CAUSAL else 0, g, q_row, qk_scale, s_layout,
                                                    o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                                   q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True)
+                                                   q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True,
+                                                   HALF=HALF)
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
             out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
