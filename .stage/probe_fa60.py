@@ -127,7 +127,7 @@ def line(row):
     cells = " ".join(f"{t[n]:9.1f}" if n in t else f"{'ERR' if 'error' in c.get(n, {}) else '-':>9s}" for n in COLUMNS)
     ratio = lambda a, b: f"{t[a] / t[b]:8.3f}" if a in t and b in t else f"{'-':>8s}"  # noqa: E731
     spread = max(col["spread"] for col in c.values() if "spread" in col)
-    picks = "/".join(str(c[n].get("ran", {}).get("GLUON", "-")) for n in ("main auto", "new auto"))
+    picks = "/".join(str(c.get(n, {}).get("ran", {}).get("GLUON", "-")) for n in ("main auto", "new auto"))
     text = (f"{row['shape']:>14s} {row['dtype']:4s} {'y' if row['causal'] else 'n'} {cells} {ratio('main G2', 'new G2')}"
             f" {ratio('sdpa', 'main G2')} {ratio('sdpa', 'new G2')} {ratio('sdpa', 'new auto')} {picks:>5s}"
             f" {100 * spread:5.1f}%  {row['predicted']}")
