@@ -69,11 +69,8 @@ def test_one_q_tile_a_consumer_agrees_too(fa, B, H, S, causal, sms):
     assert (out - ref).abs().max().item() < 1e-4
 
 
-def test_consumer_0_scores_its_diagonal_block_over_its_first_keys_alone(fa):
-    """Issue 52 (fa60): in a causal tile's diagonal block, consumer 0's rows (the tile's first 64) see no key past the
-    block's first 64, so its S there is a 64 x 64 wgmma on the first 64 rows of K's stage (_diag_half_qk), its P
-    padded with zeros for the other keys (_diag_half_softmax). Those rows right at every tile, and consumer 0 took
-    that path once a tile, tile 0's first block and every later tile's (under the tile before's last P V) alike."""
+def _counting_half_scores(fa):
+    """An Emulator whose _diag_half_qk records the shape of each S it returns, and that list."""
     emulator = Emulator(fa)
     as_written = emulator.ns["_diag_half_qk"]
     scored = []
@@ -84,12 +81,34 @@ def test_consumer_0_scores_its_diagonal_block_over_its_first_keys_alone(fa):
         return s
 
     emulator.ns["_diag_half_qk"] = _diag_half_qk
+    return emulator, scored
+
+
+def test_consumer_0_scores_its_diagonal_block_over_its_first_keys_alone(fa):
+    """Issue 52 (fa60): in a causal tile's diagonal block, consumer 0's rows (the tile's first 64) see no key past the
+    block's first 64, so its S there is a 64 x 64 wgmma on the first 64 rows of K's stage (_diag_half_qk), its P
+    padded with zeros for the other keys (_diag_half_softmax). Those rows right at every tile, and consumer 0 took
+    that path once a tile, tile 0's first block and every later tile's (under the tile before's last P V) alike."""
+    emulator, scored = _counting_half_scores(fa)
     B, H, S = 1, 8, 512
     q, k, v = _inputs(B, H, S)
     out = emulator.attention(q, k, v, True, 2, sms=4)
     consumer_0_rows = torch.arange(S) % fa.WS_BLOCK_M < fa.WS_BLOCK_M // 2
     assert (out - fa.reference(q, k, v, True))[:, :, consumer_0_rows].abs().max().item() < 1e-4
     assert scored == [(64, 64)] * (B * H * S // fa.WS_BLOCK_M)
+
+
+@pytest.mark.parametrize("D, halved", [(64, True), (128, False)])
+def test_the_half_diagonal_runs_at_head_dim_64_and_below_only(fa, D, halved):
+    """The half diagonal's gate (_persist_consumer's HALF, fa60): at head dim 64 a block's exponentials take as long
+    as its tensor work and halving consumer 0's diagonal ones ran 1.04-1.05x main on the H100; at 128 it ran
+    0.98-0.99x, so there consumer 0 scores its diagonal block over all 128 keys, as main does."""
+    emulator, scored = _counting_half_scores(fa)
+    B, H, S = 1, 2, 384
+    q, k, v = _inputs(B, H, S, D)
+    out = emulator.attention(q, k, v, True, 2, sms=2)
+    assert (out - fa.reference(q, k, v, True)).abs().max().item() < 1e-4
+    assert scored == ([(64, 64)] * (B * H * S // fa.WS_BLOCK_M) if halved else [])
 
 
 def test_the_emulation_walks_several_interleavings(fa):

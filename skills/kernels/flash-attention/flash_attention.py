@@ -633,7 +633,14 @@ if gluon is not None:
         o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
         KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
-        HALF: gl.constexpr = CAUSAL and C == 0  # consumer 0's diagonal block over its first M keys (_diag_half_qk)
+        # Consumer 0's diagonal block over its first M keys (_diag_half_qk) at head dim <= 64 only. There a block's
+        # exponentials (BLOCK_M x BLOCK_N at 16 a cycle on sm_90) take at least its tensor time (2 x BLOCK_M x
+        # BLOCK_N x HEAD_DIM FMA at 2048 a cycle): the ratio is HEAD_DIM / 64. Halving that consumer's diagonal
+        # exponentials shortens what paces a tile's first step, and the H100 ran 1.04-1.05x main (8x16x512x64,
+        # 16x12x1024x64 causal). At 128 the tensor time is twice the exponentials', the saved half-S buys nothing
+        # and the edit only moved ptxas's block loop: both consumers' softmax went from after the P V wait to
+        # before it (so V's stage, of two at 128, returned a softmax later), 0.982-0.991x main (branch fa60).
+        HALF: gl.constexpr = CAUSAL and C == 0 and HEAD_DIM <= 64
         # Tile 0's first key block runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
