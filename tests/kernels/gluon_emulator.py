@@ -106,6 +106,27 @@ class Tile:
         assert tuple(order) == (1, 0)
         return _Transposed(self)
 
+    def slice(self, start, length, dim=0):
+        assert dim == 0
+        return _Rows(self, int(start), int(length))
+
+
+class _Rows:
+    """Tile.slice's view: rows [start, start + length) of a tile, which a wgmma reads (its reads in flight count
+    on the whole tile, so a copy landing in it is caught as for the tile)."""
+
+    def __init__(self, tile, start, length):
+        self.tile, self.start, self.length = tile, start, length
+        self.name = f"{tile.name}[{start}:{start + length}]"
+
+    @property
+    def data(self):
+        return self.tile.data[self.start:self.start + self.length]
+
+    def permute(self, order):
+        assert tuple(order) == (1, 0)
+        return _Transposed(self)
+
 
 class _Transposed:
     def __init__(self, tile):
@@ -218,6 +239,8 @@ class Emulator:
             where=lambda c, a, b: torch.where(c, a, b),
             max=lambda x, axis: x.amax(axis), sum=lambda x, axis: x.sum(axis),
             exp2=torch.exp2, convert_layout=lambda x, layout: x,
+            join=lambda a, b: torch.stack((a, b), dim=-1), permute=lambda x, order: x.permute(order),
+            reshape=lambda x, shape: x.reshape(shape), zeros_like=torch.zeros_like,
             static_assert=static_assert,
             static_range=range, allocate_shared_memory=allocate_shared_memory, warp_specialize=warp_specialize,
             NVMMADistributedLayout=Layout, DotOperandLayout=Layout, SliceLayout=Layout,
@@ -300,6 +323,7 @@ class Emulator:
             for t in tiles:
                 if torch.isnan(t.data).all():
                     emu.shared.error(f"a wgmma read {t.name}, never written")
+            tiles = [t.tile if isinstance(t, _Rows) else t for t in tiles]
             acc_val = _resolve(acc)
             value = a_val.float() @ b_val.float() + (acc_val if use_acc else 0)
             with emu.shared.cond:
@@ -405,14 +429,12 @@ class Emulator:
         engine.join()
 
     # ---------------------------------------------------------------------------------------------- driver
-    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None, diagonal_first=None):
+    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
         """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
-        on the schedule the launcher would give it with `sms` SMs, q_slots Q tiles a consumer and causal tiles'
-        diagonal blocks first or last (the launcher's PERSISTENT_Q_SLOTS and PERSISTENT_DIAGONAL_FIRST by
-        default); raises EmulatorError on a protocol fault."""
+        on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's
+        PERSISTENT_Q_SLOTS by default); raises EmulatorError on a protocol fault."""
         m = self.module
         q_slots = m.PERSISTENT_Q_SLOTS if q_slots is None else q_slots
-        diagonal_first = m.PERSISTENT_DIAGONAL_FIRST if diagonal_first is None else diagonal_first
         B, H, S, D = q.shape
         BM = m.WS_BLOCK_M
         n_m = -(-S // BM)
@@ -429,7 +451,7 @@ class Emulator:
             self.arrays = []
             self.ns["_attn_fwd_persist"](*descs, views[3], S, _Ptr(table), width, m.LOG2E / D ** 0.5,
                                          BM, m.WS_BLOCK_N, num_buffers, causal, S % BM != 0,
-                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots, diagonal_first)
+                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots)
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o

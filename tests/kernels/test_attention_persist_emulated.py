@@ -2,10 +2,10 @@
 its own partition code (the consumers, the K/V loader, the Q loader), in threads, over mocked mbarriers, TMA
 copies landing in a random order and asynchronous wgmma. Checks that the partitions agree on each tile, Q slot,
 K/V stage and barrier phase at the shapes the H100 check of branch fa56 ran (issue 52: GLUON 2 wrong at every
-causal shape there), causal and not, ragged and not, two and four K/V stages, 1 to 16 tiles a program; and,
-so that the check has teeth, that it fails on deliberate faults of the kinds suspected: a Q loader that walks
-the tiles in another order than the consumers, a Q phase off by a lap, a Q slot overwritten before its
-consumer is done with it."""
+causal shape there), causal and not, ragged and not, two and four K/V stages, 1 to 16 tiles a program (causal
+tiles run their diagonal key block first, fa59); and, so that the check has teeth, that it fails on deliberate
+faults of the kinds suspected: a Q loader that walks the tiles in another order than the consumers, a Q phase off
+by a lap, a Q slot overwritten before its consumer is done with it, a K/V loader in key order."""
 import importlib.util
 import os
 import sys
@@ -35,10 +35,9 @@ def _inputs(B, H, S, D=16):
     return [torch.randn(B, H, S, D) for _ in range(3)]
 
 
-def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None, diagonal_first=None):
+def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None):
     q, k, v = _inputs(B, H, S)
-    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots,
-                                                                 diagonal_first=diagonal_first)
+    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots)
     return out, fa.reference(q, k, v, causal)
 
 
@@ -70,29 +69,46 @@ def test_one_q_tile_a_consumer_agrees_too(fa, B, H, S, causal, sms):
     assert (out - ref).abs().max().item() < 1e-4
 
 
-@pytest.mark.parametrize("buffers", [2, 4])
-@pytest.mark.parametrize("B, H, S, causal, sms", [s for s in SHAPES if s[3]])
-def test_diagonal_blocks_first_agree_too(fa, B, H, S, causal, sms, buffers):
-    """PERSISTENT_DIAGONAL_FIRST (issue 52, fa59): each causal tile's diagonal block first, the K/V loader streaming
-    its key blocks in the consumers' order (start_m, 0, 1, ..), the mask in the tile's first S alone."""
-    out, ref = _run(fa, B, H, S, causal, buffers, sms, diagonal_first=True)
-    assert not torch.isnan(out).any()
-    assert (out - ref).abs().max().item() < 1e-4
-
-
-def test_diagonal_first_fails_with_the_loader_in_key_order(fa):
-    """The check has teeth: consumers that run each causal tile's diagonal block first, on a K/V loader that streams
-    the key blocks 0, 1, .. (main's order), mask and weigh the wrong keys."""
+def _counting_half_scores(fa):
+    """An Emulator whose _diag_half_qk records the shape of each S it returns, and that list."""
     emulator = Emulator(fa)
-    as_written = emulator.ns["_persist_loader"]
+    as_written = emulator.ns["_diag_half_qk"]
+    scored = []
 
-    def _persist_loader(*args):  # the partition's name: the emulator runs partitions by it
-        return as_written(*args[:-1], False)  # DIAGONAL_FIRST, its last argument, off
+    def _diag_half_qk(*args):
+        s = as_written(*args)
+        scored.append(tuple(s.value.shape))
+        return s
 
-    emulator.ns["_persist_loader"] = _persist_loader
-    q, k, v = _inputs(1, 8, 512)
-    out = emulator.attention(q, k, v, True, 4, sms=4, diagonal_first=True)
-    assert torch.isnan(out).any() or (out - fa.reference(q, k, v, True)).abs().max().item() > 1e-2
+    emulator.ns["_diag_half_qk"] = _diag_half_qk
+    return emulator, scored
+
+
+def test_consumer_0_scores_its_diagonal_block_over_its_first_keys_alone(fa):
+    """Issue 52 (fa60): in a causal tile's diagonal block, consumer 0's rows (the tile's first 64) see no key past the
+    block's first 64, so its S there is a 64 x 64 wgmma on the first 64 rows of K's stage (_diag_half_qk), its P
+    padded with zeros for the other keys (_diag_half_softmax). Those rows right at every tile, and consumer 0 took
+    that path once a tile, tile 0's first block and every later tile's (under the tile before's last P V) alike."""
+    emulator, scored = _counting_half_scores(fa)
+    B, H, S = 1, 8, 512
+    q, k, v = _inputs(B, H, S)
+    out = emulator.attention(q, k, v, True, 2, sms=4)
+    consumer_0_rows = torch.arange(S) % fa.WS_BLOCK_M < fa.WS_BLOCK_M // 2
+    assert (out - fa.reference(q, k, v, True))[:, :, consumer_0_rows].abs().max().item() < 1e-4
+    assert scored == [(64, 64)] * (B * H * S // fa.WS_BLOCK_M)
+
+
+@pytest.mark.parametrize("D, halved", [(64, True), (128, False)])
+def test_the_half_diagonal_runs_at_head_dim_64_and_below_only(fa, D, halved):
+    """The half diagonal's gate (_persist_consumer's HALF, fa60): at head dim 64 a block's exponentials take as long
+    as its tensor work and halving consumer 0's diagonal ones ran 1.04-1.05x main on the H100; at 128 it ran
+    0.98-0.99x, so there consumer 0 scores its diagonal block over all 128 keys, as main does."""
+    emulator, scored = _counting_half_scores(fa)
+    B, H, S = 1, 2, 384
+    q, k, v = _inputs(B, H, S, D)
+    out = emulator.attention(q, k, v, True, 2, sms=2)
+    assert (out - fa.reference(q, k, v, True)).abs().max().item() < 1e-4
+    assert scored == ([(64, 64)] * (B * H * S // fa.WS_BLOCK_M) if halved else [])
 
 
 def test_the_emulation_walks_several_interleavings(fa):
@@ -118,6 +134,20 @@ def _q_loader_in_noncausal_order(q_desc, q_smem, q_ready, q_empty, S, sched, sch
                      q_smem.index(i))
 
 
+def _kv_loader_in_key_order(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
+                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL):
+    # the K/V loader streaming each tile's key blocks 0, 1, .. (the order before fa59), where the consumers run a
+    # causal tile's diagonal block first: they mask and weigh the wrong keys
+    g = 0
+    for w in range(_persist_waves(sched, sched_w)):  # noqa: F821
+        start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, w), S, BLOCK_M, BLOCK_N,  # noqa: F821
+                                                CAUSAL)
+        for j in range(n_blocks):
+            _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)  # noqa: F821
+            _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)  # noqa: F821
+        g += n_blocks
+
+
 def _q_slot_lap_stuck_at_zero(w, C, Q_SLOTS):
     return (w % Q_SLOTS) * 2 + C, 0
 
@@ -137,8 +167,9 @@ def _q_loader_without_the_release(q_desc, q_smem, q_ready, q_empty, S, sched, sc
 
 @pytest.mark.parametrize("fault", [{"_persist_q_loader": _q_loader_in_noncausal_order},
                                    {"_persist_q_slot": _q_slot_lap_stuck_at_zero},
-                                   {"_persist_q_loader": _q_loader_without_the_release}],
-                         ids=["q-loader-order", "q-lap", "q-slot-early"])
+                                   {"_persist_q_loader": _q_loader_without_the_release},
+                                   {"_persist_loader": _kv_loader_in_key_order}],
+                         ids=["q-loader-order", "q-lap", "q-slot-early", "kv-loader-key-order"])
 def test_the_emulation_fails_on_a_partition_that_disagrees(fa, fault):
     """Each fault, at a causal shape of many tiles a program, either breaks a barrier's rules or the output."""
     try:

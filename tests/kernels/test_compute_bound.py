@@ -2018,9 +2018,7 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
                                          ("persist", "fp16", True, 64, 4), ("persist 1-slot", "bf16", True, 128, 2),
                                          ("persist ragged", "bf16", True, 128, 2),
                                          ("persist ragged", "fp16", False, 64, 4),
-                                         ("persist diagonal-first", "bf16", True, 128, 2),
-                                         ("persist diagonal-first", "fp16", True, 64, 4),
-                                         ("persist diagonal-first ragged", "fp16", True, 64, 4),
+                                         ("persist ragged", "fp16", True, 64, 4),
                                          ("ws3", "bf16", False, 64, 2), ("ws3", "fp16", True, 64, 2)]:
     torch_dtype, gl_dtype = GL[dtype]
     descs = [desc(torch.empty(B * H * S, D, dtype=torch_dtype), [rows, D], gl_dtype) for rows in (64, 128, 128, 64)]
@@ -2032,14 +2030,11 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
                    "persist": (t._attn_fwd_persist, [out, S, sched, 34, 0.1]),
                    "persist ragged": (t._attn_fwd_persist, [out, S - 24, sched, 34, 0.1]),
                    "persist 1-slot": (t._attn_fwd_persist, [out, S, sched, 34, 0.1]),
-                   "persist diagonal-first": (t._attn_fwd_persist, [out, S, sched, 34, 0.1]),
-                   "persist diagonal-first ragged": (t._attn_fwd_persist, [out, S - 24, sched, 34, 0.1]),
                    "ws3": (t._attn_fwd_ws3, [S, 0.1])}[which]
     if fn is not t._attn_fwd_ws3:
         consts["RAGGED"] = which.endswith("ragged")
     if fn is t._attn_fwd_persist:
         consts["Q_SLOTS"] = 1 if which == "persist 1-slot" else t.PERSISTENT_Q_SLOTS
-        consts["DIAGONAL_FIRST"] = which.startswith("persist diagonal-first") or t.PERSISTENT_DIAGONAL_FIRST
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
     compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})
@@ -2205,9 +2200,7 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
                                           ["persist", "fp16", True, 64, 4], ["persist 1-slot", "bf16", True, 128, 2],
                                           ["persist ragged", "bf16", True, 128, 2],
                                           ["persist ragged", "fp16", False, 64, 4],
-                                          ["persist diagonal-first", "bf16", True, 128, 2],
-                                          ["persist diagonal-first", "fp16", True, 64, 4],
-                                          ["persist diagonal-first ragged", "fp16", True, 64, 4],
+                                          ["persist ragged", "fp16", True, 64, 4],
                                           ["ws3", "bf16", False, 64, 2], ["ws3", "fp16", True, 64, 2]]
     for case in cases:
         assert case["shared"] <= 232448, case  # the H100 / H200's shared memory a block

@@ -220,20 +220,6 @@ PERSISTENT_BUFFERS = {64: 4, 128: 2}
 # H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
 # every tile, slot and phase in agreement)
 PERSISTENT_Q_SLOTS = 2
-# the persistent kernel's causal tiles run their diagonal block (the one masked block) first (issue 52, branch fa59).
-# False: the order since d7a045c (fa57's way around Triton 3.6's stale Q address: a
-# tile's blocks 1.. in one loop with one S site): key blocks 0, 1, .., start_m, the causal mask in every block's S
-# initial value, a compare and a select a score: 129 of the loop's 553 instructions a block at head dim 64, 130 of
-# 594 at 128 (sm_90 SASS, Triton 3.6), where before only a tile's first and last blocks built it; 16x12x1024x64
-# causal fp16 went 1.005 -> 0.982x the default SDPA on the H100 with that change (and the Q a tile ahead). True:
-# key blocks start_m, 0, 1, .., start_m - 1 (the K/V loader's order too), the mask in the tile's first S alone (which
-# runs under the tile before's last P V anyway), the loop over the rest without it: 422 and 462 instructions a
-# block. Not kept: the mask under a branch on the loop's last block, which the compile turned into selects on every
-# block (611 and 651 instructions). Measured on the H100 (experiments/held-out-shapes/attention-ragged/fa59-h100.txt,
-# GLUON 2 forced both ways, every output right): first/main 1.109 at 16x12x1024x64 causal fp16 (0.99 -> 1.10x SDPA),
-# 1.075 at 8x16x512x64, 1.116 at 16x16x768x64, 1.137 at 4x16x4096x64, 1.07-1.08 at S 3000-4096 D128, 1.008 at S 512
-# D128 (still 0.965-0.971x SDPA), 1.004 without causal (the same kernel).
-PERSISTENT_DIAGONAL_FIRST = True
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
@@ -317,22 +303,60 @@ if gluon is not None:
         return p, alpha, m_new, l_i * alpha + gl.sum(p, axis=1)
 
     @gluon.jit
+    def _diag_half_qk(q, k_smem, k_ready, g, M: gl.constexpr, NUM_BUFFERS: gl.constexpr):
+        # Consumer 0's S in a causal tile's diagonal block at head dim <= 64 (persistent kernel, ring counter g;
+        # the gate is _persist_consumer's HALF): its rows, the tile's first M, see no key past their own, all among
+        # the block's first M; so Q K^T over those keys alone, an N = M wgmma on the first M rows of K's stage, the causal mask its initial value: half of this
+        # consumer's S there, whose other half the mask would throw away (issue 52, branch fa60). Its P V still
+        # runs over the whole block (_diag_half_softmax pads P): a narrower P would give the P each block hands
+        # to the next (through the block loop and, from a tile of one block, the next tile) two shapes.
+        h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, M, 16])
+        rows = gl.arange(0, M, layout=gl.SliceLayout(1, h_layout))
+        cols = gl.arange(0, M, layout=gl.SliceLayout(0, h_layout))
+        keep = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)
+        init = gl.where(keep, gl.zeros([M, M], gl.float32, h_layout),
+                        gl.full([M, M], float("-inf"), gl.float32, h_layout))
+        buf = g % NUM_BUFFERS
+        mbarrier.wait(k_ready.index(buf), (g // NUM_BUFFERS) & 1)
+        return warpgroup_mma(q, k_smem.index(buf).slice(0, M).permute((1, 0)), init, use_acc=True, is_async=True)
+
+    @gluon.jit
+    def _diag_half_softmax(s, qk_scale, s_layout: gl.constexpr, p_layout: gl.constexpr, dtype: gl.constexpr):
+        # _diag_half_qk's scores: the tile's first softmax step (running max and sum from nothing), returned in
+        # the full block's layouts, P padded with zeros for the masked keys M.. (the P V wgmma takes the block)
+        M: gl.constexpr = s.shape[0]
+        m_i = gl.max(s, axis=1) * qk_scale
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_i, 1))
+        l_i = gl.sum(p, axis=1)
+        p = p.to(dtype)
+        # [P | 0] along the keys (Gluon has no concatenation): a thread's columns of the N = M layout and of the
+        # zeros are its columns of the N = 2M one, so this stays in registers (sm_90: 32 PRMT, no shared memory)
+        wide = gl.reshape(gl.permute(gl.join(p, gl.zeros_like(p)), (0, 2, 1)), [M, 2 * M])
+        rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+        return gl.convert_layout(m_i, rows), gl.convert_layout(l_i, rows), gl.convert_layout(wide, p_layout)
+
+    @gluon.jit
     def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
-                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None):
+                  MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None,
+                  HALF: gl.constexpr = False):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
         # kernel): Q's tile goes back once S_j, its last use, is done (if q_done). The causal mask goes on
         # the scores (MASK) or into S's initial value (MASK_INIT, _ws_qk's diag).
-        # NEW_TILE (persistent): S_j is the next tile's first key block (q, q_row and j its own: block 0, or its
-        # diagonal block, which the persistent kernel may run first), run under
+        # NEW_TILE (persistent): S_j is the next tile's first key block (q, q_row and j its own: block 0, or a
+        # causal tile's diagonal block, which the persistent kernel runs first), run under
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
-        # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk).
+        # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk). HALF (with NEW_TILE):
+        # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk).
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
-        if MASK_INIT:
+        if HALF:
+            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
+        elif MASK_INIT:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
         else:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
@@ -342,11 +366,14 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(kbuf))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
-        if NEW_TILE:
-            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
-        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
-        p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
+        if HALF:
+            m_i, l_i, p16_next = _diag_half_softmax(s, qk_scale, s_layout, p_layout, v_smem.dtype)
+        else:
+            if NEW_TILE:
+                m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+                l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
+            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
+            p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
         acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
         mbarrier.arrive(v_empty.index(vbuf))
         if not NEW_TILE:
@@ -357,13 +384,15 @@ if gluon is not None:
     def _ws_first_block(q, k_smem, k_ready, k_empty, g, q_row, qk_scale, s_layout: gl.constexpr,
                         p_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                         CAUSAL: gl.constexpr, q_empty=None, q_done=False, MASK_INIT: gl.constexpr = False,
-                        key_limit=None, j=0):
-        # A tile's first key block j alone (ring counter g): (m, l, P) to start the overlapped steps. Block 0
-        # unless the persistent kernel runs the diagonal block first (j its index). Causal
+                        key_limit=None, j=0, HALF: gl.constexpr = False):
+        # A tile's first key block j alone (ring counter g): (m, l, P) to start the overlapped steps. Block 0,
+        # or a causal tile's diagonal block in the persistent kernel (j its index). Causal
         # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score): on the
         # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes back
-        # here when q_done (a tile of this one block).
-        if MASK_INIT:
+        # here when q_done (a tile of this one block). HALF: consumer 0's diagonal block (_diag_half_qk).
+        if HALF:
+            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
+        elif MASK_INIT:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
         else:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
@@ -371,10 +400,14 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
-        m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-        l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
-        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
-        return m_i, l_i, gl.convert_layout(p.to(k_smem.dtype), p_layout)
+        if HALF:
+            m_i, l_i, p16 = _diag_half_softmax(s, qk_scale, s_layout, p_layout, k_smem.dtype)
+        else:
+            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
+            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
+            p16 = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+        return m_i, l_i, p16
 
     @gluon.jit
     def _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g, NUM_BUFFERS: gl.constexpr):
@@ -530,11 +563,10 @@ if gluon is not None:
 
     @gluon.jit
     def _persist_loader(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                        DIAGONAL_FIRST: gl.constexpr = False):
+                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
         # The producer of K and V over all of this program's tiles: one stream of blocks whose counter g runs
         # on across tiles (the consumers count alike), each tile's key blocks in the order its consumers run them
-        # (DIAGONAL_FIRST: PERSISTENT_DIAGONAL_FIRST's). Q has a loader of its own (_persist_q_loader).
+        # (causal: the diagonal block first, _persist_consumer). Q has a loader of its own (_persist_q_loader).
         g = 0
         t = _persist_tile_id(sched, sched_w, 0)
         for w in range(_persist_waves(sched, sched_w)):
@@ -543,7 +575,7 @@ if gluon is not None:
             start_m, row0, n_blocks = _persist_tile(t, S, BLOCK_M, BLOCK_N, CAUSAL)
             for j in range(n_blocks):
                 key_block = j
-                if CAUSAL and DIAGONAL_FIRST:  # the diagonal block (start_m = n_blocks - 1), then 0, 1, ..
+                if CAUSAL:  # the diagonal block (start_m = n_blocks - 1), then 0, 1, ..
                     key_block = (j + start_m) % n_blocks
                 _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)
                 _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)
@@ -579,12 +611,17 @@ if gluon is not None:
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr, DIAGONAL_FIRST: gl.constexpr = False):
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; a tile's j-th block is ring
-        # counter g + j. With BLOCK_M == BLOCK_N a causal tile's one block on the diagonal is its last key
-        # block, which its consumers run last or, with DIAGONAL_FIRST, first (PERSISTENT_DIAGONAL_FIRST); without
-        # causal, a ragged S's last block is masked at S (KEY_LIMIT), and a head's last query block is
-        # stored by masked pointers (as in _ws_consumer).
+        # counter g + j. With BLOCK_M == BLOCK_N a causal tile has one block on the diagonal, its last key block,
+        # which it runs first (key blocks start_m, 0, 1, .., start_m - 1; the K/V loader streams them so): the
+        # mask goes into the tile's first S alone, which runs under the tile before's last P V anyway, and the
+        # loop over the rest has neither mask nor branch. With the diagonal last (fa57-fa58) the mask sat in
+        # every block's S, a compare and a select a score, 129 of the loop's 553 sm_90 instructions a block at
+        # head dim 64 (130 of 594 at 128; 422 and 462 without); on the H100 diagonal-first ran 1.07-1.14x that
+        # order at every causal shape with head dim 64 or S >= 1024, 1.008x at S 512 head dim 128 (branch fa59,
+        # experiments/held-out-shapes/attention-ragged/). Without causal, a ragged S's last block is masked at S
+        # (KEY_LIMIT), and a head's last query block is stored by masked pointers (as in _ws_consumer).
         gl.static_assert(BLOCK_M == BLOCK_N)
         M: gl.constexpr = BLOCK_M // 2
         HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -596,7 +633,15 @@ if gluon is not None:
         o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
         KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
-        FIRST: gl.constexpr = CAUSAL and DIAGONAL_FIRST  # a causal tile's first block is its diagonal one
+        # Consumer 0's diagonal block over its first M keys (_diag_half_qk) at head dim <= 64 only. There a block's
+        # exponentials (BLOCK_M x BLOCK_N at 16 a cycle on sm_90) take at least its tensor time (2 x BLOCK_M x
+        # BLOCK_N x HEAD_DIM FMA at 2048 a cycle): the ratio is HEAD_DIM / 64. Halving that consumer's diagonal
+        # exponentials shortens what paces a tile's first step, and the H100 ran 1.04-1.05x main (8x16x512x64,
+        # 16x12x1024x64 causal). At 128 the tensor time is twice the exponentials' and the H100 ran 0.98-0.99x
+        # main: the diagonal's own code was lean, but the edit moved ptxas's (3.6) block loop, unchanged in the
+        # source: both consumers' softmax from after the P V wait to before it, V's stage (of two at 128) going
+        # back a softmax later; gated, the kernel at 128 is main's instruction for instruction (branch fa60).
+        HALF: gl.constexpr = CAUSAL and C == 0 and HEAD_DIM <= 64
         # Tile 0's first key block runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
@@ -610,22 +655,21 @@ if gluon is not None:
         else:
             m_i, l_i, p16 = _ws_first_block(q, k_smem, k_ready, k_empty, 0, q_row, qk_scale, s_layout, p_layout, M,
                                             BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
-                                            MASK_INIT=CAUSAL, j=start_m if FIRST else 0)
+                                            MASK_INIT=CAUSAL, j=start_m if CAUSAL else 0, HALF=HALF)
         g = 0
         for w in range(n_waves):
             # the next tile's id read now, its latency under this tile's blocks
             t_next = _persist_tile_id(sched, sched_w, w + 1)
             acc = gl.zeros([M, HEAD_DIM], gl.float32, o_layout)
             # Blocks 1 to n_blocks - 1 in one loop, one S site: Q's slot goes back after the last block's S (the
-            # tile after next's Q loads into it: a predicated arrive, as the next tile's block 0 does), and the
-            # causal mask (or a ragged S's key limit) goes into every block's S, keeping all keys but on the
-            # diagonal (or the last block); with FIRST into none (the tile's first block was its diagonal, and the
-            # j-th is key block j - 1: only a mask would read j). Not a
+            # tile after next's Q loads into it: a predicated arrive, as the next tile's block 0 does). Causal: no
+            # mask (the tile's first block was its diagonal, and the j-th is key block j - 1: only a mask would read
+            # j); a ragged S's key limit goes into every block's S, keeping all keys but in the last block. Not a
             # loop over the middle blocks with the last block after it: Triton 3.6's ptxas wrote the descriptors of
             # Q's k-steps 1.. there only in that loop's preheader, which a 2-block tile (causal's) skips, and the
             # last block read them stale: another slot's Q or garbage at every causal shape with two Q slots (fa57;
             # tests/kernels/sass_defs.py). A branch in the loop between the two kept 8 bytes on the stack at head
-            # dim 128 causal.
+            # dim 128 causal, and the causal mask under a branch on the last block became selects on every block.
             for j in range(1, n_blocks):
                 if KEY_LIMIT:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
@@ -636,7 +680,7 @@ if gluon is not None:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
                                                    M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
-                                                   j == n_blocks - 1, MASK_INIT=CAUSAL and not FIRST)
+                                                   j == n_blocks - 1)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
@@ -653,9 +697,10 @@ if gluon is not None:
                                                    NEW_TILE=True, key_limit=S)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                                   v_empty, start_m if FIRST else 0, g, q_row, qk_scale, s_layout,
+                                                   v_empty, start_m if CAUSAL else 0, g, q_row, qk_scale, s_layout,
                                                    o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
-                                                   q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True)
+                                                   q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True,
+                                                   HALF=HALF)
             else:
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
             out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
@@ -674,7 +719,7 @@ if gluon is not None:
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          Q_SLOTS: gl.constexpr = 2, DIAGONAL_FIRST: gl.constexpr = False):
+                          Q_SLOTS: gl.constexpr = 2):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
@@ -694,12 +739,12 @@ if gluon is not None:
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, DIAGONAL_FIRST)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, DIAGONAL_FIRST)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
             (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, DIAGONAL_FIRST)),
+                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
             (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
                                  Q_SLOTS)),
         ], [4, 1, 1], [CONSUMER_REGS, LOADER_REGS, LOADER_REGS])
@@ -968,8 +1013,7 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
-                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, DIAGONAL_FIRST=PERSISTENT_DIAGONAL_FIRST,
-                                                 **consts)
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
