@@ -334,6 +334,8 @@ class Emulator:
             return pending
 
         def warpgroup_mma_wait(num_outstanding=0, deps=()):
+            # a wgmma takes time: a copy may land while this warpgroup waits (a stage released before its wait)
+            emu._jitter()
             issued = emu._issued()
             retire = issued[:max(0, len(issued) - num_outstanding)]
             del issued[:len(retire)]
@@ -429,12 +431,15 @@ class Emulator:
         engine.join()
 
     # ---------------------------------------------------------------------------------------------- driver
-    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
+    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None, pv_wait_before_softmax=None):
         """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
-        on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's
-        PERSISTENT_Q_SLOTS by default); raises EmulatorError on a protocol fault."""
+        on the schedule the launcher would give it with `sms` SMs, q_slots Q tiles a consumer and the block loop's
+        order pv_wait_before_softmax (the launcher's PERSISTENT_Q_SLOTS and PERSISTENT_PV_WAIT_BEFORE_SOFTMAX by
+        default); raises EmulatorError on a protocol fault."""
         m = self.module
         q_slots = m.PERSISTENT_Q_SLOTS if q_slots is None else q_slots
+        if pv_wait_before_softmax is None:
+            pv_wait_before_softmax = m.PERSISTENT_PV_WAIT_BEFORE_SOFTMAX
         B, H, S, D = q.shape
         BM = m.WS_BLOCK_M
         n_m = -(-S // BM)
@@ -451,7 +456,7 @@ class Emulator:
             self.arrays = []
             self.ns["_attn_fwd_persist"](*descs, views[3], S, _Ptr(table), width, m.LOG2E / D ** 0.5,
                                          BM, m.WS_BLOCK_N, num_buffers, causal, S % BM != 0,
-                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots)
+                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots, pv_wait_before_softmax)
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o

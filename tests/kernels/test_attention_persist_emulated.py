@@ -9,6 +9,7 @@ by a lap, a Q slot overwritten before its consumer is done with it, a K/V loader
 import importlib.util
 import os
 import sys
+import threading
 
 import pytest
 import torch
@@ -109,6 +110,64 @@ def test_the_half_diagonal_runs_at_head_dim_64_and_below_only(fa, D, halved):
     out = emulator.attention(q, k, v, True, 2, sms=2)
     assert (out - fa.reference(q, k, v, True)).abs().max().item() < 1e-4
     assert scored == ([(64, 64)] * (B * H * S // fa.WS_BLOCK_M) if halved else [])
+
+
+@pytest.mark.parametrize("B, H, S, causal, sms", [SHAPES[1], SHAPES[3], SHAPES[5], SHAPES[6]])
+@pytest.mark.parametrize("buffers", [2, 4])
+def test_the_p_v_wait_before_the_softmax_agrees_too(fa, B, H, S, causal, sms, buffers):
+    """PERSISTENT_PV_WAIT_BEFORE_SOFTMAX (fa60's A/B of the block loop's order): V's stage goes back right after
+    its P V, a softmax sooner; the emulator's copies must still never land in a stage a wgmma in flight reads."""
+    q, k, v = _inputs(B, H, S)
+    out = Emulator(fa).attention(q, k, v, causal, buffers, sms=sms, pv_wait_before_softmax=True)
+    assert (out - fa.reference(q, k, v, causal)).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("pv_first", [False, True])
+def test_the_switch_moves_the_block_loops_softmax_past_the_p_v_wait(fa, pv_first):
+    """As written (False) each _ws_block step waits for S_j (warpgroup_mma_wait(1)), runs its exponentials, then
+    waits for P_{j-1} V_{j-1} (wait(0)). With PV_WAIT_BEFORE_SOFTMAX the block loop's steps wait for both at once
+    (wait(0)) before theirs, and only a tile's first step, run under the ending tile's last P V (NEW_TILE), keeps
+    the exponentials between the two waits."""
+    emulator = Emulator(fa)
+    events = []  # (consumer thread, "S done" / "P V done" / "exp"), in each thread's order
+    as_written = emulator.ns["warpgroup_mma_wait"]
+
+    def warpgroup_mma_wait(num_outstanding=0, deps=()):
+        events.append((threading.current_thread().name, "S done" if num_outstanding == 1 else "P V done"))
+        return as_written(num_outstanding, deps)
+
+    def exp2(x):
+        events.append((threading.current_thread().name, "exp"))
+        return torch.exp2(x)
+
+    emulator.ns["warpgroup_mma_wait"] = warpgroup_mma_wait
+    emulator.ns["gl"].exp2 = exp2
+    B, H, S, sms = 1, 8, 512, 4
+    q, k, v = _inputs(B, H, S)
+    out = emulator.attention(q, k, v, True, 2, sms=sms, pv_wait_before_softmax=pv_first)
+    assert (out - fa.reference(q, k, v, True)).abs().max().item() < 1e-4
+
+    overlapped = 0  # steps with exponentials between their "S done" and "P V done"
+    for thread in {name for name, _ in events}:
+        window = None  # the exponentials since this thread's last "S done", until its "P V done"
+        for name, event in events:
+            if name != thread:
+                continue
+            if event == "S done":
+                window = 0
+            elif event == "exp" and window is not None:
+                window += 1
+            elif event == "P V done" and window is not None:
+                overlapped += window > 0
+                window = None
+    n_m = S // fa.WS_BLOCK_M
+    tiles = B * H * n_m
+    programs = len(fa.persist_schedule(n_m, B * H, sms, True))
+    loop_steps = B * H * n_m * (n_m - 1) // 2  # the causal tile of query block m runs blocks 1..m in the loop
+    turns = tiles - programs  # NEW_TILE steps
+    # one "P V done" a step, a program's first block and its last P V, either way (both consumers)
+    assert sum(event == "P V done" for _, event in events) == 2 * (loop_steps + turns + 2 * programs)
+    assert overlapped == 2 * (turns if pv_first else loop_steps + turns)
 
 
 def test_the_emulation_walks_several_interleavings(fa):

@@ -220,6 +220,14 @@ PERSISTENT_BUFFERS = {64: 4, 128: 2}
 # H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
 # every tile, slot and phase in agreement)
 PERSISTENT_Q_SLOTS = 2
+# The persistent kernel's block loop: True waits for S_j and P_{j-1} V_{j-1} together (and hands K's and V's
+# stages back) before the softmax of S_j; False waits for S_j, runs that softmax, then waits for P V, as
+# FlashAttention-3 does. Triton 3.6's ptxas sinks the False order's softmax past the P V wait in some kernels and
+# not in others (main at head dim 128: both consumers after; at 64: both before), and the kernels with it after
+# ran faster on the H100 (branch fa60), perhaps because V's stage, of 2 at 128 and 4 at 64, goes back to the
+# loader a softmax sooner. True makes "after" a data dependence (S_j's registers), not ptxas's whole-kernel
+# choice; a switch until the device measures it.
+PERSISTENT_PV_WAIT_BEFORE_SOFTMAX = False
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
@@ -341,7 +349,7 @@ if gluon is not None:
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
                   MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None,
-                  HALF: gl.constexpr = False):
+                  HALF: gl.constexpr = False, PV_WAIT_BEFORE_SOFTMAX: gl.constexpr = False):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
@@ -352,6 +360,8 @@ if gluon is not None:
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
         # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk). HALF (with NEW_TILE):
         # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk).
+        # PV_WAIT_BEFORE_SOFTMAX: S_j and P_{j-1} V_{j-1} waited for, and K's and V's stages handed back, before
+        # softmax(S_j), which then overlaps no matrix product of this warpgroup (PERSISTENT_PV_WAIT_BEFORE_SOFTMAX).
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
         if HALF:
@@ -362,10 +372,18 @@ if gluon is not None:
             s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
         mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
+        if PV_WAIT_BEFORE_SOFTMAX:
+            # one wait for both: S_j's registers, ready only after it, keep the softmax after P V. Waiting for S_j
+            # first (wait(1)), then P V, then the softmax, ptxas (3.6, sm_90) moved the exponentials back above
+            # the second wait; so K's stage goes back here, once P V is done, not once S_j is.
+            s, acc, p16 = warpgroup_mma_wait(0, deps=(s, acc, p16))
+        else:
+            s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
         mbarrier.arrive(k_empty.index(kbuf))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
+        if PV_WAIT_BEFORE_SOFTMAX:
+            mbarrier.arrive(v_empty.index(vbuf))
         if HALF:
             m_i, l_i, p16_next = _diag_half_softmax(s, qk_scale, s_layout, p_layout, v_smem.dtype)
         else:
@@ -374,8 +392,9 @@ if gluon is not None:
                 l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
             p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
             p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
-        acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
-        mbarrier.arrive(v_empty.index(vbuf))
+        if not PV_WAIT_BEFORE_SOFTMAX:
+            acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
+            mbarrier.arrive(v_empty.index(vbuf))
         if not NEW_TILE:
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)  # to m_j
         return acc, m_i, l_i, p16_next
@@ -611,7 +630,7 @@ if gluon is not None:
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr, PV_WAIT_BEFORE_SOFTMAX: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; a tile's j-th block is ring
         # counter g + j. With BLOCK_M == BLOCK_N a causal tile has one block on the diagonal, its last key block,
         # which it runs first (key blocks start_m, 0, 1, .., start_m - 1; the K/V loader streams them so): the
@@ -670,17 +689,20 @@ if gluon is not None:
             # last block read them stale: another slot's Q or garbage at every causal shape with two Q slots (fa57;
             # tests/kernels/sass_defs.py). A branch in the loop between the two kept 8 bytes on the stack at head
             # dim 128 causal, and the causal mask under a branch on the last block became selects on every block.
+            # PV_WAIT_BEFORE_SOFTMAX orders this loop's blocks alone: at a tile's turn the next tile's first softmax
+            # stays under the ending tile's last P V, as measured (the tile turn, SKILL.md).
             for j in range(1, n_blocks):
                 if KEY_LIMIT:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
                                                    M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
-                                                   j == n_blocks - 1, key_limit=S - j * BLOCK_N)
+                                                   j == n_blocks - 1, key_limit=S - j * BLOCK_N,
+                                                   PV_WAIT_BEFORE_SOFTMAX=PV_WAIT_BEFORE_SOFTMAX)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
                                                    M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
-                                                   j == n_blocks - 1)
+                                                   j == n_blocks - 1, PV_WAIT_BEFORE_SOFTMAX=PV_WAIT_BEFORE_SOFTMAX)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
@@ -719,7 +741,7 @@ if gluon is not None:
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          Q_SLOTS: gl.constexpr = 2):
+                          Q_SLOTS: gl.constexpr = 2, PV_WAIT_BEFORE_SOFTMAX: gl.constexpr = False):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
@@ -739,10 +761,10 @@ if gluon is not None:
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, PV_WAIT_BEFORE_SOFTMAX)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, PV_WAIT_BEFORE_SOFTMAX)),
             (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
                                BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
             (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
@@ -1013,7 +1035,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
-                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS,
+                                                 PV_WAIT_BEFORE_SOFTMAX=PERSISTENT_PV_WAIT_BEFORE_SOFTMAX, **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
