@@ -1,24 +1,26 @@
-"""Issue 52 (branch fa60): the persistent Gluon kernel (GLUON 2) with consumer 0's S in each causal tile's diagonal
-block over the block's first 64 keys alone (_diag_half_qk: a 64 x 64 wgmma where the block's would be 64 x 128,
-half of whose scores that consumer's rows mask), at head dim <= 64 only (_persist_consumer's HALF), against main's
-file, on an H100.
+"""Branch fa60, step 3: the persistent Gluon kernel (GLUON 2) three ways on an H100, GLUON 2 forced in each: main's
+file ("main"), this branch's as committed ("new": the half diagonal at head dim <= 64) and this branch's with
+PERSISTENT_PV_WAIT_BEFORE_SOFTMAX on ("pv": each block-loop step waits for S_j and P_{j-1} V_{j-1} at once, then runs
+its softmax, which Triton 3.6's ptxas placed after the P V wait in some kernels and before it in others; the kernels
+with it after ran faster, fa60_notes.md).
 
-    export PYTHONPATH=$PWD && python .stage/probe_fa60.py OUT_DIR OLD_FILE DEADLINE_S [--no-sass] [--autotune]
+    export PYTHONPATH=$PWD && python .stage/probe_fa60.py OUT_DIR OLD_FILE DEADLINE_S [--no-sass]
 
-OLD_FILE: main's flash_attention.py (the lead writes .stage/old_fa.py with `git show main:...`). DEADLINE_S: seconds
-from the start; the shapes left when it passes are skipped (~180 fits the compiles and the forced pass).
-Columns, in one process: at every shape main G2 and new G2 (GLUON 2 forced) and sdpa (torch's default
-scaled_dot_product_attention); then, with --autotune and as far as the deadline allows, main auto and new auto
-(each file's autotune, its pick named) beside new G2 and sdpa again: a line a shape and pass. First (unless
---no-sass), this Triton's sm_90 compile of each causal kernel the shapes launch from the new file is checked as
-tests/kernels/sass_defs.py checks the template (no wgmma descriptor from a block that does not dominate it: Triton
-3.6's ptxas fault of fa57; no stack), a kernel that fails is not launched; and its instructions are compared with
-main's kernel of the same constexprs: at head dim 128 (gated) they should be the same, which the 1.00 predicted
-there rests on. Every column's output (NaN-poisoned before the call) is checked against float64 attention, allowed
-twice SDPA's own error or the dtype's floor, and the GLUON each forced launch ran is asserted. Times:
-kgit.harness.timing.gpu_median_ms (L2 cleared, medians), two rounds in opposite column orders; the spread of the two
-rounds and the prediction print beside each row. Writes OUT_DIR/probe_fa60.jsonl (a line a shape, flushed) and
-OUT_DIR/probe_fa60.txt (the SASS lines, the table, a line a shape, the seconds it took)."""
+OLD_FILE: main's flash_attention.py (`git show main:skills/kernels/flash-attention/flash_attention.py`). DEADLINE_S:
+seconds from the start; the shapes left when it passes are skipped (~180 fits the compiles and the timing: about
+9 sm_90 compiles for the SASS lines, 3 files x 3 causal kernels, and 15 at launch, 3 files x 5 kernels).
+"pv" is the branch's file loaded a second time as a module of its own with the switch set, so its kernels and
+caches are its own (the switch reaches the kernel as a constexpr at launch, as PERSISTENT_Q_SLOTS does).
+First (unless --no-sass), this Triton's sm_90 compile of each causal kernel the shapes launch, from each file: its
+block loops' softmax placement a consumer (.stage/fa60_softmax_place.py), and for new and pv the check of
+tests/kernels/sass_defs.py (no wgmma descriptor from a block that does not dominate it: Triton 3.6's ptxas fault of
+fa57; no stack), a kernel that fails it not launched; new's instructions are compared with main's (at head dim 128
+they should be the same). Then at each shape every column's output (NaN-poisoned before the call) is checked
+against float64 attention, allowed twice SDPA's own error or the dtype's floor, and the GLUON each launch ran is
+asserted, before any timing. Times: kgit.harness.timing.gpu_median_ms (L2 cleared, medians), two rounds in
+opposite column orders; the spread of the two rounds and the predictions print beside each row. Writes
+OUT_DIR/probe_fa60.jsonl (a line a shape, flushed) and OUT_DIR/probe_fa60.txt (the SASS lines, the table, a line a
+shape, the seconds it took)."""
 import importlib.util
 import json
 import os
@@ -33,15 +35,21 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, ".stage"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "kernels"))
 KERNEL = "skills/kernels/flash-attention/flash_attention.py"
-# (B, H, S, D, causal, dtype, predicted main/new with GLUON 2 forced): .stage/fa60_notes.md has the arithmetic.
-# Head dim 128: main's SASS (gated); head dim 64 causal: the SASS measured at 1.049 / 1.037 before the gate.
-SHAPES = [(16, 16, 512, 128, True, "bf16", "1.00 (same SASS)"), (16, 16, 512, 128, True, "fp16", "1.00 (same SASS)"),
-          (8, 16, 512, 64, True, "bf16", "1.035-1.06"), (16, 12, 1024, 64, True, "fp16", "1.02-1.05"),
-          (4, 16, 4096, 128, True, "bf16", "1.00 (same SASS)"), (64, 12, 512, 64, False, "bf16", "1.00 (same SASS)"),
-          (8, 16, 512, 128, True, "bf16", "1.00 (same SASS)"), (16, 16, 768, 64, True, "fp16", "1.025-1.055")]
+# (B, H, S, D, causal, dtype, predicted main/new and main/pv with GLUON 2 forced): .stage/fa60_notes.md has the
+# arithmetic. new at head dim 128 and without causal is main's SASS; pv moves every block loop's softmax after the
+# P V wait (main: D128 causal after for both consumers; D64 causal before for both; without causal split or before).
+SHAPES = [(16, 16, 512, 128, True, "bf16", "new 1.00 (same SASS); pv 0.985-1.01"),
+          (8, 16, 512, 128, True, "bf16", "new 1.00 (same SASS); pv 0.985-1.01"),
+          (8, 16, 512, 64, True, "bf16", "new 1.035-1.06; pv 1.035-1.08"),
+          (16, 12, 1024, 64, True, "fp16", "new 1.02-1.05; pv 1.02-1.07"),
+          (16, 16, 768, 64, True, "fp16", "new 1.025-1.055; pv 1.025-1.075"),
+          (4, 16, 4096, 128, True, "bf16", "new 1.00 (same SASS); pv 0.985-1.01"),
+          (4, 16, 4096, 64, True, "bf16", "new 1.00-1.03; pv 1.00-1.05"),
+          (64, 12, 512, 64, False, "bf16", "new 1.00 (same SASS); pv 0.98-1.03"),
+          (8, 16, 2048, 128, False, "bf16", "new 1.00 (same SASS); pv 0.99-1.02")]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 FLOOR = {torch.float16: 2e-3, torch.bfloat16: 1e-2}  # max|err| any right 16-bit output may have here
-COLUMNS = ["main G2", "new G2", "main auto", "new auto", "sdpa"]
+COLUMNS = ["main G2", "new G2", "pv G2", "sdpa"]
 
 
 def load(path, name):
@@ -56,28 +64,45 @@ def instructions(sass):
     return [op for _, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?;)", sass)]
 
 
-def sass_checks(new, main, emit):
-    """{(dtype, D): problem or ''} for the new file's causal GLUON 2 kernels the shapes launch; each also compared
-    with main's (main's launcher passes DIAGONAL_FIRST, its PERSISTENT_DIAGONAL_FIRST)."""
+def launch_constexprs(module):
+    """The constexprs a file's launcher passes beyond .stage/fa59_sass.py's defaults (main: DIAGONAL_FIRST)."""
+    consts = {}
+    if hasattr(module, "PERSISTENT_DIAGONAL_FIRST"):
+        consts["DIAGONAL_FIRST"] = module.PERSISTENT_DIAGONAL_FIRST
+    if getattr(module, "PERSISTENT_PV_WAIT_BEFORE_SOFTMAX", False):
+        consts["PV_WAIT_BEFORE_SOFTMAX"] = True
+    return consts
+
+
+def sass_checks(files, emit):
+    """{(file, dtype, D): problem or ''} for new's and pv's causal GLUON 2 kernels the shapes launch; a line a kernel
+    and file with its block loops' softmax placement, new's compared with main's."""
     import fa59_sass
+    from fa60_softmax_place import describe
     from sass_defs import descriptor_reads_not_dominated
-    main_consts = {}
-    if hasattr(main, "PERSISTENT_DIAGONAL_FIRST"):
-        main_consts["DIAGONAL_FIRST"] = main.PERSISTENT_DIAGONAL_FIRST
     results = {}
     for B, H, S, D, causal, dtype, _ in SHAPES:
-        if not causal or (dtype, D) in results:
+        if not causal or ("new", dtype, D) in results:
             continue
-        kernel = fa59_sass.compile_persist(new, dtype, D, causal)
-        sass = fa59_sass.cuobjdump(kernel, "-sass")
-        stale = [hex(a) for a, _, _ in descriptor_reads_not_dominated(sass)]
-        stack = "STACK:0 " not in fa59_sass.cuobjdump(kernel, "-res-usage")
-        results[(dtype, D)] = (f"stale wgmma descriptors at {stale}" if stale else "") + (" stack" if stack else "")
-        ours = instructions(sass)
-        theirs = instructions(fa59_sass.cuobjdump(fa59_sass.compile_persist(main, dtype, D, causal, **main_consts),
-                                                  "-sass"))
-        against = "same SASS as main" if ours == theirs else f"{len(ours)} SASS instructions, main {len(theirs)}"
-        emit(f"sm_90 compile, new G2 causal {dtype} D{D}: {results[(dtype, D)] or 'clean'}; {against}")
+        sass_of = {}
+        for name, module in files.items():
+            kernel = fa59_sass.compile_persist(module, dtype, D, causal, **launch_constexprs(module))
+            sass_of[name] = sass = fa59_sass.cuobjdump(kernel, "-sass")
+            facts = describe(kernel)
+            where = ", ".join(f"{c} {loop['softmax']} ({loop['instructions']} instructions)"
+                              for c, loop in sorted(facts["loops"].items()))
+            problem = ""
+            if name != "main":
+                stale = [hex(a) for a, _, _ in descriptor_reads_not_dominated(sass)]
+                problem = f"stale wgmma descriptors at {stale}" if stale else ""
+                problem += " stack" if facts["stack"] else ""
+                results[(name, dtype, D)] = problem
+            against = ""
+            if name == "new":
+                same = instructions(sass) == instructions(sass_of["main"])
+                against = "; same SASS as main" if same else "; not main's SASS"
+            emit(f"sm_90 compile, {name} G2 causal {dtype} D{D}: {problem or 'clean'}, {facts['instructions']} "
+                 f"instructions; block loop softmax vs the P V wait: {where}{against}")
     return results
 
 
@@ -93,7 +118,7 @@ def reference64(q, k, v, causal):
     return out.reshape(B, H, S, D)
 
 
-def run_shape(shape, main, new, sass_bad, columns):
+def run_shape(shape, files, sass_bad):
     from kgit.harness import timing
     B, H, S, D, causal, dtype_name, predicted = shape
     dtype = DTYPES[dtype_name]
@@ -106,16 +131,15 @@ def run_shape(shape, main, new, sass_bad, columns):
     row = {"shape": f"{B}x{H}x{S}x{D}", "causal": causal, "dtype": dtype_name, "predicted": predicted,
            "sdpa_err": sdpa_err, "allowed": allowed, "cols": {"sdpa": {"err": sdpa_err}}}
     fns = {"sdpa": sdpa}
-    for name in columns:
-        module = main if name.startswith("main") else new
-        config = {"GLUON": 2} if name.endswith("G2") else None
+    for file, module in files.items():
+        name, config = f"{file} G2", {"GLUON": 2}
         col = row["cols"][name] = {}
-        if name == "new G2" and causal and sass_bad.get((dtype_name, D)):
-            col["error"] = f"not launched: sm_90 compile {sass_bad[(dtype_name, D)]}"
+        if causal and sass_bad.get((file, dtype_name, D)):
+            col["error"] = f"not launched: sm_90 compile {sass_bad[(file, dtype_name, D)]}"
             continue
         o = torch.full_like(q, float("nan"))
         try:
-            module.flash_attention(q, k, v, causal=causal, out=o, config=config)  # the autotune runs here
+            module.flash_attention(q, k, v, causal=causal, out=o, config=config)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 (a column that fails is reported, the others run)
             col["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
@@ -124,7 +148,7 @@ def run_shape(shape, main, new, sass_bad, columns):
         col["ran"] = {key: ran.get(key) for key in ("GLUON", "BLOCK_M", "BLOCK_N", "NUM_BUFFERS", "num_warps")}
         err = (o.double() - ref).abs().max().item()  # NaN propagates: a row never written fails
         col["err"] = err
-        if err > allowed or (config and ran.get("GLUON") != 2):
+        if err > allowed or ran.get("GLUON") != 2:
             col["error"] = f"ran GLUON {ran.get('GLUON')}; max|err| {err:.3g} (allowed {allowed:.3g})"
             continue
         fns[name] = lambda module=module, config=config, o=o: module.flash_attention(q, k, v, causal=causal, out=o,
@@ -147,10 +171,10 @@ def line(row):
     cells = " ".join(f"{t[n]:9.1f}" if n in t else f"{'ERR' if 'error' in c.get(n, {}) else '-':>9s}" for n in COLUMNS)
     ratio = lambda a, b: f"{t[a] / t[b]:8.3f}" if a in t and b in t else f"{'-':>8s}"  # noqa: E731
     spread = max(col["spread"] for col in c.values() if "spread" in col)
-    picks = "/".join(str(c.get(n, {}).get("ran", {}).get("GLUON", "-")) for n in ("main auto", "new auto"))
-    text = (f"{row['shape']:>14s} {row['dtype']:4s} {'y' if row['causal'] else 'n'} {cells} {ratio('main G2', 'new G2')}"
-            f" {ratio('sdpa', 'main G2')} {ratio('sdpa', 'new G2')} {ratio('sdpa', 'new auto')} {picks:>5s}"
-            f" {100 * spread:5.1f}%  {row['predicted']}")
+    text = (f"{row['shape']:>14s} {row['dtype']:4s} {'y' if row['causal'] else 'n'} {cells}"
+            f" {ratio('main G2', 'new G2')} {ratio('main G2', 'pv G2')} {ratio('new G2', 'pv G2')}"
+            f" {ratio('sdpa', 'main G2')} {ratio('sdpa', 'new G2')} {ratio('sdpa', 'pv G2')} {100 * spread:5.1f}%"
+            f"  {row['predicted']}")
     for n, col in c.items():
         if "error" in col:
             text += f"\n{'':>14s} {n}: {col['error']}"
@@ -162,15 +186,18 @@ def main():
     start = time.time()
     deadline = start + deadline_s
     os.makedirs(out_dir, exist_ok=True)
-    main_module = load(old_path, "flash_attention_main")
-    new = load(os.path.join(ROOT, KERNEL), "flash_attention_fa60")
+    pv = load(os.path.join(ROOT, KERNEL), "flash_attention_fa60_pv")
+    pv.PERSISTENT_PV_WAIT_BEFORE_SOFTMAX = True
+    files = {"main": load(old_path, "flash_attention_main"),
+             "new": load(os.path.join(ROOT, KERNEL), "flash_attention_fa60"), "pv": pv}
     import triton
-    head = (f"probe_fa60: main ({old_path}) against {KERNEL}; torch {torch.__version__}, triton {triton.__version__}, "
+    head = (f"probe_fa60: main ({old_path}) against {KERNEL}, as committed (new) and with "
+            f"PERSISTENT_PV_WAIT_BEFORE_SOFTMAX (pv); torch {torch.__version__}, triton {triton.__version__}, "
             f"{torch.cuda.get_device_name()}\n"
             f"{'shape':>14s} {'dt':4s} c " + " ".join(f"{n:>9s}" for n in COLUMNS) +
-            f" {'main/new':>8s} {'xSDPA mn':>8s} {'xSDPA nw':>8s} {'xSDPA na':>8s} {'picks':>5s} {'sprd':>6s}"
-            "  predicted main/new (us: mean of 2 rounds; xSDPA: sdpa / main G2, new G2, new auto; picks: GLUON"
-            " the autotunes took, main/new; sprd: the widest column's round-to-round spread)")
+            f" {'main/new':>8s} {'main/pv':>8s} {'new/pv':>8s} {'xSDPA mn':>8s} {'xSDPA nw':>8s} {'xSDPA pv':>8s}"
+            f" {'sprd':>6s}  predicted main/new, main/pv (us: mean of 2 rounds, GLUON 2 forced; xSDPA: sdpa / the"
+            " column; sprd: the widest column's round-to-round spread)")
     txt = open(os.path.join(out_dir, "probe_fa60.txt"), "w")
     jsonl = open(os.path.join(out_dir, "probe_fa60.jsonl"), "w")
 
@@ -181,23 +208,19 @@ def main():
 
     sass_bad = {}
     if "--no-sass" not in sys.argv:
-        sass_bad = {k: v for k, v in sass_checks(new, main_module, emit).items() if v}
+        sass_bad = {k: v for k, v in sass_checks(files, emit).items() if v}
     emit(head)
     wrong = False
-    # GLUON 2 forced both ways at every shape; then, asked for, the autotunes (each compiles and times its
-    # candidates, the longer part) as far as the deadline allows
-    phases = [["main G2", "new G2"]] + ([["main auto", "new auto", "new G2"]] if "--autotune" in sys.argv else [])
-    for phase in phases:
-        for shape in SHAPES:
-            if time.time() > deadline:
-                emit(f"{shape[:6]} {phase}: skipped, past the deadline")
-                continue
-            row = run_shape(shape, main_module, new, sass_bad, phase)
-            jsonl.write(json.dumps(row) + "\n")
-            jsonl.flush()
-            emit(line(row))
-            wrong = wrong or any("error" in col for col in row["cols"].values())
-            torch.cuda.empty_cache()
+    for shape in SHAPES:
+        if time.time() > deadline:
+            emit(f"{shape[:6]}: skipped, past the deadline")
+            continue
+        row = run_shape(shape, files, sass_bad)
+        jsonl.write(json.dumps(row) + "\n")
+        jsonl.flush()
+        emit(line(row))
+        wrong = wrong or any("error" in col for col in row["cols"].values())
+        torch.cuda.empty_cache()
     emit(f"done in {time.time() - start:.0f} s")
     return 1 if wrong else 0
 
