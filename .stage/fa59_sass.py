@@ -46,6 +46,8 @@ def compile_persist(t, dtype, D, causal, S=1024, ragged=False, **overrides):
     consts = dict(BLOCK_M=t.WS_BLOCK_M, BLOCK_N=t.WS_BLOCK_N, NUM_BUFFERS=t.PERSISTENT_BUFFERS[D], CAUSAL=causal,
                   RAGGED=ragged, LOADER_REGS=t.WS_LOADER_REGS, CONSUMER_REGS=t.WS_CONSUMER_REGS,
                   Q_SLOTS=t.PERSISTENT_Q_SLOTS)
+    if hasattr(t, "PERSISTENT_PV_WAIT_BEFORE_SOFTMAX"):  # main's file has no such switch
+        consts["PV_WAIT_BEFORE_SOFTMAX"] = t.PERSISTENT_PV_WAIT_BEFORE_SOFTMAX
     consts.update(overrides)
     fn = t._attn_fwd_persist
     signature, attrs = {}, {}

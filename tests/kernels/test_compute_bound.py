@@ -2035,6 +2035,7 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
         consts["RAGGED"] = which.endswith("ragged")
     if fn is t._attn_fwd_persist:
         consts["Q_SLOTS"] = 1 if which == "persist 1-slot" else t.PERSISTENT_Q_SLOTS
+        consts["PV_WAIT_BEFORE_SOFTMAX"] = t.PERSISTENT_PV_WAIT_BEFORE_SOFTMAX
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
     compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})

@@ -741,7 +741,7 @@ if gluon is not None:
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          Q_SLOTS: gl.constexpr = 2, PV_WAIT_BEFORE_SOFTMAX: gl.constexpr = False):
+                          Q_SLOTS: gl.constexpr, PV_WAIT_BEFORE_SOFTMAX: gl.constexpr):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
