@@ -44,6 +44,8 @@ import collections
 import dataclasses
 import functools
 import os
+import re
+import tempfile
 import warnings
 import weakref
 
@@ -390,12 +392,138 @@ if gluon is not None:
                                  CONSUMERS)),
             ], [1], [LOADER_REGS])
 
+    # The 2-CTA cluster kernel (CLUSTER 2, issue 52, experiments/gemm-h100/cluster-multicast/): the two CTAs of a
+    # cluster compute horizontally adjacent 128x128 tiles, the same 128 rows of A, and each copies one of A's two
+    # 64-row boxes into both CTAs' shared memory with one multicast TMA copy: A is read from the L2 once for two
+    # tiles. Triton 3.6 launches a Gluon kernel in clusters (num_ctas=2: a program is a cluster, gl.program_id
+    # the cluster's id) but has no multicast copy and no arrive on another CTA's mbarrier, so those two are PTX:
+    # the copy names the kernel's first parameter (A's tensor map) and the shared-memory addresses of the A ring
+    # and the barriers (global_smem, Triton's one allocation, plus the offsets its allocator gave them:
+    # _cluster_smem_offsets). Every layout is the same in both CTAs (cga_layout [[0, 0]]: each CTA holds its own).
+    _A_MULTICAST = gl.constexpr(
+        "{ .reg .pred p; .reg .b64 t; .reg .b16 m; elect.sync _|p, -1; mov.b16 m, 3; "
+        "mov.b64 t, gemm_gluon_cluster_kernel_param_0; cvta.param.u64 t, t; "
+        "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+        "[$1], [t, {$2, $3}], [$4], m; mov.u32 $0, 0; }")
+    # one thread of the consumer warpgroup arrives on the mbarrier at the same address in the peer CTA, at CTA
+    # scope as CUTLASS's ClusterBarrier::arrive (at .release.cluster the multicast kernel of
+    # df8b865:benchmarks/explore/gemm_multicast.py ran 0.21-0.73x cuBLAS)
+    _PEER_ARRIVE = gl.constexpr(
+        "{ .reg .pred p; .reg .b32 t, r; mov.u32 t, %tid.x; and.b32 t, t, 127; setp.eq.u32 p, t, 0; "
+        "mapa.shared::cluster.u32 r, $1, $2; @p mbarrier.arrive.shared::cluster.b64 _, [r]; mov.u32 $0, 0; }")
+
+    @gluon.jit
+    def _ptx(asm: gl.constexpr, args, pure: gl.constexpr = False):
+        # one PTX snippet a thread on 32-bit scalars: $0 is its result (or a dummy), args are $1...
+        return gl.inline_asm_elementwise(asm, "=r" + ",r" * len(args), args, dtype=gl.int32, is_pure=pure, pack=1)
+
+    @gluon.jit
+    def _load_acquire(ptr):
+        return gl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptr], dtype=gl.int32,
+                                         is_pure=False, pack=1)
+
+    @gluon.jit
+    def _release_stage(empty, s, peer, smem, EMPTY_OFF: gl.constexpr):
+        # stage s back to this CTA's loader and the peer's: either may copy into it next
+        mbarrier.arrive(empty.index(s))
+        _ptx(_PEER_ARRIVE, [smem + EMPTY_OFF + 8 * s, peer])
+
+    @gluon.jit
+    def _cluster_loader(a_desc, b_desc, b_smem, ready, empty, flags, cta, rank, smem, off_m, off_n, K,
+                        BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, A_OFF: gl.constexpr, READY_OFF: gl.constexpr):
+        # As _gluon_loader, but A's box `rank` goes to both CTAs (the peer's loader sends the other box), so a
+        # stage is reused only once both CTAs' consumers have released it (empty counts all four). Nothing is
+        # copied into the peer before it has initialized its barriers (its flag); and this CTA exits only after
+        # the peer's last arrive on its barriers.
+        A_BYTES: gl.constexpr = a_desc.block_type.nbytes  # a_desc is read by _A_MULTICAST, as the kernel's param_0
+        seen = _load_acquire(flags + (cta ^ 1))
+        while seen == 0:
+            seen = _load_acquire(flags + (cta ^ 1))
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        for ki in range(k_tiles):
+            s = ki % NUM_STAGES
+            mbarrier.wait(empty.index(s), ((ki // NUM_STAGES) & 1) ^ 1)
+            # A's two boxes (one from each CTA's multicast) and this CTA's B
+            mbarrier.expect(ready.index(s), 2 * A_BYTES + b_desc.block_type.nbytes)
+            _ptx(_A_MULTICAST, [smem + A_OFF + (2 * s + rank) * A_BYTES, ki * BLOCK_K, off_m + rank * 64,
+                                smem + READY_OFF + 8 * s])
+            tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
+        for i in gl.static_range(NUM_STAGES):  # each stage's last release, by both CTAs' consumers
+            mbarrier.wait(empty.index((k_tiles + i) % NUM_STAGES), (((k_tiles + i) // NUM_STAGES) & 1) ^ 1)
+        gl.atomic_xchg(flags + cta, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
+
+    @gluon.jit
+    def _cluster_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, peer, smem, off_m, off_n, K, C: gl.constexpr,
+                          BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
+                          EMPTY_OFF: gl.constexpr):
+        # As _gluon_consumer with two consumers, each release going to both CTAs, the last stage's too (the
+        # peer's loader waits for it before its CTA exits).
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, BLOCK_N, 16], cga_layout=[[0, 0]])
+        acc = gl.zeros([64, BLOCK_N], gl.float32, acc_layout)
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        for ki in range(k_tiles):
+            s = ki % NUM_STAGES
+            mbarrier.wait(ready.index(s), (ki // NUM_STAGES) & 1)
+            a = a_smem.index(2 * s + C)
+            b = b_smem.index(s)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
+            if ki > 0:
+                _release_stage(empty, (ki + NUM_STAGES - 1) % NUM_STAGES, peer, smem, EMPTY_OFF)
+        acc = warpgroup_mma_wait(0, deps=(acc, ))
+        _release_stage(empty, (k_tiles + NUM_STAGES - 1) % NUM_STAGES, peer, smem, EMPTY_OFF)
+        c_buf = c_smem.index(C)
+        c_buf.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma_store(c_desc, [off_m + C * 64, off_n], c_buf)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def gemm_gluon_cluster_kernel(a_desc, b_desc, c_desc, flags, M, N, K, BLOCK_N: gl.constexpr,
+                                  BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr,
+                                  CONSUMER_REGS: gl.constexpr, A_OFF: gl.constexpr, READY_OFF: gl.constexpr,
+                                  EMPTY_OFF: gl.constexpr):
+        # A cluster computes C[off_m:off_m+128, n0:n0+2*BLOCK_N], the CTA of rank r the tile at n0 + r*BLOCK_N (a
+        # tile past N, where C has an odd number of tile-columns, copies its A box and stores nothing); the
+        # clusters go down each pair of tile-columns in turn. A in [64, BLOCK_K] boxes (at param_0: _A_MULTICAST),
+        # B in [BLOCK_K, BLOCK_N], C in [64, BLOCK_N]. flags: a zeroed int32 a CTA, set while the CTA runs.
+        pid = gl.program_id(0)
+        rank = _ptx("mov.u32 $0, %cluster_ctarank;", [pid], True)
+        smem = _ptx("mov.u32 $0, global_smem;", [pid], True)
+        cta = 2 * pid + rank
+        num_pid_m = gl.cdiv(M, 128)
+        off_m = (pid % num_pid_m) * 128
+        off_n = ((pid // num_pid_m) * 2 + rank) * BLOCK_N
+        dtype: gl.constexpr = a_desc.dtype
+        a_smem = gl.allocate_shared_memory(dtype, [2 * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
+        b_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
+        c_smem = gl.allocate_shared_memory(dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+        bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=[[0]])
+        ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], bar_layout)
+        empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], bar_layout)
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=4)  # two consumers a CTA, both CTAs
+        # the barriers initialized, as the peer's copies and arrives will see them, before this CTA says so
+        _ptx("fence.mbarrier_init.release.cluster; mov.u32 $0, 0;", [pid])
+        gl.atomic_xchg(flags + cta, 1, sem="release", scope="gpu")
+        gl.warp_specialize([
+            (_cluster_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, 1 - rank, smem, off_m, off_n, K, 0,
+                                 BLOCK_N, BLOCK_K, NUM_STAGES, EMPTY_OFF)),
+            (_cluster_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, 1 - rank, smem, off_m, off_n, K, 1,
+                                 BLOCK_N, BLOCK_K, NUM_STAGES, EMPTY_OFF)),
+            (_cluster_loader, (a_desc, b_desc, b_smem, ready, empty, flags, cta, rank, smem, off_m, off_n, K, BLOCK_K,
+                               NUM_STAGES, A_OFF, READY_OFF)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
 
 # --------------------------------------------------------------------------------------------------
 # launcher
 # --------------------------------------------------------------------------------------------------
 _TUNED = {}  # (M, N, K, dtype) -> config chosen by the autotune pass
 _GLUON_FAILED = {}  # device -> why the Gluon kernel did not compile or launch there
+_CLUSTER_FAILED = {}  # device -> why the cluster kernel (CLUSTER 2) did not compile or launch there
 _PLANS = {}  # a call's shapes, strides, dtypes, alignment and config -> its launches and the config they ran
 _KEPT_B = collections.OrderedDict()  # id(B) -> _KeptB (B_KEEP), least recently used first
 last_config = {}  # the config of the latest launch (the benchmark reports it)
@@ -689,13 +817,81 @@ def _launch_gluon(a, b, c, cfg):
     return kernel, grid, rest, boxes
 
 
+def _gluon_cluster_runs(a, b, c, cfg) -> bool:
+    """Whether gemm_gluon_cluster_kernel can take this call: where the Gluon kernel runs a 128-row tile, on a Triton whose
+    names the kernel's PTX uses were checked (GLUON_CLUSTER_TRITONS), and it has not failed on this device before."""
+    return (triton.__version__.startswith(GLUON_CLUSTER_TRITONS) and cfg["BLOCK_M"] == 128
+            and a.device not in _CLUSTER_FAILED and _gluon_runs(a, b, c, cfg))
+
+
+def _cluster_smem_offsets(compiled) -> dict:
+    """Where Triton's allocator put each shared-memory buffer of a compiled Gluon kernel, by the name of the variable
+    it was allocated to: make_llir's passes up to the allocation, rerun on the compiled kernel's TTGIR (Triton 3.6)."""
+    from triton._C.libtriton import ir, nvidia, passes
+    context = ir.context()
+    ir.load_dialects(context)
+    nvidia.load_dialects(context)
+    with tempfile.NamedTemporaryFile("w", suffix=".ttgir") as f:
+        f.write(compiled.asm["ttgir"])
+        f.flush()
+        module = ir.parse_mlir_module(f.name, context)
+    module.context = context
+    pm = ir.pass_manager(context)
+    passes.ttgpuir.add_combine_tensor_select_and_if(pm)
+    passes.ttgpuir.add_allocate_warp_groups(pm)
+    passes.convert.add_scf_to_cf(pm)
+    passes.gluon.add_inliner(pm)
+    nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, 90, 86)
+    pm.run(module, "allocate")
+    return {name: int(offset) for name, offset in
+            re.findall(r"%(\w+) = ttg\.local_alloc \{allocation\.offset = (\d+) : i32\}", str(module))}
+
+
+def _launch_gluon_cluster(a, b, c, cfg):
+    """Launch gemm_gluon_cluster_kernel: as _launch returns, or None (and a warning, once a device) when it does not
+    compile or launch. Compiled twice before it runs: the first compile tells where the allocator put the A ring
+    and the barriers, which the second bakes into its PTX; the two must agree (only constants changed)."""
+    M, K = a.shape
+    N = b.shape[1]
+    BN, BK = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    clusters = triton.cdiv(M, 128) * triton.cdiv(triton.cdiv(N, BN), 2)
+    grid = (clusters, 1, 1)  # the launch multiplies it by the cluster's 2 CTAs
+    boxes = ([64, BK], [BK, BN], [64, BN])
+    flags = torch.zeros(2 * clusters, dtype=torch.int32, device=a.device)
+    head = (flags, M, N, K, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
+    options = dict(num_warps=4, num_ctas=2, maxnreg=GLUON_TWO_CONSUMER_LAUNCH_REGS)
+    descriptors = _descriptors(a, b, c, boxes, gluon_layouts=2)
+    try:
+        first = gemm_gluon_cluster_kernel.warmup(*descriptors, *head, 0, 0, 0, grid=grid, **options)
+        found = _cluster_smem_offsets(first)
+        offsets = (found["a_smem"], found["ready"], found["empty"])
+        kernel = gemm_gluon_cluster_kernel.warmup(*descriptors, *head, *offsets, grid=grid, **options)
+        again = _cluster_smem_offsets(kernel)
+        if (again["a_smem"], again["ready"], again["empty"]) != offsets:
+            raise RuntimeError(f"the allocator moved the buffers between compiles: {found} then {again}")
+        rest = (*head, *offsets)
+        kernel[grid](*descriptors, *rest)
+    except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
+        lines = str(e).strip().splitlines()
+        _CLUSTER_FAILED[a.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
+        warnings.warn(f"gemm: the Gluon cluster kernel does not run with Triton {triton.__version__} here "
+                      f"({_CLUSTER_FAILED[a.device]}); the one-CTA Gluon kernel takes its shapes")
+        return None
+    return kernel, grid, rest, boxes
+
+
 def _launch(a, b, c, cfg):
     """Launch through the JIT; returns what a later call of the same shape needs to skip it: the compiled
     kernel (None in the interpreter), its grid, the arguments after the three tensors, the boxes of the
     TMA descriptors (None for the pointer kernel), and the config it ran (GLUON 0 where the Gluon kernel
     could not)."""
     if cfg["GLUON"]:
-        launched = _launch_gluon(a, b, c, cfg) if _gluon_runs(a, b, c, cfg) else None
+        launched = None
+        if cfg.get("CLUSTER", 1) > 1:
+            launched = _launch_gluon_cluster(a, b, c, cfg) if _gluon_cluster_runs(a, b, c, cfg) else None
+            cfg = cfg if launched else {**cfg, "CLUSTER": 1}  # else the same tile on one CTA
+        if not launched:
+            launched = _launch_gluon(a, b, c, cfg) if _gluon_runs(a, b, c, cfg) else None
         if launched:
             return (*launched, cfg)
         cfg = {**cfg, "GLUON": 0}
@@ -737,18 +933,29 @@ def _run(a, b, c, cfg):
     launches, ran = [], None
     for rows, cols, part_cfg in parts:
         kernel, grid, rest, boxes, part_ran = _launch(*_part(a, b, c, rows, cols), part_cfg)
-        launches.append((rows, cols, kernel, grid, rest, boxes, part_ran["GLUON"], b_rows))
+        gluon_layouts = part_ran["GLUON"] and part_ran.get("CLUSTER", 1)
+        launches.append((rows, cols, kernel, grid, rest, boxes, gluon_layouts, b_rows))
         ran = ran or part_ran
     return launches, ran
 
 
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
     """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
-    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
+    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in: gluon_layouts 2 for the
+    cluster kernel's CTAs (_cluster_layout)."""
     if not gluon_layouts:  # a box of None: the tensor itself (C_PTR's C)
         return tuple(t if box is None else TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
-    return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
+    layout = _shared_layout if gluon_layouts == 1 else _cluster_layout
+    return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, layout(tuple(box), a.dtype))
                  for t, box in zip((a, b, c), boxes))
+
+
+@functools.lru_cache(maxsize=None)
+def _cluster_layout(box, dtype):
+    """_shared_layout held by each CTA of a 2-CTA cluster (cga_layout [[0, 0]]: the CTAs' buffers are laid out alike,
+    each its own). Not get_default_for(..., cga_layout=[[0, 0]]): Triton 3.6 reads that basis as a split in two of
+    both dimensions, and would swizzle a quarter of the box."""
+    return dataclasses.replace(_shared_layout(box, dtype), cga_layout=[[0, 0]])
 
 
 @functools.lru_cache(maxsize=None)
