@@ -186,6 +186,17 @@ GLUON_RING_BYTES = 192 * 1024
 # (0.95-0.97x with the L2 clean at M=512 N=4096): the Gluon tile's two consumers are new to this kernel.
 TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "PERSISTENT": 0,
                       "EPILOGUE_SUBTILE": 0}
+# The Gluon 128x128 tile in 2-CTA clusters that read A's tile from the L2 once for two tiles (CLUSTER 2:
+# gemm_gluon_cluster_kernel, issue 52). At M=320-384 N=K=4096 on an H100 the one-CTA tile read 0.81-0.85x cuBLAS, every
+# A tile read by 32 CTAs, every B tile by 3 (experiments/gemm-h100/swap-tile/); cuBLAS runs 1x2 clusters there that
+# multicast the operand they share. The autotune times it where cluster_tiles_pay. Its PTX names Triton's symbols
+# (global_smem, the kernel's parameters) and the allocator's passes: checked on these Tritons only.
+GLUON_CLUSTER_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 6, "PERSISTENT": 0,
+                        "GLUON": 1, "CLUSTER": 2}
+GLUON_CLUSTER_TRITONS = ("3.6.",)
+# Taller outputs keep CONFIG's persistent kernel (0.99-1.01x cuBLAS from 2048^3 up): the cluster kernel was built for a
+# grid of one wave or few, where A's tile is read by every tile-column at once.
+CLUSTER_MAX_TILE_ROWS = 4
 
 
 @triton.jit
@@ -569,6 +580,20 @@ def gluon_tile(M, N, sms):
         tiles = triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1])
         return triton.cdiv(tiles, sms) * tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
     return min(GLUON_TILES, key=makespan)
+
+
+def cluster_tiles_pay(M, N, sms) -> bool:
+    """Whether the autotune times the cluster kernel's 128x128 tiles: C has at most CLUSTER_MAX_TILE_ROWS tile-rows
+    of 128 and at least two tile-columns (a cluster's pair), and the tiles' waves, each weighed by tile_k_step_share
+    (0.6 of a 128x256 K-step), finish before CONFIG's tiles' waves. Two-CTA clusters fill the SMs as single CTAs do
+    (66 of 2 on 132 SMs, H200 and H100). On 132 SMs: every small output where gluon_tile picks 128x128 (one wave of
+    0.6 against one of 1.0), 384x14336 (3 waves of 0.6 against 2 of 1.0); not 512x14336 (4 against 2)."""
+    big = (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"])
+
+    def waves(tile):
+        return triton.cdiv(triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]), sms)
+    return (triton.cdiv(M, 128) <= CLUSTER_MAX_TILE_ROWS and triton.cdiv(N, 128) >= 2
+            and waves((128, 128)) * tile_k_step_share((128, 128), big) < waves(big))
 
 
 def gluon_stages(block_m, block_n, block_k) -> int:
@@ -979,7 +1004,9 @@ def _candidates(a, b, c):
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
         # rows off 128-byte lines: the ways around them on CONFIG's tiles, and on the split's where it has one
         aligned = [{**base, **e} for base in [CONFIG] + split for e in row_alignment_configs(a, b, c)]
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
+        cluster = [{**CONFIG, **GLUON_CLUSTER_CONFIG}] if cluster_tiles_pay(M, N, sms) else []
+        return ([dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
+                + [cfg for cfg in cluster if _gluon_cluster_runs(a, b, c, cfg)])
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
     if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
@@ -987,7 +1014,12 @@ def _candidates(a, b, c):
         small.append({**small[0], "BLOCK_M": tile[0], "BLOCK_N": tile[1], "num_stages": stages})
     if tile[0] == 128:
         small.append({**CONFIG, **TRITON_TALL_CONFIG})
-    return [dict(CONFIG)] + [cfg for cfg in small if not cfg["GLUON"] or _gluon_runs(a, b, c, cfg)]
+        if cluster_tiles_pay(M, N, sms):
+            small.append({**CONFIG, **GLUON_CLUSTER_CONFIG})
+
+    def runs(cfg):
+        return not cfg["GLUON"] or (_gluon_cluster_runs if cfg.get("CLUSTER", 1) > 1 else _gluon_runs)(a, b, c, cfg)
+    return [dict(CONFIG)] + [cfg for cfg in small if runs(cfg)]
 
 
 def _autotune(a, b, c):
