@@ -315,6 +315,9 @@ GLUON_LOADER_REGS = 24
 # registers over 3 warpgroups) leaves the first 3 * 168 - 240 - 24 = 240 too; at 128 it would get 120.
 GLUON_CONSUMER_REGS = 240
 GLUON_TWO_CONSUMER_LAUNCH_REGS = 168
+# The cluster kernel's loader (a warpgroup, see _CLUSTER_SYNC) also carries the multicast's addresses: at 24 it kept
+# one value on the stack (Triton 3.6, sm_90); at 32 none, and the first consumer gets 3 * 168 - 240 - 32 = 232.
+GLUON_CLUSTER_LOADER_REGS = 32
 
 if gluon is not None:
     @gluon.jit
@@ -403,35 +406,34 @@ if gluon is not None:
                                  CONSUMERS)),
             ], [1], [LOADER_REGS])
 
-    # The 2-CTA cluster kernel (CLUSTER 2, issue 52, experiments/gemm-h100/cluster-multicast/): the two CTAs of a
-    # cluster compute horizontally adjacent 128x128 tiles, the same 128 rows of A, and each copies one of A's two
-    # 64-row boxes into both CTAs' shared memory with one multicast TMA copy: A is read from the L2 once for two
-    # tiles. Triton 3.6 launches a Gluon kernel in clusters (num_ctas=2: a program is a cluster, gl.program_id
-    # the cluster's id) but has no multicast copy and no arrive on another CTA's mbarrier, so those two are PTX:
-    # the copy names the kernel's first parameter (A's tensor map) and the shared-memory addresses of the A ring
-    # and the barriers (global_smem, Triton's one allocation, plus the offsets its allocator gave them:
-    # _cluster_smem_offsets). Every layout is the same in both CTAs (cga_layout [[0, 0]]: each CTA holds its own).
+    # The 2-CTA cluster kernel (CLUSTER 2, issue 52): the two CTAs of a cluster compute horizontally adjacent 128x128
+    # tiles, the same 128 rows of A, and each copies one of A's two 64-row boxes into both CTAs' shared memory with
+    # one multicast TMA copy: A is read from the L2 once for two tiles. Triton 3.6 launches a Gluon kernel in
+    # clusters (num_ctas=2: a program is a cluster, gl.program_id the cluster's id; every layout here the same in
+    # both CTAs, cga_layout [[0, 0]]: each CTA holds its own) but has no multicast copy, no arrive on another CTA's
+    # mbarrier and no cluster barrier, so those three are PTX. The copy names the kernel's first parameter (A's
+    # tensor map) and the shared-memory addresses of the A ring and the barriers: global_smem (Triton's one
+    # allocation) plus the offsets its allocator gave them (_cluster_smem_offsets).
     _A_MULTICAST = gl.constexpr(
-        "{ .reg .pred p; .reg .b64 t; .reg .b16 m; elect.sync _|p, -1; mov.b16 m, 3; "
-        "mov.b64 t, gemm_gluon_cluster_kernel_param_0; cvta.param.u64 t, t; "
+        "{ .reg .pred p; .reg .b64 t; .reg .b32 i; .reg .b16 m; mov.u32 i, %tid.x; and.b32 i, i, 127; "
+        "setp.eq.u32 p, i, 0; mov.b16 m, 3; mov.b64 t, gemm_gluon_cluster_kernel_param_0; cvta.param.u64 t, t; "
         "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
         "[$1], [t, {$2, $3}], [$4], m; mov.u32 $0, 0; }")
-    # one thread of the consumer warpgroup arrives on the mbarrier at the same address in the peer CTA, at CTA
-    # scope as CUTLASS's ClusterBarrier::arrive (at .release.cluster the multicast kernel of
+    # one thread of the warpgroup arrives on the mbarrier at the same address in the peer CTA, at CTA scope as
+    # CUTLASS's ClusterBarrier::arrive (at .release.cluster the multicast kernel of
     # df8b865:benchmarks/explore/gemm_multicast.py ran 0.21-0.73x cuBLAS)
     _PEER_ARRIVE = gl.constexpr(
         "{ .reg .pred p; .reg .b32 t, r; mov.u32 t, %tid.x; and.b32 t, t, 127; setp.eq.u32 p, t, 0; "
         "mapa.shared::cluster.u32 r, $1, $2; @p mbarrier.arrive.shared::cluster.b64 _, [r]; mov.u32 $0, 0; }")
+    # every thread of both CTAs: after it, each CTA's barriers are initialized as the other's copies and arrives see
+    # them (CUTLASS's fence_barrier_init, then cluster_sync). Every warp of the kernel must run it, so the loader
+    # takes a whole warpgroup: a warp Triton pads a one-warp partition with never would.
+    _CLUSTER_SYNC = gl.constexpr("barrier.cluster.arrive.release; barrier.cluster.wait.acquire; mov.u32 $0, 0;")
 
     @gluon.jit
     def _ptx(asm: gl.constexpr, args, pure: gl.constexpr = False):
         # one PTX snippet a thread on 32-bit scalars: $0 is its result (or a dummy), args are $1...
         return gl.inline_asm_elementwise(asm, "=r" + ",r" * len(args), args, dtype=gl.int32, is_pure=pure, pack=1)
-
-    @gluon.jit
-    def _load_acquire(ptr):
-        return gl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptr], dtype=gl.int32,
-                                         is_pure=False, pack=1)
 
     @gluon.jit
     def _release_stage(empty, s, peer, smem, EMPTY_OFF: gl.constexpr):
@@ -440,16 +442,13 @@ if gluon is not None:
         _ptx(_PEER_ARRIVE, [smem + EMPTY_OFF + 8 * s, peer])
 
     @gluon.jit
-    def _cluster_loader(a_desc, b_desc, b_smem, ready, empty, flags, cta, rank, smem, off_m, off_n, K,
-                        BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, A_OFF: gl.constexpr, READY_OFF: gl.constexpr):
+    def _cluster_loader(a_desc, b_desc, b_smem, ready, empty, rank, smem, off_m, off_n, K, BLOCK_K: gl.constexpr,
+                        NUM_STAGES: gl.constexpr, A_OFF: gl.constexpr, READY_OFF: gl.constexpr):
         # As _gluon_loader, but A's box `rank` goes to both CTAs (the peer's loader sends the other box), so a
-        # stage is reused only once both CTAs' consumers have released it (empty counts all four). Nothing is
-        # copied into the peer before it has initialized its barriers (its flag); and this CTA exits only after
-        # the peer's last arrive on its barriers.
+        # stage is reused only once both CTAs' consumers have released it (empty counts all four); and this CTA
+        # exits only after the peer's last arrive on its barriers.
+        _ptx(_CLUSTER_SYNC, [rank])
         A_BYTES: gl.constexpr = a_desc.block_type.nbytes  # a_desc is read by _A_MULTICAST, as the kernel's param_0
-        seen = _load_acquire(flags + (cta ^ 1))
-        while seen == 0:
-            seen = _load_acquire(flags + (cta ^ 1))
         k_tiles = gl.cdiv(K, BLOCK_K)
         for ki in range(k_tiles):
             s = ki % NUM_STAGES
@@ -461,14 +460,14 @@ if gluon is not None:
             tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
         for i in gl.static_range(NUM_STAGES):  # each stage's last release, by both CTAs' consumers
             mbarrier.wait(empty.index((k_tiles + i) % NUM_STAGES), (((k_tiles + i) // NUM_STAGES) & 1) ^ 1)
-        gl.atomic_xchg(flags + cta, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
     @gluon.jit
-    def _cluster_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, peer, smem, off_m, off_n, K, C: gl.constexpr,
+    def _cluster_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, rank, smem, off_m, off_n, K, C: gl.constexpr,
                           BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
                           EMPTY_OFF: gl.constexpr):
         # As _gluon_consumer with two consumers, each release going to both CTAs, the last stage's too (the
         # peer's loader waits for it before its CTA exits).
+        _ptx(_CLUSTER_SYNC, [rank])
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BLOCK_N, 16], cga_layout=[[0, 0]])
         acc = gl.zeros([64, BLOCK_N], gl.float32, acc_layout)
@@ -481,9 +480,9 @@ if gluon is not None:
             acc = warpgroup_mma(a, b, acc, is_async=True)
             acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
             if ki > 0:
-                _release_stage(empty, (ki + NUM_STAGES - 1) % NUM_STAGES, peer, smem, EMPTY_OFF)
+                _release_stage(empty, (ki + NUM_STAGES - 1) % NUM_STAGES, 1 - rank, smem, EMPTY_OFF)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
-        _release_stage(empty, (k_tiles + NUM_STAGES - 1) % NUM_STAGES, peer, smem, EMPTY_OFF)
+        _release_stage(empty, (k_tiles + NUM_STAGES - 1) % NUM_STAGES, 1 - rank, smem, EMPTY_OFF)
         c_buf = c_smem.index(C)
         c_buf.store(acc.to(c_desc.dtype))
         fence_async_shared()
@@ -491,18 +490,16 @@ if gluon is not None:
         tma.store_wait(0)
 
     @gluon.jit
-    def gemm_gluon_cluster_kernel(a_desc, b_desc, c_desc, flags, M, N, K, BLOCK_N: gl.constexpr,
-                                  BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr,
-                                  CONSUMER_REGS: gl.constexpr, A_OFF: gl.constexpr, READY_OFF: gl.constexpr,
-                                  EMPTY_OFF: gl.constexpr):
+    def gemm_gluon_cluster_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                                  NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                  A_OFF: gl.constexpr, READY_OFF: gl.constexpr, EMPTY_OFF: gl.constexpr):
         # A cluster computes C[off_m:off_m+128, n0:n0+2*BLOCK_N], the CTA of rank r the tile at n0 + r*BLOCK_N (a
         # tile past N, where C has an odd number of tile-columns, copies its A box and stores nothing); the
-        # clusters go down each pair of tile-columns in turn. A in [64, BLOCK_K] boxes (at param_0: _A_MULTICAST),
-        # B in [BLOCK_K, BLOCK_N], C in [64, BLOCK_N]. flags: a zeroed int32 a CTA, set while the CTA runs.
+        # clusters go down each pair of tile-columns in turn. A in [64, BLOCK_K] boxes (param_0: _A_MULTICAST),
+        # B in [BLOCK_K, BLOCK_N], C in [64, BLOCK_N].
         pid = gl.program_id(0)
         rank = _ptx("mov.u32 $0, %cluster_ctarank;", [pid], True)
         smem = _ptx("mov.u32 $0, global_smem;", [pid], True)
-        cta = 2 * pid + rank
         num_pid_m = gl.cdiv(M, 128)
         off_m = (pid % num_pid_m) * 128
         off_n = ((pid // num_pid_m) * 2 + rank) * BLOCK_N
@@ -516,17 +513,15 @@ if gluon is not None:
         for i in gl.static_range(NUM_STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=4)  # two consumers a CTA, both CTAs
-        # the barriers initialized, as the peer's copies and arrives will see them, before this CTA says so
         _ptx("fence.mbarrier_init.release.cluster; mov.u32 $0, 0;", [pid])
-        gl.atomic_xchg(flags + cta, 1, sem="release", scope="gpu")
         gl.warp_specialize([
-            (_cluster_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, 1 - rank, smem, off_m, off_n, K, 0,
+            (_cluster_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, rank, smem, off_m, off_n, K, 0,
                                  BLOCK_N, BLOCK_K, NUM_STAGES, EMPTY_OFF)),
-            (_cluster_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, 1 - rank, smem, off_m, off_n, K, 1,
+            (_cluster_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, rank, smem, off_m, off_n, K, 1,
                                  BLOCK_N, BLOCK_K, NUM_STAGES, EMPTY_OFF)),
-            (_cluster_loader, (a_desc, b_desc, b_smem, ready, empty, flags, cta, rank, smem, off_m, off_n, K, BLOCK_K,
-                               NUM_STAGES, A_OFF, READY_OFF)),
-        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+            (_cluster_loader, (a_desc, b_desc, b_smem, ready, empty, rank, smem, off_m, off_n, K, BLOCK_K, NUM_STAGES,
+                               A_OFF, READY_OFF)),
+        ], [4, 4], [CONSUMER_REGS, LOADER_REGS])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -882,8 +877,7 @@ def _launch_gluon_cluster(a, b, c, cfg):
     clusters = triton.cdiv(M, 128) * triton.cdiv(triton.cdiv(N, BN), 2)
     grid = (clusters, 1, 1)  # the launch multiplies it by the cluster's 2 CTAs
     boxes = ([64, BK], [BK, BN], [64, BN])
-    flags = torch.zeros(2 * clusters, dtype=torch.int32, device=a.device)
-    head = (flags, M, N, K, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
+    head = (M, N, K, BN, BK, cfg["num_stages"], GLUON_CLUSTER_LOADER_REGS, GLUON_CONSUMER_REGS)
     options = dict(num_warps=4, num_ctas=2, maxnreg=GLUON_TWO_CONSUMER_LAUNCH_REGS)
     descriptors = _descriptors(a, b, c, boxes, gluon_layouts=2)
     try:
