@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 import warnings
 import weakref
 
@@ -964,11 +965,16 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     assert g.gluon_tile(M, N, 132) == tile
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    monkeypatch.setattr(g, "_gluon_cluster_runs", lambda a, b, c, cfg: True)
     a, b = torch.empty(M, 4096, dtype=torch.bfloat16), torch.empty(4096, N, dtype=torch.bfloat16)
     if 2 * triton.cdiv(M, g.CONFIG["BLOCK_M"]) * triton.cdiv(N, g.CONFIG["BLOCK_N"]) >= 132:
         pytest.skip("a large output: CONFIG's tiles and their neighbours")  # none of the cases above
     candidates = g._candidates(a, b, b)
-    gluon = [(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_stages"]) for cfg in candidates if cfg["GLUON"]]
+    # the 128x128 tile in 2-CTA clusters beside the one-CTA one, and only there
+    cluster = [cfg for cfg in candidates if cfg.get("CLUSTER", 1) > 1]
+    assert cluster == ([{**g.CONFIG, **g.GLUON_CLUSTER_CONFIG}] if tile[0] == 128 else [])
+    gluon = [(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_stages"]) for cfg in candidates
+             if cfg["GLUON"] and cfg not in cluster]
     # the ring's 192 KB: the measured 8 at 64x128 and 12 at 64x64
     stages = {(64, 128): 8, (64, 64): 12, (64, 32): 16, (128, 128): 6}
     assert gluon == [(64, 128, 8)] + ([(*tile, stages[tile])] if tile != (64, 128) else [])
@@ -1595,6 +1601,140 @@ def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(mon
         warnings.simplefilter("error")  # said once
         g.gemm(a, b, config=config)
     assert len(uncompilable.attempts) == 1  # not tried again on this device
+
+def test_gemm_cluster_kernel_only_where_the_128_row_gluon_tile_runs_on_a_checked_triton(monkeypatch):
+    """The cluster kernel's PTX names Triton's symbols (global_smem, the kernel's parameters) and reruns its
+    allocator's passes: only on GLUON_CLUSTER_TRITONS; elsewhere (AMD, pre-Hopper, the interpreter, rows off TMA's
+    alignment: where _gluon_runs says no), on 64-row tiles, or once it has failed on the device, not at all."""
+    g = _template("gemm")
+    gluon_runs = [True]
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: gluon_runs[0])
+    m = _Matrix()
+    cfg = {**g.CONFIG, **g.GLUON_CLUSTER_CONFIG}
+    for version, runs in [("3.6.0", True), ("3.6.1", True), ("3.5.1", False), ("3.9.0", False), ("3.60.0", False)]:
+        monkeypatch.setattr(g.triton, "__version__", version)
+        assert g._gluon_cluster_runs(m, m, m, cfg) == runs, version
+    monkeypatch.setattr(g.triton, "__version__", "3.6.0")
+    assert not g._gluon_cluster_runs(m, m, m, {**cfg, "BLOCK_M": 64})  # A's two 64-row boxes: one a CTA
+    gluon_runs[0] = False
+    assert not g._gluon_cluster_runs(m, m, m, cfg)
+    gluon_runs[0] = True
+    monkeypatch.setitem(g._CLUSTER_FAILED, m.device, "RuntimeError: no such op")
+    assert not g._gluon_cluster_runs(m, m, m, cfg)
+
+
+@pytest.mark.parametrize("M, N, offered", [
+    (384, 4096, True), (320, 4096, True), (448, 4096, True), (512, 4096, True),  # small outputs, 128x128 tiles
+    (384, 14336, True),  # a large output: 3 waves of 128x128 (0.6 each) against 2 of CONFIG's 128x256
+    (128, 4096, False), (256, 4096, False),  # gluon_tile keeps 64-row tiles
+    (4096, 4096, False), (512, 14336, False), (2048, 4608, False),  # CONFIG's waves finish first, or tie
+    (640, 4096, False),  # five tile-rows: past CLUSTER_MAX_TILE_ROWS
+    (384, 128, False),  # one tile-column: no pair
+])
+def test_gemm_autotune_offers_the_cluster_kernel_where_its_waves_pay(monkeypatch, M, N, offered):
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.empty(M, 4096, dtype=torch.bfloat16), torch.empty(4096, N, dtype=torch.bfloat16)
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    cluster = {**g.CONFIG, **g.GLUON_CLUSTER_CONFIG}
+    monkeypatch.setattr(g, "_gluon_cluster_runs", lambda a, b, c, cfg: True)
+    with_clusters = g._candidates(a, b, c)
+    assert with_clusters.count(cluster) == offered
+    monkeypatch.setattr(g, "_gluon_cluster_runs", lambda a, b, c, cfg: False)  # another Triton, AMD, ...
+    assert g._candidates(a, b, c) == [cfg for cfg in with_clusters if cfg != cluster]  # the rest as before
+
+
+class _FakeClusterKernel:
+    """Stands in for gemm_gluon_cluster_kernel (Gluon runs on a GPU only): warmup records its arguments and returns
+    this object as the compiled kernel, whose launches are recorded too."""
+
+    def __init__(self):
+        self.warmups, self.launches = [], []
+
+    def warmup(self, *args, grid, **options):
+        self.warmups.append((grid, args, options))
+        return self
+
+    def __getitem__(self, grid):
+        return lambda *args: self.launches.append((grid, args))
+
+
+OFFSETS = {"a_smem": 0, "b_smem": 98304, "c_smem": 196608, "ready": 229504, "empty": 229552}
+
+
+def test_gemm_cluster_launch_pairs_tile_columns_and_bakes_in_the_allocators_offsets(monkeypatch):
+    """A ragged M (3 tile-rows, the last 1 row deep) and an odd number of tile-columns (3: the second pair's second
+    tile lies past N, and its CTA only copies its A box): 3 x 2 clusters of two CTAs. Compiled twice before it runs,
+    the second compile given the offsets the first one's allocator chose; descriptors in A's and C's 64-row boxes,
+    laid out alike in both CTAs (cga_layout [[0, 0]]) and swizzled as one CTA's; a planned call's replay makes them
+    so again."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    kernel = _FakeClusterKernel()
+    monkeypatch.setattr(g, "gemm_gluon_cluster_kernel", kernel)
+    monkeypatch.setattr(g, "_cluster_smem_offsets", lambda compiled: OFFSETS)
+    monkeypatch.setattr(g, "_gluon_cluster_runs", lambda a, b, c, cfg: True)
+    a, b, c = torch.randn(321, 1000).half(), torch.randn(1000, 384).half(), torch.empty(321, 384).half()
+    launches, ran = g._run(a, b, c, {**g.CONFIG, **g.GLUON_CLUSTER_CONFIG})
+    assert ran == {**g.CONFIG, **g.GLUON_CLUSTER_CONFIG}
+    head = (321, 384, 1000, 128, 64, 6, g.GLUON_CLUSTER_LOADER_REGS, g.GLUON_CONSUMER_REGS)
+    options = {"num_warps": 4, "num_ctas": 2, "maxnreg": g.GLUON_TWO_CONSUMER_LAUNCH_REGS}
+    assert [(grid, args[3:], kw) for grid, args, kw in kernel.warmups] == [
+        ((6, 1, 1), (*head, 0, 0, 0), options), ((6, 1, 1), (*head, 0, 229504, 229552), options)]
+    (grid, args), = kernel.launches
+    assert grid == (6, 1, 1) and args[3:] == (*head, 0, 229504, 229552)
+    one_cta = g._shared_layout((64, 64), torch.float16)
+    for descriptors in (kernel.warmups[0][1][:3], args[:3]):
+        assert [d.block_shape for d in descriptors] == [[64, 64], [64, 128], [64, 128]]
+        for d in descriptors:
+            assert d.layout.cga_layout == [[0, 0]] and d.layout.swizzle_byte_width == one_cta.swizzle_byte_width
+    assert launches[0][6] == 2  # the replay's descriptors: the cluster kernel's
+    g._replay(launches, a, b, c)
+    (grid, args) = kernel.launches[-1]
+    assert grid == (6, 1, 1) and [d.layout.cga_layout for d in args[:3]] == [[[0, 0]]] * 3
+
+
+def test_gemm_cluster_kernel_that_fails_falls_back_to_one_cta_once_and_says_so(monkeypatch, record_launches,
+                                                                                 uncompilable):
+    """Where clusters do not run here (another Triton, AMD: _gluon_cluster_runs) the cluster config runs the same
+    128x128 tile on one CTA, without a word; where the kernel does not compile, or the allocator moved its buffers
+    between the two compiles (the PTX would copy into the wrong place), it says so once and is not tried again."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    one_cta = record_launches(g, "gemm_gluon_kernel", lambda grid, args, kw: grid, launch=False)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    monkeypatch.setattr(g, "_gluon_cluster_runs", lambda a, b, c, cfg: False)
+    a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
+    config = g.GLUON_CLUSTER_CONFIG
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not tried: nothing to say
+        g.gemm(a, b, config=config)
+    assert one_cta == [(4, 1, 1)] and g.last_config == {**g.CONFIG, **config, "CLUSTER": 1}
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: False)  # no Gluon at all: a Triton kernel
+    c = g.gemm(a.float(), b.float(), config=config)
+    assert one_cta == [(4, 1, 1)] and g.last_config["GLUON"] == 0
+    assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
+
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    monkeypatch.setattr(g, "_gluon_cluster_runs", lambda a, b, c, cfg: a.device not in g._CLUSTER_FAILED)
+    moved = iter([OFFSETS, {**OFFSETS, "ready": 229520}])
+    monkeypatch.setattr(g, "_cluster_smem_offsets", lambda compiled: next(moved))
+    kernel = _FakeClusterKernel()
+    monkeypatch.setattr(g, "gemm_gluon_cluster_kernel", kernel)
+    with pytest.warns(UserWarning, match=r"the Gluon cluster kernel does not run .*moved the buffers"):
+        g.gemm(a, b, config=config)
+    assert kernel.launches == [] and one_cta[-1] == (4, 1, 1) and g.last_config["CLUSTER"] == 1
+    g._CLUSTER_FAILED.clear()
+    monkeypatch.setattr(g, "gemm_gluon_cluster_kernel", types.SimpleNamespace(warmup=uncompilable[(1, 1, 1)]))
+    with pytest.warns(UserWarning, match=r"the Gluon cluster kernel does not run .*error: no such op"):
+        g.gemm(a, b, config=config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        g.gemm(a, b, config=config)
+    assert len(uncompilable.attempts) == 1 and one_cta[-3:] == [(4, 1, 1)] * 3  # not tried again on this device
 
 
 class _Tensor:
