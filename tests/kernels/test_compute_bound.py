@@ -1627,8 +1627,9 @@ def test_gemm_cluster_kernel_only_where_the_128_row_gluon_tile_runs_on_a_checked
     (384, 4096, True), (320, 4096, True), (448, 4096, True), (512, 4096, True),  # small outputs, 128x128 tiles
     (384, 14336, True),  # a large output: 3 waves of 128x128 (0.6 each) against 2 of CONFIG's 128x256
     (128, 4096, False), (256, 4096, False),  # gluon_tile keeps 64-row tiles
-    (4096, 4096, False), (512, 14336, False), (2048, 4608, False),  # CONFIG's waves finish first, or tie
-    (640, 4096, False),  # five tile-rows: past CLUSTER_MAX_TILE_ROWS
+    (4096, 4096, False), (512, 14336, False),  # CONFIG's waves finish first
+    (512, 17920, False),  # a tie: 5 waves of 128x128 (3.0) against 3 of CONFIG's
+    (1024, 4352, False),  # 3 waves of 128x128 (1.8) against 2 of CONFIG's, but 8 tile-rows: CLUSTER_MAX_TILE_ROWS
     (384, 128, False),  # one tile-column: no pair
 ])
 def test_gemm_autotune_offers_the_cluster_kernel_where_its_waves_pay(monkeypatch, M, N, offered):
