@@ -2128,7 +2128,7 @@ def compile_triton(fn, args, consts, options):
     return kernel, usage.stdout
 
 
-def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
+def compile_gluon(fn, args, consts, options):
     signature, attrs = {}, {}
     for i, (name, arg) in enumerate(zip(fn.arg_names, args)):
         signature[name], specialization = native_specialize_impl(BaseBackend, arg, False, True, True)
@@ -2136,7 +2136,12 @@ def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
             attrs[(i,)] = [["tt.divisibility", 16]]
     signature.update({name: "constexpr" for name in consts})
     src = GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def compile_and_report(case, fn, args, consts, options, ptx_facts=None, kernel_facts=None):
+    # ptx_facts(ptx) and kernel_facts(compiled kernel): more of the line's facts
+    kernel = compile_gluon(fn, args, consts, options)
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.asm["cubin"])
@@ -2144,6 +2149,7 @@ def compile_and_report(case, fn, args, consts, options, ptx_facts=None):
         usage = subprocess.run([cuobjdump, "-res-usage", cubin.name], capture_output=True, text=True, check=True)
         sass = subprocess.run([cuobjdump, "-sass", cubin.name], capture_output=True, text=True, check=True).stdout
     facts = ptx_facts(kernel.asm["ptx"]) if ptx_facts else {}
+    facts.update(kernel_facts(kernel) if kernel_facts else {})
     # wgmma descriptors a register carried from a block that does not dominate the wgmma (sass_defs: fa57's fault)
     from sass_defs import descriptor_reads_not_dominated
     stale = [hex(address) for address, _, _ in descriptor_reads_not_dominated(sass)]
@@ -2206,6 +2212,41 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
     regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else t.GLUON_LAUNCH_REGS
     compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
                        {"num_warps": 4, "maxnreg": regs})
+"""
+
+_GEMM_CLUSTER_CASES = """
+import re
+# the cluster kernel at 384x4096x4096 and at a ragged shape (3 tile-rows, the last 1 row deep; 3 tile-columns), as
+# _launch_gluon_cluster compiles it: once to find the allocator's offsets, once with them
+for dtype, (M, N, K) in [("bf16", (384, 4096, 4096)), ("fp16", (321, 384, 1000))]:
+    torch_dtype, gl_dtype = GL[dtype]
+    cfg = {**t.CONFIG, **t.GLUON_CLUSTER_CONFIG}
+    BN, BK = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    tensors = [torch.empty(rows, cols, dtype=torch_dtype) for rows, cols in [(M, K), (K, N), (M, N)]]
+    descs = list(t._descriptors(*tensors, ([64, BK], [BK, BN], [64, BN]), gluon_layouts=2))
+    consts = dict(BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_CLUSTER_LOADER_REGS,
+                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
+    options = {"num_warps": 4, "num_ctas": 2, "maxnreg": t.GLUON_TWO_CONSUMER_LAUNCH_REGS}
+    fn = t.gemm_gluon_cluster_kernel
+    found = t._cluster_smem_offsets(compile_gluon(fn, descs + [M, N, K], {**consts, "A_OFF": 0, "READY_OFF": 0,
+                                                                          "EMPTY_OFF": 0}, options))
+    offsets = dict(A_OFF=found["a_smem"], READY_OFF=found["ready"], EMPTY_OFF=found["empty"])
+
+    def kernel_facts(kernel):
+        ptx = kernel.asm["ptx"]
+        name = fn.__name__
+        return {"offsets": [found["a_smem"], found["ready"], found["empty"]],
+                "offsets_again": [t._cluster_smem_offsets(kernel)[k] for k in ("a_smem", "ready", "empty")],
+                "ctas_per_cluster": re.findall(r"\\.reqnctapercluster (\\d+)", ptx),
+                "a_is_param_0": f".param .align 64 .b8 {name}_param_0[128]" in ptx,
+                "multicasts": re.findall(r"cp\\.async\\.bulk\\.tensor\\S*multicast::cluster \\S+, \\[t, ", ptx),
+                "multicast_map": re.findall(r"mov\\.b64 t, (\\w+); cvta\\.param", ptx),
+                "peer_arrives": ptx.count("mbarrier.arrive.shared::cluster.b64"),
+                "cluster_syncs": ptx.count("barrier.cluster.arrive.release; barrier.cluster.wait.acquire"),
+                "a_box": kernel.metadata.tensordesc_meta[0]["block_size"], "num_warps": kernel.metadata.num_warps}
+
+    compile_and_report([dtype, M, N, K], fn, descs + [M, N, K], {**consts, **offsets}, options,
+                       kernel_facts=kernel_facts)
 """
 
 _MOE_CASES = """
@@ -2392,6 +2433,29 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         ring_and_c = stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2
         assert ring_and_c <= case["shared"] <= 232448, case
         assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+
+
+def test_gemm_cluster_kernel_compiles_for_hopper_as_its_ptx_expects(tmp_path):
+    """gemm_gluon_cluster_kernel for sm_90 on a Triton it was checked on (GLUON_CLUSTER_TRITONS: its PTX names
+    Triton's symbols): clusters of 2 CTAs; one multicast copy of A's [64, 64] box from the kernel's param_0, which is
+    A's 128-byte tensor map, in the box Gluon's own copies would fill (the descriptor's metadata: one message); both
+    consumers' arrives on the peer's barriers (in the loop and for the last stage); the cluster barrier in each of
+    the three partitions; the allocator's offsets the same for both compiles; no stack, no spill, within the shared
+    memory a block. On the CPU's Triton 3.6: 168 registers, 229,608 B, offsets 0 (A), 229,504 (ready), 229,552
+    (empty)."""
+    g = _template("gemm")
+    if g.gluon is None or not triton.__version__.startswith(g.GLUON_CLUSTER_TRITONS):
+        pytest.skip(f"the cluster kernel runs on Triton {g.GLUON_CLUSTER_TRITONS} only")
+    cases = _compile_for_sm90("gemm", _GEMM_CLUSTER_CASES, tmp_path)
+    assert [c["case"] for c in cases] == [["bf16", 384, 4096, 4096], ["fp16", 321, 384, 1000]]
+    for case in cases:
+        ring_and_c = 6 * (2 * 64 * 64 + 64 * 128) * 2 + 2 * 64 * 128 * 2
+        assert ring_and_c <= case["shared"] <= 232448, case
+        assert "STACK:0 " in case["usage"] and "LOCAL:0 " in case["usage"], case
+        assert case["offsets"] == case["offsets_again"] and case["ctas_per_cluster"] == ["2"], case
+        assert case["a_is_param_0"] and case["multicast_map"] == ["gemm_gluon_cluster_kernel_param_0"], case
+        assert len(case["multicasts"]) == 1 and case["a_box"] == [64, 64], case
+        assert case["peer_arrives"] >= 2 and case["cluster_syncs"] == 3 and case["num_warps"] == 12, case
 
 
 def test_gemm_tail_launches_compile_for_hopper_without_spilling(tmp_path):
