@@ -22,7 +22,9 @@ How the kernel computes it (see SKILL.md for why):
     retires. The Triton kernels issue the loads and the wgmma from the same warps. Where its 64x128
     tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
     (gluon_tile: 64x64 there, 64x32 at M=64) on a deeper ring; where they take two waves (M=512, N=4096) a
-    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
+    128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128. There
+    (and at 384x14336: cluster_tiles_pay) also that tile in 2-CTA clusters whose CTAs each multicast one of A's
+    two 64-row boxes to both (CLUSTER 2): A read from the L2 once for two tiles.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
