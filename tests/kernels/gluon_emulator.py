@@ -14,7 +14,15 @@ What it checks, beyond the output against torch's attention:
   handed back too early);
 - every tile of shared memory a wgmma reads was written (a never-loaded slot holds NaN, as garbage would).
 Only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
-arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
+arithmetic on a pointer tensor) is replaced by its meaning, masked row stores.
+
+The gemm template's cluster kernel (gemm_gluon_cluster_kernel, Emulator.gemm_cluster) runs its two CTAs at once, each
+its three partitions in threads, and its PTX (`_ptx`) by meaning: the CTA's rank, a shared-memory base of 0 (the
+emulator lays each CTA's buffers out in allocation order and hands the kernel those offsets), the cluster barrier,
+the multicast copy into both CTAs (addressed by offset: an address that is not a tile's or barrier's start is an
+error) and the arrive on the peer's barrier. Beyond the checks above: no copy completes on a barrier before its
+CTA initialized it, and nothing lands in or arrives on a CTA after all its partitions have returned (an exited
+CTA's shared memory is gone)."""
 import random
 import threading
 import time
@@ -78,6 +86,9 @@ class Barrier:
 
     def complete_tx(self, nbytes):
         with self.shared.cond:
+            if self.count is None:
+                self.shared.errors.append(f"{self.name}: a copy completed before init")
+                return
             self.tx -= nbytes
             self._maybe_complete()
 
@@ -161,10 +172,12 @@ def _resolve(x):
 
 
 class Emulator:
-    def __init__(self, module, seed=0, max_delay_s=2e-4, overrides=None):
+    def __init__(self, module, seed=0, max_delay_s=2e-4, overrides=None, slow_cta=None):
         """overrides: {name: function} replacing the kernel's helpers of those names (a test's deliberate fault);
-        a function given takes the emulator's namespace as its globals, so it calls the others as the kernel does."""
+        a function given takes the emulator's namespace as its globals, so it calls the others as the kernel does.
+        slow_cta: in a cluster, the rank of a CTA that starts late and waits at every barrier operation."""
         self.module = module
+        self.slow_cta = slow_cta
         self.rng = random.Random(seed)
         self.max_delay_s = max_delay_s
         self.local = threading.local()
@@ -198,9 +211,15 @@ class Emulator:
 
         def allocate_shared_memory(dtype, shape, layout):
             if isinstance(dtype, str):  # gl.int64: mbarriers
-                return emu._barriers(shape)
-            emu.arrays.append("smem")
-            return Array(emu.shared, f"smem{len(emu.arrays)}", shape, emu.dtype, False)
+                array, item_bytes = emu._barriers(shape), 8
+            else:
+                emu.arrays.append("smem")
+                array = Array(emu.shared, f"smem{len(emu.arrays)}", shape, emu.dtype, False)
+                item_bytes = emu.dtype.itemsize * int(torch.tensor(shape[1:]).prod())
+            cta = getattr(emu.local, "cta", None)
+            if cta is not None:
+                cta.place(array, shape[0], item_bytes)
+            return array
 
         def static_assert(cond, msg=""):
             assert cond, msg
@@ -268,18 +287,17 @@ class Emulator:
             row, col = int(coord[0]), int(coord[1])
             rows = desc.block[0]
             src = desc.tensor
-            value = torch.zeros(rows, desc.block[1], dtype=src.dtype)
-            end = min(row + rows, src.shape[0])
-            if end > row:
-                value[:end - row] = src[row:end, col:col + desc.block[1]]
+            value = emu._box(desc, row, col)
             with emu.shared.cond:
-                emu.shared.tma_queue.append((tile, value, bar, desc.block_type.nbytes))
+                emu.shared.tma_queue.append((tile, value, bar, desc.block_type.nbytes, None))
                 emu.shared.cond.notify_all()
 
         def tma_store(desc, coord, tile):
-            row = int(coord[0])
+            row, col = int(coord[0]), int(coord[1])
             end = min(row + tile.data.shape[0], desc.tensor.shape[0])
-            desc.tensor[row:end] = tile.data[:end - row].to(desc.tensor.dtype)
+            width = min(col + tile.data.shape[1], desc.tensor.shape[1]) - col
+            if end > row and width > 0:
+                desc.tensor[row:end, col:col + width] = tile.data[:end - row, :width].to(desc.tensor.dtype)
 
         tma = types.SimpleNamespace(store_wait=lambda n: None)
 
@@ -317,10 +335,9 @@ class Emulator:
                 for p in retire:
                     for t in p.tiles:
                         emu.shared.in_flight_reads[id(t)] -= 1
-            for d in deps:
-                if isinstance(d, _Pending) and d not in retire and d in issued:
-                    raise EmulatorError("warpgroup_mma_wait returned a wgmma still in flight")
-            values = tuple(_resolve(d) for d in deps)
+            # a wgmma still in flight comes back as it went in: the accumulator of the next wgmma (which the hardware
+            # orders after it) or a later wait's dep, and nothing else (it is not a tensor yet)
+            values = tuple(d if isinstance(d, _Pending) and d in issued else _resolve(d) for d in deps)
             return values[0] if len(values) == 1 else values
 
         def store_rows_before(o_ptr, out, row0, q_row, S, o_layout):
@@ -336,6 +353,7 @@ class Emulator:
             if isinstance(fn, types.FunctionType) and hasattr(value, "arg_names"):  # a (Gluon) JIT function
                 ns[name] = types.FunctionType(fn.__code__, ns, name, fn.__defaults__, fn.__closure__)
         ns["_store_rows_before"] = store_rows_before
+        ns["_ptx"] = self._ptx
         return ns
 
     def _barriers(self, shape):
@@ -353,8 +371,22 @@ class Emulator:
     def _jitter(self):
         with self.shared.cond:
             r = self.rng.random()
-        if r < 0.3:
+        cta = getattr(self.local, "cta", None)
+        if cta is not None and cta.rank == self.slow_cta:
+            time.sleep(5 * self.max_delay_s)
+        elif r < 0.3:
             time.sleep(self.rng.random() * self.max_delay_s)
+
+    @staticmethod
+    def _box(desc, row, col):
+        """A TMA copy's box at (row, col): the tensor's elements, zeros past its edges."""
+        rows, cols = desc.block
+        src = desc.tensor
+        value = torch.zeros(rows, cols, dtype=src.dtype)
+        end, width = min(row + rows, src.shape[0]), min(col + cols, src.shape[1]) - col
+        if end > row and width > 0:
+            value[:end - row, :width] = src[row:end, col:col + width]
+        return value
 
     # ---------------------------------------------------------------------------------------------- engine
     def _tma_engine(self):
@@ -367,7 +399,9 @@ class Emulator:
                 op = self.shared.tma_queue.pop(self.rng.randrange(len(self.shared.tma_queue)))
                 self.shared.engine_busy = True
             time.sleep(self.rng.random() * self.max_delay_s)
-            tile, value, bar, nbytes = op
+            tile, value, bar, nbytes, cta = op
+            if cta is not None and cta.exited:
+                self.shared.error(f"a copy landed in CTA {cta.rank} after it exited")
             tile.write(value)
             bar.complete_tx(nbytes)
             with self.shared.cond:
@@ -375,9 +409,33 @@ class Emulator:
                 self.shared.cond.notify_all()
 
     def _run_partitions(self, partitions):
+        cta = getattr(self.local, "cta", None)
+        if cta is not None:  # a CTA of a cluster: the driver runs the TMA engine and counts every CTA's partitions
+            threads = self._partition_threads(partitions, cta)
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            cta.exited = True
+            return
+        self.shared.alive = len(partitions)
+        threads = self._partition_threads(partitions, None)
+        engine = threading.Thread(target=self._tma_engine, daemon=True)
+        engine.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with self.shared.cond:
+            self.shared.stop = True
+            self.shared.cond.notify_all()
+        engine.join()
+
+    def _partition_threads(self, partitions, cta):
         failures = []
 
         def run(fn, args):
+            self.local.cta = cta
             try:
                 self.ns[fn.__name__](*args)
             except EmulatorError:
@@ -390,19 +448,7 @@ class Emulator:
                     self.shared.alive -= 1
                     self.shared.cond.notify_all()
 
-        self.shared.alive = len(partitions)
-
-        threads = [threading.Thread(target=run, args=(fn, args), daemon=True) for fn, args in partitions]
-        engine = threading.Thread(target=self._tma_engine, daemon=True)
-        engine.start()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        with self.shared.cond:
-            self.shared.stop = True
-            self.shared.cond.notify_all()
-        engine.join()
+        return [threading.Thread(target=run, args=(fn, args), daemon=True) for fn, args in partitions]
 
     # ---------------------------------------------------------------------------------------------- driver
     def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None, diagonal_first=None):
@@ -433,3 +479,114 @@ class Emulator:
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o
+
+    # ---------------------------------------------------------------------------------------------- clusters
+    def _ptx(self, asm, args, pure=False):
+        """The cluster kernel's inline PTX (gemm.py's _ptx), by what each snippet means."""
+        cta = self.local.cta
+        asm = str(getattr(asm, "value", asm))  # a gl.constexpr at module level in the kernel's file
+        if "multicast::cluster" in asm:  # _A_MULTICAST: the box at (row $3, column $2) of param_0 into both CTAs
+            dst, col, row, bar = (int(x) for x in args)
+            value = self._box(self.param_0, row, col)
+            with self.shared.cond:
+                for target in self.ctas:
+                    self.shared.tma_queue.append((target.at(dst, "tile"), value, target.at(bar, "barrier"),
+                                                  self.param_0.block_type.nbytes, target))
+                self.shared.cond.notify_all()
+        elif "mapa" in asm:  # _PEER_ARRIVE: the barrier at address $1 in CTA $2
+            address, peer = (int(x) for x in args)
+            self._jitter()
+            target = self.ctas[peer]
+            if target.exited:
+                self.shared.error(f"CTA {cta.rank} arrived on CTA {peer}'s barrier after it exited")
+            else:
+                target.at(address, "barrier").arrive()
+        elif "barrier.cluster" in asm:
+            try:
+                self.cluster_barrier.wait()
+            except threading.BrokenBarrierError:
+                self.shared.error(f"CTA {cta.rank}: the cluster barrier broke (a partition never reached it)")
+                raise EmulatorError("cluster barrier")
+        elif "%cluster_ctarank" in asm:
+            return cta.rank
+        elif "global_smem" in asm:
+            return 0
+        elif "fence.mbarrier_init" not in asm:
+            self.shared.error(f"PTX the emulator does not know: {asm}")
+            raise EmulatorError("unknown PTX")
+        return 0
+
+    def gemm_cluster(self, a, b, block_n, block_k, num_stages):
+        """gemm_gluon_cluster_kernel's C for a (M, K) and b (K, N), its clusters run one after another, the two CTAs
+        of each at once; raises EmulatorError on a protocol fault. The kernel's offsets are the emulator's layout of
+        its buffers (_Cta.place): allocation order, from 0."""
+        m = self.module
+        M, K = a.shape
+        N = b.shape[1]
+        self.dtype = a.dtype
+        c = torch.full((M, N), float("nan"), dtype=a.dtype)
+        descs = [Descriptor(a, [64, block_k]), Descriptor(b, [block_k, block_n]), Descriptor(c, [64, block_n])]
+        self.param_0 = descs[0]  # the tensor map _A_MULTICAST names
+        size = a.element_size()
+        ring_and_c = (2 * num_stages * 64 * block_k + num_stages * block_k * block_n + 2 * 64 * block_n) * size
+        offsets = (0, ring_and_c, ring_and_c + 8 * num_stages)  # A's ring first, then B's, C's, ready, empty
+        clusters = -(-M // 128) * -(-(-(-N // block_n)) // 2)
+        for cluster in range(clusters):
+            self.program = cluster
+            self.shared = _Shared(self.rng)
+            self.arrays = []
+            self.ctas = [_Cta(rank) for rank in (0, 1)]
+            self.shared.alive = 6  # three partitions a CTA
+            self.cluster_barrier = threading.Barrier(6, timeout=20 * DEADLOCK_S)
+            engine = threading.Thread(target=self._tma_engine, daemon=True)
+            engine.start()
+
+            def run_cta(cta):
+                self.local.cta = cta
+                if cta.rank == self.slow_cta:
+                    time.sleep(50 * self.max_delay_s)
+                try:
+                    self.ns["gemm_gluon_cluster_kernel"](*descs, M, N, K, block_n, block_k, num_stages,
+                                                         m.GLUON_CLUSTER_LOADER_REGS, m.GLUON_CONSUMER_REGS, *offsets)
+                except EmulatorError:
+                    pass
+                except Exception as e:  # a bug in the emulated code
+                    self.shared.error(f"CTA {cta.rank}: {type(e).__name__}: {e}")
+
+            ctas = [threading.Thread(target=run_cta, args=(cta,), daemon=True) for cta in self.ctas]
+            for t in ctas:
+                t.start()
+            for t in ctas:
+                t.join()
+            with self.shared.cond:
+                self.shared.stop = True
+                self.shared.cond.notify_all()
+            engine.join()
+            if self.shared.errors:
+                raise EmulatorError(f"cluster {cluster}: " + "; ".join(self.shared.errors[:4]))
+        return c
+
+
+class _Cta:
+    """One CTA of a cluster: its rank, its shared memory's layout (offset, array, bytes an item; in allocation order),
+    and whether all its partitions have returned."""
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.buffers = []
+        self.end = 0
+        self.exited = False
+
+    def place(self, array, items, item_bytes):
+        self.buffers.append((self.end, array, item_bytes, items))
+        self.end += items * item_bytes
+
+    def at(self, address, kind):
+        """The tile or barrier that starts at this shared-memory address."""
+        for offset, array, item_bytes, items in self.buffers:
+            index, rest = divmod(address - offset, item_bytes)
+            if 0 <= index < items and rest == 0 and isinstance(array.items[0], Barrier) == (kind == "barrier"):
+                return array.items[index]
+        if not self.buffers:
+            raise LookupError(f"CTA {self.rank} has no shared memory yet (it has not started): nothing may land in it")
+        raise LookupError(f"CTA {self.rank}: no {kind} starts at shared-memory address {address}")
