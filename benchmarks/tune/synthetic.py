@@ -23,6 +23,7 @@ import math
 import random
 
 SHAPES = ("plateau", "failing", "coupled", "noisy")
+PLATEAU_RISE = 2  # steps from the peak within which the plateau's figure rises: the only signal it gives
 
 
 def table(shape: str, seed: int) -> dict:
@@ -54,11 +55,43 @@ def _plateau(rng):
 
     def figure(config):
         steps = sum(abs(a - b) for a, b in zip(_position(space, config), peak))
-        if steps <= 2:
+        if steps <= PLATEAU_RISE:
             return 1000.0 * (1.0, 0.93, 0.86)[steps]
         return 800.0 * jitter.setdefault(repr(config), 1 + rng.uniform(-0.02, 0.02))
 
     return space, figure, lambda config: rng.uniform(0.3, 3.0)
+
+
+def plateau_ceiling(iterations: int, sizes: list[int] | None = None) -> float:
+    """An upper bound on the share of starts from which any search that does not know where the peak lies
+    measures the peak (the plateau's only configuration at 97% or more of its best) within `iterations`
+    proposals after its start, averaged over the plateau spaces of every seed (the peak is drawn uniformly).
+
+    Before a configuration within PLATEAU_RISE steps of the peak is measured, every figure the search has seen
+    is the plateau's, whatever the peak: so from a given start its proposals up to that detection are the same
+    for every peak not yet detected. The j-th proposal on that chain detects the peaks at distance 1 or 2 from
+    it (or is the peak); those it finds with its n - j proposals left are at most T(n - j) of each group, where
+    T(r) = 1 + 3 T(r - 1) counts what r proposals can reach (each measures one configuration, and its figure
+    splits what is left three ways: one step from it, two, or further). The start is the peak or detects those
+    within two steps of itself, of which its n proposals find at most T(n) a distance. The peaks found from a
+    start, summed, are at most those counts, whatever the search.
+    sizes: the number of values of each key (default: the plateau's space's)."""
+    sizes = sizes or [len(values) for values in _plateau(random.Random(0))[0].values()]
+    points = list(itertools.product(*(range(n) for n in sizes)))
+
+    def steps(a, b):
+        return sum(abs(x - y) for x, y in zip(a, b))
+
+    def reach(r):
+        return 0 if r == 0 else 1 + 3 * reach(r - 1)
+
+    at = [[sum(steps(p, q) == d for q in points) for p in points] for d in range(PLATEAU_RISE + 1)]
+    widest = [max(counts) for counts in at]  # the most configurations at each distance from one point
+    chain = sum(1 + sum(min(widest[d], reach(iterations - j)) for d in range(1, PLATEAU_RISE + 1))
+                for j in range(1, iterations + 1))
+    near_start = [1 + sum(min(at[d][i], reach(iterations)) for d in range(1, PLATEAU_RISE + 1))
+                  for i in range(len(points))]
+    return sum(min(len(points), near + chain) for near in near_start) / len(points) ** 2
 
 
 def _failing(rng):
