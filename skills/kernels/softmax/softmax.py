@@ -451,32 +451,62 @@ if gluon is not None:
         return m, s
 
     @gluon.jit
-    def _publish(words, team, part, it, m, s, P: gl.constexpr):
+    def _publish(words, team, part, it, m, s, W: gl.constexpr):
         # This program's partial of the row of iteration `it` as one 64-bit word: m's bits, then s's with
         # their low 8 bits replaced by it % 128 (s keeps 15 of its 23 mantissa bits: 3e-5 relative, under
         # a 16-bit output's rounding). The word is its own flag, so no fence orders it behind this
-        # program's outstanding stores. Buffer it % 4: a program runs at most two rows ahead of a sibling.
+        # program's outstanding stores. Buffer it % 4 (W words a team: the P partials, and the dealt row's
+        # word where rows are dealt): a program runs at most two rows ahead of a sibling.
         lo = (s.to(gl.int32, bitcast=True) & 0x7FFFFF00) | (it & 0x7F)
         word = (m.to(gl.int32, bitcast=True).to(gl.int64) << 32) | lo.to(gl.int64)
-        gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
+        gl.atomic_xchg(words + (team * 4 + it % 4) * W + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
-        # Every sibling's (max, sum) of the row of iteration `it`, once all words carry its stamp.
-        ok = slots < P
-        at = words + (team * 4 + it % 4) * P + slots
+    def _gather(words, team, it, slots, P: gl.constexpr, W: gl.constexpr, SPIN: gl.constexpr):
+        # Every sibling's (max, sum) of the row of iteration `it`, once all W words of its buffer carry its
+        # stamp (the P partials; where rows are dealt, W = P + 1 and the last is the dealt row's, _post_row),
+        # and the words as read.
+        ok = slots < W
+        at = words + (team * 4 + it % 4) * W + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
         # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
         w = gl.load(at, mask=ok, other=0, volatile=True)
         spins = 0
-        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
+        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= W)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
             w = gl.load(at, mask=ok, other=0, volatile=True)
             spins += 1
-        pm = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
-        ps = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        return pm, ps
+        part = slots < P
+        pm = gl.where(part, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
+        ps = gl.where(part, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        return pm, ps, w
+
+    @gluon.jit
+    def _claim(deal, lane, went):
+        # The launch counter's next value, taken on the lanes `went` (lane 0 of the team's first program, while
+        # the team's last claim found a row: see DEAL_ROWS). A tensor atomic, so that the value stays in that
+        # thread's register until _post_row uses it after the reduce that follows: a scalar atomic would hand it
+        # to every thread through shared memory behind a barrier, and the program would wait out the atomic's
+        # round trip (~1 us) right there. Its address differs lane by lane (deal + lane; lanes past 0 are masked
+        # off): at one address for the whole warp, ptxas aggregates the warp's adds and shuffles the value to the
+        # lanes at once (SHFL.IDX right behind the ATOMG, Triton 3.6, sm_90), which is the same wait.
+        return gl.atomic_add(deal + lane, lane * 0 + 1, mask=went, sem="relaxed")
+
+    @gluon.jit
+    def _post_row(words, deal, team, it, row, lead, went, lane, last, W: gl.constexpr, P: gl.constexpr):
+        # The row the team takes two rows after the row of iteration `it` (M where its last claim found none),
+        # as the word after the P partials of `it`: the row's index high, `it`'s stamp low, written by the
+        # team's first program (`lead`) on the lane that claimed it (_claim), beside its partial. The siblings
+        # read it in the gather they already wait on (no wait of its own) and copy that row into the half of
+        # buf the row of `it` leaves. Same writer, readers and buffer as that partial, so the partials'
+        # argument holds for it: overwritten (by it + 4) only once every sibling has gathered `it`, a stamp
+        # never mistaken (it % 128, never UNSTAMPED). The claim (`went`) that got the launch's last value
+        # (row `last`: each team claims until its first miss, so M - n_teams claims in all) sets the counter
+        # back to 0 for the next launch: no claim follows it in this one.
+        gl.atomic_xchg(words + (team * 4 + it % 4) * W + P + lane * 0, (row.to(gl.int64) << 32) | (it & 0x7F),
+                       mask=(lane == 0) & lead, sem="relaxed")
+        gl.atomic_xchg(deal + lane * 0, lane * 0, mask=went & (row == last), sem="relaxed")
 
     @gluon.jit
     def _cut(start, n, VEC: gl.constexpr):
@@ -540,14 +570,18 @@ if gluon is not None:
         return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
 
     @gluon.jit(do_not_specialize=["off_x", "off_y"])  # one compilation for every offset 0-7
-    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
+    def _softmax_smem_team(x_ptr, y_ptr, words, exits, deal, M, N, stride_x, stride_y, off_x, off_y,
                            CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr):
+                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr,
+                           DEAL: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
-        # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
-        # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
-        # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
-        # has read is refilled with row i+2.
+        # its team's rows: team and team + n_teams first, then (DEAL, see DEAL_ROWS) each next one claimed
+        # from the launch's counter `deal` by the team's first program, as rows 2 n_teams, 2 n_teams + 1, ...
+        # in the order the teams ask, or (not DEAL) team + 2 n_teams, team + 3 n_teams, ... Shared memory
+        # holds that part of two rows (halves 0 and 1 of buf, NCH chunks each, one cp.async commit group a
+        # chunk). As in _softmax_split, row i+1's partial goes out before the wait for row i's siblings; while
+        # it writes row i, each chunk it has read is refilled with row i+2, whose index (DEAL) came with row
+        # i's partials: claimed when row i's partial went out, before row i was reduced (_claim, _post_row).
         # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
         # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
         # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
@@ -556,6 +590,7 @@ if gluon is not None:
         # 16-byte vectors; else y's row r starts at element off_y + r * stride_y, stored element by element.
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        W: gl.constexpr = P + DEAL  # words a buffer: the partials, and the dealt row's
         buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
                                         gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
         pid = gl.program_id(0)
@@ -573,11 +608,19 @@ if gluon is not None:
         lane_offs = gl.arange(0, SUB, out_layout)  # a quarter's columns from its first: scalars do the rest
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+        row = team
+        nxt = team + n_teams
+        if DEAL:
+            lane = gl.arange(0, 32 * gl.num_warps(), slot_layout)  # one element a thread: lane 0 claims
+            lead = part == 0
+            last = M + n_teams - 1  # the row of the launch's last claim (see _post_row)
+            went = (lane == 0) & lead & (nxt < M)  # the claiming lane: the first claim, where there is a row 1
+            claim = _claim(deal, lane, went)
         if CUT:
             lanes = gl.arange(0, 2 * VEC, slot_layout)
             mine = part == P - 1
-            e_row = _edge_load(x_ptr, team, stride_x, off_x, N, mine, lanes, VEC)
-            e_nxt = _edge_load(x_ptr, team + n_teams, stride_x, off_x, N, mine & (team + n_teams < M), lanes, VEC)
+            e_row = _edge_load(x_ptr, row, stride_x, off_x, N, mine, lanes, VEC)
+            e_nxt = _edge_load(x_ptr, nxt, stride_x, off_x, N, mine & (nxt < M), lanes, VEC)
 
         for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
             r = team + h * n_teams
@@ -588,35 +631,45 @@ if gluon is not None:
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        n = _row_body(x_ptr, team, stride_x, off_x, N, CUT, VEC)[1]
-        m, s = _part_max_sum(buf, 0, offs, team < M, n, NCH, CHUNK, layout)
+        n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
+        m, s = _part_max_sum(buf, 0, offs, row < M, n, NCH, CHUNK, layout)
         if CUT:
             m, s = _with_edge(m, s, e_row)
-        _publish(words, team, part, 0, m, s, P)
+        if DEAL:
+            got = gl.where(went, 2 * n_teams + claim, M)  # the claim's first use: its round trip under the reduce
+            _post_row(words, deal, team, 0, got, lead, went, lane, last, W, P)
+        _publish(words, team, part, 0, m, s, W)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
         # compile a runtime index here)
         it = 0
-        for pair in range(team, M, 2 * n_teams):
+        while row < M:
             for half in gl.static_range(2):
-                row = pair + half * n_teams
                 if row < M:
-                    nxt = row + n_teams
                     # no partial of a row past the last: its reduce (an exponential an element, ~2 us) would sit
                     # between the program's last gather and its last writes, in the launch's tail (sm60, H100:
                     # 512x50257 bf16 43.7 -> 41.9 us, 77.9 -> 81.1% of copy)
                     if nxt < M:
+                        if DEAL:  # claimed here, used after the reduce below: its round trip under the reduce
+                            went = (lane == 0) & lead & (got < M)  # until the team's first miss
+                            claim = _claim(deal, lane, went)
                         cp.wait_group(0)  # the next row's groups are the only ones outstanding
                         cta_barrier()
                         n = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
                         mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n, NCH, CHUNK, layout)
                         if CUT:
                             mn, sn = _with_edge(mn, sn, e_nxt)
-                        _publish(words, team, part, it + 1, mn, sn, P)
-                    pm, ps = _gather(words, team, it, slots, P, SPIN)
+                        if DEAL:
+                            got = gl.where(went, 2 * n_teams + claim, M)
+                            _post_row(words, deal, team, it + 1, got, lead, went, lane, last, W, P)
+                        _publish(words, team, part, it + 1, mn, sn, W)
+                    pm, ps, w = _gather(words, team, it, slots, P, W, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
-                    ahead = row + 2 * n_teams
+                    if DEAL:  # the row its first program posted beside its partial of this row
+                        ahead = gl.max(gl.where(slots == P, (w >> 32).to(gl.int32), -1), axis=0)
+                    else:
+                        ahead = row + 2 * n_teams
                     if CUT:
                         e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
                     src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
@@ -631,13 +684,13 @@ if gluon is not None:
                                 gl.store(y_row + first + lane_offs,
                                          gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
                                          mask=lane_offs < n - first)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            cta_barrier()  # every warp has read chunk c: refill it with the row after next
                             copy_to_shared(buf.index(half * NCH + c), src + cols,
                                            mask=(cols < n_ahead) & (ahead < M))
                             cp.commit_group()
                         else:
                             x = buf.index(half * NCH + c).load(layout).to(gl.float32)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            cta_barrier()  # every warp has read chunk c: refill it with the row after next
                             copy_to_shared(buf.index(half * NCH + c), src + cols,
                                            mask=(cols < n_ahead) & (ahead < M))
                             cp.commit_group()
@@ -650,6 +703,8 @@ if gluon is not None:
                                  mask=ok & mine)
                         e_row = e_nxt
                         e_nxt = e_ahead
+                    row = nxt
+                    nxt = ahead
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -657,8 +712,8 @@ if gluon is not None:
         done = gl.atomic_add(exits + team, 1, sem="acq_rel")
         if done == P - 1:
             for k in gl.static_range(4):
-                gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
-                               mask=slots < P, sem="relaxed")
+                gl.atomic_xchg(words + (team * 4 + k) * W + slots, (zeros + UNSTAMPED).to(gl.int64),
+                               mask=slots < W, sem="relaxed")
             gl.atomic_xchg(exits + team, 0, sem="release")
 
 
@@ -1136,15 +1191,18 @@ def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
     P = _team_parts(N, st["CHUNK"] * st["NCH"], vec if cut else 1)
     words, exits = _team_words(x2.device, sms * 32)
     x_arg, off_x, y_arg, off_y, y_cut = _cut_args(x2, y2) if cut else (x2, 0, y2, 0, False)
-    args = (x_arg, y_arg, words, exits, M, N, x2.stride(0), y2.stride(0), off_x, off_y)
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "maxnreg": st["maxnreg"]}
+    args = (x_arg, y_arg, words, exits, exits[-1:], M, N, x2.stride(0), y2.stride(0), off_x, off_y)
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P + 1),
+              "SPIN": MAX_SPIN, "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "DEAL": True, "maxnreg": st["maxnreg"]}
+    # the programs an SM of the kernel that deals rows (its words and registers are the larger)
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
+    deal = M > 2 * teams  # DEAL_ROWS: some row past each team's first two
+    consts.update(DEAL=deal, P_POW2=triton.next_power_of_2(P + deal))
     try:
-        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut)
+        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut, DEAL=deal)
         _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
@@ -1179,13 +1237,14 @@ def _cut_args(x2, y2):
 
 def _team_words(device, n_programs: int):
     """The teams' 64-bit words, unstamped (8 a program: the split teams publish two values a partial in
-    4 buffers, the shared-memory team one word a partial), and their exit counters (zero); the kernels
-    leave both as they found them, so no memset per launch."""
+    4 buffers, the shared-memory team one word a partial and one a team for its dealt row), and their exit
+    counters (zero), the last of them the shared-memory team's row counter (DEAL_ROWS); the kernels leave
+    them as they found them, so no memset per launch."""
     key = _stream_key(device)
     words, exits = _TEAM_WORDS.get(key, (None, None))
-    if words is None or exits.numel() < n_programs:
+    if words is None or exits.numel() < n_programs + 1:
         words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
-        exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
+        exits = torch.zeros(n_programs + 1, device=device, dtype=torch.int32)
         _TEAM_WORDS[key] = (words, exits)
     return words, exits
 
