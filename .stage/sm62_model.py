@@ -13,6 +13,7 @@ claimed at the start of the iteration two before the one that issues its copies 
 first program's partial), so the team has ~3.9 rows to go when it claims (LOOKAHEAD); a team claims until its
 first miss. Prints the model's static exits against the diagnostic's and the makespans (first start -> last exit).
 """
+import heapq
 import random
 import statistics
 
@@ -40,7 +41,6 @@ def dynamic(teams, M, lookahead):
     # claims in time order: team i's claim of its row k (k >= 2) at a_i + (k + 1 - lookahead) r_i (row k is
     # written at a_i + (k + 1) r_i); the first claims (k = 2) in the prologue, at launch order
     events = sorted((max(0.0, a + (2 + 1 - lookahead) * r) + 1e-3 * i, i) for i, (a, r, _) in enumerate(teams))
-    import heapq
     heapq.heapify(events)
     while events:
         _, i = heapq.heappop(events)
@@ -79,8 +79,9 @@ if __name__ == "__main__":
             dy2.append(max(dynamic(teams, M, 2.25)))
         one = static(teams_of(M, T, shape, 0))
         b = M % T or T
-        print(f"{name}: static model exits A med {statistics.median(one[:b]):.1f} p90 {q(one[:b], .9):.1f}, "
-              f"B med {statistics.median(one[b:]):.1f} p90 {q(one[b:], .9):.1f}; makespan static "
-              f"{statistics.mean(st):.1f} us (measured span {span}), dynamic {statistics.mean(dy):.1f} "
-              f"(claimed at the copies, lookahead 2.25: {statistics.mean(dy2):.1f}); saved "
-              f"{statistics.mean(st) - statistics.mean(dy):.1f} us of {kernel_us} -> x{1 - (statistics.mean(st) - statistics.mean(dy)) / kernel_us:.3f}")
+        st, dy, dy2 = statistics.mean(st), statistics.mean(dy), statistics.mean(dy2)
+        print(f"{name}: the static model's exits A med {statistics.median(one[:b]):.1f} p90 {q(one[:b], .9):.1f}, "
+              f"B med {statistics.median(one[b:]):.1f} p90 {q(one[b:], .9):.1f}\n"
+              f"    makespan static {st:.1f} us (measured span {span}), dealt {dy:.1f} (claimed at the copies, "
+              f"lookahead 2.25: {dy2:.1f}); saved {st - dy:.1f} us by the model, {span - dy:.1f} from the measured "
+              f"span: of main's {kernel_us} us, x{1 - (st - dy) / kernel_us:.3f} / x{1 - (span - dy) / kernel_us:.3f}")

@@ -1530,7 +1530,7 @@ for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (5025
     values = dict(x_ptr=x, y_ptr=torch.empty_like(x), words=torch.empty(64, dtype=torch.int64),
                   exits=torch.empty(64, dtype=torch.int32), deal=torch.empty(1, dtype=torch.int32), M=512, N=N,
                   stride_x=N, stride_y=N, off_x=off_x, off_y=off_y)
-    consts = dict(CHUNK=st["CHUNK"], NCH=st["NCH"], P=P, P_POW2=triton.next_power_of_2(P + 1), SPIN=t.MAX_SPIN,
+    consts = dict(CHUNK=st["CHUNK"], NCH=st["NCH"], P=P, P_POW2=triton.next_power_of_2(P), SPIN=t.MAX_SPIN,
                   CUT=True, Y_CUT=y_cut, VEC=8, DEAL=True)
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):

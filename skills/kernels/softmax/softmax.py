@@ -165,6 +165,23 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at the others
 # (the register-cap A/B, df8b865:experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
+# DEAL_ROWS: which rows each team of _softmax_smem_team takes. Each takes rows team and team + n_teams first; where
+# some row is left past those (M > 2 n_teams: DEAL), each next one comes from a counter, the last of the exits buffer
+# (_team_words): rows 2 n_teams, 2 n_teams + 1, ... in the order the teams ask, so a slow team takes fewer. Lane 0 of
+# the team's first program claims a row at the start of each iteration (_claim: one atomic a row a team, its value
+# first used ~2.6 us later, after the wait for the next row's copies and its reduce) and posts it as one more stamped
+# word after the team's P partials of that next row (_post_row), which every sibling already waits for in its
+# gather: it copies the row in while it writes the current one, as it did row + 2 n_teams. So a row is claimed about
+# one iteration before its copies are issued, and the team has ~3.9 rows to go when it claims: a lookahead the deal
+# leaves in the tail (x the teams' spread of row times: ~0.6 us at 512x50257 by the model below). A team claims
+# until its first miss, so a launch makes M - n_teams claims, and the one that gets the last value sets the counter
+# back to 0 for the next launch (no memset). Else (M <= 2 n_teams) rows team + k n_teams, as before.
+# Why (sm60's diagnostic on an H100, experiments/held-out-shapes/few-rows-team/sm60-diagnostic-h100.txt): at
+# 512x50257 bf16 (94 teams of 5-6 rows) program exits spread over ~11 us team by team and the 5-row teams (launched
+# last) left later than the 6-row ones: the static deal leaves the slow teams' last rows alone at the end.
+# Predicted, not yet measured (.stage/sm62_notes.md; the model .stage/sm62_model.py): 512x50257 x0.965 (81 -> 84% of
+# copy), 2048x50257 x0.955, 512x128256 x0.97, 512x262144 x0.985; compiled for sm_90 (Triton 3.6): 95-96 registers,
+# no stack, as before.
 # SMEM_CUT: 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (vocabularies of 50257, 65537, 100277;
 # _rows_of_16 false) that the pipelined loop does not take (over WHOLE_ROW_MAX, or x and y not cut alike) go to
 # _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
@@ -463,24 +480,29 @@ if gluon is not None:
 
     @gluon.jit
     def _gather(words, team, it, slots, P: gl.constexpr, W: gl.constexpr, SPIN: gl.constexpr):
-        # Every sibling's (max, sum) of the row of iteration `it`, once all W words of its buffer carry its
-        # stamp (the P partials; where rows are dealt, W = P + 1 and the last is the dealt row's, _post_row),
-        # and the words as read.
-        ok = slots < W
+        # Every sibling's (max, sum) of the row of iteration `it`, and where rows are dealt (W = P + 1 words a
+        # buffer) the row the team's first program posted after them (_post_row; -1 where not), once all W words
+        # carry its stamp. The dealt row's word is read on a slot of its own beside the partials, so that the
+        # slots stay one warp's lanes at P = 32 (P + 1 slots would span two warps: each reduction over them, the
+        # spin's included, through shared memory behind barriers, 22 more BAR.SYNC at 262144).
+        ok = slots < P
+        dealt = (slots == 0) & (W > P)
         at = words + (team * 4 + it % 4) * W + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
         # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
         w = gl.load(at, mask=ok, other=0, volatile=True)
+        wr = gl.load(at + P, mask=dealt, other=0, volatile=True)
         spins = 0
-        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= W)).to(gl.int32), axis=0) == 0) \
+        while (gl.min(((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P))
+                       & (((wr & 0xFF).to(gl.int32) == (it & 0x7F)) | ~dealt)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
             w = gl.load(at, mask=ok, other=0, volatile=True)
+            wr = gl.load(at + P, mask=dealt, other=0, volatile=True)
             spins += 1
-        part = slots < P
-        pm = gl.where(part, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
-        ps = gl.where(part, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        return pm, ps, w
+        pm = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
+        ps = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        return pm, ps, gl.max(gl.where(dealt, (wr >> 32).to(gl.int32), -1), axis=0)
 
     @gluon.jit
     def _claim(deal, lane, went):
@@ -581,7 +603,7 @@ if gluon is not None:
         # holds that part of two rows (halves 0 and 1 of buf, NCH chunks each, one cp.async commit group a
         # chunk). As in _softmax_split, row i+1's partial goes out before the wait for row i's siblings; while
         # it writes row i, each chunk it has read is refilled with row i+2, whose index (DEAL) came with row
-        # i's partials: claimed when row i's partial went out, before row i was reduced (_claim, _post_row).
+        # i's partials, claimed by the first program before it reduced row i (_claim, _post_row).
         # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
         # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
         # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
@@ -663,11 +685,11 @@ if gluon is not None:
                             got = gl.where(went, 2 * n_teams + claim, M)
                             _post_row(words, deal, team, it + 1, got, lead, went, lane, last, W, P)
                         _publish(words, team, part, it + 1, mn, sn, W)
-                    pm, ps, w = _gather(words, team, it, slots, P, W, SPIN)
+                    pm, ps, dealt = _gather(words, team, it, slots, P, W, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
                     if DEAL:  # the row its first program posted beside its partial of this row
-                        ahead = gl.max(gl.where(slots == P, (w >> 32).to(gl.int32), -1), axis=0)
+                        ahead = dealt
                     else:
                         ahead = row + 2 * n_teams
                     if CUT:
@@ -713,7 +735,10 @@ if gluon is not None:
         if done == P - 1:
             for k in gl.static_range(4):
                 gl.atomic_xchg(words + (team * 4 + k) * W + slots, (zeros + UNSTAMPED).to(gl.int64),
-                               mask=slots < W, sem="relaxed")
+                               mask=slots < P, sem="relaxed")
+                if DEAL:  # the dealt row's word
+                    gl.atomic_xchg(words + (team * 4 + k) * W + P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                                   mask=slots == 0, sem="relaxed")
             gl.atomic_xchg(exits + team, 0, sem="release")
 
 
@@ -1192,15 +1217,16 @@ def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
     words, exits = _team_words(x2.device, sms * 32)
     x_arg, off_x, y_arg, off_y, y_cut = _cut_args(x2, y2) if cut else (x2, 0, y2, 0, False)
     args = (x_arg, y_arg, words, exits, exits[-1:], M, N, x2.stride(0), y2.stride(0), off_x, off_y)
-    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P + 1),
-              "SPIN": MAX_SPIN, "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "DEAL": True, "maxnreg": st["maxnreg"]}
-    # the programs an SM of the kernel that deals rows (its words and registers are the larger)
+    consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
+              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "DEAL": True, "maxnreg": st["maxnreg"]}
+    # programs an SM as the kernel that deals rows compiles (maxnreg holds it and the static deal to the same 96
+    # registers, the same shared memory): which one runs depends on the teams
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
     deal = M > 2 * teams  # DEAL_ROWS: some row past each team's first two
-    consts.update(DEAL=deal, P_POW2=triton.next_power_of_2(P + deal))
+    consts["DEAL"] = deal
     try:
         last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut, DEAL=deal)
         _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
