@@ -1427,10 +1427,11 @@ def test_softmax_16bit_rows_not_in_16_element_groups_go_to_the_team_cut(monkeypa
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
     monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
     x, y = _cut_case(case, dtype, N)
+    # args[9], args[10]: off_x, off_y (after x, y, words, exits, the row counter, M, N and the two strides)
     launched = record_launches(m, "_softmax_smem_team", lambda grid, args, kw: (
-        (grid, kw["P"], kw["CUT"], kw["Y_CUT"], args[8], args[9]),
+        (grid, kw["P"], kw["CUT"], kw["Y_CUT"], args[9], args[10]),
         # the kernel's x (and y where Y_CUT) start on 16 bytes, off_x (off_y) elements before the rows' first
-        args[0].data_ptr() == x.data_ptr() - args[8] * x.element_size() and args[0].data_ptr() % 16 == 0,
+        args[0].data_ptr() == x.data_ptr() - args[9] * x.element_size() and args[0].data_ptr() % 16 == 0,
         args[1].data_ptr()), launch=False)
     out = m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
     # y's start rounded down to 16 bytes where Y_CUT, else y as it is
