@@ -36,7 +36,8 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   64-bit word (see SMEM_TEAM). Rows not in 16-element groups
                   that the pipelined loop does not take, cut at their 16-byte
                   boundaries: the body by cp.async, the few elements at the
-                  ends in registers (see SMEM_CUT).
+                  ends in registers (see SMEM_CUT). Rows past each team's
+                  first two go to the teams as they ask (see DEAL_ROWS).
   _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
                   16-element groups Triton cannot prove and neither the
                   pipelined loop nor the shared-memory team takes (no Gluon,
