@@ -306,8 +306,9 @@ if gluon is not None:
     def _diag_half_qk(q, k_smem, k_ready, g, M: gl.constexpr, NUM_BUFFERS: gl.constexpr):
         # Consumer 0's S in a causal tile's diagonal block at head dim <= 64 (persistent kernel, ring counter g;
         # the gate is _persist_consumer's HALF): its rows, the tile's first M, see no key past their own, all among
-        # the block's first M; so Q K^T over those keys alone, an N = M wgmma on the first M rows of K's stage, the causal mask its initial value: half of this
-        # consumer's S there, whose other half the mask would throw away (issue 52, branch fa60). Its P V still
+        # the block's first M; so Q K^T over those keys alone, an N = M wgmma on the first M rows of K's stage,
+        # the causal mask its initial value: half of this consumer's S there, whose other half the mask would
+        # throw away (issue 52, branch fa60). Its P V still
         # runs over the whole block (_diag_half_softmax pads P): a narrower P would give the P each block hands
         # to the next (through the block loop and, from a tile of one block, the next tile) two shapes.
         h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -636,7 +637,7 @@ if gluon is not None:
         # Consumer 0's diagonal block over its first M keys (_diag_half_qk) at head dim <= 64 only. There a block's
         # exponentials (BLOCK_M x BLOCK_N at 16 a cycle on sm_90) take at least its tensor time (2 x BLOCK_M x
         # BLOCK_N x HEAD_DIM FMA at 2048 a cycle): the ratio is HEAD_DIM / 64. Halving that consumer's diagonal
-        # exponentials shortens what paces a tile's first step, and the H100 ran 1.04-1.05x main (8x16x512x64,
+        # exponentials shortens what paces a tile's first step, and the H100 ran 1.04-1.06x main (8x16x512x64,
         # 16x12x1024x64 causal). At 128 the tensor time is twice the exponentials' and the H100 ran 0.98-0.99x
         # main: the diagonal's own code was lean, but the edit moved ptxas's (3.6) block loop, unchanged in the
         # source: both consumers' softmax from after the P V wait to before it, V's stage (of two at 128) going
