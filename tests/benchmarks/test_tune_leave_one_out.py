@@ -98,6 +98,12 @@ def test_the_verdict_is_the_bar_and_says_where_even_the_oracle_misses_it():
     # the oracle under 90% at 99% within 16: said, and the verdict stays as the bar reads
     assert leave_one_out.verdict({(0.97, 8): 0.95, (0.99, 16): 0.6}, [], {(0.97, 8): 0.95, (0.99, 16): 0.7}) == (
         "**not met** (undecidable at 99% within 16: the oracle keeps it from fewer than 90%)")
+    # the plateau's ceiling under 90% at 97% within 8: said, the verdict as the bar reads
+    reach = leave_one_out.reachable("synthetic plateau 1")
+    assert reach[0.97, 8] < 0.9 <= reach[0.99, 16] and leave_one_out.reachable("softmax") is None
+    assert leave_one_out.verdict({(0.97, 8): 0.38, (0.99, 16): 0.46}, [], sure, reach) == (
+        "**not met** (out of reach at 97% within 8: no search that does not know where the best lies gets there "
+        "from more than 84.6% of starts)")
 
 
 def test_the_trace_prints_each_proposal_and_counts_what_was_kept_measured_and_failed(monkeypatch, capsys):
