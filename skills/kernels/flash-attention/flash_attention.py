@@ -338,6 +338,32 @@ if gluon is not None:
         return gl.convert_layout(m_i, rows), gl.convert_layout(l_i, rows), gl.convert_layout(wide, p_layout)
 
     @gluon.jit
+    def _block_s(q, k_smem, k_ready, g, j, q_row, s_layout: gl.constexpr, M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 NUM_BUFFERS: gl.constexpr, MASK_INIT: gl.constexpr, HALF: gl.constexpr, key_limit):
+        # Issue key block j's S (ring counter g): consumer 0's half of a causal diagonal block (HALF), the causal
+        # mask in S's initial value (MASK_INIT), or a ragged S's key limit (key_limit, or None: no mask)
+        if HALF:
+            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
+        elif MASK_INIT:
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
+        else:
+            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
+        return s
+
+    @gluon.jit
+    def _tile_first_softmax(s, j, q_row, qk_scale, s_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
+                            BLOCK_N: gl.constexpr, MASK: gl.constexpr, HALF: gl.constexpr, dtype: gl.constexpr):
+        # A tile's first softmax step, the running max and sum from nothing: (m, l, P in dtype)
+        if HALF:
+            m_i, l_i, p16 = _diag_half_softmax(s, qk_scale, s_layout, p_layout, dtype)
+        else:
+            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
+            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
+            p16 = gl.convert_layout(p.to(dtype), p_layout)
+        return m_i, l_i, p16
+
+    @gluon.jit
     def _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, j, g, q_row, qk_scale,
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
@@ -355,24 +381,17 @@ if gluon is not None:
         # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk).
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
-        if HALF:
-            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
-        elif MASK_INIT:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
-        else:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
+        s = _block_s(q, k_smem, k_ready, g, j, q_row, s_layout, M, BLOCK_N, NUM_BUFFERS, MASK_INIT, HALF, key_limit)
         mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
         mbarrier.arrive(k_empty.index(kbuf))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
-        if HALF:
-            m_i, l_i, p16_next = _diag_half_softmax(s, qk_scale, s_layout, p_layout, v_smem.dtype)
+        if NEW_TILE:
+            m_i, l_i, p16_next = _tile_first_softmax(s, j, q_row, qk_scale, s_layout, p_layout, M, BLOCK_N, MASK, HALF,
+                                                     v_smem.dtype)
         else:
-            if NEW_TILE:
-                m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-                l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
             p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)
             p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # 16-bit before the wait: fewer registers live
         acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))
@@ -391,24 +410,12 @@ if gluon is not None:
         # masks it always (the diagonal of query block 0; elsewhere the mask keeps every score): on the
         # scores, or with MASK_INIT (and CAUSAL False) in S's initial value. q_empty (persistent): Q goes back
         # here when q_done (a tile of this one block). HALF: consumer 0's diagonal block (_diag_half_qk).
-        if HALF:
-            s = _diag_half_qk(q, k_smem, k_ready, g, M, NUM_BUFFERS)
-        elif MASK_INIT:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, q_row - j * BLOCK_N)
-        else:
-            s = _ws_qk(q, k_smem, k_ready, g, s_layout, M, BLOCK_N, NUM_BUFFERS, key_limit=key_limit)
+        s = _block_s(q, k_smem, k_ready, g, j, q_row, s_layout, M, BLOCK_N, NUM_BUFFERS, MASK_INIT, HALF, key_limit)
         s = warpgroup_mma_wait(0, deps=(s, ))
         mbarrier.arrive(k_empty.index(g % NUM_BUFFERS))
         if q_empty is not None:
             mbarrier.arrive(q_empty, pred=q_done)
-        if HALF:
-            m_i, l_i, p16 = _diag_half_softmax(s, qk_scale, s_layout, p_layout, k_smem.dtype)
-        else:
-            m_i = gl.full([M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-            l_i = gl.zeros([M], gl.float32, gl.SliceLayout(1, s_layout))
-            p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, CAUSAL)
-            p16 = gl.convert_layout(p.to(k_smem.dtype), p_layout)
-        return m_i, l_i, p16
+        return _tile_first_softmax(s, j, q_row, qk_scale, s_layout, p_layout, M, BLOCK_N, CAUSAL, HALF, k_smem.dtype)
 
     @gluon.jit
     def _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g, NUM_BUFFERS: gl.constexpr):
