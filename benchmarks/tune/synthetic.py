@@ -83,14 +83,14 @@ def plateau_ceiling(iterations: int, sizes: list[int] | None = None) -> float:
         return sum(abs(x - y) for x, y in zip(a, b))
 
     def reach(r):
-        return 0 if r == 0 else 1 + 3 * reach(r - 1)
+        # a proposal measures one configuration; its figure splits the rest by distance: each rise, or beyond
+        return 0 if r == 0 else 1 + (PLATEAU_RISE + 1) * reach(r - 1)
 
-    at = [[sum(steps(p, q) == d for q in points) for p in points] for d in range(PLATEAU_RISE + 1)]
-    widest = [max(counts) for counts in at]  # the most configurations at each distance from one point
-    chain = sum(1 + sum(min(widest[d], reach(iterations - j)) for d in range(1, PLATEAU_RISE + 1))
-                for j in range(1, iterations + 1))
-    near_start = [1 + sum(min(at[d][i], reach(iterations)) for d in range(1, PLATEAU_RISE + 1))
-                  for i in range(len(points))]
+    rises = range(1, PLATEAU_RISE + 1)  # the distances at which a figure says the peak is near
+    at = {d: [sum(steps(p, q) == d for q in points) for p in points] for d in rises}
+    widest = {d: max(counts) for d, counts in at.items()}  # the most configurations at d steps from one point
+    chain = sum(1 + sum(min(widest[d], reach(iterations - j)) for d in rises) for j in range(1, iterations + 1))
+    near_start = [1 + sum(min(at[d][i], reach(iterations)) for d in rises) for i in range(len(points))]
     return sum(min(len(points), near + chain) for near in near_start) / len(points) ** 2
 
 
