@@ -1162,8 +1162,9 @@ def test_split_team_exchanges_stamped_words_and_leaves_them_unstamped(name, alig
     y = torch.full_like(x, float("nan"))
     words, exits = m._team_words(x.device, teams)
     # a team writes words (team * 4 + iteration % 4) * values a partial * P + part: softmax two values
-    # (max, sum), rmsnorm one
-    assert words.numel() == {"softmax": 8, "rmsnorm": 4}[name] * teams and exits.numel() == teams
+    # (max, sum), rmsnorm one; softmax's exit counters end with its shared-memory team's row counter
+    assert words.numel() == {"softmax": 8, "rmsnorm": 4}[name] * teams
+    assert exits.numel() == teams + (name == "softmax")
     words.fill_(m.UNSTAMPED.value)
     rows = (M, N, x.stride(0), y.stride(0))
     args = (x, y, words, exits, *rows) if name == "softmax" else (x, w, y, words, exits, *rows, m.EPS)
@@ -1426,10 +1427,11 @@ def test_softmax_16bit_rows_not_in_16_element_groups_go_to_the_team_cut(monkeypa
     monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 5)  # more than SMEM_TEAM asks for
     monkeypatch.setattr(m, "_pipelined_stages", lambda device, row_bytes: 3)
     x, y = _cut_case(case, dtype, N)
+    # args[9], args[10]: off_x, off_y (after x, y, words, exits, the row counter, M, N and the two strides)
     launched = record_launches(m, "_softmax_smem_team", lambda grid, args, kw: (
-        (grid, kw["P"], kw["CUT"], kw["Y_CUT"], args[8], args[9]),
+        (grid, kw["P"], kw["CUT"], kw["Y_CUT"], args[9], args[10]),
         # the kernel's x (and y where Y_CUT) start on 16 bytes, off_x (off_y) elements before the rows' first
-        args[0].data_ptr() == x.data_ptr() - args[8] * x.element_size() and args[0].data_ptr() % 16 == 0,
+        args[0].data_ptr() == x.data_ptr() - args[9] * x.element_size() and args[0].data_ptr() % 16 == 0,
         args[1].data_ptr()), launch=False)
     out = m.softmax(x, out=y, config={"BLOCK_SIZE": 64})
     # y's start rounded down to 16 bytes where Y_CUT, else y as it is
@@ -1527,10 +1529,10 @@ for N, dtype, off_x, off_y, y_cut in [(50257, torch.bfloat16, 0, 0, True), (5025
     P = t._team_parts(N, st["CHUNK"] * st["NCH"], 8)
     x = torch.empty(4, N, dtype=dtype)
     values = dict(x_ptr=x, y_ptr=torch.empty_like(x), words=torch.empty(64, dtype=torch.int64),
-                  exits=torch.empty(64, dtype=torch.int32), M=512, N=N, stride_x=N, stride_y=N, off_x=off_x,
-                  off_y=off_y)
+                  exits=torch.empty(64, dtype=torch.int32), deal=torch.empty(1, dtype=torch.int32), M=512, N=N,
+                  stride_x=N, stride_y=N, off_x=off_x, off_y=off_y)
     consts = dict(CHUNK=st["CHUNK"], NCH=st["NCH"], P=P, P_POW2=triton.next_power_of_2(P), SPIN=t.MAX_SPIN,
-                  CUT=True, Y_CUT=y_cut, VEC=8)
+                  CUT=True, Y_CUT=y_cut, VEC=8, DEAL=True)
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
@@ -1602,7 +1604,10 @@ class _TeamOnThreads:
     (8 lanes of one group each, all in or all out), and every load and store must stay inside its tensor's
     storage, or the launch fails. A copy fills its shared memory with NaN when issued (lanes it masks off stay
     NaN: the kernel must not use them) and lands only when cp.wait_group retires its commit group, so a chunk
-    read before its copies were waited for, or refilled before its last read, shows in the output."""
+    read before its copies were waited for, or refilled before its last read, shows in the output. Each launch
+    counts the stores to each element of y's storage and notes the team of the last (written), so that a row
+    taken by two teams or by none shows even where its values come out right; `slow` delays the teams it names
+    in each of their polls, so that the others overtake them."""
 
     class Ptr:
         def __init__(self, mem, off=0):
@@ -1640,10 +1645,11 @@ class _TeamOnThreads:
         def load(self, layout):
             return self.data.clone()
 
-    def __init__(self, module):
+    def __init__(self, module, slow=None):
         import threading
         import types
-        self.m, self.lock, self.local = module, threading.Lock(), threading.local()
+        self.m, self.lock, self.local, self.slow = module, threading.Lock(), threading.local(), slow or {}
+        self.y_mem = None
         gl = _GluonOnTorch()
         team = self
         extra = dict(
@@ -1670,7 +1676,7 @@ class _TeamOnThreads:
     def load(self, ptr, mask=None, other=None, volatile=False):
         if volatile:
             import time
-            time.sleep(0)  # a sibling's turn
+            time.sleep(self.slow.get(self.local.pid // self.local.P, 0))  # a sibling's turn, or more
         off, mask = ptr.at(mask)
         got = ptr.mem[off]
         return got if other is None else torch.where(mask, got, torch.tensor(other, dtype=got.dtype))
@@ -1679,6 +1685,19 @@ class _TeamOnThreads:
         off, mask = ptr.at(mask)
         value = torch.broadcast_to(torch.as_tensor(value), off.shape).to(ptr.mem.dtype)
         ptr.mem[off[mask]] = value[mask]
+        if ptr.mem is self.y_mem:
+            with self.lock:
+                self.stores.index_put_((off[mask],), torch.ones_like(off[mask], dtype=torch.int32), accumulate=True)
+                self.writer[off[mask]] = self.local.pid // self.local.P
+
+    def written(self, y):
+        """(stores, writing team) of each element of y (the output of the last launch) in that launch, and the
+        stores anywhere in y's storage."""
+        def on_y(flat, fill):
+            full = torch.full((y.untyped_storage().nbytes() // y.element_size(),), fill, dtype=flat.dtype)
+            full[self.y_base:self.y_base + flat.numel()] = flat
+            return full.as_strided(y.shape, y.stride(), y.storage_offset())
+        return on_y(self.stores, 0), on_y(self.writer, -1), int(self.stores.sum())
 
     def atomic_xchg(self, ptr, value, mask=None, sem=None):
         with self.lock:
@@ -1687,11 +1706,12 @@ class _TeamOnThreads:
             self.store(ptr, value, mask)
             return old
 
-    def atomic_add(self, ptr, value, sem=None):
-        with self.lock:
-            off, _ = ptr.at(None)
+    def atomic_add(self, ptr, value, mask=None, sem=None):
+        with self.lock:  # lanes at one address would all get its first value here: the kernel gives each its own
+            off, mask = ptr.at(mask)
+            value = torch.broadcast_to(torch.as_tensor(value), off.shape).to(ptr.mem.dtype)
             old = ptr.mem[off].clone()
-            ptr.mem[off] = old + value
+            ptr.mem.index_put_((off[mask],), value[mask], accumulate=True)
             return old
 
     def copy(self, smem, ptr, mask=None):
@@ -1721,12 +1741,17 @@ class _TeamOnThreads:
                                 t.storage_offset())
 
         def launch(*args, num_warps=None, maxnreg=None, **kw):
+            y = args[1]
+            self.y_base = y.storage_offset()
             args = [_TeamOnThreads.Ptr(flat(a)) if isinstance(a, torch.Tensor) else a for a in args]
+            self.y_mem = args[1].mem
+            self.stores = torch.zeros(self.y_mem.numel(), dtype=torch.int32)
+            self.writer = torch.full((self.y_mem.numel(),), -1, dtype=torch.int32)
             kw["SPIN"] = min(kw["SPIN"], 20000)  # a sibling that failed: the others give up in a second
             failures = []
 
             def program(pid):
-                self.local.pid, self.local.grid = pid, grid[0]
+                self.local.pid, self.local.grid, self.local.P = pid, grid[0], kw["P"]
                 self.local.copies, self.local.groups = [], []  # cp.async: the open group, the committed ones
                 try:
                     self.scope["_softmax_smem_team"](*args, **kw)
@@ -1759,10 +1784,13 @@ class _TeamOnThreads:
     ("y with its own stride", torch.bfloat16, 300, 21),  # up to WHOLE_ROW_MAX, y not cut as x: P = 3, 4 teams
     ("fp32 out", torch.float16, 777, 8),
     ("contiguous", torch.bfloat16, 640, 11),  # rows of 16-element groups: the team whole, as before
+    ("contiguous", torch.bfloat16, 601, 4),  # two rows a team: none dealt (DEAL off), each team's rows fixed
+    ("contiguous", torch.float16, 601, 3),  # a team of one row
 ])
 def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch, case, dtype, N, M):
     # Every output element against float64, the rows' extremes at their heads, bodies and tails; launched by the
-    # real launcher (4 "SMs" x 3 programs, parts of 2 x 64), the words left unstamped for the next launch.
+    # real launcher (4 "SMs" x 3 programs, parts of 2 x 64), the words and the row counter left as they were for
+    # the next launch (two launches), each element of y written once (a row taken by two teams or by none fails).
     m, _, _ = _scaled_down_team_template("softmax")
     if m.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -1795,10 +1823,13 @@ def test_softmax_team_on_cut_rows_runs_its_own_source_on_cpu_threads(monkeypatch
         rtol = {torch.bfloat16: 1e-2, torch.float16: 4e-3}[out.dtype] if out.dtype != torch.float32 else 1e-3
         torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=1e-7)
         words, exits = m._team_words(x.device, 4 * 32)
-        assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()
+        assert bool((words == m.UNSTAMPED.value).all()) and not exits.any()  # the row counter is exits' last
+        stores, _, anywhere = team.written(out)
+        assert bool((stores == 1).all()) and anywhere == out.numel(), stores.sum(1)
         # each part's partial of each row once, none of a row past the last (its reduce would sit in the tail)
         parts = {part for _, part, _ in published}
         assert len(set(published)) == len(published) == M * len(parts), sorted(published)
+        assert m.last_config["DEAL"] == (M > 2 * min(M, 12 // len(parts)))  # rows past each team's first two
         published.clear()
         if y is not None:
             y.fill_(float("nan"))
@@ -1828,3 +1859,61 @@ def test_softmax_team_on_threads_fails_on_a_copy_read_in_flight(monkeypatch, fau
     out = m.softmax(x, config={"BLOCK_SIZE": 64})
     assert m.last_config["kernel"] == "_softmax_smem_team"
     assert torch.isnan(out).any()
+
+
+def _team_on_threads_at(monkeypatch, slow=None):
+    """softmax scaled down (4 "SMs" x 3 programs, parts of 2 x 64) with its shared-memory team on CPU threads."""
+    m, _, _ = _scaled_down_team_template("softmax")
+    if m.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    monkeypatch.setattr(m, "_smem_team_device", lambda x2: x2.element_size() == 2)
+    monkeypatch.setattr(m, "_programs_per_sm", lambda *args: 3)
+    team = _TeamOnThreads(m, slow)
+    monkeypatch.setattr(m, "_softmax_smem_team", team)
+    return m, team
+
+
+def test_softmax_team_deals_rows_to_the_teams_that_come_first(monkeypatch):
+    # Two teams of 5 over 20 rows, team 0 slowed in every poll: past their first two rows each, the rows go to
+    # whichever team asks first (DEAL), so team 1 takes more than the static deal's half, every row exactly once,
+    # in two launches in a row (the counter set back to 0 by the launch's last claim).
+    m, team = _team_on_threads_at(monkeypatch, slow={0: 0.05})
+    x = (torch.randn(20, 601) * 3).to(torch.bfloat16)
+    for _ in range(2):
+        out = m.softmax(x, config={"BLOCK_SIZE": 64})
+        assert m.last_config["kernel"] == "_softmax_smem_team" and m.last_config["DEAL"]
+        torch.testing.assert_close(out.double(), m.softmax_ref(x), rtol=1e-2, atol=1e-7)
+        stores, writer, _ = team.written(out)
+        assert bool((stores == 1).all())
+        by_team = writer[:, 0].tolist()
+        assert all(len(set(w)) == 1 for w in writer.tolist())  # a row is one team's
+        assert by_team[:4] == [0, 1, 0, 1]  # rows team and team + n_teams: each team's own
+        assert by_team.count(0) < 10 < by_team.count(1), by_team
+        assert not m._team_words(x.device, 4 * 32)[1].any()
+
+
+@pytest.mark.parametrize("fault", ["a row claimed twice", "a row never claimed", "the counter not set back"])
+def test_softmax_team_on_threads_fails_on_a_row_taken_twice_or_never(monkeypatch, fault):
+    # The once-a-row check above has teeth: a counter that hands one value twice, skips one, or starts the next
+    # launch where the last one left it leaves some element of y written twice or never.
+    m, team = _team_on_threads_at(monkeypatch)
+    claim, post, faults = team.scope["_claim"], team.scope["_post_row"], []
+
+    def faulty_claim(deal, lane, went):
+        got = claim(deal, lane, went)
+        if bool(went.any()) and not faults:  # once a launch, right after a claim
+            faults.append(fault)
+            team.atomic_add(deal, -1 if fault == "a row claimed twice" else 1)
+        return got
+    if fault == "the counter not set back":
+        team.scope["_post_row"] = lambda *a: post(*a[:8], -1, *a[9:])  # `last`: no claim is the launch's last
+    else:
+        team.scope["_claim"] = faulty_claim
+    x = (torch.randn(20, 601) * 3).to(torch.bfloat16)
+    once = []
+    for _ in range(2):
+        out = m.softmax(x, config={"BLOCK_SIZE": 64})
+        assert m.last_config["kernel"] == "_softmax_smem_team" and m.last_config["DEAL"]
+        once.append(bool((team.written(out)[0] == 1).all()))
+    assert once == ([True, False] if fault == "the counter not set back" else [False, True]), once
+

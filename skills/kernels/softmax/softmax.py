@@ -36,7 +36,8 @@ Six kernels, one launcher that picks between them (see `softmax`):
                   64-bit word (see SMEM_TEAM). Rows not in 16-element groups
                   that the pipelined loop does not take, cut at their 16-byte
                   boundaries: the body by cp.async, the few elements at the
-                  ends in registers (see SMEM_CUT).
+                  ends in registers (see SMEM_CUT). Rows past each team's
+                  first two go to the teams as they ask (see DEAL_ROWS).
   _softmax_split  longer fp32 rows, and 16-bit rows over GROUPED_ROW_MAX whose
                   16-element groups Triton cannot prove and neither the
                   pipelined loop nor the shared-memory team takes (no Gluon,
@@ -165,6 +166,23 @@ GROUP = 64  # 128 contiguous bytes of a 16-bit row, 8 lanes of 8 elements
 # rows of 32768-131072 unchanged (85.7-86.1%); capped at 80, 86.9% there but 1.5-2.4 points less at the others
 # (the register-cap A/B, df8b865:experiments/sweep-h200-session12/team-registers/).
 SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "maxnreg": 96}
+# DEAL_ROWS: which rows each team of _softmax_smem_team takes. Each takes rows team and team + n_teams first; where
+# some row is left past those (M > 2 n_teams: DEAL), each next one comes from a counter, the last of the exits buffer
+# (_team_words): rows 2 n_teams, 2 n_teams + 1, ... in the order the teams ask, so a slow team takes fewer. Lane 0 of
+# the team's first program claims a row at the start of each iteration (_claim: one atomic a row a team, its value
+# first used ~2.6 us later, after the wait for the next row's copies and its reduce) and posts it as one more stamped
+# word after the team's P partials of that next row (_post_row), which every sibling already waits for in its
+# gather: it copies the row in while it writes the current one, as it did row + 2 n_teams. So a row is claimed about
+# one iteration before its copies are issued, and the team has ~3.9 rows to go when it claims: a lookahead the deal
+# leaves in the tail (x the teams' spread of row times: ~0.6 us at 512x50257 by the model below). A team claims
+# until its first miss, so a launch makes M - n_teams claims, and the one that gets the last value sets the counter
+# back to 0 for the next launch (no memset). Else (M <= 2 n_teams) rows team + k n_teams, as before.
+# Why (sm60's diagnostic on an H100, experiments/held-out-shapes/few-rows-team/sm60-diagnostic-h100.txt): at
+# 512x50257 bf16 (94 teams of 5-6 rows) program exits spread over ~11 us team by team and the 5-row teams (launched
+# last) left later than the 6-row ones: the static deal leaves the slow teams' last rows alone at the end.
+# Predicted, not yet measured (.stage/sm62_notes.md; the model .stage/sm62_model.py): 512x50257 x0.965 (81 -> 84% of
+# copy), 2048x50257 x0.955, 512x128256 x0.97, 512x262144 x0.985; compiled for sm_90 (Triton 3.6): 95-96 registers,
+# no stack, as before.
 # SMEM_CUT: 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (vocabularies of 50257, 65537, 100277;
 # _rows_of_16 false) that the pipelined loop does not take (over WHOLE_ROW_MAX, or x and y not cut alike) go to
 # _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
@@ -451,32 +469,67 @@ if gluon is not None:
         return m, s
 
     @gluon.jit
-    def _publish(words, team, part, it, m, s, P: gl.constexpr):
+    def _publish(words, team, part, it, m, s, W: gl.constexpr):
         # This program's partial of the row of iteration `it` as one 64-bit word: m's bits, then s's with
         # their low 8 bits replaced by it % 128 (s keeps 15 of its 23 mantissa bits: 3e-5 relative, under
         # a 16-bit output's rounding). The word is its own flag, so no fence orders it behind this
-        # program's outstanding stores. Buffer it % 4: a program runs at most two rows ahead of a sibling.
+        # program's outstanding stores. Buffer it % 4 (W words a team: the P partials, and the dealt row's
+        # word where rows are dealt): a program runs at most two rows ahead of a sibling.
         lo = (s.to(gl.int32, bitcast=True) & 0x7FFFFF00) | (it & 0x7F)
         word = (m.to(gl.int32, bitcast=True).to(gl.int64) << 32) | lo.to(gl.int64)
-        gl.atomic_xchg(words + (team * 4 + it % 4) * P + part, word, sem="relaxed")
+        gl.atomic_xchg(words + (team * 4 + it % 4) * W + part, word, sem="relaxed")
 
     @gluon.jit
-    def _gather(words, team, it, slots, P: gl.constexpr, SPIN: gl.constexpr):
-        # Every sibling's (max, sum) of the row of iteration `it`, once all words carry its stamp.
+    def _gather(words, team, it, slots, P: gl.constexpr, W: gl.constexpr, SPIN: gl.constexpr):
+        # Every sibling's (max, sum) of the row of iteration `it`, and where rows are dealt (W = P + 1 words a
+        # buffer) the row the team's first program posted after them (_post_row; -1 where not), once all W words
+        # carry its stamp. The dealt row's word is read on a slot of its own beside the partials, so that the
+        # slots stay one warp's lanes at P = 32 (P + 1 slots would span two warps: each reduction over them, the
+        # spin's included, through shared memory behind barriers, 22 more BAR.SYNC at 262144).
         ok = slots < P
-        at = words + (team * 4 + it % 4) * P + slots
+        dealt = (slots == 0) & (W > P)
+        at = words + (team * 4 + it % 4) * W + slots
         # Volatile loads, not atomic reads: an aligned 64-bit load is single-copy atomic too, and a word
         # polled by every sibling is no longer an atomic target serialized in its L2 slice (layernorm
         # 512x262144: +2-3 points of copy; df8b865:experiments/sweep-h200-session18/call4-team-gather/).
         w = gl.load(at, mask=ok, other=0, volatile=True)
+        wr = gl.load(at + P, mask=dealt, other=0, volatile=True)
         spins = 0
-        while (gl.min((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P)).to(gl.int32), axis=0) == 0) \
+        while (gl.min(((((w & 0xFF).to(gl.int32) == (it & 0x7F)) | (slots >= P))
+                       & (((wr & 0xFF).to(gl.int32) == (it & 0x7F)) | ~dealt)).to(gl.int32), axis=0) == 0) \
                 & (spins < SPIN):
             w = gl.load(at, mask=ok, other=0, volatile=True)
+            wr = gl.load(at + P, mask=dealt, other=0, volatile=True)
             spins += 1
         pm = gl.where(ok, (w >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
         ps = gl.where(ok, (w & 0x7FFFFF00).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        return pm, ps
+        return pm, ps, gl.max(gl.where(dealt, (wr >> 32).to(gl.int32), -1), axis=0)
+
+    @gluon.jit
+    def _claim(deal, lane, went):
+        # The launch counter's next value, taken on the lanes `went` (lane 0 of the team's first program, while
+        # the team's last claim found a row: see DEAL_ROWS). A tensor atomic, so that the value stays in that
+        # thread's register until _post_row uses it after the reduce that follows: a scalar atomic would hand it
+        # to every thread through shared memory behind a barrier, and the program would wait out the atomic's
+        # round trip (~1 us) right there. Its address differs lane by lane (deal + lane; lanes past 0 are masked
+        # off): at one address for the whole warp, ptxas aggregates the warp's adds and shuffles the value to the
+        # lanes at once (SHFL.IDX right behind the ATOMG, Triton 3.6, sm_90), which is the same wait.
+        return gl.atomic_add(deal + lane, lane * 0 + 1, mask=went, sem="relaxed")
+
+    @gluon.jit
+    def _post_row(words, deal, team, it, row, lead, went, lane, last, W: gl.constexpr, P: gl.constexpr):
+        # The row the team takes two rows after the row of iteration `it` (M where its last claim found none),
+        # as the word after the P partials of `it`: the row's index high, `it`'s stamp low, written by the
+        # team's first program (`lead`) on the lane that claimed it (_claim), beside its partial. The siblings
+        # read it in the gather they already wait on (no wait of its own) and copy that row into the half of
+        # buf the row of `it` leaves. Same writer, readers and buffer as that partial, so the partials'
+        # argument holds for it: overwritten (by it + 4) only once every sibling has gathered `it`, a stamp
+        # never mistaken (it % 128, never UNSTAMPED). The claim (`went`) that got the launch's last value
+        # (row `last`: each team claims until its first miss, so M - n_teams claims in all) sets the counter
+        # back to 0 for the next launch: no claim follows it in this one.
+        gl.atomic_xchg(words + (team * 4 + it % 4) * W + P + lane * 0, (row.to(gl.int64) << 32) | (it & 0x7F),
+                       mask=(lane == 0) & lead, sem="relaxed")
+        gl.atomic_xchg(deal + lane * 0, lane * 0, mask=went & (row == last), sem="relaxed")
 
     @gluon.jit
     def _cut(start, n, VEC: gl.constexpr):
@@ -540,14 +593,18 @@ if gluon is not None:
         return new_m, s * gl.exp2((m - safe) * LOG2E) + gl.sum(gl.exp2((xe - safe) * LOG2E), axis=0)
 
     @gluon.jit(do_not_specialize=["off_x", "off_y"])  # one compilation for every offset 0-7
-    def _softmax_smem_team(x_ptr, y_ptr, words, exits, M, N, stride_x, stride_y, off_x, off_y,
+    def _softmax_smem_team(x_ptr, y_ptr, words, exits, deal, M, N, stride_x, stride_y, off_x, off_y,
                            CHUNK: gl.constexpr, NCH: gl.constexpr, P: gl.constexpr, P_POW2: gl.constexpr,
-                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr):
+                           SPIN: gl.constexpr, CUT: gl.constexpr, Y_CUT: gl.constexpr, VEC: gl.constexpr,
+                           DEAL: gl.constexpr):
         # Program `part` of team `team` owns columns [part * NCH * CHUNK, (part + 1) * NCH * CHUNK) of
-        # rows team, team + n_teams, ... Shared memory holds that part of two rows (halves 0 and 1 of
-        # buf, NCH chunks each, one cp.async commit group a chunk). As in _softmax_split, row i+1's
-        # partial goes out before the wait for row i's siblings; while it writes row i, each chunk it
-        # has read is refilled with row i+2.
+        # its team's rows: team and team + n_teams first, then (DEAL, see DEAL_ROWS) each next one claimed
+        # from the launch's counter `deal` by the team's first program, as rows 2 n_teams, 2 n_teams + 1, ...
+        # in the order the teams ask, or (not DEAL) team + 2 n_teams, team + 3 n_teams, ... Shared memory
+        # holds that part of two rows (halves 0 and 1 of buf, NCH chunks each, one cp.async commit group a
+        # chunk). As in _softmax_split, row i+1's partial goes out before the wait for row i's siblings; while
+        # it writes row i, each chunk it has read is refilled with row i+2, whose index (DEAL) came with row
+        # i's partials, claimed by the first program before it reduced row i (_claim, _post_row).
         # CUT (see SMEM_CUT): the columns are those of each row's body, from its first 16-byte boundary
         # (x_ptr is 16-byte aligned, row r at element off_x + r * stride_x of it); program P - 1 also owns
         # the under 2 VEC elements at the row's ends (its edge), loaded into registers as its chunks are
@@ -556,6 +613,7 @@ if gluon is not None:
         # 16-byte vectors; else y's row r starts at element off_y + r * stride_y, stored element by element.
         layout: gl.constexpr = gl.BlockedLayout([8], [32], [gl.num_warps()], [0])
         slot_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        W: gl.constexpr = P + DEAL  # words a buffer: the partials, and the dealt row's
         buf = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [2 * NCH, CHUNK],
                                         gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
         pid = gl.program_id(0)
@@ -573,11 +631,19 @@ if gluon is not None:
         lane_offs = gl.arange(0, SUB, out_layout)  # a quarter's columns from its first: scalars do the rest
         slots = gl.arange(0, P_POW2, slot_layout)
         zeros = gl.zeros([P_POW2], gl.int32, slot_layout)  # Triton 3.6's atomics take no scalar operand
+        row = team
+        nxt = team + n_teams
+        if DEAL:
+            lane = gl.arange(0, 32 * gl.num_warps(), slot_layout)  # one element a thread: lane 0 claims
+            lead = part == 0
+            last = M + n_teams - 1  # the row of the launch's last claim (see _post_row)
+            went = (lane == 0) & lead & (nxt < M)  # the claiming lane: the first claim, where there is a row 1
+            claim = _claim(deal, lane, went)
         if CUT:
             lanes = gl.arange(0, 2 * VEC, slot_layout)
             mine = part == P - 1
-            e_row = _edge_load(x_ptr, team, stride_x, off_x, N, mine, lanes, VEC)
-            e_nxt = _edge_load(x_ptr, team + n_teams, stride_x, off_x, N, mine & (team + n_teams < M), lanes, VEC)
+            e_row = _edge_load(x_ptr, row, stride_x, off_x, N, mine, lanes, VEC)
+            e_nxt = _edge_load(x_ptr, nxt, stride_x, off_x, N, mine & (nxt < M), lanes, VEC)
 
         for h in gl.static_range(2):  # rows team and team + n_teams (no more teams than rows)
             r = team + h * n_teams
@@ -588,35 +654,45 @@ if gluon is not None:
                 cp.commit_group()
         cp.wait_group(NCH)  # the first row's groups (the second row's may still be in flight)
         cta_barrier()  # every thread's copies, not only this one's
-        n = _row_body(x_ptr, team, stride_x, off_x, N, CUT, VEC)[1]
-        m, s = _part_max_sum(buf, 0, offs, team < M, n, NCH, CHUNK, layout)
+        n = _row_body(x_ptr, row, stride_x, off_x, N, CUT, VEC)[1]
+        m, s = _part_max_sum(buf, 0, offs, row < M, n, NCH, CHUNK, layout)
         if CUT:
             m, s = _with_edge(m, s, e_row)
-        _publish(words, team, part, 0, m, s, P)
+        if DEAL:
+            got = gl.where(went, 2 * n_teams + claim, M)  # the claim's first use: its round trip under the reduce
+            _post_row(words, deal, team, 0, got, lead, went, lane, last, W, P)
+        _publish(words, team, part, 0, m, s, W)
 
         # two rows an iteration, so that each half of buf is named by a constant (Triton 3.6 does not
         # compile a runtime index here)
         it = 0
-        for pair in range(team, M, 2 * n_teams):
+        while row < M:
             for half in gl.static_range(2):
-                row = pair + half * n_teams
                 if row < M:
-                    nxt = row + n_teams
                     # no partial of a row past the last: its reduce (an exponential an element, ~2 us) would sit
                     # between the program's last gather and its last writes, in the launch's tail (sm60, H100:
                     # 512x50257 bf16 43.7 -> 41.9 us, 77.9 -> 81.1% of copy)
                     if nxt < M:
+                        if DEAL:  # claimed here, used after the reduce below: its round trip under the reduce
+                            went = (lane == 0) & lead & (got < M)  # until the team's first miss
+                            claim = _claim(deal, lane, went)
                         cp.wait_group(0)  # the next row's groups are the only ones outstanding
                         cta_barrier()
                         n = _row_body(x_ptr, nxt, stride_x, off_x, N, CUT, VEC)[1]
                         mn, sn = _part_max_sum(buf, (1 - half) * NCH, offs, nxt < M, n, NCH, CHUNK, layout)
                         if CUT:
                             mn, sn = _with_edge(mn, sn, e_nxt)
-                        _publish(words, team, part, it + 1, mn, sn, P)
-                    pm, ps = _gather(words, team, it, slots, P, SPIN)
+                        if DEAL:
+                            got = gl.where(went, 2 * n_teams + claim, M)
+                            _post_row(words, deal, team, it + 1, got, lead, went, lane, last, W, P)
+                        _publish(words, team, part, it + 1, mn, sn, W)
+                    pm, ps, dealt = _gather(words, team, it, slots, P, W, SPIN)
                     gm = gl.max(pm, axis=0)
                     shift = gm * LOG2E + gl.log2(gl.sum(ps * gl.exp2((pm - gm) * LOG2E), axis=0))
-                    ahead = row + 2 * n_teams
+                    if DEAL:  # the row its first program posted beside its partial of this row
+                        ahead = dealt
+                    else:
+                        ahead = row + 2 * n_teams
                     if CUT:
                         e_ahead = _edge_load(x_ptr, ahead, stride_x, off_x, N, mine & (ahead < M), lanes, VEC)
                     src, n_ahead = _row_body(x_ptr, ahead, stride_x, off_x, N, CUT, VEC)  # bodies differ a row
@@ -631,13 +707,13 @@ if gluon is not None:
                                 gl.store(y_row + first + lane_offs,
                                          gl.exp2(x * LOG2E - shift).to(y_ptr.dtype.element_ty),
                                          mask=lane_offs < n - first)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            cta_barrier()  # every warp has read chunk c: refill it with the row after next
                             copy_to_shared(buf.index(half * NCH + c), src + cols,
                                            mask=(cols < n_ahead) & (ahead < M))
                             cp.commit_group()
                         else:
                             x = buf.index(half * NCH + c).load(layout).to(gl.float32)
-                            cta_barrier()  # every warp has read chunk c: refill it with row + 2 * n_teams
+                            cta_barrier()  # every warp has read chunk c: refill it with the row after next
                             copy_to_shared(buf.index(half * NCH + c), src + cols,
                                            mask=(cols < n_ahead) & (ahead < M))
                             cp.commit_group()
@@ -650,6 +726,8 @@ if gluon is not None:
                                  mask=ok & mine)
                         e_row = e_nxt
                         e_nxt = e_ahead
+                    row = nxt
+                    nxt = ahead
                     it += 1
         cp.wait_group(0)
         # unstamp the team's words for the next launch: the last program of the team to get here knows
@@ -657,8 +735,11 @@ if gluon is not None:
         done = gl.atomic_add(exits + team, 1, sem="acq_rel")
         if done == P - 1:
             for k in gl.static_range(4):
-                gl.atomic_xchg(words + (team * 4 + k) * P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                gl.atomic_xchg(words + (team * 4 + k) * W + slots, (zeros + UNSTAMPED).to(gl.int64),
                                mask=slots < P, sem="relaxed")
+                if DEAL:  # the dealt row's word
+                    gl.atomic_xchg(words + (team * 4 + k) * W + P + slots, (zeros + UNSTAMPED).to(gl.int64),
+                                   mask=slots == 0, sem="relaxed")
             gl.atomic_xchg(exits + team, 0, sem="release")
 
 
@@ -1136,15 +1217,19 @@ def _launch_smem_team(x2, y2, M, N, sms, cut: bool = False) -> bool:
     P = _team_parts(N, st["CHUNK"] * st["NCH"], vec if cut else 1)
     words, exits = _team_words(x2.device, sms * 32)
     x_arg, off_x, y_arg, off_y, y_cut = _cut_args(x2, y2) if cut else (x2, 0, y2, 0, False)
-    args = (x_arg, y_arg, words, exits, M, N, x2.stride(0), y2.stride(0), off_x, off_y)
+    args = (x_arg, y_arg, words, exits, exits[-1:], M, N, x2.stride(0), y2.stride(0), off_x, off_y)
     consts = {"CHUNK": st["CHUNK"], "NCH": st["NCH"], "P": P, "P_POW2": triton.next_power_of_2(P), "SPIN": MAX_SPIN,
-              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "maxnreg": st["maxnreg"]}
+              "CUT": cut, "Y_CUT": y_cut, "VEC": vec, "DEAL": True, "maxnreg": st["maxnreg"]}
+    # programs an SM as the kernel that deals rows compiles (maxnreg holds it and the static deal to the same 96
+    # registers, the same shared memory): which one runs depends on the teams
     occ = min(st["PROGRAMS_PER_SM"], _programs_per_sm(_softmax_smem_team, args, consts, st["num_warps"], 1, x2.device))
     teams = min(M, (sms * occ) // P)
     if teams < 1:
         return False
+    deal = M > 2 * teams  # DEAL_ROWS: some row past each team's first two
+    consts["DEAL"] = deal
     try:
-        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut)
+        last_config.update(kernel="_softmax_smem_team", CUT=cut, Y_CUT=y_cut, DEAL=deal)
         _softmax_smem_team[(teams * P,)](*args, **consts, num_warps=st["num_warps"])
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
@@ -1179,13 +1264,14 @@ def _cut_args(x2, y2):
 
 def _team_words(device, n_programs: int):
     """The teams' 64-bit words, unstamped (8 a program: the split teams publish two values a partial in
-    4 buffers, the shared-memory team one word a partial), and their exit counters (zero); the kernels
-    leave both as they found them, so no memset per launch."""
+    4 buffers, the shared-memory team one word a partial and one a team for its dealt row), and their exit
+    counters (zero), the last of them the shared-memory team's row counter (DEAL_ROWS); the kernels leave
+    them as they found them, so no memset per launch."""
     key = _stream_key(device)
     words, exits = _TEAM_WORDS.get(key, (None, None))
-    if words is None or exits.numel() < n_programs:
+    if words is None or exits.numel() < n_programs + 1:
         words = torch.full((8 * n_programs,), UNSTAMPED.value, device=device, dtype=torch.int64)
-        exits = torch.zeros(n_programs, device=device, dtype=torch.int32)
+        exits = torch.zeros(n_programs + 1, device=device, dtype=torch.int32)
         _TEAM_WORDS[key] = (words, exits)
     return words, exits
 
