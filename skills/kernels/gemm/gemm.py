@@ -186,6 +186,19 @@ TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps"
                       "EPILOGUE_SUBTILE": 0}
 
 
+# Wide tiles (gemm61): where CONFIG's 128x256 tiles fill their last wave badly, tiles of 128 rows whose width is not a
+# power of two, run by the Gluon kernel as two boxes of B and C (gluon_widths). At 2048x4608x3584 (0.874-0.880x
+# cuBLAS on the H100, experiments/held-out-shapes/h100-compute/) 128x256 is 288 tiles on 132 SMs, 2.18 waves in 3
+# rounds; 128x192 is 384 tiles, 2.91 waves in 3 rounds of 0.75 the work. wide_tile weighs them as gluon_tile does,
+# each round of one tile a program paying WIDE_TILE_GAP_K_STEPS besides its K-steps (the Gluon kernel is not
+# persistent: a program fills its ring from DRAM, and drains and stores C, before the next on its SM starts), and
+# the autotune times the winner beside CONFIG where it is predicted to save TAIL_MIN_GAIN of CONFIG's makespan.
+WIDE_TILES = [(128, 192), (128, 160)]
+# ~2 us a round on the H100 in K-steps of 128x256x64 (~0.65 us at 2048x4608x3584): the ring's first stage from
+# DRAM (~1 us), C's 128 rows converted, staged and stored (~0.7 us), the next program's start. Not measured.
+WIDE_TILE_GAP_K_STEPS = 3
+
+
 @triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     # Grouped ordering: tiles are numbered down GROUP_M tile-rows of one column, then the next column.
@@ -314,7 +327,7 @@ if gluon is not None:
         # for parity 1 passes at once; lap L waits for phase L - 1's release.
         # every byte the copies complete; a box that sticks out of the matrix still counts whole (TMA reads the
         # outside as zeros, a second box wholly past N too), so ragged edges need no other count
-        B2_BYTES: gl.constexpr = BLOCK_K * BLOCK_N2 * a_desc.dtype.primitive_bitwidth // 8  # 0 for one box
+        B2_BYTES: gl.constexpr = b_desc.block_type.nbytes * BLOCK_N2 // BLOCK_N  # the second box's; 0 for none
         stage_bytes: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes + B2_BYTES
         if BLOCK_N2:
             b2_desc = second[0]
@@ -483,6 +496,32 @@ def gluon_stages(block_m, block_n, block_k) -> int:
     """The Gluon ring's depth for block_m x block_n tiles: the stages of 2-byte A and B tiles GLUON_RING_BYTES
     holds."""
     return GLUON_RING_BYTES // ((block_m * block_k + block_k * block_n) * 2)
+
+
+def wide_tile_k_steps(M, N, K, sms, tile) -> float:
+    """The Gluon kernel's makespan on a wide tile, in K-steps of CONFIG's tile: its rounds of one tile a program,
+    each the tile's K-steps weighed by tile_k_step_share, plus WIDE_TILE_GAP_K_STEPS."""
+    rounds = triton.cdiv(triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]), sms)
+    share = tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
+    return rounds * (triton.cdiv(K, CONFIG["BLOCK_K"]) * share + WIDE_TILE_GAP_K_STEPS)
+
+
+def wide_tile(M, N, K, sms):
+    """The WIDE_TILES tile (BLOCK_M, BLOCK_N) the autotune times beside CONFIG: the one whose rounds finish first,
+    where that saves TAIL_MIN_GAIN of CONFIG's makespan (whole_k_steps); else None. On 132 SMs, in K-steps:
+    2048x4608x3584 CONFIG 3 x 56 = 168, 128x192 3 x (42 + 3) = 135: 128x192. 384x14336x4096 2 x 64 = 128 against 2 x
+    (48 + 3) = 102: 128x192. 2048x5000x4096 3 x 64 = 192 against 128x160's 4 x (43.2 + 3) = 184.8 (4%): None. 4096^3
+    4 x 64 = 256 against 6 x 51 = 306: None."""
+    best = min(WIDE_TILES, key=lambda tile: wide_tile_k_steps(M, N, K, sms, tile))
+    if wide_tile_k_steps(M, N, K, sms, best) > (1 - TAIL_MIN_GAIN) * whole_k_steps(M, N, K, sms, CONFIG):
+        return None
+    return best
+
+
+def wide_tile_config(tile):
+    """The Gluon kernel's config on a wide tile: two consumer warpgroups, the ring's stages as gluon_stages fits."""
+    return {**CONFIG, "BLOCK_M": tile[0], "BLOCK_N": tile[1], "BLOCK_K": 64, "num_warps": 4, "PERSISTENT": 0,
+            "EPILOGUE_SUBTILE": 0, "GLUON": 1, "num_stages": gluon_stages(*tile, 64)}
 
 
 def tail_cuts(M, N, big):
@@ -824,7 +863,11 @@ def _candidates(a, b, c):
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
         # rows off 128-byte lines: the ways around them on CONFIG's tiles, and on the split's where it has one
         aligned = [{**base, **e} for base in [CONFIG] + split for e in row_alignment_configs(a, b, c)]
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
+        # CONFIG's last wave badly filled: a wide tile where the Gluon kernel runs (WIDE_TILES)
+        wide = wide_tile(M, N, K, sms)
+        wide = [wide_tile_config(wide)] if wide else []
+        return ([dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
+                + [cfg for cfg in wide if _gluon_runs(a, b, c, cfg)])
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
     if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves
