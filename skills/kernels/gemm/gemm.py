@@ -788,6 +788,9 @@ def _launch(a, b, c, cfg):
         if launched:
             return (*launched, cfg)
         cfg = {**cfg, "GLUON": 0}
+    if cfg["BLOCK_N"] & (cfg["BLOCK_N"] - 1):
+        # a wide tile (WIDE_TILES) where the Gluon kernel does not run: the Triton kernels' widths are powers of two
+        cfg = {**cfg, "BLOCK_N": 1 << (cfg["BLOCK_N"].bit_length() - 1)}
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
