@@ -1,4 +1,5 @@
-"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist): the kernel's own
+"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist), and of the gemm
+template's gemm_gluon_kernel (Emulator.gemm): the kernel's own
 partition functions (their Python bodies, GluonJITFunction.fn) run in threads, one a partition, over mocks of
 Gluon's language: shared memory, mbarriers with their phases and transaction bytes, TMA copies that land on an
 engine of their own in a random order after random delays, and asynchronous wgmma whose operands are read when

@@ -23,6 +23,9 @@ How the kernel computes it (see SKILL.md for why):
     tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
     (gluon_tile: 64x64 there, 64x32 at M=64) on a deeper ring; where they take two waves (M=512, N=4096) a
     128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
+  * Large outputs whose last wave of CONFIG's 128x256 tiles is badly filled (2048x4608: 2.18 waves in 3 rounds): the
+    autotune also times the Gluon kernel on a 128-row tile whose width is not a power of two (wide_tile: 128x192 =
+    128 + 64, or 128x160), B and C in two boxes a tile (gluon_widths), two accumulators a consumer warpgroup.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
