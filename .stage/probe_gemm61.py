@@ -2,7 +2,7 @@
 CONFIG's 128x256 tiles fill their last wave badly, on one H100.
 
     export PYTHONPATH=$PWD && git show main:skills/kernels/gemm/gemm.py > .stage/old_gemm.py
-    python .stage/probe_gemm61.py OUT_DIR 220 .stage/old_gemm.py           (about 4 minutes, compiles included)
+    python .stage/probe_gemm61.py OUT_DIR 200 .stage/old_gemm.py    (4-6 minutes, compiles included)
 
 argv: the output directory, a deadline in seconds (shapes left when it passes are skipped), main's gemm.py.
 
@@ -37,6 +37,7 @@ import sys
 import time
 
 import torch
+import triton
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -52,8 +53,7 @@ SHAPES = [(2048, 4608, 3584, "bf16"), (2048, 5000, 4096, "bf16"), (384, 14336, 4
 # (M, N, K, dtype, tile): M 130 and 257 (the last tile-row 2 or 1 rows deep); N 400 on 192 (the last tile's first box
 # holds 384-399, its second, 512-575, lies wholly past N) and 4296 on 160 (the last tile's second box, 4288-4319, holds
 # 4288-4295); K 200 (4 steps, the last 8 deep) and 4136 (65 steps: 13 laps of 5 stages)
-CHECKS = [(130, 400, 200, "bf16", (128, 192)), (257, 4296, 4136, "fp16", (128, 160)),
-          (130, 400, 200, "fp16", (128, 192))]
+CHECKS = [(130, 400, 200, "bf16", (128, 192)), (257, 4296, 4136, "fp16", (128, 160))]
 PREDICT = {  # (M, N, K, dtype): side -> x cuBLAS, and "ratio": new:wide / old:config in time
     (2048, 4608, 3584, "bf16"): {"old": "0.86-0.93", "new": "0.95-1.06", "new:wide": "0.95-1.06", "ratio": "0.80-0.90"},
     (2048, 4608, 3584, "fp16"): {"old": "0.86-0.93", "new": "0.95-1.06", "new:wide": "0.95-1.06", "ratio": "0.80-0.90"},
@@ -148,8 +148,8 @@ def main(out, deadline_s, old_path):
     say(f"wide tile checks (child process, {time.time() - t0:.0f} s): {verdict}")
     row(kind="checks", ok=wide_ok, verdict=verdict)
     if not wide_ok:
-        new.WIDE_TILES = []
-        say("the wide tiles are turned off for the rest: new = old's candidates; no new:wide side")
+        new.wide_tile = lambda M, N, K, sms: None
+        say("the wide tiles are turned off for the rest (wide_tile None): new = old's candidates; no new:wide side")
     torch.backends.cuda.matmul.allow_tf32 = False
     failures = 0
     for M, N, K, dt in SHAPES:
@@ -161,8 +161,10 @@ def main(out, deadline_s, old_path):
         a = torch.randn(M, K, device="cuda").to(DT[dt])
         b = torch.randn(K, N, device="cuda").to(DT[dt])
         predict = PREDICT.get((M, N, K, dt), {})
-        rule = new.wide_tile(M, N, K, sms)
-        say(f"{shape} {dt}: wide_tile {rule}, K-steps CONFIG {new.whole_k_steps(M, N, K, sms, new.CONFIG)}, "
+        large = 2 * triton.cdiv(M, new.CONFIG["BLOCK_M"]) * triton.cdiv(N, new.CONFIG["BLOCK_N"]) >= sms
+        rule = new.wide_tile(M, N, K, sms) if large else None  # a small output's candidates never ask it
+        say(f"{shape} {dt}: wide_tile {rule if large else 'not asked (small output)'}, "
+            f"K-steps CONFIG {new.whole_k_steps(M, N, K, sms, new.CONFIG)}, "
             + ", ".join(f"{t[0]}x{t[1]} {new.wide_tile_k_steps(M, N, K, sms, t):.1f}" for t in new.WIDE_TILES))
         sides = {"old": (old, None), "new": (new, None)}
         if predict:  # the forced sides where a wide tile is in question
