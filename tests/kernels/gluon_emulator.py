@@ -1,4 +1,5 @@
-"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist): the kernel's own
+"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist), and of the gemm
+template's gemm_gluon_kernel (Emulator.gemm): the kernel's own
 partition functions (their Python bodies, GluonJITFunction.fn) run in threads, one a partition, over mocks of
 Gluon's language: shared memory, mbarriers with their phases and transaction bytes, TMA copies that land on an
 engine of their own in a random order after random delays, and asynchronous wgmma whose operands are read when
@@ -289,20 +290,22 @@ class Emulator:
             if not pred:
                 return
             row, col = int(coord[0]), int(coord[1])
-            rows = desc.block[0]
             src = desc.tensor
-            value = torch.zeros(rows, desc.block[1], dtype=src.dtype)
-            end = min(row + rows, src.shape[0])
-            if end > row:
-                value[:end - row] = src[row:end, col:col + desc.block[1]]
+            value = torch.zeros(desc.block, dtype=src.dtype)  # what lies outside the tensor reads as zeros
+            end, col_end = min(row + desc.block[0], src.shape[0]), min(col + desc.block[1], src.shape[1])
+            if end > row and col_end > col:
+                value[:end - row, :col_end - col] = src[row:end, col:col_end]
             with emu.shared.cond:
                 emu.shared.tma_queue.append((tile, value, bar, desc.block_type.nbytes))
                 emu.shared.cond.notify_all()
 
         def tma_store(desc, coord, tile):
-            row = int(coord[0])
+            # clipped to the tensor: nothing of a box that lies wholly outside it is written
+            row, col = int(coord[0]), int(coord[1])
             end = min(row + tile.data.shape[0], desc.tensor.shape[0])
-            desc.tensor[row:end] = tile.data[:end - row].to(desc.tensor.dtype)
+            col_end = min(col + tile.data.shape[1], desc.tensor.shape[1])
+            if end > row and col_end > col:
+                desc.tensor[row:end, col:col_end] = tile.data[:end - row, :col_end - col].to(desc.tensor.dtype)
 
         tma = types.SimpleNamespace(store_wait=lambda n: None)
 
@@ -341,10 +344,9 @@ class Emulator:
                 for p in retire:
                     for t in p.tiles:
                         emu.shared.in_flight_reads[id(t)] -= 1
-            for d in deps:
-                if isinstance(d, _Pending) and d not in retire and d in issued:
-                    raise EmulatorError("warpgroup_mma_wait returned a wgmma still in flight")
-            values = tuple(_resolve(d) for d in deps)
+            # a result still in flight comes back as it went in: only a wgmma may take it (as its accumulator, as the
+            # gemm consumer's chain of k-steps does); read any other way it fails, as it would hold garbage
+            values = tuple(d if isinstance(d, _Pending) and d in issued else _resolve(d) for d in deps)
             return values[0] if len(values) == 1 else values
 
         def store_rows_before(o_ptr, out, row0, q_row, S, o_layout):
@@ -429,6 +431,28 @@ class Emulator:
         engine.join()
 
     # ---------------------------------------------------------------------------------------------- driver
+    def gemm(self, a, b, block_m, block_n, stages, block_k=64):
+        """The gemm template's gemm_gluon_kernel: C = a @ b (a (M, K), b (K, N), 16-bit) on block_m x block_n tiles
+        (a width gluon_widths splits into two boxes, or one), its programs run one after another as the launcher
+        grids them; C starts as NaN, so an element no program stores shows. Raises EmulatorError on a protocol
+        fault."""
+        m = self.module
+        (M, K), N = a.shape, b.shape[1]
+        n1, n2 = m.gluon_widths(block_n)
+        self.dtype = a.dtype
+        c = torch.full((M, N), float("nan"), dtype=a.dtype)
+        descs = [Descriptor(a, [64, block_k]), Descriptor(b, [block_k, n1]), Descriptor(c, [64, n1]),
+                 Descriptor(b, [block_k, n2]) if n2 else None, Descriptor(c, [64, n2]) if n2 else None]
+        for program in range(-(-M // block_m) * -(-N // block_n)):
+            self.program = program
+            self.shared = _Shared(self.rng)
+            self.arrays = []
+            self.ns["gemm_gluon_kernel"](*descs, M, N, K, block_m, n1, block_k, stages, m.GLUON_LOADER_REGS,
+                                         m.GLUON_CONSUMER_REGS, n2)
+            if self.shared.errors:
+                raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
+        return c
+
     def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
         """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
         on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's

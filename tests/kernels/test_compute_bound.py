@@ -916,6 +916,8 @@ def test_gemm_takes_the_gluon_kernel_on_hopper_16bit_tma_aligned_64_or_128_row_t
     assert g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128})  # two consumer warpgroups of 64 rows
     for block_m in (32, 192, 256):  # one or two consumers' 64 rows, nothing else
         assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": block_m})
+    assert g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128, "BLOCK_N": 192})  # two boxes: 128 + 64 (gluon_widths)
+    assert not g._gluon_runs(m, m, m, {**cfg, "BLOCK_M": 128, "BLOCK_N": 224})  # 128 + 96: no two boxes
     assert not g._gluon_runs(*[_Matrix(torch.float32)] * 3, cfg)
     assert not g._gluon_runs(_Matrix(device="cpu"), m, m, cfg)
     assert not g._gluon_runs(m, _Matrix(row_stride=1001), m, cfg)  # rows not 16-byte aligned: no TMA
@@ -978,6 +980,52 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     assert tall == [] or (tall[0]["USE_TMA"] and not tall[0]["PERSISTENT"] and tall[0]["num_warps"] == 8)
 
 
+# wide_tile's makespans in K-steps of CONFIG's tile (rounds x (K-steps x share + WIDE_TILE_GAP_K_STEPS)) against
+# CONFIG's (rounds x K-steps), on 132 SMs: where 128x256's last wave is badly filled (2.18 waves at 2048x4608, 1.27 at
+# 384x14336) a 128x192 tile's rounds are 0.80 of CONFIG's; 2048x5000x4096 (128x160: 185 against 192, 4%) and the
+# shapes at 0.99-1.02x cuBLAS stay on CONFIG's candidates
+@pytest.mark.parametrize("M, N, K, tile, config_steps, wide_steps", [
+    (2048, 4608, 3584, (128, 192), 168, 135.0),  # 288 tiles: 3 rounds of 56; 384 of 128x192: 3 of 42 + 3
+    (384, 14336, 4096, (128, 192), 128, 102.0),  # 168 tiles: 2 rounds of 64; 225: 2 of 48 + 3
+    (2048, 5000, 4096, None, 192, 184.8),  # 320 tiles: 3 of 64; 512 of 128x160: 4 of 43.2 + 3
+    (4096, 4096, 4096, None, 256, 306.0),
+    (2048, 3584, 18944, None, 592, 608.4),
+    (8192, 4800, 1600, None, 250, 282.75),
+    (4096, 6144, 4096, None, 384, 408.0),
+])
+def test_gemm_wide_tile_where_configs_waves_quantize_badly(monkeypatch, M, N, K, tile, config_steps, wide_steps):
+    g = _template("gemm")
+    assert g.whole_k_steps(M, N, K, 132, g.CONFIG) == config_steps
+    assert min(g.wide_tile_k_steps(M, N, K, 132, t) for t in g.WIDE_TILES) == pytest.approx(wide_steps)
+    assert g.wide_tile(M, N, K, 132) == tile
+    # the autotune's candidates: the wide tile's Gluon config after the others, where the Gluon kernel runs
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(K, N, dtype=torch.bfloat16)
+    for runs in (True, False):
+        monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg, runs=runs: runs)
+        candidates = g._candidates(a, b, torch.empty(M, N, dtype=torch.bfloat16))
+        assert [cfg for cfg in candidates if cfg["GLUON"]] == ([g.wide_tile_config(tile)] if tile and runs else [])
+
+
+def test_gemm_wide_tile_config_is_the_gluon_kernels_two_consumer_tile():
+    g = _template("gemm")
+    cfg = g.wide_tile_config((128, 192))
+    assert (cfg["GLUON"], cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_stages"]) == (1, 128, 192, 64, 4)
+    assert g.wide_tile_config((128, 160))["num_stages"] == 5
+
+
+def test_gemm_small_outputs_are_offered_no_wide_tile(monkeypatch):
+    """1024^3 and 512x4096x4096 (fewer CONFIG tiles than half the SMs) take the small-output candidates, where
+    wide_tile is not asked (its formula alone would offer 128x160 at both)."""
+    g = _template("gemm")
+    monkeypatch.setattr(g, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    for M, N, K in [(1024, 1024, 1024), (512, 4096, 4096)]:
+        a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(K, N, dtype=torch.bfloat16)
+        widths = [cfg["BLOCK_N"] for cfg in g._candidates(a, b, b) if cfg["GLUON"]]
+        assert widths and not set(widths) & {w for _, w in g.WIDE_TILES}
+
+
 def test_gemm_triton_tall_config_computes_every_element():
     """TRITON_TALL_CONFIG, the autotune's Triton 128x128 candidate, in the interpreter: a ragged C of 2 x 2 tiles
     (boxes sticking out of M, N and K), NaN-poisoned first."""
@@ -995,7 +1043,8 @@ def test_gemm_gluon_ring_holds_the_measured_stages_and_fits_shared_memory():
     assert g.gluon_stages(small["BLOCK_M"], small["BLOCK_N"], small["BLOCK_K"]) == small["num_stages"] == 8
     assert g.gluon_stages(64, 64, 64) == 12  # 64x64 on 12 stages: 1.01-1.02x cuBLAS at M=128 (small-m-host/)
     assert g.gluon_stages(128, 128, 64) == 6  # two consumers' A tiles and one B tile a stage: 32 KB
-    for block_m, block_n in g.GLUON_TILES:
+    assert g.gluon_stages(128, 192, 64) == 4 and g.gluon_stages(128, 160, 64) == 5  # the wide tiles: 40 and 36 KB
+    for block_m, block_n in g.GLUON_TILES + g.WIDE_TILES:
         stages = g.gluon_stages(block_m, block_n, 64)
         assert stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2 + 1024 <= 232448, block_n
 
@@ -1555,27 +1604,32 @@ def test_gemm_autotune_times_its_pick_against_the_pick_on_bs_lined_copy_made_onc
 
 
 @pytest.mark.parametrize("block_m, block_n, stages, programs", [(64, 128, 8, 6), (64, 64, 12, 12), (64, 32, 16, 24),
-                                                                 (128, 128, 6, 4)])
+                                                                 (128, 128, 6, 4), (128, 192, 4, 4), (128, 160, 5, 4)])
 def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_launches, block_m, block_n, stages,
                                                           programs):
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
     launched = record_launches(g, "gemm_gluon_kernel", lambda grid, args, options: (
-        grid, [d.block_shape for d in args[:3]], args[3:], options), launch=False)
+        grid, [d and d.block_shape for d in args[:5]], args[5:], options), launch=False)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
     config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": stages}
     g.gemm(a, b, config=config)
-    # 130 / block_m tile-rows (the last 2 rows deep: TMA clips it) x 256 / block_n tile-columns; A and C in boxes
-    # of a consumer's 64 rows, whatever the tile's height
-    assert launched == [((programs, 1, 1), [[64, 64], [64, block_n], [64, block_n]],
-                         (130, 256, 72, block_m, block_n, 64, stages, 24, 240),
+    # 130 / block_m tile-rows (the last 2 rows deep: TMA clips it) x 256 / block_n tile-columns (on 192 the second
+    # tile's second box, columns 320-383, lies wholly past N); A and C in boxes of a consumer's 64 rows, whatever the
+    # tile's height; B and C in a first box of a power of two and a second of the rest (none where that is 0)
+    first = 1 << (block_n.bit_length() - 1)
+    second = block_n - first
+    seconds = [[64, second], [64, second]] if second else [None, None]
+    assert launched == [((programs, 1, 1), [[64, 64], [64, first], [64, first]] + seconds,
+                         (130, 256, 72, block_m, first, 64, stages, 24, 240, second),
                          {"num_warps": 4, "maxnreg": 168 if block_m == 128 else 128})]
     assert g.last_config == {**g.CONFIG, **config}
     launched.clear()
     c = g.gemm(a.float(), b.float(), config={**config, "GLUON": 0})
     assert launched == [] and g.last_config["GLUON"] == 0  # a Triton kernel, here in the interpreter
+    assert g.last_config["BLOCK_N"] == first  # its tiles a power of two wide: a wide tile's first box
     assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
 
 
@@ -2042,21 +2096,26 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
 
 _GEMM_CASES = """
 # SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, the narrower ones gluon_tile picks at M=128 N=4096 and at two ragged
-# shapes (boxes sticking out of M and N), and the 128x128 two-consumer tile it picks at M=512 N=4096 and at a
-# ragged M of 3 tile-rows
+# shapes (boxes sticking out of M and N), the 128x128 two-consumer tile it picks at M=512 N=4096 and at a
+# ragged M of 3 tile-rows, and the wide tiles wide_tile picks at 2048x4608x3584 and 384x14336x4096 (128x192) and the
+# 128x160 the rule weighs at 2048x5000x4096 (its second box of 32 columns partly past N)
 for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000)), ("bf16", (128, 4096, 4096)),
                          ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000)), ("fp16", (512, 4096, 4096)),
-                         ("bf16", (300, 4096, 1000))]:
+                         ("bf16", (300, 4096, 1000)), ("fp16", (2048, 4608, 3584)), ("bf16", (2048, 5000, 4096))]:
     torch_dtype, gl_dtype = GL[dtype]
     cfg = {**t.CONFIG, **t.SMALL_OUTPUT_CONFIGS[0]}
     if M < 1000:
         BM, BN = t.gluon_tile(M, N, 132)
         cfg.update(BLOCK_M=BM, BLOCK_N=BN, num_stages=t.gluon_stages(BM, BN, cfg["BLOCK_K"]))
+    if M == 2048:
+        cfg = t.wide_tile_config(t.wide_tile(M, N, K, 132) or (128, 160))
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
-    descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype)
-             for (rows, cols), box in zip([(M, K), (K, N), (M, N)], [[64, BK], [BK, BN], [64, BN]])]
-    consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS,
-                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS)
+    N1, N2 = t.gluon_widths(BN)
+    descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype) if box else None
+             for (rows, cols), box in zip([(M, K), (K, N), (M, N), (K, N), (M, N)],
+                                          [[64, BK], [BK, N1], [64, N1], N2 and [BK, N2], N2 and [64, N2]])]
+    consts = dict(BLOCK_M=BM, BLOCK_N=N1, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS,
+                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS, BLOCK_N2=N2)
     regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else t.GLUON_LAUNCH_REGS
     compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
                        {"num_warps": 4, "maxnreg": regs})
@@ -2228,7 +2287,8 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     64x64 + 64x64: 200 KB; 16 of 64x64 + 64x32: 196 KB). On the H200's Triton 3.6: 128 registers at launch, 24
     for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
     three tiles. The 128x128 tile on two consumers (6 stages of 2 x 64x64 + 64x128 and C's two 64x128 tiles: 224
-    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6."""
+    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The wide tiles, two boxes of B and C (gemm61):
+    128x192 on 4 stages 213 KB, 128x160 on 5 225 KB, 168 at launch on Triton 3.6."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -2238,7 +2298,9 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
                                           ["bf16", 128, 4096, 4096, 64, 64, 12], ["fp16", 60, 3000, 1000, 64, 32, 16],
                                           ["bf16", 100, 3000, 1000, 64, 64, 12],
                                           ["fp16", 512, 4096, 4096, 128, 128, 6],
-                                          ["bf16", 300, 4096, 1000, 128, 128, 6]]
+                                          ["bf16", 300, 4096, 1000, 128, 128, 6],
+                                          ["fp16", 2048, 4608, 3584, 128, 192, 4],
+                                          ["bf16", 2048, 5000, 4096, 128, 160, 5]]
     for case in cases:
         block_m, block_n, stages = case["case"][4:]
         ring_and_c = stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2

@@ -23,6 +23,9 @@ How the kernel computes it (see SKILL.md for why):
     tiles leave SMs idle (M=128, N=4096: 64 tiles on 132 SMs) the autotune also times a narrower one
     (gluon_tile: 64x64 there, 64x32 at M=64) on a deeper ring; where they take two waves (M=512, N=4096) a
     128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
+  * Large outputs whose last wave of CONFIG's 128x256 tiles is badly filled (2048x4608: 2.18 waves in 3 rounds): the
+    autotune also times the Gluon kernel on a 128-row tile whose width is not a power of two (wide_tile: 128x192 =
+    128 + 64, or 128x160), B and C in two boxes a tile (gluon_widths), two accumulators a consumer warpgroup.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
@@ -186,6 +189,19 @@ TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps"
                       "EPILOGUE_SUBTILE": 0}
 
 
+# Wide tiles (gemm61): where CONFIG's 128x256 tiles fill their last wave badly, tiles of 128 rows whose width is not a
+# power of two, run by the Gluon kernel as two boxes of B and C (gluon_widths). At 2048x4608x3584 (0.874-0.880x
+# cuBLAS on the H100, experiments/held-out-shapes/h100-compute/) 128x256 is 288 tiles on 132 SMs, 2.18 waves in 3
+# rounds; 128x192 is 384 tiles, 2.91 waves in 3 rounds of 0.75 the work. wide_tile weighs them as gluon_tile does,
+# each round of one tile a program paying WIDE_TILE_GAP_K_STEPS besides its K-steps (the Gluon kernel is not
+# persistent: a program fills its ring from DRAM, and drains and stores C, before the next on its SM starts), and
+# the autotune times the winner beside CONFIG where it is predicted to save TAIL_MIN_GAIN of CONFIG's makespan.
+WIDE_TILES = [(128, 192), (128, 160)]
+# ~2 us a round on the H100 in K-steps of 128x256x64 (~0.65 us at 2048x4608x3584): the ring's first stage from
+# DRAM (~1 us), C's 128 rows converted, staged and stored (~0.7 us), the next program's start. Not measured.
+WIDE_TILE_GAP_K_STEPS = 3
+
+
 @triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     # Grouped ordering: tiles are numbered down GROUP_M tile-rows of one column, then the next column.
@@ -305,33 +321,51 @@ GLUON_TWO_CONSUMER_LAUNCH_REGS = 168
 
 if gluon is not None:
     @gluon.jit
-    def _gluon_loader(a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K: gl.constexpr,
-                      NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
-        # The producer warp: k-step ki's A tiles (64 rows a consumer) and B tile into stage ki % NUM_STAGES once
-        # the consumers have released that stage's previous lap. A fresh mbarrier counts its (never run) phase
-        # before 0 as complete, so lap 0's wait for parity 1 passes at once; lap L waits for phase L - 1's release.
+    def _gluon_loader(a_desc, b_desc, a_smem, b_smem, second, ready, empty, off_m, off_n, K,
+                      BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
+                      CONSUMERS: gl.constexpr):
+        # The producer warp: k-step ki's A tiles (64 rows a consumer) and B tile (one box, or two side by side where
+        # the tile is BLOCK_N + BLOCK_N2 wide) into stage ki % NUM_STAGES once the consumers have released that
+        # stage's previous lap. A fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait
+        # for parity 1 passes at once; lap L waits for phase L - 1's release.
+        # every byte the copies complete; a box that sticks out of the matrix still counts whole (TMA reads the
+        # outside as zeros, a second box wholly past N too), so ragged edges need no other count
+        B2_BYTES: gl.constexpr = b_desc.block_type.nbytes * BLOCK_N2 // BLOCK_N  # the second box's; 0 for none
+        stage_bytes: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes + B2_BYTES
+        if BLOCK_N2:
+            b2_desc = second[0]
+            b2_smem = second[1]
         for ki in range(gl.cdiv(K, BLOCK_K)):
             s = ki % NUM_STAGES
             mbarrier.wait(empty.index(s), ((ki // NUM_STAGES) & 1) ^ 1)
-            # every byte the copies complete; a box that sticks out of the matrix still counts whole (TMA
-            # reads the outside as zeros), so ragged edges need no other count
-            mbarrier.expect(ready.index(s), CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            mbarrier.expect(ready.index(s), stage_bytes)
             for c in gl.static_range(CONSUMERS):
                 tma_load(a_desc, [off_m + c * 64, ki * BLOCK_K], ready.index(s), a_smem.index(CONSUMERS * s + c))
             tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
+            if BLOCK_N2:
+                tma_load(b2_desc, [ki * BLOCK_K, off_n + BLOCK_N], ready.index(s), b2_smem.index(s))
 
     @gluon.jit
-    def _gluon_consumer(a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, C: gl.constexpr,
-                        BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
-                        CONSUMERS: gl.constexpr):
-        # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of the tile, acc += A_ki @ B_ki with one async
-        # wgmma group in flight. Groups retire in order, so once at most one is outstanding the previous
+    def _gluon_consumer(a_smem, b_smem, c_smem, second, ready, empty, c_desc, off_m, off_n, K,
+                        C: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr, BLOCK_K: gl.constexpr,
+                        NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+        # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of the tile, acc += A_ki @ B_ki with one k-step's
+        # async wgmma in flight. Groups retire in order, so once only this k-step's are outstanding the previous
         # k-step's stage is read and this consumer releases it (the loader waits for every consumer's release).
         # B's [BLOCK_K, BLOCK_N] box (N contiguous) is wgmma's B operand as it lies (read N-major); with two
         # consumers both read the same B stage, so a 128-row tile loads B once for 128 rows of C.
+        # A tile BLOCK_N + BLOCK_N2 wide (192 = 128 + 64: Gluon's tensors are powers of two, wgmma's N need not
+        # be) runs two accumulators over the two boxes of B, one wgmma group each, and stores C in two boxes.
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BLOCK_N, 16])
         acc = gl.zeros([64, BLOCK_N], gl.float32, acc_layout)
+        if BLOCK_N2:
+            b2_smem = second[1]
+            c2_desc = second[2]
+            c2_smem = second[3]
+            acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                  instr_shape=[16, BLOCK_N2, 16])
+            acc2 = gl.zeros([64, BLOCK_N2], gl.float32, acc2_layout)
         k_tiles = gl.cdiv(K, BLOCK_K)
         for ki in range(k_tiles):
             s = ki % NUM_STAGES
@@ -339,33 +373,51 @@ if gluon is not None:
             a = a_smem.index(CONSUMERS * s + C)
             b = b_smem.index(s)
             acc = warpgroup_mma(a, b, acc, is_async=True)
-            acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
+            if BLOCK_N2:
+                b2 = b2_smem.index(s)
+                acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
+                acc, acc2, a, b, b2 = warpgroup_mma_wait(2, deps=(acc, acc2, a, b, b2))
+            else:
+                acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
             mbarrier.arrive(empty.index((ki + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         # C through shared memory (the generic-proxy writes fenced before the TMA store reads them)
         c_buf = c_smem.index(C)
         c_buf.store(acc.to(c_desc.dtype))
+        if BLOCK_N2:
+            acc2 = warpgroup_mma_wait(0, deps=(acc2, ))
+            c2_buf = c2_smem.index(C)
+            c2_buf.store(acc2.to(c_desc.dtype))
         fence_async_shared()
         tma_store(c_desc, [off_m + C * 64, off_n], c_buf)
+        if BLOCK_N2:  # TMA clips a box past N: nothing written where it lies wholly outside
+            tma_store(c2_desc, [off_m + C * 64, off_n + BLOCK_N], c2_buf)
         tma.store_wait(0)
 
     @gluon.jit
-    def gemm_gluon_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                          BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, LOADER_REGS: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr):
-        # One BLOCK_M x BLOCK_N tile of C a program, the programs down each tile-column in turn (one wave of
-        # a small output: they all run at once, and neighbours share B's column-panel in L2). A tile of 128
-        # rows runs two consumer warpgroups of 64 rows on one ring (cuBLAS's sm90 128-row tiles, the fused-MoE
-        # kernel's CONSUMERS=2). Descriptors: a in [64, BLOCK_K] boxes (one a consumer), b in [BLOCK_K,
-        # BLOCK_N], c in [64, BLOCK_N].
+    def gemm_gluon_kernel(a_desc, b_desc, c_desc, b2_desc, c2_desc, M, N, K, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
+                          LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, BLOCK_N2: gl.constexpr):
+        # One BLOCK_M x (BLOCK_N + BLOCK_N2) tile of C a program, the programs down each tile-column in turn (one
+        # wave of a small output: they all run at once, and neighbours share B's column-panel in L2). A tile of
+        # 128 rows runs two consumer warpgroups of 64 rows on one ring (cuBLAS's sm90 128-row tiles, the fused-MoE
+        # kernel's CONSUMERS=2). Descriptors: a in [64, BLOCK_K] boxes (one a consumer), b in [BLOCK_K, BLOCK_N],
+        # c in [64, BLOCK_N]; b2 and c2 the same matrices in boxes BLOCK_N2 wide, the tile's columns after
+        # BLOCK_N (both None, and BLOCK_N2 0, for a tile of one box: then none of their code is compiled).
         CONSUMERS: gl.constexpr = BLOCK_M // 64
         num_pid_m = gl.cdiv(M, BLOCK_M)
         off_m = (gl.program_id(0) % num_pid_m) * BLOCK_M
-        off_n = (gl.program_id(0) // num_pid_m) * BLOCK_N
+        off_n = (gl.program_id(0) // num_pid_m) * (BLOCK_N + BLOCK_N2)
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         b_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout)
         c_smem = gl.allocate_shared_memory(dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
+        # the second boxes' descriptors and buffers (b2, its stages, c2, its staging tiles) as one argument of the
+        # partitions: empty for a tile of one box (a partition takes no None; an empty tuple passes nothing)
+        second = ()
+        if BLOCK_N2:
+            second = (b2_desc, gl.allocate_shared_memory(dtype, [NUM_STAGES] + b2_desc.block_type.shape, b2_desc.layout),
+                      c2_desc, gl.allocate_shared_memory(dtype, [CONSUMERS] + c2_desc.block_type.shape, c2_desc.layout))
         # ready: the loader's expect (one arrive) and the copies' bytes; empty: one arrive a consumer
         ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -375,19 +427,19 @@ if gluon is not None:
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
         if CONSUMERS == 2:
             gl.warp_specialize([
-                (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
-                                   BLOCK_K, NUM_STAGES, CONSUMERS)),
-                (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, 1, BLOCK_N,
-                                   BLOCK_K, NUM_STAGES, CONSUMERS)),
-                (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K, NUM_STAGES,
-                                 CONSUMERS)),
+                (_gluon_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
+                                   BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, off_m, off_n, K, 1, BLOCK_N,
+                                   BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, second, ready, empty, off_m, off_n, K,
+                                 BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
-                (_gluon_consumer, (a_smem, b_smem, c_smem, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
-                                   BLOCK_K, NUM_STAGES, CONSUMERS)),
-                (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, ready, empty, off_m, off_n, K, BLOCK_K, NUM_STAGES,
-                                 CONSUMERS)),
+                (_gluon_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
+                                   BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_loader, (a_desc, b_desc, a_smem, b_smem, second, ready, empty, off_m, off_n, K,
+                                 BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
             ], [1], [LOADER_REGS])
 
 
@@ -447,6 +499,32 @@ def gluon_stages(block_m, block_n, block_k) -> int:
     """The Gluon ring's depth for block_m x block_n tiles: the stages of 2-byte A and B tiles GLUON_RING_BYTES
     holds."""
     return GLUON_RING_BYTES // ((block_m * block_k + block_k * block_n) * 2)
+
+
+def wide_tile_k_steps(M, N, K, sms, tile) -> float:
+    """The Gluon kernel's makespan on a wide tile, in K-steps of CONFIG's tile: its rounds of one tile a program,
+    each the tile's K-steps weighed by tile_k_step_share, plus WIDE_TILE_GAP_K_STEPS."""
+    rounds = triton.cdiv(triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]), sms)
+    share = tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
+    return rounds * (triton.cdiv(K, CONFIG["BLOCK_K"]) * share + WIDE_TILE_GAP_K_STEPS)
+
+
+def wide_tile(M, N, K, sms):
+    """The WIDE_TILES tile (BLOCK_M, BLOCK_N) the autotune times beside CONFIG: the one whose rounds finish first,
+    where that saves TAIL_MIN_GAIN of CONFIG's makespan (whole_k_steps); else None. On 132 SMs, in K-steps:
+    2048x4608x3584 CONFIG 3 x 56 = 168, 128x192 3 x (42 + 3) = 135: 128x192. 384x14336x4096 2 x 64 = 128 against 2 x
+    (48 + 3) = 102: 128x192. 2048x5000x4096 3 x 64 = 192 against 128x160's 4 x (43.2 + 3) = 184.8 (4%): None. 4096^3
+    4 x 64 = 256 against 6 x 51 = 306: None."""
+    best = min(WIDE_TILES, key=lambda tile: wide_tile_k_steps(M, N, K, sms, tile))
+    if wide_tile_k_steps(M, N, K, sms, best) > (1 - TAIL_MIN_GAIN) * whole_k_steps(M, N, K, sms, CONFIG):
+        return None
+    return best
+
+
+def wide_tile_config(tile):
+    """The Gluon kernel's config on a wide tile: two consumer warpgroups, the ring's stages as gluon_stages fits."""
+    return {**CONFIG, "BLOCK_M": tile[0], "BLOCK_N": tile[1], "BLOCK_K": 64, "num_warps": 4, "PERSISTENT": 0,
+            "EPILOGUE_SUBTILE": 0, "GLUON": 1, "num_stages": gluon_stages(*tile, 64)}
 
 
 def tail_cuts(M, N, big):
@@ -664,7 +742,18 @@ def _gluon_runs(a, b, c, cfg) -> bool:
         return False
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0") or torch.cuda.get_device_capability(a.device)[0] != 9:
         return False
-    return a.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] in (64, 128) and _tma_ok(a, b, c)
+    return (a.dtype in (torch.float16, torch.bfloat16) and cfg["BLOCK_M"] in (64, 128)
+            and gluon_widths(cfg["BLOCK_N"]) is not None and _tma_ok(a, b, c))
+
+
+def gluon_widths(block_n):
+    """The Gluon tile's width as the boxes of B and C it is loaded and stored in, (first, second): (block_n, 0) for
+    a power of two, else the largest power of two under it and the rest where that is one too (192: (128, 64), 160:
+    (128, 32)); None for any other width. Gluon's tensors and shared-memory buffers are powers of two; wgmma's N
+    (up to 256) need not be."""
+    first = 1 << (block_n.bit_length() - 1)
+    second = block_n - first
+    return (first, second) if second & (second - 1) == 0 and block_n <= 256 else None
 
 
 def _launch_gluon(a, b, c, cfg):
@@ -674,8 +763,11 @@ def _launch_gluon(a, b, c, cfg):
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1)
-    boxes = ([64, BK], [BK, BN], [64, BN])  # A and C a consumer's 64 rows at a time
-    rest = (M, N, K, BM, BN, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS)
+    n1, n2 = gluon_widths(BN)
+    # A and C a consumer's 64 rows at a time; B and C in a second box after the first's n1 columns where the tile is
+    # n1 + n2 wide, else no second descriptor (None: the kernel compiles without it)
+    boxes = ([64, BK], [BK, n1], [64, n1], [BK, n2] if n2 else None, [64, n2] if n2 else None)
+    rest = (M, N, K, BM, n1, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS, n2)
     try:
         regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else GLUON_LAUNCH_REGS
         kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
@@ -699,6 +791,9 @@ def _launch(a, b, c, cfg):
         if launched:
             return (*launched, cfg)
         cfg = {**cfg, "GLUON": 0}
+    if cfg["BLOCK_N"] & (cfg["BLOCK_N"] - 1):
+        # a wide tile (WIDE_TILES) where the Gluon kernel does not run: the Triton kernels' widths are powers of two
+        cfg = {**cfg, "BLOCK_N": 1 << (cfg["BLOCK_N"].bit_length() - 1)}
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
@@ -744,11 +839,13 @@ def _run(a, b, c, cfg):
 
 def _descriptors(a, b, c, boxes, gluon_layouts=False):
     """A, B and C's TMA descriptors in the given boxes; with gluon_layouts, Gluon's, which carry the
-    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in."""
+    shared-memory layout (wgmma's swizzled one) the kernel allocates its buffers in, and after them B's and C's
+    second boxes (gluon_widths; None where the tile has one)."""
     if not gluon_layouts:  # a box of None: the tensor itself (C_PTR's C)
         return tuple(t if box is None else TensorDescriptor.from_tensor(t, box) for t, box in zip((a, b, c), boxes))
-    return tuple(GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
-                 for t, box in zip((a, b, c), boxes))
+    return tuple(None if box is None else
+                 GluonDescriptor(t, list(t.shape), list(t.stride()), box, _shared_layout(tuple(box), a.dtype))
+                 for t, box in zip((a, b, c, b, c), boxes))
 
 
 @functools.lru_cache(maxsize=None)
@@ -772,7 +869,11 @@ def _candidates(a, b, c):
         split = [{**CONFIG, "TAIL_BLOCK_M": tail[0], "TAIL_BLOCK_N": tail[1]}] if tail else []
         # rows off 128-byte lines: the ways around them on CONFIG's tiles, and on the split's where it has one
         aligned = [{**base, **e} for base in [CONFIG] + split for e in row_alignment_configs(a, b, c)]
-        return [dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
+        # CONFIG's last wave badly filled: a wide tile where the Gluon kernel runs (WIDE_TILES)
+        wide = wide_tile(M, N, K, sms)
+        wide = [wide_tile_config(wide)] if wide else []
+        return ([dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
+                + [cfg for cfg in wide if _gluon_runs(a, b, c, cfg)])
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
     tile = gluon_tile(M, N, sms)
     if tile != (small[0]["BLOCK_M"], small[0]["BLOCK_N"]):  # 64x128 tiles leave SMs idle or take two waves

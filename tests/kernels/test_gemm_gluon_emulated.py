@@ -1,0 +1,56 @@
+"""The gemm template's Gluon kernel (gemm_gluon_kernel) run on the CPU by tests/kernels/gluon_emulator.py: its loader
+and consumer partitions in threads over mocked mbarriers, TMA copies landing in a random order and asynchronous
+wgmma. Checks that every element of C is computed once right, on one-box tiles and on tiles whose width is two boxes
+(gemm61: 192 = 128 + 64, 160 = 128 + 32), at ragged edges: M and N not multiples of the tile, K not of BLOCK_K, the
+last tile's second box partly or wholly past N, rings of 2 stages that K laps several times."""
+import importlib.util
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from gluon_emulator import Emulator  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+@pytest.fixture(scope="module")
+def g():
+    path = os.path.join(ROOT, "skills", "kernels", "gemm", "gemm.py")
+    spec = importlib.util.spec_from_file_location("gemm_for_emulation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    return module
+
+
+def _run(g, M, N, K, block_m, block_n, stages, seed=0):
+    torch.manual_seed(M * 1009 + N * 31 + K)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    return Emulator(g, seed=seed).gemm(a, b, block_m, block_n, stages), a @ b
+
+
+# (M, N, K, tile, stages): the last tile-row 2 rows deep and the last tile-column's second box wholly past N (N=400
+# on 192: columns 384-399 in its first box, 512-575 its second); N=260 on 160 (the second tile's first box holds
+# 160-259, its second 288-319 lies outside) with K=300, 5 k-steps, lapping 2 stages; the second box partly inside
+# (N=330: 320-329 of 320-351), one k-step on 5 stages; whole tiles; and one-box tiles (64 and 128 rows) as before
+CASES = [(130, 400, 200, (128, 192), 4), (100, 260, 300, (128, 160), 2), (129, 330, 64, (128, 160), 5),
+         (256, 384, 192, (128, 192), 2), (70, 200, 130, (64, 128), 3), (200, 130, 100, (128, 128), 2)]
+
+
+@pytest.mark.parametrize("M, N, K, tile, stages", CASES)
+def test_the_gluon_gemm_computes_every_element_of_c(g, M, N, K, tile, stages):
+    c, ref = _run(g, M, N, K, *tile, stages)
+    assert not torch.isnan(c).any()  # every element stored
+    assert (c - ref).abs().max().item() < 1e-4
+
+
+def test_a_wide_tile_is_two_boxes_of_b_and_c(g):
+    """The launcher's split of a tile's width into B's and C's boxes (gluon_widths): powers of two one box, 192 and
+    160 two; widths with no such split, or past wgmma's 256, none (the Gluon kernel does not take them)."""
+    assert [g.gluon_widths(n) for n in (32, 64, 128, 256)] == [(32, 0), (64, 0), (128, 0), (256, 0)]
+    assert g.gluon_widths(192) == (128, 64) and g.gluon_widths(160) == (128, 32) and g.gluon_widths(144) == (128, 16)
+    assert g.gluon_widths(224) is None and g.gluon_widths(96 + 8) is None and g.gluon_widths(384) is None
