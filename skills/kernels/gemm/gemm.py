@@ -403,8 +403,9 @@ if gluon is not None:
 
     @gluon.jit
     def _gluon_tile_origin(tile, num_pid_m, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr):
-        # the persistent walk's order, the one-tile-a-program grid's: down each tile-column in turn, so that the
-        # programs running together read a few B column-panels, each by all the tile-rows at once, from L2
+        # the persistent walk's order, the one-tile-a-program grid's (gemm_gluon_kernel computes it inline: through
+        # this helper its SASS renames registers): down each tile-column in turn, so that the programs running
+        # together read a few B column-panels, each by all the tile-rows at once, from L2
         return (tile % num_pid_m) * BLOCK_M, (tile // num_pid_m) * (BLOCK_N + BLOCK_N2)
 
     @gluon.jit
