@@ -2307,8 +2307,9 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     64x64 + 64x64: 200 KB; 16 of 64x64 + 64x32: 196 KB). On the H200's Triton 3.6: 128 registers at launch, 24
     for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
     three tiles. The 128x128 tile on two consumers (6 stages of 2 x 64x64 + 64x128 and C's two 64x128 tiles: 224
-    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The wide tiles, two boxes of B and C (gemm61):
-    128x192 on 4 stages 213 KB, 128x160 on 5 225 KB, 168 at launch on Triton 3.6."""
+    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The wide tiles, two boxes of B and C (gemm61),
+    on the persistent grid (gemm62): 128x192 on 4 stages 213 KB, 128x160 on 5 225 KB, 168 at launch on Triton 3.6
+    (.stage/gemm62_sass.py; one tile a program the same)."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
