@@ -41,6 +41,7 @@ class _Shared:
         self.errors = []
         self.stop = False
         self.in_flight_reads = {}  # id(tile) -> number of issued, unretired wgmma reading it
+        self.store_reads = {}  # id(tile) -> number of TMA stores issued from it and not yet waited for (store_wait)
         self.blocked = 0  # partitions in an mbarrier wait
         self.alive = 0  # partitions not yet returned
         self.engine_busy = False  # a copy taken off the queue and not landed yet
@@ -100,6 +101,9 @@ class Tile:
         with self.shared.cond:
             if self.shared.in_flight_reads.get(id(self), 0):
                 self.shared.errors.append(f"{self.name} written while a wgmma issued before reads it")
+            if self.shared.store_reads.get(id(self), 0):
+                self.shared.errors.append(f"{self.name} written while a TMA store issued from it may still read it "
+                                          f"(no store_wait since)")
             self.data = value.to(self.dtype).clone()
             self.version += 1
 
@@ -207,6 +211,10 @@ class Emulator:
             assert axis == 0
             return emu.program
 
+        def num_programs(axis):
+            assert axis == 0
+            return emu.programs
+
         def load(ptr):
             return int(ptr.table.reshape(-1)[ptr.offset])
 
@@ -232,7 +240,7 @@ class Emulator:
 
         gl = types.SimpleNamespace(
             constexpr=object, int64="int64", int32="int32", float32=torch.float32,
-            program_id=program_id, load=load, cdiv=cdiv, maximum=maximum,
+            program_id=program_id, num_programs=num_programs, load=load, cdiv=cdiv, maximum=maximum,
             zeros=lambda shape, dtype, layout=None: torch.zeros(shape, dtype=torch.float32),
             full=lambda shape, value, dtype, layout=None: torch.full(shape, value, dtype=torch.float32),
             arange=lambda start, end, layout=None: torch.arange(start, end),
@@ -300,14 +308,28 @@ class Emulator:
                 emu.shared.cond.notify_all()
 
         def tma_store(desc, coord, tile):
-            # clipped to the tensor: nothing of a box that lies wholly outside it is written
+            # clipped to the tensor: nothing of a box that lies wholly outside it is written. Written at once, from
+            # the tile as it is now; the tile counts as read by the store until the issuing partition's store_wait
+            # lets it go (a write to it before then is reported: on the GPU the store may not have read it yet)
             row, col = int(coord[0]), int(coord[1])
             end = min(row + tile.data.shape[0], desc.tensor.shape[0])
             col_end = min(col + tile.data.shape[1], desc.tensor.shape[1])
             if end > row and col_end > col:
                 desc.tensor[row:end, col:col_end] = tile.data[:end - row, :col_end - col].to(desc.tensor.dtype)
+            with emu.shared.cond:
+                emu.shared.store_reads[id(tile)] = emu.shared.store_reads.get(id(tile), 0) + 1
+            emu._stores().append(tile)
 
-        tma = types.SimpleNamespace(store_wait=lambda n: None)
+        def store_wait(pendings):
+            # the partition's stores but its last `pendings` have read their tiles (bulk groups complete in order)
+            stores = emu._stores()
+            done = stores[:max(0, len(stores) - int(pendings))]
+            del stores[:len(done)]
+            with emu.shared.cond:
+                for tile in done:
+                    emu.shared.store_reads[id(tile)] -= 1
+
+        tma = types.SimpleNamespace(store_wait=store_wait)
 
         def warpgroup_mma(a, b, acc, use_acc=True, is_async=True):
             emu._jitter()
@@ -376,6 +398,12 @@ class Emulator:
             self.local.issued = []
         return self.local.issued
 
+    def _stores(self):
+        # this partition's TMA stores not yet waited for (a thread-local list, as _issued's wgmma)
+        if not hasattr(self.local, "stores"):
+            self.local.stores = []
+        return self.local.stores
+
     def _jitter(self):
         with self.shared.cond:
             r = self.rng.random()
@@ -405,7 +433,11 @@ class Emulator:
 
         def run(fn, args):
             try:
+                self.local.stores = []
                 self.ns[fn.__name__](*args)
+                if self.local.stores:
+                    self.shared.error(f"{fn.__name__} returned with {len(self.local.stores)} TMA stores not waited "
+                                      f"for (the program's shared memory may go before they read it)")
             except EmulatorError:
                 pass
             except Exception as e:  # a bug in the emulated code: report it
@@ -431,11 +463,12 @@ class Emulator:
         engine.join()
 
     # ---------------------------------------------------------------------------------------------- driver
-    def gemm(self, a, b, block_m, block_n, stages, block_k=64):
+    def gemm(self, a, b, block_m, block_n, stages, block_k=64, persistent_sms=None):
         """The gemm template's gemm_gluon_kernel: C = a @ b (a (M, K), b (K, N), 16-bit) on block_m x block_n tiles
         (a width gluon_widths splits into two boxes, or one), its programs run one after another as the launcher
-        grids them; C starts as NaN, so an element no program stores shows. Raises EmulatorError on a protocol
-        fault."""
+        grids them: one a tile, or with persistent_sms the persistent grid on that many SMs (persistent_programs),
+        each program walking its tiles. C starts as NaN, so an element no program stores shows. Raises
+        EmulatorError on a protocol fault."""
         m = self.module
         (M, K), N = a.shape, b.shape[1]
         n1, n2 = m.gluon_widths(block_n)
@@ -443,12 +476,14 @@ class Emulator:
         c = torch.full((M, N), float("nan"), dtype=a.dtype)
         descs = [Descriptor(a, [64, block_k]), Descriptor(b, [block_k, n1]), Descriptor(c, [64, n1]),
                  Descriptor(b, [block_k, n2]) if n2 else None, Descriptor(c, [64, n2]) if n2 else None]
-        for program in range(-(-M // block_m) * -(-N // block_n)):
+        tiles = -(-M // block_m) * -(-N // block_n)
+        self.programs = m.persistent_programs(tiles, persistent_sms) if persistent_sms else tiles
+        for program in range(self.programs):
             self.program = program
             self.shared = _Shared(self.rng)
             self.arrays = []
             self.ns["gemm_gluon_kernel"](*descs, M, N, K, block_m, n1, block_k, stages, m.GLUON_LOADER_REGS,
-                                         m.GLUON_CONSUMER_REGS, n2)
+                                         m.GLUON_CONSUMER_REGS, n2, int(persistent_sms is not None))
             if self.shared.errors:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c

@@ -980,18 +980,18 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     assert tall == [] or (tall[0]["USE_TMA"] and not tall[0]["PERSISTENT"] and tall[0]["num_warps"] == 8)
 
 
-# wide_tile's makespans in K-steps of CONFIG's tile (rounds x (K-steps x share + WIDE_TILE_GAP_K_STEPS)) against
-# CONFIG's (rounds x K-steps), on 132 SMs: where 128x256's last wave is badly filled (2.18 waves at 2048x4608, 1.27 at
-# 384x14336) a 128x192 tile's rounds are 0.80 of CONFIG's; 2048x5000x4096 (128x160: 185 against 192, 4%) and the
-# shapes at 0.99-1.02x cuBLAS stay on CONFIG's candidates
+# wide_tile's makespans in K-steps of CONFIG's tile (rounds x (K-steps x share + WIDE_TILE_EPILOGUE_K_STEPS), the
+# persistent 128x192 tile) against CONFIG's (rounds x K-steps), on 132 SMs: where 128x256's last wave is badly filled
+# (2.18 waves at 2048x4608, 1.27 at 384x14336) a 128x192 tile's rounds are 0.77 of CONFIG's; 2048x5000x4096 (3.27
+# waves of 128x192: 4 rounds, 196 against 192) and the shapes at 0.99-1.02x cuBLAS stay on CONFIG's candidates
 @pytest.mark.parametrize("M, N, K, tile, config_steps, wide_steps", [
-    (2048, 4608, 3584, (128, 192), 168, 135.0),  # 288 tiles: 3 rounds of 56; 384 of 128x192: 3 of 42 + 3
-    (384, 14336, 4096, (128, 192), 128, 102.0),  # 168 tiles: 2 rounds of 64; 225: 2 of 48 + 3
-    (2048, 5000, 4096, None, 192, 184.8),  # 320 tiles: 3 of 64; 512 of 128x160: 4 of 43.2 + 3
-    (4096, 4096, 4096, None, 256, 306.0),
-    (2048, 3584, 18944, None, 592, 608.4),
-    (8192, 4800, 1600, None, 250, 282.75),
-    (4096, 6144, 4096, None, 384, 408.0),
+    (2048, 4608, 3584, (128, 192), 168, 129.0),  # 288 tiles: 3 rounds of 56; 384 of 128x192: 3 of 42 + 1
+    (384, 14336, 4096, (128, 192), 128, 98.0),  # 168 tiles: 2 rounds of 64; 225: 2 of 48 + 1
+    (2048, 5000, 4096, None, 192, 196.0),  # 320 tiles: 3 of 64; 432 of 128x192: 4 of 48 + 1
+    (4096, 4096, 4096, None, 256, 294.0),
+    (2048, 3584, 18944, None, 592, 669.0),
+    (8192, 4800, 1600, None, 250, 256.75),
+    (4096, 6144, 4096, None, 384, 392.0),
 ])
 def test_gemm_wide_tile_where_configs_waves_quantize_badly(monkeypatch, M, N, K, tile, config_steps, wide_steps):
     g = _template("gemm")
@@ -1007,16 +1007,17 @@ def test_gemm_wide_tile_where_configs_waves_quantize_badly(monkeypatch, M, N, K,
         assert [cfg for cfg in candidates if cfg["GLUON"]] == ([g.wide_tile_config(tile)] if tile and runs else [])
 
 
-def test_gemm_wide_tile_config_is_the_gluon_kernels_two_consumer_tile():
+def test_gemm_wide_tile_config_is_the_gluon_kernels_two_consumer_tile_on_the_persistent_grid():
     g = _template("gemm")
     cfg = g.wide_tile_config((128, 192))
     assert (cfg["GLUON"], cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_stages"]) == (1, 128, 192, 64, 4)
+    assert cfg["PERSISTENT"] == 1 and g.wide_tile_config((128, 192), persistent=0)["PERSISTENT"] == 0
     assert g.wide_tile_config((128, 160))["num_stages"] == 5
 
 
 def test_gemm_small_outputs_are_offered_no_wide_tile(monkeypatch):
     """1024^3 and 512x4096x4096 (fewer CONFIG tiles than half the SMs) take the small-output candidates, where
-    wide_tile is not asked (its formula alone would offer 128x160 at both)."""
+    wide_tile is not asked (its formula alone would offer 128x192 at both)."""
     g = _template("gemm")
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
@@ -1614,7 +1615,7 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_la
         grid, [d and d.block_shape for d in args[:5]], args[5:], options), launch=False)
     monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
     a, b = torch.randn(130, 72).half(), torch.randn(72, 256).half()
-    config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": stages}
+    config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": stages, "PERSISTENT": 0}
     g.gemm(a, b, config=config)
     # 130 / block_m tile-rows (the last 2 rows deep: TMA clips it) x 256 / block_n tile-columns (on 192 the second
     # tile's second box, columns 320-383, lies wholly past N); A and C in boxes of a consumer's 64 rows, whatever the
@@ -1623,7 +1624,7 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_la
     second = block_n - first
     seconds = [[64, second], [64, second]] if second else [None, None]
     assert launched == [((programs, 1, 1), [[64, 64], [64, first], [64, first]] + seconds,
-                         (130, 256, 72, block_m, first, 64, stages, 24, 240, second),
+                         (130, 256, 72, block_m, first, 64, stages, 24, 240, second, 0),
                          {"num_warps": 4, "maxnreg": 168 if block_m == 128 else 128})]
     assert g.last_config == {**g.CONFIG, **config}
     launched.clear()
@@ -1631,6 +1632,25 @@ def test_gemm_gluon_launch_covers_c_in_one_program_a_tile(monkeypatch, record_la
     assert launched == [] and g.last_config["GLUON"] == 0  # a Triton kernel, here in the interpreter
     assert g.last_config["BLOCK_N"] == first  # its tiles a power of two wide: a wide tile's first box
     assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
+
+
+@pytest.mark.parametrize("block_m, block_n, programs, persistent", [(128, 192, 4, 1), (128, 128, 4, 1),
+                                                                      (64, 128, 24, 0)])
+def test_gemm_persistent_gluon_launch_walks_c_on_persistent_programs(monkeypatch, record_launches, block_m, block_n,
+                                                                     programs, persistent):
+    """PERSISTENT on a 128-row Gluon tile (two consumers): persistent_programs(tiles, SMs) programs (4 SMs here, the
+    interpreter's device), the kernel told so; a 64-row tile (one consumer) runs one tile a program whatever the
+    config says. 130 x 1000: 2 x 6 = 12 tiles of 128x192 (3 waves: 4 programs), 2 x 8 = 16 of 128x128 (4 waves: 4),
+    3 x 8 = 24 of 64x128."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = record_launches(g, "gemm_gluon_kernel", lambda grid, args, options: (grid, args[-1]), launch=False)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.randn(130, 72).half(), torch.randn(72, 1000).half()
+    g.gemm(a, b, config={"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "num_stages": 4,
+                         "PERSISTENT": 1})
+    assert launched == [((programs, 1, 1), persistent)]
 
 
 def test_gemm_gluon_kernel_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, uncompilable):
@@ -2097,8 +2117,8 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
 _GEMM_CASES = """
 # SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, the narrower ones gluon_tile picks at M=128 N=4096 and at two ragged
 # shapes (boxes sticking out of M and N), the 128x128 two-consumer tile it picks at M=512 N=4096 and at a
-# ragged M of 3 tile-rows, and the wide tiles wide_tile picks at 2048x4608x3584 and 384x14336x4096 (128x192) and the
-# 128x160 the rule weighs at 2048x5000x4096 (its second box of 32 columns partly past N)
+# ragged M of 3 tile-rows, and the wide tiles on the persistent grid: the 128x192 wide_tile picks at 2048x4608x3584
+# and 384x14336x4096, and 128x160 at 2048x5000x4096 (its second box of 32 columns partly past N; no longer offered)
 for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000)), ("bf16", (128, 4096, 4096)),
                          ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000)), ("fp16", (512, 4096, 4096)),
                          ("bf16", (300, 4096, 1000)), ("fp16", (2048, 4608, 3584)), ("bf16", (2048, 5000, 4096))]:
@@ -2115,7 +2135,7 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
              for (rows, cols), box in zip([(M, K), (K, N), (M, N), (K, N), (M, N)],
                                           [[64, BK], [BK, N1], [64, N1], N2 and [BK, N2], N2 and [64, N2]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=N1, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS,
-                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS, BLOCK_N2=N2)
+                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS, BLOCK_N2=N2, PERSISTENT=cfg["PERSISTENT"])
     regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else t.GLUON_LAUNCH_REGS
     compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
                        {"num_warps": 4, "maxnreg": regs})
@@ -2287,8 +2307,9 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     64x64 + 64x64: 200 KB; 16 of 64x64 + 64x32: 196 KB). On the H200's Triton 3.6: 128 registers at launch, 24
     for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
     three tiles. The 128x128 tile on two consumers (6 stages of 2 x 64x64 + 64x128 and C's two 64x128 tiles: 224
-    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The wide tiles, two boxes of B and C (gemm61):
-    128x192 on 4 stages 213 KB, 128x160 on 5 225 KB, 168 at launch on Triton 3.6."""
+    KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The wide tiles, two boxes of B and C (gemm61),
+    on the persistent grid (gemm62): 128x192 on 4 stages 213 KB, 128x160 on 5 225 KB, 168 at launch on Triton 3.6
+    (.stage/gemm62_sass.py; one tile a program the same)."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")

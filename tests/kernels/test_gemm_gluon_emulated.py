@@ -2,7 +2,9 @@
 and consumer partitions in threads over mocked mbarriers, TMA copies landing in a random order and asynchronous
 wgmma. Checks that every element of C is computed once right, on one-box tiles and on tiles whose width is two boxes
 (gemm61: 192 = 128 + 64, 160 = 128 + 32), at ragged edges: M and N not multiples of the tile, K not of BLOCK_K, the
-last tile's second box partly or wholly past N, rings of 2 stages that K laps several times."""
+last tile's second box partly or wholly past N, rings of 2 stages that K laps several times. And the persistent kernel
+(gemm62: PERSISTENT, 128-row tiles) on a grid of fewer programs than tiles, each walking several tiles with its ring's
+stages and phases running on across them, its C staging tiles rewritten only once the store before is waited for."""
 import importlib.util
 import os
 import sys
@@ -27,10 +29,10 @@ def g():
     return module
 
 
-def _run(g, M, N, K, block_m, block_n, stages, seed=0):
+def _run(g, M, N, K, block_m, block_n, stages, seed=0, persistent_sms=None):
     torch.manual_seed(M * 1009 + N * 31 + K)
     a, b = torch.randn(M, K), torch.randn(K, N)
-    return Emulator(g, seed=seed).gemm(a, b, block_m, block_n, stages), a @ b
+    return Emulator(g, seed=seed).gemm(a, b, block_m, block_n, stages, persistent_sms=persistent_sms), a @ b
 
 
 # (M, N, K, tile, stages): the last tile-row 2 rows deep and the last tile-column's second box wholly past N (N=400
@@ -45,6 +47,25 @@ CASES = [(130, 400, 200, (128, 192), 4), (100, 260, 300, (128, 160), 2), (129, 3
 def test_the_gluon_gemm_computes_every_element_of_c(g, M, N, K, tile, stages):
     c, ref = _run(g, M, N, K, *tile, stages)
     assert not torch.isnan(c).any()  # every element stored
+    assert (c - ref).abs().max().item() < 1e-4
+
+
+# (M, N, K, tile, stages, sms): the persistent grid (persistent_programs) on `sms` SMs, more tiles than programs.
+# 130 x 850 on 128x192: 2 x 5 = 10 tiles, 3 waves on 4 SMs, 4 programs of 3, 3, 2 and 2 tiles; the last tile-row 2 rows
+# deep, the last tile-column's first box holding 768-849 and its second (896-959) wholly past N; K 200, 4 k-steps a
+# tile on 2 stages: the laps run on across tiles. 300 x 900 x 130 on 3 SMs: 3 x 5 = 15 tiles, 5 waves, 3 programs of 5;
+# the last box partly inside N (896-959 holds 896-899), 3 k-steps a tile on 2 stages, so a tile starts mid-lap.
+# 200 x 300 x 100 on one-box 128x128 tiles: 6 tiles, 2 waves on 4 SMs, 3 programs of 2; 2 k-steps a tile on 3 stages.
+PERSISTENT_CASES = [(130, 850, 200, (128, 192), 2, 4), (300, 900, 130, (128, 192), 2, 3),
+                    (200, 300, 100, (128, 128), 3, 4)]
+
+
+@pytest.mark.parametrize("M, N, K, tile, stages, sms", PERSISTENT_CASES)
+def test_the_persistent_gluon_gemm_computes_every_element_of_c(g, M, N, K, tile, stages, sms):
+    tiles = -(-M // tile[0]) * -(-N // tile[1])
+    assert g.persistent_programs(tiles, sms) < tiles  # programs that run several tiles each
+    c, ref = _run(g, M, N, K, *tile, stages, persistent_sms=sms)
+    assert not torch.isnan(c).any()
     assert (c - ref).abs().max().item() < 1e-4
 
 

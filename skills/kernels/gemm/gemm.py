@@ -25,7 +25,8 @@ How the kernel computes it (see SKILL.md for why):
     128x128 tile on two consumer warpgroups that share each B stage, and the Triton kernel's 128x128.
   * Large outputs whose last wave of CONFIG's 128x256 tiles is badly filled (2048x4608: 2.18 waves in 3 rounds): the
     autotune also times the Gluon kernel on a 128-row tile whose width is not a power of two (wide_tile: 128x192 =
-    128 + 64, or 128x160), B and C in two boxes a tile (gluon_widths), two accumulators a consumer warpgroup.
+    128 + 64), B and C in two boxes a tile (gluon_widths), two accumulators a consumer warpgroup, on a persistent
+    grid: its loader runs on into a program's next tile while the consumers store C.
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
@@ -189,17 +190,23 @@ TRITON_TALL_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps"
                       "EPILOGUE_SUBTILE": 0}
 
 
-# Wide tiles (gemm61): where CONFIG's 128x256 tiles fill their last wave badly, tiles of 128 rows whose width is not a
-# power of two, run by the Gluon kernel as two boxes of B and C (gluon_widths). At 2048x4608x3584 (0.874-0.880x
+# Wide tiles (gemm61, gemm62): where CONFIG's 128x256 tiles fill their last wave badly, tiles of 128 rows whose width
+# is not a power of two, run by the Gluon kernel as two boxes of B and C (gluon_widths). At 2048x4608x3584 (0.874-0.880x
 # cuBLAS on the H100, experiments/held-out-shapes/h100-compute/) 128x256 is 288 tiles on 132 SMs, 2.18 waves in 3
-# rounds; 128x192 is 384 tiles, 2.91 waves in 3 rounds of 0.75 the work. wide_tile weighs them as gluon_tile does,
-# each round of one tile a program paying WIDE_TILE_GAP_K_STEPS besides its K-steps (the Gluon kernel is not
-# persistent: a program fills its ring from DRAM, and drains and stores C, before the next on its SM starts), and
-# the autotune times the winner beside CONFIG where it is predicted to save TAIL_MIN_GAIN of CONFIG's makespan.
-WIDE_TILES = [(128, 192), (128, 160)]
-# ~2 us a round on the H100 in K-steps of 128x256x64 (~0.65 us at 2048x4608x3584): the ring's first stage from
-# DRAM (~1 us), C's 128 rows converted, staged and stored (~0.7 us), the next program's start. Not measured.
-WIDE_TILE_GAP_K_STEPS = 3
+# rounds; 128x192 is 384 tiles, 2.91 waves in 3 rounds of 0.75 the work. One tile a program (gemm61) the 128x192 tile
+# forced took 0.859 of CONFIG's time there and 0.872 at 384x14336x4096 where its rounds' K-steps alone say 0.75: each
+# round paid its ring's fill from DRAM and C's epilogue unhidden, ~6 K-steps (experiments/gemm-h100/wide-tiles/). The
+# autotune now times it on the persistent grid (PERSISTENT: the loader fills the next tile's stages while the
+# consumers store C), which wide_tile weighs as gluon_tile does, each round paying WIDE_TILE_EPILOGUE_K_STEPS besides
+# its K-steps, and offers where it is predicted to save TAIL_MIN_GAIN of CONFIG's makespan. 128x160 (128 + 32) is not
+# weighed: forced at 2048x5000x4096 it read 0.74x cuBLAS against CONFIG's 0.88, its N=32 wgmma re-reading A for a fifth
+# of the flops (a K-step ~0.80 of 128x256's, not the 0.675 tile_k_step_share says).
+WIDE_TILES = [(128, 192)]
+# What a persistent program's tile costs besides its K-steps, in K-steps of 128x256x64 (~0.65 us at 2048x4608x3584):
+# the consumers' epilogue, which nothing overlaps (the last wgmma drained, C's 128x192 tile converted and written to
+# shared memory, its TMA store issued; the store's wait comes a tile later): ~0.7 us by gemm61's estimate, not
+# measured. The ring's fill is paid once a program, as CONFIG's persistent kernel pays it.
+WIDE_TILE_EPILOGUE_K_STEPS = 1
 
 
 @triton.jit
@@ -395,11 +402,106 @@ if gluon is not None:
         tma.store_wait(0)
 
     @gluon.jit
+    def _gluon_tile_origin(tile, num_pid_m, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr):
+        # the persistent walk's order, the one-tile-a-program grid's (gemm_gluon_kernel computes it inline: through
+        # this helper its SASS renames registers): down each tile-column in turn, so that the programs running
+        # together read a few B column-panels, each by all the tile-rows at once, from L2
+        return (tile % num_pid_m) * BLOCK_M, (tile // num_pid_m) * (BLOCK_N + BLOCK_N2)
+
+    @gluon.jit
+    def _gluon_persistent_loader(a_desc, b_desc, a_smem, b_smem, second, ready, empty, M, N, K,
+                                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
+                                 BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+        # _gluon_loader over every tile of this program (tiles pid, pid + #programs, ..): one stream of k-steps whose
+        # counter `step` runs on across tiles (the consumers count alike), so the ring's stage (step % NUM_STAGES)
+        # and lap (step // NUM_STAGES) continue where the tile before left them, and the next tile's first stages
+        # load while the consumers finish this one and store its C: the ring's fill from DRAM is paid once a
+        # program, not once a tile.
+        B2_BYTES: gl.constexpr = b_desc.block_type.nbytes * BLOCK_N2 // BLOCK_N
+        stage_bytes: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes + B2_BYTES
+        if BLOCK_N2:
+            b2_desc = second[0]
+            b2_smem = second[1]
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_tiles = num_pid_m * gl.cdiv(N, BLOCK_N + BLOCK_N2)
+        step = 0
+        for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+            off_m, off_n = _gluon_tile_origin(tile, num_pid_m, BLOCK_M, BLOCK_N, BLOCK_N2)
+            for ki in range(k_tiles):
+                s = step % NUM_STAGES
+                mbarrier.wait(empty.index(s), ((step // NUM_STAGES) & 1) ^ 1)
+                mbarrier.expect(ready.index(s), stage_bytes)
+                for c in gl.static_range(CONSUMERS):
+                    tma_load(a_desc, [off_m + c * 64, ki * BLOCK_K], ready.index(s), a_smem.index(CONSUMERS * s + c))
+                tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
+                if BLOCK_N2:
+                    tma_load(b2_desc, [ki * BLOCK_K, off_n + BLOCK_N], ready.index(s), b2_smem.index(s))
+                step += 1
+
+    @gluon.jit
+    def _gluon_persistent_consumer(a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, C: gl.constexpr,
+                                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
+                                   BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr):
+        # _gluon_consumer over every tile of this program, its k-steps counted on across tiles as the loader counts
+        # them. A tile's last stage goes back once its wgmma retire, before C's epilogue (the loader is by then
+        # filling the ring with the next tile's first k-steps). C's staging tiles: the store of the tile before is
+        # waited for only here, before they are written again, so it runs under this tile's whole mainloop.
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, BLOCK_N, 16])
+        if BLOCK_N2:
+            b2_smem = second[1]
+            c2_desc = second[2]
+            c2_buf = second[3].index(C)
+            acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                  instr_shape=[16, BLOCK_N2, 16])
+        c_buf = c_smem.index(C)
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_tiles = num_pid_m * gl.cdiv(N, BLOCK_N + BLOCK_N2)
+        step = 0
+        for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+            acc = gl.zeros([64, BLOCK_N], gl.float32, acc_layout)
+            if BLOCK_N2:
+                acc2 = gl.zeros([64, BLOCK_N2], gl.float32, acc2_layout)
+            for ki in range(k_tiles):
+                s = step % NUM_STAGES
+                mbarrier.wait(ready.index(s), (step // NUM_STAGES) & 1)
+                a = a_smem.index(2 * s + C)
+                b = b_smem.index(s)
+                acc = warpgroup_mma(a, b, acc, is_async=True)
+                if BLOCK_N2:
+                    b2 = b2_smem.index(s)
+                    acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
+                    acc, acc2, a, b, b2 = warpgroup_mma_wait(2, deps=(acc, acc2, a, b, b2))
+                else:
+                    acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
+                mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
+                step += 1
+            acc = warpgroup_mma_wait(0, deps=(acc, ))
+            if BLOCK_N2:
+                acc2 = warpgroup_mma_wait(0, deps=(acc2, ))
+            mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES))  # the tile's last k-step's stage
+            off_m, off_n = _gluon_tile_origin(tile, num_pid_m, BLOCK_M, BLOCK_N, BLOCK_N2)
+            tma.store_wait(0)  # the tile before's C read out of the staging tiles
+            c_buf.store(acc.to(c_desc.dtype))
+            if BLOCK_N2:
+                c2_buf.store(acc2.to(c_desc.dtype))
+            fence_async_shared()
+            tma_store(c_desc, [off_m + C * 64, off_n], c_buf)
+            if BLOCK_N2:  # TMA clips a box past N: nothing written where it lies wholly outside
+                tma_store(c2_desc, [off_m + C * 64, off_n + BLOCK_N], c2_buf)
+        tma.store_wait(0)  # shared memory must outlive the last stores' reads of it
+
+    @gluon.jit
     def gemm_gluon_kernel(a_desc, b_desc, c_desc, b2_desc, c2_desc, M, N, K, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
-                          LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, BLOCK_N2: gl.constexpr):
+                          LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, BLOCK_N2: gl.constexpr,
+                          PERSISTENT: gl.constexpr = 0):
         # One BLOCK_M x (BLOCK_N + BLOCK_N2) tile of C a program, the programs down each tile-column in turn (one
-        # wave of a small output: they all run at once, and neighbours share B's column-panel in L2). A tile of
+        # wave of a small output: they all run at once, and neighbours share B's column-panel in L2); PERSISTENT
+        # (128-row tiles): each program walks tiles pid, pid + #programs, .. in that order, its loader running on
+        # into the next tile's k-steps (_gluon_persistent_loader, _gluon_persistent_consumer). A tile of
         # 128 rows runs two consumer warpgroups of 64 rows on one ring (cuBLAS's sm90 128-row tiles, the fused-MoE
         # kernel's CONSUMERS=2). Descriptors: a in [64, BLOCK_K] boxes (one a consumer), b in [BLOCK_K, BLOCK_N],
         # c in [64, BLOCK_N]; b2 and c2 the same matrices in boxes BLOCK_N2 wide, the tile's columns after
@@ -425,7 +527,17 @@ if gluon is not None:
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=CONSUMERS)
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
-        if CONSUMERS == 2:
+        if PERSISTENT:
+            gl.static_assert(CONSUMERS == 2)
+            gl.warp_specialize([
+                (_gluon_persistent_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, 0,
+                                              BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES)),
+                (_gluon_persistent_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, 1,
+                                              BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES)),
+                (_gluon_persistent_loader, (a_desc, b_desc, a_smem, b_smem, second, ready, empty, M, N, K, BLOCK_M,
+                                            BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
+            ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+        elif CONSUMERS == 2:
             gl.warp_specialize([
                 (_gluon_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, off_m, off_n, K, 0, BLOCK_N,
                                    BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
@@ -502,28 +614,30 @@ def gluon_stages(block_m, block_n, block_k) -> int:
 
 
 def wide_tile_k_steps(M, N, K, sms, tile) -> float:
-    """The Gluon kernel's makespan on a wide tile, in K-steps of CONFIG's tile: its rounds of one tile a program,
-    each the tile's K-steps weighed by tile_k_step_share, plus WIDE_TILE_GAP_K_STEPS."""
+    """The persistent Gluon kernel's makespan on a wide tile, in K-steps of CONFIG's tile: its rounds (the tiles a
+    program runs: persistent_programs keeps them to ceil(tiles / sms)), each the tile's K-steps weighed by
+    tile_k_step_share plus WIDE_TILE_EPILOGUE_K_STEPS."""
     rounds = triton.cdiv(triton.cdiv(M, tile[0]) * triton.cdiv(N, tile[1]), sms)
     share = tile_k_step_share(tile, (CONFIG["BLOCK_M"], CONFIG["BLOCK_N"]))
-    return rounds * (triton.cdiv(K, CONFIG["BLOCK_K"]) * share + WIDE_TILE_GAP_K_STEPS)
+    return rounds * (triton.cdiv(K, CONFIG["BLOCK_K"]) * share + WIDE_TILE_EPILOGUE_K_STEPS)
 
 
 def wide_tile(M, N, K, sms):
     """The WIDE_TILES tile (BLOCK_M, BLOCK_N) the autotune times beside CONFIG: the one whose rounds finish first,
     where that saves TAIL_MIN_GAIN of CONFIG's makespan (whole_k_steps); else None. On 132 SMs, in K-steps:
-    2048x4608x3584 CONFIG 3 x 56 = 168, 128x192 3 x (42 + 3) = 135: 128x192. 384x14336x4096 2 x 64 = 128 against 2 x
-    (48 + 3) = 102: 128x192. 2048x5000x4096 3 x 64 = 192 against 128x160's 4 x (43.2 + 3) = 184.8 (4%): None. 4096^3
-    4 x 64 = 256 against 6 x 51 = 306: None."""
+    2048x4608x3584 CONFIG 3 x 56 = 168, 128x192 3 x (42 + 1) = 129: 128x192. 384x14336x4096 2 x 64 = 128 against
+    2 x (48 + 1) = 98: 128x192. 2048x5000x4096 3 x 64 = 192 against 4 x 49 = 196 (432 tiles, 3.27 waves): None.
+    4096^3 4 x 64 = 256 against 6 x 49 = 294: None."""
     best = min(WIDE_TILES, key=lambda tile: wide_tile_k_steps(M, N, K, sms, tile))
     if wide_tile_k_steps(M, N, K, sms, best) > (1 - TAIL_MIN_GAIN) * whole_k_steps(M, N, K, sms, CONFIG):
         return None
     return best
 
 
-def wide_tile_config(tile):
-    """The Gluon kernel's config on a wide tile: two consumer warpgroups, the ring's stages as gluon_stages fits."""
-    return {**CONFIG, "BLOCK_M": tile[0], "BLOCK_N": tile[1], "BLOCK_K": 64, "num_warps": 4, "PERSISTENT": 0,
+def wide_tile_config(tile, persistent=1):
+    """The Gluon kernel's config on a wide tile: two consumer warpgroups, the ring's stages as gluon_stages fits, on
+    the persistent grid (persistent=0: one tile a program, gemm61's kernel)."""
+    return {**CONFIG, "BLOCK_M": tile[0], "BLOCK_N": tile[1], "BLOCK_K": 64, "num_warps": 4, "PERSISTENT": persistent,
             "EPILOGUE_SUBTILE": 0, "GLUON": 1, "num_stages": gluon_stages(*tile, 64)}
 
 
@@ -762,12 +876,15 @@ def _launch_gluon(a, b, c, cfg):
     M, K = a.shape
     N = b.shape[1]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
-    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, 1)
+    tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+    # persistent on two consumers only (128-row tiles); 64-row tiles run one tile a program whatever cfg says
+    persistent = int(bool(cfg["PERSISTENT"]) and BM == 128)
+    grid = (persistent_programs(tiles, _num_sms(a.device)) if persistent else tiles, 1, 1)
     n1, n2 = gluon_widths(BN)
     # A and C a consumer's 64 rows at a time; B and C in a second box after the first's n1 columns where the tile is
     # n1 + n2 wide, else no second descriptor (None: the kernel compiles without it)
     boxes = ([64, BK], [BK, n1], [64, n1], [BK, n2] if n2 else None, [64, n2] if n2 else None)
-    rest = (M, N, K, BM, n1, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS, n2)
+    rest = (M, N, K, BM, n1, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS, n2, persistent)
     try:
         regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else GLUON_LAUNCH_REGS
         kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
