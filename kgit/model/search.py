@@ -368,7 +368,7 @@ def _dome(Z, curvature: float, top, space: dict, coupled: tuple | None = None):
     mean octave along the ridge, and their difference across it as before (so one key's octave alone,
     half along and half across, costs three quarters of an octave's). Charged as two octaves (0.1 of log
     score a step from the dome's top at CURVATURE 0.05, more farther out), a step along the synthetic
-    ridges, whose best lies at the ridge's end, was expected 25-35% under the best and lost to flips of
+    ridges, whose best lies at the ridge's end, was expected 23-36% under the best and lost to flips of
     flags (experiments/tune/leave-one-out/, eighth pass)."""
     import numpy as np
 
