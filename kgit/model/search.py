@@ -346,25 +346,40 @@ def _posterior(X, y, candidates_x, space: dict, stretch: float = 1.0, signal_sd:
     signal = SIGNAL_SD if signal_sd is None else signal_sd
     scale = stretch * np.array(length_scales(space))
     bend, top = CURVATURE if curvature is None else curvature, centre(space) if top is None else top
-    level = float(np.mean(y - _dome(X, bend, top, space)))  # the dome's top: where the measured scores put it
+    dome = _dome(X, bend, top, space, coupled)
+    level = float(np.mean(y - dome))  # the dome's top: where the measured scores put it
     chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
-    weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - _dome(X, bend, top, space)))
+    weights = np.linalg.solve(chol.T, np.linalg.solve(chol, y - level - dome))
     cross = _covariance(candidates_x, X, scale, signal, coupled)
-    mean = level + _dome(candidates_x, bend, top, space) + cross @ weights
+    mean = level + _dome(candidates_x, bend, top, space, coupled) + cross @ weights
     explained = np.linalg.solve(chol, cross.T)
     return mean, np.sqrt(np.maximum(signal ** 2 - (explained ** 2).sum(axis=0), 1e-18))
 
 
-def _dome(Z, curvature: float, top, space: dict):
+def _dome(Z, curvature: float, top, space: dict, coupled: tuple | None = None):
     """The prior mean at Z, below its level: curvature per octave squared away from top, in the keys
     measured in octaves alone. A flag's coordinate is a position in its list, not a distance from an
     optimum: about the centre its two values sat at the same height, but about the best measured, a
     flip would cost as much as an octave of a tile (5% at CURVATURE 0.05), more than the whole effect
-    of a flag such as PERSISTENT on the measured spaces, and the search would put off the flip."""
+    of a flag such as PERSISTENT on the measured spaces, and the search would put off the flip.
+
+    Where two sizes are coupled (fitted), a step along their ridge (both an octave: a larger block at the
+    same elements per thread) is one octave of one size, and the dome charges it as one: it bends their
+    mean octave along the ridge, and their difference across it as before (so one key's octave alone,
+    half along and half across, costs three quarters of an octave's). Charged as two octaves (0.1 of log
+    score a step from the dome's top at CURVATURE 0.05, more farther out), a step along the synthetic
+    ridges, whose best lies at the ridge's end, was expected 23-36% under the best and lost to flips of
+    flags (experiments/tune/leave-one-out/, eighth pass)."""
     import numpy as np
 
     octaves = np.array([_numeric(values) for values in space.values() if len(values) >= 2], dtype=float)
-    return -curvature * (((Z - np.array(top)) ** 2) * octaves).sum(axis=1)
+    off = Z - np.array(top)
+    if not coupled:
+        return -curvature * ((off ** 2) * octaves).sum(axis=1)
+    i, j = coupled
+    octaves[[i, j]] = 0.0
+    along, across = (off[:, i] + off[:, j]) / 2, off[:, i] - off[:, j]
+    return -curvature * ((off ** 2 * octaves).sum(axis=1) + along ** 2 + across ** 2 / 2)
 
 
 def _covariance(A, B, scale, signal: float, coupled: tuple | None = None):
@@ -422,7 +437,7 @@ def _log_likelihood(X, y, space: dict, stretch: float, signal: float, curvature:
     import numpy as np
 
     scale = stretch * np.array(length_scales(space))
-    dome = _dome(X, curvature, top, space)
+    dome = _dome(X, curvature, top, space, coupled)
     chol = np.linalg.cholesky(_covariance(X, X, scale, signal, coupled) + NOISE_SD ** 2 * np.eye(len(X)))
     residual = y - dome - float(np.mean(y - dome))
     fit = np.linalg.solve(chol, residual)
