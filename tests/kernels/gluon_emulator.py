@@ -453,12 +453,14 @@ class Emulator:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c
 
-    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
+    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None, defer_store=None):
         """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
-        on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's
-        PERSISTENT_Q_SLOTS by default); raises EmulatorError on a protocol fault."""
+        on the schedule the launcher would give it with `sms` SMs, q_slots Q tiles a consumer and O's store deferred
+        or not (the launcher's PERSISTENT_Q_SLOTS and PERSISTENT_DEFER_STORE by default); raises EmulatorError on a
+        protocol fault."""
         m = self.module
         q_slots = m.PERSISTENT_Q_SLOTS if q_slots is None else q_slots
+        defer_store = m.PERSISTENT_DEFER_STORE if defer_store is None else defer_store
         B, H, S, D = q.shape
         BM = m.WS_BLOCK_M
         n_m = -(-S // BM)
@@ -475,7 +477,7 @@ class Emulator:
             self.arrays = []
             self.ns["_attn_fwd_persist"](*descs, views[3], S, _Ptr(table), width, m.LOG2E / D ** 0.5,
                                          BM, m.WS_BLOCK_N, num_buffers, causal, S % BM != 0,
-                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots)
+                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots, defer_store)
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o

@@ -35,9 +35,10 @@ def _inputs(B, H, S, D=16):
     return [torch.randn(B, H, S, D) for _ in range(3)]
 
 
-def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None):
+def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None, defer_store=None):
     q, k, v = _inputs(B, H, S)
-    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots)
+    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots,
+                                                                 defer_store=defer_store)
     return out, fa.reference(q, k, v, causal)
 
 
@@ -65,6 +66,16 @@ def test_one_q_tile_a_consumer_agrees_too(fa, B, H, S, causal, sms):
     """PERSISTENT_Q_SLOTS = 1 (the device's switch between the second slot and the Q loader's partition): each
     tile's Q in its consumer's one slot once the tile before handed it back."""
     out, ref = _run(fa, B, H, S, causal, 4, sms, q_slots=1)
+    assert not torch.isnan(out).any()
+    assert (out - ref).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("B, H, S, causal, sms", [SHAPES[1], SHAPES[3], SHAPES[4], SHAPES[5], SHAPES[6]])
+def test_o_stored_a_tile_turn_later_agrees_too(fa, B, H, S, causal, sms):
+    """PERSISTENT_DEFER_STORE (branch fa61): each tile's O held in registers and stored at the tile turn after next,
+    the last two tiles' after the loop's turns: every row stored once, from its own tile (a program of one tile,
+    2x3x1000 and 1x5x197 with ragged S, whose last tiles store by masked pointers; 1-32 tiles a program)."""
+    out, ref = _run(fa, B, H, S, causal, 2, sms, defer_store=True)
     assert not torch.isnan(out).any()
     assert (out - ref).abs().max().item() < 1e-4
 

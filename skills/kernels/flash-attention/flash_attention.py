@@ -220,6 +220,11 @@ PERSISTENT_BUFFERS = {64: 4, 128: 2}
 # H100 with 2, where the CPU emulation of the partitions, tests/kernels/test_attention_persist_emulated.py, finds
 # every tile, slot and phase in agreement)
 PERSISTENT_Q_SLOTS = 2
+# the persistent kernel's O store (DEFER_STORE of _persist_consumer): False, each tile's O goes to its staging tile
+# and out by TMA as soon as its last P V is in, before the consumer issues its next block; True, it waits in
+# registers (16-bit, 32 a thread at head dim 128) for the next tile turn and goes out while that turn's wgmma run
+# (branch fa61, a switch for the device to measure)
+PERSISTENT_DEFER_STORE = False
 # GLUON 3 (head dim 64): three consumers of 64 rows; four warpgroups (the loader's padded to one) share
 # 64K registers, 3 * 128 * R + 128 * 24 <= 65536, so R = 160 (a multiple of 8, FA3's figure)
 WS3_BLOCK_M = 192
@@ -368,7 +373,7 @@ if gluon is not None:
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
                   MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None,
-                  HALF: gl.constexpr = False):
+                  HALF: gl.constexpr = False, o_desc=None, o_tile=None, out=None, out_row=0, store_out=False):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
@@ -378,12 +383,17 @@ if gluon is not None:
         # causal tile's diagonal block, which the persistent kernel runs first), run under
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
         # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk). HALF (with NEW_TILE):
-        # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk).
+        # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk). out (persistent,
+        # DEFER_STORE): an earlier tile's O, stored at rows out_row (if store_out) while the tensor cores run S_j and
+        # P_{j-1} V_{j-1}, where this warpgroup would only wait for them.
         kbuf = g % NUM_BUFFERS
         vbuf = (g - 1) % NUM_BUFFERS
         s = _block_s(q, k_smem, k_ready, g, j, q_row, s_layout, M, BLOCK_N, NUM_BUFFERS, MASK_INIT, HALF, key_limit)
         mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
+        if out is not None:
+            if store_out:
+                _store_o(o_desc, o_tile, out, out_row)
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
         mbarrier.arrive(k_empty.index(kbuf))
         if q_empty is not None:
@@ -616,10 +626,19 @@ if gluon is not None:
                          q_smem.index(i))
 
     @gluon.jit
+    def _store_o(o_desc, o_tile, out, row):
+        # O's rows [row, row + M) through a consumer's staging tile and a TMA store, once the tile's previous store
+        # has read it out
+        tma.store_wait(0)
+        o_tile.store(out)
+        fence_async_shared()
+        tma_store(o_desc, [row, 0], o_tile)
+
+    @gluon.jit
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr, DEFER_STORE: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; a tile's j-th block is ring
         # counter g + j. With BLOCK_M == BLOCK_N a causal tile has one block on the diagonal, its last key block,
         # which it runs first (key blocks start_m, 0, 1, .., start_m - 1; the K/V loader streams them so): the
@@ -650,6 +669,17 @@ if gluon is not None:
         # source: both consumers' softmax from after the P V wait to before it, V's stage (of two at 128) going
         # back a softmax later; gated, the kernel at 128 is main's instruction for instruction (branch fa60).
         HALF: gl.constexpr = CAUSAL and C == 0 and HEAD_DIM <= 64
+        # DEFER_STORE (PERSISTENT_DEFER_STORE; not at a ragged S, whose last tiles store by masked pointers): tile w's
+        # O, normalized and rounded once its last P V is in (at the turn from tile w to w + 1), waits in registers
+        # (out, for rows out_row) for the turn from w + 1 to w + 2, and goes out between the issue of that turn's
+        # wgmma (tile w + 2's diagonal S, tile w + 1's last P V) and its wait: so the consumer does not hold its
+        # next block's wgmma back for the store to shared memory, its fence and the partition's barriers (~140
+        # sm_90 instructions; at S 512 a tile has 1-4 blocks). The last two tiles' go out before the last P V and
+        # after the loop. At head dim 128 ptxas (3.6) then spills a few words a tile outside the block loop.
+        DEFER: gl.constexpr = DEFER_STORE and not RAGGED
+        if DEFER:
+            out = gl.zeros([M, HEAD_DIM], o_desc.dtype, o_layout)
+            out_row = 0
         # Tile 0's first key block runs alone; every later tile's runs under the last P V of the tile before it
         # (_ws_block's NEW_TILE), so the tensor cores do not idle while a tile ends and the next begins
         start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, 0), S, BLOCK_M, BLOCK_N, CAUSAL)
@@ -703,6 +733,13 @@ if gluon is not None:
                                                    v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
                                                    BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
                                                    NEW_TILE=True, key_limit=S)
+                elif DEFER:  # and the tile before this one's O (none at the first turn)
+                    acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                                   v_empty, start_m if CAUSAL else 0, g, q_row, qk_scale, s_layout,
+                                                   o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
+                                                   q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True,
+                                                   HALF=HALF, o_desc=o_desc, o_tile=o_tile, out=out, out_row=out_row,
+                                                   store_out=w > 0)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, start_m if CAUSAL else 0, g, q_row, qk_scale, s_layout,
@@ -710,24 +747,27 @@ if gluon is not None:
                                                    q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True,
                                                    HALF=HALF)
             else:
+                if DEFER:
+                    if w > 0:
+                        _store_o(o_desc, o_tile, out, out_row)
                 acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
             out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
             if RAGGED and o_q_row + M > S:
                 _store_rows_before(o_ptr, out, o_row0, o_q_row, S, o_layout)
+            elif DEFER:  # out waits for the next tile turn's wgmma
+                out_row = o_row0 + o_q_row
             else:
-                # O through this consumer's own staging tile (Q's tiles hold the next two tiles' Q by now), once
-                # the previous tile's store from it has been read out (store_wait, then the partition's barrier)
-                tma.store_wait(0)
-                o_tile.store(out)
-                fence_async_shared()
-                tma_store(o_desc, [o_row0 + o_q_row, 0], o_tile)
+                # O through this consumer's own staging tile (Q's tiles hold the next two tiles' Q by now)
+                _store_o(o_desc, o_tile, out, o_row0 + o_q_row)
+        if DEFER:  # the last tile's (a program has a tile at least: persist_schedule deals none empty)
+            _store_o(o_desc, o_tile, out, out_row)
         tma.store_wait(0)
 
     @gluon.jit
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          Q_SLOTS: gl.constexpr = 2):
+                          Q_SLOTS: gl.constexpr = 2, DEFER_STORE: gl.constexpr = False):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
         # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
@@ -747,10 +787,10 @@ if gluon is not None:
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, DEFER_STORE)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, DEFER_STORE)),
             (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
                                BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
             (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
@@ -1021,7 +1061,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
-                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, DEFER_STORE=PERSISTENT_DEFER_STORE,
+                                                 **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
