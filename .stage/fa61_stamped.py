@@ -284,6 +284,45 @@ def _median(xs):
     return xs[len(xs) // 2] if xs else 0
 
 
+def _labeled(recs):
+    """A consumer's records [(event, clock)] as [(event, clock, where)]: where in a tile the phase ending at the
+    record falls (summarize's first, loop, boundary, last, epilogue)."""
+    out, site, prev = [], "first", None
+    for e, t in recs:
+        if e == "TILE":
+            site = "loop"
+        elif e == "Q_WAIT" and site != "first":
+            site = "boundary"
+        elif e == "V_LANDED" and prev != "K_LANDED":
+            site = "last"
+        elif e == "EPILOGUE":
+            site = "epilogue"
+        out.append((e, t, site))
+        prev = e
+    return out
+
+
+# a consumer's wgmma in flight: S issues right after K_LANDED, P V right after V_LANDED; S_DONE retires S (the wait
+# for all but the P V), PV_DONE whatever is left
+_IN_FLIGHT = {"K_LANDED": 1, "V_LANDED": 1, "S_DONE": -1, "PV_DONE": -1}
+
+
+def _tensor_idle(consumers):
+    """(cycles from a program's first consumer record to its last, cycles in which neither consumer had a wgmma
+    issued and not yet waited for, {the two consumers' phases then: cycles}). A wgmma may end before its wait
+    returns, so the idle cycles are a lower bound of the tensor cores' idle time."""
+    events = sorted((t, c, e, site) for c, recs in enumerate(consumers) for e, t, site in recs)
+    count, phase, idle, by = [0, 0], ["start", "start"], 0, {}
+    for (t0, c, e, site), (t1, *_) in zip(events, events[1:]):
+        count[c] += _IN_FLIGHT.get(e, 0)
+        phase[c] = f"{site}: after {e}"
+        if count == [0, 0]:
+            idle += t1 - t0
+            key = " | ".join(sorted(phase))
+            by[key] = by.get(key, 0) + t1 - t0
+    return events[-1][0] - events[0][0], idle, by
+
+
 def summarize(log):
     """Lines: each phase of a consumer's tiles (the cycles between two consecutive stamps, by where in a tile they
     fall: first (tile 0's first block), loop (a tile's blocks 1..), boundary (the next tile's Q and diagonal block
@@ -291,16 +330,19 @@ def summarize(log):
     cycles a consumer in all, as a share of a consumer's span; the cycles from a tile's TILE to the next's (its
     blocks 1.., the next tile's diagonal block under its last P V, its epilogue) by its key blocks; the loader's
     waits for free stages; how far ahead of a consumer's wait each K and V copy was issued, and how long a copy
-    that a consumer waited for took; the programs' spans in globaltimer ns and SM cycles."""
+    that a consumer waited for took; the programs' spans in globaltimer ns and SM cycles; the cycles in which
+    neither consumer had a wgmma in flight, by what the two were doing then (_tensor_idle)."""
     log = log.cpu().tolist()
     phases, tiles, spans_cyc, spans_ns, starts_ns, ends_ns = {}, {}, [], [], [], []
     loader_waits, k_lead, k_late, v_lead, v_late = {}, [], [], [], []
+    idle_span, idle_by = [0, 0], {}  # cycles in all programs' spans, of them with no wgmma in flight; by phases
     for prog in log:
         ld = [(EVENTS[c], t) for c, t in prog[2] if c]
         issued = {"K": [t for e, t in ld if e == "LD_K"], "V": [t for e, t in ld if e == "LD_V"]}
         for (e0, t0), (e1, t1) in zip(ld, ld[1:]):
             if not e1.startswith("GT") and not e0.startswith("GT"):
                 loader_waits.setdefault(f"loader: {e0}->{e1}", []).append(t1 - t0)
+        labeled = []
         for c in (0, 1):
             recs = [(EVENTS[code], t) for code, t in prog[c] if code]
             gt = dict((e, t) for e, t in recs if e.startswith("GT"))
@@ -309,19 +351,14 @@ def summarize(log):
             spans_ns.append(gt["GT_END"] - gt["GT_START"])
             starts_ns.append(gt["GT_START"])
             ends_ns.append(gt["GT_END"])
-            site, tile_start, tile_blocks = "first", None, 0
+            labeled.append(_labeled(recs))
+            tile_start, tile_blocks = None, 0
             k_g = v_g = 0
-            for (e0, t0), (e1, t1) in zip(recs, recs[1:]):
+            for (e0, t0, _), (e1, t1, site) in zip(labeled[-1], labeled[-1][1:]):
                 if e1 == "TILE":
                     if tile_start is not None:
                         tiles.setdefault(tile_blocks, []).append(t1 - tile_start)
-                    site, tile_start, tile_blocks = "loop", t1, 1
-                elif e1 == "Q_WAIT" and site != "first":
-                    site = "boundary"
-                elif e1 == "V_LANDED" and e0 != "K_LANDED":
-                    site = "last"
-                elif e1 == "EPILOGUE":
-                    site = "epilogue"
+                    tile_start, tile_blocks = t1, 1
                 elif e1 == "K_LANDED" and site == "loop":
                     tile_blocks += 1
                 phases.setdefault(f"{site}: {e0}->{e1}", []).append(t1 - t0)
@@ -337,6 +374,11 @@ def summarize(log):
                         if t1 - t0 > 200:
                             v_late.append(t1 - issued["V"][v_g])
                     v_g += 1
+        span_p, idle_p, by_p = _tensor_idle(labeled)
+        idle_span[0] += span_p
+        idle_span[1] += idle_p
+        for key, cycles in by_p.items():
+            idle_by[key] = idle_by.get(key, 0) + cycles
     consumers = len(spans_cyc)
     span = sum(spans_cyc) / consumers
     lines = [f"stamped kernel: {len(log)} programs; a consumer's span {span:.0f} cycles (median "
@@ -356,4 +398,9 @@ def summarize(log):
         lines.append(f"{name} copies: issued a median {_median(lead)} cycles before a consumer's wait began "
                      f"(min {min(lead, default=0)}); {len(late)} of {len(lead)} waits over 200 cycles, those copies "
                      f"landing a median {_median(late)} cycles after their issue")
+    lines.append(f"no wgmma in flight in either consumer: {idle_span[1] / len(log):.0f} cycles a program, "
+                 f"{100 * idle_span[1] / idle_span[0]:.1f}% of its span (a lower bound of the tensor cores' idle "
+                 f"time); the consumers' phases then, most first:")
+    for key, cycles in sorted(idle_by.items(), key=lambda kv: -kv[1])[:10]:
+        lines.append(f"    {cycles / len(log):7.0f} cycles a program ({100 * cycles / idle_span[0]:4.1f}%)  {key}")
     return lines
