@@ -133,7 +133,7 @@ def stamped_part(emit, out_dir):
     from kgit.harness import timing
     q, k, v, ref, _, allowed = inputs(16, 16, 512, 128, True, torch.bfloat16)
     o = torch.full_like(q, float("nan"))
-    fa61_stamped.run(q, k, v, o)
+    log = fa61_stamped.run(q, k, v, o)
     torch.cuda.synchronize()
     err = (o.double() - ref).abs().max().item()
     emit(f"stamped kernel, 16x16x512x128 causal bf16: max|err| {err:.3g} (allowed {allowed:.3g})")
@@ -141,7 +141,7 @@ def stamped_part(emit, out_dir):
         emit("stamped kernel wrong: its log not read")
         return
     plain = lambda: fa61_stamped.fa.flash_attention(q, k, v, causal=True, out=o, config={"GLUON": 2})  # noqa: E731
-    stamped = lambda: fa61_stamped.run(q, k, v, o)  # noqa: E731
+    stamped = lambda: fa61_stamped.run(q, k, v, o, log)  # noqa: E731
     us = [timing.gpu_median_ms(fn, warmup_ms=10, rep_ms=40) * 1e3 for fn in (plain, stamped, stamped, plain)]
     emit(f"unstamped G2 {us[0]:.1f} / {us[3]:.1f} us, stamped {us[1]:.1f} / {us[2]:.1f} us (two rounds): the stamps "
          f"cost {(us[1] + us[2]) / (us[0] + us[3]):.3f}x")
