@@ -4,9 +4,9 @@ copies landing in a random order and asynchronous wgmma. Checks that the partiti
 K/V stage and barrier phase at the shapes the H100 check of branch fa56 ran (issue 52: GLUON 2 wrong at every
 causal shape there), causal and not, ragged and not, two and four K/V stages, 1 to 16 tiles a program (causal
 tiles run their diagonal key block first, fa59), O stored at each tile's end or a tile turn later (fa61); and, so
-that the check has teeth, that it fails on deliberate
-faults of the kinds suspected: a Q loader that walks the tiles in another order than the consumers, a Q phase off
-by a lap, a Q slot overwritten before its consumer is done with it, a K/V loader in key order."""
+that the check has teeth, that it fails on deliberate faults of the kinds suspected: a Q loader that walks the
+tiles in another order than the consumers, a Q phase off by a lap, a Q slot overwritten before its consumer is
+done with it, a K/V loader in key order."""
 import importlib.util
 import os
 import sys
