@@ -180,9 +180,10 @@ SMEM_TEAM = {"CHUNK": 4096, "NCH": 2, "num_warps": 4, "PROGRAMS_PER_SM": 6, "max
 # Why (sm60's diagnostic on an H100, experiments/held-out-shapes/few-rows-team/sm60-diagnostic-h100.txt): at
 # 512x50257 bf16 (94 teams of 5-6 rows) program exits spread over ~11 us team by team and the 5-row teams (launched
 # last) left later than the 6-row ones: the static deal leaves the slow teams' last rows alone at the end.
-# Predicted, not yet measured (.stage/sm62_notes.md; the model .stage/sm62_model.py): 512x50257 x0.965 (81 -> 84% of
-# copy), 2048x50257 x0.955, 512x128256 x0.97, 512x262144 x0.985; compiled for sm_90 (Triton 3.6): 95-96 registers,
-# no stack, as before.
+# Measured on an H100 against the static deal (experiments/held-out-shapes/few-rows-team/sm62-h100.txt): 2048x50257
+# x0.973 (90.2 -> 92.7% of copy), 4096x65536 x0.959 (94.1 -> 98.1%), 512x262144 x0.993; 512x50257 x0.993-0.995 only
+# (predicted x0.965): a team there takes 5-6 rows and claims ~4 ahead, so little is left to deal. 95-96 registers,
+# no stack under Triton 3.6 (sm_90), as before.
 # SMEM_CUT: 16-bit rows over GROUPED_ROW_MAX not in 16-element groups (vocabularies of 50257, 65537, 100277;
 # _rows_of_16 false) that the pipelined loop does not take (over WHOLE_ROW_MAX, or x and y not cut alike) go to
 # _softmax_smem_team too, each row cut at its 16-byte boundaries as ALIGNED_BODY cuts it (_cut): the body, from
