@@ -488,10 +488,11 @@ class Emulator:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c
 
-    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None):
+    def attention(self, q, k, v, causal, num_buffers, sms=4, q_slots=None, v_buffers=None, o_staged=True):
         """The persistent kernel's output for q, k, v (B, H, S, D) fp32, its programs run one after another, each
         on the schedule the launcher would give it with `sms` SMs and q_slots Q tiles a consumer (the launcher's
-        PERSISTENT_Q_SLOTS by default); raises EmulatorError on a protocol fault."""
+        PERSISTENT_Q_SLOTS by default), num_buffers K stages and v_buffers V stages (None: as many as K's), O
+        through staging tiles or (o_staged False) by pointer stores; raises EmulatorError on a protocol fault."""
         m = self.module
         q_slots = m.PERSISTENT_Q_SLOTS if q_slots is None else q_slots
         B, H, S, D = q.shape
@@ -510,7 +511,7 @@ class Emulator:
             self.arrays = []
             self.ns["_attn_fwd_persist"](*descs, views[3], S, _Ptr(table), width, m.LOG2E / D ** 0.5,
                                          BM, m.WS_BLOCK_N, num_buffers, causal, S % BM != 0,
-                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots)
+                                         m.WS_LOADER_REGS, m.WS_CONSUMER_REGS, q_slots, v_buffers, o_staged)
             if self.shared.errors:
                 raise EmulatorError(f"program {program} (tiles {dealt[program]}): " + "; ".join(self.shared.errors[:4]))
         return o

@@ -35,9 +35,10 @@ def _inputs(B, H, S, D=16):
     return [torch.randn(B, H, S, D) for _ in range(3)]
 
 
-def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None):
+def _run(fa, B, H, S, causal, buffers, sms, seed=0, overrides=None, q_slots=None, v_buffers=None, o_staged=True):
     q, k, v = _inputs(B, H, S)
-    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots)
+    out = Emulator(fa, seed=seed, overrides=overrides).attention(q, k, v, causal, buffers, sms=sms, q_slots=q_slots,
+                                                                 v_buffers=v_buffers, o_staged=o_staged)
     return out, fa.reference(q, k, v, causal)
 
 
@@ -67,6 +68,34 @@ def test_one_q_tile_a_consumer_agrees_too(fa, B, H, S, causal, sms):
     out, ref = _run(fa, B, H, S, causal, 4, sms, q_slots=1)
     assert not torch.isnan(out).any()
     assert (out - ref).abs().max().item() < 1e-4
+
+
+# Head dim 128's rings (fa62): 2 K stages, 3 V stages, two Q tiles a consumer, O stored from registers (the
+# launcher's); and 3 K and 3 V stages with one Q tile a consumer (the other way to fit a third stage)
+RINGS_128 = [dict(buffers=2, v_buffers=3, q_slots=2, o_staged=False),
+             dict(buffers=3, v_buffers=3, q_slots=1, o_staged=False)]
+
+
+@pytest.mark.parametrize("rings", RINGS_128, ids=["v3", "kv3-q1"])
+@pytest.mark.parametrize("B, H, S, causal, sms", [SHAPES[0], SHAPES[1], SHAPES[3], SHAPES[5], SHAPES[6]])
+def test_a_third_stage_at_head_dim_128_agrees_too(fa, B, H, S, causal, sms, rings):
+    """V's ring longer than K's (or both of three) and O stored by pointers, at ragged S and many tiles a program."""
+    rings = dict(rings)
+    out, ref = _run(fa, B, H, S, causal, rings.pop("buffers"), sms, **rings)
+    assert not torch.isnan(out).any()
+    assert (out - ref).abs().max().item() < 1e-4
+
+
+def test_the_launchers_rings_fit_a_ctas_shared_memory(fa):
+    """Each head dim's rings, Q tiles and O staging tiles (with their barriers) within the 227 KiB an sm_90 CTA
+    may have: at 128 the third V stage takes O's tiles' place (2 K + 3 V stages of 32 KiB, 4 Q tiles of 16 KiB)."""
+    for D in (64, 128):
+        k, v = fa.PERSISTENT_BUFFERS[D], fa.PERSISTENT_V_BUFFERS[D]
+        q_tiles, o_tiles = 2 * fa.PERSISTENT_Q_SLOTS, 2 if fa.PERSISTENT_O_STAGED[D] else 0
+        tiles = (k + v) * fa.WS_BLOCK_N * D * 2 + (q_tiles + o_tiles) * fa.WS_BLOCK_M // 2 * D * 2
+        barriers = 8 * (2 * q_tiles + 2 * (k + v))
+        assert tiles + barriers <= 227 * 1024, D
+    assert fa.PERSISTENT_V_BUFFERS[128] == 3
 
 
 def _counting_half_scores(fa):
@@ -135,7 +164,7 @@ def _q_loader_in_noncausal_order(q_desc, q_smem, q_ready, q_empty, S, sched, sch
 
 
 def _kv_loader_in_key_order(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL):
+                            BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, V_BUFFERS):
     # the K/V loader streaming each tile's key blocks 0, 1, .. (the order before fa59), where the consumers run a
     # causal tile's diagonal block first: they mask and weigh the wrong keys
     g = 0
@@ -144,7 +173,21 @@ def _kv_loader_in_key_order(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_
                                                 CAUSAL)
         for j in range(n_blocks):
             _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)  # noqa: F821
-            _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, NUM_BUFFERS)  # noqa: F821
+            _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + j * BLOCK_N, V_BUFFERS)  # noqa: F821
+        g += n_blocks
+
+
+def _kv_loader_on_ks_ring_for_v(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched,
+                                sched_w, BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, V_BUFFERS):
+    # V's blocks counted round K's ring (NUM_BUFFERS stages), where the consumers count V's own (V_BUFFERS)
+    g = 0
+    for w in range(_persist_waves(sched, sched_w)):  # noqa: F821
+        start_m, row0, n_blocks = _persist_tile(_persist_tile_id(sched, sched_w, w), S, BLOCK_M, BLOCK_N,  # noqa: F821
+                                                CAUSAL)
+        for j in range(n_blocks):
+            key_block = (j + start_m) % n_blocks if CAUSAL else j
+            _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)  # noqa: F821
+            _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)  # noqa: F821
         g += n_blocks
 
 
@@ -177,3 +220,16 @@ def test_the_emulation_fails_on_a_partition_that_disagrees(fa, fault):
     except EmulatorError:
         return
     assert torch.isnan(out).any() or (out - ref).abs().max().item() > 1e-2
+
+
+def test_the_emulation_fails_on_a_v_ring_counted_as_ks(fa):
+    """With V's ring longer than K's (head dim 128's), a loader that counts V round K's ring breaks a barrier's
+    rules or the output (in each tile order: causal and not)."""
+    for causal, S in ((True, 256), (False, 512)):
+        try:
+            out, ref = _run(fa, 4, 16, S, causal, 2, 4, overrides={"_persist_loader": _kv_loader_on_ks_ring_for_v},
+                            v_buffers=3, o_staged=False)
+        except EmulatorError:
+            continue
+        assert torch.isnan(out).any() or (out - ref).abs().max().item() > 1e-2, causal
+

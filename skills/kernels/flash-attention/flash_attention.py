@@ -90,7 +90,7 @@ CONFIG_CONSTRAINTS = ["AUTOTUNE == 1 or BLOCK_M % BLOCK_N == 0", "AUTOTUNE == 1 
 # non-causal, with one 8-warp consumer (both warpgroups in step) 488-521.
 # GLUON: 2 runs the same partitions persistently (_attn_fwd_persist: one program an SM walking its tiles,
 # each tile's Q loading a tile ahead by a loader of its own, its first K/V under the last tile's tail; always
-# PERSISTENT_BUFFERS[D] stages). It
+# PERSISTENT_BUFFERS[D] K stages and PERSISTENT_V_BUFFERS[D] V stages). It
 # wins where tiles are short and loses at long ones, so AUTOTUNE times both. On the H200
 # (its A/B, df8b865:experiments/sweep-h200-session14/call5-attention-head-major/), bf16, against GLUON 1 in the
 # same run:
@@ -209,11 +209,21 @@ WS_BLOCK_N = 128  # keys a step
 # consumers hold a 64 x D accumulator and a 64 x 128 score tile
 WS_LOADER_REGS = 24
 WS_CONSUMER_REGS = 240
-# the persistent kernel's K/V stages a head dim: at D 128 a third does not fit beside two Q tiles a consumer
-# and O's staging tiles (229.8 KB with two); at D 64 (16 KB a block) four do, 176 KB, and a program there
-# runs a K or V block every ~0.7 us (the exponentials' pace), under a DRAM read's latency at short S, where
+# the persistent kernel's K stages a head dim (V's below): at D 64 (16 KB a block) four, 176 KB, and a program
+# there runs a K or V block every ~0.7 us (the exponentials' pace), under a DRAM read's latency at short S, where
 # the loader two blocks ahead left each block of a tile's first pass waiting for its copy
 PERSISTENT_BUFFERS = {64: 4, 128: 2}
+# V's stages a head dim, and whether O leaves through staging tiles (else by pointer stores from registers).
+# At D 128 a CTA may have 227 KiB (232448 B); a K or V stage is 128 x 128 x 2 = 32 KiB, a Q or O tile 64 x 128
+# x 2 = 16 KiB: main's 2 K + 2 V stages, 4 Q tiles (two a consumer) and 2 O tiles are 224 KiB, full. A third
+# stage of both K and V (+64 KiB) fits only without O's tiles and with one Q tile a consumer (224 KiB), which
+# gives up loading each tile's Q a tile ahead; a third V stage alone (+32 KiB) fits in O's tiles' place with Q
+# as it is (2 K, 3 V, 4 Q: 224 KiB). The clock-stamped kernel (fa61, 16x16x512x128 causal on an H100) found V
+# the late one: V's copies land a median ~5600 cycles after issue, ~one block step (~4300 cycles) after the
+# loader gets to issue them, since V_{g+2}'s stage frees only once P V_g is done; with three V stages it frees
+# once P V_{g-1} is, in the same step as K_{g+2}'s, so both go out together and V is issued a step earlier.
+PERSISTENT_V_BUFFERS = {64: 4, 128: 3}
+PERSISTENT_O_STAGED = {64: True, 128: False}
 # the persistent kernel's Q tiles a consumer (_persist_q_slot): 2, each tile's Q loading a tile ahead; 1 is main's
 # protocol (each tile's Q once the tile before handed its slot back) on the Q loader of its own, a switch for
 # the device to tell the second slot from the third partition (issue 52: GLUON 2 wrong at causal shapes on the
@@ -368,7 +378,7 @@ if gluon is not None:
                   s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr, M: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, MASK: gl.constexpr, q_empty=None, q_done=True,
                   MASK_INIT: gl.constexpr = False, NEW_TILE: gl.constexpr = False, key_limit=None,
-                  HALF: gl.constexpr = False):
+                  HALF: gl.constexpr = False, V_BUFFERS: gl.constexpr = None):
         # Key block j >= 1, ring counter g (see _ws_qk). On entry p16 = P_{j-1} (under the running max
         # m_{j-1}), acc holds the blocks before j-1 under m_{j-1}. The tensor cores run S_j, then
         # P_{j-1} V_{j-1}, while this warpgroup does softmax(S_j) under the second. q_empty (persistent
@@ -378,11 +388,13 @@ if gluon is not None:
         # causal tile's diagonal block, which the persistent kernel runs first), run under
         # the last P V of the tile ending: the running max and sum start afresh and the returned acc is
         # the ending tile's, not rescaled. key_limit: a ragged S's last block (_ws_qk). HALF (with NEW_TILE):
-        # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk).
+        # consumer 0's diagonal block, its S over the block's first M keys (_diag_half_qk). V_BUFFERS: V's ring
+        # stages where they are not K's (the persistent kernel at head dim 128), else NUM_BUFFERS.
+        VB: gl.constexpr = NUM_BUFFERS if V_BUFFERS is None else V_BUFFERS
         kbuf = g % NUM_BUFFERS
-        vbuf = (g - 1) % NUM_BUFFERS
+        vbuf = (g - 1) % VB
         s = _block_s(q, k_smem, k_ready, g, j, q_row, s_layout, M, BLOCK_N, NUM_BUFFERS, MASK_INIT, HALF, key_limit)
-        mbarrier.wait(v_ready.index(vbuf), ((g - 1) // NUM_BUFFERS) & 1)
+        mbarrier.wait(v_ready.index(vbuf), ((g - 1) // VB) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s, ))  # wgmma groups complete in order: S_j is done
         mbarrier.arrive(k_empty.index(kbuf))
@@ -419,7 +431,7 @@ if gluon is not None:
 
     @gluon.jit
     def _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g, NUM_BUFFERS: gl.constexpr):
-        # A tile's last block's P V (ring counter g), waited for, its V stage released.
+        # A tile's last block's P V (ring counter g; NUM_BUFFERS V's stages), waited for, its V stage released.
         vbuf = g % NUM_BUFFERS
         mbarrier.wait(v_ready.index(vbuf), (g // NUM_BUFFERS) & 1)
         acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)
@@ -495,18 +507,25 @@ if gluon is not None:
         gl.store(o_ptr + offs, out, mask=gl.expand_dims(rows, 1) < S)
 
     @gluon.jit
-    def _kv_barriers(NUM_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr):
+    def _kv_barriers(NUM_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr, V_BUFFERS: gl.constexpr = None):
         # The K/V ring's barriers (k_ready, k_empty, v_ready, v_empty), one a stage. ready: the loader's
         # expect (one arrive) and the copy's bytes; empty: one arrive per consumer (Gluon's arrive
-        # synchronizes the partition's warps, then one thread arrives).
+        # synchronizes the partition's warps, then one thread arrives). V_BUFFERS: V's stages where V's ring is
+        # longer than K's (_attn_fwd_persist), else NUM_BUFFERS; its extra stages' barriers are made after the
+        # shared ones, so that with equal rings the kernel is the one it was before V's ring had a size of its own.
+        VB: gl.constexpr = NUM_BUFFERS if V_BUFFERS is None else V_BUFFERS
+        gl.static_assert(VB >= NUM_BUFFERS)
         k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [VB, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [VB, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(NUM_BUFFERS):
             mbarrier.init(k_ready.index(i), count=1)
             mbarrier.init(v_ready.index(i), count=1)
             mbarrier.init(k_empty.index(i), count=CONSUMERS)
+            mbarrier.init(v_empty.index(i), count=CONSUMERS)
+        for i in gl.static_range(NUM_BUFFERS, VB):
+            mbarrier.init(v_ready.index(i), count=1)
             mbarrier.init(v_empty.index(i), count=CONSUMERS)
         return k_ready, k_empty, v_ready, v_empty
 
@@ -571,10 +590,12 @@ if gluon is not None:
 
     @gluon.jit
     def _persist_loader(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr):
+                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
+                        V_BUFFERS: gl.constexpr):
         # The producer of K and V over all of this program's tiles: one stream of blocks whose counter g runs
         # on across tiles (the consumers count alike), each tile's key blocks in the order its consumers run them
-        # (causal: the diagonal block first, _persist_consumer). Q has a loader of its own (_persist_q_loader).
+        # (causal: the diagonal block first, _persist_consumer); K's ring has NUM_BUFFERS stages, V's V_BUFFERS.
+        # Q has a loader of its own (_persist_q_loader).
         g = 0
         t = _persist_tile_id(sched, sched_w, 0)
         for w in range(_persist_waves(sched, sched_w)):
@@ -586,7 +607,7 @@ if gluon is not None:
                 if CAUSAL:  # the diagonal block (start_m = n_blocks - 1), then 0, 1, ..
                     key_block = (j + start_m) % n_blocks
                 _ring_load(k_desc, k_smem, k_ready, k_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)
-                _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + key_block * BLOCK_N, NUM_BUFFERS)
+                _ring_load(v_desc, v_smem, v_ready, v_empty, g + j, row0 + key_block * BLOCK_N, V_BUFFERS)
             g += n_blocks
             t = t_next
 
@@ -619,7 +640,8 @@ if gluon is not None:
     def _persist_consumer(q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                           o_desc, o_ptr, S, sched, sched_w, qk_scale, C: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
-                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr):
+                          RAGGED: gl.constexpr, Q_SLOTS: gl.constexpr, V_BUFFERS: gl.constexpr,
+                          O_STAGED: gl.constexpr):
         # Consumer C of _ws_consumer over all of this program's tiles; a tile's j-th block is ring
         # counter g + j. With BLOCK_M == BLOCK_N a causal tile has one block on the diagonal, its last key block,
         # which it runs first (key blocks start_m, 0, 1, .., start_m - 1; the K/V loader streams them so): the
@@ -629,7 +651,8 @@ if gluon is not None:
         # head dim 64 (130 of 594 at 128; 422 and 462 without); on the H100 diagonal-first ran 1.07-1.14x that
         # order at every causal shape with head dim 64 or S >= 1024, 1.008x at S 512 head dim 128 (branch fa59,
         # experiments/held-out-shapes/attention-ragged/). Without causal, a ragged S's last block is masked at S
-        # (KEY_LIMIT), and a head's last query block is stored by masked pointers (as in _ws_consumer).
+        # (KEY_LIMIT), and a head's last query block is stored by masked pointers (as in _ws_consumer); without
+        # O_STAGED every block is (_attn_fwd_persist). K's ring has NUM_BUFFERS stages, V's V_BUFFERS.
         gl.static_assert(BLOCK_M == BLOCK_N)
         M: gl.constexpr = BLOCK_M // 2
         HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -638,7 +661,8 @@ if gluon is not None:
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        o_tile = o_smem.index(C)
+        if O_STAGED:
+            o_tile = o_smem.index(C)
         n_waves = _persist_waves(sched, sched_w)
         KEY_LIMIT: gl.constexpr = RAGGED and not CAUSAL
         # Consumer 0's diagonal block over its first M keys (_diag_half_qk) at head dim <= 64 only. There a block's
@@ -683,12 +707,12 @@ if gluon is not None:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
                                                    M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
-                                                   j == n_blocks - 1, key_limit=S - j * BLOCK_N)
+                                                   j == n_blocks - 1, key_limit=S - j * BLOCK_N, V_BUFFERS=V_BUFFERS)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, j, g + j, q_row, qk_scale, s_layout, o_layout, p_layout,
                                                    M, BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi),
-                                                   j == n_blocks - 1)
+                                                   j == n_blocks - 1, V_BUFFERS=V_BUFFERS)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))  # this tile's, before the next tile's
             o_row0, o_q_row = row0, q_row  # this tile's, before the next tile's
             g += n_blocks
@@ -702,57 +726,66 @@ if gluon is not None:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, 0, g, q_row, qk_scale, s_layout, o_layout, p_layout, M,
                                                    BLOCK_N, NUM_BUFFERS, False, q_empty.index(qi), n_blocks == 1,
-                                                   NEW_TILE=True, key_limit=S)
+                                                   NEW_TILE=True, key_limit=S, V_BUFFERS=V_BUFFERS)
                 else:
                     acc, m_i, l_i, p16 = _ws_block(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready,
                                                    v_empty, start_m if CAUSAL else 0, g, q_row, qk_scale, s_layout,
                                                    o_layout, p_layout, M, BLOCK_N, NUM_BUFFERS, False,
                                                    q_empty.index(qi), n_blocks == 1, MASK_INIT=CAUSAL, NEW_TILE=True,
-                                                   HALF=HALF)
+                                                   HALF=HALF, V_BUFFERS=V_BUFFERS)
             else:
-                acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, NUM_BUFFERS)
+                acc = _ws_last_pv(acc, p16, v_smem, v_ready, v_empty, g - 1, V_BUFFERS)
             out = (acc * gl.expand_dims(1.0 / l_o, 1)).to(o_desc.dtype)
-            if RAGGED and o_q_row + M > S:
-                _store_rows_before(o_ptr, out, o_row0, o_q_row, S, o_layout)
+            if O_STAGED:
+                if RAGGED and o_q_row + M > S:
+                    _store_rows_before(o_ptr, out, o_row0, o_q_row, S, o_layout)
+                else:
+                    # O through this consumer's own staging tile (Q's tiles hold the next two tiles' Q by now), once
+                    # the previous tile's store from it has been read out (store_wait, then the partition's barrier)
+                    tma.store_wait(0)
+                    o_tile.store(out)
+                    fence_async_shared()
+                    tma_store(o_desc, [o_row0 + o_q_row, 0], o_tile)
             else:
-                # O through this consumer's own staging tile (Q's tiles hold the next two tiles' Q by now), once
-                # the previous tile's store from it has been read out (store_wait, then the partition's barrier)
-                tma.store_wait(0)
-                o_tile.store(out)
-                fence_async_shared()
-                tma_store(o_desc, [o_row0 + o_q_row, 0], o_tile)
-        tma.store_wait(0)
+                _store_rows_before(o_ptr, out, o_row0, o_q_row, S, o_layout)
+        if O_STAGED:
+            tma.store_wait(0)
 
     @gluon.jit
     def _attn_fwd_persist(q_desc, k_desc, v_desc, o_desc, o_ptr, S, sched, sched_w, qk_scale, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, CAUSAL: gl.constexpr,
                           RAGGED: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                          Q_SLOTS: gl.constexpr = 2):
+                          Q_SLOTS: gl.constexpr = 2, V_BUFFERS: gl.constexpr = None, O_STAGED: gl.constexpr = True):
         # _attn_fwd_ws's partitions on a persistent grid of min(SMs, tiles) programs, each walking its
-        # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has two Q tiles
+        # row of the schedule sched (persist_schedule; sched_w entries a row). Each consumer has Q_SLOTS Q tiles
         # (_persist_q_slot), each with a ready/empty barrier pair (counts 1: the Q loader's expect and bytes;
-        # the consumer's arrive), and O leaves through a staging tile of its own (2 x 16 KB at D 128: 229.8 KB
-        # of the 227 KiB with 2 K/V stages; at D 64, 4 K/V stages take 176 KB).
+        # the consumer's arrive). K's ring has NUM_BUFFERS stages, V's V_BUFFERS (None: as many). O_STAGED: O
+        # leaves through a staging tile a consumer by TMA; else by pointer stores from registers, which frees
+        # those tiles' shared memory for a third V stage at head dim 128 (PERSISTENT_V_BUFFERS has the bytes).
+        VB: gl.constexpr = NUM_BUFFERS if V_BUFFERS is None else V_BUFFERS
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS] + q_desc.block_type.shape, q_desc.layout)
-        o_smem = gl.allocate_shared_memory(dtype, [2] + o_desc.block_type.shape, o_desc.layout)
+        if O_STAGED:
+            o_smem = gl.allocate_shared_memory(dtype, [2] + o_desc.block_type.shape, o_desc.layout)
+        else:
+            o_smem = q_smem  # unread: warp_specialize takes no None among a partition's arguments
         k_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
-        v_smem = gl.allocate_shared_memory(dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [VB] + v_desc.block_type.shape, v_desc.layout)
         q_ready = gl.allocate_shared_memory(gl.int64, [2 * Q_SLOTS, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [2 * Q_SLOTS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2 * Q_SLOTS):
             mbarrier.init(q_ready.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=1)
-        k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2)
+        k_ready, k_empty, v_ready, v_empty = _kv_barriers(NUM_BUFFERS, 2, VB)
         gl.warp_specialize([
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 0, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, VB, O_STAGED)),
             (_persist_consumer, (q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
                                  v_empty, o_desc, o_ptr, S, sched, sched_w, qk_scale, 1, BLOCK_M, BLOCK_N,
-                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS)),
+                                 NUM_BUFFERS, CAUSAL, RAGGED, Q_SLOTS, VB, O_STAGED)),
             (_persist_loader, (k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, S, sched, sched_w,
-                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL)),
+                               BLOCK_M, BLOCK_N, NUM_BUFFERS, CAUSAL, VB)),
             (_persist_q_loader, (q_desc, q_smem, q_ready, q_empty, S, sched, sched_w, BLOCK_M, BLOCK_N, CAUSAL,
                                  Q_SLOTS)),
         ], [4, 1, 1], [CONSUMER_REGS, LOADER_REGS, LOADER_REGS])
@@ -1021,7 +1054,8 @@ def _launch_gluon(q, k, v, o, causal, cfg) -> bool:
             sched = _schedule_on(q.device, _cdiv(S, WS_BLOCK_M), B * H, _num_sms(q.device), causal)
             _attn_fwd_persist[(sched.shape[0],)](*descs, o, S, sched, sched.shape[1], LOG2E / math.sqrt(D),
                                                  NUM_BUFFERS=PERSISTENT_BUFFERS[D], RAGGED=ragged,
-                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, **consts)
+                                                 Q_SLOTS=PERSISTENT_Q_SLOTS, V_BUFFERS=PERSISTENT_V_BUFFERS[D],
+                                                 O_STAGED=PERSISTENT_O_STAGED[D], **consts)
         else:
             _attn_fwd_ws[(_cdiv(S, WS_BLOCK_M), B * H)](*descs, o, S, LOG2E / math.sqrt(D),
                                                               NUM_BUFFERS=cfg["NUM_BUFFERS"], RAGGED=ragged, **consts)
@@ -1066,7 +1100,8 @@ def _launch(q, k, v, o, causal, cfg):
         last_config.clear()
         last_config.update(cfg, USE_TMA=True)
         if cfg["GLUON"] == 2:
-            last_config["NUM_BUFFERS"] = PERSISTENT_BUFFERS[q.shape[-1]]
+            last_config.update(NUM_BUFFERS=PERSISTENT_BUFFERS[q.shape[-1]],
+                               V_BUFFERS=PERSISTENT_V_BUFFERS[q.shape[-1]])
         if cfg["GLUON"] == 3:
             last_config.update(BLOCK_M=WS3_BLOCK_M, NUM_BUFFERS=2)
         return o
