@@ -1797,15 +1797,16 @@ def test_gluon_launch_covers_the_heads_in_128_row_blocks(monkeypatch, record_lau
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(monkeypatch, record_launches, causal):
     """GLUON 2: a grid of at most SMs programs, each given its row of the schedule (its tile count,
-    its tiles, padding), on PERSISTENT_BUFFERS stages whatever NUM_BUFFERS says: 4 at head dim 64, 2 at 128
-    (a third does not fit beside two Q tiles a consumer and O's staging tiles)."""
+    its tiles, padding), on PERSISTENT_BUFFERS K stages whatever NUM_BUFFERS says and PERSISTENT_V_BUFFERS V
+    stages: 4 and 4 at head dim 64, O through staging tiles; 2 and 3 at 128, O by pointer stores (a third K/V
+    stage does not fit beside two Q tiles a consumer, and a third V stage only in O's staging tiles' place)."""
     fa = _template("flash-attention")
     if fa.gluon is None:
         pytest.skip("this Triton has no Gluon")
     # (q, k, v, o descriptors, o, S, the schedule, its row width, qk_scale)
     launched = record_launches(fa, "_attn_fwd_persist", lambda grid, args, kw: (
         grid, [d.block_shape for d in args[:4]], args[5], args[6].tolist(), args[7], kw["NUM_BUFFERS"], kw["CAUSAL"],
-        kw["RAGGED"], args[4].shape), launch=False)
+        kw["RAGGED"], args[4].shape, kw["V_BUFFERS"], kw["O_STAGED"]), launch=False)
 
     class Properties:
         multi_processor_count = 4
@@ -1820,14 +1821,14 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     programs, rows = ((3, [[2, 0, 1, 0], [2, 2, 3, 0], [2, 4, 5, 0]]) if causal else
                       (4, [[2, 0, 4, 0], [2, 1, 5, 0], [1, 2, 0, 0], [1, 3, 0, 0]]))
     assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 256, rows, 4, 4,
-                         causal, False, q.shape)]
+                         causal, False, q.shape, 4, True)]
     assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 4
     launched.clear()
     q, k, v = (torch.randn(1, 3, 256, 128).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
-    assert [(blocks, buffers) for _, blocks, _, _, _, buffers, *_ in launched] == [
-        ([[64, 128], [128, 128], [128, 128], [64, 128]], 2)]
-    assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2
+    assert [(blocks, buffers, v_buffers, o_staged) for _, blocks, _, _, _, buffers, *_, v_buffers, o_staged
+            in launched] == [([[64, 128], [128, 128], [128, 128], [64, 128]], 2, 3, False)]
+    assert fa.last_config["GLUON"] == 2 and fa.last_config["NUM_BUFFERS"] == 2 and fa.last_config["V_BUFFERS"] == 3
     launched.clear()
     q, k, v = (torch.randn(1, 1, 256, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2})
@@ -1837,7 +1838,7 @@ def test_persistent_gluon_launch_walks_the_tiles_on_at_most_one_program_an_sm(mo
     q, k, v = (torch.randn(1, 3, 200, 64).half() for _ in range(3))
     fa.flash_attention(q, k, v, causal=causal, config={"GLUON": 2, "NUM_BUFFERS": 3})
     assert launched == [((programs,), [[64, 64], [128, 64], [128, 64], [64, 64]], 200, rows, 4, 4,
-                         causal, True, q.shape)]
+                         causal, True, q.shape, 4, True)]
     assert fa.last_config["GLUON"] == 2
 
 
@@ -2109,6 +2110,7 @@ for which, dtype, causal, D, buffers in [("ws", "bf16", False, 128, 2), ("ws", "
         consts["RAGGED"] = which.endswith("ragged")
     if fn is t._attn_fwd_persist:
         consts["Q_SLOTS"] = 1 if which == "persist 1-slot" else t.PERSISTENT_Q_SLOTS
+        consts.update(V_BUFFERS=t.PERSISTENT_V_BUFFERS[D], O_STAGED=t.PERSISTENT_O_STAGED[D])  # the launcher's
     if which == "ws3":
         consts.update(BLOCK_M=t.WS3_BLOCK_M, CONSUMER_REGS=t.WS3_CONSUMER_REGS)
     compile_and_report([which, dtype, causal, D, buffers], fn, descs + scalars, consts, {"num_warps": 4})
@@ -2289,11 +2291,13 @@ def test_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
         assert case["stale_descriptors"] == [], case
         which, _, _, D, buffers = case["case"]
         if which.startswith("persist"):
-            # the launcher's stages (PERSISTENT_BUFFERS) and two Q tiles a consumer (_persist_q_loader's ring)
-            # beside O's staging tiles: 229.8 KB at D 128
+            # the launcher's K and V stages (PERSISTENT_BUFFERS, PERSISTENT_V_BUFFERS) and two Q tiles a consumer
+            # (_persist_q_loader's ring), with O's staging tiles at D 64: 229.8 KB at D 128 (3 V stages, no O tiles)
             assert buffers == fa.PERSISTENT_BUFFERS[D]
             q_tiles = 2 if which == "persist 1-slot" else 2 * fa.PERSISTENT_Q_SLOTS
-            assert case["shared"] >= (2 * buffers * 128 + q_tiles * 64 + 2 * 64) * D * 2, case
+            o_tiles = 2 if fa.PERSISTENT_O_STAGED[D] else 0
+            stages = buffers + fa.PERSISTENT_V_BUFFERS[D]
+            assert case["shared"] >= (stages * 128 + (q_tiles + o_tiles) * 64) * D * 2, case
         stack = int(re.search(r"STACK:(\d+) ", case["usage"]).group(1))
         # no spill; but Triton 3.9's compile of the causal three-consumer kernel keeps 72 bytes on the
         # stack, where the H200's 3.6 keeps none (the kernel runs at 160 registers a consumer thread)
