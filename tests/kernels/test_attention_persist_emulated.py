@@ -3,9 +3,11 @@ its own partition code (the consumers, the K/V loader, the Q loader), in threads
 copies landing in a random order and asynchronous wgmma. Checks that the partitions agree on each tile, Q slot,
 K/V stage and barrier phase at the shapes the H100 check of branch fa56 ran (issue 52: GLUON 2 wrong at every
 causal shape there), causal and not, ragged and not, two and four K/V stages, 1 to 16 tiles a program (causal
-tiles run their diagonal key block first, fa59); and, so that the check has teeth, that it fails on deliberate
-faults of the kinds suspected: a Q loader that walks the tiles in another order than the consumers, a Q phase off
-by a lap, a Q slot overwritten before its consumer is done with it, a K/V loader in key order."""
+tiles run their diagonal key block first, fa59), and head dim 128's third stage (fa62: V's ring longer than K's, or
+both of three with one Q tile a consumer, O stored by pointers); and, so that the check has teeth, that it fails on
+deliberate faults of the kinds suspected: a Q loader that walks the tiles in another order than the consumers, a Q
+phase off by a lap, a Q slot overwritten before its consumer is done with it (by the Q loader, or handed back before
+the tile's last S is done), a K/V loader in key order, V counted round K's ring."""
 import importlib.util
 import os
 import sys
@@ -191,6 +193,35 @@ def _kv_loader_on_ks_ring_for_v(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty
         g += n_blocks
 
 
+def _block_releasing_q_before_its_s_is_done(acc, m_i, l_i, p16, q, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
+                                            j, g, q_row, qk_scale, s_layout, o_layout, p_layout, M, BLOCK_N,
+                                            NUM_BUFFERS, MASK, q_empty=None, q_done=True, MASK_INIT=False,
+                                            NEW_TILE=False, key_limit=None, HALF=False, V_BUFFERS=None):
+    # _ws_block with Q's slot handed back as soon as S_j is issued, not once the wgmma that reads Q is done
+    VB = NUM_BUFFERS if V_BUFFERS is None else V_BUFFERS
+    kbuf = g % NUM_BUFFERS
+    vbuf = (g - 1) % VB
+    s = _block_s(q, k_smem, k_ready, g, j, q_row, s_layout, M, BLOCK_N, NUM_BUFFERS, MASK_INIT, HALF,  # noqa: F821
+                 key_limit)
+    if q_empty is not None:
+        mbarrier.arrive(q_empty, pred=q_done)  # noqa: F821
+    mbarrier.wait(v_ready.index(vbuf), ((g - 1) // VB) & 1)  # noqa: F821
+    acc = warpgroup_mma(p16, v_smem.index(vbuf), acc, is_async=True)  # noqa: F821
+    s = warpgroup_mma_wait(1, deps=(s, ))  # noqa: F821
+    mbarrier.arrive(k_empty.index(kbuf))  # noqa: F821
+    if NEW_TILE:
+        m_i, l_i, p16_next = _tile_first_softmax(s, j, q_row, qk_scale, s_layout, p_layout, M, BLOCK_N,  # noqa: F821
+                                                 MASK, HALF, v_smem.dtype)
+    else:
+        p, alpha, m_i, l_i = _ws_softmax(s, m_i, l_i, j, q_row, qk_scale, s_layout, M, BLOCK_N, MASK)  # noqa: F821
+        p16_next = gl.convert_layout(p.to(v_smem.dtype), p_layout)  # noqa: F821
+    acc, p16 = warpgroup_mma_wait(0, deps=(acc, p16))  # noqa: F821
+    mbarrier.arrive(v_empty.index(vbuf))  # noqa: F821
+    if not NEW_TILE:
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)  # noqa: F821
+    return acc, m_i, l_i, p16_next
+
+
 def _q_slot_lap_stuck_at_zero(w, C, Q_SLOTS):
     return (w % Q_SLOTS) * 2 + C, 0
 
@@ -233,3 +264,20 @@ def test_the_emulation_fails_on_a_v_ring_counted_as_ks(fa):
             continue
         assert torch.isnan(out).any() or (out - ref).abs().max().item() > 1e-2, causal
 
+
+@pytest.mark.parametrize("rings", RINGS_128, ids=["v3", "kv3-q1"])
+def test_the_emulation_fails_on_a_q_slot_handed_back_before_its_last_s_is_done(fa, rings):
+    """Q's slot goes back only once the wgmma of the tile's last S, which reads it, is done: handed back when that S
+    is issued, the next Q's copy may land under it. The emulator reports it (or the output is wrong), in both of head
+    dim 128's layouts (one Q slot a consumer reuses it every tile)."""
+    rings = dict(rings)
+    buffers = rings.pop("buffers")
+    for seed in range(3):
+        try:
+            out, ref = _run(fa, 4, 16, 256, True, buffers, 4, seed=seed,
+                            overrides={"_ws_block": _block_releasing_q_before_its_s_is_done}, **rings)
+        except EmulatorError:
+            return
+        if torch.isnan(out).any() or (out - ref).abs().max().item() > 1e-2:
+            return
+    raise AssertionError("a Q slot handed back early went unnoticed under three seeds")
