@@ -652,7 +652,7 @@ if gluon is not None:
         # order at every causal shape with head dim 64 or S >= 1024, 1.008x at S 512 head dim 128 (branch fa59,
         # experiments/held-out-shapes/attention-ragged/). Without causal, a ragged S's last block is masked at S
         # (KEY_LIMIT), and a head's last query block is stored by masked pointers (as in _ws_consumer); without
-        # O_STAGED every block is (_attn_fwd_persist). K's ring has NUM_BUFFERS stages, V's V_BUFFERS.
+        # O_STAGED every query block is stored so (_attn_fwd_persist). K's ring has NUM_BUFFERS stages, V's V_BUFFERS.
         gl.static_assert(BLOCK_M == BLOCK_N)
         M: gl.constexpr = BLOCK_M // 2
         HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
