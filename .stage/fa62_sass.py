@@ -34,12 +34,12 @@ SAME = [("bf16", 64, True, False, 4), ("fp16", 64, False, False, 4), ("fp16", 64
         ("bf16", 128, True, False, 2), ("bf16", 128, False, False, 2), ("fp16", 128, True, True, 2)]
 for dtype, D, causal, ragged, nb in SAME:
     a = sass_of(compile_persist(main_t, dtype, D, causal, ragged=ragged, NUM_BUFFERS=nb, Q_SLOTS=2))
-    b = sass_of(compile_persist(branch_t, dtype, D, causal, ragged=ragged, NUM_BUFFERS=nb, Q_SLOTS=2))
-    # the branch's launcher at head dim 64 passes V_BUFFERS = 4 and O_STAGED: the same kernel too
-    c = sass_of(compile_persist(branch_t, dtype, D, causal, ragged=ragged, NUM_BUFFERS=nb, Q_SLOTS=2,
+    # V_BUFFERS and O_STAGED named: compile_persist binds only the constexprs it is given (a JIT launch binds the
+    # defaults too), and the launcher passes both
+    b = sass_of(compile_persist(branch_t, dtype, D, causal, ragged=ragged, NUM_BUFFERS=nb, Q_SLOTS=2,
                                 V_BUFFERS=nb, O_STAGED=True))
     print(json.dumps({"same": f"{dtype} D{D} causal={causal} ragged={ragged}", "main": len(a),
-                      "branch_default": a == b, "branch_explicit": a == c}), flush=True)
+                      "branch_is_main": a == b}), flush=True)
 
 # the new rings: V 3 with Q 2 (the launcher's at head dim 128), and K/V 3 with Q 1 (the probe's other variant)
 NEW = [("v3", dict(NUM_BUFFERS=2, V_BUFFERS=3, Q_SLOTS=2, O_STAGED=False)),
