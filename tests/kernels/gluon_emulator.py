@@ -16,6 +16,8 @@ What it checks, beyond the output against torch's attention:
 - every tile of shared memory a wgmma reads was written (a never-loaded slot holds NaN, as garbage would).
 Only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
 arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
+import importlib.util
+import os
 import random
 import threading
 import time
@@ -24,6 +26,20 @@ import types
 import torch
 
 DEADLOCK_S = 0.5  # every partition waiting this long with no copy in flight: a hang
+
+
+def template(kernel: str, file: str):
+    """A bundled kernel's template module (skills/kernels/KERNEL/FILE), loaded afresh for emulation; the calling test
+    is skipped where this Triton has no Gluon."""
+    import pytest
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "skills", "kernels", kernel, file)
+    spec = importlib.util.spec_from_file_location(f"{file[:-3]}_for_emulation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    return module
 
 
 class EmulatorError(AssertionError):

@@ -6,7 +6,6 @@ causal shape there), causal and not, ragged and not, two and four K/V stages, 1 
 tiles run their diagonal key block first, fa59); and, so that the check has teeth, that it fails on deliberate
 faults of the kinds suspected: a Q loader that walks the tiles in another order than the consumers, a Q phase off
 by a lap, a Q slot overwritten before its consumer is done with it, a K/V loader in key order."""
-import importlib.util
 import os
 import sys
 
@@ -14,20 +13,12 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gluon_emulator import Emulator, EmulatorError  # noqa: E402
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from gluon_emulator import Emulator, EmulatorError, template  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def fa():
-    path = os.path.join(ROOT, "skills", "kernels", "flash-attention", "flash_attention.py")
-    spec = importlib.util.spec_from_file_location("flash_attention_for_emulation", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if module.gluon is None:
-        pytest.skip("this Triton has no Gluon")
-    return module
+    return template("flash-attention", "flash_attention.py")
 
 
 def _inputs(B, H, S, D=16):

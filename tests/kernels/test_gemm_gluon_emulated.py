@@ -5,7 +5,6 @@ wgmma. Checks that every element of C is computed once right, on one-box tiles a
 last tile's second box partly or wholly past N, rings of 2 stages that K laps several times. And the persistent kernel
 (gemm62: PERSISTENT, 128-row tiles) on a grid of fewer programs than tiles, each walking several tiles with its ring's
 stages and phases running on across them, its C staging tiles rewritten only once the store before is waited for."""
-import importlib.util
 import os
 import sys
 
@@ -13,20 +12,12 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gluon_emulator import Emulator  # noqa: E402
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from gluon_emulator import Emulator, template  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def g():
-    path = os.path.join(ROOT, "skills", "kernels", "gemm", "gemm.py")
-    spec = importlib.util.spec_from_file_location("gemm_for_emulation", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if module.gluon is None:
-        pytest.skip("this Triton has no Gluon")
-    return module
+    return template("gemm", "gemm.py")
 
 
 def _run(g, M, N, K, block_m, block_n, stages, seed=0, persistent_sms=None):
