@@ -46,6 +46,8 @@ class Summary:
     baseline: float | None
     best: float | None
     best_iteration: int | None
+    # the gain that kept the best, measured pair by pair against the best before it (None: the baseline)
+    best_gain_pct: float | None
     pct_of_peak: float | None
     iterations: int  # the run's last iteration
     reverted: int  # as kgit status counts them: a change kept anyway stays on the branch
@@ -61,7 +63,8 @@ def summarize(gpu: str | None, records: list[Record]) -> Summary:
         kernel=records[0].kernel, gpu=gpu, cpu_timing=any(r.cpu_timing for r in records),
         metric=best.metric if best else records[0].metric,
         baseline=baseline.value if baseline else None, best=best.value if best else None,
-        best_iteration=best.iteration if best else None, pct_of_peak=best.pct_of_peak if best else None,
+        best_iteration=best.iteration if best else None,
+        best_gain_pct=best.delta_pct if best and best.iteration > 0 else None, pct_of_peak=best.pct_of_peak if best else None,
         iterations=max(r.iteration for r in records), reverted=sum(not r.status.on_branch for r in records),
         target=best.target if best else None,
         target_met=any(r.stop_reason == StopReason.TARGET_MET for r in records))

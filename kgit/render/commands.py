@@ -6,8 +6,9 @@ from kgit.git import refs
 from kgit.model.record import Environment, InvalidNote, Record, Spread, StopReason, same_environment
 from kgit.model.decide import DETECTABLE_WARNING_PCT
 from kgit.model.remeasured import Remeasured
-from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, best_measured, doubt_lines, final_line, gain, gpu_label,
-                              log_row, metric, numbered_twice, pct_of_peak, status_words, summary_row, when)
+from kgit.render.text import (LOG_HEADERS, SUMMARY_HEADERS, SUMMARY_LEGEND, best_measured, doubt_lines, final_line,
+                              gain, gpu_label, log_row, metric, numbered_twice, pct_of_peak, status_words,
+                              summary_row, when)
 
 
 def init(done, kernel: str) -> str:
@@ -321,7 +322,8 @@ def summary_table(summaries: list) -> str:
     """A table of runs (model.runs.Summary), one a row."""
     from tabulate import tabulate
 
-    return tabulate([summary_row(s) for s in summaries], SUMMARY_HEADERS)
+    table = tabulate([summary_row(s) for s in summaries], SUMMARY_HEADERS)
+    return table + "\n" + SUMMARY_LEGEND if any(s.best_gain_pct is not None for s in summaries) else table
 
 
 def push(pushed) -> list[str]:

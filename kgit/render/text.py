@@ -195,13 +195,26 @@ def summary_row(summary) -> list[str]:
         summary.kernel,
         " ".join((summary.gpu or "an unknown device").split()) + (" (CPU timings)" if cpu else ""),
         metric(summary.baseline, summary.metric, cpu),
-        metric(summary.best, summary.metric, cpu) + f" (iter {summary.best_iteration})" if summary.best else "-",
+        _best_cell(summary),
         f"{summary.pct_of_peak:.0f}%" if summary.pct_of_peak else "-",
         str(summary.iterations),
         str(summary.reverted),
         "met" if summary.target_met else f"not met ({metric(summary.target, summary.metric)})"
         if summary.target is not None else "none set",
     ]
+
+
+def _best_cell(summary) -> str:
+    if summary.best is None:
+        return "-"
+    kept_by = f", kept at {summary.best_gain_pct:+.1f}%" if summary.best_gain_pct is not None else ""
+    return f"{metric(summary.best, summary.metric, summary.cpu_timing)} (iter {summary.best_iteration}{kept_by})"
+
+
+# Under every summary table: the two columns are medians taken at different times (a clone stepping
+# beside another doubles the load of both), while the step was kept on pairs taken side by side.
+SUMMARY_LEGEND = ("Baseline and Best: each iteration's own median, measured at different times; a step is kept "
+                  "on its gain over the best before it, measured pair by pair ('kept at'; 'kgit log' shows each)")
 
 
 def gpu_names(records: list[Record]) -> str:

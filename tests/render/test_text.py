@@ -128,3 +128,22 @@ def test_the_summary_says_met_as_the_loop_decided_it_whichever_way_the_figure_ru
     done = latency + [rec(1, Status.TARGET_MET, metric="latency_us", value=48.0, target=50.0,
                           stop_reason=StopReason.TARGET_MET)]
     assert text.summary_row(summarize(None, done))[col] == "met"
+
+
+def test_the_summary_shows_the_paired_gain_that_kept_the_best_beside_medians_taken_apart():
+    # a clone stepping beside another doubled both loads: the kept step's own median (140418 us) is above the
+    # baseline's, measured alone, while its pairs said +34.5%; the Best cell and the legend say which is which
+    from kgit.render.commands import summary_table
+
+    rows = [rec(0, Status.BASELINE, metric="device_us", value=86286.0),
+            rec(1, Status.IMPROVED, metric="device_us", value=140418.0, delta_pct=34.5),
+            rec(2, Status.REGRESSED, metric="device_us", value=150000.0, delta_pct=-3.0)]
+    summary = summarize(None, rows)
+    assert summary.best_gain_pct == 34.5
+    assert text.summary_row(summary)[text.SUMMARY_HEADERS.index("Best")] == "140418 us on the device (iter 1, kept at +34.5%)"
+    assert summary_table([summary]).endswith(text.SUMMARY_LEGEND)
+    # the baseline alone is the best: no gain to show, and no legend to explain one
+    alone = summarize(None, rows[:1])
+    assert alone.best_gain_pct is None
+    assert text.summary_row(alone)[text.SUMMARY_HEADERS.index("Best")] == "86286 us on the device (iter 0)"
+    assert text.SUMMARY_LEGEND not in summary_table([alone])
