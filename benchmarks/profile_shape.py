@@ -4,7 +4,8 @@
                                        [--set GLUON=2 --set AUTOTUNE=0]
 
 The shape is named as the test's tables name it (Spec.label); it is looked up among the plan's timed and
-swept shapes. The kernel runs once to compile (and autotune), then once inside an NVTX range named
+swept shapes. --dims gives any other shape as the test's make_inputs takes it, integers (2048,5000,4096 for
+gemm's M, N, K); the shape argument is then only its name in the output. The kernel runs once to compile (and autotune), then once inside an NVTX range named
 "profiled"; with --torch the test's torch baseline too, so one profile holds both. Give ncu
 `--nvtx --nvtx-include profiled/` and it reads those launches only, not the input generation.
 `kgit profile` profiles the headline shape only; the worst shape of a sweep is usually another one.
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("shape", help="as the test's tables print it, e.g. 512x262144")
     parser.add_argument("dtype")
     parser.add_argument("--torch", action="store_true", help="also launch the torch baseline")
+    parser.add_argument("--dims", help="comma-separated integers: the shape as the test's make_inputs takes it")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE: an entry of the template's CONFIG")
     args = parser.parse_args()
 
@@ -45,6 +47,11 @@ def main() -> None:
             raise SystemExit(f"--set {item}: {value!r} is not a number, true/false or a quoted string") from None
     plan = plan_of(spec)
     shapes = {spec.shape_label(s): s for s in [*plan.time_shapes, *plan.sweep_shapes]}
+    if args.dims:
+        try:
+            shapes[args.shape] = tuple(int(d) for d in args.dims.split(","))
+        except ValueError:
+            raise SystemExit(f"--dims {args.dims}: not comma-separated integers") from None
     if args.shape not in shapes:
         raise SystemExit(f"no shape {args.shape!r} in {args.test_path}'s plan: {', '.join(shapes)}")
     seed_everything()
