@@ -49,7 +49,7 @@ class Summary:
     # the gain that kept the best, measured pair by pair against the best before it (None: the baseline)
     best_gain_pct: float | None
     pct_of_peak: float | None
-    iterations: int  # the run's last iteration
+    iterations: int  # the run's steps, as kgit status counts them (two clones may number one alike)
     reverted: int  # as kgit status counts them: a change kept anyway stays on the branch
     target: float | None
     target_met: bool  # as the loop decided it: a record knows its figure, not which way it runs
@@ -65,6 +65,6 @@ def summarize(gpu: str | None, records: list[Record]) -> Summary:
         baseline=baseline.value if baseline else None, best=best.value if best else None,
         best_iteration=best.iteration if best else None,
         best_gain_pct=best.delta_pct if best and best.iteration > 0 else None, pct_of_peak=best.pct_of_peak if best else None,
-        iterations=max(r.iteration for r in records), reverted=sum(not r.status.on_branch for r in records),
+        iterations=len({r.key for r in records if r.status != Status.BASELINE}), reverted=sum(not r.status.on_branch for r in records),
         target=best.target if best else None,
         target_met=any(r.stop_reason == StopReason.TARGET_MET for r in records))

@@ -147,3 +147,15 @@ def test_the_summary_shows_the_paired_gain_that_kept_the_best_beside_medians_tak
     assert alone.best_gain_pct is None
     assert text.summary_row(alone)[text.SUMMARY_HEADERS.index("Best")] == "86286 us on the device (iter 0)"
     assert text.SUMMARY_LEGEND not in summary_table([alone])
+
+
+def test_the_summary_counts_the_steps_of_two_clones_numbered_alike():
+    # alice and bob each stepped iteration 3 from the same line: four steps, all reverted, not "3 iterations, 4
+    # reverted"
+    rows = [rec(0, Status.BASELINE, metric="gbps", value=1.0, started="2026-12-07T20:19:00.000000"),
+            *(rec(i, Status.WITHIN_NOISE, metric="gbps", value=1.0, started=f"2026-12-07T20:2{i}:00.000000")
+              for i in (1, 2, 3)),
+            rec(3, Status.WITHIN_NOISE, metric="gbps", value=1.0, started="2026-12-07T20:23:00.100000")]
+    row = text.summary_row(summarize(None, rows))
+    assert row[text.SUMMARY_HEADERS.index("Iterations")] == "4"
+    assert row[text.SUMMARY_HEADERS.index("Reverted")] == "4"
