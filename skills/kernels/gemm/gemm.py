@@ -409,14 +409,16 @@ if gluon is not None:
         return (tile % num_pid_m) * BLOCK_M, (tile // num_pid_m) * (BLOCK_N + BLOCK_N2)
 
     @gluon.jit
-    def _gluon_persistent_loader(a_desc, b_desc, a_smem, b_smem, second, ready, empty, M, N, K,
+    def _gluon_persistent_loader(a_desc, b_desc, a_smem, b_smem, second, ready, empty, M, N, K, N_BIG,
                                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
-                                 BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+                                 BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                                 MIXED: gl.constexpr):
         # _gluon_loader over every tile of this program (tiles pid, pid + #programs, ..): one stream of k-steps whose
         # counter `step` runs on across tiles (the consumers count alike), so the ring's stage (step % NUM_STAGES)
         # and lap (step // NUM_STAGES) continue where the tile before left them, and the next tile's first stages
         # load while the consumers finish this one and store its C: the ring's fill from DRAM is paid once a
-        # program, not once a tile.
+        # program, not once a tile. MIXED: a narrow tile's stages (_gluon_mixed_tiles) hold no second box of B; the
+        # one expect a stage counts the bytes its copies bring.
         B2_BYTES: gl.constexpr = b_desc.block_type.nbytes * BLOCK_N2 // BLOCK_N
         stage_bytes: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes + B2_BYTES
         if BLOCK_N2:
@@ -424,31 +426,78 @@ if gluon is not None:
             b2_smem = second[1]
         k_tiles = gl.cdiv(K, BLOCK_K)
         num_pid_m = gl.cdiv(M, BLOCK_M)
-        num_tiles = num_pid_m * gl.cdiv(N, BLOCK_N + BLOCK_N2)
+        if MIXED:
+            num_tiles, wide_tiles = _gluon_mixed_tiles(M, N, N_BIG, BLOCK_M, BLOCK_N, BLOCK_N2)
+        else:
+            num_tiles = num_pid_m * gl.cdiv(N, BLOCK_N + BLOCK_N2)
         step = 0
         for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-            off_m, off_n = _gluon_tile_origin(tile, num_pid_m, BLOCK_M, BLOCK_N, BLOCK_N2)
+            if MIXED:
+                off_m, off_n = _gluon_mixed_tile_origin(tile, num_pid_m, wide_tiles, N_BIG, BLOCK_M, BLOCK_N, BLOCK_N2)
+                wide = tile < wide_tiles
+            else:
+                off_m, off_n = _gluon_tile_origin(tile, num_pid_m, BLOCK_M, BLOCK_N, BLOCK_N2)
             for ki in range(k_tiles):
                 s = step % NUM_STAGES
                 mbarrier.wait(empty.index(s), ((step // NUM_STAGES) & 1) ^ 1)
-                mbarrier.expect(ready.index(s), stage_bytes)
+                if MIXED:
+                    mbarrier.expect(ready.index(s), stage_bytes, pred=wide)
+                    mbarrier.expect(ready.index(s), stage_bytes - B2_BYTES, pred=tile >= wide_tiles)
+                else:
+                    mbarrier.expect(ready.index(s), stage_bytes)
                 for c in gl.static_range(CONSUMERS):
                     tma_load(a_desc, [off_m + c * 64, ki * BLOCK_K], ready.index(s), a_smem.index(CONSUMERS * s + c))
                 tma_load(b_desc, [ki * BLOCK_K, off_n], ready.index(s), b_smem.index(s))
-                if BLOCK_N2:
+                if MIXED:
+                    tma_load(b2_desc, [ki * BLOCK_K, off_n + BLOCK_N], ready.index(s), b2_smem.index(s), pred=wide)
+                elif BLOCK_N2:
                     tma_load(b2_desc, [ki * BLOCK_K, off_n + BLOCK_N], ready.index(s), b2_smem.index(s))
                 step += 1
 
     @gluon.jit
-    def _gluon_persistent_consumer(a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, C: gl.constexpr,
-                                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
-                                   BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr):
+    def _gluon_k_steps(a_smem, b_smem, b2_smem, ready, empty, accs, step, k_tiles, C: gl.constexpr,
+                       NUM_STAGES: gl.constexpr, TWO_BOXES: gl.constexpr):
+        # A persistent consumer's k-steps of one tile, its stages counted on from `step`: accs[0] over B's first box
+        # and, TWO_BOXES, accs[1] over its second (accs holds one accumulator, or two). Returns them drained, and the
+        # step after; the last k-step's stage is not yet handed back.
+        acc = accs[0]
+        if TWO_BOXES:
+            acc2 = accs[1]
+        for ki in range(k_tiles):
+            s = step % NUM_STAGES
+            mbarrier.wait(ready.index(s), (step // NUM_STAGES) & 1)
+            a = a_smem.index(2 * s + C)
+            b = b_smem.index(s)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            if TWO_BOXES:
+                b2 = b2_smem.index(s)
+                acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
+                acc, acc2, a, b, b2 = warpgroup_mma_wait(2, deps=(acc, acc2, a, b, b2))
+            else:
+                acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
+            mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
+            step += 1
+        acc = warpgroup_mma_wait(0, deps=(acc, ))
+        if TWO_BOXES:
+            acc2 = warpgroup_mma_wait(0, deps=(acc2, ))
+            accs = (acc, acc2)
+        else:
+            accs = (acc, )
+        return accs, step
+
+    @gluon.jit
+    def _gluon_persistent_consumer(a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, N_BIG,
+                                   C: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                                   BLOCK_N2: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
+                                   MIXED: gl.constexpr):
         # _gluon_consumer over every tile of this program, its k-steps counted on across tiles as the loader counts
         # them. A tile's last stage goes back once its wgmma retire, before C's epilogue (the loader is by then
         # filling the ring with the next tile's first k-steps). C's staging tiles: the store of the tile before is
         # waited for only here, before they are written again, so it runs under this tile's whole mainloop.
+        # MIXED: a narrow tile (_gluon_mixed_tiles) runs the first box's wgmma alone and stores the first box of C.
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                              instr_shape=[16, BLOCK_N, 16])
+        b2_smem = None
         if BLOCK_N2:
             b2_smem = second[1]
             c2_desc = second[2]
@@ -458,46 +507,79 @@ if gluon is not None:
         c_buf = c_smem.index(C)
         k_tiles = gl.cdiv(K, BLOCK_K)
         num_pid_m = gl.cdiv(M, BLOCK_M)
-        num_tiles = num_pid_m * gl.cdiv(N, BLOCK_N + BLOCK_N2)
+        if MIXED:
+            num_tiles, wide_tiles = _gluon_mixed_tiles(M, N, N_BIG, BLOCK_M, BLOCK_N, BLOCK_N2)
+        else:
+            num_tiles = num_pid_m * gl.cdiv(N, BLOCK_N + BLOCK_N2)
         step = 0
         for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
             acc = gl.zeros([64, BLOCK_N], gl.float32, acc_layout)
-            if BLOCK_N2:
+            if MIXED:
+                # a wide tile's two accumulators, a narrow one's first alone; both kept to the epilogue, the narrow
+                # tile's second unused (zeros)
                 acc2 = gl.zeros([64, BLOCK_N2], gl.float32, acc2_layout)
-            for ki in range(k_tiles):
-                s = step % NUM_STAGES
-                mbarrier.wait(ready.index(s), (step // NUM_STAGES) & 1)
-                a = a_smem.index(2 * s + C)
-                b = b_smem.index(s)
-                acc = warpgroup_mma(a, b, acc, is_async=True)
-                if BLOCK_N2:
-                    b2 = b2_smem.index(s)
-                    acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
-                    acc, acc2, a, b, b2 = warpgroup_mma_wait(2, deps=(acc, acc2, a, b, b2))
+                wide = tile < wide_tiles
+                if wide:
+                    both, step = _gluon_k_steps(a_smem, b_smem, b2_smem, ready, empty, (acc, acc2), step, k_tiles, C,
+                                                NUM_STAGES, True)
+                    acc, acc2 = both
                 else:
-                    acc, a, b = warpgroup_mma_wait(1, deps=(acc, a, b))
-                mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
-                step += 1
-            acc = warpgroup_mma_wait(0, deps=(acc, ))
-            if BLOCK_N2:
-                acc2 = warpgroup_mma_wait(0, deps=(acc2, ))
+                    first, step = _gluon_k_steps(a_smem, b_smem, b2_smem, ready, empty, (acc, ), step, k_tiles, C,
+                                                 NUM_STAGES, False)
+                    acc = first[0]
+            elif BLOCK_N2:
+                acc2 = gl.zeros([64, BLOCK_N2], gl.float32, acc2_layout)
+                accs, step = _gluon_k_steps(a_smem, b_smem, b2_smem, ready, empty, (acc, acc2), step, k_tiles, C,
+                                            NUM_STAGES, True)
+                acc, acc2 = accs
+            else:
+                accs, step = _gluon_k_steps(a_smem, b_smem, b2_smem, ready, empty, (acc, ), step, k_tiles, C,
+                                            NUM_STAGES, False)
+                acc = accs[0]
             mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES))  # the tile's last k-step's stage
-            off_m, off_n = _gluon_tile_origin(tile, num_pid_m, BLOCK_M, BLOCK_N, BLOCK_N2)
+            if MIXED:
+                off_m, off_n = _gluon_mixed_tile_origin(tile, num_pid_m, wide_tiles, N_BIG, BLOCK_M, BLOCK_N, BLOCK_N2)
+            else:
+                off_m, off_n = _gluon_tile_origin(tile, num_pid_m, BLOCK_M, BLOCK_N, BLOCK_N2)
             tma.store_wait(0)  # the tile before's C read out of the staging tiles
             c_buf.store(acc.to(c_desc.dtype))
             if BLOCK_N2:
-                c2_buf.store(acc2.to(c_desc.dtype))
+                if not MIXED or wide:
+                    c2_buf.store(acc2.to(c_desc.dtype))
             fence_async_shared()
             tma_store(c_desc, [off_m + C * 64, off_n], c_buf)
             if BLOCK_N2:  # TMA clips a box past N: nothing written where it lies wholly outside
-                tma_store(c2_desc, [off_m + C * 64, off_n + BLOCK_N], c2_buf)
+                if not MIXED or wide:
+                    tma_store(c2_desc, [off_m + C * 64, off_n + BLOCK_N], c2_buf)
         tma.store_wait(0)  # shared memory must outlive the last stores' reads of it
+
+    @gluon.jit
+    def _gluon_mixed_tiles(M, N, N_BIG, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr):
+        # MIXED's tile list: C[:, :N_BIG] (a multiple of the wide tile's width) in wide tiles of BLOCK_N + BLOCK_N2
+        # columns, numbered first, then C[:, N_BIG:] in narrow tiles of BLOCK_N, the first box alone. The launcher
+        # picks N_BIG and the programs so that each program's share of the two comes to the same time
+        # (mixed_tile_plan). (all tiles, wide tiles)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        wide_tiles = num_pid_m * (N_BIG // (BLOCK_N + BLOCK_N2))
+        return wide_tiles + num_pid_m * gl.cdiv(N - N_BIG, BLOCK_N), wide_tiles
+
+    @gluon.jit
+    def _gluon_mixed_tile_origin(tile, num_pid_m, wide_tiles, N_BIG, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                                 BLOCK_N2: gl.constexpr):
+        # each part of C walked down its tile-columns in turn, as _gluon_tile_origin walks the whole
+        if tile < wide_tiles:
+            off_m = (tile % num_pid_m) * BLOCK_M
+            off_n = (tile // num_pid_m) * (BLOCK_N + BLOCK_N2)
+        else:
+            off_m = ((tile - wide_tiles) % num_pid_m) * BLOCK_M
+            off_n = N_BIG + ((tile - wide_tiles) // num_pid_m) * BLOCK_N
+        return off_m, off_n
 
     @gluon.jit
     def gemm_gluon_kernel(a_desc, b_desc, c_desc, b2_desc, c2_desc, M, N, K, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr,
                           LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, BLOCK_N2: gl.constexpr,
-                          PERSISTENT: gl.constexpr = 0):
+                          PERSISTENT: gl.constexpr = 0, N_BIG=0, MIXED: gl.constexpr = 0):
         # One BLOCK_M x (BLOCK_N + BLOCK_N2) tile of C a program, the programs down each tile-column in turn (one
         # wave of a small output: they all run at once, and neighbours share B's column-panel in L2); PERSISTENT
         # (128-row tiles): each program walks tiles pid, pid + #programs, .. in that order, its loader running on
@@ -505,7 +587,8 @@ if gluon is not None:
         # 128 rows runs two consumer warpgroups of 64 rows on one ring (cuBLAS's sm90 128-row tiles, the fused-MoE
         # kernel's CONSUMERS=2). Descriptors: a in [64, BLOCK_K] boxes (one a consumer), b in [BLOCK_K, BLOCK_N],
         # c in [64, BLOCK_N]; b2 and c2 the same matrices in boxes BLOCK_N2 wide, the tile's columns after
-        # BLOCK_N (both None, and BLOCK_N2 0, for a tile of one box: then none of their code is compiled).
+        # BLOCK_N (both None, and BLOCK_N2 0, for a tile of one box: then none of their code is compiled). MIXED
+        # (persistent, two boxes): the tiles over C[:, N_BIG:] are the first box alone (_gluon_mixed_tiles).
         CONSUMERS: gl.constexpr = BLOCK_M // 64
         num_pid_m = gl.cdiv(M, BLOCK_M)
         off_m = (gl.program_id(0) % num_pid_m) * BLOCK_M
@@ -530,12 +613,12 @@ if gluon is not None:
         if PERSISTENT:
             gl.static_assert(CONSUMERS == 2)
             gl.warp_specialize([
-                (_gluon_persistent_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, 0,
-                                              BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES)),
-                (_gluon_persistent_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, 1,
-                                              BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES)),
-                (_gluon_persistent_loader, (a_desc, b_desc, a_smem, b_smem, second, ready, empty, M, N, K, BLOCK_M,
-                                            BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS)),
+                (_gluon_persistent_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, N_BIG,
+                                              0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, MIXED)),
+                (_gluon_persistent_consumer, (a_smem, b_smem, c_smem, second, ready, empty, c_desc, M, N, K, N_BIG,
+                                              1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, MIXED)),
+                (_gluon_persistent_loader, (a_desc, b_desc, a_smem, b_smem, second, ready, empty, M, N, K, N_BIG,
+                                            BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, NUM_STAGES, CONSUMERS, MIXED)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         elif CONSUMERS == 2:
             gl.warp_specialize([
