@@ -207,6 +207,16 @@ WIDE_TILES = [(128, 192)]
 # shared memory, its TMA store issued; the store's wait comes a tile later): ~0.7 us by gemm61's estimate, not
 # measured. The ring's fill is paid once a program, as CONFIG's persistent kernel pays it.
 WIDE_TILE_EPILOGUE_K_STEPS = 1
+# Mixed tiles (gemm63, issue 52): where CONFIG's 128x256 tiles take whole waves over part of C and the rest would be a
+# last wave badly filled, one persistent Gluon launch whose tile list holds 128x256 tiles (B and C as two 128-column
+# boxes, two accumulators a consumer) over C[:, :n_big] and 128x128 tiles (the first box alone) over the rest, dealt
+# so that every program gets the same work (mixed_tile_plan). At 2048x5000x4096 on 132 SMs: 256 tiles of 128x256 and
+# 128 of 128x128 on 128 programs, two of one and one of the other each, 2.6 tile-times of 128x256 where CONFIG runs 3
+# rounds and the tail split (tail_split_pays) the same 2.6 in two launches, the second's ring filled cold. cuBLAS runs
+# 256 tiles of 256x160 there, 2.5 tile-times (experiments/gemm-h100/cublas-kernels/). The ring: 3 stages of 48 KB
+# beside C's 64 KB staging tiles.
+MIXED_TILE = (128, 256)
+MIXED_STAGES = 3
 
 
 @triton.jit
@@ -724,6 +734,56 @@ def wide_tile_config(tile, persistent=1):
             "EPILOGUE_SUBTILE": 0, "GLUON": 1, "num_stages": gluon_stages(*tile, 64)}
 
 
+def mixed_tile_k_steps(M, N, K, n_big, programs) -> float:
+    """The mixed launch's makespan in K-steps of CONFIG's tile: 128x256 tiles over C[:, :n_big], 128x128 over the
+    rest, numbered in that order and dealt as the persistent kernel deals them (tiles pid, pid + programs, ..), each
+    paying WIDE_TILE_EPILOGUE_K_STEPS besides its K-steps. Program 0 runs the most tiles of both kinds: its time."""
+    rows = triton.cdiv(M, MIXED_TILE[0])
+    wide = rows * (n_big // MIXED_TILE[1])
+    tiles = wide + rows * triton.cdiv(N - n_big, MIXED_TILE[1] // 2)
+    first_wide, first_tiles = triton.cdiv(wide, programs), triton.cdiv(tiles, programs)
+    narrow_share = tile_k_step_share((MIXED_TILE[0], MIXED_TILE[1] // 2), MIXED_TILE)
+    k_steps = triton.cdiv(K, CONFIG["BLOCK_K"])
+    return (first_wide * k_steps + (first_tiles - first_wide) * k_steps * narrow_share
+            + first_tiles * WIDE_TILE_EPILOGUE_K_STEPS)
+
+
+def mixed_tile_plan(M, N, K, sms):
+    """(K-steps, n_big, programs) of the fastest mixed launch: n_big a multiple of 256 under N (128x128 tiles take
+    the rest), on the fewest programs that reach its makespan; None where N is one 128x256 tile wide or less. A
+    makespan grows with program 0's wide tiles and its tiles, so one on every SM is the least, and the fewest programs
+    that keep both counts (as persistent_programs keeps its waves) reach it."""
+    rows = triton.cdiv(M, MIXED_TILE[0])
+    plans = []
+    for n_big in range(MIXED_TILE[1], N, MIXED_TILE[1]):
+        wide = rows * (n_big // MIXED_TILE[1])
+        tiles = wide + rows * triton.cdiv(N - n_big, MIXED_TILE[1] // 2)
+        programs = max(triton.cdiv(wide, triton.cdiv(wide, sms)), triton.cdiv(tiles, triton.cdiv(tiles, sms)))
+        plans.append((mixed_tile_k_steps(M, N, K, n_big, programs), programs, n_big))
+    if not plans:
+        return None
+    k_steps, programs, n_big = min(plans)
+    return k_steps, n_big, programs
+
+
+def mixed_tile(M, N, K, sms) -> bool:
+    """Whether the autotune times the mixed launch: predicted to save TAIL_MIN_GAIN of CONFIG's makespan, and to
+    finish before the wide tile's where that is offered (one Gluon persistent candidate a shape: at 2048x4608x3584
+    and 384x14336x4096 the 128x192 tile's, measured at 0.99-1.00x cuBLAS). On 132 SMs, in K-steps: 2048x5000x4096
+    169.4 (2 x 64 + 64 x 0.6 + 3) against CONFIG's 192: offered."""
+    plan = mixed_tile_plan(M, N, K, sms)
+    if plan is None or plan[0] > (1 - TAIL_MIN_GAIN) * whole_k_steps(M, N, K, sms, CONFIG):
+        return False
+    wide = wide_tile(M, N, K, sms)
+    return wide is None or plan[0] < wide_tile_k_steps(M, N, K, sms, wide)
+
+
+def mixed_tile_config():
+    """The Gluon kernel's config for the mixed launch: CONFIG's 128x256 tile on two consumer warpgroups, persistent,
+    MIXED_TILES (its boxes and the cut of C: _launch_gluon, mixed_tile_plan)."""
+    return {**wide_tile_config(MIXED_TILE), "num_stages": MIXED_STAGES, "MIXED_TILES": 1}
+
+
 def tail_cuts(M, N, big):
     """Where C can be cut into whole big tiles over C[:m_cut, :n_cut] and a rectangle of the rest: after each
     tile-column but the last (m_cut = M), or each tile-row but the last (n_cut = N). (m_cut, n_cut) each."""
@@ -964,10 +1024,15 @@ def _launch_gluon(a, b, c, cfg):
     persistent = int(bool(cfg["PERSISTENT"]) and BM == 128)
     grid = (persistent_programs(tiles, _num_sms(a.device)) if persistent else tiles, 1, 1)
     n1, n2 = gluon_widths(BN)
+    mixed = persistent and cfg.get("MIXED_TILES") and mixed_tile_plan(M, N, K, _num_sms(a.device))
+    if mixed:  # the tile's two halves its boxes; the tiles past n_big the first half alone, on the plan's programs
+        n1 = n2 = BN // 2
+        grid = (mixed[2], 1, 1)
     # A and C a consumer's 64 rows at a time; B and C in a second box after the first's n1 columns where the tile is
     # n1 + n2 wide, else no second descriptor (None: the kernel compiles without it)
     boxes = ([64, BK], [BK, n1], [64, n1], [BK, n2] if n2 else None, [64, n2] if n2 else None)
     rest = (M, N, K, BM, n1, BK, cfg["num_stages"], GLUON_LOADER_REGS, GLUON_CONSUMER_REGS, n2, persistent)
+    rest += (mixed[1], 1) if mixed else ()  # N_BIG, MIXED
     try:
         regs = GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else GLUON_LAUNCH_REGS
         kernel = gemm_gluon_kernel[grid](*_descriptors(a, b, c, boxes, gluon_layouts=True), *rest, num_warps=4,
@@ -1072,6 +1137,8 @@ def _candidates(a, b, c):
         # CONFIG's last wave badly filled: a wide tile where the Gluon kernel runs (WIDE_TILES)
         wide = wide_tile(M, N, K, sms)
         wide = [wide_tile_config(wide)] if wide else []
+        # CONFIG's tiles in whole waves and 128x128 ones over the rest, in one persistent Gluon launch
+        wide += [mixed_tile_config()] if mixed_tile(M, N, K, sms) else []
         return ([dict(CONFIG)] + [{**CONFIG, **e} for e in LARGE_OUTPUT_CONFIGS] + split + aligned
                 + [cfg for cfg in wide if _gluon_runs(a, b, c, cfg)])
     small = [{**CONFIG, **e} for e in SMALL_OUTPUT_CONFIGS]
