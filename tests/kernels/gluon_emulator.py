@@ -479,27 +479,31 @@ class Emulator:
         engine.join()
 
     # ---------------------------------------------------------------------------------------------- driver
-    def gemm(self, a, b, block_m, block_n, stages, block_k=64, persistent_sms=None):
+    def gemm(self, a, b, block_m, block_n, stages, block_k=64, persistent_sms=None, mixed=None):
         """The gemm template's gemm_gluon_kernel: C = a @ b (a (M, K), b (K, N), 16-bit) on block_m x block_n tiles
         (a width gluon_widths splits into two boxes, or one), its programs run one after another as the launcher
         grids them: one a tile, or with persistent_sms the persistent grid on that many SMs (persistent_programs),
-        each program walking its tiles. C starts as NaN, so an element no program stores shows. Raises
-        EmulatorError on a protocol fault."""
+        each program walking its tiles. mixed (n_big, programs): the persistent kernel's mixed tile list (MIXED) on
+        that many programs, block_n wide tiles (two boxes of half) over C[:, :n_big], half as wide ones past it. C
+        starts as NaN, so an element no program stores shows. Raises EmulatorError on a protocol fault."""
         m = self.module
         (M, K), N = a.shape, b.shape[1]
-        n1, n2 = m.gluon_widths(block_n)
+        n1, n2 = (block_n // 2, block_n // 2) if mixed else m.gluon_widths(block_n)
         self.dtype = a.dtype
         c = torch.full((M, N), float("nan"), dtype=a.dtype)
         descs = [Descriptor(a, [64, block_k]), Descriptor(b, [block_k, n1]), Descriptor(c, [64, n1]),
                  Descriptor(b, [block_k, n2]) if n2 else None, Descriptor(c, [64, n2]) if n2 else None]
         tiles = -(-M // block_m) * -(-N // block_n)
         self.programs = m.persistent_programs(tiles, persistent_sms) if persistent_sms else tiles
+        persistent = int(persistent_sms is not None)
+        if mixed:
+            self.programs, persistent = mixed[1], 1
         for program in range(self.programs):
             self.program = program
             self.shared = _Shared(self.rng)
             self.arrays = []
             self.ns["gemm_gluon_kernel"](*descs, M, N, K, block_m, n1, block_k, stages, m.GLUON_LOADER_REGS,
-                                         m.GLUON_CONSUMER_REGS, n2, int(persistent_sms is not None))
+                                         m.GLUON_CONSUMER_REGS, n2, persistent, *((mixed[0], 1) if mixed else ()))
             if self.shared.errors:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c

@@ -4,7 +4,8 @@ wgmma. Checks that every element of C is computed once right, on one-box tiles a
 (gemm61: 192 = 128 + 64, 160 = 128 + 32), at ragged edges: M and N not multiples of the tile, K not of BLOCK_K, the
 last tile's second box partly or wholly past N, rings of 2 stages that K laps several times. And the persistent kernel
 (gemm62: PERSISTENT, 128-row tiles) on a grid of fewer programs than tiles, each walking several tiles with its ring's
-stages and phases running on across them, its C staging tiles rewritten only once the store before is waited for."""
+stages and phases running on across them, its C staging tiles rewritten only once the store before is waited for. And
+its mixed tile list (gemm63: MIXED): two-box tiles and one-box ones in one launch, the ring shared across both."""
 import os
 import sys
 
@@ -58,6 +59,24 @@ def test_the_persistent_gluon_gemm_computes_every_element_of_c(g, M, N, K, tile,
     c, ref = _run(g, M, N, K, *tile, stages, persistent_sms=sms)
     assert not torch.isnan(c).any()
     assert (c - ref).abs().max().item() < 1e-4
+
+
+# (M, N, K, n_big, programs, stages): the mixed tile list (gemm63: 128x256 tiles over C[:, :n_big], 128x128 past it).
+# 130 x 700, n_big 512: 2 x 2 wide tiles, then 2 x 2 narrow (512-639, 640-767 holding 640-699) on 4 programs, a wide
+# tile and a narrow one each; K 200, 4 k-steps on 2 stages, so the stages a narrow tile's k-steps fill held a wide
+# tile's two boxes the lap before. 130 x 700, n_big 256: 2 wide, 8 narrow on 4 programs: programs 2 and 3 run narrow
+# tiles alone. 300 x 600, n_big 512: 3 x 2 wide, 3 narrow (512-599) on 4 programs: program 1 runs two wide tiles alone;
+# K 130, 3 k-steps on 2 stages (a tile starts mid-lap).
+MIXED_CASES = [(130, 700, 200, 512, 4, 2), (130, 700, 200, 256, 4, 2), (300, 600, 130, 512, 4, 2)]
+
+
+@pytest.mark.parametrize("M, N, K, n_big, programs, stages", MIXED_CASES)
+def test_the_mixed_gluon_gemm_computes_every_element_of_c(g, M, N, K, n_big, programs, stages):
+    torch.manual_seed(M * 1009 + N * 31 + K)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    c = Emulator(g).gemm(a, b, 128, 256, stages, mixed=(n_big, programs))
+    assert not torch.isnan(c).any()
+    assert (c - a @ b).abs().max().item() < 1e-4
 
 
 def test_a_wide_tile_is_two_boxes_of_b_and_c(g):
