@@ -983,28 +983,79 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
 # wide_tile's makespans in K-steps of CONFIG's tile (rounds x (K-steps x share + WIDE_TILE_EPILOGUE_K_STEPS), the
 # persistent 128x192 tile) against CONFIG's (rounds x K-steps), on 132 SMs: where 128x256's last wave is badly filled
 # (2.18 waves at 2048x4608, 1.27 at 384x14336) a 128x192 tile's rounds are 0.77 of CONFIG's; 2048x5000x4096 (3.27
-# waves of 128x192: 4 rounds, 196 against 192) and the shapes at 0.99-1.02x cuBLAS stay on CONFIG's candidates
-@pytest.mark.parametrize("M, N, K, tile, config_steps, wide_steps", [
-    (2048, 4608, 3584, (128, 192), 168, 129.0),  # 288 tiles: 3 rounds of 56; 384 of 128x192: 3 of 42 + 1
-    (384, 14336, 4096, (128, 192), 128, 98.0),  # 168 tiles: 2 rounds of 64; 225: 2 of 48 + 1
-    (2048, 5000, 4096, None, 192, 196.0),  # 320 tiles: 3 of 64; 432 of 128x192: 4 of 48 + 1
-    (4096, 4096, 4096, None, 256, 294.0),
-    (2048, 3584, 18944, None, 592, 669.0),
-    (8192, 4800, 1600, None, 250, 256.75),
-    (4096, 6144, 4096, None, 384, 392.0),
+# waves of 128x192: 4 rounds, 196 against 192) takes the mixed tile list instead (mixed_tile: 169.4), and the shapes at
+# 0.99-1.02x cuBLAS stay on CONFIG's candidates
+@pytest.mark.parametrize("M, N, K, tile, config_steps, wide_steps, mixed", [
+    (2048, 4608, 3584, (128, 192), 168, 129.0, False),  # 288 tiles: 3 rounds of 56; 384 of 128x192: 3 of 42 + 1
+    (384, 14336, 4096, (128, 192), 128, 98.0, False),  # 168 tiles: 2 rounds of 64; 225: 2 of 48 + 1
+    (2048, 5000, 4096, None, 192, 196.0, True),  # 320 tiles: 3 of 64; 432 of 128x192: 4 of 48 + 1
+    (4096, 4096, 4096, None, 256, 294.0, False),
+    (2048, 3584, 18944, None, 592, 669.0, False),
+    (8192, 4800, 1600, None, 250, 256.75, False),
+    (4096, 6144, 4096, None, 384, 392.0, False),
 ])
-def test_gemm_wide_tile_where_configs_waves_quantize_badly(monkeypatch, M, N, K, tile, config_steps, wide_steps):
+def test_gemm_wide_tile_where_configs_waves_quantize_badly(monkeypatch, M, N, K, tile, config_steps, wide_steps,
+                                                           mixed):
     g = _template("gemm")
     assert g.whole_k_steps(M, N, K, 132, g.CONFIG) == config_steps
     assert min(g.wide_tile_k_steps(M, N, K, 132, t) for t in g.WIDE_TILES) == pytest.approx(wide_steps)
     assert g.wide_tile(M, N, K, 132) == tile
-    # the autotune's candidates: the wide tile's Gluon config after the others, where the Gluon kernel runs
+    assert g.mixed_tile(M, N, K, 132) == mixed
+    # the autotune's candidates: the wide tile's Gluon config (or the mixed launch's) after the others, where the Gluon
+    # kernel runs
     monkeypatch.setattr(g, "_num_sms", lambda device: 132)
     a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(K, N, dtype=torch.bfloat16)
     for runs in (True, False):
         monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg, runs=runs: runs)
         candidates = g._candidates(a, b, torch.empty(M, N, dtype=torch.bfloat16))
-        assert [cfg for cfg in candidates if cfg["GLUON"]] == ([g.wide_tile_config(tile)] if tile and runs else [])
+        gluon = ([g.wide_tile_config(tile)] if tile else []) + ([g.mixed_tile_config()] if mixed else [])
+        assert [cfg for cfg in candidates if cfg["GLUON"]] == (gluon if runs else [])
+
+
+# mixed_tile_plan on 132 SMs, in K-steps of 128x256 (a 128x128 tile's K-step 0.6 of one: tile_k_step_share), each tile
+# 1 more (WIDE_TILE_EPILOGUE_K_STEPS): 2048x5000x4096 cut at 4096, 16 x 16 = 256 tiles of 128x256 then 16 x 8 = 128 of
+# 128x128 on 128 programs: 2 x 64 + 64 x 0.6 + 3 = 169.4 (CONFIG 192, the tail split 172.4). Where the wide tile is
+# predicted faster (2048x4608x3584: 129 against 148.6; 384x14336x4096: 98 against 104.4) or neither saves 5% of CONFIG
+# (3000x5000x2000: 132 against 128; 4096^3: 273.8 against 256) the mixed launch is not offered.
+@pytest.mark.parametrize("M, N, K, plan", [
+    (2048, 5000, 4096, (169.4, 4096, 128)),
+    (2048, 4608, 3584, (148.6, 3584, 118)),
+    (384, 14336, 4096, (104.4, 9472, 113)),
+    (3000, 5000, 2000, (132.0, 4864, 126)),
+    (4096, 4096, 4096, (273.8, 3072, 128)),
+    (100, 256, 64, None),  # one 128x256 tile wide: no cut
+])
+def test_gemm_mixed_tile_plan_deals_every_program_the_same_work(M, N, K, plan):
+    g = _template("gemm")
+    got = g.mixed_tile_plan(M, N, K, 132)
+    if plan is None:
+        assert got is None
+        return
+    assert got == (pytest.approx(plan[0]), *plan[1:])
+    if (M, N) == (2048, 5000):
+        # dealt as the kernel deals them (tiles pid, pid + programs, ..; the 128x256 ones first): 2 + 1 each
+        programs, wide, tiles = 128, 16 * 16, 16 * 16 + 16 * 8
+        dealt = {tuple(t < wide for t in range(p, tiles, programs)) for p in range(programs)}
+        assert dealt == {(True, True, False)}
+
+
+def test_gemm_mixed_launch_runs_the_plans_cut_on_its_programs(monkeypatch, record_launches):
+    """MIXED_TILES: the Gluon kernel on 128x256 tiles as two 128-column boxes of B and C, told the plan's cut (N_BIG)
+    and launched on its programs (4 SMs here, the interpreter's device). 130 x 1000 x 72: 2 tile-rows, the cut at 512
+    (2 x 2 tiles of 128x256, then 2 x 4 of 128x128, the last holding columns 896-999) on 4 programs."""
+    g = _template("gemm")
+    if g.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    launched = record_launches(g, "gemm_gluon_kernel", lambda grid, args, options: (
+        grid, [d and d.block_shape for d in args[:5]], args[5:]), launch=False)
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: True)
+    a, b = torch.randn(130, 72).half(), torch.randn(72, 1000).half()
+    assert g.mixed_tile_plan(130, 1000, 72, 4)[1:] == (512, 4)
+    config = g.mixed_tile_config()
+    g.gemm(a, b, config=config)
+    assert launched == [((4, 1, 1), [[64, 64], [64, 128], [64, 128], [64, 128], [64, 128]],
+                         (130, 1000, 72, 128, 128, 64, 3, 24, 240, 128, 1, 512, 1))]
+    assert g.last_config == {**g.CONFIG, **config}
 
 
 def test_gemm_wide_tile_config_is_the_gluon_kernels_two_consumer_tile_on_the_persistent_grid():
@@ -2118,7 +2169,8 @@ _GEMM_CASES = """
 # SMALL_OUTPUT_CONFIGS[0]'s 64x128 tile, the narrower ones gluon_tile picks at M=128 N=4096 and at two ragged
 # shapes (boxes sticking out of M and N), the 128x128 two-consumer tile it picks at M=512 N=4096 and at a
 # ragged M of 3 tile-rows, and the wide tiles on the persistent grid: the 128x192 wide_tile picks at 2048x4608x3584
-# and 384x14336x4096, and 128x160 at 2048x5000x4096 (its second box of 32 columns partly past N; no longer offered)
+# and 384x14336x4096, and at 2048x5000x4096 the mixed tile list (mixed_tile_config: 128x256 tiles as two 128-column
+# boxes over C[:, :4096], 128x128 ones past it; N_BIG, a run-time argument, comes after the constexprs)
 for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 1000)), ("bf16", (128, 4096, 4096)),
                          ("fp16", (60, 3000, 1000)), ("bf16", (100, 3000, 1000)), ("fp16", (512, 4096, 4096)),
                          ("bf16", (300, 4096, 1000)), ("fp16", (2048, 4608, 3584)), ("bf16", (2048, 5000, 4096))]:
@@ -2128,16 +2180,21 @@ for dtype, (M, N, K) in [("bf16", (1024, 1024, 1024)), ("fp16", (1000, 3000, 100
         BM, BN = t.gluon_tile(M, N, 132)
         cfg.update(BLOCK_M=BM, BLOCK_N=BN, num_stages=t.gluon_stages(BM, BN, cfg["BLOCK_K"]))
     if M == 2048:
-        cfg = t.wide_tile_config(t.wide_tile(M, N, K, 132) or (128, 160))
+        cfg = t.wide_tile_config(t.wide_tile(M, N, K, 132)) if t.wide_tile(M, N, K, 132) else t.mixed_tile_config()
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
-    N1, N2 = t.gluon_widths(BN)
+    mixed = t.mixed_tile_plan(M, N, K, 132) if cfg.get("MIXED_TILES") else None
+    N1, N2 = (BN // 2, BN // 2) if mixed else t.gluon_widths(BN)
     descs = [desc(torch.empty(rows, cols, dtype=torch_dtype), box, gl_dtype) if box else None
              for (rows, cols), box in zip([(M, K), (K, N), (M, N), (K, N), (M, N)],
                                           [[64, BK], [BK, N1], [64, N1], N2 and [BK, N2], N2 and [64, N2]])]
     consts = dict(BLOCK_M=BM, BLOCK_N=N1, BLOCK_K=BK, NUM_STAGES=cfg["num_stages"], LOADER_REGS=t.GLUON_LOADER_REGS,
-                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS, BLOCK_N2=N2, PERSISTENT=cfg["PERSISTENT"])
+                  CONSUMER_REGS=t.GLUON_CONSUMER_REGS, BLOCK_N2=N2, PERSISTENT=cfg["PERSISTENT"], MIXED=int(bool(mixed)))
+    # every argument in the kernel's order (compile_and_report pairs them with its names), the constexprs' values
+    # standing in their places
+    args = (descs + [M, N, K] + [consts[name] for name in t.gemm_gluon_kernel.arg_names[8:-2]]
+            + [mixed[1] if mixed else 0])
     regs = t.GLUON_TWO_CONSUMER_LAUNCH_REGS if BM == 128 else t.GLUON_LAUNCH_REGS
-    compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, descs + [M, N, K], consts,
+    compile_and_report([dtype, M, N, K, BM, BN, cfg["num_stages"]], t.gemm_gluon_kernel, args, consts,
                        {"num_warps": 4, "maxnreg": regs})
 """
 
@@ -2308,8 +2365,9 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
     for the loader and 232 for the consumer after setmaxnreg; on this CPU's Triton 3.9 128 at launch for all
     three tiles. The 128x128 tile on two consumers (6 stages of 2 x 64x64 + 64x128 and C's two 64x128 tiles: 224
     KB): 168 at launch, 240 for each consumer, on Triton 3.9 and 3.6. The wide tiles, two boxes of B and C (gemm61),
-    on the persistent grid (gemm62): 128x192 on 4 stages 213 KB, 128x160 on 5 225 KB, 168 at launch on Triton 3.6
-    (.stage/gemm62_sass.py; one tile a program the same)."""
+    on the persistent grid (gemm62): 128x192 on 4 stages 213 KB, 168 at launch on Triton 3.6 (.stage/gemm62_sass.py;
+    one tile a program the same). The mixed tile list (gemm63, 128x256 as two boxes and 128x128 tiles in one launch):
+    3 stages 213 KB, 168 at launch on Triton 3.6 (.stage/gemm63_sass.py)."""
     g = _template("gemm")
     if g.gluon is None:
         pytest.skip("this Triton has no Gluon")
@@ -2321,7 +2379,7 @@ def test_gemm_gluon_kernel_compiles_for_hopper_without_spilling(tmp_path):
                                           ["fp16", 512, 4096, 4096, 128, 128, 6],
                                           ["bf16", 300, 4096, 1000, 128, 128, 6],
                                           ["fp16", 2048, 4608, 3584, 128, 192, 4],
-                                          ["bf16", 2048, 5000, 4096, 128, 160, 5]]
+                                          ["bf16", 2048, 5000, 4096, 128, 256, 3]]
     for case in cases:
         block_m, block_n, stages = case["case"][4:]
         ring_and_c = stages * (block_m * 64 + 64 * block_n) * 2 + block_m * block_n * 2
