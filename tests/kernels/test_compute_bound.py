@@ -1056,6 +1056,12 @@ def test_gemm_mixed_launch_runs_the_plans_cut_on_its_programs(monkeypatch, recor
     assert launched == [((4, 1, 1), [[64, 64], [64, 128], [64, 128], [64, 128], [64, 128]],
                          (130, 1000, 72, 128, 128, 64, 3, 24, 240, 128, 1, 512, 1))]
     assert g.last_config == {**g.CONFIG, **config}
+    # where the Gluon kernel does not run: CONFIG's Triton kernel (here in the interpreter), not 128x256 on 4 warps
+    launched.clear()
+    monkeypatch.setattr(g, "_gluon_runs", lambda a, b, c, cfg: False)
+    c = g.gemm(a.float(), b.float(), config=config)
+    assert launched == [] and g.last_config == {**g.CONFIG, "GLUON": 0}
+    assert compare(c, a.float() @ b.float(), NORM["fp32"]) is None
 
 
 def test_gemm_wide_tile_config_is_the_gluon_kernels_two_consumer_tile_on_the_persistent_grid():
