@@ -1055,8 +1055,10 @@ def _launch(a, b, c, cfg):
         launched = _launch_gluon(a, b, c, cfg) if _gluon_runs(a, b, c, cfg) else None
         if launched:
             return (*launched, cfg)
-        # the mixed launch's Triton stand-in is CONFIG's tiles (its own 128x256 on 4 warps would spill)
-        cfg = {**(CONFIG if cfg.get("MIXED_TILES") else cfg), "GLUON": 0}
+        # the mixed launch's Triton stand-in is CONFIG (its own 128x256 on 4 warps would spill), B and C read as it said
+        if cfg.get("MIXED_TILES"):
+            cfg = {**{k: v for k, v in cfg.items() if k != "MIXED_TILES"}, **CONFIG}
+        cfg = {**cfg, "GLUON": 0}
     if cfg["BLOCK_N"] & (cfg["BLOCK_N"] - 1):
         # a wide tile (WIDE_TILES) where the Gluon kernel does not run: the Triton kernels' widths are powers of two
         cfg = {**cfg, "BLOCK_N": 1 << (cfg["BLOCK_N"].bit_length() - 1)}
