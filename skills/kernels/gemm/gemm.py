@@ -26,7 +26,10 @@ How the kernel computes it (see SKILL.md for why):
   * Large outputs whose last wave of CONFIG's 128x256 tiles is badly filled (2048x4608: 2.18 waves in 3 rounds): the
     autotune also times the Gluon kernel on a 128-row tile whose width is not a power of two (wide_tile: 128x192 =
     128 + 64), B and C in two boxes a tile (gluon_widths), two accumulators a consumer warpgroup, on a persistent
-    grid: its loader runs on into a program's next tile while the consumers store C.
+    grid: its loader runs on into a program's next tile while the consumers store C. Where CONFIG's tiles fill whole
+    waves over part of C and the rest would leave a last wave badly filled (2048x5000x4096), one launch of that
+    kernel whose tile list holds 128x256 tiles over the first part and 128x128 over the rest, dealt evenly
+    (mixed_tile: MIXED_TILES).
 
 Tunables: CONFIG (a literal: a tuner rewrites it) is the configuration; CONFIG_SPACE is what kgit tune
 searches, small enough to measure whole (experiments/tune/). With AUTOTUNE=1 an output with fewer
