@@ -49,6 +49,7 @@ G256 = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4, "num_stag
 # (M, N, K, dtype, sides besides old, new and torch), the most important first, so that a deadline cuts the least
 SHAPES = [(2048, 5000, 4096, "bf16", ("old:config", "new:g256", "new:mixed", "new:mixed0", "new:mixed-B")),
           (2048, 5000, 4096, "fp16", ("new:g256", "new:mixed")),
+          (8192, 1600, 6400, "bf16", ("new:mixed",)),
           (4096, 4096, 4096, "bf16", ("new:g256", "new:mixed")),
           (2048, 4608, 3584, "bf16", ("new:g256", "new:mixed")),
           (384, 14336, 4096, "bf16", ("new:g256", "new:mixed")),
@@ -70,6 +71,8 @@ PREDICT = {  # (M, N, K, dtype): side -> what is predicted for it (.stage/gemm63
     (2048, 5000, 4096, "fp16"): {"old": "x torch 0.87-0.89", "new": "picks mixed: x torch 0.90-1.01, /old 0.88-0.98",
                                  "new:g256": "x torch 0.83-0.90",
                                  "new:mixed": "x torch 0.90-1.01, /new:g256 0.85-0.96"},
+    (8192, 1600, 6400, "bf16"): {"old": "x torch ~1.015", "new": "/old 0.92-1.01",
+                                 "new:mixed": "x torch 0.97-1.10, /old 0.92-1.08"},
     (3000, 5000, 2000, "bf16"): {"new": "/old 0.98-1.02", "new:g256": "x torch 0.90-0.98",
                                  "new:mixed": "x torch 0.90-0.98"},
     (2048, 4608, 3584, "bf16"): {"new": "/old 0.98-1.02", "new:g256": "x torch 0.79-0.86",
