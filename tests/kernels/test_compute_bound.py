@@ -992,6 +992,8 @@ def test_gemm_gluon_tile_follows_the_waves(monkeypatch, M, N, tile):
     (4096, 4096, 4096, None, 256, 294.0, False),
     (2048, 3584, 18944, None, 592, 669.0, False),
     (8192, 4800, 1600, None, 250, 256.75, False),
+    # 448 tiles: 4 rounds of 100 on 112 programs; 128x192: 576 tiles, 5 of 75 + 1 (on the 5% line); mixed 364
+    (8192, 1600, 6400, (128, 192), 400, 380.0, True),
     (4096, 6144, 4096, None, 384, 392.0, False),
 ])
 def test_gemm_wide_tile_where_configs_waves_quantize_badly(monkeypatch, M, N, K, tile, config_steps, wide_steps,
