@@ -1027,6 +1027,7 @@ def _launch_gluon(a, b, c, cfg):
     persistent = int(bool(cfg["PERSISTENT"]) and BM == 128)
     grid = (persistent_programs(tiles, _num_sms(a.device)) if persistent else tiles, 1, 1)
     n1, n2 = gluon_widths(BN)
+    # MIXED_TILES: the plan's cut and programs (None where N is one 128x256 tile wide: the one-box kernel then)
     mixed = persistent and cfg.get("MIXED_TILES") and mixed_tile_plan(M, N, K, _num_sms(a.device))
     if mixed:  # the tile's two halves its boxes; the tiles past n_big the first half alone, on the plan's programs
         n1 = n2 = BN // 2
