@@ -381,8 +381,37 @@ if gluon is not None:
                                   pack=1)
 
     @gluon.jit
+    def _half_pairs(e, pid_m, C: gl.constexpr, expert_start_ptr, expert_rows_ptr, CONSUMERS: gl.constexpr,
+                    M_HALF: gl.constexpr):
+        # the pairs in half C (64 rows) of row block pid_m: expert e's pairs less the rows of its run before the
+        # half (64 or more: a full half; 0 or fewer: padding alone). Two scalar loads that depend on e alone, as
+        # _gluon_tile's do, so they add no step to the chain of dependent loads before a tile's first copy.
+        return gl.load(expert_rows_ptr + e) - (CONSUMERS * (pid_m - gl.load(expert_start_ptr + e)) + C) * M_HALF
+
+    @gluon.jit
+    def _last_half_pairs(e, pid_m, expert_start_ptr, expert_rows_ptr, CONSUMERS: gl.constexpr, M_HALF: gl.constexpr):
+        # The pairs in the tile's last 64-row half, the only one that may hold none: an expert's run is padded at
+        # its end, and a row block is in use only where its first row holds a pair (so on one consumer, always).
+        # Where it holds none (an expert's last 128-row block with 64 pairs or fewer: 257-320 of 273 +- 16 at
+        # 4096 tokens on 60 experts, top 4), the loader leaves its A box out and its consumer runs no wgmma.
+        if CONSUMERS == 1:
+            return M_HALF
+        else:
+            return _half_pairs(e, pid_m, CONSUMERS - 1, expert_start_ptr, expert_rows_ptr, CONSUMERS, M_HALF)
+
+    @gluon.jit
+    def _expect_stage(bar, last_rows, A_BYTES: gl.constexpr, STAGE_BYTES: gl.constexpr, CONSUMERS: gl.constexpr):
+        # the stage's bytes: the weight box and each half's A box, less the last half's where it holds no pair
+        # (its copy is not issued). expect's byte count is a constant: two expects, one predicated off.
+        if CONSUMERS == 1:
+            mbarrier.expect(bar, STAGE_BYTES)
+        else:
+            mbarrier.expect(bar, STAGE_BYTES, pred=last_rows > 0)
+            mbarrier.expect(bar, STAGE_BYTES - A_BYTES, pred=last_rows <= 0)
+
+    @gluon.jit
     def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                          num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                          expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                           PDL: gl.constexpr):
         # The producer warp: for each tile of this program, each k-step's A tiles of 64 rows (one a consumer)
         # and the expert's weight box into the next stage of the ring once both consumers have released it.
@@ -398,32 +427,35 @@ if gluon is not None:
         W_BOX1: gl.constexpr = w_desc.block_type.shape[1]
         BLOCK_K: gl.constexpr = w_desc.block_type.shape[2]
         # every byte the stage's copies complete; a box that sticks out still counts whole (zeros outside)
-        STAGE_BYTES: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + w_desc.block_type.nbytes
+        A_BYTES: gl.constexpr = a_desc.block_type.nbytes
+        STAGE_BYTES: gl.constexpr = CONSUMERS * A_BYTES + w_desc.block_type.nbytes
         k_tiles = gl.cdiv(K, BLOCK_K)
         early = k_tiles * 0  # k-steps of the first tile whose weights went ahead of the wait
         if PDL:
             pid_m, pid_n, e = _gluon_tile(gl.program_id(0), block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
+                last_rows = _last_half_pairs(e, pid_m, expert_start_ptr, expert_rows_ptr, CONSUMERS, M_HALF)
                 early = gl.minimum(k_tiles, NUM_STAGES)
                 for ki in range(early):  # lap 0 of stages 0 .. early - 1: free, no wait
-                    mbarrier.expect(ready.index(ki), STAGE_BYTES)
+                    _expect_stage(ready.index(ki), last_rows, A_BYTES, STAGE_BYTES, CONSUMERS)
                     tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(ki), w_smem.index(ki))
             _grid_dependency_wait()
         it = 0  # k-steps issued over all tiles: the ring position, as the consumers count it
         for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
+                last_rows = _last_half_pairs(e, pid_m, expert_start_ptr, expert_rows_ptr, CONSUMERS, M_HALF)
                 for ki in range(k_tiles):
                     s = it % NUM_STAGES
                     if it >= early:
                         # a fresh mbarrier counts its (never run) phase before 0 as complete, so lap 0's wait for
                         # parity 1 passes at once; lap L waits for the consumers' releases of lap L - 1
                         mbarrier.wait(empty.index(s), ((it // NUM_STAGES) & 1) ^ 1)
-                        mbarrier.expect(ready.index(s), STAGE_BYTES)
+                        _expect_stage(ready.index(s), last_rows, A_BYTES, STAGE_BYTES, CONSUMERS)
                     # A's boxes, then the weights' (main's order: PDL 0 issues what main issued, in its order)
                     for c in gl.static_range(CONSUMERS):
                         tma_load(a_desc, [(CONSUMERS * pid_m + c) * M_HALF, ki * BLOCK_K], ready.index(s),
-                                 a_smem.index(CONSUMERS * s + c))
+                                 a_smem.index(CONSUMERS * s + c), pred=c + 1 < CONSUMERS or last_rows > 0)
                     if it >= early:
                         tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
@@ -459,11 +491,14 @@ if gluon is not None:
         # they are a prefix of the 64): no padding row of h or y is read as a pair's (the down GEMM's rows are
         # independent; moe_sum_kernel reads pairs' rows alone), and at 64 experts, 64-row blocks of 6-96 rows
         # an expert, padding was 25-90% of the h and y rows written. The half's pairs come from the expert's
-        # count (expert_rows, the routing's counters) less the rows of its run before the half: two scalar
-        # loads that depend on e alone, as _gluon_tile's expert_start loads do, so they add no step to the
-        # chain of dependent loads before the mainloop, and n_rows is read only by the epilogue. (Branch
-        # moe56 counted the half's sorted_ids below the sentinel instead: a third dependent load, on pid_m,
-        # and a cross-warp sum, two barriers, before every tile's first wgmma.)
+        # count (expert_rows, the routing's counters) less the rows of its run before the half (_half_pairs).
+        # (Branch moe56 counted the half's sorted_ids below the sentinel instead: a third dependent load, on
+        # pid_m, and a cross-warp sum, two barriers, before every tile's first wgmma.)
+        # A half of padding alone (the last of a tile whose expert's pairs end in its first half) runs no wgmma
+        # and stores nothing: its A box was not loaded (_last_half_pairs), and its rows of h and y are read as
+        # no pair's. Its consumer still waits for each of the tile's stages before handing it back: a release
+        # counts toward the stage's current lap, so a consumer that ran ahead of its lap would free a stage the
+        # other consumer still reads.
         M_HALF: gl.constexpr = a_smem.shape[1]
         BLOCK_K: gl.constexpr = a_smem.shape[2]
         W_ROWS: gl.constexpr = w_smem.shape[1] * w_smem.shape[2]
@@ -477,40 +512,47 @@ if gluon is not None:
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
                 row = (CONSUMERS * pid_m + C) * M_HALF
-                n_rows = M_HALF
-                if PAIRS_ONLY:  # loaded here, read after the mainloop: its latency hides under the MMAs
-                    n_rows = gl.load(expert_rows_ptr + e) - (row - gl.load(expert_start_ptr + e) * (CONSUMERS * M_HALF))
-                acc = gl.zeros([M_HALF, W_ROWS], gl.float32, acc_layout)
-                for ki in range(k_tiles):
-                    s = it % NUM_STAGES
-                    mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
-                    a = a_smem.index(CONSUMERS * s + C)
-                    w = w_smem.index(s).reshape([W_ROWS, BLOCK_K]).permute((1, 0))
-                    acc = warpgroup_mma(a, w, acc, is_async=True)
-                    acc, a, w = warpgroup_mma_wait(1, deps=(acc, a, w))
-                    # (Gluon's arrive synchronizes the warpgroup, then one thread arrives)
-                    mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
-                    it += 1
-                # the tile's last group, then its stage (hence no release at ki == 0 of the next tile)
-                acc = warpgroup_mma_wait(0, deps=(acc, ))
-                mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES))
-                # The epilogue through c_buf and a TMA store, which is left in flight under the next tile's
-                # mainloop: wait for the previous store to finish reading c_buf before writing it again, and
-                # fence the generic-proxy writes before the async proxy (TMA) reads them.
-                halves = acc.reshape([M_HALF, 2, OUT_N]).permute((0, 2, 1)).split()
-                if SWIGLU:
-                    g = halves[0]
-                    h = g / (1.0 + gl.exp(-g)) * halves[1]  # silu(gate) * up, fp32
-                    tma.store_wait(0)
-                    c_buf.store(h.to(c_desc.dtype))
-                    fence_async_shared()
-                    _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * OUT_N, n_rows, PAIRS_ONLY)
-                else:
-                    for i in gl.static_range(2):
+                n_rows = M_HALF  # the first half of a block in use holds a pair: its count is for PAIRS_ONLY alone
+                if PAIRS_ONLY or C > 0:
+                    n_rows = _half_pairs(e, pid_m, C, expert_start_ptr, expert_rows_ptr, CONSUMERS, M_HALF)
+                if n_rows > 0:
+                    acc = gl.zeros([M_HALF, W_ROWS], gl.float32, acc_layout)
+                    for ki in range(k_tiles):
+                        s = it % NUM_STAGES
+                        mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
+                        a = a_smem.index(CONSUMERS * s + C)
+                        w = w_smem.index(s).reshape([W_ROWS, BLOCK_K]).permute((1, 0))
+                        acc = warpgroup_mma(a, w, acc, is_async=True)
+                        acc, a, w = warpgroup_mma_wait(1, deps=(acc, a, w))
+                        # (Gluon's arrive synchronizes the warpgroup, then one thread arrives)
+                        mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
+                        it += 1
+                    # the tile's last group, then its stage (hence no release at ki == 0 of the next tile)
+                    acc = warpgroup_mma_wait(0, deps=(acc, ))
+                    mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES))
+                    # The epilogue through c_buf and a TMA store, which is left in flight under the next tile's
+                    # mainloop: wait for the previous store to finish reading c_buf before writing it again, and
+                    # fence the generic-proxy writes before the async proxy (TMA) reads them.
+                    halves = acc.reshape([M_HALF, 2, OUT_N]).permute((0, 2, 1)).split()
+                    if SWIGLU:
+                        g = halves[0]
+                        h = g / (1.0 + gl.exp(-g)) * halves[1]  # silu(gate) * up, fp32
                         tma.store_wait(0)
-                        c_buf.store(halves[i].to(c_desc.dtype))
+                        c_buf.store(h.to(c_desc.dtype))
                         fence_async_shared()
-                        _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * W_ROWS + i * OUT_N, n_rows, PAIRS_ONLY)
+                        _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * OUT_N, n_rows, PAIRS_ONLY)
+                    else:
+                        for i in gl.static_range(2):
+                            tma.store_wait(0)
+                            c_buf.store(halves[i].to(c_desc.dtype))
+                            fence_async_shared()
+                            _store_rows(c_desc, c_rows_desc, c_buf, row, pid_n * W_ROWS + i * OUT_N, n_rows, PAIRS_ONLY)
+                else:  # a half of padding alone: each stage back as it lands
+                    for ki in range(k_tiles):
+                        s = it % NUM_STAGES
+                        mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
+                        mbarrier.arrive(empty.index(s))
+                        it += 1
         tma.store_wait(0)  # the last store, before the program's shared memory goes away
 
     @gluon.jit
@@ -553,7 +595,7 @@ if gluon is not None:
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 1,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
+                                     expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
@@ -561,7 +603,7 @@ if gluon is not None:
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
+                                     expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
             ], [1], [LOADER_REGS])
 
 
