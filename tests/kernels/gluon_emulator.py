@@ -1,5 +1,6 @@
-"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist), and of the gemm
-template's gemm_gluon_kernel (Emulator.gemm): the kernel's own
+"""A CPU emulator of the flash-attention template's persistent Gluon kernel (_attn_fwd_persist), of the gemm
+template's gemm_gluon_kernel (Emulator.gemm) and of the fused-moe template's moe_gemm_gluon_kernel (Emulator.moe_gemm):
+the kernel's own
 partition functions (their Python bodies, GluonJITFunction.fn) run in threads, one a partition, over mocks of
 Gluon's language: shared memory, mbarriers with their phases and transaction bytes, TMA copies that land on an
 engine of their own in a random order after random delays, and asynchronous wgmma whose operands are read when
@@ -17,6 +18,7 @@ What it checks, beyond the output against torch's attention:
 Only the persistent kernel's partitions and the helpers they call run here; `_store_rows_before` (pointer
 arithmetic on a pointer tensor) is replaced by its meaning, masked row stores."""
 import importlib.util
+import math
 import os
 import random
 import threading
@@ -131,6 +133,9 @@ class Tile:
         assert dim == 0
         return _Rows(self, int(start), int(length))
 
+    def reshape(self, shape):
+        return _Reshaped(self, list(shape))
+
 
 class _Rows:
     """Tile.slice's view: rows [start, start + length) of a tile, which a wgmma reads (its reads in flight count
@@ -149,9 +154,37 @@ class _Rows:
         return _Transposed(self)
 
 
+class _Reshaped:
+    """Tile.reshape's view (the fused-moe weight box [2, BLOCK_N, BLOCK_K] read as one [2 * BLOCK_N, BLOCK_K] B
+    operand): a wgmma's reads in flight count on the whole tile, as for _Rows."""
+
+    def __init__(self, tile, shape):
+        self.tile, self.shape = tile, shape
+        self.name = f"{tile.name}.reshape({shape})"
+
+    @property
+    def data(self):
+        return self.tile.data.reshape(self.shape)
+
+    def permute(self, order):
+        assert tuple(order) == (1, 0)
+        return _Transposed(self)
+
+
 class _Transposed:
     def __init__(self, tile):
         self.tile = tile
+
+
+class _Registers(torch.Tensor):
+    """A wgmma's result in registers: a torch tensor with Gluon's split() (a last dimension of 2 into its two
+    halves), as the fused-moe consumer's epilogue takes the gate and up columns apart."""
+
+    def split(self, *args, **kwargs):
+        if args or kwargs:
+            return super().split(*args, **kwargs)
+        assert self.shape[-1] == 2
+        return tuple(t.as_subclass(torch.Tensor) for t in self.unbind(-1))
 
 
 class Array:
@@ -160,6 +193,7 @@ class Array:
     def __init__(self, shared, name, shape, dtype, barriers):
         self.name = name
         self.dtype = dtype
+        self.shape = list(shape)
         if barriers:
             self.items = [Barrier(shared, f"{name}[{i}]") for i in range(shape[0])] if len(shape) == 2 else None
             self.single = Barrier(shared, name) if len(shape) == 1 else None
@@ -171,14 +205,15 @@ class Array:
 
 
 class Descriptor:
-    """A TMA descriptor over a 2-D tensor in boxes of block rows x D (rows past the tensor read as zeros)."""
+    """A TMA descriptor over a tensor in boxes of `block` (2-D: rows x D; the fused-moe weights' 3-D boxes too);
+    what lies past the tensor reads as zeros."""
 
     def __init__(self, tensor, block):
         self.tensor = tensor
         self.block = list(block)
         self.dtype = tensor.dtype
         self.layout = None
-        self.block_type = types.SimpleNamespace(shape=list(block), nbytes=block[0] * block[1] * tensor.element_size())
+        self.block_type = types.SimpleNamespace(shape=list(block), nbytes=math.prod(block) * tensor.element_size())
 
 
 class _Ptr:
@@ -210,6 +245,8 @@ class Emulator:
         self.rng = random.Random(seed)
         self.max_delay_s = max_delay_s
         self.local = threading.local()
+        self.loads = []  # (descriptor, coordinates) of every TMA copy issued, in issue order
+        self.wgmmas = 0  # wgmma issued
         self.ns = self._namespace()
         for name, fn in (overrides or {}).items():
             self.ns[name] = types.FunctionType(fn.__code__, self.ns, name, fn.__defaults__, fn.__closure__)
@@ -237,6 +274,9 @@ class Emulator:
         def cdiv(a, b):
             return -(-a // b)
 
+        def minimum(a, b):
+            return min(a, b)
+
         def maximum(a, b):
             if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
                 return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
@@ -257,6 +297,7 @@ class Emulator:
         gl = types.SimpleNamespace(
             constexpr=object, int64="int64", int32="int32", float32=torch.float32,
             program_id=program_id, num_programs=num_programs, load=load, cdiv=cdiv, maximum=maximum,
+            minimum=minimum, exp=torch.exp,
             zeros=lambda shape, dtype, layout=None: torch.zeros(shape, dtype=torch.float32),
             full=lambda shape, value, dtype, layout=None: torch.full(shape, value, dtype=torch.float32),
             arange=lambda start, end, layout=None: torch.arange(start, end),
@@ -313,13 +354,15 @@ class Emulator:
         def tma_load(desc, coord, bar, tile, pred=True):
             if not pred:
                 return
-            row, col = int(coord[0]), int(coord[1])
+            coord = [int(c) for c in coord]
             src = desc.tensor
             value = torch.zeros(desc.block, dtype=src.dtype)  # what lies outside the tensor reads as zeros
-            end, col_end = min(row + desc.block[0], src.shape[0]), min(col + desc.block[1], src.shape[1])
-            if end > row and col_end > col:
-                value[:end - row, :col_end - col] = src[row:end, col:col_end]
+            ends = [min(c + b, n) for c, b, n in zip(coord, desc.block, src.shape)]
+            if all(end > c for c, end in zip(coord, ends)):
+                value[tuple(slice(0, end - c) for c, end in zip(coord, ends))] = \
+                    src[tuple(slice(c, end) for c, end in zip(coord, ends))]
             with emu.shared.cond:
+                emu.loads.append((desc, coord))
                 emu.shared.tma_queue.append((tile, value, bar, desc.block_type.nbytes))
                 emu.shared.cond.notify_all()
 
@@ -332,6 +375,7 @@ class Emulator:
             col_end = min(col + tile.data.shape[1], desc.tensor.shape[1])
             if end > row and col_end > col:
                 desc.tensor[row:end, col:col_end] = tile.data[:end - row, :col_end - col].to(desc.tensor.dtype)
+            tile = tile.tile if isinstance(tile, _Rows) else tile  # a store of some rows reads the whole buffer
             with emu.shared.cond:
                 emu.shared.store_reads[id(tile)] = emu.shared.store_reads.get(id(tile), 0) + 1
             emu._stores().append(tile)
@@ -364,10 +408,11 @@ class Emulator:
             for t in tiles:
                 if torch.isnan(t.data).all():
                     emu.shared.error(f"a wgmma read {t.name}, never written")
-            tiles = [t.tile if isinstance(t, _Rows) else t for t in tiles]
+            tiles = [t.tile if isinstance(t, (_Rows, _Reshaped)) else t for t in tiles]
             acc_val = _resolve(acc)
-            value = a_val.float() @ b_val.float() + (acc_val if use_acc else 0)
+            value = (a_val.float() @ b_val.float() + (acc_val if use_acc else 0)).as_subclass(_Registers)
             with emu.shared.cond:
+                emu.wgmmas += 1
                 for t in tiles:
                     emu.shared.in_flight_reads[id(t)] = emu.shared.in_flight_reads.get(id(t), 0) + 1
             pending = _Pending(value, tiles)
@@ -400,6 +445,8 @@ class Emulator:
             if isinstance(fn, types.FunctionType) and hasattr(value, "arg_names"):  # a (Gluon) JIT function
                 ns[name] = types.FunctionType(fn.__code__, ns, name, fn.__defaults__, fn.__closure__)
         ns["_store_rows_before"] = store_rows_before
+        # griddepcontrol (PDL): the programs here run after every kernel before them, and before any after
+        ns["_grid_dependency_wait"] = ns["_grid_dependency_launch_dependents"] = lambda: None
         return ns
 
     def _barriers(self, shape):
@@ -500,6 +547,41 @@ class Emulator:
             self.arrays = []
             self.ns["gemm_gluon_kernel"](*descs, M, N, K, block_m, n1, block_k, stages, m.GLUON_LOADER_REGS,
                                          m.GLUON_CONSUMER_REGS, n2, int(persistent_sms is not None))
+            if self.shared.errors:
+                raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
+        return c
+
+    def moe_gemm(self, a, w, counts, swiglu, consumers, block_n, stages, sms, block_k=64, pairs_only=False, pdl=False):
+        """The fused-moe template's moe_gemm_gluon_kernel on one expert-sorted layout: a (rows, K) its A (x_sorted, or
+        h), each expert's run of counts[e] pairs padded to a multiple of 64 * consumers rows; w the weights as the
+        launcher views them (gate/up, swiglu: (E * 2, I, K), boxes [2, block_n, block_k]; down: (E, N, K), boxes [1,
+        block_n, block_k]). The persistent grid on `sms` SMs, its programs run one after another, each walking its
+        tiles. Returns C (rows, I or N), NaN where nothing was stored. Raises EmulatorError on a protocol fault."""
+        m = self.module
+        block_m = 64 * consumers
+        blocks = [-(-c // block_m) for c in counts]
+        ends = torch.tensor(blocks).cumsum(0).tolist()
+        num_m_blocks = -(-sum(counts) // block_m) + len(counts)  # route_and_align's bound: blocks past it idle
+        block_expert = torch.full((num_m_blocks,), -1, dtype=torch.int32)
+        for e, (n, end) in enumerate(zip(blocks, ends)):
+            block_expert[end - n:end] = e
+        expert_start = torch.tensor([0] + ends, dtype=torch.int32)
+        expert_rows = torch.tensor(counts, dtype=torch.int32)
+        self.dtype = a.dtype
+        w_box = [2 if swiglu else 1, block_n, block_k]
+        c_cols = w.shape[1]  # gate/up: I (h's columns); down: N
+        c_box = [64, block_n if swiglu else block_n // 2]
+        c = torch.full((a.shape[0], c_cols), float("nan"), dtype=a.dtype)
+        n_tiles = -(-c_cols // block_n)
+        descs = [Descriptor(a, [64, block_k]), Descriptor(w, w_box), Descriptor(c, c_box), Descriptor(c, [8, c_box[1]])]
+        self.programs = min(sms, num_m_blocks * n_tiles)
+        for program in range(self.programs):
+            self.program = program
+            self.shared = _Shared(self.rng)
+            self.arrays = []
+            self.ns["moe_gemm_gluon_kernel"](*descs, _Ptr(block_expert), _Ptr(expert_start), _Ptr(expert_rows),
+                                             num_m_blocks, n_tiles, a.shape[1], stages, int(swiglu), consumers,
+                                             m.GLUON_LOADER_REGS, m.GLUON_CONSUMER_REGS, int(pdl), int(pairs_only))
             if self.shared.errors:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c
