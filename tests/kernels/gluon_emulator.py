@@ -107,13 +107,16 @@ class Tile:
 
     def __init__(self, shared, name, shape, dtype):
         self.shared, self.name = shared, name
-        self.data = torch.full(shape, float("nan"), dtype=dtype)
+        self.data = torch.full(shape, float("nan") if dtype.is_floating_point else -2 ** 31, dtype=dtype)
         self.version = 0
         self.dtype = dtype
         self.shape = list(shape)
 
     def store(self, value):
         self.write(value)
+
+    def load(self, layout=None):
+        return self.data.clone()
 
     def write(self, value):
         with self.shared.cond:
@@ -283,10 +286,11 @@ class Emulator:
             return max(a, b)
 
         def allocate_shared_memory(dtype, shape, layout):
-            if isinstance(dtype, str):  # gl.int64: mbarriers
+            if dtype == "int64":  # mbarriers
                 return emu._barriers(shape)
             emu.arrays.append("smem")
-            return Array(emu.shared, f"smem{len(emu.arrays)}", shape, emu.dtype, False)
+            return Array(emu.shared, f"smem{len(emu.arrays)}", shape, torch.int32 if dtype == "int32" else emu.dtype,
+                         False)
 
         def static_assert(cond, msg=""):
             assert cond, msg
@@ -309,7 +313,8 @@ class Emulator:
             reshape=lambda x, shape: x.reshape(shape), zeros_like=torch.zeros_like,
             static_assert=static_assert,
             static_range=range, allocate_shared_memory=allocate_shared_memory, warp_specialize=warp_specialize,
-            NVMMADistributedLayout=Layout, DotOperandLayout=Layout, SliceLayout=Layout,
+            NVMMADistributedLayout=Layout, DotOperandLayout=Layout, SliceLayout=Layout, BlockedLayout=Layout,
+            SwizzledSharedLayout=Layout,
         )
 
         def init(bar, count):
@@ -447,6 +452,15 @@ class Emulator:
         ns["_store_rows_before"] = store_rows_before
         # griddepcontrol (PDL): the programs here run after every kernel before them, and before any after
         ns["_grid_dependency_wait"] = ns["_grid_dependency_launch_dependents"] = lambda: None
+
+        def claim_tile(counter_ptr):  # the fused-moe loader's atomic claim: the counter's value, then one more
+            with emu.shared.cond:
+                table = counter_ptr.table.reshape(-1)
+                value = int(table[counter_ptr.offset])
+                table[counter_ptr.offset] = value + 1
+            return value
+
+        ns["_claim_tile"] = claim_tile
         return ns
 
     def _barriers(self, shape):
@@ -551,12 +565,15 @@ class Emulator:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c
 
-    def moe_gemm(self, a, w, counts, swiglu, consumers, block_n, stages, sms, block_k=64, pairs_only=False, pdl=False):
+    def moe_gemm(self, a, w, counts, swiglu, consumers, block_n, stages, sms, block_k=64, pairs_only=False, pdl=False,
+                 claim=False):
         """The fused-moe template's moe_gemm_gluon_kernel on one expert-sorted layout: a (rows, K) its A (x_sorted, or
         h), each expert's run of counts[e] pairs padded to a multiple of 64 * consumers rows; w the weights as the
         launcher views them (gate/up, swiglu: (E * 2, I, K), boxes [2, block_n, block_k]; down: (E, N, K), boxes [1,
         block_n, block_k]). The persistent grid on `sms` SMs, its programs run one after another, each walking its
-        tiles. Returns C (rows, I or N), NaN where nothing was stored. Raises EmulatorError on a protocol fault."""
+        tiles: every sms-th, or (claim) its first, then those it claims from the launch's counter (here, one program
+        running at a time, the first claims all the others' share). self.program_loads: each program's TMA copies.
+        Returns C (rows, I or N), NaN where nothing was stored. Raises EmulatorError on a protocol fault."""
         m = self.module
         block_m = 64 * consumers
         blocks = [-(-c // block_m) for c in counts]
@@ -575,13 +592,18 @@ class Emulator:
         n_tiles = -(-c_cols // block_n)
         descs = [Descriptor(a, [64, block_k]), Descriptor(w, w_box), Descriptor(c, c_box), Descriptor(c, [8, c_box[1]])]
         self.programs = min(sms, num_m_blocks * n_tiles)
+        counter = torch.zeros(1, dtype=torch.int32)
+        self.program_loads = []  # each program's TMA copies
         for program in range(self.programs):
+            issued = len(self.loads)
             self.program = program
             self.shared = _Shared(self.rng)
             self.arrays = []
             self.ns["moe_gemm_gluon_kernel"](*descs, _Ptr(block_expert), _Ptr(expert_start), _Ptr(expert_rows),
-                                             num_m_blocks, n_tiles, a.shape[1], stages, int(swiglu), consumers,
-                                             m.GLUON_LOADER_REGS, m.GLUON_CONSUMER_REGS, int(pdl), int(pairs_only))
+                                             _Ptr(counter), num_m_blocks, n_tiles, a.shape[1], stages, int(swiglu),
+                                             consumers, m.GLUON_LOADER_REGS, m.GLUON_CONSUMER_REGS, int(pdl),
+                                             int(pairs_only), int(claim))
+            self.program_loads.append(self.loads[issued:])
             if self.shared.errors:
                 raise EmulatorError(f"program {program}: " + "; ".join(self.shared.errors[:4]))
         return c

@@ -296,13 +296,14 @@ class _GluonGemmByTorch:
         self.launches = []
 
     def __getitem__(self, grid):
-        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, expert_rows, num_m_blocks,
-                   n_tiles, K, **options):
+        def launch(a_desc, w_desc, c_desc, c_rows_desc, block_expert, expert_start, expert_rows, tile_counter,
+                   num_m_blocks, n_tiles, K, **options):
             self.launches.append((grid, [d.block_shape for d in (a_desc, w_desc, c_desc)], n_tiles, K, options))
             a, w, c = a_desc.base, w_desc.base, c_desc.base
             assert c_rows_desc.base is c and c_rows_desc.block_shape == [8, c_desc.block_shape[1]]
             bm = 64 * options["CONSUMERS"]
             assert int(expert_start[-1]) == int((block_expert >= 0).sum())
+            assert tile_counter.shape == (1, ) and int(tile_counter) == 0  # CLAIM's counter, zeroed for the launch
             for b in range(num_m_blocks):
                 e = int(block_expert[b])
                 if e < 0:
@@ -314,9 +315,10 @@ class _GluonGemmByTorch:
                 else:
                     result = (rows @ w[e].float().T).to(c.dtype)
                 # PAIRS_ONLY: the rows that hold a pair alone (the kernel may round them up to 8): the first
-                # expert_rows[e] of the expert's run, which starts at row block expert_start[e]
+                # expert_rows[e] of the expert's run, which starts at row block expert_start[e]; else the 64-row
+                # halves that hold a pair (a half of padding alone is not computed)
                 local = torch.arange(bm) + (b - int(expert_start[e])) * bm
-                stored = local < int(expert_rows[e]) if options["PAIRS_ONLY"] else slice(None)
+                stored = local < int(expert_rows[e]) if options["PAIRS_ONLY"] else local // 64 * 64 < int(expert_rows[e])
                 c[b * bm:(b + 1) * bm][stored] = result[stored]
         return launch
 
@@ -550,6 +552,22 @@ def test_moe_gluon_gemms_store_the_rows_that_hold_pairs_alone_unless_told_otherw
         out = m.fused_moe(x, w13, w2, logits, 2, config=config)
         assert compare(out.float(), reference, NORM["fp16"]) is None
         assert [o["PAIRS_ONLY"] for *_, o in gemms.launches] == [int(pairs_only)] * 2
+
+
+def test_moe_gluon_gemms_claim_their_tiles_on_two_consumers(monkeypatch):
+    """CLAIM_TILES None (the default): the Gluon GEMMs claim their tiles from a zeroed counter (CLAIM 1) where the
+    row blocks are 128 rows on two consumers (an expert's last block may skip its second half, so tiles differ in
+    cost), and take every num_programs-th (0) on one; False forces 0. The layer equals the reference either way."""
+    m, gemms = _moe_gluon_in_torch(monkeypatch, sms=3)
+    x, w13, w2, logits = _moe_inputs(70, 6, 64, 96)
+    reference = m.reference(x, w13, w2, logits, 2)
+    for block_m, claim_tiles, claim in [(128, None, 1), (64, None, 0), (128, False, 0)]:
+        monkeypatch.setattr(m, "CLAIM_TILES", claim_tiles)
+        gemms.launches.clear()
+        config = {"GLUON": 1, "BLOCK_M": block_m, "BLOCK_N": 64, "DOWN_BLOCK_N": 64, "BLOCK_K": 32}
+        out = m.fused_moe(x, w13, w2, logits, 2, config=config)
+        assert compare(out.float(), reference, NORM["fp16"]) is None
+        assert [o["CLAIM"] for *_, o in gemms.launches] == [claim] * 2 and m.last_config["CLAIM"] == claim
 
 
 def test_moe_pdl_and_pairs_only_where_the_layer_streams_its_weights(monkeypatch):
@@ -2174,15 +2192,17 @@ for dtype, (E, HD, I), rows, cfg, pdl in [
     block_expert = torch.empty(rows // cfg["BLOCK_M"], dtype=torch.int32)
     expert_start = torch.empty(E + 1, dtype=torch.int32)
     expert_rows = torch.empty(E, dtype=torch.int32)
+    tile_counter = torch.zeros(1, dtype=torch.int32)
     for swiglu, a, w, w_box, c, c_box, K, stages in [(1, x_sorted, w13, [2, bn, bk], h, [64, bn], HD, cfg["num_stages"]),
                                                      (0, h, w2, [1, dbn, bk], y, [64, dbn // 2], I,
                                                       cfg["DOWN_num_stages"])]:
         descs = [desc(a, [64, bk], gl_dtype), desc(w, w_box, gl_dtype), desc(c, c_box, gl_dtype),
                  desc(c, [8, c_box[1]], gl_dtype)]
         consts = dict(NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers, LOADER_REGS=t.GLUON_LOADER_REGS,
-                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pdl)
+                      CONSUMER_REGS=t.GLUON_CONSUMER_REGS, PDL=pdl, PAIRS_ONLY=pdl, CLAIM=int(consumers == 2))
         compile_and_report([dtype, HD, I, swiglu, consumers, stages, w_box[0] * w_box[1], pdl], t.moe_gemm_gluon_kernel,
-                           descs + [block_expert, expert_start, expert_rows, rows // cfg["BLOCK_M"], 7, K],
+                           descs + [block_expert, expert_start, expert_rows, tile_counter, rows // cfg["BLOCK_M"], 7,
+                                    K],
                            consts, {"num_warps": 4}, ptx_facts)
 """
 

@@ -4,7 +4,9 @@ asynchronous wgmma, on a persistent grid of fewer programs than tiles. Checks ev
 and (moe59) that a 64-row half of padding alone, the last half of an expert's last 128-row block where the expert's
 pairs end in its first, is neither loaded, computed nor stored, while the ring's stages and phases run on across it:
 experts of 150 pairs (a second block of 22 pairs), exactly 64 (one block, its second half empty) and 65 (one pair in
-the second half), none, and 128 (whole)."""
+the second half), none, and 128 (whole). The tiles past the grid's first round are dealt every sms-th, or claimed
+from the launch's counter (CLAIM): here the programs run one after another, so the first claims all that is left
+after the others' first tiles, and the loader posts each program's tiles to its consumers through its ring of two."""
 import os
 import sys
 
@@ -58,21 +60,23 @@ def _operands(counts, block_m, cols, swiglu):
     return a, w
 
 
-# (swiglu, consumers, block_n, stages, sms, pairs_only, pdl): the gate/up GEMM (its SwiGLU epilogue) and the down GEMM
-# (two stores a tile, no SwiGLU) on two consumers, PAIRS_ONLY on and off; PDL on (the first tile's weight boxes issued
-# before any A box: program 1's first tile is expert 0's second block, a half of padding alone); one consumer, where
-# no half is skipped
-CASES = [(1, 2, 16, 2, 4, 1, 0), (0, 2, 32, 2, 3, 0, 0), (1, 2, 16, 3, 4, 0, 1), (0, 2, 32, 2, 4, 1, 1),
-         (1, 1, 16, 2, 4, 1, 0)]
+# (swiglu, consumers, block_n, stages, sms, pairs_only, pdl, claim): the gate/up GEMM (its SwiGLU epilogue) and the
+# down GEMM (two stores a tile, no SwiGLU) on two consumers, PAIRS_ONLY on and off, tiles dealt and claimed; PDL on
+# (the first tile's weight boxes issued before any A box: program 1's first tile is expert 0's second block, a half
+# of padding alone); one consumer, where no half is skipped
+CASES = [(1, 2, 16, 2, 4, 1, 0, 0), (0, 2, 32, 2, 3, 0, 0, 1), (1, 2, 16, 3, 4, 0, 1, 1), (0, 2, 32, 2, 4, 1, 1, 0),
+         (1, 2, 16, 2, 3, 1, 0, 1), (1, 1, 16, 2, 4, 1, 0, 0)]
 
 
-@pytest.mark.parametrize("swiglu, consumers, block_n, stages, sms, pairs_only, pdl", CASES)
-def test_the_moe_gluon_gemm_skips_halves_of_padding_alone(m, swiglu, consumers, block_n, stages, sms, pairs_only, pdl):
+@pytest.mark.parametrize("swiglu, consumers, block_n, stages, sms, pairs_only, pdl, claim", CASES)
+def test_the_moe_gluon_gemm_skips_halves_of_padding_alone(m, swiglu, consumers, block_n, stages, sms, pairs_only, pdl,
+                                                          claim):
     block_m = 64 * consumers
     cols = 40  # gate/up: I = 40 in 16-wide tiles (the last partly past I); down: N = 40 in 32-wide tiles
     a, w = _operands(COUNTS, block_m, cols, swiglu)
     emu = Emulator(m, seed=10 * stages + sms)
-    c = emu.moe_gemm(a, w, COUNTS, swiglu, consumers, block_n, stages, sms, pairs_only=pairs_only, pdl=pdl)
+    c = emu.moe_gemm(a, w, COUNTS, swiglu, consumers, block_n, stages, sms, pairs_only=pairs_only, pdl=pdl,
+                     claim=claim)
     ref = _reference(a, w, COUNTS, block_m, swiglu)
     pairs = ~torch.isnan(ref[:, 0])
     assert (c[pairs] - ref[pairs]).abs().max().item() < 1e-4  # every pair's row stored, right
@@ -88,3 +92,11 @@ def test_the_moe_gluon_gemm_skips_halves_of_padding_alone(m, swiglu, consumers, 
     assert a_rows == set(halves)
     n_tiles = -(-cols // block_n)
     assert emu.wgmmas == len(halves) * n_tiles * (K // 64)  # one wgmma a k-step of each half that holds a pair
+    # the tiles: each once (above), and claimed: all past the first round by program 0, the others one each
+    w_loads = [sum(1 for desc, _ in loads if desc.tensor is w) for loads in emu.program_loads]
+    tiles_a_program = [n // (K // 64) for n in w_loads]
+    total = (-(-sum(COUNTS) // block_m) + len(COUNTS)) * n_tiles
+    if claim:
+        assert tiles_a_program[1:] == [1] * (sms - 1) and sum(tiles_a_program) == blocks * n_tiles
+    else:
+        assert tiles_a_program == [sum(1 for t in range(p, total, sms) if t // n_tiles < blocks) for p in range(sms)]

@@ -96,6 +96,13 @@ PDL_LAUNCH = None
 # tokens (128-row blocks) 6144 of 8192. Where: pairs_only_pays (the layer streams its weights). None: that
 # rule; True / False: forced (an A/B switch: False stores whole blocks, as before).
 PAIRS_ONLY = None
+# The Gluon GEMMs' programs claim their tiles past the grid's first round from a counter as they go (the kernel's
+# CLAIM), not every num_programs-th: where tiles differ in cost, a fixed deal's time is its unluckiest program's.
+# They differ on two consumers, where an expert's last 128-row block may hold its pairs in its first half alone
+# and the second is skipped (4096 tokens on 60 experts, top 4: 561 of 1881 gate/up tiles; dealt every 132nd, the
+# longest program still ran 15 whole tiles, where claiming evens them out to ~12.2). Where: two consumers. None:
+# that rule; True / False: forced (an A/B switch).
+CLAIM_TILES = None
 
 
 @triton.jit
@@ -381,6 +388,32 @@ if gluon is not None:
                                   pack=1)
 
     @gluon.jit
+    def _claim_tile(counter_ptr):
+        # The launch's counter's next value (0, 1, ...: the tiles past the grid's first round, in order), to every
+        # lane of the loader's warp. A tensor atomic on lane 0 (Triton 3.6's atomics take no scalar operand).
+        lane = gl.arange(0, 32, gl.BlockedLayout([1], [32], [1], [0]))
+        got = gl.atomic_add(counter_ptr + lane, lane * 0 + 1, mask=lane == 0, sem="relaxed")
+        return gl.max(gl.where(lane == 0, got, 0), 0)
+
+    @gluon.jit
+    def _post_tile(tile_ring, tile_ready, tile_free, j, tile_id):
+        # The loader's j-th tile id (past the tiles: the end) into slot j % TILE_SLOTS of the ring once both
+        # consumers have read what lap j // TILE_SLOTS - 1 left there. The arrive releases the store to the waiter.
+        slot = j % tile_ring.shape[0]
+        mbarrier.wait(tile_free.index(slot), ((j // tile_ring.shape[0]) & 1) ^ 1)
+        tile_ring.index(slot).store(gl.zeros([1], gl.int32, gl.BlockedLayout([1], [32], [1], [0])) + tile_id)
+        mbarrier.arrive(tile_ready.index(slot))
+
+    @gluon.jit
+    def _take_tile(tile_ring, tile_ready, tile_free, j):
+        # a consumer's j-th tile id, from the loader's ring; the slot goes back once read
+        slot = j % tile_ring.shape[0]
+        mbarrier.wait(tile_ready.index(slot), (j // tile_ring.shape[0]) & 1)
+        tile_id = gl.max(tile_ring.index(slot).load(gl.BlockedLayout([1], [32], [4], [0])), 0)
+        mbarrier.arrive(tile_free.index(slot))
+        return tile_id
+
+    @gluon.jit
     def _half_pairs(e, pid_m, C: gl.constexpr, expert_start_ptr, expert_rows_ptr, CONSUMERS: gl.constexpr,
                     M_HALF: gl.constexpr):
         # the pairs in half C (64 rows) of row block pid_m: expert e's pairs less the rows of its run before the
@@ -410,12 +443,18 @@ if gluon is not None:
             mbarrier.expect(bar, STAGE_BYTES - A_BYTES, pred=last_rows <= 0)
 
     @gluon.jit
-    def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                          expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                          PDL: gl.constexpr):
+    def _moe_gluon_loader(a_desc, w_desc, a_smem, w_smem, ready, empty, tile_ring, tile_ready, tile_free,
+                          block_expert_ptr, expert_start_ptr, expert_rows_ptr, tile_counter_ptr, num_m_blocks, n_tiles,
+                          K, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr, PDL: gl.constexpr,
+                          CLAIM: gl.constexpr):
         # The producer warp: for each tile of this program, each k-step's A tiles of 64 rows (one a consumer)
         # and the expert's weight box into the next stage of the ring once both consumers have released it.
         # It never waits for an epilogue: it runs on into the next tile while the consumers store this one.
+        # It picks the program's tiles and posts each to the consumers (_post_tile): its first is the program's
+        # id; then every num_programs-th (CLAIM 0), or (CLAIM 1) the next in the launch's order not yet taken,
+        # claimed from tile_counter as it starts loading the one before. Where tiles differ in cost (a tile with a
+        # half of padding alone takes about half the time), a fixed deal leaves the programs that drew few of
+        # them to set the launch's time; claiming, each program takes the next tile when it has room for it.
         # PDL (a programmatic dependent launch): this program may start while the kernel before it (the gather,
         # or the gate/up GEMM) still runs. Its first tile's weight boxes, one a stage, are loaded at once: they
         # depend on no earlier kernel of the layer but the routing's (block_expert, expert_start: written by
@@ -441,7 +480,13 @@ if gluon is not None:
                     tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(ki), w_smem.index(ki))
             _grid_dependency_wait()
         it = 0  # k-steps issued over all tiles: the ring position, as the consumers count it
-        for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
+        j = 0  # tiles posted
+        tile_id = gl.program_id(0)
+        while tile_id < num_m_blocks * n_tiles:
+            _post_tile(tile_ring, tile_ready, tile_free, j, tile_id)
+            next_tile = tile_id + gl.num_programs(0)
+            if CLAIM:  # its latency runs under this tile's loads
+                next_tile = gl.num_programs(0) + _claim_tile(tile_counter_ptr)
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
                 last_rows = _last_half_pairs(e, pid_m, expert_start_ptr, expert_rows_ptr, CONSUMERS, M_HALF)
@@ -459,6 +504,9 @@ if gluon is not None:
                     if it >= early:
                         tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
+            tile_id = next_tile
+            j += 1
+        _post_tile(tile_ring, tile_ready, tile_free, j, tile_id)  # the end
 
     @gluon.jit
     def _store_rows(c_desc, c_rows_desc, c_buf, row, col, n_rows, PAIRS_ONLY: gl.constexpr):
@@ -478,8 +526,8 @@ if gluon is not None:
             tma_store(c_desc, [row, col], c_buf)
 
     @gluon.jit
-    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
-                            expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, C: gl.constexpr,
+    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free, c_desc, c_rows_desc,
+                            block_expert_ptr, expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, C: gl.constexpr,
                             NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
                             PAIRS_ONLY: gl.constexpr):
         # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
@@ -508,7 +556,9 @@ if gluon is not None:
         c_buf = c_smem.index(C)
         k_tiles = gl.cdiv(K, BLOCK_K)
         it = 0
-        for tile_id in range(gl.program_id(0), num_m_blocks * n_tiles, gl.num_programs(0)):
+        j = 0  # tiles taken from the loader's ring
+        tile_id = _take_tile(tile_ring, tile_ready, tile_free, j)
+        while tile_id < num_m_blocks * n_tiles:
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
                 row = (CONSUMERS * pid_m + C) * M_HALF
@@ -553,13 +603,16 @@ if gluon is not None:
                         mbarrier.wait(ready.index(s), (it // NUM_STAGES) & 1)
                         mbarrier.arrive(empty.index(s))
                         it += 1
+            j += 1
+            tile_id = _take_tile(tile_ring, tile_ready, tile_free, j)
         tma.store_wait(0)  # the last store, before the program's shared memory goes away
 
     @gluon.jit
     def moe_gemm_gluon_kernel(a_desc, w_desc, c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
-                              num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr,
-                              CONSUMERS: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                              PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr):
+                              tile_counter_ptr, num_m_blocks, n_tiles, K, NUM_STAGES: gl.constexpr,
+                              SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr, LOADER_REGS: gl.constexpr,
+                              CONSUMER_REGS: gl.constexpr, PDL: gl.constexpr, PAIRS_ONLY: gl.constexpr,
+                              CLAIM: gl.constexpr):
         # One expert-grouped GEMM, persistent (min(SMs, tiles) programs over the (row block, column tile)
         # tiles), warp-specialized as cuBLAS's sm90 kernels are: a TMA loader warp and CONSUMERS warpgroups
         # of 64 rows each (row blocks of 64 * CONSUMERS: 2 where rows are many, 1 where each expert has few
@@ -570,6 +623,8 @@ if gluon is not None:
         # the kernel before it (the loader says what that changes), and lets the next kernel launch at once.
         # PAIRS_ONLY: C's rows that hold no pair (past expert_rows[e], the expert's pairs, in its run) are not
         # stored; c_rows_desc is C's descriptor in 8-row boxes, for the part of a 64-row half that holds pairs.
+        # CLAIM: the programs claim their tiles past the first round from tile_counter (zeroed before the launch)
+        # as they go, not every num_programs-th (the loader says why).
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [CONSUMERS * NUM_STAGES] + a_desc.block_type.shape, a_desc.layout)
         w_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -580,6 +635,14 @@ if gluon is not None:
         for i in gl.static_range(NUM_STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=CONSUMERS)
+        # the tile ids the loader posts to the consumers, two deep: the loader runs at most a tile ahead (a ring of
+        # stages shorter than a tile's k-steps), so it seldom waits for a slot
+        tile_ring = gl.allocate_shared_memory(gl.int32, [2, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        tile_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        tile_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
+            mbarrier.init(tile_ready.index(i), count=1)
+            mbarrier.init(tile_free.index(i), count=CONSUMERS)
         if PDL:
             # the next kernel (the down GEMM, or moe_sum_kernel) may launch now: its programs take the SMs this
             # kernel's programs leave (a GEMM's cannot sit beside one of these) and fill their rings there,
@@ -588,22 +651,27 @@ if gluon is not None:
         # the kernel's own 4 warps are consumer 0; the workers: consumer 1 (if two) and the loader's one warp
         if CONSUMERS == 2:
             gl.warp_specialize([
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free,
+                                       c_desc, c_rows_desc, block_expert_ptr,
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free,
+                                       c_desc, c_rows_desc, block_expert_ptr,
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 1,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
-                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
+                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, tile_ring, tile_ready, tile_free,
+                                     block_expert_ptr, expert_start_ptr, expert_rows_ptr, tile_counter_ptr,
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL, CLAIM)),
             ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
-                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, c_desc, c_rows_desc, block_expert_ptr,
+                (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free,
+                                       c_desc, c_rows_desc, block_expert_ptr,
                                        expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
-                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, block_expert_ptr, expert_start_ptr,
-                                     expert_rows_ptr, num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL)),
+                (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, tile_ring, tile_ready, tile_free,
+                                     block_expert_ptr, expert_start_ptr, expert_rows_ptr, tile_counter_ptr,
+                                     num_m_blocks, n_tiles, K, NUM_STAGES, CONSUMERS, PDL, CLAIM)),
             ], [1], [LOADER_REGS])
 
 
@@ -625,7 +693,7 @@ def route_block_t(experts):
     return max(1, ROUTE_TILE // triton.next_power_of_2(experts))
 
 
-def route_and_align(router_logits, top_k, block_m, pdl=False):
+def route_and_align(router_logits, top_k, block_m, pdl=False, counts=None):
     """A memset and two small kernels (no host sync): routing weights (T*k,) fp32 and the expert-sorted layout.
 
     sorted_ids (num_m_blocks*block_m,) int32: pair ids (token*k + slot) grouped by expert, each
@@ -636,7 +704,9 @@ def route_and_align(router_logits, top_k, block_m, pdl=False):
     ceil(T*k / BM) + E), so nothing is read back; expert_rows (E,) int32: each expert's pairs (the route's
     counters; its run's first expert_rows[e] rows hold them). Within an expert's run the pairs come in an order
     that may change from run to run (moe_route_kernel says why the layer's output does not). pdl: both kernels
-    launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches)."""
+    launched as programmatic dependents, each waiting for the kernel before it (the Gluon path's launches).
+    counts: the experts' counters, (E,) int32 zeros (a view of a buffer zeroed with others in one memset), or None:
+    made here."""
     T, E = router_logits.shape
     assert 1 <= top_k <= E, f"top_k must be in 1..{E} (the experts), got {top_k}"
     dev = router_logits.device
@@ -647,7 +717,8 @@ def route_and_align(router_logits, top_k, block_m, pdl=False):
     ids = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     rank = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     weights = torch.empty(n_pairs, dtype=torch.float32, device=dev)
-    counts = torch.zeros(E, dtype=torch.int32, device=dev)
+    if counts is None:
+        counts = torch.zeros(E, dtype=torch.int32, device=dev)
     sorted_ids = torch.empty(num_m_blocks * block_m, dtype=torch.int32, device=dev)
     sorted_row = torch.empty(n_pairs, dtype=torch.int32, device=dev)
     block_expert = torch.empty(num_m_blocks, dtype=torch.int32, device=dev)
@@ -697,16 +768,18 @@ def _gluon_runs(x, w13, w2, cfg) -> bool:
             and cfg["DOWN_BLOCK_N"] <= 256 and _tma_ok(w13, w2))
 
 
-def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=False,
-                 pairs_only=False):
+def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, tile_counters, num_m_blocks, cfg,
+                 pdl=False, pairs_only=False, claim=False):
     """Both GEMMs by moe_gemm_gluon_kernel: returns y_sorted (h's rows, HD), the down GEMM's output in
     expert-sorted order and unweighted (moe_sum_kernel's SORTED reads it), or None, and a warning once a
     device, when the kernel does not compile or launch. pdl: each GEMM launched as a programmatic dependent of
     the kernel before it (the gather launched with PDL, then the gate/up GEMM). pairs_only: the rows of h and
-    y_sorted that hold no pair (past expert_rows[e] in expert e's run) are left as they were."""
+    y_sorted that hold no pair (past expert_rows[e] in expert e's run) are left as they were. tile_counters: (2,)
+    int32 zeros, each GEMM's for its programs' claims where claim (the kernel's CLAIM)."""
     E, I2, HD = w13.shape
     I = I2 // 2
     bn, dbn, bk = cfg["BLOCK_N"], cfg["DOWN_BLOCK_N"], cfg["BLOCK_K"]
+    consumers = cfg["BLOCK_M"] // 64
     y_sorted = torch.empty((h.shape[0], HD), device=h.device, dtype=h.dtype)
     dtype = gl.bfloat16 if h.dtype == torch.bfloat16 else gl.float16
 
@@ -718,13 +791,14 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, 
         (h, w2, [1, dbn, bk], y_sorted, [64, dbn // 2], triton.cdiv(HD, dbn), I, cfg["DOWN_num_stages"], 0),
     ]
     try:
-        for a, w, w_box, c, c_box, n_tiles, K, stages, swiglu in gemms:
+        for (a, w, w_box, c, c_box, n_tiles, K, stages, swiglu), counter in zip(gemms, tile_counters):
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
             moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), desc(c, [8, c_box[1]]),
-                                        block_expert, expert_start, expert_rows, num_m_blocks, n_tiles, K,
-                                        NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=cfg["BLOCK_M"] // 64,
+                                        block_expert, expert_start, expert_rows, counter, num_m_blocks, n_tiles, K,
+                                        NUM_STAGES=stages, SWIGLU=swiglu, CONSUMERS=consumers,
                                         LOADER_REGS=GLUON_LOADER_REGS, CONSUMER_REGS=GLUON_CONSUMER_REGS,
-                                        PDL=int(pdl), PAIRS_ONLY=int(pairs_only), num_warps=4, **_pdl_launch(pdl))
+                                        PDL=int(pdl), PAIRS_ONLY=int(pairs_only), CLAIM=int(claim), num_warps=4,
+                                        **_pdl_launch(pdl))
     except Exception as e:  # Gluon changes between Triton releases: fall back, and say so once
         lines = str(e).strip().splitlines()
         _GLUON_FAILED[h.device] = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -879,8 +953,11 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
     pdl = bool(gluon and gdc_wait is not None
                and (pdl_pays(T, E, top_k, block_m) if PDL_LAUNCH is None else PDL_LAUNCH))
     pairs_only = bool(gluon and (pairs_only_pays(T, E, top_k) if PAIRS_ONLY is None else PAIRS_ONLY))
+    claim = bool(gluon and (block_m == 128 if CLAIM_TILES is None else CLAIM_TILES))
+    # the experts' counters and the two Gluon GEMMs' tile counters (CLAIM), zeroed by one memset
+    counters = torch.zeros(E + 2, dtype=torch.int32, device=x.device)
     weights, sorted_ids, sorted_row, block_expert, expert_start, num_m_blocks, expert_rows = route_and_align(
-        router_logits, top_k, block_m, pdl=pdl)
+        router_logits, top_k, block_m, pdl=pdl, counts=counters[:E])
 
     def gather(pad_zeros, pdl):
         moe_gather_kernel[(num_m_blocks, triton.cdiv(HD, GATHER_BLOCK_D))](
@@ -892,10 +969,10 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
         gather(pad_zeros=not gluon, pdl=pdl)
     y = None
     if gluon:
-        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, num_m_blocks, cfg, pdl=pdl,
-                         pairs_only=pairs_only)
+        y = _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, counters[E:], num_m_blocks, cfg,
+                         pdl=pdl, pairs_only=pairs_only, claim=claim)
     if y is None:
-        pdl = pairs_only = False
+        pdl = pairs_only = claim = False
         if gluon:  # the Gluon GEMMs failed after a gather that left the padding rows as they were
             gather(pad_zeros=True, pdl=False)
         cfg = {**cfg, "GLUON": 0}
@@ -920,7 +997,7 @@ def _launch(x, w13, w2, router_logits, top_k, out, cfg, use_tma):
                                                       SORTED=cfg["GLUON"], PDL=_pdl_flag(pdl), num_warps=4,
                                                       **_pdl_launch(pdl))
     last_config.clear()
-    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl), PAIRS_ONLY=int(pairs_only))
+    last_config.update(cfg, USE_TMA=tma, PDL=int(pdl), PAIRS_ONLY=int(pairs_only), CLAIM=int(claim))
     return out
 
 
