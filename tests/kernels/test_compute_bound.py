@@ -358,8 +358,8 @@ def test_moe_gluon_path_launches_both_gemms_persistent_and_sums_sorted_rows(monk
                 launch_pdl=True)
     # (the host's bound on the row blocks, ceil(T*k / 128) + E = 8) x 2 column tiles = 16 tiles on 5 SMs
     assert gemms.launches == [
-        ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, CONSUMERS=2, **regs)),
-        ((5, ), [[64, 32], [1, 32, 32], [64, 16]], 2, I, dict(NUM_STAGES=2, SWIGLU=0, CONSUMERS=2, **regs)),
+        ((5, ), [[64, 32], [2, 64, 32], [64, 64]], 2, HD, dict(NUM_STAGES=3, SWIGLU=1, CONSUMERS=2, CLAIM=1, **regs)),
+        ((5, ), [[64, 32], [1, 32, 32], [64, 16]], 2, I, dict(NUM_STAGES=2, SWIGLU=0, CONSUMERS=2, CLAIM=1, **regs)),
     ]
     monkeypatch.setattr(m, "_num_sms", lambda device: 132)
     gemms.launches.clear()
@@ -382,8 +382,8 @@ def test_moe_streaming_layout_runs_64_row_blocks_on_one_consumer(monkeypatch):
                 launch_pdl=True)
     # 8 blocks (ceil(160 / 64) + 5) x 1 column tile of 128 gate/up and 1 of 128 down (8 tiles < 4 an SM)
     assert gemms.launches == [
-        ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, **regs)),
-        ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, **regs)),
+        ((3, ), [[64, 64], [2, 128, 64], [64, 128]], 1, HD, dict(NUM_STAGES=5, SWIGLU=1, CONSUMERS=1, CLAIM=0, **regs)),
+        ((3, ), [[64, 64], [1, 128, 64], [64, 64]], 1, I, dict(NUM_STAGES=8, SWIGLU=0, CONSUMERS=1, CLAIM=0, **regs)),
     ]
     _, _, _, block_expert, _, _, _ = m.route_and_align(logits, top_k, 64)
     rows = torch.bincount(torch.topk(logits, top_k).indices.flatten(), minlength=E)

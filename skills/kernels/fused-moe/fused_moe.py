@@ -526,8 +526,9 @@ if gluon is not None:
             tma_store(c_desc, [row, col], c_buf)
 
     @gluon.jit
-    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free, c_desc, c_rows_desc,
-                            block_expert_ptr, expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, C: gl.constexpr,
+    def _moe_gluon_consumer(a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free, c_desc,
+                            c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K,
+                            C: gl.constexpr,
                             NUM_STAGES: gl.constexpr, SWIGLU: gl.constexpr, CONSUMERS: gl.constexpr,
                             PAIRS_ONLY: gl.constexpr):
         # Consumer C (one warpgroup): rows [C * 64, C * 64 + 64) of each tile, acc += A @ W^T with one async
@@ -652,12 +653,12 @@ if gluon is not None:
         if CONSUMERS == 2:
             gl.warp_specialize([
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free,
-                                       c_desc, c_rows_desc, block_expert_ptr,
-                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
+                                       c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
+                                       num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free,
-                                       c_desc, c_rows_desc, block_expert_ptr,
-                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 1,
+                                       c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
+                                       num_m_blocks, n_tiles, K, 1,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, tile_ring, tile_ready, tile_free,
                                      block_expert_ptr, expert_start_ptr, expert_rows_ptr, tile_counter_ptr,
@@ -666,8 +667,8 @@ if gluon is not None:
         else:
             gl.warp_specialize([
                 (_moe_gluon_consumer, (a_smem, w_smem, c_smem, ready, empty, tile_ring, tile_ready, tile_free,
-                                       c_desc, c_rows_desc, block_expert_ptr,
-                                       expert_start_ptr, expert_rows_ptr, num_m_blocks, n_tiles, K, 0,
+                                       c_desc, c_rows_desc, block_expert_ptr, expert_start_ptr, expert_rows_ptr,
+                                       num_m_blocks, n_tiles, K, 0,
                                        NUM_STAGES, SWIGLU, CONSUMERS, PAIRS_ONLY)),
                 (_moe_gluon_loader, (a_desc, w_desc, a_smem, w_smem, ready, empty, tile_ring, tile_ready, tile_free,
                                      block_expert_ptr, expert_start_ptr, expert_rows_ptr, tile_counter_ptr,
@@ -791,7 +792,7 @@ def _gluon_gemms(x_sorted, w13, w2, h, block_expert, expert_start, expert_rows, 
         (h, w2, [1, dbn, bk], y_sorted, [64, dbn // 2], triton.cdiv(HD, dbn), I, cfg["DOWN_num_stages"], 0),
     ]
     try:
-        for (a, w, w_box, c, c_box, n_tiles, K, stages, swiglu), counter in zip(gemms, tile_counters):
+        for (a, w, w_box, c, c_box, n_tiles, K, stages, swiglu), counter in zip(gemms, tile_counters.split(1)):
             grid = (min(_num_sms(h.device), num_m_blocks * n_tiles), )
             moe_gemm_gluon_kernel[grid](desc(a, [64, bk]), desc(w, w_box), desc(c, c_box), desc(c, [8, c_box[1]]),
                                         block_expert, expert_start, expert_rows, counter, num_m_blocks, n_tiles, K,
