@@ -389,10 +389,17 @@ if gluon is not None:
 
     @gluon.jit
     def _claim_tile(counter_ptr):
-        # The launch's counter's next value (0, 1, ...: the tiles past the grid's first round, in order), to every
-        # lane of the loader's warp. A tensor atomic on lane 0 (Triton 3.6's atomics take no scalar operand).
+        # A claim of the launch's counter's next value (0, 1, ...: the tiles past the grid's first round, in order):
+        # a tensor atomic on lane 0 of the loader's warp (Triton 3.6's atomics take no scalar operand), its result
+        # left in lane 0's register. Reading it waits out the atomic's round trip (~1 us): _claimed reads it once
+        # the tile's copies are issued.
         lane = gl.arange(0, 32, gl.BlockedLayout([1], [32], [1], [0]))
-        got = gl.atomic_add(counter_ptr + lane, lane * 0 + 1, mask=lane == 0, sem="relaxed")
+        return gl.atomic_add(counter_ptr + lane, lane * 0 + 1, mask=lane == 0, sem="relaxed")
+
+    @gluon.jit
+    def _claimed(got):
+        # _claim_tile's value, to every lane
+        lane = gl.arange(0, 32, gl.BlockedLayout([1], [32], [1], [0]))
         return gl.max(gl.where(lane == 0, got, 0), 0)
 
     @gluon.jit
@@ -485,8 +492,8 @@ if gluon is not None:
         while tile_id < num_m_blocks * n_tiles:
             _post_tile(tile_ring, tile_ready, tile_free, j, tile_id)
             next_tile = tile_id + gl.num_programs(0)
-            if CLAIM:  # its latency runs under this tile's loads
-                next_tile = gl.num_programs(0) + _claim_tile(tile_counter_ptr)
+            if CLAIM:  # read after this tile's copies: its round trip runs under them
+                got = _claim_tile(tile_counter_ptr)
             pid_m, pid_n, e = _gluon_tile(tile_id, block_expert_ptr, expert_start_ptr, n_tiles)
             if e >= 0:
                 last_rows = _last_half_pairs(e, pid_m, expert_start_ptr, expert_rows_ptr, CONSUMERS, M_HALF)
@@ -504,6 +511,8 @@ if gluon is not None:
                     if it >= early:
                         tma_load(w_desc, [e * W_BOX0, pid_n * W_BOX1, ki * BLOCK_K], ready.index(s), w_smem.index(s))
                     it += 1
+            if CLAIM:
+                next_tile = gl.num_programs(0) + _claimed(got)
             tile_id = next_tile
             j += 1
         _post_tile(tile_ring, tile_ready, tile_free, j, tile_id)  # the end
