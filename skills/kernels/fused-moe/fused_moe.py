@@ -404,8 +404,8 @@ if gluon is not None:
 
     @gluon.jit
     def _post_tile(tile_ring, tile_ready, tile_free, j, tile_id):
-        # The loader's j-th tile id (past the tiles: the end) into slot j % TILE_SLOTS of the ring once both
-        # consumers have read what lap j // TILE_SLOTS - 1 left there. The arrive releases the store to the waiter.
+        # The loader's j-th tile id (past the tiles: the end) into the ring's slot j % 2 once both consumers have
+        # read what the lap before left there. The arrive releases the store to the consumers' wait (it acquires).
         slot = j % tile_ring.shape[0]
         mbarrier.wait(tile_free.index(slot), ((j // tile_ring.shape[0]) & 1) ^ 1)
         tile_ring.index(slot).store(gl.zeros([1], gl.int32, gl.BlockedLayout([1], [32], [1], [0])) + tile_id)
