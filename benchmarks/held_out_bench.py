@@ -1,6 +1,7 @@
 """One kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: an old kernel file
 (e.g. main's version from git) against this checkout's and torch, in one process; a memory-bound kernel
-beside the measured device-copy bandwidth, a compute-bound one (gemm, flash-attention, fused-moe) in TFLOP/s
+beside the measured device-copy bandwidth (softmax and layernorm also beside the peer: the one-program-a-row
+kernel of Triton's tutorial and the kernel-skill collections, benchmarks/peer_rows.py), a compute-bound one (gemm, flash-attention, fused-moe) in TFLOP/s
 beside what its test compares it with (cuBLAS, SDPA and its flash backend, the per-expert loop and a dense
 GEMM pair of the same work).
 
@@ -38,6 +39,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+import peer_rows  # noqa: E402
 from kgit.harness import cheat, device  # noqa: E402
 from kgit.harness.checks import wrong_outputs  # noqa: E402
 from kgit.harness.timing import gpu_median_ms  # noqa: E402
@@ -60,6 +62,7 @@ def _softmax():
         run=lambda m, i, o: m.softmax(i[0], out=o),
         ref=lambda m, i: m.softmax_ref(i[0]),
         torch=lambda i: torch.softmax(i[0], dim=-1),
+        peer=lambda m, i: peer_rows.peer_run("softmax", m, i[0], None, None),
         bytes=lambda i: 2 * i[0].numel() * i[0].element_size(),
     )
 
@@ -75,6 +78,7 @@ def _layernorm():
         run=lambda m, i, o: m.layernorm(*i, out=o),
         ref=lambda m, i: m.layernorm_ref(*i),
         torch=lambda i: torch.nn.functional.layer_norm(i[0], (i[0].shape[-1],), i[1], i[2], 1e-5),
+        peer=lambda m, i: peer_rows.peer_run("layernorm", m, *i),
         bytes=lambda i: (2 * i[0].numel() + 2 * i[1].numel()) * i[0].element_size(),
     )
 
@@ -154,6 +158,8 @@ def measure(spec, old, new, shape, where):
     # torch allocates its own output (in the logits' dtype for cross-entropy): part of what a user calls
     calls = {"old": lambda o: spec["run"](old, inputs, o), "new": lambda o: spec["run"](new, inputs, o),
              "torch": lambda o: spec["torch"](inputs)}
+    if "peer" in spec:
+        calls["peer"] = spec["peer"](new, inputs)
     row = {"shape": shape.size, "dtype": shape.dtype, "source": shape.source}
     outs = {}
     for name, call in calls.items():
@@ -298,8 +304,11 @@ def synthetic(kernel: str, text: str) -> Shape:
 
 def table(kernel, half, rows, copy):
     print(f"\n{kernel}, {half} half (copy {f'{copy:.0f} GB/s' if copy else 'not measured: no GPU'})")
+    peer = any("peer_us" in r for r in rows)  # softmax and layernorm: beside the one-program-a-row kernel
+    names = ("old", "new", "torch", "peer") if peer else ("old", "new", "torch")
     head = f"{'shape':>14s} {'dtype':5s} {'old us':>9s} {'new us':>9s} {'torch us':>9s} {'old %copy':>9s} " \
-           f"{'new %copy':>9s} {'%same':>6s} {'new/old':>7s} {'x torch':>7s}  ok(o/n/t)  path"
+           f"{'new %copy':>9s} {'%same':>6s} {'new/old':>7s} {'x torch':>7s} " + (f"{'x peer':>7s} " if peer else "") \
+           + f" ok({'/'.join(n[0] for n in names)})  path"
     print(head)
     for r in rows:
         def pct(name):
@@ -308,12 +317,14 @@ def table(kernel, half, rows, copy):
         def us(name):
             return f"{r[name + '_us']:9.2f}" if f"{name}_us" in r else f"{'-':>9s}"
         ratio = f"{r['old_us'] / r['new_us']:7.3f}" if "old_us" in r and "new_us" in r else f"{'-':>7s}"
-        xt = f"{r['torch_us'] / r['new_us']:7.3f}" if "torch_us" in r and "new_us" in r else f"{'-':>7s}"
+        def times_new(name):
+            return f"{r[name + '_us'] / r['new_us']:7.3f}" if f"{name}_us" in r and "new_us" in r else f"{'-':>7s}"
         same = f"{100 * r['copy_us'] / r['new_us']:6.1f}" if "copy_us" in r and "new_us" in r else f"{'-':>6s}"
-        ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in ("old", "new", "torch"))
+        ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in names)
         print(f"{r['shape']:>14s} {r['dtype']:5s} {us('old')} {us('new')} {us('torch')} {pct('old')} {pct('new')} "
-              f"{same} {ratio} {xt}  {ok:9s}  {r['path']}")
-        for n in ("old", "new", "torch"):
+              f"{same} {ratio} {times_new('torch')} " + (f"{times_new('peer')} " if peer else "")
+              + f" {ok:11s}  {r['path']}")
+        for n in names:
             if f"{n}_error" in r:
                 print(f"{'':>14s} {n}: {r[n + '_error']}")
     timed = [r for r in rows if "new_us" in r and "old_us" in r and "torch_us" in r]
@@ -325,7 +336,9 @@ def table(kernel, half, rows, copy):
         sames = sorted(100 * r["copy_us"] / r["new_us"] for r in timed)
         print(f"{'summary':>14s}: new % of copy min {pcts[0]:.1f} median {pcts[len(pcts) // 2]:.1f}; % of the "
               f"same-size copy min {sames[0]:.1f} median {sames[len(sames) // 2]:.1f}; new/old "
-              f"geomean {gain ** (1 / len(timed)):.3f}; x torch min {min(r['torch_us'] / r['new_us'] for r in timed):.3f}")
+              f"geomean {gain ** (1 / len(timed)):.3f}; x torch min {min(r['torch_us'] / r['new_us'] for r in timed):.3f}"
+              + (f"; x peer min {min(r['peer_us'] / r['new_us'] for r in timed if 'peer_us' in r):.3f}"
+                 if any("peer_us" in r for r in timed) else ""))
 
 
 def main():

@@ -77,9 +77,20 @@ def test_shapes_times_the_synthetic_shapes_named_beside_a_copy_of_their_own_traf
     assert [(r["shape"], r["dtype"], r["half"]) for r in rows] == [("4x4100", "bf16", "synthetic"),
                                                                    ("3x33", "fp32", "synthetic")]
     assert all(r["new_ok"] and len(r["copy_us_rounds"]) == 2 for r in rows)
+    # beside the peer, the one-program-a-row kernel of Triton's tutorial, checked and timed in the same rounds
+    assert all(r["peer_ok"] and len(r["peer_us_rounds"]) == 2 for r in rows)
+    assert "x peer" in proc.stdout and "ok(o/n/t/p)" in proc.stdout  # (no summary line without a GPU copy)
     (tmp_path / "rows.jsonl").unlink()
     proc, rows = run_bench(tmp_path, "softmax", kernel_file, "--shapes", "4x4100:int8")
     assert proc.returncode != 0 and "one of bf16, fp16, fp32" in proc.stderr and not rows
+
+
+def test_layernorm_is_timed_beside_the_peer(tmp_path):
+    kernel_file = os.path.join(ROOT, "skills", "kernels", "layernorm", "layernorm.py")
+    proc, rows = run_bench(tmp_path, "layernorm", kernel_file, "--shapes", "3x4544:fp16")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = rows
+    assert row["peer_ok"] and row["peer_us"] > 0 and "ok(o/n/t/p)" in proc.stdout
 
 
 def test_a_synthetic_attention_shape_reads_its_fifth_size_as_causal():
