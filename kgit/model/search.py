@@ -193,7 +193,13 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
       improvements added): where keys add, the improvement of both moves is never more than the sum of
       each one's (max(x + y, 0) <= max(x, 0) + max(y, 0)), so a pair ranked above that sum is ranked
       there by the uncertainty of two keys in one run, not by anything the scores say of the pair
-      (on softmax (old), pairs of sd 0.2-0.27 outranked the flip of PERSISTENT at the best, sd 0.12);
+      (on softmax (old), pairs of sd 0.2-0.27 outranked the flip of PERSISTENT at the best, sd 0.12); and
+      not one of whose keys already moved alone from the best and ran: that run measured what the key does
+      there, so where keys add the pair gains what its other key gains alone plus that, and the model ranks
+      it above the other key's own step only by the sd of moving two keys (on the row kernels such pairs beat
+      the best in 1-7% of their steps, every other kind of step in 12-41%: experiments/tune/leave-one-out/,
+      ninth pass); a single move that failed does not hold its pairs back, since a key that fails alone can
+      need another beside it (a larger tile with fewer stages);
     - more keys at once when the model expects JUMP times the expected improvement of the step of one or
       two keys it would take otherwise; so too one key moved past its next value where the prior mean is
       flat along it (no dome, or a flag, which the dome never bends): there a farther value outranks the
@@ -284,8 +290,14 @@ def propose_model(best: dict, space: dict, measured: list[Point], pending: list[
     if len(ok) >= DOME_AFTER:
         alone = {key(pool[i]): gain[i] for i in by_count[1]}  # a single move measured or refused: 0 more
         ridge = _coupled_keys(space, fit[4])
-        by_count[2] = [i for i in by_count[2] if set(changed[i]) == ridge or gain[i] > sum(
-            alone.get(key({**best, name: pool[i][name]}), 0.0) for name in changed[i])]
+        # nor a pair one of whose keys already moved alone from the best and ran: where keys add, the pair
+        # gains what its other key gains alone plus what the run measured, and that key is a step of its own;
+        # a single move that failed holds nothing back, since a key that fails alone can need another beside
+        # it (docstring)
+        ran = {key(p.config) for p in measured if p.score is not None}
+        by_count[2] = [i for i in by_count[2] if set(changed[i]) == ridge or (gain[i] > sum(
+            alone.get(key({**best, name: pool[i][name]}), 0.0) for name in changed[i]) and not any(
+            key({**best, name: pool[i][name]}) in ran for name in changed[i]))]
     if by_count[2] and gain[pair := max(by_count[2], key=lambda i: gain[i])] > gain[chosen]:
         a, b = changed[pair]
         c = pool[pair]

@@ -545,6 +545,52 @@ def test_a_pair_not_read_as_coupled_must_promise_more_than_its_two_keys_one_at_a
     assert len(changed(proposal, best)) == 1 and proposal.reason == "", proposal
 
 
+# a softmax (old) run, replayed from its H200 table (benchmarks/tune/traces.py's start 10): (BLOCK_SIZE, num_warps,
+# num_stages, PERSISTENT), its origin's, kept, the score; num_stages 1 ran from the best (8192, 8, 2, 1)
+SOFTMAX_STEPPED = [((4096, 16, 2, 0), (4096, 16, 2, 0), True, 7.951876182361057),
+                   ((16384, 16, 2, 0), (4096, 16, 2, 0), False, 7.948159603615099),
+                   ((8192, 4, 2, 0), (4096, 16, 2, 0), True, 8.029718175418969),
+                   ((8192, 8, 2, 1), (8192, 4, 2, 0), True, 8.105264340595676),
+                   ((8192, 8, 1, 1), (8192, 8, 2, 1), False, 8.10962759895923)]
+
+
+def test_a_pair_one_of_whose_keys_already_moved_alone_from_the_best_and_ran_is_not_taken():
+    """Before the rule the model moved BLOCK_SIZE to 4096 with num_stages to 1 here, the pair's expected gain
+    above BLOCK_SIZE's alone: num_stages 1 had run from this best, so where keys add the pair gains what
+    BLOCK_SIZE alone gains plus a loss already measured, and only the isotropic kernel's sd for two keys
+    ranked it higher."""
+    points = [Point(dict(zip(SOFTMAX_SPACE, values)), dict(zip(SOFTMAX_SPACE, origin)), kept, score)
+              for values, origin, kept, score in SOFTMAX_STEPPED]
+    best = points[3].config
+    proposal = search.propose_model(best, SOFTMAX_SPACE, points, seed=10)
+    assert sorted(changed(proposal, best)) != ["BLOCK_SIZE", "num_stages"], proposal
+    assert not proposal.reason.startswith("BLOCK_SIZE and num_stages interact"), proposal
+
+
+TILE_SPACE = {"BLOCK_M": [32, 64, 128, 256], "BLOCK_N": [32, 64, 128, 256], "BLOCK_K": [32, 64, 128],
+              "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
+# a run on benchmarks/tune/synthetic.py's failing shape (seed 1, start 14): (BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
+# num_stages), its origin's, the score (None: it failed); the first two kept; BLOCK_M 128 alone failed from the best
+TILE_STEPPED = [((64, 32, 64, 4, 5), (64, 32, 64, 4, 5), 6.321490517341208),
+                ((64, 128, 64, 4, 5), (64, 32, 64, 4, 5), 6.5861833336856055),
+                ((128, 128, 64, 8, 5), (64, 128, 64, 4, 5), None),
+                ((64, 128, 32, 4, 2), (64, 128, 64, 4, 5), 6.492032231206864),
+                ((64, 128, 128, 4, 2), (64, 128, 64, 4, 5), 6.552542193912192),
+                ((32, 128, 64, 8, 3), (64, 128, 64, 4, 5), 6.303628685939595),
+                ((128, 128, 64, 4, 5), (64, 128, 64, 4, 5), None)]
+
+
+def test_a_pair_whose_single_move_failed_from_the_best_may_still_be_taken():
+    """A key that fails alone can need another beside it (a larger tile, fewer stages to fit its shared
+    memory): a single move that failed does not hold its pairs back, as one that ran does."""
+    points = [Point(dict(zip(TILE_SPACE, values)), dict(zip(TILE_SPACE, origin)), i < 2, score)
+              for i, (values, origin, score) in enumerate(TILE_STEPPED)]
+    best = points[1].config
+    proposal = search.propose_model(best, TILE_SPACE, points, seed=14)
+    assert proposal.config == {**best, "BLOCK_M": 128, "num_stages": 2}, proposal
+    assert proposal.reason.startswith("BLOCK_M and num_stages interact"), proposal
+
+
 def test_the_pair_the_scores_read_as_coupled_moves_at_once_without_promising_more_than_its_keys_alone(monkeypatch):
     best, points = tune(coupled, {"BLOCK": 512, "WARPS": 16}, 5)  # up to 2048 x 8, on the ridge
     assert best == {"BLOCK": 2048, "WARPS": 8} and len(points) == 6
