@@ -1,9 +1,9 @@
 """One kernel on the shapes of benchmarks/shapes.py, tune half and held-out half apart: an old kernel file
 (e.g. main's version from git) against this checkout's and torch, in one process; a memory-bound kernel
 beside the measured device-copy bandwidth (softmax and layernorm also beside the peer: the one-program-a-row
-kernel of Triton's tutorial and the kernel-skill collections, benchmarks/peer_rows.py), a compute-bound one (gemm, flash-attention, fused-moe) in TFLOP/s
-beside what its test compares it with (cuBLAS, SDPA and its flash backend, the per-expert loop and a dense
-GEMM pair of the same work).
+kernel of Triton's tutorial and the kernel-skill collections, benchmarks/peer_rows.py), a compute-bound one
+(gemm, flash-attention, fused-moe) in TFLOP/s beside what its test compares it with (cuBLAS, SDPA and its flash
+backend, the per-expert loop and a dense GEMM pair of the same work).
 
     python benchmarks/held_out_bench.py KERNEL OLD_FILE [--json FILE] [--sweep | --half held-out]
 
@@ -336,7 +336,8 @@ def table(kernel, half, rows, copy):
         sames = sorted(100 * r["copy_us"] / r["new_us"] for r in timed)
         print(f"{'summary':>14s}: new % of copy min {pcts[0]:.1f} median {pcts[len(pcts) // 2]:.1f}; % of the "
               f"same-size copy min {sames[0]:.1f} median {sames[len(sames) // 2]:.1f}; new/old "
-              f"geomean {gain ** (1 / len(timed)):.3f}; x torch min {min(r['torch_us'] / r['new_us'] for r in timed):.3f}"
+              f"geomean {gain ** (1 / len(timed)):.3f}; "
+              f"x torch min {min(r['torch_us'] / r['new_us'] for r in timed):.3f}"
               + (f"; x peer min {min(r['peer_us'] / r['new_us'] for r in timed if 'peer_us' in r):.3f}"
                  if any("peer_us" in r for r in timed) else ""))
 

@@ -5,9 +5,10 @@
 
 The shape is named as the test's tables name it (Spec.label); it is looked up among the plan's timed and
 swept shapes. --dims gives any other shape as the test's make_inputs takes it, integers (2048,5000,4096 for
-gemm's M, N, K); the shape argument is then only its name in the output. The kernel runs once to compile (and autotune), then once inside an NVTX range named
-"profiled"; with --torch the test's torch baseline too, so one profile holds both. Give ncu
-`--nvtx --nvtx-include profiled/` and it reads those launches only, not the input generation.
+gemm's M, N, K); the shape argument is then only its name in the output. The kernel runs once to compile (and
+autotune), then once inside an NVTX range named "profiled"; with --torch the test's torch baseline too, so one
+profile holds both. Give ncu `--nvtx --nvtx-include profiled/` and it reads those launches only, not the input
+generation.
 `kgit profile` profiles the headline shape only; the worst shape of a sweep is usually another one.
 --set overrides an entry of the template's CONFIG, to profile what a sweep's "ran" column names: under
 ncu an autotune may pick another candidate than it did in the sweep (it did at attention D64 causal S1024).

@@ -64,7 +64,9 @@ def summarize(gpu: str | None, records: list[Record]) -> Summary:
         metric=best.metric if best else records[0].metric,
         baseline=baseline.value if baseline else None, best=best.value if best else None,
         best_iteration=best.iteration if best else None,
-        best_gain_pct=best.delta_pct if best and best.iteration > 0 else None, pct_of_peak=best.pct_of_peak if best else None,
-        iterations=len({r.key for r in records if r.status != Status.BASELINE}), reverted=sum(not r.status.on_branch for r in records),
+        best_gain_pct=best.delta_pct if best and best.iteration > 0 else None,
+        pct_of_peak=best.pct_of_peak if best else None,
+        iterations=len({r.key for r in records if r.status != Status.BASELINE}),
+        reverted=sum(not r.status.on_branch for r in records),
         target=best.target if best else None,
         target_met=any(r.stop_reason == StopReason.TARGET_MET for r in records))

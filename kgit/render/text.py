@@ -211,8 +211,8 @@ def _best_cell(summary) -> str:
     return f"{metric(summary.best, summary.metric, summary.cpu_timing)} (iter {summary.best_iteration}{kept_by})"
 
 
-# Under every summary table: the two columns are medians taken at different times (a clone stepping
-# beside another doubles the load of both), while the step was kept on pairs taken side by side.
+# Under a summary table whose best was kept on a gain: Baseline and Best are medians taken at different
+# times (a clone stepping beside another doubles the load of both), the gain pairs taken side by side.
 SUMMARY_LEGEND = ("Baseline and Best: each iteration's own median, measured at different times; a step is kept "
                   "on its gain over the best before it, measured pair by pair ('kept at'; 'kgit log' shows each)")
 
