@@ -247,6 +247,11 @@ def measure_compute(old_spec, new_spec, shape, where):
     return row
 
 
+def ratio(r, a, b, width=7):
+    """A row's a time over its b time, as the tables print it ('-' where either is missing)."""
+    return f"{r[a + '_us'] / r[b + '_us']:{width}.3f}" if f"{a}_us" in r and f"{b}_us" in r else f"{'-':>{width}s}"
+
+
 def compute_table(kernel, half, rows, copy):
     """The rows of measure_compute: TFLOP/s, new/old, and new against torch and each other comparison."""
     print(f"\n{kernel}, {half} half")
@@ -255,8 +260,6 @@ def compute_table(kernel, half, rows, copy):
           f"{'%copy':>6s} {'new/old':>7s} {'x torch':>7s} " + " ".join(f"{'x ' + o:>12s}" for o in others)
           + "  ok(o/n/t)  path")
 
-    def ratio(r, a, b, width=7):
-        return f"{r[a + '_us'] / r[b + '_us']:{width}.3f}" if f"{a}_us" in r and f"{b}_us" in r else f"{'-':>{width}s}"
     for r in rows:
         us = {n: f"{r[n + '_us']:9.2f}" if f"{n}_us" in r else f"{'-':>9s}" for n in ("old", "new", "torch")}
         tflops = f"{r['flops'] / (r['new_us'] * 1e6):8.1f}" if "new_us" in r else f"{'-':>8s}"
@@ -316,13 +319,11 @@ def table(kernel, half, rows, copy):
             return f"{100 * r['bytes'] / (us * 1e3) / copy:9.1f}" if us and copy else f"{'-':>9s}"
         def us(name):
             return f"{r[name + '_us']:9.2f}" if f"{name}_us" in r else f"{'-':>9s}"
-        ratio = f"{r['old_us'] / r['new_us']:7.3f}" if "old_us" in r and "new_us" in r else f"{'-':>7s}"
-        def times_new(name):
-            return f"{r[name + '_us'] / r['new_us']:7.3f}" if f"{name}_us" in r and "new_us" in r else f"{'-':>7s}"
         same = f"{100 * r['copy_us'] / r['new_us']:6.1f}" if "copy_us" in r and "new_us" in r else f"{'-':>6s}"
         ok = "/".join("y" if r.get(f"{n}_ok") else "N" for n in names)
         print(f"{r['shape']:>14s} {r['dtype']:5s} {us('old')} {us('new')} {us('torch')} {pct('old')} {pct('new')} "
-              f"{same} {ratio} {times_new('torch')} " + (f"{times_new('peer')} " if peer else "")
+              f"{same} {ratio(r, 'old', 'new')} {ratio(r, 'torch', 'new')} "
+              + (f"{ratio(r, 'peer', 'new')} " if peer else "")
               + f" {ok:11s}  {r['path']}")
         for n in names:
             if f"{n}_error" in r:
